@@ -1,0 +1,109 @@
+/* xbase/event.h — a single-threaded event loop: fd readiness, timers, I/O calls.
+ *
+ * One loop runs on one thread. Everything here except xEventLoopWake and
+ * xEventLoopPost must be called from the loop's own thread. The readiness
+ * backend (epoll today) sits behind an internal interface; callers never touch
+ * it and do their socket I/O through xEventLoopRecv / xEventLoopSendv, so a
+ * completion-based backend can replace it without changing connection code. */
+#ifndef XBASE_EVENT_H
+#define XBASE_EVENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <xbase/errno.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct xEventLoop xEventLoop;
+
+/** Readiness bits passed to and from watch callbacks. */
+enum {
+    XEV_READ = 1u << 0,   /**< readable, or the peer closed its side */
+    XEV_WRITE = 1u << 1,  /**< writable */
+    XEV_ERROR = 1u << 2,  /**< error or hang-up on the descriptor */
+};
+
+/** Called when fd becomes ready; events holds XEV_* bits. */
+typedef void (*xEventFn)(xEventLoop *loop, int fd, unsigned events, void *arg);
+
+/** Creates a loop. Returns NULL when the backend cannot be set up. */
+xEventLoop *xEventLoopCreate(void);
+
+/** Destroys a loop that is not running. Watched descriptors are not closed. */
+void xEventLoopDestroy(xEventLoop *loop);
+
+/** Runs until xEventLoopStop is called. Returns XOK, or XERR_SYS if waiting failed. */
+xErrno xEventLoopRun(xEventLoop *loop);
+
+/** Makes xEventLoopRun return after the current iteration. Loop thread only. */
+void xEventLoopStop(xEventLoop *loop);
+
+/** Starts watching fd. Edge-triggered: a callback must drain what it reads
+ *  (or remember that it did not) because it is not called again until new
+ *  readiness arrives. Registering XEV_READ|XEV_WRITE once avoids later changes. */
+xErrno xEventLoopAdd(xEventLoop *loop, int fd, unsigned events, xEventFn fn, void *arg);
+
+/** Stops watching fd. Safe to call from within fd's own callback. */
+void xEventLoopRemove(xEventLoop *loop, int fd);
+
+/** recv() through the loop's backend. Returns bytes read, 0 at end of stream,
+ *  or -1 with errno set (EAGAIN when nothing is there yet). */
+ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len);
+
+/** Gathered send through the loop's backend, never raising SIGPIPE. Same
+ *  return convention as xEventLoopRecv. */
+ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int iovcnt);
+
+/* ---- Time ---- */
+
+/** Milliseconds on a monotonic clock, sampled once per loop iteration. */
+uint64_t xEventLoopNowMs(const xEventLoop *loop);
+
+/** The HTTP Date header value for the current second ("Sun, 06 Nov 1994
+ *  08:49:37 GMT", 29 bytes, NUL-terminated); rebuilt at most once per second. */
+const char *xEventLoopHttpDate(xEventLoop *loop);
+
+/* ---- Timers ----
+ * A timer is embedded in the caller's own struct, so arming costs no malloc.
+ * Re-arming an armed timer is O(1): it happens on every request. */
+
+typedef struct xTimer xTimer;
+typedef void (*xTimerFn)(xEventLoop *loop, xTimer *timer);
+
+struct xTimer {
+    xTimer *next;       /* private: wheel slot list */
+    xTimer *prev;       /* private */
+    uint64_t deadline;  /* private: loop milliseconds */
+    xTimerFn fn;        /* called once when the deadline passes */
+};
+
+/** Prepares a timer before first use. */
+void xTimerInit(xTimer *timer, xTimerFn fn);
+
+/** Arms (or re-arms) timer to fire after_ms from now. */
+void xTimerStart(xEventLoop *loop, xTimer *timer, uint64_t after_ms);
+
+/** Disarms timer; harmless when it is not armed. */
+void xTimerStop(xEventLoop *loop, xTimer *timer);
+
+/** True while timer is armed. */
+bool xTimerActive(const xTimer *timer);
+
+/* ---- Cross-thread calls ---- */
+
+typedef void (*xPostFn)(xEventLoop *loop, void *arg);
+
+/** Queues fn(loop, arg) to run on the loop's thread. Callable from any thread.
+ *  Returns XERR_NOMEM if the call could not be queued. */
+xErrno xEventLoopPost(xEventLoop *loop, xPostFn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,155 @@
+/* xhttp/server.h — xKit's HTTP server.
+ *
+ * Two ways to run a server:
+ *  - on workers it owns: xHttpServerCreate(NULL, &conf), then xHttpServerRun.
+ *    Each worker is a thread with its own event loop and its own SO_REUSEPORT
+ *    listening socket; a connection lives on the worker that accepted it and
+ *    its handlers run there.
+ *  - on a caller's loop: xHttpServerCreate(loop, &conf), then xEventLoopRun.
+ *
+ * Handlers run on a worker's loop thread and must not block. A handler answers
+ * with xHttpResponseSend, or streams with xHttpResponseWrite / xHttpResponseEnd,
+ * now or later from the same loop (the request and response stay valid until
+ * the response ends). Routes must be added before the server starts. */
+#ifndef XHTTP_SERVER_H
+#define XHTTP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <xbase/errno.h>
+#include <xbase/event.h>
+#include <xbase/str.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct xHttpServer xHttpServer;
+typedef struct xHttpRequest xHttpRequest;
+typedef struct xHttpResponse xHttpResponse;
+
+/** Handles one request; arg is what was given to xHttpServerRoute. */
+typedef void (*xHttpHandler)(xHttpRequest *req, xHttpResponse *res, void *arg);
+
+/** Server settings. Start from xHttpServerConfInit's defaults. */
+typedef struct xHttpServerConf {
+    int workers;                 /**< threads for xHttpServerRun; 0: the CPUs this
+                                      process may run on (sched_getaffinity) */
+    size_t max_request_line;     /**< bytes, else 414 (default 8 KiB) */
+    size_t max_header_size;      /**< bytes of the whole head, else 431 (8 KiB) */
+    size_t max_headers;          /**< header fields, else 431 (100) */
+    size_t max_body_size;        /**< request body bytes, else 413 (1 MiB) */
+    uint32_t header_timeout_ms;  /**< to receive a whole head once it began (10 s) */
+    uint32_t body_timeout_ms;    /**< between body reads while one is expected (30 s) */
+    uint32_t idle_timeout_ms;    /**< keep-alive wait for the next request (60 s) */
+    uint32_t shutdown_timeout_ms;/**< graceful stop deadline (10 s) */
+    uint32_t max_connections;    /**< per worker; beyond it new ones are closed (10000) */
+    bool handle_signals;         /**< xHttpServerRun stops on SIGINT/SIGTERM (true) */
+} xHttpServerConf;
+
+/** Fills conf with the defaults noted above. */
+void xHttpServerConfInit(xHttpServerConf *conf);
+
+/** Creates a server. loop NULL: the server owns conf->workers loops, started
+ *  by xHttpServerRun. loop set: the server lives on that loop only. conf may be
+ *  NULL for the defaults. Returns NULL on allocation failure. */
+xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf);
+
+/** Adds a route. spec is "METHOD /pattern" or "/pattern" for any method; a
+ *  pattern segment ":name" captures one segment, a final "*" the rest. GET
+ *  routes also answer HEAD. Unknown path → 404; known path, other method →
+ *  405 with Allow. Returns XERR_INVALID, XERR_EXISTS or XERR_STATE (running). */
+xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg);
+
+/** Binds and listens on host:port (IPv4 or IPv6 literal or name; NULL or ""
+ *  for every IPv4 address; port 0 picks a free one). Fails here, not later,
+ *  when the address is in use: XERR_BUSY, XERR_ADDR, XERR_SYS. */
+xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port);
+
+/** The port of the first listener (useful after listening on port 0), or 0. */
+uint16_t xHttpServerPort(const xHttpServer *server);
+
+/** Runs the workers and blocks until the server stops (xHttpServerStop, or a
+ *  signal when conf.handle_signals). On a caller's loop it runs that loop. */
+xErrno xHttpServerRun(xHttpServer *server);
+
+/** Begins a graceful stop: listeners close, idle connections close, in-flight
+ *  requests finish (answered with Connection: close), and everything ends by
+ *  shutdown_timeout_ms. Callable from any thread and from a signal handler. */
+void xHttpServerStop(xHttpServer *server);
+
+/** Frees a server that is not running. */
+void xHttpServerDestroy(xHttpServer *server);
+
+/* ---- The request: views valid until its response ends ---- */
+
+/** The method, e.g. "GET". */
+xStr xHttpRequestMethod(const xHttpRequest *req);
+
+/** The path without the query, as sent (not percent-decoded). */
+xStr xHttpRequestPath(const xHttpRequest *req);
+
+/** The raw query string without '?'; empty when absent. */
+xStr xHttpRequestQuery(const xHttpRequest *req);
+
+/** Finds query parameter name (raw, not percent-decoded). A key without '='
+ *  has an empty value. Returns false when absent. */
+bool xHttpRequestQueryParam(const xHttpRequest *req, const char *name, xStr *value);
+
+/** The value captured by route parameter ":name" (or "*"); empty when absent. */
+xStr xHttpRequestParam(const xHttpRequest *req, const char *name);
+
+/** Finds a header, name compared case-insensitively. Returns false when absent. */
+bool xHttpRequestHeader(const xHttpRequest *req, const char *name, xStr *value);
+
+/** Number of header fields, and the i-th one, for iterating. */
+size_t xHttpRequestHeaderCount(const xHttpRequest *req);
+bool xHttpRequestHeaderAt(const xHttpRequest *req, size_t i, xStr *name, xStr *value);
+
+/** The whole request body (de-chunked); empty when there is none. */
+xStr xHttpRequestBody(const xHttpRequest *req);
+
+/** "HTTP/1.0", "HTTP/1.1" or "HTTP/2". */
+const char *xHttpRequestProtocol(const xHttpRequest *req);
+
+/** The loop the request is served on, for timers and deferred work. */
+xEventLoop *xHttpRequestLoop(const xHttpRequest *req);
+
+/* ---- The response ---- */
+
+/** Sets the status code (default 200). Before the head is sent. */
+void xHttpResponseSetStatus(xHttpResponse *res, int status);
+
+/** Adds a header. Content-Length, Transfer-Encoding, Connection and Date are
+ *  the server's and are refused (XERR_INVALID), as are names or values with
+ *  bytes not allowed in a field. Returns XERR_STATE after the head is sent. */
+xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *value);
+
+/** Sends the whole body (copied) with a Content-Length and ends the response. */
+xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len);
+
+/** Like xHttpResponseSend without copying: body must stay valid and
+ *  unchanged until release(release_arg) is called (release may be NULL for
+ *  static data). */
+xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len,
+                            void (*release)(void *), void *release_arg);
+
+/** Streams a piece of the body (chunked on HTTP/1.1); sends the head first. */
+xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len);
+
+/** Ends a streamed response. */
+xErrno xHttpResponseEnd(xHttpResponse *res);
+
+/** True when the client went away; later writes are discarded, End still
+ *  must be called to release the request. */
+bool xHttpResponseAborted(const xHttpResponse *res);
+
+/** The reason phrase for status ("Not Found"), or "Unknown". */
+const char *xHttpStatusReason(int status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

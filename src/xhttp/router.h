@@ -1,0 +1,56 @@
+/* router.h — maps "METHOD /path" patterns to handlers.
+ *
+ * Patterns are split into '/'-separated segments and stored in a trie, so a
+ * lookup costs the path's length, not the number of routes. A segment is a
+ * literal, a parameter (":id", matches one non-empty segment), or a trailing
+ * "*" (matches the rest of the path, possibly empty, captured as param "*").
+ * Literal beats parameter beats wildcard; a failed branch backtracks.
+ * The router is built once, then read concurrently without locks. */
+#ifndef XHTTP_ROUTER_H
+#define XHTTP_ROUTER_H
+
+#include <stddef.h>
+
+#include <xbase/errno.h>
+#include <xbase/str.h>
+
+#define XROUTER_MAX_PARAMS 16
+
+typedef struct xRouter xRouter;
+
+/** One captured parameter: the name (without ':') and the matched bytes,
+ *  which point into the looked-up path. */
+typedef struct xRouteParam {
+    xStr name;
+    xStr value;
+} xRouteParam;
+
+typedef enum xRouteResult {
+    XROUTE_FOUND,
+    XROUTE_NOT_FOUND,           /**< no pattern matches the path → 404 */
+    XROUTE_METHOD_NOT_ALLOWED,  /**< the path matches, the method does not → 405 */
+} xRouteResult;
+
+typedef struct xRouteMatch {
+    void *handler;              /**< what was registered, opaque to the router */
+    void *arg;
+    xRouteParam params[XROUTER_MAX_PARAMS];
+    size_t num_params;
+    xStr allow;                 /**< for 405: "GET, HEAD, POST" style list */
+} xRouteMatch;
+
+xRouter *xRouterCreate(void);
+void xRouterDestroy(xRouter *router);
+
+/** Adds a route. spec is "METHOD /pattern" or just "/pattern" (any method).
+ *  A route for GET also answers HEAD unless HEAD has its own route.
+ *  Returns XERR_INVALID for a malformed spec (no leading '/', empty ":" name,
+ *  '*' not last, more than XROUTER_MAX_PARAMS parameters), XERR_EXISTS when the
+ *  same method and pattern is already there, XERR_NOMEM. */
+xErrno xRouterAdd(xRouter *router, const char *spec, void *handler, void *arg);
+
+/** Looks up method and path (no query). On XROUTE_FOUND fills handler, arg and
+ *  params; on XROUTE_METHOD_NOT_ALLOWED fills allow. */
+xRouteResult xRouterMatch(const xRouter *router, xStr method, xStr path, xRouteMatch *match);
+
+#endif
