@@ -1,0 +1,85 @@
+/* buffer.c — growable buffers and the per-loop block pool. */
+#include <xbase/buffer.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+xErrno xBufferReserve(xBuffer *buf, size_t extra) {
+    if (buf->cap - buf->len >= extra) return XOK;
+    if (extra > SIZE_MAX / 2 - buf->len) return XERR_NOMEM;
+    size_t want = buf->len + extra;
+    size_t cap = buf->cap ? buf->cap : 256;
+    while (cap < want) cap *= 2;
+    char *data = realloc(buf->data, cap);
+    if (!data) return XERR_NOMEM;
+    buf->data = data;
+    buf->cap = cap;
+    return XOK;
+}
+
+xErrno xBufferAppend(xBuffer *buf, const void *bytes, size_t n) {
+    xErrno err = xBufferReserve(buf, n);
+    if (err != XOK) return err;
+    if (n) memcpy(buf->data + buf->len, bytes, n);
+    buf->len += n;
+    return XOK;
+}
+
+void xBufferConsume(xBuffer *buf, size_t n) {
+    if (n >= buf->len) {
+        buf->len = 0;
+        return;
+    }
+    memmove(buf->data, buf->data + n, buf->len - n);
+    buf->len -= n;
+}
+
+void xBufferFree(xBuffer *buf) {
+    free(buf->data);
+    buf->data = NULL;
+    buf->len = buf->cap = 0;
+}
+
+void xBufferPoolInit(xBufferPool *pool, size_t block_size, size_t max_free) {
+    pool->free_list = NULL;
+    pool->block_size = block_size;
+    pool->free_count = 0;
+    pool->max_free = max_free;
+}
+
+void xBufferPoolDestroy(xBufferPool *pool) {
+    while (pool->free_list) {
+        void *block = pool->free_list;
+        pool->free_list = *(void **)block;
+        free(block);
+    }
+    pool->free_count = 0;
+}
+
+xErrno xBufferPoolAcquire(xBufferPool *pool, xBuffer *buf) {
+    if (buf->data) return XOK;
+    void *block = pool->free_list;
+    if (block) {
+        pool->free_list = *(void **)block;
+        pool->free_count--;
+    } else if (!(block = malloc(pool->block_size))) {
+        return XERR_NOMEM;
+    }
+    buf->data = block;
+    buf->cap = pool->block_size;
+    buf->len = 0;
+    return XOK;
+}
+
+void xBufferPoolRelease(xBufferPool *pool, xBuffer *buf) {
+    if (!buf->data) return;
+    if (buf->cap == pool->block_size && pool->free_count < pool->max_free) {
+        *(void **)buf->data = pool->free_list;
+        pool->free_list = buf->data;
+        pool->free_count++;
+    } else {
+        free(buf->data);
+    }
+    buf->data = NULL;
+    buf->len = buf->cap = 0;
+}

@@ -1,0 +1,220 @@
+/* event_loop.c — the loop: wait for readiness, dispatch, fire timers, run
+ * calls posted from other threads. Watches live in an array indexed by fd, so
+ * dispatch is one array load with no allocation per connection. */
+#include <xbase/event.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "poller.h"
+#include "timer_wheel.h"
+
+#define XLOOP_EVENTS 256
+
+typedef struct xWatch {
+    xEventFn fn;
+    void *arg;
+} xWatch;
+
+typedef struct xPosted {
+    struct xPosted *next;
+    xPostFn fn;
+    void *arg;
+} xPosted;
+
+struct xEventLoop {
+    xPoller *poller;
+    xWatch *watches;         /* indexed by fd */
+    size_t watch_cap;
+    bool running;
+    uint64_t now_ms;
+    time_t date_second;
+    char date[32];
+    xTimerWheel wheel;
+
+    int wake_fd;             /* eventfd that other threads write to */
+    pthread_mutex_t posted_lock;
+    xPosted *posted_head;
+    xPosted *posted_tail;
+};
+
+static uint64_t monotonic_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Formats the IMF-fixdate of RFC 9110 §5.6.7 by hand: strftime depends on
+ * the locale and costs more than we want even once a second. */
+static void format_http_date(char out[32], time_t t) {
+    static const char days[] = "SunMonTueWedThuFriSat";
+    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    memcpy(out, days + 3 * tm.tm_wday, 3);
+    out[3] = ',';
+    out[4] = ' ';
+    out[5] = (char)('0' + tm.tm_mday / 10);
+    out[6] = (char)('0' + tm.tm_mday % 10);
+    out[7] = ' ';
+    memcpy(out + 8, months + 3 * tm.tm_mon, 3);
+    out[11] = ' ';
+    int year = tm.tm_year + 1900;
+    for (int i = 15; i >= 12; i--, year /= 10) out[i] = (char)('0' + year % 10);
+    out[16] = ' ';
+    int hms[3] = {tm.tm_hour, tm.tm_min, tm.tm_sec};
+    for (int i = 0; i < 3; i++) {
+        out[17 + 3 * i] = (char)('0' + hms[i] / 10);
+        out[18 + 3 * i] = (char)('0' + hms[i] % 10);
+        out[19 + 3 * i] = i < 2 ? ':' : ' ';
+    }
+    memcpy(out + 26, "GMT", 4);
+}
+
+static void update_clock(xEventLoop *loop) {
+    loop->now_ms = monotonic_ms();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    if (ts.tv_sec != loop->date_second) {
+        loop->date_second = ts.tv_sec;
+        format_http_date(loop->date, ts.tv_sec);
+    }
+}
+
+static void run_posted(xEventLoop *loop) {
+    pthread_mutex_lock(&loop->posted_lock);
+    xPosted *list = loop->posted_head;
+    loop->posted_head = loop->posted_tail = NULL;
+    pthread_mutex_unlock(&loop->posted_lock);
+    while (list) {
+        xPosted *next = list->next;
+        list->fn(loop, list->arg);
+        free(list);
+        list = next;
+    }
+}
+
+static void on_wake(xEventLoop *loop, int fd, unsigned events, void *arg) {
+    uint64_t count;
+    while (read(fd, &count, sizeof count) > 0) {}
+    run_posted(loop);
+}
+
+xEventLoop *xEventLoopCreate(void) {
+    xEventLoop *loop = calloc(1, sizeof *loop);
+    if (!loop) return NULL;
+    loop->poller = xPollerCreate();
+    loop->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_init(&loop->posted_lock, NULL);
+    update_clock(loop);
+    xTimerWheelInit(&loop->wheel, loop->now_ms);
+    if (!loop->poller || loop->wake_fd < 0 ||
+        xEventLoopAdd(loop, loop->wake_fd, XEV_READ, on_wake, NULL) != XOK) {
+        xEventLoopDestroy(loop);
+        return NULL;
+    }
+    return loop;
+}
+
+void xEventLoopDestroy(xEventLoop *loop) {
+    if (!loop) return;
+    run_posted(loop);  /* posted calls may own memory: let them release it */
+    if (loop->wake_fd >= 0) close(loop->wake_fd);
+    xPollerDestroy(loop->poller);
+    pthread_mutex_destroy(&loop->posted_lock);
+    free(loop->watches);
+    free(loop);
+}
+
+static void dispatch(xEventLoop *loop, const xPollerEvent *events, int n) {
+    for (int i = 0; i < n; i++) {
+        int fd = events[i].fd;
+        /* A callback earlier in this batch may have removed this fd. */
+        if ((size_t)fd >= loop->watch_cap || !loop->watches[fd].fn) continue;
+        xWatch w = loop->watches[fd];
+        w.fn(loop, fd, events[i].events, w.arg);
+    }
+}
+
+xErrno xEventLoopRun(xEventLoop *loop) {
+    xPollerEvent events[XLOOP_EVENTS];
+    loop->running = true;
+    while (loop->running) {
+        int64_t timeout = xTimerWheelNextTimeout(&loop->wheel, loop->now_ms);
+        int n = xPollerWait(loop->poller, events, XLOOP_EVENTS, (int)timeout);
+        if (n < 0) return XERR_SYS;
+        update_clock(loop);
+        dispatch(loop, events, n);
+        xTimerWheelAdvance(&loop->wheel, loop->now_ms, loop);
+    }
+    return XOK;
+}
+
+void xEventLoopStop(xEventLoop *loop) { loop->running = false; }
+
+xErrno xEventLoopAdd(xEventLoop *loop, int fd, unsigned events, xEventFn fn, void *arg) {
+    if (fd < 0 || !fn) return XERR_INVALID;
+    if ((size_t)fd >= loop->watch_cap) {
+        size_t cap = loop->watch_cap ? loop->watch_cap : 64;
+        while (cap <= (size_t)fd) cap *= 2;
+        xWatch *w = realloc(loop->watches, cap * sizeof *w);
+        if (!w) return XERR_NOMEM;
+        memset(w + loop->watch_cap, 0, (cap - loop->watch_cap) * sizeof *w);
+        loop->watches = w;
+        loop->watch_cap = cap;
+    }
+    if (xPollerAdd(loop->poller, fd, events) != 0) return XERR_SYS;
+    loop->watches[fd].fn = fn;
+    loop->watches[fd].arg = arg;
+    return XOK;
+}
+
+void xEventLoopRemove(xEventLoop *loop, int fd) {
+    if (fd < 0 || (size_t)fd >= loop->watch_cap || !loop->watches[fd].fn) return;
+    xPollerRemove(loop->poller, fd);
+    loop->watches[fd].fn = NULL;
+    loop->watches[fd].arg = NULL;
+}
+
+ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len) {
+    return recv(fd, buf, len, 0);
+}
+
+ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int iovcnt) {
+    struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+    return sendmsg(fd, &msg, MSG_NOSIGNAL);
+}
+
+uint64_t xEventLoopNowMs(const xEventLoop *loop) { return loop->now_ms; }
+
+const char *xEventLoopHttpDate(xEventLoop *loop) { return loop->date; }
+
+void xTimerStart(xEventLoop *loop, xTimer *timer, uint64_t after_ms) {
+    xTimerWheelAdd(&loop->wheel, timer, loop->now_ms + after_ms);
+}
+
+void xTimerStop(xEventLoop *loop, xTimer *timer) { xTimerWheelRemove(&loop->wheel, timer); }
+
+xErrno xEventLoopPost(xEventLoop *loop, xPostFn fn, void *arg) {
+    xPosted *p = malloc(sizeof *p);
+    if (!p) return XERR_NOMEM;
+    p->next = NULL;
+    p->fn = fn;
+    p->arg = arg;
+    pthread_mutex_lock(&loop->posted_lock);
+    if (loop->posted_tail) loop->posted_tail->next = p;
+    else loop->posted_head = p;
+    loop->posted_tail = p;
+    pthread_mutex_unlock(&loop->posted_lock);
+    uint64_t one = 1;
+    ssize_t ignored = write(loop->wake_fd, &one, sizeof one);
+    (void)ignored;
+    return XOK;
+}

@@ -1,0 +1,60 @@
+/* xbase/buffer.h — a growable byte buffer and a per-loop pool of them.
+ *
+ * Connections borrow buffers from their loop's pool while they have bytes in
+ * flight and give them back when idle, so ten thousand idle keep-alive
+ * connections hold no buffer memory and a busy loop never calls malloc. */
+#ifndef XBASE_BUFFER_H
+#define XBASE_BUFFER_H
+
+#include <stddef.h>
+
+#include <xbase/errno.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Bytes data[0, len) of a cap-sized allocation (data NULL when cap is 0). */
+typedef struct xBuffer {
+    char *data;
+    size_t len;
+    size_t cap;
+} xBuffer;
+
+/** Makes room for at least extra more bytes after len. */
+xErrno xBufferReserve(xBuffer *buf, size_t extra);
+
+/** Appends n bytes. */
+xErrno xBufferAppend(xBuffer *buf, const void *bytes, size_t n);
+
+/** Drops the first n bytes, moving the rest to the front. */
+void xBufferConsume(xBuffer *buf, size_t n);
+
+/** Frees the storage; buf becomes empty. */
+void xBufferFree(xBuffer *buf);
+
+/** A free list of blocks of one size. Single-threaded: one per loop. */
+typedef struct xBufferPool {
+    void *free_list;
+    size_t block_size;
+    size_t free_count;
+    size_t max_free;     /**< blocks kept beyond this are returned to malloc */
+} xBufferPool;
+
+/** Prepares a pool of block_size blocks keeping at most max_free spares. */
+void xBufferPoolInit(xBufferPool *pool, size_t block_size, size_t max_free);
+
+/** Frees every spare block. */
+void xBufferPoolDestroy(xBufferPool *pool);
+
+/** Gives buf a pooled block if it has no storage. XERR_NOMEM on failure. */
+xErrno xBufferPoolAcquire(xBufferPool *pool, xBuffer *buf);
+
+/** Takes buf's storage back (to the pool if it is a pool-sized block, else
+ *  to malloc); buf becomes empty. */
+void xBufferPoolRelease(xBufferPool *pool, xBuffer *buf);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
