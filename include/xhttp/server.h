@@ -68,6 +68,9 @@ xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler hand
  *  when the address is in use: XERR_BUSY, XERR_ADDR, XERR_SYS. */
 xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port);
 
+/** How many workers serve requests (1 on a caller's loop). */
+int xHttpServerWorkerCount(const xHttpServer *server);
+
 /** The port of the first listener (useful after listening on port 0), or 0. */
 uint16_t xHttpServerPort(const xHttpServer *server);
 

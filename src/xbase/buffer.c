@@ -1,6 +1,7 @@
 /* buffer.c — growable buffers and the per-loop block pool. */
 #include <xbase/buffer.h>
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,0 +1,251 @@
+/* connection.c — socket I/O, the output queue, lingering close, lifetime. */
+#include "connection.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define XCONN_IOV_MAX 64
+#define XCONN_LINGER_MS 2000
+
+static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg);
+static void on_timer(xEventLoop *loop, xTimer *timer);
+
+xConn *xConnCreate(xHttpContext *ctx, int fd, const xConnProtocol *proto, void *proto_state) {
+    xConn *conn = calloc(1, sizeof *conn);
+    if (!conn) {
+        close(fd);
+        return NULL;
+    }
+    conn->ctx = ctx;
+    conn->fd = fd;
+    conn->proto = proto;
+    conn->proto_state = proto_state;
+    conn->refs = 1;
+    xTimerInit(&conn->timer, on_timer);
+    if (xEventLoopAdd(ctx->loop, fd, XEV_READ | XEV_WRITE, on_io, conn) != XOK) {
+        close(fd);
+        free(conn);
+        return NULL;
+    }
+    conn->next = ctx->conns;
+    if (ctx->conns) ctx->conns->prev = conn;
+    ctx->conns = conn;
+    ctx->conn_count++;
+    return conn;
+}
+
+void xConnRetain(xConn *conn) { conn->refs++; }
+
+static void release_out_refs(xConn *conn) {
+    for (size_t i = conn->out_ref_index; i < conn->out_nrefs; i++)
+        if (conn->out_refs[i].release) conn->out_refs[i].release(conn->out_refs[i].arg);
+    conn->out_nrefs = conn->out_ref_index = conn->out_ref_sent = 0;
+}
+
+void xConnRelease(xConn *conn) {
+    if (--conn->refs) return;
+    xHttpContext *ctx = conn->ctx;
+    conn->proto->on_free(conn);
+    if (conn->prev) conn->prev->next = conn->next;
+    else ctx->conns = conn->next;
+    if (conn->next) conn->next->prev = conn->prev;
+    ctx->conn_count--;
+    free(conn);
+    if (ctx->on_conn_gone) ctx->on_conn_gone(ctx);
+}
+
+ssize_t xConnRecv(xConn *conn, char *buf, size_t len) {
+    ssize_t n = xEventLoopRecv(conn->ctx->loop, conn->fd, buf, len);
+    /* A short read means the socket was drained at that moment; edge
+     * triggering tells us when more arrives, so skip the extra EAGAIN read. */
+    if ((n >= 0 && (size_t)n < len) || (n < 0 && errno == EAGAIN)) conn->readable = false;
+    return n;
+}
+
+size_t xConnPending(const xConn *conn) {
+    size_t pending = conn->out.len - conn->out_sent;
+    for (size_t i = conn->out_ref_index; i < conn->out_nrefs; i++) pending += conn->out_refs[i].len;
+    return pending - conn->out_ref_sent;
+}
+
+char *xConnReserve(xConn *conn, size_t len) {
+    if (xBufferPoolAcquire(&conn->ctx->buffers, &conn->out) != XOK) return NULL;
+    if (xBufferReserve(&conn->out, len) != XOK) return NULL;
+    return conn->out.data + conn->out.len;
+}
+
+void xConnCommit(xConn *conn, size_t len) { conn->out.len += len; }
+
+xErrno xConnWrite(xConn *conn, const void *bytes, size_t len) {
+    if (conn->closed) return XERR_CLOSED;
+    char *dst = xConnReserve(conn, len);
+    if (!dst) return XERR_NOMEM;
+    memcpy(dst, bytes, len);
+    conn->out.len += len;
+    return XOK;
+}
+
+xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)(void *), void *arg) {
+    xErrno err = XOK;
+    if (len == 0) {
+        /* nothing to send; release now rather than queue an empty segment */
+    } else if (conn->closed) {
+        err = XERR_CLOSED;
+    } else if (conn->out_nrefs == XCONN_MAX_REFS) {
+        err = xConnWrite(conn, bytes, len);
+    } else {
+        conn->out_refs[conn->out_nrefs++] =
+            (xOutRef){.data = bytes, .len = len, .mark = conn->out.len, .release = release, .arg = arg};
+        return XOK;
+    }
+    if (release) release(arg);
+    return err;
+}
+
+/* Gathers the unsent bytes in order: buffered bytes up to each ref's mark,
+ * then the ref, then the buffered bytes after it. */
+static int gather(const xConn *conn, struct iovec *iov) {
+    int n = 0;
+    size_t pos = conn->out_sent;
+    for (size_t i = conn->out_ref_index; i < conn->out_nrefs && n < XCONN_IOV_MAX - 1; i++) {
+        const xOutRef *ref = &conn->out_refs[i];
+        if (ref->mark > pos) {
+            iov[n++] = (struct iovec){conn->out.data + pos, ref->mark - pos};
+            pos = ref->mark;
+        }
+        size_t skip = i == conn->out_ref_index ? conn->out_ref_sent : 0;
+        iov[n++] = (struct iovec){(void *)(ref->data + skip), ref->len - skip};
+    }
+    if (conn->out.len > pos && n < XCONN_IOV_MAX)
+        iov[n++] = (struct iovec){conn->out.data + pos, conn->out.len - pos};
+    return n;
+}
+
+/* Accounts for sent bytes, releasing each reference once fully sent. */
+static void advance(xConn *conn, size_t sent) {
+    while (sent) {
+        xOutRef *ref = conn->out_ref_index < conn->out_nrefs ? &conn->out_refs[conn->out_ref_index] : NULL;
+        if (!ref || conn->out_sent < ref->mark) {
+            size_t limit = ref ? ref->mark : conn->out.len;
+            size_t step = limit - conn->out_sent < sent ? limit - conn->out_sent : sent;
+            conn->out_sent += step;
+            sent -= step;
+            continue;
+        }
+        size_t left = ref->len - conn->out_ref_sent;
+        size_t step = left < sent ? left : sent;
+        conn->out_ref_sent += step;
+        sent -= step;
+        if (conn->out_ref_sent == ref->len) {
+            if (ref->release) ref->release(ref->arg);
+            conn->out_ref_index++;
+            conn->out_ref_sent = 0;
+        }
+    }
+}
+
+static void start_linger(xConn *conn);
+
+static void out_reset(xConn *conn) {
+    release_out_refs(conn);
+    conn->out_sent = 0;
+    xBufferPoolRelease(&conn->ctx->buffers, &conn->out);
+}
+
+void xConnFlush(xConn *conn) {
+    if (conn->closed || conn->write_blocked) return;
+    struct iovec iov[XCONN_IOV_MAX];
+    int n;
+    while ((n = gather(conn, iov)) > 0) {
+        ssize_t w = xEventLoopSendv(conn->ctx->loop, conn->fd, iov, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN) {
+                conn->write_blocked = true;
+                xConnSetTimeout(conn, conn->ctx->conf->idle_timeout_ms);
+                return;
+            }
+            xConnClose(conn);
+            return;
+        }
+        advance(conn, (size_t)w);
+    }
+    out_reset(conn);
+    if (conn->close_after_flush && !conn->lingering) start_linger(conn);
+}
+
+static void discard_input(xConn *conn) {
+    char sink[4096];
+    for (;;) {
+        ssize_t n = xConnRecv(conn, sink, sizeof sink);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+            xConnClose(conn);
+            return;
+        }
+        if (n < 0 && errno == EAGAIN) return;
+    }
+}
+
+static void start_linger(xConn *conn) {
+    conn->lingering = true;
+    shutdown(conn->fd, SHUT_WR);
+    xConnSetTimeout(conn, XCONN_LINGER_MS);
+    discard_input(conn);
+}
+
+void xConnCloseAfterFlush(xConn *conn) {
+    if (conn->closed || conn->close_after_flush) return;
+    conn->close_after_flush = true;
+    if (xConnPending(conn) == 0) start_linger(conn);
+    else xConnFlush(conn);
+}
+
+void xConnClose(xConn *conn) {
+    if (conn->closed) return;
+    conn->closed = true;
+    xTimerStop(conn->ctx->loop, &conn->timer);
+    xEventLoopRemove(conn->ctx->loop, conn->fd);
+    close(conn->fd);
+    conn->fd = -1;
+    out_reset(conn);
+    xBufferPoolRelease(&conn->ctx->buffers, &conn->in);
+    conn->proto->on_close(conn);
+    xConnRelease(conn);
+}
+
+void xConnSetTimeout(xConn *conn, uint32_t ms) {
+    if (ms) xTimerStart(conn->ctx->loop, &conn->timer, ms);
+    else xTimerStop(conn->ctx->loop, &conn->timer);
+}
+
+static void on_timer(xEventLoop *loop, xTimer *timer) {
+    xConn *conn = (xConn *)((char *)timer - offsetof(xConn, timer));
+    if (conn->lingering || conn->write_blocked) {
+        xConnClose(conn);
+        return;
+    }
+    xConnRetain(conn);
+    conn->proto->on_timeout(conn);
+    xConnRelease(conn);
+}
+
+static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg) {
+    xConn *conn = arg;
+    xConnRetain(conn);
+    if (events & XEV_ERROR) conn->hangup = true;
+    if (events & (XEV_READ | XEV_ERROR)) conn->readable = true;
+    if ((events & (XEV_WRITE | XEV_ERROR)) && conn->write_blocked) {
+        conn->write_blocked = false;
+        xConnFlush(conn);
+        if (!conn->closed && !conn->write_blocked && !conn->lingering)
+            conn->proto->on_flushed(conn);
+    }
+    if (!conn->closed && conn->readable) {
+        if (conn->lingering) discard_input(conn);
+        else conn->proto->on_readable(conn);
+    }
+    xConnRelease(conn);
+}

@@ -1,0 +1,264 @@
+/* exchange.c — the handler-facing request and response, and routing. */
+#include "exchange.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Exchanges kept for reuse per worker; beyond this they go back to malloc. */
+#define XEXCHANGE_POOL_MAX 1024
+
+xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
+    xHttpExchange *ex = ctx->free_exchanges;
+    if (ex) {
+        ctx->free_exchanges = ex->next_free;
+        ctx->free_exchange_count--;
+    } else if (!(ex = calloc(1, sizeof *ex))) {
+        return NULL;
+    }
+    if (ex->fields_cap < ctx->conf->max_headers) {
+        xHttpField *fields = realloc(ex->fields, ctx->conf->max_headers * sizeof *fields);
+        if (!fields) {
+            xHttpExchangeRelease(ctx, ex);
+            return NULL;
+        }
+        ex->fields = fields;
+        ex->fields_cap = ctx->conf->max_headers;
+    }
+    xBuffer keep = ex->res.headers;  /* reuse its storage across requests */
+    keep.len = 0;
+    memset(&ex->req, 0, sizeof ex->req);
+    memset(&ex->res, 0, sizeof ex->res);
+    ex->res.headers = keep;
+    ex->res.status = 200;
+    ex->req.loop = ctx->loop;
+    ex->match.num_params = 0;
+    ex->next_free = NULL;
+    return ex;
+}
+
+void xHttpExchangeRelease(xHttpContext *ctx, xHttpExchange *ex) {
+    if (ctx->free_exchange_count >= XEXCHANGE_POOL_MAX) {
+        xBufferFree(&ex->res.headers);
+        free(ex->fields);
+        free(ex);
+        return;
+    }
+    ex->next_free = ctx->free_exchanges;
+    ctx->free_exchanges = ex;
+    ctx->free_exchange_count++;
+}
+
+void xHttpExchangePoolDestroy(xHttpContext *ctx) {
+    while (ctx->free_exchanges) {
+        xHttpExchange *ex = ctx->free_exchanges;
+        ctx->free_exchanges = ex->next_free;
+        xBufferFree(&ex->res.headers);
+        free(ex->fields);
+        free(ex);
+    }
+    ctx->free_exchange_count = 0;
+}
+
+void xHttpExchangeDispatch(xHttpExchange *ex, const xRouter *router) {
+    xRouteResult found = xRouterMatch(router, ex->req.method, ex->req.path, &ex->match);
+    if (found == XROUTE_FOUND) {
+        ex->req.params = ex->match.params;
+        ex->req.num_params = ex->match.num_params;
+        ((xHttpHandler)ex->match.handler)(&ex->req, &ex->res, ex->match.arg);
+        return;
+    }
+    if (found == XROUTE_METHOD_NOT_ALLOWED) {
+        xBufferAppend(&ex->res.headers, "Allow: ", 7);
+        xBufferAppend(&ex->res.headers, ex->match.allow.data, ex->match.allow.len);
+        xBufferAppend(&ex->res.headers, "\r\n", 2);
+        xHttpExchangeSendStatus(ex, 405);
+        return;
+    }
+    xHttpExchangeSendStatus(ex, 404);
+}
+
+void xHttpExchangeSendStatus(xHttpExchange *ex, int status) {
+    char body[64];
+    const char *reason = xHttpStatusReason(status);
+    size_t n = strlen(reason);
+    memcpy(body, reason, n);
+    body[n++] = '\n';
+    ex->res.status = status;
+    xBufferAppend(&ex->res.headers, "Content-Type: text/plain\r\n", 26);
+    ex->ops->send(ex, body, n, true, NULL, NULL);
+}
+
+/* The xHttpResponse is the exchange's second member; handlers only hold it. */
+static xHttpExchange *exchange_of(xHttpResponse *res) {
+    return (xHttpExchange *)((char *)res - offsetof(xHttpExchange, res));
+}
+
+/* ---- Request accessors ---- */
+
+xStr xHttpRequestMethod(const xHttpRequest *req) { return req->method; }
+xStr xHttpRequestPath(const xHttpRequest *req) { return req->path; }
+xStr xHttpRequestQuery(const xHttpRequest *req) { return req->query; }
+xStr xHttpRequestBody(const xHttpRequest *req) { return req->body; }
+const char *xHttpRequestProtocol(const xHttpRequest *req) { return req->protocol; }
+xEventLoop *xHttpRequestLoop(const xHttpRequest *req) { return req->loop; }
+size_t xHttpRequestHeaderCount(const xHttpRequest *req) { return req->num_headers; }
+
+bool xHttpRequestQueryParam(const xHttpRequest *req, const char *name, xStr *value) {
+    size_t name_len = strlen(name);
+    const char *p = req->query.data, *end = p + req->query.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *pair_end = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(pair_end - p));
+        const char *key_end = eq ? eq : pair_end;
+        if ((size_t)(key_end - p) == name_len && memcmp(p, name, name_len) == 0) {
+            const char *v = eq ? eq + 1 : pair_end;
+            value->data = v;
+            value->len = (size_t)(pair_end - v);
+            return true;
+        }
+        p = pair_end + 1;
+    }
+    return false;
+}
+
+xStr xHttpRequestParam(const xHttpRequest *req, const char *name) {
+    xStr none = {"", 0};
+    for (size_t i = 0; i < req->num_params; i++)
+        if (xStrEqualsC(req->params[i].name, name)) return req->params[i].value;
+    return none;
+}
+
+static bool name_equals_nocase(xStr a, const char *b) {
+    if (a.len != strlen(b)) return false;
+    for (size_t i = 0; i < a.len; i++) {
+        unsigned x = (unsigned char)a.data[i], y = (unsigned char)b[i];
+        if (x - 'A' < 26u) x += 32;
+        if (y - 'A' < 26u) y += 32;
+        if (x != y) return false;
+    }
+    return true;
+}
+
+bool xHttpRequestHeader(const xHttpRequest *req, const char *name, xStr *value) {
+    for (size_t i = 0; i < req->num_headers; i++) {
+        if (name_equals_nocase(req->headers[i].name, name)) {
+            *value = req->headers[i].value;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool xHttpRequestHeaderAt(const xHttpRequest *req, size_t i, xStr *name, xStr *value) {
+    if (i >= req->num_headers) return false;
+    *name = req->headers[i].name;
+    *value = req->headers[i].value;
+    return true;
+}
+
+/* ---- Response ---- */
+
+static bool is_token_char(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* Fields the server frames itself; letting a handler set them would allow it
+ * to contradict the framing (and so smuggle a response). */
+static bool is_reserved_field(const char *name) {
+    static const char *const reserved[] = {"content-length", "transfer-encoding",
+                                           "connection", "date"};
+    for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++)
+        if (name_equals_nocase(xStrFromC(name), reserved[i])) return true;
+    return false;
+}
+
+void xHttpResponseSetStatus(xHttpResponse *res, int status) {
+    if (!res->head_sent && status >= 100 && status <= 999) res->status = status;
+}
+
+xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *value) {
+    if (res->head_sent || res->ended) return XERR_STATE;
+    if (!name || !*name || !value || is_reserved_field(name)) return XERR_INVALID;
+    for (const char *p = name; *p; p++)
+        if (!is_token_char((unsigned char)*p)) return XERR_INVALID;
+    for (const char *p = value; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if ((c < 0x20 && c != '\t') || c == 0x7f) return XERR_INVALID;
+    }
+    size_t nl = strlen(name), vl = strlen(value);
+    xErrno err = xBufferReserve(&res->headers, nl + vl + 4);
+    if (err != XOK) return err;
+    xBufferAppend(&res->headers, name, nl);
+    xBufferAppend(&res->headers, ": ", 2);
+    xBufferAppend(&res->headers, value, vl);
+    xBufferAppend(&res->headers, "\r\n", 2);
+    return XOK;
+}
+
+xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len) {
+    if (res->head_sent || res->ended) return XERR_STATE;
+    xHttpExchange *ex = exchange_of(res);
+    return ex->ops->send(ex, body, len, true, NULL, NULL);
+}
+
+xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len,
+                            void (*release)(void *), void *release_arg) {
+    if (res->head_sent || res->ended) return XERR_STATE;
+    xHttpExchange *ex = exchange_of(res);
+    return ex->ops->send(ex, body, len, false, release, release_arg);
+}
+
+xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len) {
+    if (res->ended) return XERR_STATE;
+    xHttpExchange *ex = exchange_of(res);
+    return ex->ops->write(ex, data, len);
+}
+
+xErrno xHttpResponseEnd(xHttpResponse *res) {
+    if (res->ended) return XERR_STATE;
+    xHttpExchange *ex = exchange_of(res);
+    return ex->ops->end(ex);
+}
+
+bool xHttpResponseAborted(const xHttpResponse *res) { return res->aborted; }
+
+const char *xHttpStatusReason(int status) {
+    switch (status) {
+    case 100: return "Continue";
+    case 101: return "Switching Protocols";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 417: return "Expectation Failed";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    }
+    return "Unknown";
+}

@@ -1,0 +1,571 @@
+/* http1.c — the HTTP/1.1 protocol over a connection.
+ *
+ * The read buffer holds requests back to back. `start` is where the current
+ * one begins; its head is parsed in place and the views handed to the handler
+ * point into the buffer, which therefore stays put until the response ends.
+ * Requests are served strictly in order: while a handler has not answered,
+ * later pipelined bytes wait in the buffer. Responses produced while handling
+ * one read are flushed together at the end of it. */
+#include "http1.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exchange.h"
+#include "http1_parser.h"
+
+/* Flush mid-batch once this much output is queued, and stop taking requests
+ * while the socket cannot take more, so a client that pipelines requests for
+ * large responses without reading them cannot make us buffer without bound. */
+#define XH1_OUTPUT_HIGH_WATER (1u << 20)
+/* A chunk-size line with extensions, or a trailer line, beyond this is abuse. */
+#define XH1_MAX_CHUNK_LINE 4096
+
+typedef enum xH1State {
+    XH1_HEAD,      /* waiting for a complete request head */
+    XH1_BODY,      /* reading a Content-Length body */
+    XH1_CHUNKED,   /* decoding a chunked body */
+    XH1_HANDLER,   /* the handler has the request; waiting for its response */
+    XH1_CLOSING,   /* a final response is queued; nothing more is read */
+} xH1State;
+
+typedef struct xHttp1 {
+    xConn *conn;
+    xH1State state;
+    size_t start;            /* offset of the current request in conn->in */
+    size_t scanned;          /* bytes of the head already scanned (parser's prev_len) */
+    size_t head_len;
+    uint64_t body_len;       /* Content-Length, or chunked payload decoded so far */
+    size_t raw_pos;          /* chunked: first byte not yet decoded */
+    size_t next_start;       /* where the request after this one begins */
+    const char *parsed_at;   /* in.data + start when the head was parsed */
+    xHttp1Chunked chunked;
+    xHttpExchange *ex;
+    bool keep_alive;
+    bool http10;
+    bool head_request;       /* HEAD: framing headers, no body */
+    bool chunked_response;   /* the streamed body uses chunked coding */
+    bool in_batch;           /* inside process(): leave flushing to its end */
+    bool waiting_flush;      /* output over the high-water mark; paused */
+    bool head_timer_armed;
+    bool served;             /* a response went out: the next wait is keep-alive idle */
+} xHttp1;
+
+static const xHttpExchangeOps h1_ops;
+static const xConnProtocol h1_protocol;
+
+static void process(xHttp1 *h);
+
+/* ---- Response heads ---- */
+
+static char *put(char *p, const char *s, size_t n) {
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static char *put_u64(char *p, uint64_t v) {
+    char tmp[20];
+    int n = 0;
+    do tmp[n++] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    while (n) *p++ = tmp[--n];
+    return p;
+}
+
+static bool status_has_body(int status) {
+    return status >= 200 && status != 204 && status != 304;
+}
+
+/* Writes the status line and the server's own fields, then extra and the
+ * empty line. framing: "Content-Length: N\r\n" or the chunked field, or "". */
+static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const char *framing,
+                         size_t framing_len) {
+    const char *reason = xHttpStatusReason(status);
+    size_t reason_len = strlen(reason);
+    size_t cap = 16 + reason_len + 60 + (fields ? fields->len : 0) + framing_len + 32;
+    char *p = xConnReserve(h->conn, cap), *begin = p;
+    if (!p) return XERR_NOMEM;
+    p = put(p, "HTTP/1.1 ", 9);
+    p = put_u64(p, (uint64_t)status);
+    *p++ = ' ';
+    p = put(p, reason, reason_len);
+    p = put(p, "\r\nServer: xkit\r\nDate: ", 22);
+    p = put(p, xEventLoopHttpDate(h->conn->ctx->loop), 29);
+    p = put(p, "\r\n", 2);
+    if (fields && fields->len) p = put(p, fields->data, fields->len);
+    p = put(p, framing, framing_len);
+    if (h->conn->ctx->draining) h->keep_alive = false;
+    if (!h->keep_alive) p = put(p, "Connection: close\r\n", 19);
+    else if (h->http10) p = put(p, "Connection: keep-alive\r\n", 24);
+    p = put(p, "\r\n", 2);
+    xConnCommit(h->conn, (size_t)(p - begin));
+    return XOK;
+}
+
+static xErrno write_sized_head(xHttp1 *h, int status, const xBuffer *fields, uint64_t len) {
+    char framing[40], *p = framing;
+    if (status_has_body(status)) {
+        p = put(p, "Content-Length: ", 16);
+        p = put_u64(p, len);
+        p = put(p, "\r\n", 2);
+    }
+    return write_head(h, status, fields, framing, (size_t)(p - framing));
+}
+
+/* Answers a request the server refuses, then closes: after a framing error
+ * we can no longer tell where the next request would start. */
+static void reject(xHttp1 *h, int status) {
+    if (h->ex) {
+        xHttpExchangeRelease(h->conn->ctx, h->ex);
+        h->ex = NULL;
+    }
+    const char *reason = xHttpStatusReason(status);
+    size_t len = strlen(reason);
+    static const xBuffer text = {"Content-Type: text/plain\r\n", 26, 26};
+    h->keep_alive = false;
+    h->state = XH1_CLOSING;
+    if (write_sized_head(h, status, &text, len + 1) == XOK) {
+        xConnWrite(h->conn, reason, len);
+        xConnWrite(h->conn, "\n", 1);
+    }
+    xConnCloseAfterFlush(h->conn);
+}
+
+/* ---- The end of a response ---- */
+
+static void finish(xHttp1 *h) {
+    xConn *conn = h->conn;
+    xHttpExchangeRelease(conn->ctx, h->ex);
+    h->ex = NULL;
+    h->start = h->next_start;
+    h->scanned = 0;
+    h->served = true;
+    h->head_timer_armed = false;
+    if (conn->closed) {
+        h->state = XH1_CLOSING;
+    } else if (!h->keep_alive) {
+        h->state = XH1_CLOSING;
+        xConnCloseAfterFlush(conn);
+    } else {
+        h->state = XH1_HEAD;
+    }
+    bool resume = !h->in_batch && !conn->closed;
+    xConnRelease(conn);  /* the reference taken at dispatch */
+    if (resume) {
+        xConnFlush(conn);
+        process(h);
+    }
+}
+
+static xErrno h1_send(xHttpExchange *ex, const void *body, size_t len, bool copy,
+                      void (*release)(void *), void *release_arg) {
+    xHttp1 *h = ex->proto;
+    xErrno err = XOK;
+    bool with_body = len && !h->head_request && status_has_body(ex->res.status);
+    if (ex->res.aborted) {
+        err = XERR_CLOSED;
+    } else if ((err = write_sized_head(h, ex->res.status, &ex->res.headers, len)) == XOK && with_body) {
+        err = copy ? xConnWrite(h->conn, body, len) : xConnWriteRef(h->conn, body, len, release, release_arg);
+        release = NULL;  /* now the connection's to call */
+    }
+    if (!copy && release) release(release_arg);
+    ex->res.head_sent = ex->res.ended = true;
+    finish(h);
+    return err;
+}
+
+static xErrno start_stream(xHttp1 *h, xHttpExchange *ex) {
+    ex->res.head_sent = true;
+    if (!status_has_body(ex->res.status) || h->head_request)
+        return write_sized_head(h, ex->res.status, &ex->res.headers, 0);
+    if (h->http10) {
+        /* HTTP/1.0 has no chunked coding: the body ends when we close. */
+        h->keep_alive = false;
+        return write_head(h, ex->res.status, &ex->res.headers, "", 0);
+    }
+    h->chunked_response = true;
+    return write_head(h, ex->res.status, &ex->res.headers, "Transfer-Encoding: chunked\r\n", 28);
+}
+
+static xErrno h1_write(xHttpExchange *ex, const void *data, size_t len) {
+    xHttp1 *h = ex->proto;
+    if (ex->res.aborted) return XERR_CLOSED;
+    xErrno err = ex->res.head_sent ? XOK : start_stream(h, ex);
+    if (err != XOK || !len || h->head_request || !status_has_body(ex->res.status)) return err;
+    if (h->chunked_response) {
+        char size_line[24];
+        int n = 0;
+        for (int shift = 60; shift >= 0; shift -= 4) {
+            unsigned digit = (unsigned)(len >> shift) & 15u;
+            if (digit || n) size_line[n++] = "0123456789abcdef"[digit];
+        }
+        size_line[n++] = '\r';
+        size_line[n++] = '\n';
+        err = xConnWrite(h->conn, size_line, (size_t)n);
+    }
+    if (err == XOK) err = xConnWrite(h->conn, data, len);
+    if (err == XOK && h->chunked_response) err = xConnWrite(h->conn, "\r\n", 2);
+    if (!h->in_batch) xConnFlush(h->conn);
+    return err;
+}
+
+static xErrno h1_end(xHttpExchange *ex) {
+    xHttp1 *h = ex->proto;
+    xErrno err = XOK;
+    if (!ex->res.aborted) {
+        if (!ex->res.head_sent) err = start_stream(h, ex);
+        if (err == XOK && h->chunked_response) err = xConnWrite(h->conn, "0\r\n\r\n", 5);
+    }
+    ex->res.ended = true;
+    finish(h);
+    return err;
+}
+
+static const xHttpExchangeOps h1_ops = {h1_send, h1_write, h1_end};
+
+/* ---- Requests ---- */
+
+static xHttp1Limits limits_of(const xHttpServerConf *conf) {
+    xHttp1Limits limits = {conf->max_request_line, conf->max_header_size, conf->max_headers};
+    return limits;
+}
+
+/* Parses the current head into the exchange's request. */
+static int parse_head(xHttp1 *h, xHttp1Request *req) {
+    xConn *conn = h->conn;
+    xHttp1Limits limits = limits_of(conn->ctx->conf);
+    req->headers = h->ex->fields;
+    int r = xHttp1ParseRequest(conn->in.data + h->start, conn->in.len - h->start, h->scanned, req, &limits);
+    if (r > 0) {
+        xHttpRequest *out = &h->ex->req;
+        out->method = req->method;
+        out->path = req->path;
+        out->query = req->query;
+        out->headers = h->ex->fields;
+        out->num_headers = req->num_headers;
+        out->protocol = req->minor_version ? "HTTP/1.1" : "HTTP/1.0";
+        h->parsed_at = conn->in.data + h->start;
+    }
+    return r;
+}
+
+/* Moves the current request to the front of the buffer. */
+static void compact(xHttp1 *h) {
+    xBuffer *in = &h->conn->in;
+    if (h->start == 0) return;
+    memmove(in->data, in->data + h->start, in->len - h->start);
+    in->len -= h->start;
+    if (h->state == XH1_CHUNKED) h->raw_pos -= h->start;
+    h->start = 0;
+}
+
+/* Makes in's capacity exactly cap (bodies can be far larger than a pooled block). */
+static bool resize_input(xHttp1 *h, size_t cap) {
+    xBuffer *in = &h->conn->in;
+    if (in->cap >= cap) return true;
+    char *data = realloc(in->data, cap);
+    if (!data) return false;
+    in->data = data;
+    in->cap = cap;
+    return true;
+}
+
+static void dispatch(xHttp1 *h, xStr body) {
+    xConn *conn = h->conn;
+    xHttpExchange *ex = h->ex;
+    if (h->parsed_at != conn->in.data + h->start) {
+        /* The buffer moved while the body arrived: the views must follow. */
+        xHttp1Request req;
+        h->scanned = 0;
+        parse_head(h, &req);
+        body.data = conn->in.data + h->start + h->head_len;
+    }
+    ex->req.body = body;
+    h->state = XH1_HANDLER;
+    h->chunked_response = false;
+    xConnSetTimeout(conn, 0);
+    xConnRetain(conn);  /* released by finish(), however late the response */
+    xHttpExchangeDispatch(ex, conn->ctx->router);
+}
+
+static void send_continue(xHttp1 *h) {
+    xConnWrite(h->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    xConnFlush(h->conn);
+}
+
+/* A complete head: decide how the body is framed. */
+static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) {
+    const xHttpServerConf *conf = h->conn->ctx->conf;
+    xBuffer *in = &h->conn->in;
+    h->head_len = head_len;
+    h->keep_alive = req->keep_alive;
+    h->http10 = req->minor_version == 0;
+    h->head_request = xStrEqualsC(req->method, "HEAD");
+    size_t body_start = h->start + head_len;
+    if (req->chunked) {
+        h->state = XH1_CHUNKED;
+        h->body_len = 0;
+        h->raw_pos = body_start;
+        memset(&h->chunked, 0, sizeof h->chunked);
+    } else if (req->content_length > 0) {
+        if ((uint64_t)req->content_length > conf->max_body_size) {
+            reject(h, 413);
+            return;
+        }
+        h->state = XH1_BODY;
+        h->body_len = (uint64_t)req->content_length;
+        if (in->cap - h->start < head_len + h->body_len) {
+            compact(h);
+            if (!resize_input(h, head_len + h->body_len)) {
+                reject(h, 500);
+                return;
+            }
+        }
+    } else {
+        h->next_start = body_start;
+        xStr none = {in->data + body_start, 0};
+        dispatch(h, none);
+        return;
+    }
+    bool body_waiting = h->state == XH1_CHUNKED || in->len - (h->start + head_len) < h->body_len;
+    if (req->expect_continue && body_waiting && !h->http10) send_continue(h);
+    xConnSetTimeout(h->conn, conf->body_timeout_ms);
+}
+
+typedef enum xStep { XSTEP_AGAIN, XSTEP_NEED_INPUT, XSTEP_STOP } xStep;
+
+static xStep step_head(xHttp1 *h) {
+    xConn *conn = h->conn;
+    size_t avail = conn->in.len - h->start;
+    if (avail == 0) return XSTEP_NEED_INPUT;
+    if (!h->ex && !(h->ex = xHttpExchangeAcquire(conn->ctx))) {
+        reject(h, 500);
+        return XSTEP_STOP;
+    }
+    h->ex->ops = &h1_ops;
+    h->ex->proto = h;
+    xHttp1Request req;
+    int r = parse_head(h, &req);
+    if (r == XHTTP1_INCOMPLETE) {
+        h->scanned = avail;
+        if (!h->head_timer_armed) {
+            h->head_timer_armed = true;
+            xConnSetTimeout(conn, conn->ctx->conf->header_timeout_ms);
+        }
+        return XSTEP_NEED_INPUT;
+    }
+    if (r == XHTTP1_ERROR) {
+        reject(h, req.error_status);
+        return XSTEP_STOP;
+    }
+    begin_request(h, &req, (size_t)r);
+    return XSTEP_AGAIN;
+}
+
+static xStep step_body(xHttp1 *h) {
+    size_t body_start = h->start + h->head_len;
+    if (h->conn->in.len - body_start < h->body_len) return XSTEP_NEED_INPUT;
+    h->next_start = body_start + h->body_len;
+    xStr body = {h->conn->in.data + body_start, h->body_len};
+    dispatch(h, body);
+    return XSTEP_AGAIN;
+}
+
+static xStep step_chunked(xHttp1 *h) {
+    xBuffer *in = &h->conn->in;
+    const xHttpServerConf *conf = h->conn->ctx->conf;
+    size_t body_start = h->start + h->head_len;
+    size_t written = 0;
+    ssize_t used = xHttp1ChunkedDecode(&h->chunked, in->data + h->raw_pos, in->len - h->raw_pos,
+                                       in->data + body_start + h->body_len, &written,
+                                       XH1_MAX_CHUNK_LINE, conf->max_header_size);
+    if (used < 0) {
+        reject(h, h->chunked.error_status);
+        return XSTEP_STOP;
+    }
+    h->body_len += written;
+    h->raw_pos += (size_t)used;
+    if (h->body_len > conf->max_body_size) {
+        reject(h, 413);
+        return XSTEP_STOP;
+    }
+    if (h->chunked.done) {
+        h->next_start = h->raw_pos;
+        xStr body = {in->data + body_start, h->body_len};
+        dispatch(h, body);
+        return XSTEP_AGAIN;
+    }
+    /* Everything read so far is decoded: later bytes can land right after
+     * the payload, reclaiming the space the chunk framing took. */
+    in->len = h->raw_pos = body_start + h->body_len;
+    return XSTEP_NEED_INPUT;
+}
+
+/* Makes room to read into; false when the current request cannot grow. */
+static bool make_room(xHttp1 *h) {
+    xConn *conn = h->conn;
+    xBuffer *in = &conn->in;
+    if (!in->data) {
+        h->start = h->scanned = 0;
+        return xBufferPoolAcquire(&conn->ctx->buffers, in) == XOK;
+    }
+    if (in->len < in->cap) return true;
+    if (h->start > 0) {
+        compact(h);
+        return true;
+    }
+    if (h->state != XH1_CHUNKED) return false;
+    const xHttpServerConf *conf = conn->ctx->conf;
+    size_t ceiling = conf->max_body_size + conf->max_header_size + 2 * XH1_MAX_CHUNK_LINE;
+    size_t cap = in->cap * 2 < ceiling ? in->cap * 2 : ceiling;
+    return cap > in->cap && resize_input(h, cap);
+}
+
+/* Reads what the socket has. Returns false when processing must stop. */
+static bool fill(xHttp1 *h) {
+    xConn *conn = h->conn;
+    if (!conn->readable) return false;
+    if (!make_room(h)) {
+        reject(h, h->state == XH1_HEAD ? 431 : 413);
+        return false;
+    }
+    xBuffer *in = &conn->in;
+    ssize_t n = xConnRecv(conn, in->data + in->len, in->cap - in->len);
+    if (n > 0) {
+        in->len += (size_t)n;
+        if (h->state == XH1_BODY || h->state == XH1_CHUNKED)
+            xConnSetTimeout(conn, conn->ctx->conf->body_timeout_ms);
+        return true;
+    }
+    if (n < 0 && errno == EINTR) return true;
+    if (n < 0 && errno == EAGAIN) return false;
+    /* End of stream or a reset: answer nothing more, but let queued
+     * responses go out first. */
+    h->state = XH1_CLOSING;
+    if (n < 0) xConnClose(conn);
+    else xConnCloseAfterFlush(conn);
+    return false;
+}
+
+static bool can_take_requests(const xHttp1 *h) {
+    const xConn *conn = h->conn;
+    return !conn->closed && !conn->close_after_flush && !h->waiting_flush &&
+           h->state != XH1_HANDLER && h->state != XH1_CLOSING;
+}
+
+/* Arms the timer for what the connection now waits for. */
+static void arm_timer(xHttp1 *h) {
+    xConn *conn = h->conn;
+    if (conn->closed || conn->lingering || conn->write_blocked) return;
+    /* Before the first request the accept-time header timeout stands, so a
+     * client that connects and sends nothing is dropped as early as a slow one. */
+    if (h->state == XH1_HEAD && h->start == conn->in.len && h->served)
+        xConnSetTimeout(conn, conn->ctx->conf->idle_timeout_ms);
+}
+
+/* Gives the read buffer back to the pool once nothing in it is needed, so an
+ * idle keep-alive connection holds no buffer. */
+static void release_input(xHttp1 *h) {
+    xConn *conn = h->conn;
+    if (h->state != XH1_HEAD || h->start != conn->in.len) return;
+    xBufferPoolRelease(&conn->ctx->buffers, &conn->in);
+    h->start = h->scanned = 0;
+    if (h->ex) {
+        xHttpExchangeRelease(conn->ctx, h->ex);
+        h->ex = NULL;
+    }
+}
+
+static void process(xHttp1 *h) {
+    xConn *conn = h->conn;
+    xConnRetain(conn);
+    h->in_batch = true;
+    while (can_take_requests(h)) {
+        xStep step = h->state == XH1_HEAD ? step_head(h)
+                   : h->state == XH1_BODY ? step_body(h)
+                                          : step_chunked(h);
+        if (step == XSTEP_STOP) break;
+        if (step == XSTEP_NEED_INPUT && !fill(h)) break;
+        if (xConnPending(conn) > XH1_OUTPUT_HIGH_WATER) {
+            xConnFlush(conn);
+            if (conn->write_blocked) h->waiting_flush = true;
+        }
+    }
+    h->in_batch = false;
+    if (!conn->closed) {
+        if (xConnPending(conn)) xConnFlush(conn);
+        if (!conn->closed) {
+            release_input(h);
+            arm_timer(h);
+        }
+    }
+    xConnRelease(conn);
+}
+
+/* ---- Connection events ---- */
+
+static void on_readable(xConn *conn) {
+    xHttp1 *h = conn->proto_state;
+    if (h->state == XH1_HANDLER && conn->hangup) {
+        /* The client is gone while its handler works; nothing to answer. */
+        xConnClose(conn);
+        return;
+    }
+    process(h);
+}
+
+static void on_flushed(xConn *conn) {
+    xHttp1 *h = conn->proto_state;
+    if (!h->waiting_flush) return;
+    h->waiting_flush = false;
+    process(h);
+}
+
+static void on_timeout(xConn *conn) {
+    xHttp1 *h = conn->proto_state;
+    if (h->state == XH1_HEAD && h->start == conn->in.len) {
+        xConnClose(conn);  /* idle, or connected and silent: close quietly */
+    } else if (h->state == XH1_HEAD || h->state == XH1_BODY || h->state == XH1_CHUNKED) {
+        reject(h, 408);
+    }
+}
+
+static void on_drain(xConn *conn) {
+    xHttp1 *h = conn->proto_state;
+    h->keep_alive = false;
+    if (h->state == XH1_HEAD && h->start == conn->in.len) {
+        h->state = XH1_CLOSING;
+        xConnCloseAfterFlush(conn);
+    }
+}
+
+static void on_close(xConn *conn) {
+    xHttp1 *h = conn->proto_state;
+    if (!h->ex) return;
+    if (h->state == XH1_HANDLER) {
+        h->ex->res.aborted = true;  /* the handler still holds it */
+    } else {
+        xHttpExchangeRelease(conn->ctx, h->ex);
+        h->ex = NULL;
+    }
+}
+
+static void on_free(xConn *conn) { free(conn->proto_state); }
+
+static const xConnProtocol h1_protocol = {on_readable, on_flushed, on_timeout,
+                                          on_drain, on_close, on_free};
+
+bool xHttp1Accept(xHttpContext *ctx, int fd) {
+    xHttp1 *h = calloc(1, sizeof *h);
+    if (!h) return false;
+    xConn *conn = xConnCreate(ctx, fd, &h1_protocol, h);
+    if (!conn) {
+        free(h);
+        return false;
+    }
+    h->conn = conn;
+    h->state = XH1_HEAD;
+    xConnSetTimeout(conn, ctx->conf->header_timeout_ms);
+    return true;
+}

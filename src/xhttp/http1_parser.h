@@ -15,15 +15,14 @@
 
 #include <xbase/str.h>
 
+#include "field.h"
+
 #define XHTTP1_INCOMPLETE (-2)
 #define XHTTP1_ERROR (-1)
 
 /** One header field; both sides point into the caller's buffer. The value
  *  has leading and trailing whitespace removed. */
-typedef struct xHttp1Header {
-    xStr name;
-    xStr value;
-} xHttp1Header;
+typedef xHttpField xHttp1Header;
 
 /** Limits the parser enforces; exceeding one yields the status noted. */
 typedef struct xHttp1Limits {

@@ -1,0 +1,451 @@
+/* server.c — workers, listeners, accepting, and the graceful stop.
+ *
+ * Each worker owns a loop, a context and one SO_REUSEPORT socket per
+ * listening address, so the kernel spreads new connections over workers and
+ * nothing on the request path is shared but the read-only routes. */
+#define _GNU_SOURCE
+#include <xhttp/server.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <xbase/log.h>
+
+#include "connection.h"
+#include "context.h"
+#include "exchange.h"
+#include "http1.h"
+#include "router.h"
+
+#define XSERVER_MAX_LISTENERS 8
+#define XSERVER_BACKLOG 4096
+#define XSERVER_POOLED_BUFFERS 256
+
+typedef struct xWorker {
+    xHttpServer *server;
+    xEventLoop *loop;
+    xHttpContext ctx;
+    int listen_fds[XSERVER_MAX_LISTENERS];
+    int stop_fd;          /* eventfd: xHttpServerStop writes, the loop reacts */
+    int spare_fd;         /* held in reserve to shed connections at EMFILE */
+    xTimer deadline;      /* graceful stop gives up here */
+    pthread_t thread;
+    bool stopping;
+} xWorker;
+
+struct xHttpServer {
+    xHttpServerConf conf;
+    xRouter *router;
+    xWorker *workers;
+    int nworkers;
+    int nlisteners;
+    uint16_t first_port;
+    bool attached;        /* lives on a caller's loop */
+    bool running;
+    bool runs_loop;       /* xHttpServerRun drives the caller's loop */
+    int signal_fd;        /* attached mode: SIGINT/SIGTERM through the loop */
+    int wake_fd;          /* workers mode: wakes the supervising thread */
+    atomic_bool stop_requested;
+};
+
+void xHttpServerConfInit(xHttpServerConf *conf) {
+    *conf = (xHttpServerConf){
+        .workers = 0,
+        .max_request_line = 8192,
+        .max_header_size = 8192,
+        .max_headers = 100,
+        .max_body_size = 1u << 20,
+        .header_timeout_ms = 10000,
+        .body_timeout_ms = 30000,
+        .idle_timeout_ms = 60000,
+        .shutdown_timeout_ms = 10000,
+        .max_connections = 10000,
+        .handle_signals = true,
+    };
+}
+
+static int cpus_available(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    int n = CPU_COUNT(&set);
+    return n > 0 ? n : 1;
+}
+
+/* ---- Stopping ---- */
+
+static void worker_finish(xWorker *w) {
+    if (w->server->attached && !w->server->runs_loop) return;  /* the caller's loop goes on */
+    xEventLoopStop(w->loop);
+}
+
+static void on_conn_gone(xHttpContext *ctx) {
+    xWorker *w = ctx->owner;
+    if (w->stopping && ctx->conn_count == 0) worker_finish(w);
+}
+
+/* Visits every connection; fn may close (and so free) the one it is given. */
+static void for_each_conn(xWorker *w, void (*fn)(xConn *)) {
+    xConn *next;
+    for (xConn *c = w->ctx.conns; c; c = next) {
+        xConnRetain(c);
+        fn(c);
+        next = c->next;
+        xConnRelease(c);
+    }
+}
+
+static void drain_conn(xConn *conn) { conn->proto->on_drain(conn); }
+
+static void on_deadline(xEventLoop *loop, xTimer *timer) {
+    xWorker *w = (xWorker *)((char *)timer - offsetof(xWorker, deadline));
+    XLOG_WARN("shutdown deadline passed with %zu connections open; closing them", w->ctx.conn_count);
+    for_each_conn(w, xConnClose);
+    worker_finish(w);
+}
+
+static void close_listeners(xWorker *w) {
+    for (int i = 0; i < w->server->nlisteners; i++) {
+        if (w->listen_fds[i] < 0) continue;
+        xEventLoopRemove(w->loop, w->listen_fds[i]);
+        close(w->listen_fds[i]);
+        w->listen_fds[i] = -1;
+    }
+}
+
+static void begin_stop(xWorker *w) {
+    if (w->stopping) return;
+    w->stopping = true;
+    w->ctx.draining = true;
+    close_listeners(w);
+    for_each_conn(w, drain_conn);
+    if (w->ctx.conn_count == 0) {
+        worker_finish(w);
+        return;
+    }
+    xTimerInit(&w->deadline, on_deadline);
+    xTimerStart(w->loop, &w->deadline, w->server->conf.shutdown_timeout_ms);
+}
+
+static void on_stop_fd(xEventLoop *loop, int fd, unsigned events, void *arg) {
+    uint64_t count;
+    while (read(fd, &count, sizeof count) > 0) {}
+    begin_stop(arg);
+}
+
+void xHttpServerStop(xHttpServer *server) {
+    atomic_store(&server->stop_requested, true);
+    uint64_t one = 1;
+    /* write(2) only: this may run inside a signal handler. */
+    for (int i = 0; i < server->nworkers; i++) {
+        ssize_t ignored = write(server->workers[i].stop_fd, &one, sizeof one);
+        (void)ignored;
+    }
+    if (server->wake_fd >= 0) {
+        ssize_t ignored = write(server->wake_fd, &one, sizeof one);
+        (void)ignored;
+    }
+}
+
+/* ---- Accepting ---- */
+
+/* At the descriptor limit the pending connection would stay in the backlog
+ * and, edge-triggered, never be reported again: accept it with the spare
+ * descriptor and close it, so the client sees a close rather than a hang. */
+static void shed_one(xWorker *w, int listen_fd) {
+    if (w->spare_fd < 0) return;
+    close(w->spare_fd);
+    int fd = accept(listen_fd, NULL, NULL);
+    if (fd >= 0) close(fd);
+    w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *arg) {
+    xWorker *w = arg;
+    for (;;) {
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if ((errno == EMFILE || errno == ENFILE) && w->spare_fd >= 0) {
+                XLOG_WARN("out of file descriptors; refusing a connection");
+                shed_one(w, listen_fd);
+                continue;
+            }
+            if (errno != EAGAIN) XLOG_ERROR("accept: %s", strerror(errno));
+            return;
+        }
+        if (w->ctx.conn_count >= w->server->conf.max_connections || w->stopping) {
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        xHttp1Accept(&w->ctx, fd);
+    }
+}
+
+static xErrno start_listening(xWorker *w) {
+    for (int i = 0; i < w->server->nlisteners; i++) {
+        if (w->listen_fds[i] < 0) continue;
+        xErrno err = xEventLoopAdd(w->loop, w->listen_fds[i], XEV_READ, on_accept, w);
+        if (err != XOK) return err;
+    }
+    return XOK;
+}
+
+/* ---- Creating ---- */
+
+static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
+    w->server = server;
+    w->stop_fd = w->spare_fd = -1;
+    for (int i = 0; i < XSERVER_MAX_LISTENERS; i++) w->listen_fds[i] = -1;
+    w->loop = loop ? loop : xEventLoopCreate();
+    if (!w->loop) return XERR_SYS;
+    w->ctx.loop = w->loop;
+    w->ctx.conf = &server->conf;
+    w->ctx.router = server->router;
+    w->ctx.owner = w;
+    w->ctx.on_conn_gone = on_conn_gone;
+    size_t block = server->conf.max_header_size + 4096 > 16384 ? server->conf.max_header_size + 4096 : 16384;
+    xBufferPoolInit(&w->ctx.buffers, block, XSERVER_POOLED_BUFFERS);
+    w->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (w->stop_fd < 0) return XERR_SYS;
+    return xEventLoopAdd(w->loop, w->stop_fd, XEV_READ, on_stop_fd, w);
+}
+
+static void worker_destroy(xWorker *w) {
+    if (w->loop) {
+        close_listeners(w);
+        for_each_conn(w, xConnClose);
+        if (w->stop_fd >= 0) xEventLoopRemove(w->loop, w->stop_fd);
+    }
+    if (w->stop_fd >= 0) close(w->stop_fd);
+    if (w->spare_fd >= 0) close(w->spare_fd);
+    xBufferPoolDestroy(&w->ctx.buffers);
+    xHttpExchangePoolDestroy(&w->ctx);
+    if (w->loop && !w->server->attached) xEventLoopDestroy(w->loop);
+}
+
+xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
+    xHttpServer *server = calloc(1, sizeof *server);
+    if (!server) return NULL;
+    if (conf) server->conf = *conf;
+    else xHttpServerConfInit(&server->conf);
+    server->attached = loop != NULL;
+    server->signal_fd = server->wake_fd = -1;
+    server->nworkers = loop ? 1 : server->conf.workers > 0 ? server->conf.workers : cpus_available();
+    server->conf.workers = server->nworkers;
+    if (server->conf.max_headers == 0) server->conf.max_headers = 1;
+    server->router = xRouterCreate();
+    server->workers = calloc((size_t)server->nworkers, sizeof *server->workers);
+    bool ok = server->router && server->workers;
+    for (int i = 0; ok && i < server->nworkers; i++)
+        ok = worker_init(&server->workers[i], server, loop) == XOK;
+    if (!ok) {
+        xHttpServerDestroy(server);
+        return NULL;
+    }
+    return server;
+}
+
+void xHttpServerDestroy(xHttpServer *server) {
+    if (!server) return;
+    for (int i = 0; server->workers && i < server->nworkers; i++) {
+        if (server->workers[i].server) worker_destroy(&server->workers[i]);
+    }
+    free(server->workers);
+    xRouterDestroy(server->router);
+    if (server->wake_fd >= 0) close(server->wake_fd);
+    free(server);
+}
+
+xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
+    if (server->running) return XERR_STATE;
+    if (!spec || !handler) return XERR_INVALID;
+    return xRouterAdd(server->router, spec, (void *)handler, arg);
+}
+
+/* ---- Listening ---- */
+
+static xErrno resolve(const char *host, uint16_t port, struct sockaddr_storage *addr, socklen_t *len) {
+    char service[8];
+    snprintf(service, sizeof service, "%u", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *res;
+    if (!host || !*host) host = "0.0.0.0";
+    if (getaddrinfo(host, service, &hints, &res) != 0) return XERR_ADDR;
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return XOK;
+}
+
+static void set_port(struct sockaddr_storage *addr, uint16_t port) {
+    if (addr->ss_family == AF_INET6) ((struct sockaddr_in6 *)addr)->sin6_port = htons(port);
+    else ((struct sockaddr_in *)addr)->sin_port = htons(port);
+}
+
+static uint16_t port_of(int fd) {
+    struct sockaddr_storage addr;
+    socklen_t len = sizeof addr;
+    if (getsockname(fd, (struct sockaddr *)&addr, &len) != 0) return 0;
+    if (addr.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&addr)->sin6_port);
+    return ntohs(((struct sockaddr_in *)&addr)->sin_port);
+}
+
+static int open_socket(const struct sockaddr_storage *addr, socklen_t len, bool reuseport) {
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (reuseport) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (bind(fd, (const struct sockaddr *)addr, len) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port) {
+    if (server->running || server->nlisteners == XSERVER_MAX_LISTENERS) return XERR_STATE;
+    struct sockaddr_storage addr;
+    socklen_t len;
+    xErrno err = resolve(host, port, &addr, &len);
+    if (err != XOK) return err;
+    /* Sockets that all set SO_REUSEPORT share a port silently, so a second
+     * server on our port would go unnoticed: probe without it first. This
+     * also settles the port when 0 was asked for. */
+    int probe = open_socket(&addr, len, false);
+    if (probe < 0) return errno == EADDRINUSE ? XERR_BUSY : errno == EADDRNOTAVAIL ? XERR_ADDR : XERR_SYS;
+    set_port(&addr, port_of(probe));
+    close(probe);
+
+    int slot = server->nlisteners;
+    for (int i = 0; i < server->nworkers; i++) {
+        int fd = open_socket(&addr, len, true);
+        if (fd < 0 || listen(fd, XSERVER_BACKLOG) != 0) {
+            err = fd >= 0 || errno != EADDRINUSE ? XERR_SYS : XERR_BUSY;
+            if (fd >= 0) close(fd);
+            for (int j = 0; j < i; j++) {
+                close(server->workers[j].listen_fds[slot]);
+                server->workers[j].listen_fds[slot] = -1;
+            }
+            return err;
+        }
+        server->workers[i].listen_fds[slot] = fd;
+    }
+    if (slot == 0) server->first_port = port_of(server->workers[0].listen_fds[0]);
+    server->nlisteners++;
+    if (server->attached) {
+        /* The caller may run its loop without xHttpServerRun: accept now. */
+        xWorker *w = &server->workers[0];
+        return xEventLoopAdd(w->loop, w->listen_fds[slot], XEV_READ, on_accept, w);
+    }
+    return XOK;
+}
+
+uint16_t xHttpServerPort(const xHttpServer *server) { return server->first_port; }
+
+int xHttpServerWorkerCount(const xHttpServer *server) { return server->nworkers; }
+
+/* ---- Running ---- */
+
+static void *worker_main(void *arg) {
+    xWorker *w = arg;
+    if (start_listening(w) != XOK) XLOG_ERROR("worker could not watch its listeners");
+    if (atomic_load(&w->server->stop_requested)) begin_stop(w);
+    if (xEventLoopRun(w->loop) != XOK) XLOG_ERROR("event loop failed: %s", strerror(errno));
+    return NULL;
+}
+
+static void block_stop_signals(sigset_t *stop, sigset_t *previous) {
+    sigemptyset(stop);
+    sigaddset(stop, SIGINT);
+    sigaddset(stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, stop, previous);
+}
+
+static void on_signal(xEventLoop *loop, int fd, unsigned events, void *arg) {
+    struct signalfd_siginfo info;
+    bool got = false;
+    while (read(fd, &info, sizeof info) == (ssize_t)sizeof info) got = true;
+    if (got) xHttpServerStop(arg);
+}
+
+static xErrno run_attached(xHttpServer *server) {
+    xEventLoop *loop = server->workers[0].loop;
+    sigset_t stop, previous;
+    if (server->conf.handle_signals) {
+        block_stop_signals(&stop, &previous);
+        server->signal_fd = signalfd(-1, &stop, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (server->signal_fd >= 0) xEventLoopAdd(loop, server->signal_fd, XEV_READ, on_signal, server);
+    }
+    server->runs_loop = true;
+    if (atomic_load(&server->stop_requested)) begin_stop(&server->workers[0]);
+    xErrno err = xEventLoopRun(loop);
+    server->runs_loop = false;
+    if (server->signal_fd >= 0) {
+        xEventLoopRemove(loop, server->signal_fd);
+        close(server->signal_fd);
+        server->signal_fd = -1;
+    }
+    if (server->conf.handle_signals) pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    return err;
+}
+
+/* The calling thread only supervises: it waits for a stop signal or call,
+ * then for the workers to drain. */
+static xErrno run_workers(xHttpServer *server) {
+    sigset_t stop, previous;
+    block_stop_signals(&stop, &previous);  /* workers inherit the mask */
+    int sfd = server->conf.handle_signals ? signalfd(-1, &stop, SFD_CLOEXEC) : -1;
+    server->wake_fd = eventfd(0, EFD_CLOEXEC);
+    int started = 0;
+    xErrno err = server->wake_fd < 0 ? XERR_SYS : XOK;
+    for (; err == XOK && started < server->nworkers; started++) {
+        if (pthread_create(&server->workers[started].thread, NULL, worker_main, &server->workers[started]) != 0)
+            err = XERR_SYS;
+    }
+    if (err != XOK) started--;
+    struct pollfd fds[2] = {{.fd = server->wake_fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+    while (err == XOK && !atomic_load(&server->stop_requested)) {
+        if (poll(fds, sfd >= 0 ? 2 : 1, -1) > 0 && (fds[1].revents & POLLIN)) {
+            struct signalfd_siginfo info;
+            if (read(sfd, &info, sizeof info) == (ssize_t)sizeof info)
+                XLOG_INFO("signal %u: stopping gracefully", info.ssi_signo);
+            break;
+        }
+    }
+    xHttpServerStop(server);
+    for (int i = 0; i < started; i++) pthread_join(server->workers[i].thread, NULL);
+    if (sfd >= 0) close(sfd);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    return err;
+}
+
+xErrno xHttpServerRun(xHttpServer *server) {
+    if (server->running) return XERR_STATE;
+    if (server->nlisteners == 0) return XERR_STATE;
+    server->running = true;
+    xErrno err = server->attached ? run_attached(server) : run_workers(server);
+    server->running = false;
+    return err;
+}

@@ -1,0 +1,100 @@
+/* connection.h — one accepted socket: its buffers, output queue, timer and
+ * lifetime. Protocols (HTTP/1.1 now) sit on top through xConnProtocol and never
+ * touch the socket or the loop's backend themselves. */
+#ifndef XHTTP_CONNECTION_H
+#define XHTTP_CONNECTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <xbase/buffer.h>
+#include <xbase/event.h>
+
+#include "context.h"
+
+#define XCONN_MAX_REFS 8
+
+typedef struct xConnProtocol {
+    void (*on_readable)(xConn *conn);  /**< bytes (or EOF) may be waiting */
+    void (*on_flushed)(xConn *conn);   /**< a blocked output queue drained */
+    void (*on_timeout)(xConn *conn);   /**< the timer set by xConnSetTimeout fired */
+    void (*on_drain)(xConn *conn);     /**< the server is stopping gracefully */
+    void (*on_close)(xConn *conn);     /**< the socket closed; release what waits on it */
+    void (*on_free)(xConn *conn);      /**< last reference gone; free protocol state */
+} xConnProtocol;
+
+/* Bytes queued by reference rather than copied: sent after the buffered
+ * bytes before position mark, then released. */
+typedef struct xOutRef {
+    const char *data;
+    size_t len;
+    size_t mark;
+    void (*release)(void *);
+    void *arg;
+} xOutRef;
+
+struct xConn {
+    xHttpContext *ctx;
+    int fd;
+    const xConnProtocol *proto;
+    void *proto_state;
+    xConn *prev, *next;      /* ctx->conns */
+    xTimer timer;
+    unsigned refs;           /* one while open, one per pending async response, one per dispatch */
+
+    bool readable;           /* an edge arrived and the socket is not known drained */
+    bool hangup;             /* the peer reset or hung up */
+    bool write_blocked;      /* the socket buffer is full; waiting for XEV_WRITE */
+    bool close_after_flush;
+    bool lingering;          /* output done, discarding input before close */
+    bool closed;             /* the socket is closed; waiting for the last reference */
+
+    xBuffer in;              /* owned by the protocol */
+    xBuffer out;             /* bytes to send */
+    size_t out_sent;
+    xOutRef out_refs[XCONN_MAX_REFS];
+    size_t out_nrefs;
+    size_t out_ref_index;    /* first ref not fully sent */
+    size_t out_ref_sent;     /* bytes of that ref already sent */
+};
+
+/** Wraps an accepted, non-blocking socket. Returns NULL (socket closed) on failure. */
+xConn *xConnCreate(xHttpContext *ctx, int fd, const xConnProtocol *proto, void *proto_state);
+
+void xConnRetain(xConn *conn);
+void xConnRelease(xConn *conn);
+
+/** Reads into buf. Returns bytes read, 0 at end of stream, or -1 with errno
+ *  (EAGAIN once the socket is drained: conn->readable is then false). */
+ssize_t xConnRecv(xConn *conn, char *buf, size_t len);
+
+/** Queues a copy of bytes for sending. */
+xErrno xConnWrite(xConn *conn, const void *bytes, size_t len);
+
+/** Queues bytes by reference; release(arg) runs once they are sent or dropped.
+ *  Falls back to a copy when too many references are queued. */
+xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)(void *), void *arg);
+
+/** Room to format up to len bytes straight into the output queue; commit with
+ *  xConnCommit. NULL on allocation failure. */
+char *xConnReserve(xConn *conn, size_t len);
+void xConnCommit(xConn *conn, size_t len);
+
+/** Bytes queued and not yet sent. */
+size_t xConnPending(const xConn *conn);
+
+/** Sends what is queued, as far as the socket takes it. */
+void xConnFlush(xConn *conn);
+
+/** Sends what is queued, then half-closes and discards input for a moment
+ *  before closing, so the peer reads our last response instead of a reset. */
+void xConnCloseAfterFlush(xConn *conn);
+
+/** Closes the socket now; queued output is dropped. */
+void xConnClose(xConn *conn);
+
+/** (Re)arms the connection's single timer; 0 disarms. */
+void xConnSetTimeout(xConn *conn, uint32_t ms);
+
+#endif

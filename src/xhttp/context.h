@@ -1,0 +1,33 @@
+/* context.h — what every connection of one worker shares: its loop, the
+ * server's settings and routes (read-only), and the worker's pools. One per
+ * worker thread, so nothing here needs a lock. */
+#ifndef XHTTP_CONTEXT_H
+#define XHTTP_CONTEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <xbase/buffer.h>
+#include <xbase/event.h>
+#include <xhttp/server.h>
+
+#include "router.h"
+
+typedef struct xConn xConn;
+typedef struct xHttpExchange xHttpExchange;
+
+typedef struct xHttpContext {
+    xEventLoop *loop;
+    const xHttpServerConf *conf;
+    const xRouter *router;
+    xBufferPool buffers;          /* read and write buffers of idle-able size */
+    xHttpExchange *free_exchanges;/* pooled request/response objects */
+    size_t free_exchange_count;
+    xConn *conns;                 /* every open connection, for shutdown */
+    size_t conn_count;
+    bool draining;                /* graceful stop in progress */
+    void (*on_conn_gone)(struct xHttpContext *ctx);  /* after a connection is freed */
+    void *owner;                  /* the worker that owns this context */
+} xHttpContext;
+
+#endif

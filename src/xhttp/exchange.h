@@ -1,0 +1,80 @@
+/* exchange.h — one request and its response, independent of the protocol.
+ *
+ * A protocol (HTTP/1.1 now, HTTP/2 next) fills in the request, calls
+ * xHttpExchangeDispatch, and turns the handler's response calls into its own
+ * framing through xHttpExchangeOps. Handlers only ever see xHttpRequest and
+ * xHttpResponse, so they serve every protocol unchanged. */
+#ifndef XHTTP_EXCHANGE_H
+#define XHTTP_EXCHANGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <xbase/buffer.h>
+#include <xhttp/server.h>
+
+#include "context.h"
+#include "field.h"
+#include "router.h"
+
+/** How a protocol frames a response. Each gets the exchange; the response's
+ *  status and header lines are in ex->res. */
+typedef struct xHttpExchangeOps {
+    /** The whole body at once. copy: body is the caller's and must be copied
+     *  before returning; otherwise release(release_arg) once it is sent. */
+    xErrno (*send)(xHttpExchange *ex, const void *body, size_t len, bool copy,
+                   void (*release)(void *), void *release_arg);
+    /** A piece of a streamed body; the head goes first on the first call. */
+    xErrno (*write)(xHttpExchange *ex, const void *data, size_t len);
+    /** The end of a streamed body. */
+    xErrno (*end)(xHttpExchange *ex);
+} xHttpExchangeOps;
+
+struct xHttpRequest {
+    xStr method;
+    xStr path;
+    xStr query;
+    xStr body;
+    const char *protocol;
+    const xHttpField *headers;
+    size_t num_headers;
+    xEventLoop *loop;
+    const xRouteParam *params;
+    size_t num_params;
+};
+
+struct xHttpResponse {
+    int status;
+    xBuffer headers;       /* "Name: value\r\n" lines added by the handler */
+    bool head_sent;
+    bool ended;
+    bool aborted;          /* the client is gone; output is discarded */
+};
+
+struct xHttpExchange {
+    xHttpRequest req;
+    xHttpResponse res;
+    xRouteMatch match;
+    const xHttpExchangeOps *ops;
+    void *proto;           /* the protocol's per-request owner */
+    xHttpField *fields;    /* room for conf->max_headers parsed fields */
+    size_t fields_cap;
+    xHttpExchange *next_free;
+};
+
+/** Takes a reset exchange from ctx's pool (or malloc). NULL when out of memory. */
+xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx);
+
+/** Returns an exchange to ctx's pool. */
+void xHttpExchangeRelease(xHttpContext *ctx, xHttpExchange *ex);
+
+/** Frees every pooled exchange. */
+void xHttpExchangePoolDestroy(xHttpContext *ctx);
+
+/** Routes the request and calls its handler, or answers 404/405 itself. */
+void xHttpExchangeDispatch(xHttpExchange *ex, const xRouter *router);
+
+/** Answers with status and a short text body, e.g. for 404. */
+void xHttpExchangeSendStatus(xHttpExchange *ex, int status);
+
+#endif

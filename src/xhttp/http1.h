@@ -1,0 +1,13 @@
+/* http1.h — HTTP/1.1 (RFC 9112) on an xConn: requests parsed in place,
+ * pipelined responses batched into one write, strict rejection. */
+#ifndef XHTTP_HTTP1_H
+#define XHTTP_HTTP1_H
+
+#include "connection.h"
+#include "context.h"
+
+/** Serves HTTP/1.1 on an accepted socket. Returns false (socket closed) on
+ *  allocation failure. */
+bool xHttp1Accept(xHttpContext *ctx, int fd);
+
+#endif
