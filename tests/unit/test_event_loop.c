@@ -1,0 +1,183 @@
+/* test_event_loop.c — the loop with its real epoll backend: timers fire in
+ * order and not early, readiness reaches the right callback, calls posted from
+ * another thread run on the loop, and the Date string has the RFC 9110 form. */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xbase/buffer.h>
+#include <xbase/event.h>
+
+#include "check.h"
+
+typedef struct Fired {
+    xTimer timer;
+    int order;
+    uint64_t armed_at;
+    uint64_t delay;
+    uint64_t fired_at;
+} Fired;
+
+static int fire_count;
+
+static void on_fired(xEventLoop *loop, xTimer *timer) {
+    Fired *f = (Fired *)timer;
+    f->order = ++fire_count;
+    f->fired_at = xEventLoopNowMs(loop);
+    if (fire_count == 3) xEventLoopStop(loop);
+}
+
+static void test_timers_fire_in_deadline_order_and_never_early(void) {
+    xEventLoop *loop = xEventLoopCreate();
+    Fired f[3];
+    uint64_t delays[3] = {60, 20, 40};
+    fire_count = 0;
+    for (int i = 0; i < 3; i++) {
+        xTimerInit(&f[i].timer, on_fired);
+        f[i].armed_at = xEventLoopNowMs(loop);
+        f[i].delay = delays[i];
+        xTimerStart(loop, &f[i].timer, delays[i]);
+        CHECK(xTimerActive(&f[i].timer));
+    }
+    CHECK_EQ_INT(xEventLoopRun(loop), XOK);
+    CHECK_EQ_INT(f[1].order, 1);
+    CHECK_EQ_INT(f[2].order, 2);
+    CHECK_EQ_INT(f[0].order, 3);
+    for (int i = 0; i < 3; i++) {
+        CHECK(!xTimerActive(&f[i].timer));
+        CHECK_MSG(f[i].fired_at >= f[i].armed_at + f[i].delay, "timer %d fired early", i);
+    }
+    xEventLoopDestroy(loop);
+}
+
+static void test_stopped_timer_does_not_fire(void) {
+    xEventLoop *loop = xEventLoopCreate();
+    Fired keep, cancel;
+    fire_count = 2;  /* the one firing timer stops the loop */
+    xTimerInit(&keep.timer, on_fired);
+    xTimerInit(&cancel.timer, on_fired);
+    cancel.order = keep.order = 0;
+    xTimerStart(loop, &cancel.timer, 10);
+    xTimerStart(loop, &keep.timer, 30);
+    xTimerStop(loop, &cancel.timer);
+    xTimerStop(loop, &cancel.timer);  /* harmless twice */
+    xEventLoopRun(loop);
+    CHECK_EQ_INT(cancel.order, 0);
+    CHECK_EQ_INT(keep.order, 3);
+    xEventLoopDestroy(loop);
+}
+
+typedef struct Pipe {
+    int fds[2];
+    char got[16];
+    size_t got_len;
+    unsigned events;
+} Pipe;
+
+static void on_readable(xEventLoop *loop, int fd, unsigned events, void *arg) {
+    Pipe *p = arg;
+    p->events |= events;
+    ssize_t n = xEventLoopRecv(loop, fd, p->got + p->got_len, sizeof p->got - p->got_len);
+    if (n > 0) p->got_len += (size_t)n;
+    if (p->got_len >= 5) xEventLoopStop(loop);
+}
+
+static void test_readiness_reaches_its_callback_and_io_goes_through_the_loop(void) {
+    xEventLoop *loop = xEventLoopCreate();
+    Pipe p = {.got_len = 0, .events = 0};
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, p.fds) == 0);
+    CHECK_EQ_INT(xEventLoopAdd(loop, p.fds[0], XEV_READ, on_readable, &p), XOK);
+    struct iovec iov[2] = {{"hel", 3}, {"lo", 2}};
+    CHECK_EQ_INT(xEventLoopSendv(loop, p.fds[1], iov, 2), 5);
+    xEventLoopRun(loop);
+    CHECK(p.events & XEV_READ);
+    CHECK_EQ_INT(p.got_len, 5);
+    CHECK(memcmp(p.got, "hello", 5) == 0);
+    xEventLoopRemove(loop, p.fds[0]);
+    xEventLoopRemove(loop, p.fds[0]);  /* harmless twice */
+    CHECK_EQ_INT(xEventLoopAdd(loop, -1, XEV_READ, on_readable, &p), XERR_INVALID);
+    close(p.fds[0]);
+    close(p.fds[1]);
+    xEventLoopDestroy(loop);
+}
+
+typedef struct Posted {
+    xEventLoop *loop;
+    pthread_t loop_thread;
+    int runs;
+    bool on_loop_thread;
+} Posted;
+
+static void on_posted(xEventLoop *loop, void *arg) {
+    Posted *p = arg;
+    p->on_loop_thread = pthread_equal(pthread_self(), p->loop_thread);
+    if (++p->runs == 100) xEventLoopStop(loop);
+}
+
+static void *post_hundred(void *arg) {
+    Posted *p = arg;
+    for (int i = 0; i < 100; i++) xEventLoopPost(p->loop, on_posted, p);
+    return NULL;
+}
+
+static void test_calls_posted_from_another_thread_run_on_the_loop(void) {
+    Posted p = {.loop = xEventLoopCreate(), .loop_thread = pthread_self(), .runs = 0};
+    pthread_t poster;
+    pthread_create(&poster, NULL, post_hundred, &p);
+    xEventLoopRun(p.loop);
+    pthread_join(poster, NULL);
+    CHECK_EQ_INT(p.runs, 100);
+    CHECK(p.on_loop_thread);
+    xEventLoopDestroy(p.loop);
+}
+
+static void test_http_date_has_the_imf_fixdate_form(void) {
+    xEventLoop *loop = xEventLoopCreate();
+    const char *date = xEventLoopHttpDate(loop);
+    CHECK_EQ_INT(strlen(date), 29);
+    CHECK(memcmp(date + 25, " GMT", 4) == 0);
+    CHECK(date[3] == ',' && date[4] == ' ' && date[19] == ':' && date[22] == ':');
+    /* It must name today: compare with strftime in the C locale. */
+    char expect[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(expect, sizeof expect, "%a, %d %b %Y", &tm);
+    CHECK_MSG(memcmp(date, expect, 16) == 0, "%s vs %s", date, expect);
+    xEventLoopDestroy(loop);
+}
+
+static void test_buffer_pool_reuses_blocks_and_frees_others(void) {
+    xBufferPool pool;
+    xBufferPoolInit(&pool, 1024, 2);
+    xBuffer a = {0}, b = {0};
+    CHECK_EQ_INT(xBufferPoolAcquire(&pool, &a), XOK);
+    CHECK_EQ_INT(a.cap, 1024);
+    char *first = a.data;
+    xBufferPoolRelease(&pool, &a);
+    CHECK(a.data == NULL);
+    CHECK_EQ_INT(pool.free_count, 1);
+    CHECK_EQ_INT(xBufferPoolAcquire(&pool, &b), XOK);
+    CHECK(b.data == first);
+    CHECK_EQ_INT(xBufferAppend(&b, "abc", 3), XOK);
+    CHECK_EQ_INT(xBufferReserve(&b, 5000), XOK);  /* grows past the block size */
+    CHECK(b.cap >= 5003);
+    xBufferConsume(&b, 1);
+    CHECK(b.len == 2 && memcmp(b.data, "bc", 2) == 0);
+    xBufferPoolRelease(&pool, &b);  /* not pool-sized: freed, not kept */
+    CHECK_EQ_INT(pool.free_count, 0);
+    xBufferPoolDestroy(&pool);
+}
+
+int main(void) {
+    RUN(test_timers_fire_in_deadline_order_and_never_early);
+    RUN(test_stopped_timer_does_not_fire);
+    RUN(test_readiness_reaches_its_callback_and_io_goes_through_the_loop);
+    RUN(test_calls_posted_from_another_thread_run_on_the_loop);
+    RUN(test_http_date_has_the_imf_fixdate_form);
+    RUN(test_buffer_pool_reuses_blocks_and_frees_others);
+    return CHECK_SUMMARY();
+}
