@@ -1,0 +1,581 @@
+"""Shared machinery for xKit's integration tests.
+
+The tests drive the real http_bench_server binary (XK_BENCH_SERVER) over real
+sockets. This module starts and stops it, speaks HTTP/1.1 over raw sockets
+with a deliberately strict response parser, and checks on the way out that the
+process exited 0 with no sanitizer report, so the same suite is meaningful
+under ASan+UBSan.
+
+Every socket operation has a timeout and every wait on the server ends in a
+kill, so a hung server fails a test instead of hanging ctest.
+"""
+
+import email.utils
+import os
+import re
+import resource
+import select
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+# Generous per-operation limits: ASan builds on 2 shared cores can be slow.
+SOCKET_TIMEOUT = 10.0
+START_TIMEOUT = 15.0
+STOP_TIMEOUT = 15.0
+
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "LeakSanitizer", "runtime error:")
+
+# "listening on 0.0.0.0:41235 (1 workers)"; HOST may be an IPv6 literal,
+# possibly bracketed, so the port is what follows the last colon.
+LISTEN_RE = re.compile(r"^listening on (\S+):(\d+) \((\d+) workers?\)$")
+
+IMF_FIXDATE_RE = re.compile(
+    r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} "
+    r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$")
+
+MAX_RESPONSE_HEAD = 64 * 1024
+
+
+def _binary_from_env(var):
+    path = os.environ.get(var)
+    if not path:
+        raise RuntimeError(f"{var} is not set; run through ctest or set it to the binary")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"{var}={path} is not an executable file")
+    return path
+
+
+def bench_server_path():
+    return _binary_from_env("XK_BENCH_SERVER")
+
+
+def hello_server_path():
+    """The hello example, or None when it was not built."""
+    path = os.environ.get("XK_HELLO")
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def raise_fd_limit(wanted):
+    """Raises this process's RLIMIT_NOFILE (and so a server started after it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+class ServerProcess:
+    """One server process: started on port 0, its port read from stdout."""
+
+    def __init__(self, args=(), binary=None, port=0):
+        self.argv = [binary or bench_server_path(), str(port), *map(str, args)]
+        self.proc = None
+        self.host = self.port = self.workers = None
+        self.listening_line = None
+        self._stderr = tempfile.TemporaryFile()
+        self._stdout_rest = bytearray()
+        self._returncode = None
+
+    def start(self):
+        env = dict(os.environ)
+        # Leaks are only reported at exit; make sure nothing turned that off.
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+        try:
+            line = self._read_listening_line()
+        except BaseException:
+            self.kill()
+            raise
+        match = LISTEN_RE.match(line)
+        if not match:
+            self.kill()
+            raise AssertionError(f"unexpected first line from {self.argv}: {line!r}")
+        self.listening_line = line
+        self.host = match.group(1).strip("[]")
+        self.port = int(match.group(2))
+        self.workers = int(match.group(3))
+        # Keep draining stdout so a chatty server can never block on a full pipe.
+        threading.Thread(target=self._drain_stdout, daemon=True).start()
+        return self
+
+    def _read_listening_line(self):
+        fd = self.proc.stdout.fileno()
+        data = b""
+        deadline = time.monotonic() + START_TIMEOUT
+        while b"\n" not in data:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no listening line within {START_TIMEOUT}s from {self.argv}; "
+                                     f"got {data!r}; stderr:\n{self.stderr_tail()}")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            piece = os.read(fd, 4096)
+            if not piece:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+                raise AssertionError(f"{self.argv} exited with {self.proc.returncode} before "
+                                     f"listening; stdout {data!r}; stderr:\n{self.stderr_tail()}")
+            data += piece
+        line, _, rest = data.partition(b"\n")
+        self._stdout_rest += rest
+        return line.decode("utf-8", "replace").rstrip("\r")
+
+    def _drain_stdout(self):
+        try:
+            while True:
+                piece = os.read(self.proc.stdout.fileno(), 65536)
+                if not piece:
+                    return
+                self._stdout_rest += piece
+        except (OSError, ValueError):
+            return
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    @property
+    def connect_host(self):
+        """Where a client should connect: wildcard addresses map to loopback."""
+        return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host, self.host)
+
+    def url(self, target="/"):
+        host = f"[{self.connect_host}]" if ":" in self.connect_host else self.connect_host
+        return f"http://{host}:{self.port}{target}"
+
+    def stderr_text(self):
+        self._stderr.seek(0)
+        return self._stderr.read().decode("utf-8", "replace")
+
+    def stderr_tail(self, limit=6000):
+        return self.stderr_text()[-limit:]
+
+    def is_running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def assert_running(self):
+        if not self.is_running():
+            raise AssertionError(f"server exited with {self.proc.returncode}; "
+                                 f"stderr:\n{self.stderr_tail()}")
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout):
+        """Waits for the process to end; kills it and fails if it does not."""
+        try:
+            self._returncode = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"server did not exit within {timeout}s; killed it; "
+                                 f"stderr:\n{self.stderr_tail()}") from None
+        return self._returncode
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=STOP_TIMEOUT)
+
+    def sanitizer_reports(self):
+        text = self.stderr_text()
+        return [marker for marker in SANITIZER_MARKERS if marker in text]
+
+    def assert_clean_exit(self, returncode):
+        problems = []
+        if returncode != 0:
+            problems.append(f"exit status {returncode}")
+        reports = self.sanitizer_reports()
+        if reports:
+            problems.append(f"sanitizer reports: {', '.join(reports)}")
+        if problems:
+            raise AssertionError(f"server stop was not clean ({'; '.join(problems)}); "
+                                 f"stderr:\n{self.stderr_tail()}")
+
+    def stop_and_check(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
+        """Graceful stop; asserts exit 0 and a sanitizer-clean stderr."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.signal(sig)
+        self.assert_clean_exit(self.wait_exit(timeout))
+
+    def fd_count(self):
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def wait_fd_count(self, expected, timeout=5.0):
+        """Polls until the server holds `expected` fds (closes are asynchronous)."""
+        deadline = time.monotonic() + timeout
+        count = self.fd_count()
+        while count != expected and time.monotonic() < deadline:
+            time.sleep(0.02)
+            count = self.fd_count()
+        return count
+
+
+# ---- Requests ----
+
+def http_request(method, target, headers=None, body=None, version="HTTP/1.1", host="x"):
+    """Builds a request. Host is added for HTTP/1.1 unless host is None;
+    Content-Length is added when body is given and headers do not frame it."""
+    lines = [f"{method} {target} {version}".encode()]
+    headers = list(headers.items() if isinstance(headers, dict) else headers or [])
+    names = {name.lower() for name, _ in headers}
+    if version == "HTTP/1.1" and host is not None and "host" not in names:
+        headers.insert(0, ("Host", host))
+    if body is not None and not names & {"content-length", "transfer-encoding"}:
+        headers.append(("Content-Length", str(len(body))))
+    for name, value in headers:
+        lines.append(_to_bytes(name) + b": " + _to_bytes(value))
+    return b"\r\n".join(lines) + b"\r\n\r\n" + (body or b"")
+
+
+def chunked(data, piece_sizes, extension=b"", trailers=b""):
+    """Frames data as chunks of the given sizes (the last one repeats)."""
+    out = bytearray()
+    pos = 0
+    sizes = list(piece_sizes) or [len(data) or 1]
+    i = 0
+    while pos < len(data):
+        size = min(sizes[min(i, len(sizes) - 1)], len(data) - pos)
+        out += b"%x" % size + extension + b"\r\n" + data[pos:pos + size] + b"\r\n"
+        pos += size
+        i += 1
+    out += b"0" + extension + b"\r\n" + trailers + b"\r\n"
+    return bytes(out)
+
+
+def _to_bytes(value):
+    return value if isinstance(value, bytes) else str(value).encode("latin-1")
+
+
+class Response:
+    def __init__(self, version, status, reason, headers, raw_head):
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.headers = headers          # [(name, value)] in order, as str
+        self.raw_head = raw_head
+        self.body = b""
+        self.chunk_sizes = None         # sizes on the wire when chunked
+        self.trailers = []
+        self.close_delimited = False    # body ran to EOF (no length, not chunked)
+        self.interim = []               # 1xx responses that preceded this one
+
+    def header_values(self, name):
+        return [value for key, value in self.headers if key.lower() == name.lower()]
+
+    def header(self, name):
+        """The single value of header `name`, None when absent; a repeated one fails."""
+        values = self.header_values(name)
+        if len(values) > 1:
+            raise AssertionError(f"response repeats {name}: {values}")
+        return values[0] if values else None
+
+    def tokens(self, name):
+        """Comma-separated tokens of a header, lower-cased (Connection, Allow)."""
+        return {token.strip().lower()
+                for value in self.header_values(name) for token in value.split(",") if token.strip()}
+
+    def __repr__(self):
+        return f"<Response {self.status} {self.headers} body[{len(self.body)}]={self.body[:80]!r}>"
+
+
+class ResponseIncomplete(AssertionError):
+    pass
+
+
+class Conn:
+    """A raw client connection with a receive buffer; strict response parsing."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=SOCKET_TIMEOUT, rcvbuf=None):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        if rcvbuf:
+            # Fixed before connect, so autotuning cannot grow it.
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        # Small writes must leave as written: fragment tests depend on it.
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self.sock.connect((host, port))
+        except BaseException:
+            self.sock.close()
+            raise
+        self.timeout = timeout
+        self.buf = bytearray()
+        self.eof = False
+        self.reset = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self.sock.close()
+
+    def abort(self):
+        """Closes with an RST, like a client that crashed."""
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def send_in_pieces(self, data, piece, pause):
+        for pos in range(0, len(data), piece):
+            self.sock.sendall(data[pos:pos + piece])
+            time.sleep(pause)
+
+    def request(self, method, target, **kwargs):
+        self.send(http_request(method, target, **kwargs))
+
+    def _fill(self, size=1 << 20):
+        if self.eof:
+            return False
+        try:
+            piece = self.sock.recv(size)
+        except ConnectionResetError:
+            piece = b""
+            self.reset = True
+        if not piece:
+            self.eof = True
+            return False
+        self.buf += piece
+        return True
+
+    def _incomplete(self, what):
+        state = "reset" if self.reset else "closed" if self.eof else "open"
+        return ResponseIncomplete(f"connection {state} while reading {what}; "
+                                  f"buffered {bytes(self.buf[:300])!r}")
+
+    def _take_line(self, what, limit=MAX_RESPONSE_HEAD):
+        while True:
+            end = self.buf.find(b"\r\n")
+            if end >= 0:
+                line = bytes(self.buf[:end])
+                del self.buf[:end + 2]
+                if b"\n" in line or b"\r" in line:
+                    raise AssertionError(f"bare CR/LF in response {what}: {line!r}")
+                return line
+            if len(self.buf) > limit:
+                raise AssertionError(f"response {what} longer than {limit} bytes")
+            if not self._fill():
+                raise self._incomplete(what)
+
+    def read_exactly(self, n):
+        while len(self.buf) < n:
+            if not self._fill(max(n - len(self.buf), 65536)):
+                raise self._incomplete(f"{n} bytes")
+        data = bytes(self.buf[:n])
+        del self.buf[:n]
+        return data
+
+    def read_response(self, head_only=False):
+        """Reads the next response, 1xx included. head_only: answer to HEAD."""
+        try:
+            return self._read_response(head_only)
+        except (TimeoutError, socket.timeout):
+            raise AssertionError(f"no complete response within {self.timeout}s; "
+                                 f"buffered {bytes(self.buf[:300])!r}") from None
+
+    def read_final_response(self, head_only=False):
+        """Reads past any 1xx responses; they are kept in .interim."""
+        interim = []
+        while True:
+            resp = self.read_response(head_only)
+            if resp.status >= 200:
+                resp.interim = interim
+                return resp
+            interim.append(resp)
+
+    def _read_response(self, head_only):
+        status_line = self._take_line("status line")
+        match = re.fullmatch(rb"(HTTP/1\.[01]) ([1-5]\d\d) ([^\r\n]*)", status_line)
+        if not match:
+            raise AssertionError(f"malformed status line {status_line!r}")
+        version, status, reason = match.group(1).decode(), int(match.group(2)), match.group(3).decode("latin-1")
+        headers = []
+        raw = [status_line]
+        while True:
+            line = self._take_line("header")
+            raw.append(line)
+            if not line:
+                break
+            name, colon, value = line.partition(b":")
+            if not colon or not re.fullmatch(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+", name):
+                raise AssertionError(f"malformed response header line {line!r}")
+            headers.append((name.decode(), value.strip(b" \t").decode("latin-1")))
+        resp = Response(version, status, reason, headers, b"\r\n".join(raw) + b"\r\n")
+        if head_only or status < 200 or status in (204, 304):
+            return resp
+        if "chunked" in resp.tokens("transfer-encoding"):
+            self._read_chunked_body(resp)
+        elif resp.header("content-length") is not None:
+            length = resp.header("content-length")
+            if not length.isdigit():
+                raise AssertionError(f"malformed response Content-Length {length!r}")
+            resp.body = self.read_exactly(int(length))
+        else:
+            while self._fill():
+                pass
+            resp.body = bytes(self.buf)
+            self.buf.clear()
+            resp.close_delimited = True
+        return resp
+
+    def _read_chunked_body(self, resp):
+        body = bytearray()
+        resp.chunk_sizes = []
+        while True:
+            line = self._take_line("chunk size")
+            size_text = line.split(b";", 1)[0].strip()
+            if not re.fullmatch(rb"[0-9a-fA-F]+", size_text):
+                raise AssertionError(f"malformed chunk size line {line!r}")
+            size = int(size_text, 16)
+            if size == 0:
+                break
+            resp.chunk_sizes.append(size)
+            body += self.read_exactly(size)
+            if self.read_exactly(2) != b"\r\n":
+                raise AssertionError("chunk data not followed by CRLF")
+        while True:
+            line = self._take_line("trailer")
+            if not line:
+                break
+            resp.trailers.append(line)
+        resp.body = bytes(body)
+
+    def read_until_eof(self, timeout=None):
+        """Everything the server still sends before it closes; fails if it stays open."""
+        self.sock.settimeout(timeout if timeout is not None else self.timeout)
+        try:
+            while self._fill():
+                pass
+        except (TimeoutError, socket.timeout):
+            raise AssertionError(f"connection still open after {self.sock.gettimeout()}s; "
+                                 f"received {bytes(self.buf[:300])!r}") from None
+        finally:
+            self.sock.settimeout(self.timeout)
+        data = bytes(self.buf)
+        self.buf.clear()
+        return data
+
+    def stays_open_for(self, seconds):
+        """True when nothing arrives and the connection is not closed for `seconds`."""
+        ready, _, _ = select.select([self.sock], [], [], seconds)
+        return not ready and not self.buf
+
+    def exchange(self, raw, head_only=False):
+        """Sends raw while reading the final response, for bodies too large to
+        send before reading without risking a deadlock."""
+        failure = []
+
+        def sender():
+            try:
+                self.sock.sendall(raw)
+            except OSError as err:
+                failure.append(err)
+
+        thread = threading.Thread(target=sender, daemon=True)
+        thread.start()
+        try:
+            return self.read_final_response(head_only)
+        finally:
+            thread.join(self.timeout)
+            if failure:
+                raise AssertionError(f"sending the request failed: {failure[0]!r}")
+
+
+# ---- Assertions shared by the test files ----
+
+def assert_standard_headers(test, resp):
+    """What every response carries: an IMF-fixdate Date near now, Server: xkit,
+    and exactly one framing (Content-Length or chunked)."""
+    date = resp.header("date")
+    test.assertIsNotNone(date, f"no Date header in {resp!r}")
+    test.assertRegex(date, IMF_FIXDATE_RE)
+    skew = abs(email.utils.parsedate_to_datetime(date).timestamp() - time.time())
+    test.assertLess(skew, 5, f"Date {date!r} is {skew:.0f}s off")
+    test.assertEqual(resp.header("server"), "xkit")
+    has_length = resp.header("content-length") is not None
+    is_chunked = resp.tokens("transfer-encoding") == {"chunked"}
+    test.assertTrue(has_length != is_chunked,
+                    f"response must carry Content-Length or chunked, not both or neither: {resp!r}")
+
+
+def run_client(argv, timeout=60):
+    """Runs curl or wrk and returns the CompletedProcess; never hangs."""
+    return subprocess.run(argv, capture_output=True, timeout=timeout)
+
+
+class ServerTestCase(unittest.TestCase):
+    """A class that shares one server. Each test checks the server is still
+    alive (so a crash is pinned on the test that caused it); the class ends
+    with a graceful stop that must exit 0 with a sanitizer-clean stderr."""
+
+    server_args = ()
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.server = ServerProcess(cls.server_args).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        server, cls.server = cls.server, None
+        if server is not None:
+            try:
+                server.stop_and_check()
+            finally:
+                server.kill()
+        super().tearDownClass()
+
+    def tearDown(self):
+        self.server.assert_running()
+
+    def connect(self, timeout=SOCKET_TIMEOUT, rcvbuf=None):
+        conn = Conn(self.server.port, self.server.connect_host, timeout, rcvbuf)
+        self.addCleanup(conn.close)
+        return conn
+
+    def fetch(self, method, target, head_only=None, **kwargs):
+        """One request on a fresh connection; returns the final response."""
+        with Conn(self.server.port, self.server.connect_host) as conn:
+            conn.request(method, target, **kwargs)
+            return conn.read_final_response(method == "HEAD" if head_only is None else head_only)
+
+    def assert_serves_ping(self):
+        resp = self.fetch("GET", "/ping")
+        self.assertEqual((resp.status, resp.body), (200, b"pong"))
+
+    def start_server(self, args=(), binary=None):
+        """A server of this test's own; killed at cleanup if still running."""
+        server = ServerProcess(args, binary=binary).start()
+        self.addCleanup(server.kill)
+        return server
+
+    def settle_baseline(self, server, connections=4):
+        """The server's fd count once lazily created fds exist: a few
+        connections served and closed first."""
+        for _ in range(connections):
+            with Conn(server.port, server.connect_host) as conn:
+                conn.request("GET", "/ping")
+                self.assertEqual(conn.read_response().status, 200)
+        time.sleep(0.1)
+        previous = -1
+        count = server.fd_count()
+        while count != previous:
+            previous = count
+            time.sleep(0.05)
+            count = server.fd_count()
+        return count
