@@ -1,0 +1,125 @@
+"""Many requests on one connection: keep-alive, pipelining and its ordering."""
+
+import random
+import unittest
+
+from harness import ServerTestCase, chunked, http_request
+
+
+def echo_get(size):
+    return http_request("GET", f"/echo?size={size}")
+
+
+class KeepAlivePipeliningTest(ServerTestCase):
+    server_args = ["--workers", "1"]
+
+    def test_ten_thousand_requests_share_one_connection(self):
+        conn = self.connect()
+        ping = http_request("GET", "/ping")
+        for i in range(10_000):
+            conn.send(ping)
+            resp = conn.read_response()
+            if (resp.status, resp.body) != (200, b"pong"):
+                self.fail(f"request {i} on the shared connection got {resp!r}")
+        self.assertEqual(conn.buf, b"")
+
+    def test_hundred_pipelined_requests_are_answered_in_order(self):
+        conn = self.connect()
+        conn.send(b"".join(echo_get(i) for i in range(100)))
+        for i in range(100):
+            resp = conn.read_response()
+            self.assertEqual(resp.status, 200)
+            self.assertEqual(resp.body, b"x" * i, f"response {i} out of order")
+        self.assertTrue(conn.stays_open_for(0.1), "extra bytes after the pipelined responses")
+
+    def test_pipelined_stream_split_at_odd_boundaries_is_answered_in_order(self):
+        stream = b"".join(echo_get(i) for i in range(50))
+        rng = random.Random(7)
+        conn = self.connect()
+        pos = 0
+        while pos < len(stream):
+            step = rng.choice((1, 2, 3, 13, 64, 200))
+            conn.send(stream[pos:pos + step])
+            pos += step
+        for i in range(50):
+            self.assertEqual(conn.read_response().body, b"x" * i)
+
+    def test_pipelined_mix_of_bodies_heads_and_gets_is_answered_in_order(self):
+        payload = bytes(range(256)) * 4
+        conn = self.connect()
+        conn.send(http_request("POST", "/echo", body=payload)
+                  + http_request("HEAD", "/echo?size=77")
+                  + http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")])
+                  + chunked(b"chunked-body", [5])
+                  + http_request("GET", "/ping")
+                  + http_request("POST", "/echo", body=b"")
+                  + http_request("GET", "/nope")
+                  + http_request("GET", "/echo?size=3"))
+        self.assertEqual(conn.read_response().body, payload)
+        head = conn.read_response(head_only=True)
+        self.assertEqual((head.status, head.header("content-length")), (200, "77"))
+        self.assertEqual(conn.read_response().body, b"chunked-body")
+        self.assertEqual(conn.read_response().body, b"pong")
+        empty = conn.read_response()
+        self.assertEqual((empty.status, empty.body), (200, b""))
+        self.assertEqual(conn.read_response().status, 404)
+        self.assertEqual(conn.read_response().body, b"xxx")
+
+    def test_pipelined_large_responses_arrive_complete_and_in_order(self):
+        # The server must hold later requests while earlier responses wait
+        # for the client to read (write backpressure).
+        sizes = [(1 << 20) + i for i in range(16)]
+        conn = self.connect()
+        conn.send(b"".join(echo_get(size) for size in sizes))
+        for size in sizes:
+            resp = conn.read_response()
+            self.assertEqual(len(resp.body), size)
+            self.assertEqual(resp.body.count(b"x"), size)
+
+    def test_pipelined_delays_are_answered_in_request_order(self):
+        # The first answer is ready last; it must still go out first.
+        conn = self.connect()
+        conn.send(http_request("GET", "/delay?ms=300") + http_request("GET", "/echo?size=5")
+                  + http_request("GET", "/delay?ms=10"))
+        self.assertEqual(conn.read_response().body, b"done")
+        self.assertEqual(conn.read_response().body, b"xxxxx")
+        self.assertEqual(conn.read_response().body, b"done")
+
+    def test_request_pipelined_after_connection_close_is_not_served(self):
+        conn = self.connect()
+        conn.send(http_request("GET", "/ping", headers=[("Connection", "close")])
+                  + echo_get(7) + echo_get(9))
+        resp = conn.read_response()
+        self.assertEqual((resp.status, resp.body), (200, b"pong"))
+        self.assertEqual(resp.tokens("connection"), {"close"})
+        self.assertEqual(conn.read_until_eof(), b"", "a request after Connection: close was served")
+
+    def test_request_pipelined_after_http10_request_is_not_served(self):
+        conn = self.connect()
+        conn.send(http_request("GET", "/ping", version="HTTP/1.0") + echo_get(7))
+        self.assertEqual(conn.read_response().body, b"pong")
+        self.assertEqual(conn.read_until_eof(), b"")
+
+    def test_body_framing_leaves_the_next_request_intact(self):
+        # Content-Length and chunked bodies followed at once by another
+        # request: a framing error would swallow or corrupt the second one.
+        conn = self.connect()
+        conn.send(http_request("POST", "/echo", body=b"GET /ping HTTP/1.1\r\n\r\n") + echo_get(2))
+        self.assertEqual(conn.read_response().body, b"GET /ping HTTP/1.1\r\n\r\n")
+        self.assertEqual(conn.read_response().body, b"xx")
+        conn.send(http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")])
+                  + chunked(b"0\r\n\r\n", [2]) + echo_get(4))
+        self.assertEqual(conn.read_response().body, b"0\r\n\r\n")
+        self.assertEqual(conn.read_response().body, b"xxxx")
+
+    def test_keepalive_connection_survives_a_pause_between_requests(self):
+        conn = self.connect()
+        conn.send(echo_get(1))
+        self.assertEqual(conn.read_response().body, b"x")
+        self.assertTrue(conn.stays_open_for(0.5))
+        conn.send(echo_get(2))
+        self.assertEqual(conn.read_response().body, b"xx")
+
+
+if __name__ == "__main__":
+    unittest.main()
