@@ -1,0 +1,171 @@
+"""Load from wrk, and graceful stop on SIGTERM/SIGINT: in-flight requests
+answered, idle connections closed, exit 0 within --shutdown-timeout."""
+
+import re
+import signal
+import subprocess
+import time
+import unittest
+
+from harness import Conn, ServerProcess, ServerTestCase, run_client
+
+
+def parse_wrk(output):
+    """Requests made, socket errors and non-2xx/3xx responses from wrk's report."""
+    text = output.decode("utf-8", "replace")
+    requests = re.search(r"^\s*(\d+) requests in ", text, re.M)
+    if not requests:
+        raise AssertionError(f"unrecognised wrk output:\n{text}")
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    return {"requests": int(requests.group(1)),
+            "socket_errors": sum(map(int, errors.groups())) if errors else 0,
+            "non2xx": int(non2xx.group(1)) if non2xx else 0,
+            "text": text}
+
+
+class WrkLoadTest(ServerTestCase):
+    server_args = ["--workers", "2"]
+
+    def run_wrk(self, target, seconds):
+        result = run_client(["wrk", "-t1", "-c50", f"-d{seconds}s", self.server.url(target)],
+                            timeout=seconds + 30)
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+        return parse_wrk(result.stdout)
+
+    def test_wrk_ping_smoke_run_has_no_errors_and_no_non_2xx(self):
+        baseline = self.settle_baseline(self.server)
+        stats = self.run_wrk("/ping", 2)
+        self.assertGreater(stats["requests"], 1000, stats["text"])
+        self.assertEqual(stats["socket_errors"], 0, stats["text"])
+        self.assertEqual(stats["non2xx"], 0, stats["text"])
+        # wrk closed its 50 connections; the server must release them all.
+        self.assertEqual(self.server.wait_fd_count(baseline), baseline)
+
+    def test_wrk_echo_run_has_no_errors_and_no_non_2xx(self):
+        stats = self.run_wrk("/echo?size=4096", 1)
+        self.assertGreater(stats["requests"], 100, stats["text"])
+        self.assertEqual(stats["socket_errors"], 0, stats["text"])
+        self.assertEqual(stats["non2xx"], 0, stats["text"])
+
+
+class ShutdownTest(unittest.TestCase):
+    """Each test owns a server, since each ends it."""
+
+    def start_server(self, args):
+        server = ServerProcess(args).start()
+        self.addCleanup(server.kill)
+        return server
+
+    def idle_connections(self, server, served, silent):
+        """`served` keep-alive connections after one request each, plus
+        `silent` that never sent a byte."""
+        conns = []
+        for _ in range(served):
+            conn = Conn(server.port)
+            self.addCleanup(conn.close)
+            conn.request("GET", "/ping")
+            self.assertEqual(conn.read_response().body, b"pong")
+            conns.append(conn)
+        for _ in range(silent):
+            conn = Conn(server.port)
+            self.addCleanup(conn.close)
+            conns.append(conn)
+        return conns
+
+    def test_sigterm_under_load_answers_every_inflight_delay_and_exits_zero(self):
+        server = self.start_server(["--workers", "2", "--shutdown-timeout", "5000"])
+        delayed = []
+        for _ in range(6):
+            conn = Conn(server.port)
+            self.addCleanup(conn.close)
+            conn.request("GET", "/delay?ms=1000")
+            delayed.append(conn)
+        sent = time.monotonic()
+        wrk = subprocess.Popen(["wrk", "-t1", "-c20", "-d5s", server.url("/ping")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(wrk.wait, 10)
+        self.addCleanup(wrk.kill)
+        time.sleep(0.2)
+        server.signal(signal.SIGTERM)
+        for i, conn in enumerate(delayed):
+            resp = conn.read_response()
+            self.assertEqual((resp.status, resp.body), (200, b"done"), f"delayed request {i}: {resp!r}")
+            self.assertIn("close", resp.tokens("connection"))
+            self.assertEqual(conn.read_until_eof(), b"")
+        self.assertGreaterEqual(time.monotonic() - sent, 0.9, "the delays were cut short")
+        server.assert_clean_exit(server.wait_exit(5.0 + 5.0))
+
+    def test_no_new_connection_is_served_after_sigterm(self):
+        server = self.start_server(["--workers", "2", "--shutdown-timeout", "5000"])
+        pending = Conn(server.port)
+        self.addCleanup(pending.close)
+        pending.request("GET", "/delay?ms=1000")  # keeps the server draining
+        time.sleep(0.1)
+        server.signal(signal.SIGTERM)
+        time.sleep(0.2)
+        try:
+            late = Conn(server.port)
+        except ConnectionRefusedError:
+            pass  # listener already closed: the expected case
+        else:
+            with late:
+                try:
+                    late.request("GET", "/ping")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.assertEqual(late.read_until_eof(3), b"", "a connection made after SIGTERM was served")
+        self.assertEqual(pending.read_response().body, b"done")
+        server.assert_clean_exit(server.wait_exit(10))
+
+    def test_sigterm_closes_idle_keepalive_connections_promptly(self):
+        # The idle timeout (60 s) and the shutdown deadline (10 s) are far
+        # off: only a graceful stop that closes idle connections ends fast.
+        server = self.start_server(["--workers", "2", "--shutdown-timeout", "10000"])
+        conns = self.idle_connections(server, served=5, silent=3)
+        stopped = time.monotonic()
+        server.signal(signal.SIGTERM)
+        for conn in conns:
+            self.assertEqual(conn.read_until_eof(3), b"")
+        server.assert_clean_exit(server.wait_exit(3))
+        self.assertLess(time.monotonic() - stopped, 3)
+
+    def test_sigint_stops_gracefully_too(self):
+        server = self.start_server(["--workers", "1", "--shutdown-timeout", "10000"])
+        conns = self.idle_connections(server, served=2, silent=1)
+        pending = Conn(server.port)
+        self.addCleanup(pending.close)
+        pending.request("GET", "/delay?ms=300")
+        time.sleep(0.05)
+        server.signal(signal.SIGINT)
+        resp = pending.read_response()
+        self.assertEqual((resp.status, resp.body), (200, b"done"))
+        for conn in conns:
+            self.assertEqual(conn.read_until_eof(3), b"")
+        server.assert_clean_exit(server.wait_exit(3))
+
+    def test_shutdown_timeout_ends_requests_that_take_too_long(self):
+        server = self.start_server(["--workers", "1", "--shutdown-timeout", "500"])
+        stuck = Conn(server.port)
+        self.addCleanup(stuck.close)
+        stuck.request("GET", "/delay?ms=20000")
+        time.sleep(0.1)
+        stopped = time.monotonic()
+        server.signal(signal.SIGTERM)
+        returncode = server.wait_exit(0.5 + 3)
+        elapsed = time.monotonic() - stopped
+        server.assert_clean_exit(returncode)
+        self.assertGreaterEqual(elapsed, 0.4, "exited before the in-flight request's deadline")
+        rest = stuck.read_until_eof(2)
+        self.assertNotIn(b"done", rest)
+
+    def test_sigterm_with_no_connections_exits_zero_at_once(self):
+        server = self.start_server(["--workers", "2"])
+        stopped = time.monotonic()
+        server.signal(signal.SIGTERM)
+        server.assert_clean_exit(server.wait_exit(3))
+        self.assertLess(time.monotonic() - stopped, 3)
+
+
+if __name__ == "__main__":
+    unittest.main()
