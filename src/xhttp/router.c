@@ -9,16 +9,25 @@
 #include "router.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct xRouteNode xRouteNode;
 
-/* A literal edge. The key points into the child; its length sits here so most
- * comparisons of a binary search touch only this array. */
-typedef struct xRouteEdge {
-    const char *key;
+/* A literal segment as edges compare it: by length, then by its first 8 bytes
+ * taken as one integer, then by the rest. The order only has to be consistent,
+ * not alphabetical, and most comparisons end at the integers. */
+typedef struct xSegKey {
+    const char *data;
     size_t len;
+    uint64_t head;                          /* first 8 bytes, zero-padded */
+} xSegKey;
+
+/* A literal edge: the child's key, so a binary search reads only this array
+ * until the final check of bytes past the eighth. */
+typedef struct xRouteEdge {
+    xSegKey key;
     xRouteNode *child;
 } xRouteEdge;
 
@@ -32,7 +41,7 @@ typedef struct xRoute {
 } xRoute;
 
 struct xRouteNode {
-    xRouteEdge *edges;                      /* sorted by length, then bytes */
+    xRouteEdge *edges;                      /* sorted by compare_keys */
     size_t num_edges;
     size_t cap_edges;
     xRouteNode *param;
@@ -41,7 +50,6 @@ struct xRouteNode {
     size_t num_routes;
     char *allow;
     size_t allow_len;
-    size_t key_len;
     char key[];                             /* the literal segment leading here */
 };
 
@@ -52,11 +60,6 @@ struct xRouter {
 static const xStr WILDCARD_NAME = {"*", 1};
 
 /* ---- Segments and specs ---- */
-
-static int compare_key(const char *a, size_t alen, const char *b, size_t blen) {
-    if (alen != blen) return alen < blen ? -1 : 1;
-    return memcmp(a, b, alen);
-}
 
 static int compare_str(xStr a, xStr b) {
     int c = memcmp(a.data, b.data, a.len < b.len ? a.len : b.len);
@@ -142,7 +145,6 @@ static xRouteNode *node_new(xStr key) {
     xRouteNode *node = calloc(1, sizeof *node + key.len);
     if (!node) return NULL;
     memcpy(node->key, key.data, key.len);
-    node->key_len = key.len;
     return node;
 }
 
@@ -158,24 +160,42 @@ static void node_free(xRouteNode *node) {
     free(node);
 }
 
-/* Index of the first edge whose key is not below key. */
-static size_t edge_lower_bound(const xRouteNode *node, const char *key, size_t len) {
+/* Never reads past len bytes: a path may end at the end of its buffer. */
+static xSegKey seg_key(const char *data, size_t len) {
+    xSegKey k = {data, len, 0};
+    if (len >= 8) memcpy(&k.head, data, 8);
+    else for (size_t i = 0; i < len; i++) k.head |= (uint64_t)(unsigned char)data[i] << (8 * i);
+    return k;
+}
+
+static int compare_keys(const xSegKey *a, const xSegKey *b) {
+    if (a->len != b->len) return a->len < b->len ? -1 : 1;
+    if (a->head != b->head) return a->head < b->head ? -1 : 1;
+    return a->len > 8 ? memcmp(a->data + 8, b->data + 8, a->len - 8) : 0;
+}
+
+/* The index of key's edge, or where it would be inserted; *found says which. */
+static size_t find_edge(const xRouteNode *node, const xSegKey *key, bool *found) {
     size_t lo = 0, hi = node->num_edges;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        const xRouteEdge *e = &node->edges[mid];
-        if (compare_key(e->key, e->len, key, len) < 0) lo = mid + 1;
+        int c = compare_keys(&node->edges[mid].key, key);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0) lo = mid + 1;
         else hi = mid;
     }
+    *found = false;
     return lo;
 }
 
 static xRouteNode *literal_child(xRouteNode *node, xStr seg) {
-    size_t i = edge_lower_bound(node, seg.data, seg.len);
-    if (i < node->num_edges && node->edges[i].len == seg.len &&
-        memcmp(node->edges[i].key, seg.data, seg.len) == 0) {
-        return node->edges[i].child;
-    }
+    xSegKey key = seg_key(seg.data, seg.len);
+    bool found;
+    size_t i = find_edge(node, &key, &found);
+    if (found) return node->edges[i].child;
     if (node->num_edges == node->cap_edges) {
         size_t cap = node->cap_edges ? node->cap_edges * 2 : 4;
         xRouteEdge *edges = realloc(node->edges, cap * sizeof *edges);
@@ -186,7 +206,7 @@ static xRouteNode *literal_child(xRouteNode *node, xStr seg) {
     xRouteNode *child = node_new(seg);
     if (!child) return NULL;
     memmove(&node->edges[i + 1], &node->edges[i], (node->num_edges - i) * sizeof *node->edges);
-    node->edges[i] = (xRouteEdge){child->key, child->key_len, child};
+    node->edges[i] = (xRouteEdge){seg_key(child->key, seg.len), child};
     node->num_edges++;
     return child;
 }
@@ -309,13 +329,12 @@ typedef struct xRouteSearch {
     const xRouteNode *allow_node;           /* first node whose pattern fit but no method did */
 } xRouteSearch;
 
-static const xRouteNode *find_literal(const xRouteNode *node, const char *key, size_t len) {
-    size_t i = edge_lower_bound(node, key, len);
-    if (i < node->num_edges && node->edges[i].len == len &&
-        memcmp(node->edges[i].key, key, len) == 0) {
-        return node->edges[i].child;
-    }
-    return NULL;
+static const xRouteNode *find_literal(const xRouteNode *node, xStr seg) {
+    if (node->num_edges == 0) return NULL;
+    xSegKey key = seg_key(seg.data, seg.len);
+    bool found;
+    size_t i = find_edge(node, &key, &found);
+    return found ? node->edges[i].child : NULL;
 }
 
 /* The route at node for the method: its own, else GET for HEAD, else the
@@ -335,6 +354,8 @@ static const xRoute *pick_route(const xRouteNode *node, xRouteSearch *s) {
 
 /* Matches the path from seg (the start of a segment, or NULL once the path is
  * used up) below node, trying literal, then parameter, then wildcard edges.
+ * A node stands for one segment position, so backtracking visits each node at
+ * most once and the recursion is no deeper than the longest pattern.
  * depth counts the parameters captured so far; the trie holds no path with
  * more than XROUTER_MAX_PARAMS of them, since xRouterAdd refuses such routes. */
 static const xRoute *descend(const xRouteNode *node, const char *seg, size_t depth, xRouteSearch *s) {
@@ -343,7 +364,7 @@ static const xRoute *descend(const xRouteNode *node, const char *seg, size_t dep
     const char *next = seg + cur.len < s->end ? seg + cur.len + 1 : NULL;
     const xRoute *r;
 
-    const xRouteNode *child = find_literal(node, cur.data, cur.len);
+    const xRouteNode *child = find_literal(node, cur);
     if (child && (r = descend(child, next, depth, s))) return r;
     if (node->param && cur.len > 0) {
         s->match->params[depth].value = cur;

@@ -71,6 +71,26 @@ static void test_literal_routes_match_exactly(void) {
     xRouterDestroy(r);
 }
 
+static void test_long_literals_sharing_a_prefix(void) {
+    xRouter *r = xRouterCreate();
+    CHECK_EQ_INT(xRouterAdd(r, "GET /abcdefgh", H(1), NULL), XOK);
+    CHECK_EQ_INT(xRouterAdd(r, "GET /abcdefgh1", H(2), NULL), XOK);
+    CHECK_EQ_INT(xRouterAdd(r, "GET /abcdefgh2", H(3), NULL), XOK);
+    CHECK_EQ_INT(xRouterAdd(r, "GET /abcdefgi1", H(4), NULL), XOK);
+    CHECK_EQ_INT(xRouterAdd(r, "GET /abcdefgh-very-long-segment/x", H(5), NULL), XOK);
+    CHECK_EQ_INT(xRouterAdd(r, "GET /abcdefgh2", H(6), NULL), XERR_EXISTS);
+    xRouteMatch m;
+    CHECK(found_handler(r, "GET", "/abcdefgh", 1));
+    CHECK(found_handler(r, "GET", "/abcdefgh1", 2));
+    CHECK(found_handler(r, "GET", "/abcdefgh2", 3));
+    CHECK(found_handler(r, "GET", "/abcdefgi1", 4));
+    CHECK(found_handler(r, "GET", "/abcdefgh-very-long-segment/x", 5));
+    CHECK_EQ_INT(lookup(r, "GET", "/abcdefgh3", &m), XROUTE_NOT_FOUND);
+    CHECK_EQ_INT(lookup(r, "GET", "/abcdefg", &m), XROUTE_NOT_FOUND);
+    CHECK_EQ_INT(lookup(r, "GET", "/abcdefgh-very-long-segmenT/x", &m), XROUTE_NOT_FOUND);
+    xRouterDestroy(r);
+}
+
 static void test_empty_segments_match_only_empty_literals(void) {
     xRouter *r = xRouterCreate();
     CHECK_EQ_INT(xRouterAdd(r, "GET /a//b", H(1), NULL), XOK);
@@ -612,6 +632,7 @@ static void test_random_tables_agree_with_brute_force(void) {
 int main(void) {
     setup_guard_page();
     RUN(test_literal_routes_match_exactly);
+    RUN(test_long_literals_sharing_a_prefix);
     RUN(test_empty_segments_match_only_empty_literals);
     RUN(test_params_capture_segments_at_any_depth);
     RUN(test_param_names_belong_to_each_route);
