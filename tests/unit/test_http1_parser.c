@@ -571,10 +571,204 @@ static void test_invalid_requests_get_their_status_however_split(void) {
     }
 }
 
+/* ---- Limits at their exact boundaries ---- */
+
+static void test_414_comes_once_max_request_line_plus_crlf_bytes_hold_no_lf(void) {
+    const xHttp1Limits limits = {24, 4096, 16};
+    const char *line = "GET /0123456789 HTTP/1.1\r\nHost: h\r\n\r\n";   /* 24 bytes + CRLF */
+    const char *longer = "GET /01234567890 HTTP/1.1\r\nHost: h\r\n\r\n";
+    xHttp1Request req;
+    CHECK_EQ_INT(parse(line, 25, 0, &limits, &req), XHTTP1_INCOMPLETE);
+    CHECK_EQ_INT(parse(line, 26, 25, &limits, &req), XHTTP1_INCOMPLETE);
+    CHECK_EQ_INT(parse(longer, 25, 0, &limits, &req), XHTTP1_INCOMPLETE);
+    CHECK_EQ_INT(parse(longer, 26, 25, &limits, &req), XHTTP1_ERROR);
+    CHECK_EQ_INT(req.error_status, 414);
+    CHECK_EQ_INT(parse(longer, 26, 0, &limits, &req), XHTTP1_ERROR);
+    CHECK_EQ_INT(req.error_status, 414);
+}
+
+static void test_431_comes_once_bytes_pass_max_head(void) {
+    const xHttp1Limits limits = {1024, 36, 16};
+    const char *raw = "GET / HTTP/1.1\r\nHost: h\r\nX: 01234\r\n\r\n";   /* 37 bytes */
+    xHttp1Request req;
+    CHECK_EQ_INT(parse(raw, 36, 0, &limits, &req), XHTTP1_INCOMPLETE);
+    CHECK_EQ_INT(parse(raw, 37, 36, &limits, &req), XHTTP1_ERROR);
+    CHECK_EQ_INT(req.error_status, 431);
+}
+
+static void test_more_fields_than_max_headers_is_431_with_none_written_past(void) {
+    const xHttp1Limits limits = {1024, 4096, MAX_FIELDS};
+    char raw[2048] = "GET / HTTP/1.1\r\nHost: h\r\n";
+    for (int i = 1; i <= MAX_FIELDS; i++) {
+        snprintf(raw + strlen(raw), sizeof raw - strlen(raw), "F%d: %d\r\n", i, i);
+    }
+    strcat(raw, "\r\n");
+    xHttp1Request req;
+    CHECK_EQ_INT(parse(raw, strlen(raw), 0, &limits, &req), XHTTP1_ERROR);
+    CHECK_EQ_INT(req.error_status, 431);
+    CHECK(fields[MAX_FIELDS].name.data == UNTOUCHED.name.data);
+}
+
+/* ---- Every byte value at every offset of each part ----
+ * The expectations are written from the RFC, apart from the parser's tables,
+ * and the offsets cross the 16-byte blocks of the vector scans. */
+
+#define SWEEP 48
+
+static bool tchar_ok(int b) {
+    return (b >= '0' && b <= '9') || (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') ||
+           (b != 0 && strchr("!#$%&'*+-.^_`|~", b) != NULL);
+}
+static bool target_ok(int b) { return b > 0x20 && b < 0x7F; }
+static bool value_ok(int b) { return b == '\t' || (b >= 0x20 && b != 0x7F); }
+
+/* Parses prefix + SWEEP filler bytes with b at pos + suffix; true when the
+ * verdict is success exactly when ok, and otherwise a 400. */
+static bool sweep_one(const char *prefix, char filler, int b, size_t pos, const char *suffix,
+                      bool ok, xHttp1Request *req) {
+    char raw[256];
+    size_t n = strlen(prefix);
+    memcpy(raw, prefix, n);
+    memset(raw + n, filler, SWEEP);
+    raw[n + pos] = (char)b;
+    memcpy(raw + n + SWEEP, suffix, strlen(suffix));
+    size_t len = n + SWEEP + strlen(suffix);
+    int r = parse(raw, len, 0, &DEFAULT_LIMITS, req);
+    return ok ? r == (int)len : r == XHTTP1_ERROR && req->error_status == 400;
+}
+
+static void test_each_byte_in_a_method(void) {
+    for (int b = 0; b < 256; b++) {
+        size_t bad = SWEEP;
+        xHttp1Request req;
+        for (size_t pos = 0; pos < SWEEP && bad == SWEEP; pos++) {
+            if (!sweep_one("", 'M', b, pos, " / HTTP/1.1\r\nHost: h\r\n\r\n", tchar_ok(b), &req))
+                bad = pos;
+        }
+        CHECK_MSG(bad == SWEEP, "byte 0x%02x at %zu of a method", b, bad);
+    }
+}
+
+static void test_each_byte_in_a_target(void) {
+    for (int b = 0; b < 256; b++) {
+        size_t bad = SWEEP;
+        xHttp1Request req;
+        for (size_t pos = 0; pos < SWEEP && bad == SWEEP; pos++) {
+            bool ok = target_ok(b);
+            if (!sweep_one("GET /", 't', b, pos, " HTTP/1.1\r\nHost: h\r\n\r\n", ok, &req) ||
+                (ok && req.target.len != SWEEP + 1))
+                bad = pos;
+        }
+        CHECK_MSG(bad == SWEEP, "byte 0x%02x at %zu of a target", b, bad);
+    }
+}
+
+static void test_each_byte_in_a_field_name(void) {
+    for (int b = 0; b < 256; b++) {
+        if (b == ':') continue;   /* ends the name early: another valid field */
+        size_t bad = SWEEP;
+        xHttp1Request req;
+        for (size_t pos = 0; pos < SWEEP && bad == SWEEP; pos++) {
+            bool ok = tchar_ok(b);
+            if (!sweep_one("GET / HTTP/1.1\r\nHost: h\r\n", 'n', b, pos, ": v\r\n\r\n", ok, &req) ||
+                (ok && req.headers[1].name.len != SWEEP))
+                bad = pos;
+        }
+        CHECK_MSG(bad == SWEEP, "byte 0x%02x at %zu of a field name", b, bad);
+    }
+}
+
+static void test_each_byte_in_a_field_value(void) {
+    for (int b = 0; b < 256; b++) {
+        size_t bad = SWEEP;
+        xHttp1Request req;
+        for (size_t pos = 0; pos < SWEEP && bad == SWEEP; pos++) {
+            bool ok = value_ok(b);
+            /* Whitespace at either end is trimmed off the value. */
+            bool edge = (b == ' ' || b == '\t') && (pos == 0 || pos == SWEEP - 1);
+            if (!sweep_one("GET / HTTP/1.1\r\nHost: h\r\nX: ", 'v', b, pos, "\r\n\r\n", ok, &req) ||
+                (ok && req.headers[1].value.len != SWEEP - (size_t)edge))
+                bad = pos;
+        }
+        CHECK_MSG(bad == SWEEP, "byte 0x%02x at %zu of a field value", b, bad);
+    }
+}
+
+/* ---- Mutants ---- */
+
+static uint64_t rng = 0x2545F4914F6CDD1DULL;
+
+static uint64_t next_random(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* raw, printable, for a failure message. */
+static const char *escaped(const char *raw, size_t len) {
+    static char out[4 * 512 + 1];
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)raw[i];
+        n += (size_t)snprintf(out + n, sizeof out - n, c >= 0x20 && c < 0x7F ? "%c" : "\\x%02x", c);
+    }
+    return out;
+}
+
+/* Valid requests with a few bytes replaced, inserted or deleted, under limits
+ * that are sometimes tiny: whatever the verdict, every split must agree. */
+static void test_mutated_requests_get_one_verdict_however_split(void) {
+    static const char interesting[] = "\r\n\0 \t:,;?/#@\x7f\x80\xff" "aZ09";
+    size_t n_valid = sizeof VALID / sizeof VALID[0];
+    for (int round = 0; round < 600; round++) {
+        const ValidCase *base = &VALID[next_random() % n_valid];
+        char raw[512];
+        size_t len = base->len;
+        memcpy(raw, base->raw, len);
+        for (int edits = 1 + (int)(next_random() % 3); edits > 0 && len > 1; edits--) {
+            size_t pos = next_random() % len;
+            char c = interesting[next_random() % (sizeof interesting - 1)];
+            switch (next_random() % 3) {
+            case 0: raw[pos] = c; break;
+            case 1: memmove(raw + pos + 1, raw + pos, len++ - pos); raw[pos] = c; break;
+            default: memmove(raw + pos, raw + pos + 1, --len - pos); break;
+            }
+        }
+        xHttp1Limits limits = *limits_of(&base->limits);
+        if (round % 2) {
+            limits = (xHttp1Limits){1 + next_random() % 64, 1 + next_random() % 160,
+                                    next_random() % 6};
+        }
+        check_any_split(escaped(raw, len), raw, len, &limits);
+    }
+}
+
+static void test_name_equals_ignores_ascii_case_only(void) {
+    CHECK(xHttp1NameEquals((xStr){"Content-Length", 14}, "content-length"));
+    CHECK(xHttp1NameEquals((xStr){"HOST", 4}, "host"));
+    CHECK(xHttp1NameEquals((xStr){"", 0}, ""));
+    CHECK(!xHttp1NameEquals((xStr){"Hostx", 5}, "host"));
+    CHECK(!xHttp1NameEquals((xStr){"Hos", 3}, "host"));
+    CHECK(!xHttp1NameEquals((xStr){"host\0x", 6}, "host"));
+    CHECK(!xHttp1NameEquals((xStr){"X-@", 3}, "x-`"));   /* 0x40 and 0x60 differ by case bit */
+    CHECK(!xHttp1NameEquals((xStr){"X-[", 3}, "x-{"));
+    CHECK(!xHttp1NameEquals((xStr){"\xc4", 1}, "\xe4"));   /* Latin-1 case is not ASCII case */
+}
+
 int main(void) {
     setup_guard_page();
     RUN(test_valid_requests_parse_whole_with_every_field);
     RUN(test_valid_requests_parse_the_same_however_split);
     RUN(test_invalid_requests_get_their_status_however_split);
+    RUN(test_414_comes_once_max_request_line_plus_crlf_bytes_hold_no_lf);
+    RUN(test_431_comes_once_bytes_pass_max_head);
+    RUN(test_more_fields_than_max_headers_is_431_with_none_written_past);
+    RUN(test_each_byte_in_a_method);
+    RUN(test_each_byte_in_a_target);
+    RUN(test_each_byte_in_a_field_name);
+    RUN(test_each_byte_in_a_field_value);
+    RUN(test_mutated_requests_get_one_verdict_however_split);
+    RUN(test_name_equals_ignores_ascii_case_only);
     return CHECK_SUMMARY();
 }
