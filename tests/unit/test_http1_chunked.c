@@ -303,11 +303,108 @@ static void test_invalid_bodies_fail_with_their_status_however_cut(void) {
     }
 }
 
+/* ---- Sizes, stopping, aliasing ---- */
+
+static void test_largest_chunk_size_is_accepted(void) {
+    static const char raw[] = "7fffffffffffffff\r\nabc";
+    decode_cut(raw, sizeof raw - 1, NULL, 0, &DEFAULTS, &whole);
+    CHECK_EQ_INT(whole.status, 0);
+    CHECK(!whole.done);
+    CHECK_EQ_INT(whole.consumed, sizeof raw - 1);
+    CHECK_EQ_INT(whole.payload_len, 3);
+}
+
+static void test_partial_input_is_all_consumed_and_its_payload_delivered(void) {
+    static const char raw[] = "5;a=\"b\"\r\nhel";
+    decode_cut(raw, sizeof raw - 1, NULL, 0, &DEFAULTS, &whole);
+    CHECK_EQ_INT(whole.status, 0);
+    CHECK(!whole.done && !whole.left_input);
+    CHECK_EQ_INT(whole.consumed, sizeof raw - 1);
+    CHECK(whole.payload_len == 3 && memcmp(whole.payload, "hel", 3) == 0);
+}
+
+static void test_a_finished_decoder_takes_nothing_more(void) {
+    xHttp1Chunked dec;
+    memset(&dec, 0, sizeof dec);
+    char out[16];
+    size_t written = 99;
+    CHECK_EQ_INT(xHttp1ChunkedDecode(&dec, "0\r\n\r\nxyz", 8, out, &written, MAX_LINE, MAX_TRAILERS), 5);
+    CHECK(dec.done);
+    CHECK_EQ_INT(written, 0);
+    written = 99;
+    CHECK_EQ_INT(xHttp1ChunkedDecode(&dec, "1\r\nx\r\n", 6, out, &written, MAX_LINE, MAX_TRAILERS), 0);
+    CHECK_EQ_INT(written, 0);
+    CHECK(dec.done);
+}
+
+static void test_a_failed_decoder_keeps_failing(void) {
+    xHttp1Chunked dec;
+    memset(&dec, 0, sizeof dec);
+    char out[16];
+    size_t written;
+    CHECK_EQ_INT(xHttp1ChunkedDecode(&dec, "0\r\nA: 12345\r\n", 13, out, &written, 7, MAX_TRAILERS),
+                 XHTTP1_ERROR);
+    CHECK_EQ_INT(dec.error_status, 431);
+    CHECK_EQ_INT(xHttp1ChunkedDecode(&dec, "\r\n", 2, out, &written, 7, MAX_TRAILERS), XHTTP1_ERROR);
+    CHECK_EQ_INT(dec.error_status, 431);
+    CHECK(!dec.done);
+}
+
+static void test_payload_may_be_written_before_the_input(void) {
+    static const char raw[] = "3\r\nabc\r\n4;x=y\r\ndefg\r\n0\r\n\r\nNEXT";
+    char buf[64];
+    memset(buf, '.', 8);
+    memcpy(buf + 8, raw, sizeof raw - 1);
+    xHttp1Chunked dec;
+    memset(&dec, 0, sizeof dec);
+    size_t written = 0;
+    ssize_t used = xHttp1ChunkedDecode(&dec, buf + 8, sizeof raw - 1, buf, &written, MAX_LINE,
+                                       MAX_TRAILERS);
+    CHECK_EQ_INT(used, sizeof raw - 1 - 4);
+    CHECK(dec.done);
+    CHECK(written == 7 && memcmp(buf, "abcdefg", 7) == 0);
+    CHECK(memcmp(buf + 8 + used, "NEXT", 4) == 0);
+}
+
+/* A 200 KB body in random chunks, some with extensions, then trailers,
+ * decoded in place from pieces of random size. */
+static void test_large_random_body_decodes_in_place(void) {
+    static char raw[CAP], payload[CAP / 2];
+    uint64_t rng = 0x9E3779B97F4A7C15ULL;
+    size_t len = 0, total = 0;
+    for (size_t i = 0; i < sizeof payload; i++) payload[i] = (char)(i * 131 + (i >> 7));
+    while (total < sizeof payload) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        size_t n = rng % 9000;
+        if (n > sizeof payload - total) n = sizeof payload - total;
+        if (n == 0) continue;
+        len += (size_t)sprintf(raw + len, rng & 0x10000 ? "%zX;ext=\"v\"\r\n" : "%zx\r\n", n);
+        memcpy(raw + len, payload + total, n);
+        len += n;
+        total += n;
+        raw[len++] = '\r';
+        raw[len++] = '\n';
+    }
+    len += (size_t)sprintf(raw + len, "0\r\nDigest: x\r\n\r\nGET /next HTTP/1.1\r\n");
+    decode_cut(raw, len, NULL, 0, &DEFAULTS, &whole);
+    CHECK(whole.done && whole.payload_len == sizeof payload &&
+          memcmp(whole.payload, payload, sizeof payload) == 0);
+    for (size_t step = 1; step < 20000; step = step * 3 + 1) {
+        check_in_place("large body", raw, len, step, &whole);
+    }
+}
+
 int main(void) {
     setup_guard_page();
     RUN(test_valid_bodies_decode_whole);
     RUN(test_valid_bodies_decode_the_same_however_cut);
     RUN(test_valid_bodies_decode_in_place);
     RUN(test_invalid_bodies_fail_with_their_status_however_cut);
+    RUN(test_largest_chunk_size_is_accepted);
+    RUN(test_partial_input_is_all_consumed_and_its_payload_delivered);
+    RUN(test_a_finished_decoder_takes_nothing_more);
+    RUN(test_a_failed_decoder_keeps_failing);
+    RUN(test_payload_may_be_written_before_the_input);
+    RUN(test_large_random_body_decodes_in_place);
     return CHECK_SUMMARY();
 }
