@@ -4,6 +4,7 @@
  *   http_bench_server PORT [--workers N] [--host H] [--idle-timeout MS]
  *       [--header-timeout MS] [--body-timeout MS] [--max-body BYTES]
  *       [--max-header-size BYTES] [--max-connections N] [--shutdown-timeout MS]
+ *       [--send-timeout MS]
  */
 #include <errno.h>
 #include <stdio.h>
@@ -82,7 +83,14 @@ static void on_index(xHttpRequest *req, xHttpResponse *res, void *arg) {
 typedef struct Delayed {
     xTimer timer;
     xHttpResponse *res;
+    xEventLoop *loop;
 } Delayed;
+
+static void on_delay_abort(xHttpResponse *res, void *arg) {
+    Delayed *d = arg;
+    xTimerStop(d->loop, &d->timer);
+    free(d);
+}
 
 static void on_delay_done(xEventLoop *loop, xTimer *timer) {
     Delayed *d = (Delayed *)timer;
@@ -104,6 +112,8 @@ static void on_delay(xHttpRequest *req, xHttpResponse *res, void *arg) {
         return;
     }
     d->res = res;
+    d->loop = xHttpRequestLoop(req);
+    xHttpResponseOnAbort(res, on_delay_abort, d);
     xTimerInit(&d->timer, on_delay_done);
     xTimerStart(xHttpRequestLoop(req), &d->timer, ms);
 }
@@ -135,18 +145,19 @@ static int usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s PORT [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
             "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
-            "       [--max-connections N] [--shutdown-timeout MS]\n",
+            "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n",
             argv0);
     return 2;
 }
 
 int main(int argc, char **argv) {
-    enum { WORKERS, IDLE, HEADER, BODY, MAX_BODY, MAX_HEADER, MAX_CONNS, SHUTDOWN, NOPTS };
+    enum { WORKERS, IDLE, HEADER, BODY, MAX_BODY, MAX_HEADER, MAX_CONNS, SHUTDOWN, SEND, NOPTS };
     Option opts[NOPTS] = {
         {"--workers", 1024, 0, false},          {"--idle-timeout", 86400000, 0, false},
         {"--header-timeout", 86400000, 0, false}, {"--body-timeout", 86400000, 0, false},
         {"--max-body", 1ul << 34, 0, false},    {"--max-header-size", 1u << 20, 0, false},
         {"--max-connections", 1u << 24, 0, false}, {"--shutdown-timeout", 86400000, 0, false},
+        {"--send-timeout", 86400000, 0, false},
     };
     const char *host = "0.0.0.0";
     unsigned long port;
@@ -175,6 +186,7 @@ int main(int argc, char **argv) {
     if (opts[MAX_HEADER].set) conf.max_header_size = opts[MAX_HEADER].value;
     if (opts[MAX_CONNS].set) conf.max_connections = (uint32_t)opts[MAX_CONNS].value;
     if (opts[SHUTDOWN].set) conf.shutdown_timeout_ms = (uint32_t)opts[SHUTDOWN].value;
+    if (opts[SEND].set) conf.send_timeout_ms = (uint32_t)opts[SEND].value;
 
     memset(echo_bytes, 'x', sizeof echo_bytes);
     xHttpServer *server = xHttpServerCreate(NULL, &conf);

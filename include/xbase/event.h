@@ -24,9 +24,10 @@ typedef struct xEventLoop xEventLoop;
 
 /** Readiness bits passed to and from watch callbacks. */
 enum {
-    XEV_READ = 1u << 0,   /**< readable, or the peer closed its side */
+    XEV_READ = 1u << 0,   /**< readable */
     XEV_WRITE = 1u << 1,  /**< writable */
     XEV_ERROR = 1u << 2,  /**< error or hang-up on the descriptor */
+    XEV_EOF = 1u << 3,    /**< the peer closed its side: reads will reach the end */
 };
 
 /** Called when fd becomes ready; events holds XEV_* bits. */

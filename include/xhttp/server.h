@@ -44,9 +44,13 @@ typedef struct xHttpServerConf {
     uint32_t header_timeout_ms;  /**< to receive a whole head once it began (10 s) */
     uint32_t body_timeout_ms;    /**< between body reads while one is expected (30 s) */
     uint32_t idle_timeout_ms;    /**< keep-alive wait for the next request (60 s) */
+    uint32_t send_timeout_ms;    /**< a client that takes none of a pending response
+                                      for this long is dropped (60 s) */
     uint32_t shutdown_timeout_ms;/**< graceful stop deadline (10 s) */
     uint32_t max_connections;    /**< per worker; beyond it new ones are closed (10000) */
-    bool handle_signals;         /**< xHttpServerRun stops on SIGINT/SIGTERM (true) */
+    bool handle_signals;         /**< xHttpServerRun stops on SIGINT/SIGTERM (true);
+                                      they are blocked in the creating thread from
+                                      Create until Destroy */
 } xHttpServerConf;
 
 /** Fills conf with the defaults noted above. */
@@ -146,8 +150,14 @@ xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len);
 xErrno xHttpResponseEnd(xHttpResponse *res);
 
 /** True when the client went away; later writes are discarded, End still
- *  must be called to release the request. */
+ *  must be called to release the request (unless an abort callback is set). */
 bool xHttpResponseAborted(const xHttpResponse *res);
+
+/** For handlers that answer later: fn(res, arg) is called, on the loop, if
+ *  the connection closes before the response ends (the client left, or a
+ *  graceful stop ran out of time). The request and response are freed right
+ *  after fn returns, so fn must cancel whatever would touch them later. */
+void xHttpResponseOnAbort(xHttpResponse *res, void (*fn)(xHttpResponse *res, void *arg), void *arg);
 
 /** The reason phrase for status ("Not Found"), or "Unknown". */
 const char *xHttpStatusReason(int status);

@@ -52,6 +52,7 @@ int xPollerWait(xPoller *poller, xPollerEvent *events, int max, int timeout_ms) 
         uint32_t raw = poller->raw[i].events;
         unsigned bits = 0;
         if (raw & (EPOLLIN | EPOLLRDHUP)) bits |= XEV_READ;
+        if (raw & EPOLLRDHUP) bits |= XEV_EOF;
         if (raw & EPOLLOUT) bits |= XEV_WRITE;
         if (raw & (EPOLLERR | EPOLLHUP)) bits |= XEV_ERROR;
         events[i].fd = poller->raw[i].data.fd;

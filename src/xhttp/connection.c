@@ -60,8 +60,11 @@ void xConnRelease(xConn *conn) {
 ssize_t xConnRecv(xConn *conn, char *buf, size_t len) {
     ssize_t n = xEventLoopRecv(conn->ctx->loop, conn->fd, buf, len);
     /* A short read means the socket was drained at that moment; edge
-     * triggering tells us when more arrives, so skip the extra EAGAIN read. */
-    if ((n >= 0 && (size_t)n < len) || (n < 0 && errno == EAGAIN)) conn->readable = false;
+     * triggering tells us when more arrives, so skip the extra EAGAIN read.
+     * Not so once the peer has closed: its FIN came with the same edge as the
+     * data, no further edge will follow, and only another read sees the end. */
+    bool drained = n < 0 ? errno == EAGAIN : (size_t)n < len && !conn->peer_closed;
+    if (drained) conn->readable = false;
     return n;
 }
 
@@ -165,7 +168,7 @@ void xConnFlush(xConn *conn) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN) {
                 conn->write_blocked = true;
-                xConnSetTimeout(conn, conn->ctx->conf->idle_timeout_ms);
+                xConnSetTimeout(conn, conn->ctx->conf->send_timeout_ms);
                 return;
             }
             xConnClose(conn);
@@ -236,6 +239,7 @@ static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg) {
     xConn *conn = arg;
     xConnRetain(conn);
     if (events & XEV_ERROR) conn->hangup = true;
+    if (events & XEV_EOF) conn->peer_closed = true;
     if (events & (XEV_READ | XEV_ERROR)) conn->readable = true;
     if ((events & (XEV_WRITE | XEV_ERROR)) && conn->write_blocked) {
         conn->write_blocked = false;

@@ -45,6 +45,7 @@ struct xConn {
 
     bool readable;           /* an edge arrived and the socket is not known drained */
     bool hangup;             /* the peer reset or hung up */
+    bool peer_closed;        /* the peer sent FIN: read until end of stream */
     bool write_blocked;      /* the socket buffer is full; waiting for XEV_WRITE */
     bool close_after_flush;
     bool lingering;          /* output done, discarding input before close */

@@ -224,6 +224,18 @@ xErrno xHttpResponseEnd(xHttpResponse *res) {
 
 bool xHttpResponseAborted(const xHttpResponse *res) { return res->aborted; }
 
+void xHttpResponseOnAbort(xHttpResponse *res, void (*fn)(xHttpResponse *res, void *arg), void *arg) {
+    res->on_abort = fn;
+    res->on_abort_arg = arg;
+}
+
+bool xHttpExchangeAbort(xHttpExchange *ex) {
+    ex->res.aborted = true;
+    if (!ex->res.on_abort) return false;
+    ex->res.on_abort(&ex->res, ex->res.on_abort_arg);
+    return true;
+}
+
 const char *xHttpStatusReason(int status) {
     switch (status) {
     case 100: return "Continue";

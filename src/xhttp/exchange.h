@@ -49,6 +49,8 @@ struct xHttpResponse {
     bool head_sent;
     bool ended;
     bool aborted;          /* the client is gone; output is discarded */
+    void (*on_abort)(xHttpResponse *res, void *arg);
+    void *on_abort_arg;
 };
 
 struct xHttpExchange {
@@ -73,6 +75,10 @@ void xHttpExchangePoolDestroy(xHttpContext *ctx);
 
 /** Routes the request and calls its handler, or answers 404/405 itself. */
 void xHttpExchangeDispatch(xHttpExchange *ex, const xRouter *router);
+
+/** Marks the response aborted and tells the handler, if it asked to know.
+ *  Returns true when the handler was told: it has let go of the exchange. */
+bool xHttpExchangeAbort(xHttpExchange *ex);
 
 /** Answers with status and a short text body, e.g. for 404. */
 void xHttpExchangeSendStatus(xHttpExchange *ex, int status);

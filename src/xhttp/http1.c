@@ -517,7 +517,10 @@ static void on_readable(xConn *conn) {
 
 static void on_flushed(xConn *conn) {
     xHttp1 *h = conn->proto_state;
-    if (!h->waiting_flush) return;
+    if (!h->waiting_flush) {
+        arm_timer(h);  /* the send timeout no longer applies */
+        return;
+    }
     h->waiting_flush = false;
     process(h);
 }
@@ -544,7 +547,9 @@ static void on_close(xConn *conn) {
     xHttp1 *h = conn->proto_state;
     if (!h->ex) return;
     if (h->state == XH1_HANDLER) {
-        h->ex->res.aborted = true;  /* the handler still holds it */
+        /* Without an abort callback the handler still holds the exchange and
+         * ends it later; with one, it has let go and we end it here. */
+        if (xHttpExchangeAbort(h->ex)) h1_end(h->ex);
     } else {
         xHttpExchangeRelease(conn->ctx, h->ex);
         h->ex = NULL;

@@ -60,6 +60,8 @@ struct xHttpServer {
     bool runs_loop;       /* xHttpServerRun drives the caller's loop */
     int signal_fd;        /* attached mode: SIGINT/SIGTERM through the loop */
     int wake_fd;          /* workers mode: wakes the supervising thread */
+    sigset_t stop_signals;     /* SIGINT and SIGTERM, when handle_signals */
+    sigset_t previous_mask;    /* the creating thread's mask before Create */
     atomic_bool stop_requested;
 };
 
@@ -73,6 +75,7 @@ void xHttpServerConfInit(xHttpServerConf *conf) {
         .header_timeout_ms = 10000,
         .body_timeout_ms = 30000,
         .idle_timeout_ms = 60000,
+        .send_timeout_ms = 60000,
         .shutdown_timeout_ms = 10000,
         .max_connections = 10000,
         .handle_signals = true,
@@ -250,6 +253,14 @@ xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
     server->signal_fd = server->wake_fd = -1;
     server->nworkers = loop ? 1 : server->conf.workers > 0 ? server->conf.workers : cpus_available();
     server->conf.workers = server->nworkers;
+    if (server->conf.handle_signals) {
+        /* Blocked from here on, so a signal that arrives between Create and
+         * Run is held for Run instead of killing the process. */
+        sigemptyset(&server->stop_signals);
+        sigaddset(&server->stop_signals, SIGINT);
+        sigaddset(&server->stop_signals, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &server->stop_signals, &server->previous_mask);
+    }
     if (server->conf.max_headers == 0) server->conf.max_headers = 1;
     server->router = xRouterCreate();
     server->workers = calloc((size_t)server->nworkers, sizeof *server->workers);
@@ -271,6 +282,7 @@ void xHttpServerDestroy(xHttpServer *server) {
     free(server->workers);
     xRouterDestroy(server->router);
     if (server->wake_fd >= 0) close(server->wake_fd);
+    if (server->conf.handle_signals) pthread_sigmask(SIG_SETMASK, &server->previous_mask, NULL);
     free(server);
 }
 
@@ -376,13 +388,6 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static void block_stop_signals(sigset_t *stop, sigset_t *previous) {
-    sigemptyset(stop);
-    sigaddset(stop, SIGINT);
-    sigaddset(stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, stop, previous);
-}
-
 static void on_signal(xEventLoop *loop, int fd, unsigned events, void *arg) {
     struct signalfd_siginfo info;
     bool got = false;
@@ -392,10 +397,8 @@ static void on_signal(xEventLoop *loop, int fd, unsigned events, void *arg) {
 
 static xErrno run_attached(xHttpServer *server) {
     xEventLoop *loop = server->workers[0].loop;
-    sigset_t stop, previous;
     if (server->conf.handle_signals) {
-        block_stop_signals(&stop, &previous);
-        server->signal_fd = signalfd(-1, &stop, SFD_NONBLOCK | SFD_CLOEXEC);
+        server->signal_fd = signalfd(-1, &server->stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
         if (server->signal_fd >= 0) xEventLoopAdd(loop, server->signal_fd, XEV_READ, on_signal, server);
     }
     server->runs_loop = true;
@@ -407,16 +410,15 @@ static xErrno run_attached(xHttpServer *server) {
         close(server->signal_fd);
         server->signal_fd = -1;
     }
-    if (server->conf.handle_signals) pthread_sigmask(SIG_SETMASK, &previous, NULL);
     return err;
 }
 
 /* The calling thread only supervises: it waits for a stop signal or call,
  * then for the workers to drain. */
 static xErrno run_workers(xHttpServer *server) {
-    sigset_t stop, previous;
-    block_stop_signals(&stop, &previous);  /* workers inherit the mask */
-    int sfd = server->conf.handle_signals ? signalfd(-1, &stop, SFD_CLOEXEC) : -1;
+    /* Workers inherit this thread's mask, where Create blocked the stop
+     * signals: only the signalfd below receives them. */
+    int sfd = server->conf.handle_signals ? signalfd(-1, &server->stop_signals, SFD_CLOEXEC) : -1;
     server->wake_fd = eventfd(0, EFD_CLOEXEC);
     int started = 0;
     xErrno err = server->wake_fd < 0 ? XERR_SYS : XOK;
@@ -437,7 +439,6 @@ static xErrno run_workers(xHttpServer *server) {
     xHttpServerStop(server);
     for (int i = 0; i < started; i++) pthread_join(server->workers[i].thread, NULL);
     if (sfd >= 0) close(sfd);
-    pthread_sigmask(SIG_SETMASK, &previous, NULL);
     return err;
 }
 
