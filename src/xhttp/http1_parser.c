@@ -1,7 +1,7 @@
 /* http1_parser.c — the strict HTTP/1.1 request parser and chunked decoder.
  *
  * A head is handled in two steps. First a cheap scan for its end: memchr for
- * LF, resumed near prev_len, checking only that each LF follows a CR and that
+ * LF, resumed at prev_len, checking only that each LF follows a CR and that
  * the request line and the head stay within their limits, so a slow client
  * costs no rescanning. Then, once the head is complete, one validating pass
  * that stops at the first violation. That pass needs no bounds checks in its
@@ -371,15 +371,14 @@ static bool parse_head(const char *p, const char *end, xHttp1Request *req,
 
 /* ---- Finding the head ---- */
 
-/* A request line over max is reported as soon as max + 2 bytes (room for it
- * and its CRLF) hold no LF. A previous call that saw as many already looked. */
-static bool request_line_too_long(const char *buf, size_t start, size_t window,
-                                  size_t prev_window, size_t max) {
-    size_t avail = window - start;
-    size_t seen = prev_window > start ? prev_window - start : 0;
-    if (avail < 2 || avail - 2 < max) return false;
-    if (seen >= 2 && seen - 2 >= max) return false;
-    return memchr(buf + start, '\n', max + 2) == NULL;
+/* A request line is too long once `probe` bytes from its start (the longest
+ * line allowed and its CRLF) hold no LF. A previous call that saw as many
+ * bytes has already looked. */
+static bool request_line_too_long(const char *buf, size_t start, size_t len, size_t prev_len,
+                                  size_t probe) {
+    if (len - start < probe) return false;
+    if (prev_len > start && prev_len - start >= probe) return false;
+    return memchr(buf + start, '\n', probe) == NULL;
 }
 
 /* Finds the CRLFCRLF that ends the head in buf[from, window), checking that
@@ -414,12 +413,14 @@ static int fail(xHttp1Request *req, int status) {
 int xHttp1ParseRequest(const char *buf, size_t len, size_t prev_len, xHttp1Request *req,
                        const xHttp1Limits *limits) {
     reset_request(req, buf);
-    /* Bytes past max_head can never belong to an acceptable head, and
-     * looking only inside this window makes the verdict the same however the
-     * input was split. */
+    /* The head is judged by its first max_head bytes only and the request line
+     * by its first `probe`, so the verdict is the same however the input was
+     * split into calls. */
     size_t max_head = limits->max_head < INT_MAX ? limits->max_head : INT_MAX;
     size_t window = len < max_head ? len : max_head;
     size_t prev_window = prev_len < window ? prev_len : window;
+    size_t max_line = limits->max_request_line;
+    size_t probe = max_line < SIZE_MAX - 2 ? max_line + 2 : SIZE_MAX;
 
     /* Empty lines before the request line are skipped (RFC 9112 §2.2) and
      * count toward max_head, which bounds them. */
@@ -428,15 +429,17 @@ int xHttp1ParseRequest(const char *buf, size_t len, size_t prev_len, xHttp1Reque
     if (start < window && (buf[start] == '\n' || (buf[start] == '\r' && start + 1 < window)))
         return fail(req, 400);
 
-    if (request_line_too_long(buf, start, window, prev_window, limits->max_request_line))
-        return fail(req, 414);
+    if (request_line_too_long(buf, start, len, prev_len, probe)) return fail(req, 414);
     /* The scan looks back from each LF, so it can resume exactly where the
      * previous call stopped: an end straddling that point is still found. */
     ssize_t end = find_head_end(buf, start, prev_window > start ? prev_window : start, window);
     if (end < 0) return fail(req, 400);
-    if (end == 0) return len > window ? fail(req, 431) : XHTTP1_INCOMPLETE;
-    if (!parse_head(buf + start, buf + end, req, limits)) return XHTTP1_ERROR;
-    return (int)end;
+    if (end > 0) return parse_head(buf + start, buf + end, req, limits) ? (int)end : XHTTP1_ERROR;
+    if (len == window) return XHTTP1_INCOMPLETE;
+    /* Over max_head; but while the request line has no LF it may yet prove
+     * too long, and then 414 names the problem. */
+    size_t line_seen = len - start < probe ? len - start : probe;
+    return memchr(buf + start, '\n', line_seen) ? fail(req, 431) : XHTTP1_INCOMPLETE;
 }
 
 /* ---- Chunked bodies (RFC 9112 §7.1) ----

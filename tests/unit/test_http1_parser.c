@@ -548,8 +548,15 @@ static const InvalidCase INVALID[] = {
      {1024, 36, 16}},
     {"head over max_head, still incomplete", RAW("GET / HTTP/1.1\r\nHost: h\r\nX: 0123456789012"),
      431, {1024, 36, 16}},
-    {"long request line over max_head first", RAW("GET /0123456789012345678901234567890123456789"),
-     431, {1024, 36, 16}},
+    {"request line within its limit, head over max_head",
+     RAW("GET /0123456789012345678901234567890123 HTTP/1.1\r\nHost: h\r\n\r\n"), 431,
+     {1024, 36, 16}},
+    {"request line over its limit and over max_head: 414 names it",
+     RAW("GET /0123456789012345678901234567890123456789"), 414, {40, 36, 16}},
+    {"request line over equal limits is 414, not 431",
+     RAW("GET /0123456789012345678901234567 HTTP/1.1\r\nHost: h\r\n\r\n"), 414, {32, 32, 16}},
+    {"request line exactly at equal limits, then the head is over",
+     RAW("GET /0123456789 HTTP/1.1\r\nHost: h\r\n\r\n"), 431, {24, 24, 16}},
     {"leading empty lines count toward max_head",
      RAW("\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n"), 431,
      {1024, 36, 16}},
@@ -585,6 +592,19 @@ static void test_414_comes_once_max_request_line_plus_crlf_bytes_hold_no_lf(void
     CHECK_EQ_INT(req.error_status, 414);
     CHECK_EQ_INT(parse(longer, 26, 0, &limits, &req), XHTTP1_ERROR);
     CHECK_EQ_INT(req.error_status, 414);
+}
+
+static void test_over_max_head_an_open_request_line_waits_to_tell_414_from_431(void) {
+    const xHttp1Limits limits = {24, 24, 16};
+    const char *longer = "GET /01234567890 HTTP/1.1\r\nHost: h\r\n\r\n";   /* 25 bytes */
+    const char *exact = "GET /0123456789 HTTP/1.1\r\nHost: h\r\n\r\n";     /* 24 bytes */
+    xHttp1Request req;
+    CHECK_EQ_INT(parse(longer, 25, 0, &limits, &req), XHTTP1_INCOMPLETE);
+    CHECK_EQ_INT(parse(longer, 26, 25, &limits, &req), XHTTP1_ERROR);
+    CHECK_EQ_INT(req.error_status, 414);
+    CHECK_EQ_INT(parse(exact, 25, 0, &limits, &req), XHTTP1_INCOMPLETE);
+    CHECK_EQ_INT(parse(exact, 26, 25, &limits, &req), XHTTP1_ERROR);
+    CHECK_EQ_INT(req.error_status, 431);
 }
 
 static void test_431_comes_once_bytes_pass_max_head(void) {
@@ -762,6 +782,7 @@ int main(void) {
     RUN(test_valid_requests_parse_the_same_however_split);
     RUN(test_invalid_requests_get_their_status_however_split);
     RUN(test_414_comes_once_max_request_line_plus_crlf_bytes_hold_no_lf);
+    RUN(test_over_max_head_an_open_request_line_waits_to_tell_414_from_431);
     RUN(test_431_comes_once_bytes_pass_max_head);
     RUN(test_more_fields_than_max_headers_is_431_with_none_written_past);
     RUN(test_each_byte_in_a_method);
