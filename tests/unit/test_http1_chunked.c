@@ -328,7 +328,8 @@ static void test_a_finished_decoder_takes_nothing_more(void) {
     memset(&dec, 0, sizeof dec);
     char out[16];
     size_t written = 99;
-    CHECK_EQ_INT(xHttp1ChunkedDecode(&dec, "0\r\n\r\nxyz", 8, out, &written, MAX_LINE, MAX_TRAILERS), 5);
+    CHECK_EQ_INT(xHttp1ChunkedDecode(&dec, "0\r\n\r\nxyz", 8, out, &written, MAX_LINE,
+                                     MAX_TRAILERS), 5);
     CHECK(dec.done);
     CHECK_EQ_INT(written, 0);
     written = 99;
