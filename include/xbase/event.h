@@ -42,7 +42,8 @@ void xEventLoopDestroy(xEventLoop *loop);
 /** Runs until xEventLoopStop is called. Returns XOK, or XERR_SYS if waiting failed. */
 xErrno xEventLoopRun(xEventLoop *loop);
 
-/** Makes xEventLoopRun return after the current iteration. Loop thread only. */
+/** Makes xEventLoopRun return after the current iteration; called before
+ *  Run, makes that Run return at once. Loop thread only. */
 void xEventLoopStop(xEventLoop *loop);
 
 /** Starts watching fd. Edge-triggered: a callback must drain what it reads

@@ -33,7 +33,7 @@ struct xEventLoop {
     xPoller *poller;
     xWatch *watches;         /* indexed by fd */
     size_t watch_cap;
-    bool running;
+    bool stop_requested;
     uint64_t now_ms;
     time_t date_second;
     char date[32];
@@ -145,8 +145,7 @@ static void dispatch(xEventLoop *loop, const xPollerEvent *events, int n) {
 
 xErrno xEventLoopRun(xEventLoop *loop) {
     xPollerEvent events[XLOOP_EVENTS];
-    loop->running = true;
-    while (loop->running) {
+    while (!loop->stop_requested) {
         int64_t timeout = xTimerWheelNextTimeout(&loop->wheel, loop->now_ms);
         int n = xPollerWait(loop->poller, events, XLOOP_EVENTS, (int)timeout);
         if (n < 0) return XERR_SYS;
@@ -154,10 +153,11 @@ xErrno xEventLoopRun(xEventLoop *loop) {
         dispatch(loop, events, n);
         xTimerWheelAdvance(&loop->wheel, loop->now_ms, loop);
     }
+    loop->stop_requested = false;
     return XOK;
 }
 
-void xEventLoopStop(xEventLoop *loop) { loop->running = false; }
+void xEventLoopStop(xEventLoop *loop) { loop->stop_requested = true; }
 
 xErrno xEventLoopAdd(xEventLoop *loop, int fd, unsigned events, xEventFn fn, void *arg) {
     if (fd < 0 || !fn) return XERR_INVALID;

@@ -383,7 +383,6 @@ int xHttpServerWorkerCount(const xHttpServer *server) { return server->nworkers;
 static void *worker_main(void *arg) {
     xWorker *w = arg;
     if (start_listening(w) != XOK) XLOG_ERROR("worker could not watch its listeners");
-    if (atomic_load(&w->server->stop_requested)) begin_stop(w);
     if (xEventLoopRun(w->loop) != XOK) XLOG_ERROR("event loop failed: %s", strerror(errno));
     return NULL;
 }
@@ -402,7 +401,6 @@ static xErrno run_attached(xHttpServer *server) {
         if (server->signal_fd >= 0) xEventLoopAdd(loop, server->signal_fd, XEV_READ, on_signal, server);
     }
     server->runs_loop = true;
-    if (atomic_load(&server->stop_requested)) begin_stop(&server->workers[0]);
     xErrno err = xEventLoopRun(loop);
     server->runs_loop = false;
     if (server->signal_fd >= 0) {
