@@ -1,7 +1,7 @@
 /* http1_parser.c — the strict HTTP/1.1 request parser and chunked decoder.
  *
- * A head is handled in two steps. First a cheap scan for its end: memchr for
- * LF, resumed at prev_len, checking only that each LF follows a CR and that
+ * A head is handled in two steps. First a cheap scan for its end, LF by LF,
+ * resumed at prev_len, checking only that each LF follows a CR and that
  * the request line and the head stay within their limits, so a slow client
  * costs no rescanning. Then, once the head is complete, one validating pass
  * that stops at the first violation. That pass needs no bounds checks in its
@@ -453,9 +453,11 @@ int xHttp1ParseRequest(const char *buf, size_t len, size_t prev_len, xHttp1Reque
     if (end > 0) return parse_head(buf + start, buf + end, req, limits) ? (int)end : XHTTP1_ERROR;
     if (len == window) return XHTTP1_INCOMPLETE;
     /* Over max_head; but while the request line has no LF it may yet prove
-     * too long, and then 414 names the problem. */
-    size_t line_seen = len - start < probe ? len - start : probe;
-    return memchr(buf + start, '\n', line_seen) ? fail(req, 431) : XHTTP1_INCOMPLETE;
+     * too long, and then 414 names the problem. A previous call that was over
+     * too saw no LF before prev_len. */
+    size_t line_end = len - start < probe ? len : start + probe;
+    size_t from = prev_len > window && prev_len < line_end ? prev_len : start;
+    return memchr(buf + from, '\n', line_end - from) ? fail(req, 431) : XHTTP1_INCOMPLETE;
 }
 
 /* ---- Chunked bodies (RFC 9112 §7.1) ----
