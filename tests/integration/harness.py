@@ -79,6 +79,7 @@ class ServerProcess:
         self.listening_line = None
         self._stderr = tempfile.TemporaryFile()
         self._stdout_rest = bytearray()
+        self._drainer = None
         self._returncode = None
 
     def start(self):
@@ -91,18 +92,19 @@ class ServerProcess:
         try:
             line = self._read_listening_line()
         except BaseException:
-            self.kill()
+            self.close()
             raise
         match = LISTEN_RE.match(line)
         if not match:
-            self.kill()
+            self.close()
             raise AssertionError(f"unexpected first line from {self.argv}: {line!r}")
         self.listening_line = line
         self.host = match.group(1).strip("[]")
         self.port = int(match.group(2))
         self.workers = int(match.group(3))
         # Keep draining stdout so a chatty server can never block on a full pipe.
-        threading.Thread(target=self._drain_stdout, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain_stdout, daemon=True)
+        self._drainer.start()
         return self
 
     def _read_listening_line(self):
@@ -165,7 +167,7 @@ class ServerProcess:
             raise AssertionError(f"server exited with {self.proc.returncode}; "
                                  f"stderr:\n{self.stderr_tail()}")
 
-    def signal(self, sig):
+    def send_signal(self, sig):
         self.proc.send_signal(sig)
 
     def wait_exit(self, timeout):
@@ -182,6 +184,18 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=STOP_TIMEOUT)
+
+    def close(self):
+        """Kills the process if still running and releases its pipes."""
+        if self.proc is None or self._stderr.closed:
+            return
+        self.kill()
+        # The drainer sees EOF once the process is gone; join it before the
+        # close so it never reads a reused descriptor.
+        if self._drainer is not None:
+            self._drainer.join(STOP_TIMEOUT)
+        self.proc.stdout.close()
+        self._stderr.close()
 
     def sanitizer_reports(self):
         text = self.stderr_text()
@@ -203,11 +217,26 @@ class ServerProcess:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            self.signal(sig)
+            self.send_signal(sig)
         self.assert_clean_exit(self.wait_exit(timeout))
 
     def fd_count(self):
         return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def settle_fd_baseline(self, connections=4):
+        """The fd count once lazily created fds exist: a few connections
+        served and closed first, then the count left to settle."""
+        for _ in range(connections):
+            with Conn(self.port, self.connect_host) as conn:
+                conn.request("GET", "/ping")
+                resp = conn.read_response()
+                if resp.status != 200:
+                    raise AssertionError(f"warm-up /ping got {resp!r}")
+        previous, count = -1, self.fd_count()
+        while count != previous:
+            time.sleep(0.1)
+            previous, count = count, self.fd_count()
+        return count
 
     def wait_fd_count(self, expected, timeout=5.0):
         """Polls until the server holds `expected` fds (closes are asynchronous)."""
@@ -373,7 +402,7 @@ class Conn:
 
     def read_exactly(self, n):
         while len(self.buf) < n:
-            if not self._fill(max(n - len(self.buf), 65536)):
+            if not self._fill(min(max(n - len(self.buf), 65536), 1 << 20)):
                 raise self._incomplete(f"{n} bytes")
         data = bytes(self.buf[:n])
         del self.buf[:n]
@@ -537,7 +566,7 @@ class ServerTestCase(unittest.TestCase):
             try:
                 server.stop_and_check()
             finally:
-                server.kill()
+                server.close()
         super().tearDownClass()
 
     def tearDown(self):
@@ -561,21 +590,5 @@ class ServerTestCase(unittest.TestCase):
     def start_server(self, args=(), binary=None):
         """A server of this test's own; killed at cleanup if still running."""
         server = ServerProcess(args, binary=binary).start()
-        self.addCleanup(server.kill)
+        self.addCleanup(server.close)
         return server
-
-    def settle_baseline(self, server, connections=4):
-        """The server's fd count once lazily created fds exist: a few
-        connections served and closed first."""
-        for _ in range(connections):
-            with Conn(server.port, server.connect_host) as conn:
-                conn.request("GET", "/ping")
-                self.assertEqual(conn.read_response().status, 200)
-        time.sleep(0.1)
-        previous = -1
-        count = server.fd_count()
-        while count != previous:
-            previous = count
-            time.sleep(0.05)
-            count = server.fd_count()
-        return count

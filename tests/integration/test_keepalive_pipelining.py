@@ -112,6 +112,43 @@ class KeepAlivePipeliningTest(ServerTestCase):
         self.assertEqual(conn.read_response().body, b"0\r\n\r\n")
         self.assertEqual(conn.read_response().body, b"xxxx")
 
+    def test_bodies_on_get_routes_are_skipped_not_parsed(self):
+        # GET /ping does not want a body, but its framing still decides
+        # where the next request starts.
+        inner = http_request("GET", "/echo?size=5")
+        conn = self.connect()
+        conn.send(http_request("GET", "/ping", body=inner) + echo_get(1))
+        self.assertEqual(conn.read_response().body, b"pong")
+        self.assertEqual(conn.read_response().body, b"x")
+        conn.send(http_request("GET", "/ping", headers=[("Transfer-Encoding", "chunked")])
+                  + chunked(inner, [10]) + echo_get(2))
+        self.assertEqual(conn.read_response().body, b"pong")
+        self.assertEqual(conn.read_response().body, b"xx")
+
+    def test_body_of_an_unrouted_request_is_never_parsed_as_a_request(self):
+        # 404 and 405 answer before the body is wanted; the body, which
+        # here looks like a request, must be skipped or the connection
+        # closed, never served.
+        inner = http_request("GET", "/echo?size=5")
+        for method, target, status in (("POST", "/nope", 404), ("PUT", "/echo", 405)):
+            with self.subTest(method=method, target=target):
+                conn = self.connect()
+                conn.send(http_request(method, target, body=inner) + echo_get(1))
+                resp = conn.read_response()
+                self.assertEqual(resp.status, status)
+                if "close" in resp.tokens("connection"):
+                    self.assertEqual(conn.read_until_eof(), b"")
+                else:
+                    self.assertEqual(conn.read_response().body, b"x")
+
+    def test_expect_100_continue_is_not_sent_when_the_body_is_not_wanted(self):
+        for method, target, status in (("POST", "/nope", 404), ("PUT", "/ping", 405)):
+            with self.subTest(method=method, target=target):
+                conn = self.connect()
+                conn.send(http_request(method, target, headers=[("Expect", "100-continue"),
+                                                                ("Content-Length", "5")]))
+                self.assertEqual(conn.read_response().status, status)
+
     def test_keepalive_connection_survives_a_pause_between_requests(self):
         conn = self.connect()
         conn.send(echo_get(1))

@@ -232,7 +232,7 @@ class ManyConnectionsTest(ServerTestCase):
         super().setUpClass()
 
     def test_thousand_concurrent_connections_are_all_answered_and_released(self):
-        baseline = self.settle_baseline(self.server)
+        baseline = self.server.settle_fd_baseline()
         conns = []
         try:
             for i in range(self.CONNECTIONS):

@@ -34,7 +34,7 @@ class WrkLoadTest(ServerTestCase):
         return parse_wrk(result.stdout)
 
     def test_wrk_ping_smoke_run_has_no_errors_and_no_non_2xx(self):
-        baseline = self.settle_baseline(self.server)
+        baseline = self.server.settle_fd_baseline()
         stats = self.run_wrk("/ping", 2)
         self.assertGreater(stats["requests"], 1000, stats["text"])
         self.assertEqual(stats["socket_errors"], 0, stats["text"])
@@ -54,7 +54,7 @@ class ShutdownTest(unittest.TestCase):
 
     def start_server(self, args):
         server = ServerProcess(args).start()
-        self.addCleanup(server.kill)
+        self.addCleanup(server.close)
         return server
 
     def idle_connections(self, server, served, silent):
@@ -87,7 +87,7 @@ class ShutdownTest(unittest.TestCase):
         self.addCleanup(wrk.wait, 10)
         self.addCleanup(wrk.kill)
         time.sleep(0.2)
-        server.signal(signal.SIGTERM)
+        server.send_signal(signal.SIGTERM)
         for i, conn in enumerate(delayed):
             resp = conn.read_response()
             self.assertEqual((resp.status, resp.body), (200, b"done"), f"delayed request {i}: {resp!r}")
@@ -102,7 +102,7 @@ class ShutdownTest(unittest.TestCase):
         self.addCleanup(pending.close)
         pending.request("GET", "/delay?ms=1000")  # keeps the server draining
         time.sleep(0.1)
-        server.signal(signal.SIGTERM)
+        server.send_signal(signal.SIGTERM)
         time.sleep(0.2)
         try:
             late = Conn(server.port)
@@ -124,7 +124,7 @@ class ShutdownTest(unittest.TestCase):
         server = self.start_server(["--workers", "2", "--shutdown-timeout", "10000"])
         conns = self.idle_connections(server, served=5, silent=3)
         stopped = time.monotonic()
-        server.signal(signal.SIGTERM)
+        server.send_signal(signal.SIGTERM)
         for conn in conns:
             self.assertEqual(conn.read_until_eof(3), b"")
         server.assert_clean_exit(server.wait_exit(3))
@@ -137,7 +137,7 @@ class ShutdownTest(unittest.TestCase):
         self.addCleanup(pending.close)
         pending.request("GET", "/delay?ms=300")
         time.sleep(0.05)
-        server.signal(signal.SIGINT)
+        server.send_signal(signal.SIGINT)
         resp = pending.read_response()
         self.assertEqual((resp.status, resp.body), (200, b"done"))
         for conn in conns:
@@ -151,7 +151,7 @@ class ShutdownTest(unittest.TestCase):
         stuck.request("GET", "/delay?ms=20000")
         time.sleep(0.1)
         stopped = time.monotonic()
-        server.signal(signal.SIGTERM)
+        server.send_signal(signal.SIGTERM)
         returncode = server.wait_exit(0.5 + 3)
         elapsed = time.monotonic() - stopped
         server.assert_clean_exit(returncode)
@@ -162,7 +162,7 @@ class ShutdownTest(unittest.TestCase):
     def test_sigterm_with_no_connections_exits_zero_at_once(self):
         server = self.start_server(["--workers", "2"])
         stopped = time.monotonic()
-        server.signal(signal.SIGTERM)
+        server.send_signal(signal.SIGTERM)
         server.assert_clean_exit(server.wait_exit(3))
         self.assertLess(time.monotonic() - stopped, 3)
 

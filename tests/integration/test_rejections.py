@@ -34,18 +34,14 @@ class RejectionsTest(ServerTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.baseline_fds = None
-
-    def setUp(self):
-        if RejectionsTest.baseline_fds is None:
-            RejectionsTest.baseline_fds = self.settle_baseline(self.server)
+        cls.baseline_fds = cls.server.settle_fd_baseline()
 
     @classmethod
     def tearDownClass(cls):
         # Every rejected connection must have been released.
         server, baseline = cls.server, cls.baseline_fds
         leaked = None
-        if server is not None and server.is_running() and baseline is not None:
+        if server is not None and server.is_running():
             count = server.wait_fd_count(baseline)
             if count != baseline:
                 leaked = f"server holds {count} fds after the rejection tests, baseline {baseline}"
