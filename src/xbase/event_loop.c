@@ -188,6 +188,8 @@ ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len) {
 }
 
 ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int iovcnt) {
+    /* Most responses are one segment; send(2) skips sendmsg's header copy. */
+    if (iovcnt == 1) return send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
     struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
     return sendmsg(fd, &msg, MSG_NOSIGNAL);
 }

@@ -68,11 +68,7 @@ ssize_t xConnRecv(xConn *conn, char *buf, size_t len) {
     return n;
 }
 
-size_t xConnPending(const xConn *conn) {
-    size_t pending = conn->out.len - conn->out_sent;
-    for (size_t i = conn->out_ref_index; i < conn->out_nrefs; i++) pending += conn->out_refs[i].len;
-    return pending - conn->out_ref_sent;
-}
+size_t xConnPending(const xConn *conn) { return conn->out_pending; }
 
 char *xConnReserve(xConn *conn, size_t len) {
     if (xBufferPoolAcquire(&conn->ctx->buffers, &conn->out) != XOK) return NULL;
@@ -80,14 +76,17 @@ char *xConnReserve(xConn *conn, size_t len) {
     return conn->out.data + conn->out.len;
 }
 
-void xConnCommit(xConn *conn, size_t len) { conn->out.len += len; }
+void xConnCommit(xConn *conn, size_t len) {
+    conn->out.len += len;
+    conn->out_pending += len;
+}
 
 xErrno xConnWrite(xConn *conn, const void *bytes, size_t len) {
     if (conn->closed) return XERR_CLOSED;
     char *dst = xConnReserve(conn, len);
     if (!dst) return XERR_NOMEM;
     memcpy(dst, bytes, len);
-    conn->out.len += len;
+    xConnCommit(conn, len);
     return XOK;
 }
 
@@ -97,11 +96,12 @@ xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)
         /* nothing to send; release now rather than queue an empty segment */
     } else if (conn->closed) {
         err = XERR_CLOSED;
-    } else if (conn->out_nrefs == XCONN_MAX_REFS) {
+    } else if (conn->out_nrefs == XCONN_MAX_REFS || len < XCONN_COPY_BELOW) {
         err = xConnWrite(conn, bytes, len);
     } else {
         conn->out_refs[conn->out_nrefs++] =
             (xOutRef){.data = bytes, .len = len, .mark = conn->out.len, .release = release, .arg = arg};
+        conn->out_pending += len;
         return XOK;
     }
     if (release) release(arg);
@@ -129,6 +129,7 @@ static int gather(const xConn *conn, struct iovec *iov) {
 
 /* Accounts for sent bytes, releasing each reference once fully sent. */
 static void advance(xConn *conn, size_t sent) {
+    conn->out_pending -= sent;
     while (sent) {
         xOutRef *ref = conn->out_ref_index < conn->out_nrefs ? &conn->out_refs[conn->out_ref_index] : NULL;
         if (!ref || conn->out_sent < ref->mark) {
@@ -154,7 +155,7 @@ static void start_linger(xConn *conn);
 
 static void out_reset(xConn *conn) {
     release_out_refs(conn);
-    conn->out_sent = 0;
+    conn->out_sent = conn->out_pending = 0;
     xBufferPoolRelease(&conn->ctx->buffers, &conn->out);
 }
 

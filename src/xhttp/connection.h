@@ -14,6 +14,9 @@
 #include "context.h"
 
 #define XCONN_MAX_REFS 8
+/* Referenced bodies up to this size are copied: one contiguous send(2) costs
+ * less than the extra iovec and sendmsg(2) a reference would need. */
+#define XCONN_COPY_BELOW 2048
 
 typedef struct xConnProtocol {
     void (*on_readable)(xConn *conn);  /**< bytes (or EOF) may be waiting */
@@ -54,6 +57,7 @@ struct xConn {
     xBuffer in;              /* owned by the protocol */
     xBuffer out;             /* bytes to send */
     size_t out_sent;
+    size_t out_pending;      /* bytes queued, buffered and referenced, not yet sent */
     xOutRef out_refs[XCONN_MAX_REFS];
     size_t out_nrefs;
     size_t out_ref_index;    /* first ref not fully sent */

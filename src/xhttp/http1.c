@@ -271,22 +271,36 @@ static bool resize_input(xHttp1 *h, size_t cap) {
     return true;
 }
 
-static void dispatch(xHttp1 *h, xStr body) {
+/* Re-points the request's views after the buffer moved (compacted or grown
+ * to fit a body). Returns the body's new start. */
+static const char *refresh_views(xHttp1 *h) {
     xConn *conn = h->conn;
-    xHttpExchange *ex = h->ex;
     if (h->parsed_at != conn->in.data + h->start) {
-        /* The buffer moved while the body arrived: the views must follow. */
         xHttp1Request req;
         h->scanned = 0;
         parse_head(h, &req);
-        body.data = conn->in.data + h->start + h->head_len;
     }
+    return conn->in.data + h->start + h->head_len;
+}
+
+static void dispatch(xHttp1 *h, xStr body) {
+    xConn *conn = h->conn;
+    xHttpExchange *ex = h->ex;
+    body.data = refresh_views(h);
     ex->req.body = body;
     h->state = XH1_HANDLER;
     h->chunked_response = false;
-    xConnSetTimeout(conn, 0);
+    /* The timer is left armed: it does nothing while a handler works, and
+     * the response's end re-arms it, so disarming would be wasted work. */
     xConnRetain(conn);  /* released by finish(), however late the response */
     xHttpExchangeDispatch(ex, conn->ctx->router);
+}
+
+static bool route_exists(xHttp1 *h) {
+    xRouteMatch match;
+    const xHttpRequest *req = &h->ex->req;
+    refresh_views(h);
+    return xRouterMatch(h->conn->ctx->router, req->method, req->path, &match) == XROUTE_FOUND;
 }
 
 static void send_continue(xHttp1 *h) {
@@ -329,7 +343,18 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
         return;
     }
     bool body_waiting = h->state == XH1_CHUNKED || in->len - (h->start + head_len) < h->body_len;
-    if (req->expect_continue && body_waiting && !h->http10) send_continue(h);
+    if (req->expect_continue && body_waiting && !h->http10) {
+        if (!route_exists(h)) {
+            /* Answer 404/405 now instead of inviting a body nobody wants; the
+             * client may send it anyway, so this connection cannot go on. */
+            h->keep_alive = false;
+            h->next_start = in->len;
+            xStr none = {in->data + body_start, 0};
+            dispatch(h, none);
+            return;
+        }
+        send_continue(h);
+    }
     xConnSetTimeout(h->conn, conf->body_timeout_ms);
 }
 
