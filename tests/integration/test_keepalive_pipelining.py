@@ -1,9 +1,20 @@
 """Many requests on one connection: keep-alive, pipelining and its ordering."""
 
+import glob
+import os
 import random
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
 import unittest
 
 from harness import ServerTestCase, chunked, http_request
+
+IO_CALLS = ("read", "readv", "recvfrom", "recvmsg", "write", "writev", "sendto", "sendmsg")
+IO_CALL_RE = re.compile(rf"^({'|'.join(IO_CALLS)})\((\d+),.*\)\s+=\s+(-?\d+)")
 
 
 def echo_get(size):
@@ -31,6 +42,64 @@ class KeepAlivePipeliningTest(ServerTestCase):
             self.assertEqual(resp.status, 200)
             self.assertEqual(resp.body, b"x" * i, f"response {i} out of order")
         self.assertTrue(conn.stays_open_for(0.1), "extra bytes after the pipelined responses")
+
+    def test_pipelined_responses_from_one_read_go_out_in_one_write(self):
+        # Counted with strace: on the connection's fd, no more writes than
+        # reads that brought requests.
+        if shutil.which("strace") is None:
+            self.skipTest("strace not installed")
+        conn = self.connect()
+        conn.request("GET", "/ping")
+        self.assertEqual(conn.read_response().body, b"pong")
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        tracer = subprocess.Popen(["strace", "-qq", "-ff", "-s", "40", "-o", os.path.join(tmp, "t"),
+                                   "-e", "trace=" + ",".join(IO_CALLS), "-p", str(self.server.pid)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(tracer.wait, 10)
+        self.addCleanup(tracer.kill)
+        if not self.wait_traced(tracer):
+            self.skipTest("strace could not attach to the server")
+        conn.send(b"".join(echo_get(i) for i in range(100)))
+        for i in range(100):
+            self.assertEqual(conn.read_response().body, b"x" * i)
+        tracer.send_signal(signal.SIGTERM)
+        tracer.wait(10)
+        reads, writes = self.count_io_on_connection(tmp)
+        self.assertGreaterEqual(reads, 1, "strace saw no read of the requests")
+        self.assertLessEqual(writes, reads, f"{writes} writes answered requests from {reads} reads")
+
+    def wait_traced(self, tracer, timeout=5.0):
+        """True once every server thread is traced by `tracer`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and tracer.poll() is None:
+            tids = os.listdir(f"/proc/{self.server.pid}/task")
+            traced = 0
+            for tid in tids:
+                with open(f"/proc/{self.server.pid}/task/{tid}/status") as f:
+                    if re.search(rf"^TracerPid:\s+{tracer.pid}$", f.read(), re.M):
+                        traced += 1
+            if traced == len(tids):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def count_io_on_connection(self, trace_dir):
+        """Reads that returned data and writes that sent some, on the fd the
+        pipelined requests arrived on."""
+        calls = []
+        for path in glob.glob(os.path.join(trace_dir, "t.*")):
+            with open(path, errors="replace") as f:
+                for line in f:
+                    match = IO_CALL_RE.match(line)
+                    if match and int(match.group(3)) > 0:
+                        calls.append((match.group(1), int(match.group(2)), line))
+        fds = {fd for name, fd, line in calls if name.startswith(("read", "recv")) and "GET /echo?size=0 " in line}
+        self.assertEqual(len(fds), 1, f"cannot tell the connection's fd from {calls[:5]}")
+        fd = fds.pop()
+        reads = sum(1 for name, f, _ in calls if f == fd and name.startswith(("read", "recv")))
+        writes = sum(1 for name, f, _ in calls if f == fd and name.startswith(("write", "send")))
+        return reads, writes
 
     def test_pipelined_stream_split_at_odd_boundaries_is_answered_in_order(self):
         stream = b"".join(echo_get(i) for i in range(50))

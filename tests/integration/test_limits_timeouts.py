@@ -152,12 +152,12 @@ class TimeoutsTest(ServerTestCase):
         self.assertGreaterEqual(time.monotonic() - started, self.IDLE * 0.8)
 
     def test_idle_timer_restarts_after_every_request(self):
-        # Six requests 150 ms apart outlast the 300 ms idle timeout in total.
+        # Eight requests 100 ms apart outlast the 300 ms idle timeout in total.
         conn = self.connect()
-        for _ in range(6):
+        for _ in range(8):
             conn.request("GET", "/ping")
             self.assertEqual(conn.read_response().body, b"pong")
-            time.sleep(0.15)
+            time.sleep(0.1)
         conn.request("GET", "/ping")
         self.assertEqual(conn.read_response().body, b"pong")
 
