@@ -1,0 +1,97 @@
+"""The install story: `cmake --install` lays out headers, both libraries, a
+pkg-config file and a CMake package, and a user's program builds against each
+of them the way our README says, and serves."""
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+import urllib.request
+
+from harness import ServerProcess
+
+BUILD_DIR = os.environ.get("XK_BUILD_DIR", "")
+SOURCE_DIR = os.environ.get("XK_SOURCE_DIR", "")
+# A sanitized libxkit.a needs its runtime at link time.
+SANITIZE = ["-fsanitize=address,undefined"] if os.environ.get("XK_SANITIZERS") == "ON" else []
+
+
+def run(cmd, **kw):
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=240, **kw)
+    if result.returncode != 0:
+        raise AssertionError(f"{cmd} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@unittest.skipUnless(BUILD_DIR and SOURCE_DIR, "run through ctest")
+class InstallTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="xkit-install-")
+        cls.prefix = os.path.join(cls.tmp, "prefix")
+        run(["cmake", "--install", BUILD_DIR, "--prefix", cls.prefix])
+        cls.libdir = next(os.path.join(cls.prefix, d) for d in ("lib", "lib64", "lib/x86_64-linux-gnu",
+                                                                 "lib/aarch64-linux-gnu")
+                          if os.path.exists(os.path.join(cls.prefix, d, "pkgconfig", "xkit.pc")))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def serves_hello(self, binary):
+        server = ServerProcess(binary=binary).start()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/hello/installed", timeout=5) as r:
+                self.assertEqual(r.read(), b"Hello, installed!\n")
+        finally:
+            server.stop_and_check()
+
+    def test_headers_libraries_and_package_files_are_installed(self):
+        for header in ("xbase/event.h", "xbase/errno.h", "xbase/buffer.h", "xbase/log.h", "xbase/str.h",
+                       "xhttp/server.h"):
+            self.assertTrue(os.path.exists(os.path.join(self.prefix, "include", header)), header)
+        for lib in ("libxkit.a", "libxkit.so"):
+            self.assertTrue(os.path.exists(os.path.join(self.libdir, lib)), lib)
+        self.assertTrue(os.path.exists(os.path.join(self.libdir, "cmake", "xkit", "xkitConfig.cmake")))
+
+    def test_program_built_with_pkg_config_serves(self):
+        env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(self.libdir, "pkgconfig"))
+        flags = run(["pkg-config", "--cflags", "--libs", "--static", "xkit"], env=env).stdout.split()
+        binary = os.path.join(self.tmp, "hello_pkgconfig")
+        run(["cc", os.path.join(SOURCE_DIR, "examples", "hello_server.c"), "-o", binary,
+             "-static-libgcc", f"-L{self.libdir}", "-Wl,-Bstatic", "-lxkit", "-Wl,-Bdynamic"]
+            + [f for f in flags if f != "-lxkit"] + SANITIZE)
+        self.serves_hello(binary)
+
+    def test_program_built_with_find_package_serves(self):
+        project = os.path.join(self.tmp, "consumer")
+        os.makedirs(project, exist_ok=True)
+        shutil.copy(os.path.join(SOURCE_DIR, "examples", "hello_server.c"), project)
+        with open(os.path.join(project, "CMakeLists.txt"), "w") as f:
+            f.write("cmake_minimum_required(VERSION 3.25)\nproject(consumer C)\n"
+                    "find_package(xkit REQUIRED)\nadd_executable(hello hello_server.c)\n"
+                    "target_link_libraries(hello PRIVATE xkit::xkit)\n")
+        build = os.path.join(project, "build")
+        run(["cmake", "-S", project, "-B", build, f"-DCMAKE_PREFIX_PATH={self.prefix}",
+             f"-DCMAKE_EXE_LINKER_FLAGS={' '.join(SANITIZE)}"])
+        run(["cmake", "--build", build])
+        self.serves_hello(os.path.join(build, "hello"))
+
+    @unittest.skipUnless(shutil.which("c++"), "no C++ compiler")
+    def test_headers_compile_as_cpp(self):
+        source = os.path.join(self.tmp, "use.cpp")
+        with open(source, "w") as f:
+            f.write("#include <xbase/event.h>\n#include <xbase/buffer.h>\n#include <xbase/log.h>\n"
+                    "#include <xhttp/server.h>\n"
+                    "static void h(xHttpRequest *, xHttpResponse *res, void *) {"
+                    " xHttpResponseSend(res, \"ok\", 2); }\n"
+                    "int main() { xHttpServer *s = xHttpServerCreate(nullptr, nullptr);"
+                    " xHttpServerRoute(s, \"GET /\", h, nullptr); xHttpServerDestroy(s); }\n")
+        run(["c++", "-std=c++17", "-Wall", "-Werror", f"-I{self.prefix}/include", source,
+             "-o", os.path.join(self.tmp, "use_cpp"), f"-L{self.libdir}", "-Wl,-Bstatic", "-lxkit",
+             "-Wl,-Bdynamic", "-lpthread"] + SANITIZE)
+        run([os.path.join(self.tmp, "use_cpp")])
+
+
+if __name__ == "__main__":
+    unittest.main()
