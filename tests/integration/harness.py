@@ -76,11 +76,8 @@ class ServerProcess:
         self.argv = [binary or bench_server_path(), str(port), *map(str, args)]
         self.proc = None
         self.host = self.port = self.workers = None
-        self.listening_line = None
         self._stderr = tempfile.TemporaryFile()
-        self._stdout_rest = bytearray()
         self._drainer = None
-        self._returncode = None
 
     def start(self):
         env = dict(os.environ)
@@ -98,7 +95,6 @@ class ServerProcess:
         if not match:
             self.close()
             raise AssertionError(f"unexpected first line from {self.argv}: {line!r}")
-        self.listening_line = line
         self.host = match.group(1).strip("[]")
         self.port = int(match.group(2))
         self.workers = int(match.group(3))
@@ -125,17 +121,12 @@ class ServerProcess:
                 raise AssertionError(f"{self.argv} exited with {self.proc.returncode} before "
                                      f"listening; stdout {data!r}; stderr:\n{self.stderr_tail()}")
             data += piece
-        line, _, rest = data.partition(b"\n")
-        self._stdout_rest += rest
-        return line.decode("utf-8", "replace").rstrip("\r")
+        return data.partition(b"\n")[0].decode("utf-8", "replace").rstrip("\r")
 
     def _drain_stdout(self):
         try:
-            while True:
-                piece = os.read(self.proc.stdout.fileno(), 65536)
-                if not piece:
-                    return
-                self._stdout_rest += piece
+            while os.read(self.proc.stdout.fileno(), 65536):
+                pass
         except (OSError, ValueError):
             return
 
@@ -173,12 +164,11 @@ class ServerProcess:
     def wait_exit(self, timeout):
         """Waits for the process to end; kills it and fails if it does not."""
         try:
-            self._returncode = self.proc.wait(timeout=timeout)
+            return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             raise AssertionError(f"server did not exit within {timeout}s; killed it; "
                                  f"stderr:\n{self.stderr_tail()}") from None
-        return self._returncode
 
     def kill(self):
         if self.proc is not None and self.proc.poll() is None:
@@ -541,6 +531,14 @@ def assert_standard_headers(test, resp):
                     f"response must carry Content-Length or chunked, not both or neither: {resp!r}")
 
 
+def start_server(test, args=(), binary=None, port=0):
+    """A server owned by one test: killed and released at its cleanup. The
+    test stops it itself to check the exit."""
+    server = ServerProcess(args, binary=binary, port=port).start()
+    test.addCleanup(server.close)
+    return server
+
+
 def run_client(argv, timeout=60):
     """Runs curl or wrk and returns the CompletedProcess; never hangs."""
     return subprocess.run(argv, capture_output=True, timeout=timeout)
@@ -586,9 +584,3 @@ class ServerTestCase(unittest.TestCase):
     def assert_serves_ping(self):
         resp = self.fetch("GET", "/ping")
         self.assertEqual((resp.status, resp.body), (200, b"pong"))
-
-    def start_server(self, args=(), binary=None):
-        """A server of this test's own; killed at cleanup if still running."""
-        server = ServerProcess(args, binary=binary).start()
-        self.addCleanup(server.close)
-        return server

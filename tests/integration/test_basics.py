@@ -5,8 +5,8 @@ import socket
 import time
 import unittest
 
-from harness import (Conn, ServerProcess, ServerTestCase, assert_standard_headers,
-                     hello_server_path, run_client)
+from harness import (Conn, ServerTestCase, assert_standard_headers, hello_server_path,
+                     run_client, start_server)
 
 
 class RoutesTest(ServerTestCase):
@@ -116,6 +116,14 @@ class RoutesTest(ServerTestCase):
         after = conn.read_response()
         self.assertEqual((after.status, after.body), (200, b"pong"))
 
+    def test_legal_but_unusual_header_values_are_accepted(self):
+        # RFC 9110 field values: visible bytes, obs-text (UTF-8 here), SP and
+        # HTAB inside, optional whitespace around.
+        resp = self.fetch("GET", "/ping", headers=[("X-Name", "J\u00fcrgen".encode()),
+                                                   ("X-Tab", b"a\tb"), ("X-Pad", b"  padded\t "),
+                                                   ("X-Empty", b""), ("x-lower-case", b"v")])
+        self.assertEqual((resp.status, resp.body), (200, b"pong"))
+
     def test_error_responses_carry_date_server_and_length(self):
         for method, target in (("GET", "/missing"), ("DELETE", "/ping"), ("GET", "/echo?size=x")):
             with self.subTest(method=method, target=target):
@@ -205,13 +213,8 @@ class RoutesTest(ServerTestCase):
 class ServerOptionsTest(unittest.TestCase):
     """Command-line behaviour that needs a server of its own per case."""
 
-    def start(self, args):
-        server = ServerProcess(args).start()
-        self.addCleanup(server.close)
-        return server
-
     def test_workers_option_is_reported(self):
-        server = self.start(["--workers", "3"])
+        server = start_server(self, ["--workers", "3"])
         self.assertEqual(server.workers, 3)
         with Conn(server.port) as conn:
             conn.request("GET", "/ping")
@@ -219,7 +222,7 @@ class ServerOptionsTest(unittest.TestCase):
         server.stop_and_check()
 
     def test_default_workers_match_the_usable_cpus(self):
-        server = self.start([])
+        server = start_server(self, [])
         self.assertEqual(server.workers, len(os.sched_getaffinity(0)))
         with Conn(server.port) as conn:
             conn.request("GET", "/ping")
@@ -230,8 +233,7 @@ class ServerOptionsTest(unittest.TestCase):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        server = ServerProcess(["--workers", "1"], port=port).start()
-        self.addCleanup(server.close)
+        server = start_server(self, ["--workers", "1"], port=port)
         self.assertEqual(server.port, port)
         with Conn(port) as conn:
             conn.request("GET", "/ping")
@@ -244,7 +246,7 @@ class ServerOptionsTest(unittest.TestCase):
                 probe.bind(("::1", 0))
         except OSError:
             self.skipTest("no IPv6 loopback on this machine")
-        server = self.start(["--workers", "1", "--host", "::1"])
+        server = start_server(self, ["--workers", "1", "--host", "::1"])
         self.assertEqual(server.host, "::1")
         with Conn(server.port, "::1") as conn:
             conn.request("GET", "/ping", host="[::1]")
@@ -259,7 +261,7 @@ class ServerOptionsTest(unittest.TestCase):
         server.stop_and_check()
 
     def test_ipv4_loopback_host_binds_only_there(self):
-        server = self.start(["--workers", "1", "--host", "127.0.0.1"])
+        server = start_server(self, ["--workers", "1", "--host", "127.0.0.1"])
         self.assertEqual(server.host, "127.0.0.1")
         with Conn(server.port, "127.0.0.1") as conn:
             conn.request("GET", "/ping")
@@ -272,8 +274,7 @@ class HelloExampleTest(unittest.TestCase):
         path = hello_server_path()
         if path is None:
             self.skipTest("XK_HELLO not built")
-        self.server = ServerProcess([], binary=path).start()
-        self.addCleanup(self.server.close)
+        self.server = start_server(self, binary=path)
 
     def fetch(self, target):
         with Conn(self.server.port, self.server.connect_host) as conn:

@@ -6,6 +6,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -100,6 +101,24 @@ class KeepAlivePipeliningTest(ServerTestCase):
         reads = sum(1 for name, f, _ in calls if f == fd and name.startswith(("read", "recv")))
         writes = sum(1 for name, f, _ in calls if f == fd and name.startswith(("write", "send")))
         return reads, writes
+
+    def test_two_thousand_pipelined_requests_in_one_send_are_answered_in_order(self):
+        # Far more than one read buffer holds: the server must carry the
+        # partial request at each buffer's end over to the next read.
+        conn = self.connect()
+        conn.send(b"".join(echo_get(i % 50) for i in range(2000)))
+        for i in range(2000):
+            self.assertEqual(conn.read_response().body, b"x" * (i % 50), f"response {i}")
+
+    def test_requests_before_a_half_close_are_all_answered(self):
+        # The client shuts its sending side after its last request (as
+        # `printf ... | nc` does); what it sent must still be answered.
+        conn = self.connect()
+        conn.send(echo_get(1) + echo_get(2) + echo_get(3))
+        conn.sock.shutdown(socket.SHUT_WR)
+        for size in (1, 2, 3):
+            self.assertEqual(conn.read_response().body, b"x" * size)
+        self.assertEqual(conn.read_until_eof(), b"")
 
     def test_pipelined_stream_split_at_odd_boundaries_is_answered_in_order(self):
         stream = b"".join(echo_get(i) for i in range(50))

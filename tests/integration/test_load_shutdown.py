@@ -7,7 +7,7 @@ import subprocess
 import time
 import unittest
 
-from harness import Conn, ServerProcess, ServerTestCase, run_client
+from harness import Conn, ServerTestCase, http_request, run_client, start_server
 
 
 def parse_wrk(output):
@@ -52,11 +52,6 @@ class WrkLoadTest(ServerTestCase):
 class ShutdownTest(unittest.TestCase):
     """Each test owns a server, since each ends it."""
 
-    def start_server(self, args):
-        server = ServerProcess(args).start()
-        self.addCleanup(server.close)
-        return server
-
     def idle_connections(self, server, served, silent):
         """`served` keep-alive connections after one request each, plus
         `silent` that never sent a byte."""
@@ -74,7 +69,7 @@ class ShutdownTest(unittest.TestCase):
         return conns
 
     def test_sigterm_under_load_answers_every_inflight_delay_and_exits_zero(self):
-        server = self.start_server(["--workers", "2", "--shutdown-timeout", "5000"])
+        server = start_server(self, ["--workers", "2", "--shutdown-timeout", "5000"])
         delayed = []
         for _ in range(6):
             conn = Conn(server.port)
@@ -96,8 +91,38 @@ class ShutdownTest(unittest.TestCase):
         self.assertGreaterEqual(time.monotonic() - sent, 0.9, "the delays were cut short")
         server.assert_clean_exit(server.wait_exit(5.0 + 5.0))
 
+    def test_sigterm_lets_a_slow_reader_finish_its_response(self):
+        server = start_server(self, ["--workers", "1", "--shutdown-timeout", "5000"])
+        # A small receive buffer keeps most of the 16 MiB queued in the server.
+        conn = Conn(server.port, rcvbuf=64 * 1024)
+        self.addCleanup(conn.close)
+        conn.request("GET", "/echo?size=16777216")
+        time.sleep(0.2)  # the response is now blocked on the full socket
+        server.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        resp = conn.read_response()
+        self.assertEqual(resp.status, 200)
+        self.assertEqual(len(resp.body), 16777216)
+        self.assertEqual(resp.body.count(b"x"), 16777216)
+        self.assertEqual(conn.read_until_eof(3), b"")
+        server.assert_clean_exit(server.wait_exit(5))
+
+    def test_sigterm_lets_a_request_whose_body_is_arriving_finish(self):
+        server = start_server(self, ["--workers", "1", "--shutdown-timeout", "5000"])
+        conn = Conn(server.port)
+        self.addCleanup(conn.close)
+        conn.send(http_request("POST", "/echo", headers=[("Content-Length", "1000")]) + b"a" * 500)
+        time.sleep(0.1)
+        server.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        conn.send(b"b" * 500)
+        resp = conn.read_response()
+        self.assertEqual((resp.status, resp.body), (200, b"a" * 500 + b"b" * 500))
+        self.assertIn("close", resp.tokens("connection"))
+        server.assert_clean_exit(server.wait_exit(5))
+
     def test_no_new_connection_is_served_after_sigterm(self):
-        server = self.start_server(["--workers", "2", "--shutdown-timeout", "5000"])
+        server = start_server(self, ["--workers", "2", "--shutdown-timeout", "5000"])
         pending = Conn(server.port)
         self.addCleanup(pending.close)
         pending.request("GET", "/delay?ms=1000")  # keeps the server draining
@@ -121,7 +146,7 @@ class ShutdownTest(unittest.TestCase):
     def test_sigterm_closes_idle_keepalive_connections_promptly(self):
         # The idle timeout (60 s) and the shutdown deadline (10 s) are far
         # off: only a graceful stop that closes idle connections ends fast.
-        server = self.start_server(["--workers", "2", "--shutdown-timeout", "10000"])
+        server = start_server(self, ["--workers", "2", "--shutdown-timeout", "10000"])
         conns = self.idle_connections(server, served=5, silent=3)
         stopped = time.monotonic()
         server.send_signal(signal.SIGTERM)
@@ -131,7 +156,7 @@ class ShutdownTest(unittest.TestCase):
         self.assertLess(time.monotonic() - stopped, 3)
 
     def test_sigint_stops_gracefully_too(self):
-        server = self.start_server(["--workers", "1", "--shutdown-timeout", "10000"])
+        server = start_server(self, ["--workers", "1", "--shutdown-timeout", "10000"])
         conns = self.idle_connections(server, served=2, silent=1)
         pending = Conn(server.port)
         self.addCleanup(pending.close)
@@ -145,7 +170,7 @@ class ShutdownTest(unittest.TestCase):
         server.assert_clean_exit(server.wait_exit(3))
 
     def test_shutdown_timeout_ends_requests_that_take_too_long(self):
-        server = self.start_server(["--workers", "1", "--shutdown-timeout", "500"])
+        server = start_server(self, ["--workers", "1", "--shutdown-timeout", "500"])
         stuck = Conn(server.port)
         self.addCleanup(stuck.close)
         stuck.request("GET", "/delay?ms=20000")
@@ -160,7 +185,7 @@ class ShutdownTest(unittest.TestCase):
         self.assertNotIn(b"done", rest)
 
     def test_sigterm_with_no_connections_exits_zero_at_once(self):
-        server = self.start_server(["--workers", "2"])
+        server = start_server(self, ["--workers", "2"])
         stopped = time.monotonic()
         server.send_signal(signal.SIGTERM)
         server.assert_clean_exit(server.wait_exit(3))

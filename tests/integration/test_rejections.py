@@ -193,6 +193,17 @@ class RejectionsTest(ServerTestCase):
         self.assert_all_rejected([get_with(b"Host: x", version=version)
                                   for version in (b"HTTP/1.2", b"HTTP/2.0", b"HTTP/3.0", b"HTTP/9.9")], 505)
 
+    def test_rejection_mid_pipeline_answers_only_the_requests_before_it(self):
+        conn = self.connect()
+        conn.send(http_request("GET", "/echo?size=1") + http_request("GET", "/echo?size=2")
+                  + get_with(b"Host: x", b"Bad Header: 1") + FOLLOW_UP)
+        self.assertEqual(conn.read_response().body, b"x")
+        self.assertEqual(conn.read_response().body, b"xx")
+        resp = conn.read_response()
+        self.assertEqual(resp.status, 400)
+        self.assertIn("close", resp.tokens("connection"))
+        self.assertEqual(conn.read_until_eof(), b"")
+
     # ---- Abuse ----
 
     def test_random_garbage_on_fifty_connections_leaves_server_serving(self):
