@@ -62,12 +62,15 @@ class BodiesTest(ServerTestCase):
         self.assertEqual(resp.header("content-length"), "0")
 
     def test_chunk_extensions_and_trailers_are_accepted_and_dropped(self):
+        # Includes the bad whitespace (BWS) and quoted-pairs RFC 9112 tells
+        # recipients to accept.
         body = (b"5;foo=bar\r\nhello\r\n"
-                b"1;name=\"quoted value\";flag\r\n \r\n"
-                b"5;e\r\nworld\r\n"
+                b"1;name=\"quoted; \\\"value\\\"\";flag\r\n \r\n"
+                b"5 ;e = v\r\nworld\r\n"
+                b"1\t;e\r\n!\r\n"
                 b"0;last=1\r\nX-Trailer: one\r\nX-Other: two\r\n\r\n")
         raw = http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")]) + body
-        self.assert_echoed(self.echo(raw), b"hello world")
+        self.assert_echoed(self.echo(raw), b"hello world!")
 
     def test_chunk_sizes_accept_upper_lower_case_and_leading_zeros(self):
         body = b"A\r\n0123456789\r\na\r\nabcdefghij\r\n000F\r\nABCDEFGHIJKLMNO\r\n00\r\n\r\n"

@@ -185,6 +185,16 @@ class TimeoutsTest(ServerTestCase):
         self.assertLess(elapsed, self.HEADER + self.SLACK, "a trickled head kept the connection open")
         self.assertGreaterEqual(elapsed, self.HEADER * 0.8)
 
+    def test_hundred_slowloris_connections_are_all_closed_and_released(self):
+        baseline = self.server.settle_fd_baseline()
+        conns = [self.connect() for _ in range(100)]
+        for conn in conns:
+            conn.send(b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        started = time.monotonic()
+        for conn in conns:
+            conn.read_until_eof(max(0.1, started + self.HEADER + self.SLACK - time.monotonic()))
+        self.assertEqual(self.server.wait_fd_count(baseline), baseline)
+
     def test_stalled_content_length_body_is_closed_after_body_timeout(self):
         conn = self.connect()
         conn.send(http_request("POST", "/echo", headers=[("Content-Length", "100")]) + b"b" * 10)

@@ -251,6 +251,19 @@ class RejectionsTest(ServerTestCase):
         self.assert_serves_ping()
         self.assertEqual(self.server.wait_fd_count(self.baseline_fds), self.baseline_fds)
 
+    def test_hundred_clients_vanishing_with_pending_delays_leave_server_serving(self):
+        conns = []
+        for i in range(100):
+            conn = Conn(self.server.port)
+            conn.request("GET", "/delay?ms=100")
+            conns.append(conn)
+        time.sleep(0.02)
+        for i, conn in enumerate(conns):
+            conn.abort() if i % 2 else conn.close()
+        time.sleep(0.3)  # every timer has fired on a connection now gone
+        self.assert_serves_ping()
+        self.assertEqual(self.server.wait_fd_count(self.baseline_fds), self.baseline_fds)
+
     def test_half_sent_requests_closed_by_the_client_leave_server_serving(self):
         for raw in (b"GET /pi", http_request("POST", "/echo", body=b"x" * 100)[:-50],
                     POST_CHUNKED + b"5\r\nhel"):
