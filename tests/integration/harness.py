@@ -421,7 +421,8 @@ class Conn:
         match = re.fullmatch(rb"(HTTP/1\.[01]) ([1-5]\d\d) ([^\r\n]*)", status_line)
         if not match:
             raise AssertionError(f"malformed status line {status_line!r}")
-        version, status, reason = match.group(1).decode(), int(match.group(2)), match.group(3).decode("latin-1")
+        version, status = match.group(1).decode(), int(match.group(2))
+        reason = match.group(3).decode("latin-1")
         headers = []
         raw = [status_line]
         while True:

@@ -166,7 +166,8 @@ class BodiesTest(ServerTestCase):
         expected = stream_body(1000, 1000)
         resp = self.fetch("GET", "/stream?chunks=1000&size=1000")
         self.assertEqual(resp.body, expected)
-        result = run_client(["curl", "-s", "--max-time", "30", self.server.url("/stream?chunks=1000&size=1000")])
+        result = run_client(["curl", "-s", "--max-time", "30",
+                             self.server.url("/stream?chunks=1000&size=1000")])
         self.assertEqual(result.returncode, 0, result.stderr.decode())
         self.assertTrue(result.stdout == expected, "curl de-chunked different bytes")
 

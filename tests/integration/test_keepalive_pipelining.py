@@ -95,7 +95,8 @@ class KeepAlivePipeliningTest(ServerTestCase):
                     match = IO_CALL_RE.match(line)
                     if match and int(match.group(3)) > 0:
                         calls.append((match.group(1), int(match.group(2)), line))
-        fds = {fd for name, fd, line in calls if name.startswith(("read", "recv")) and "GET /echo?size=0 " in line}
+        fds = {fd for name, fd, line in calls
+               if name.startswith(("read", "recv")) and "GET /echo?size=0 " in line}
         self.assertEqual(len(fds), 1, f"cannot tell the connection's fd from {calls[:5]}")
         fd = fds.pop()
         reads = sum(1 for name, f, _ in calls if f == fd and name.startswith(("read", "recv")))

@@ -3,7 +3,6 @@ thousand concurrent connections with no fd left behind."""
 
 import re
 import select
-import socket
 import time
 import unittest
 

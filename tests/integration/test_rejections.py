@@ -83,7 +83,8 @@ class RejectionsTest(ServerTestCase):
         # ends early and the rest looks like a second request. Either way it
         # must not be served.
         smuggled = b"GET /echo?size=21 HTTP/1.1\r\nHost: x\r\n\r\n"
-        for raw in (post_with(b"Content-Length: 5", b"Transfer-Encoding: chunked", body=b"0\r\n\r\n" + smuggled),
+        for raw in (post_with(b"Content-Length: 5", b"Transfer-Encoding: chunked",
+                              body=b"0\r\n\r\n" + smuggled),
                     post_with(b"Content-Length: %d" % (5 + len(smuggled)), b"Transfer-Encoding: chunked",
                               body=b"0\r\n\r\n" + smuggled)):
             with self.subTest(request=raw):
@@ -97,8 +98,8 @@ class RejectionsTest(ServerTestCase):
         ], 400)
 
     def test_malformed_content_length_is_400(self):
-        self.assert_all_rejected([post_with(b"Content-Length: " + value, body=b"hello")
-                                  for value in (b"abc", b"-1", b"+5", b"0x5", b"5.0", b"", b"5 5", b"5a", b"1_0")], 400)
+        values = (b"abc", b"-1", b"+5", b"0x5", b"5.0", b"", b"5 5", b"5a", b"1_0")
+        self.assert_all_rejected([post_with(b"Content-Length: " + value, body=b"hello") for value in values], 400)
 
     def test_overflowing_content_length_is_rejected(self):
         # Malformed (400) or over the body limit (413) are both fair readings;
