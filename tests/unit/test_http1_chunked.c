@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "guard_page.h"
 #include "xhttp/http1_parser.h"
 
 #define CAP (256 * 1024)
@@ -20,18 +21,6 @@
 #define MAX_TRAILERS 8192
 
 static char *guard_end;   /* one past the last readable byte */
-
-static void setup_guard_page(void) {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t readable = (CAP + page - 1) / page * page;
-    char *p = mmap(NULL, readable + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
-    if (p == MAP_FAILED || mprotect(p + readable, page, PROT_NONE) != 0) {
-        perror("mmap");
-        exit(2);
-    }
-    guard_end = p + readable;
-}
 
 /* What decoding a whole body reported, summed over its calls. */
 typedef struct Outcome {
@@ -396,7 +385,7 @@ static void test_large_random_body_decodes_in_place(void) {
 }
 
 int main(void) {
-    setup_guard_page();
+    guard_end = guard_page_map(CAP);
     RUN(test_valid_bodies_decode_whole);
     RUN(test_valid_bodies_decode_the_same_however_cut);
     RUN(test_valid_bodies_decode_in_place);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "guard_page.h"
 #include "xhttp/http1_parser.h"
 
 #define MAX_FIELDS 32
@@ -21,18 +22,6 @@
 static const xHttp1Limits DEFAULT_LIMITS = {1024, 4096, 16};
 
 static char *guard_end;   /* one past the last readable byte */
-
-static void setup_guard_page(void) {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t readable = (GUARDED_BYTES + page - 1) / page * page;
-    char *p = mmap(NULL, readable + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
-    if (p == MAP_FAILED || mprotect(p + readable, page, PROT_NONE) != 0) {
-        perror("mmap");
-        exit(2);
-    }
-    guard_end = p + readable;
-}
 
 /* Fields land here; the slots past the limit must stay untouched. */
 static xHttp1Header fields[MAX_FIELDS + 1];
@@ -786,7 +775,7 @@ static void test_name_equals_ignores_ascii_case_only(void) {
 }
 
 int main(void) {
-    setup_guard_page();
+    guard_end = guard_page_map(GUARDED_BYTES);
     RUN(test_valid_requests_parse_whole_with_every_field);
     RUN(test_valid_requests_parse_the_same_however_split);
     RUN(test_invalid_requests_get_their_status_however_split);

@@ -11,19 +11,10 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "guard_page.h"
 #include "xhttp/router.h"
 
 static char *guard_page_end;  /* one past the last readable byte */
-
-static void setup_guard_page(void) {
-    long page = sysconf(_SC_PAGESIZE);
-    char *p = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED || mprotect(p + page, (size_t)page, PROT_NONE) != 0) {
-        perror("mmap");
-        exit(2);
-    }
-    guard_page_end = p + page;
-}
 
 /* The path as the router will see it; valid until the next call. */
 static xStr guarded(const char *s) {
@@ -630,7 +621,7 @@ static void test_random_tables_agree_with_brute_force(void) {
 }
 
 int main(void) {
-    setup_guard_page();
+    guard_page_end = guard_page_map(1);
     RUN(test_literal_routes_match_exactly);
     RUN(test_long_literals_sharing_a_prefix);
     RUN(test_empty_segments_match_only_empty_literals);
