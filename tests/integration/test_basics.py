@@ -229,6 +229,20 @@ class ServerOptionsTest(unittest.TestCase):
             self.assertEqual(conn.read_response().body, b"pong")
         server.stop_and_check()
 
+    def test_default_workers_follow_the_affinity_mask_not_the_machine(self):
+        # As `taskset -c N` would: the child inherits this process's mask.
+        everything = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {min(everything)})
+        try:
+            server = start_server(self, [])
+        finally:
+            os.sched_setaffinity(0, everything)
+        self.assertEqual(server.workers, 1)
+        with Conn(server.port) as conn:
+            conn.request("GET", "/ping")
+            self.assertEqual(conn.read_response().body, b"pong")
+        server.stop_and_check()
+
     def test_explicit_port_is_used(self):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
