@@ -213,21 +213,21 @@ class RoutesTest(ServerTestCase):
 class ServerOptionsTest(unittest.TestCase):
     """Command-line behaviour that needs a server of its own per case."""
 
-    def test_workers_option_is_reported(self):
-        server = start_server(self, ["--workers", "3"])
-        self.assertEqual(server.workers, 3)
-        with Conn(server.port) as conn:
+    def assert_pings_then_stops(self, server, host="127.0.0.1"):
+        with Conn(server.port, host) as conn:
             conn.request("GET", "/ping")
             self.assertEqual(conn.read_response().body, b"pong")
         server.stop_and_check()
 
+    def test_workers_option_is_reported(self):
+        server = start_server(self, ["--workers", "3"])
+        self.assertEqual(server.workers, 3)
+        self.assert_pings_then_stops(server)
+
     def test_default_workers_match_the_usable_cpus(self):
         server = start_server(self, [])
         self.assertEqual(server.workers, len(os.sched_getaffinity(0)))
-        with Conn(server.port) as conn:
-            conn.request("GET", "/ping")
-            self.assertEqual(conn.read_response().body, b"pong")
-        server.stop_and_check()
+        self.assert_pings_then_stops(server)
 
     def test_default_workers_follow_the_affinity_mask_not_the_machine(self):
         # As `taskset -c N` would: the child inherits this process's mask.
@@ -238,10 +238,7 @@ class ServerOptionsTest(unittest.TestCase):
         finally:
             os.sched_setaffinity(0, everything)
         self.assertEqual(server.workers, 1)
-        with Conn(server.port) as conn:
-            conn.request("GET", "/ping")
-            self.assertEqual(conn.read_response().body, b"pong")
-        server.stop_and_check()
+        self.assert_pings_then_stops(server)
 
     def test_explicit_port_is_used(self):
         with socket.socket() as probe:
@@ -249,10 +246,7 @@ class ServerOptionsTest(unittest.TestCase):
             port = probe.getsockname()[1]
         server = start_server(self, ["--workers", "1"], port=port)
         self.assertEqual(server.port, port)
-        with Conn(port) as conn:
-            conn.request("GET", "/ping")
-            self.assertEqual(conn.read_response().body, b"pong")
-        server.stop_and_check()
+        self.assert_pings_then_stops(server)
 
     def test_ipv6_loopback_host_serves(self):
         try:
@@ -277,10 +271,7 @@ class ServerOptionsTest(unittest.TestCase):
     def test_ipv4_loopback_host_binds_only_there(self):
         server = start_server(self, ["--workers", "1", "--host", "127.0.0.1"])
         self.assertEqual(server.host, "127.0.0.1")
-        with Conn(server.port, "127.0.0.1") as conn:
-            conn.request("GET", "/ping")
-            self.assertEqual(conn.read_response().body, b"pong")
-        server.stop_and_check()
+        self.assert_pings_then_stops(server, "127.0.0.1")
 
 
 class HelloExampleTest(unittest.TestCase):
