@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs, with apt-get, whatever building and testing xKit needs and this
-# machine lacks. Does nothing (and needs no network) when all is present.
+# Installs whatever building and testing xKit needs and this machine lacks:
+# Debian packages with apt-get, and h2spec with `go install`. Does nothing
+# (and needs no network) when all is present.
 set -euo pipefail
 
 # package:command-or-file that proves it is installed
@@ -13,6 +14,8 @@ needs=(
   curl:curl
   wrk:wrk
   ca-certificates:/etc/ssl/certs/ca-certificates.crt
+  nghttp2-client:h2load
+  libnghttp2-dev:/usr/include/nghttp2/nghttp2.h
 )
 
 missing=()
@@ -22,14 +25,28 @@ for need in "${needs[@]}"; do
   else command -v "$probe" >/dev/null 2>&1 || missing+=("$pkg"); fi
 done
 
-if ((${#missing[@]} == 0)); then
-  exit 0
+if ((${#missing[@]} > 0)); then
+  if [[ $(id -u) -ne 0 ]]; then
+    SUDO=sudo
+  else
+    SUDO=
+  fi
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-if [[ $(id -u) -ne 0 ]]; then
-  SUDO=sudo
-else
-  SUDO=
+
+# h2spec, the HTTP/2 conformance suite the integration tests run, comes from
+# Go; tests/integration/test_h2spec.py looks for it on PATH and in ~/go/bin.
+gobin=${HOME}/go/bin
+if ! command -v h2spec >/dev/null 2>&1 && [[ ! -x $gobin/h2spec ]]; then
+  go=$(command -v go || true)
+  [[ -n $go ]] || { [[ -x /usr/local/go/bin/go ]] && go=/usr/local/go/bin/go; }
+  if [[ -z $go ]]; then
+    echo "install-deps: h2spec is missing and Go is not installed (not on PATH, not at" \
+      "/usr/local/go/bin/go); install Go from https://go.dev/dl/ and run this again" >&2
+    exit 1
+  fi
+  echo "installing: h2spec (go install into $gobin)"
+  GOBIN=$gobin "$go" install github.com/summerwind/h2spec/cmd/h2spec@latest
 fi
-echo "installing: ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
