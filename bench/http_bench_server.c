@@ -4,7 +4,9 @@
  *   http_bench_server PORT [--workers N] [--host H] [--idle-timeout MS]
  *       [--header-timeout MS] [--body-timeout MS] [--max-body BYTES]
  *       [--max-header-size BYTES] [--max-connections N] [--shutdown-timeout MS]
- *       [--send-timeout MS]
+ *       [--send-timeout MS] [--max-streams N] [--no-http2 | --http2-only]
+ *
+ * HTTP/1.1 and cleartext HTTP/2 (prior knowledge or Upgrade: h2c) share the port.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -145,26 +147,32 @@ static int usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s PORT [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
             "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
-            "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n",
+            "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
+            "       [--max-streams N] [--no-http2 | --http2-only]\n",
             argv0);
     return 2;
 }
 
 int main(int argc, char **argv) {
-    enum { WORKERS, IDLE, HEADER, BODY, MAX_BODY, MAX_HEADER, MAX_CONNS, SHUTDOWN, SEND, NOPTS };
+    enum { WORKERS, IDLE, HEADER, BODY, MAX_BODY, MAX_HEADER, MAX_CONNS, SHUTDOWN, SEND, STREAMS, NOPTS };
     Option opts[NOPTS] = {
         {"--workers", 1024, 0, false},          {"--idle-timeout", 86400000, 0, false},
         {"--header-timeout", 86400000, 0, false}, {"--body-timeout", 86400000, 0, false},
         {"--max-body", 1ul << 34, 0, false},    {"--max-header-size", 1u << 20, 0, false},
         {"--max-connections", 1u << 24, 0, false}, {"--shutdown-timeout", 86400000, 0, false},
-        {"--send-timeout", 86400000, 0, false},
+        {"--send-timeout", 86400000, 0, false},   {"--max-streams", 1u << 20, 0, false},
     };
+    unsigned protocols = XHTTP_PROTO_HTTP1 | XHTTP_PROTO_HTTP2;
     const char *host = "0.0.0.0";
     unsigned long port;
     if (argc < 2 || !parse_size(xStrFromC(argv[1]), 65535, &port)) return usage(argv[0]);
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--host") == 0 && i + 1 < argc) {
             host = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--no-http2") == 0 || strcmp(argv[i], "--http2-only") == 0) {
+            protocols = argv[i][2] == 'n' ? XHTTP_PROTO_HTTP1 : XHTTP_PROTO_HTTP2;
             continue;
         }
         int k = 0;
@@ -187,6 +195,8 @@ int main(int argc, char **argv) {
     if (opts[MAX_CONNS].set) conf.max_connections = (uint32_t)opts[MAX_CONNS].value;
     if (opts[SHUTDOWN].set) conf.shutdown_timeout_ms = (uint32_t)opts[SHUTDOWN].value;
     if (opts[SEND].set) conf.send_timeout_ms = (uint32_t)opts[SEND].value;
+    if (opts[STREAMS].set) conf.http2_max_streams = (uint32_t)opts[STREAMS].value;
+    conf.protocols = protocols;
 
     memset(echo_bytes, 'x', sizeof echo_bytes);
     xHttpServer *server = xHttpServerCreate(NULL, &conf);

@@ -33,6 +33,13 @@ typedef struct xHttpResponse xHttpResponse;
 /** Handles one request; arg is what was given to xHttpServerRoute. */
 typedef void (*xHttpHandler)(xHttpRequest *req, xHttpResponse *res, void *arg);
 
+/** Protocols a server speaks; HTTP/2 without TLS is told apart from HTTP/1.1
+ *  by its connection preface, or reached by "Upgrade: h2c". */
+enum {
+    XHTTP_PROTO_HTTP1 = 1u << 0,
+    XHTTP_PROTO_HTTP2 = 1u << 1,
+};
+
 /** Server settings. Start from xHttpServerConfInit's defaults. */
 typedef struct xHttpServerConf {
     int workers;                 /**< threads for xHttpServerRun; 0: the CPUs this
@@ -48,6 +55,16 @@ typedef struct xHttpServerConf {
                                       for this long is dropped (60 s) */
     uint32_t shutdown_timeout_ms;/**< graceful stop deadline (10 s) */
     uint32_t max_connections;    /**< per worker; beyond it new ones are closed (10000) */
+    unsigned protocols;          /**< XHTTP_PROTO_* bits (both) */
+    uint32_t http2_max_streams;  /**< SETTINGS_MAX_CONCURRENT_STREAMS (256) */
+    uint32_t http2_window;       /**< stream and connection receive windows (16 MiB) */
+    uint32_t http2_reset_burst;  /**< stream resets a client may make at once … */
+    uint32_t http2_reset_rate;   /**< … and per second after that, before GOAWAY
+                                      (1000 and 33: CVE-2023-44487, rapid reset) */
+    uint32_t http2_max_continuations; /**< CONTINUATION frames per header block (8:
+                                      CVE-2024-27316) */
+    uint32_t http2_max_control_queue; /**< PING/SETTINGS acks waiting for a client
+                                      that does not read, before GOAWAY (1000) */
     bool handle_signals;         /**< xHttpServerRun stops on SIGINT/SIGTERM (true);
                                       they are blocked in the creating thread from
                                       Create until Destroy */

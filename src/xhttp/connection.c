@@ -83,6 +83,7 @@ void xConnCommit(xConn *conn, size_t len) {
 
 xErrno xConnWrite(xConn *conn, const void *bytes, size_t len) {
     if (conn->closed) return XERR_CLOSED;
+    if (len == 0) return XOK;
     char *dst = xConnReserve(conn, len);
     if (!dst) return XERR_NOMEM;
     memcpy(dst, bytes, len);

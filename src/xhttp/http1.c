@@ -14,6 +14,7 @@
 
 #include "exchange.h"
 #include "http1_parser.h"
+#include "http2.h"
 
 /* Flush mid-batch once this much output is queued, and stop taking requests
  * while the socket cannot take more, so a client that pipelines requests for
@@ -28,7 +29,11 @@ typedef enum xH1State {
     XH1_CHUNKED,   /* decoding a chunked body */
     XH1_HANDLER,   /* the handler has the request; waiting for its response */
     XH1_CLOSING,   /* a final response is queued; nothing more is read */
+    XH1_TO_HTTP2,  /* HTTP/2 takes the connection once the batch ends */
 } xH1State;
+
+/* HTTP2-Settings carries a few 6-byte settings; more is not a real client. */
+#define XH1_MAX_UPGRADE_SETTINGS 192
 
 typedef struct xHttp1 {
     xConn *conn;
@@ -50,6 +55,9 @@ typedef struct xHttp1 {
     bool waiting_flush;      /* output over the high-water mark; paused */
     bool head_timer_armed;
     bool served;             /* a response went out: the next wait is keep-alive idle */
+    bool upgrading;          /* XH1_TO_HTTP2 by "Upgrade: h2c", not by preface */
+    long upgrade_settings_len;
+    char upgrade_settings[XH1_MAX_UPGRADE_SETTINGS];
 } xHttp1;
 
 static const xHttpExchangeOps h1_ops;
@@ -309,6 +317,40 @@ static void send_continue(xHttp1 *h) {
 }
 
 /* A complete head: decide how the body is framed. */
+static bool list_has_token(xStr list, const char *token) {
+    size_t n = strlen(token);
+    const char *p = list.data, *end = p + list.len;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ',')) p++;
+        const char *item = p;
+        while (p < end && *p != ',' && *p != ' ' && *p != '\t') p++;
+        if ((size_t)(p - item) == n && xHttp1NameEquals((xStr){item, n}, token)) return true;
+    }
+    return false;
+}
+
+/* "Upgrade: h2c" (RFC 7540 §3.2) on a request without a body: answer 101 and
+ * let HTTP/2 serve this request as stream 1. Anything off, and the request is
+ * simply served over HTTP/1.1, as the RFC allows. */
+static bool try_upgrade(xHttp1 *h, const xHttp1Request *req) {
+    xStr upgrade, settings;
+    const xHttpRequest *r = &h->ex->req;
+    if (!req->upgrade || h->http10 || req->chunked || req->content_length > 0 ||
+        !(h->conn->ctx->conf->protocols & XHTTP_PROTO_HTTP2) ||
+        !xHttpRequestHeader(r, "upgrade", &upgrade) || !list_has_token(upgrade, "h2c") ||
+        !xHttpRequestHeader(r, "http2-settings", &settings) ||
+        settings.len > XH1_MAX_UPGRADE_SETTINGS * 4 / 3)
+        return false;
+    h->upgrade_settings_len = xHttp2DecodeSettings(settings, h->upgrade_settings);
+    if (h->upgrade_settings_len < 0 || h->upgrade_settings_len % 6 != 0) return false;
+    static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                                    "Upgrade: h2c\r\n\r\n";
+    if (xConnWrite(h->conn, switching, sizeof switching - 1) != XOK) return false;
+    h->upgrading = true;
+    h->state = XH1_TO_HTTP2;
+    return true;
+}
+
 static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) {
     const xHttpServerConf *conf = h->conn->ctx->conf;
     xBuffer *in = &h->conn->in;
@@ -316,6 +358,7 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
     h->keep_alive = req->keep_alive;
     h->http10 = req->minor_version == 0;
     h->head_request = xStrEqualsC(req->method, "HEAD");
+    if (try_upgrade(h, req)) return;
     size_t body_start = h->start + head_len;
     if (req->chunked) {
         h->state = XH1_CHUNKED;
@@ -360,10 +403,29 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
 
 typedef enum xStep { XSTEP_AGAIN, XSTEP_NEED_INPUT, XSTEP_STOP } xStep;
 
+/* Cleartext HTTP/2 with prior knowledge opens with its preface, which no
+ * HTTP/1.1 request can start with; only a connection's first bytes count. */
+static xStep sniff_preface(xHttp1 *h, size_t avail) {
+    xConn *conn = h->conn;
+    size_t n = avail < XHTTP2_PREFACE_LEN ? avail : XHTTP2_PREFACE_LEN;
+    bool h2 = conn->ctx->conf->protocols & XHTTP_PROTO_HTTP2;
+    bool h1 = conn->ctx->conf->protocols & XHTTP_PROTO_HTTP1;
+    if (!h2 || (h1 && memcmp(conn->in.data + h->start, XHTTP2_PREFACE, n) != 0)) return XSTEP_AGAIN;
+    /* An HTTP/2-only server lets nghttp2 judge the preface (and refuse a
+     * bad one with GOAWAY) rather than answer in HTTP/1.1. */
+    if (h1 && n < XHTTP2_PREFACE_LEN) return XSTEP_NEED_INPUT;
+    h->state = XH1_TO_HTTP2;
+    return XSTEP_STOP;
+}
+
 static xStep step_head(xHttp1 *h) {
     xConn *conn = h->conn;
     size_t avail = conn->in.len - h->start;
     if (avail == 0) return XSTEP_NEED_INPUT;
+    if (!h->served && h->start == 0) {
+        xStep sniffed = sniff_preface(h, avail);
+        if (sniffed != XSTEP_AGAIN) return sniffed;
+    }
     if (!h->ex && !(h->ex = xHttpExchangeAcquire(conn->ctx))) {
         reject(h, 500);
         return XSTEP_STOP;
@@ -385,7 +447,7 @@ static xStep step_head(xHttp1 *h) {
         return XSTEP_STOP;
     }
     begin_request(h, &req, (size_t)r);
-    return XSTEP_AGAIN;
+    return h->state == XH1_TO_HTTP2 ? XSTEP_STOP : XSTEP_AGAIN;
 }
 
 static xStep step_body(xHttp1 *h) {
@@ -476,7 +538,26 @@ static bool fill(xHttp1 *h) {
 static bool can_take_requests(const xHttp1 *h) {
     const xConn *conn = h->conn;
     return !conn->closed && !conn->close_after_flush && !h->waiting_flush &&
-           h->state != XH1_HANDLER && h->state != XH1_CLOSING;
+           h->state != XH1_HANDLER && h->state != XH1_CLOSING && h->state != XH1_TO_HTTP2;
+}
+
+/* Hands the connection to HTTP/2 and frees this protocol's state. */
+static void switch_to_http2(xHttp1 *h) {
+    xConn *conn = h->conn;
+    xHttp2Upgrade up;
+    size_t start = h->start;
+    if (h->upgrading) {
+        const xHttpRequest *r = &h->ex->req;
+        up = (xHttp2Upgrade){h->upgrade_settings, (size_t)h->upgrade_settings_len, r->method, r->path,
+                             r->query, r->headers, r->num_headers};
+        start += h->head_len;
+    }
+    if (!xHttp2Start(conn, start, h->upgrading ? &up : NULL)) {
+        if (!conn->closed && conn->proto_state == h) reject(h, 500);
+        return;
+    }
+    if (h->ex) xHttpExchangeRelease(conn->ctx, h->ex);
+    free(h);
 }
 
 /* Arms the timer for what the connection now waits for. */
@@ -518,6 +599,11 @@ static void process(xHttp1 *h) {
         }
     }
     h->in_batch = false;
+    if (h->state == XH1_TO_HTTP2 && !conn->closed) {
+        switch_to_http2(h);  /* h is gone after this */
+        xConnRelease(conn);
+        return;
+    }
     if (!conn->closed) {
         if (xConnPending(conn)) xConnFlush(conn);
         if (!conn->closed) {

@@ -54,13 +54,16 @@ class InstallTest(unittest.TestCase):
             self.assertTrue(os.path.exists(os.path.join(self.libdir, lib)), lib)
         self.assertTrue(os.path.exists(os.path.join(self.libdir, "cmake", "xkit", "xkitConfig.cmake")))
 
-    def test_program_built_with_pkg_config_serves(self):
+    def pkg_config_flags(self):
         env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(self.libdir, "pkgconfig"))
         flags = run(["pkg-config", "--cflags", "--libs", "--static", "xkit"], env=env).stdout.split()
+        # Link libxkit.a itself, so the program runs without LD_LIBRARY_PATH.
+        return ["-Wl,-Bstatic", "-lxkit", "-Wl,-Bdynamic"] + [f for f in flags if f != "-lxkit"]
+
+    def test_program_built_with_pkg_config_serves(self):
         binary = os.path.join(self.tmp, "hello_pkgconfig")
-        run(["cc", os.path.join(SOURCE_DIR, "examples", "hello_server.c"), "-o", binary,
-             "-static-libgcc", f"-L{self.libdir}", "-Wl,-Bstatic", "-lxkit", "-Wl,-Bdynamic"]
-            + [f for f in flags if f != "-lxkit"] + SANITIZE)
+        run(["cc", os.path.join(SOURCE_DIR, "examples", "hello_server.c"), "-o", binary]
+            + self.pkg_config_flags() + SANITIZE)
         self.serves_hello(binary)
 
     def test_program_built_with_find_package_serves(self):
@@ -87,9 +90,8 @@ class InstallTest(unittest.TestCase):
                     " xHttpResponseSend(res, \"ok\", 2); }\n"
                     "int main() { xHttpServer *s = xHttpServerCreate(nullptr, nullptr);"
                     " xHttpServerRoute(s, \"GET /\", h, nullptr); xHttpServerDestroy(s); }\n")
-        run(["c++", "-std=c++17", "-Wall", "-Werror", f"-I{self.prefix}/include", source,
-             "-o", os.path.join(self.tmp, "use_cpp"), f"-L{self.libdir}", "-Wl,-Bstatic", "-lxkit",
-             "-Wl,-Bdynamic", "-lpthread"] + SANITIZE)
+        run(["c++", "-std=c++17", "-Wall", "-Werror", source, "-o", os.path.join(self.tmp, "use_cpp")]
+            + self.pkg_config_flags() + SANITIZE)
         run([os.path.join(self.tmp, "use_cpp")])
 
 

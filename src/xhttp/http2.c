@@ -1,0 +1,774 @@
+/* http2.c — HTTP/2 over a connection, nghttp2 underneath.
+ *
+ * One read is fed to nghttp2 whole; the requests it completes are collected
+ * and only then handed to their handlers, so handlers never run inside an
+ * nghttp2 callback. Responses are submitted as handlers produce them, and the
+ * frames of everything produced in one loop turn leave in one write.
+ *
+ * A stream owns copies of its request's header strings and body (nghttp2's
+ * buffers do not outlive its callbacks) and the pending bytes of its response,
+ * which nghttp2 frames without copying (NGHTTP2_DATA_FLAG_NO_COPY) straight
+ * into the connection's output queue. */
+#include "http2.h"
+
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xbase/log.h>
+
+#include "exchange.h"
+
+/* Stop framing into the output queue beyond this; resume once it drains. */
+#define XH2_OUTPUT_HIGH_WATER (1u << 20)
+/* Between the two GOAWAYs of a graceful stop. */
+#define XH2_GOAWAY_GRACE_MS 1000
+/* Ranges of stream ids a client skipped, remembered to reject their later use. */
+#define XH2_SKIPPED_RANGES 8
+
+typedef struct xHttp2 xHttp2;
+
+/* Offsets into a stream's strings buffer, which may move while it grows. */
+typedef struct xH2Field {
+    uint32_t name_off, name_len, value_off, value_len;
+} xH2Field;
+
+typedef struct xH2Stream {
+    xHttp2 *h2;
+    int32_t id;
+    struct xH2Stream *prev, *next;   /* h2->streams */
+    struct xH2Stream *next_ready;    /* h2->ready: complete, awaiting dispatch */
+    xHttpExchange *ex;               /* from dispatch until the stream is freed */
+
+    xBuffer strings;                 /* header names and values, back to back */
+    xBuffer fields;                  /* xH2Field entries of regular headers */
+    xH2Field method, path, authority;
+    size_t header_bytes;
+    int64_t declared_length;         /* content-length, or -1 */
+    xBuffer body;
+    int reject_status;               /* answer this instead of dispatching */
+
+    xBuffer out;                     /* response bytes not yet framed */
+    size_t out_framed;
+    const char *ref;                 /* or: a body sent by reference */
+    size_t ref_len, ref_framed;
+    void (*ref_release)(void *);
+    void *ref_arg;
+    bool eof;                        /* the response has no more bytes coming */
+    bool deferred;                   /* nghttp2 waits for xHttp2 to resume it */
+    bool ready;
+    bool dispatched;
+    bool closed;                     /* nghttp2 closed the stream */
+} xH2Stream;
+
+/* Client stream ids never opened: [first, last], both odd. */
+typedef struct xH2IdRange {
+    int32_t first, last;
+} xH2IdRange;
+
+struct xHttp2 {
+    xConn *conn;
+    int32_t highest_id;              /* highest client stream id opened */
+    xH2IdRange skipped[XH2_SKIPPED_RANGES];
+    size_t skipped_next;             /* ring: the oldest range is forgotten */
+    nghttp2_session *session;
+    xH2Stream *streams;
+    xH2Stream *ready, *ready_tail;
+    xTimer goaway_timer;             /* second step of a graceful GOAWAY */
+    uint64_t data_framed;            /* progress marker for the send timeout */
+    uint64_t data_framed_at_arm;
+    bool in_batch;
+    bool draining;
+};
+
+static const xConnProtocol h2_protocol;
+static const xHttpExchangeOps h2_ops;
+
+static void pump(xHttp2 *h2);
+
+/* ---- Streams ---- */
+
+static xH2Stream *stream_new(xHttp2 *h2, int32_t id) {
+    xH2Stream *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->h2 = h2;
+    s->id = id;
+    s->declared_length = -1;
+    s->next = h2->streams;
+    if (h2->streams) h2->streams->prev = s;
+    h2->streams = s;
+    return s;
+}
+
+static void release_ref(xH2Stream *s) {
+    if (s->ref_release) s->ref_release(s->ref_arg);
+    s->ref_release = NULL;
+    s->ref = NULL;
+}
+
+static void stream_free(xH2Stream *s) {
+    xHttp2 *h2 = s->h2;
+    if (h2->session && !s->closed) nghttp2_session_set_stream_user_data(h2->session, s->id, NULL);
+    if (s->prev) s->prev->next = s->next;
+    else h2->streams = s->next;
+    if (s->next) s->next->prev = s->prev;
+    release_ref(s);
+    xBufferFree(&s->strings);
+    xBufferFree(&s->fields);
+    xBufferFree(&s->body);
+    xBufferFree(&s->out);
+    if (s->ex) xHttpExchangeRelease(h2->conn->ctx, s->ex);
+    bool held_conn = s->dispatched;
+    xConn *conn = h2->conn;
+    free(s);
+    if (held_conn) xConnRelease(conn);  /* may free h2 */
+}
+
+static xStr field_str(const xH2Stream *s, uint32_t off, uint32_t len) {
+    xStr v = {s->strings.data + off, len};
+    return v;
+}
+
+static bool append_string(xH2Stream *s, const uint8_t *p, size_t n, uint32_t *off) {
+    *off = (uint32_t)s->strings.len;
+    return xBufferAppend(&s->strings, p, n) == XOK;
+}
+
+/* ---- Requests ---- */
+
+static void mark_ready(xHttp2 *h2, xH2Stream *s) {
+    if (s->ready) return;
+    s->ready = true;
+    if (h2->ready_tail) h2->ready_tail->next_ready = s;
+    else h2->ready = s;
+    h2->ready_tail = s;
+}
+
+/* Builds the exchange's request from the stream's copies. */
+static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
+    const xH2Field *f = (const xH2Field *)s->fields.data;
+    size_t n = s->fields.len / sizeof *f;
+    if (n > ex->fields_cap) return false;
+    for (size_t i = 0; i < n; i++) {
+        ex->fields[i].name = field_str(s, f[i].name_off, f[i].name_len);
+        ex->fields[i].value = field_str(s, f[i].value_off, f[i].value_len);
+    }
+    xStr target = field_str(s, s->path.value_off, s->path.value_len);
+    const char *q = memchr(target.data, '?', target.len);
+    ex->req.method = field_str(s, s->method.value_off, s->method.value_len);
+    ex->req.path.data = target.data;
+    ex->req.path.len = q ? (size_t)(q - target.data) : target.len;
+    ex->req.query.data = q ? q + 1 : target.data + target.len;
+    ex->req.query.len = q ? target.len - ex->req.path.len - 1 : 0;
+    /* HTTP/2 carries the host in :authority; handlers look for Host. */
+    if (s->authority.value_len && n < ex->fields_cap) {
+        ex->fields[n].name = (xStr){"host", 4};
+        ex->fields[n++].value = field_str(s, s->authority.value_off, s->authority.value_len);
+    }
+    ex->req.headers = ex->fields;
+    ex->req.num_headers = n;
+    ex->req.body.data = s->body.data ? s->body.data : "";
+    ex->req.body.len = s->body.len;
+    ex->req.protocol = "HTTP/2";
+    return true;
+}
+
+static void dispatch(xHttp2 *h2, xH2Stream *s) {
+    xConn *conn = h2->conn;
+    xHttpExchange *ex = xHttpExchangeAcquire(conn->ctx);
+    if (!ex) {
+        nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        return;
+    }
+    ex->ops = &h2_ops;
+    ex->proto = s;
+    s->ex = ex;
+    s->dispatched = true;
+    xConnRetain(conn);  /* released with the stream, however late the response */
+    if (!fill_request(s, ex)) {
+        xHttpExchangeSendStatus(ex, 431);
+        return;
+    }
+    if (s->reject_status) {
+        xHttpExchangeSendStatus(ex, s->reject_status);
+        return;
+    }
+    xHttpExchangeDispatch(ex, conn->ctx->router);
+}
+
+static void dispatch_ready(xHttp2 *h2) {
+    while (h2->ready && !h2->conn->closed) {
+        xH2Stream *s = h2->ready;
+        h2->ready = s->next_ready;
+        if (!h2->ready) h2->ready_tail = NULL;
+        if (s->closed) {
+            stream_free(s);  /* reset by the client before we got to it */
+            continue;
+        }
+        dispatch(h2, s);
+    }
+}
+
+/* ---- nghttp2 callbacks: input ---- */
+
+static xH2Stream *stream_of(nghttp2_session *session, int32_t id) {
+    return nghttp2_session_get_stream_user_data(session, id);
+}
+
+static bool was_skipped(const xHttp2 *h2, int32_t id) {
+    for (size_t i = 0; i < XH2_SKIPPED_RANGES; i++)
+        if (h2->skipped[i].first && id >= h2->skipped[i].first && id <= h2->skipped[i].last) return true;
+    return false;
+}
+
+/* RFC 9113 §5.1.1: a new stream's id must exceed every id the client used
+ * before. nghttp2 ignores a HEADERS on a lower id it does not know, since
+ * that may be a stream it forgot; a skipped id, though, was never opened, so
+ * a HEADERS on one is the connection error the RFC asks for. */
+static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *user_data) {
+    xHttp2 *h2 = user_data;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1)) return 0;
+    if (hd->stream_id > h2->highest_id) {
+        if (hd->stream_id > h2->highest_id + 2) {
+            h2->skipped[h2->skipped_next] = (xH2IdRange){h2->highest_id + 2, hd->stream_id - 2};
+            h2->skipped_next = (h2->skipped_next + 1) % XH2_SKIPPED_RANGES;
+        }
+        h2->highest_id = hd->stream_id;
+        return 0;
+    }
+    if (was_skipped(h2, hd->stream_id)) {
+        nghttp2_session_terminate_session(session, NGHTTP2_PROTOCOL_ERROR);
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+}
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
+    xHttp2 *h2 = user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    xH2Stream *s = stream_new(h2, frame->hd.stream_id);
+    if (!s) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
+    return 0;
+}
+
+static bool name_is(const uint8_t *name, size_t len, const char *want) {
+    size_t n = strlen(want);
+    return len == n && memcmp(name, want, n) == 0;
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *user_data) {
+    xHttp2 *h2 = user_data;
+    xH2Stream *s = stream_of(session, frame->hd.stream_id);
+    if (!s || frame->hd.type != NGHTTP2_HEADERS) return 0;  /* trailers are dropped */
+    /* Counted as HPACK would size them (RFC 9113 §6.5.2); past the limit we
+     * stop storing and answer 431 once the block ends. */
+    s->header_bytes += namelen + valuelen + 32;
+    if (s->header_bytes > h2->conn->ctx->conf->max_header_size) {
+        s->reject_status = 431;
+        return 0;
+    }
+    xH2Field f = {0, (uint32_t)namelen, 0, (uint32_t)valuelen};
+    if (!append_string(s, name, namelen, &f.name_off) || !append_string(s, value, valuelen, &f.value_off))
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    if (name[0] != ':') {
+        if (xBufferAppend(&s->fields, &f, sizeof f) != XOK) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        /* nghttp2 has validated it: digits only, consistent with the DATA. */
+        if (name_is(name, namelen, "content-length"))
+            s->declared_length = strtoll((const char *)value, NULL, 10);
+    } else if (name_is(name, namelen, ":method")) {
+        s->method = f;
+    } else if (name_is(name, namelen, ":path")) {
+        s->path = f;
+    } else if (name_is(name, namelen, ":authority")) {
+        s->authority = f;
+    }
+    return 0;
+}
+
+/* Answers early (413) and tells the client to stop sending the body. */
+static void refuse_body(xHttp2 *h2, xH2Stream *s) {
+    s->reject_status = 413;
+    xBufferFree(&s->body);
+    mark_ready(h2, s);
+}
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data,
+                         size_t len, void *user_data) {
+    xHttp2 *h2 = user_data;
+    xH2Stream *s = stream_of(session, stream_id);
+    if (!s || s->reject_status) return 0;
+    if (s->body.len + len > h2->conn->ctx->conf->max_body_size) {
+        refuse_body(h2, s);
+        return 0;
+    }
+    if (xBufferAppend(&s->body, data, len) != XOK) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
+    xHttp2 *h2 = user_data;
+    xH2Stream *s = stream_of(session, frame->hd.stream_id);
+    if (!s) return 0;
+    /* A declared body that cannot fit is refused before it is sent. */
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
+        s->declared_length > (int64_t)h2->conn->ctx->conf->max_body_size)
+        refuse_body(h2, s);
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        mark_ready(h2, s);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
+                           void *user_data) {
+    xH2Stream *s = stream_of(session, stream_id);
+    if (!s) return 0;
+    s->closed = true;
+    nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+    if (s->ready && !s->dispatched) return 0;  /* dispatch_ready frees it */
+    if (!s->dispatched || s->ex->res.ended) {
+        stream_free(s);
+    } else if (xHttpExchangeAbort(s->ex)) {
+        stream_free(s);  /* the handler let go */
+    }
+    /* Otherwise the handler still holds the exchange; its End frees the stream. */
+    return 0;
+}
+
+/* ---- nghttp2 callbacks: output ---- */
+
+static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t len, int flags,
+                       void *user_data) {
+    xHttp2 *h2 = user_data;
+    if (xConnPending(h2->conn) > XH2_OUTPUT_HIGH_WATER) return NGHTTP2_ERR_WOULDBLOCK;
+    if (xConnWrite(h2->conn, data, len) != XOK) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    return (ssize_t)len;
+}
+
+static size_t pending_out(const xH2Stream *s) {
+    return (s->out.len - s->out_framed) + (s->ref_len - s->ref_framed);
+}
+
+static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+                         uint32_t *data_flags, nghttp2_data_source *source, void *user_data) {
+    xH2Stream *s = source->ptr;
+    size_t avail = pending_out(s);
+    if (avail == 0 && !s->eof) {
+        s->deferred = true;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    if (xConnPending(s->h2->conn) > XH2_OUTPUT_HIGH_WATER) return NGHTTP2_ERR_WOULDBLOCK;
+    size_t n = avail < length ? avail : length;
+    *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (n == avail && s->eof) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+/* Frames n pending bytes: the buffered ones first, then the reference. */
+static xErrno frame_body(xH2Stream *s, xConn *conn, size_t n) {
+    size_t buffered = s->out.len - s->out_framed;
+    size_t take = buffered < n ? buffered : n;
+    xErrno err = xConnWrite(conn, s->out.data + s->out_framed, take);
+    s->out_framed += take;
+    if (s->out_framed == s->out.len) s->out.len = s->out_framed = 0;
+    if (err == XOK && n > take) {
+        err = xConnWrite(conn, s->ref + s->ref_framed, n - take);
+        s->ref_framed += n - take;
+        if (s->ref_framed == s->ref_len) release_ref(s);
+    }
+    return err;
+}
+
+static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const uint8_t *framehd,
+                        size_t length, nghttp2_data_source *source, void *user_data) {
+    xHttp2 *h2 = user_data;
+    xH2Stream *s = source->ptr;
+    if (xConnWrite(h2->conn, framehd, 9) != XOK || frame_body(s, h2->conn, length) != XOK)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    h2->data_framed += length;
+    return 0;
+}
+
+/* ---- Responses ---- */
+
+#define XH2_MAX_RESPONSE_FIELDS 64
+
+/* Response field names must be lower case in HTTP/2 (RFC 9113 §8.2.1);
+ * handlers write them as they like, so they are folded into scratch. */
+static size_t response_fields(xHttpExchange *ex, nghttp2_nv *nv, char *scratch, size_t scratch_len,
+                              char status[4], const char *length) {
+    size_t n = 0;
+    snprintf(status, 4, "%03d", ex->res.status);
+    nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
+    nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"xkit", 6, 4, NGHTTP2_NV_FLAG_NONE};
+    const char *date = xEventLoopHttpDate(ex->req.loop);
+    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, 29, NGHTTP2_NV_FLAG_NONE};
+    const char *p = ex->res.headers.data, *end = p + ex->res.headers.len;
+    size_t used = 0;
+    while (p < end && n < XH2_MAX_RESPONSE_FIELDS - 1) {
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        const char *eol = memchr(p, '\r', (size_t)(end - p));
+        size_t name_len = (size_t)(colon - p);
+        if (used + name_len > scratch_len) break;
+        char *lower = scratch + used;
+        for (size_t i = 0; i < name_len; i++) lower[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + 32 : p[i]);
+        used += name_len;
+        nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)colon + 2, name_len, (size_t)(eol - colon - 2),
+                               NGHTTP2_NV_FLAG_NONE};
+        p = eol + 2;
+    }
+    if (length)
+        nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)length, 14, strlen(length),
+                               NGHTTP2_NV_FLAG_NONE};
+    return n;
+}
+
+static bool status_has_body(int status) { return status >= 200 && status != 204 && status != 304; }
+
+static bool response_has_body(const xHttpExchange *ex) {
+    return status_has_body(ex->res.status) && !xStrEqualsC(ex->req.method, "HEAD");
+}
+
+static xErrno submit_head(xH2Stream *s, const char *length, bool with_body) {
+    xHttpExchange *ex = s->ex;
+    nghttp2_nv nv[XH2_MAX_RESPONSE_FIELDS];
+    char scratch[2048], status[4];
+    size_t n = response_fields(ex, nv, scratch, sizeof scratch, status, length);
+    nghttp2_data_provider provider = {.source.ptr = s, .read_callback = read_body};
+    ex->res.head_sent = true;
+    int rv = nghttp2_submit_response(s->h2->session, s->id, nv, n, with_body ? &provider : NULL);
+    return rv == 0 ? XOK : XERR_STATE;
+}
+
+/* The handler is done with the exchange; a closed stream can go now. */
+static void end_exchange(xH2Stream *s) {
+    xHttp2 *h2 = s->h2;
+    s->ex->res.ended = true;
+    s->eof = true;
+    if (s->deferred) {
+        s->deferred = false;
+        nghttp2_session_resume_data(h2->session, s->id);
+    }
+    bool in_batch = h2->in_batch;
+    xConn *conn = h2->conn;
+    xConnRetain(conn);
+    if (s->closed) stream_free(s);
+    if (!in_batch && !conn->closed) pump(h2);
+    xConnRelease(conn);
+}
+
+static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy,
+                      void (*release)(void *), void *release_arg) {
+    xH2Stream *s = ex->proto;
+    xErrno err = XOK;
+    bool with_body = len && response_has_body(ex);
+    if (ex->res.aborted || s->closed) {
+        err = XERR_CLOSED;
+    } else {
+        char length[24];
+        snprintf(length, sizeof length, "%zu", len);
+        if (with_body && copy) err = xBufferAppend(&s->out, body, len);
+        else if (with_body) {
+            s->ref = body;
+            s->ref_len = len;
+            s->ref_release = release;
+            s->ref_arg = release_arg;
+            release = NULL;
+        }
+        /* HEAD gets the length GET would have; 1xx, 204 and 304 get none. */
+        if (err == XOK) err = submit_head(s, status_has_body(ex->res.status) ? length : NULL, with_body);
+    }
+    if (!copy && release) release(release_arg);
+    end_exchange(s);
+    return err;
+}
+
+static xErrno h2_write(xHttpExchange *ex, const void *data, size_t len) {
+    xH2Stream *s = ex->proto;
+    if (ex->res.aborted || s->closed) return XERR_CLOSED;
+    xErrno err = XOK;
+    if (!ex->res.head_sent) err = submit_head(s, NULL, response_has_body(ex));
+    if (err != XOK || !len || !response_has_body(ex)) return err;
+    err = xBufferAppend(&s->out, data, len);
+    if (s->deferred) {
+        s->deferred = false;
+        nghttp2_session_resume_data(s->h2->session, s->id);
+    }
+    if (!s->h2->in_batch) pump(s->h2);
+    return err;
+}
+
+static xErrno h2_end(xHttpExchange *ex) {
+    xH2Stream *s = ex->proto;
+    xErrno err = XOK;
+    if (!ex->res.aborted && !s->closed && !ex->res.head_sent) err = submit_head(s, NULL, response_has_body(ex));
+    end_exchange(s);
+    return err;
+}
+
+static const xHttpExchangeOps h2_ops = {h2_send, h2_write, h2_end};
+
+/* ---- Driving the session ---- */
+
+static void arm_timer(xHttp2 *h2) {
+    xConn *conn = h2->conn;
+    const xHttpServerConf *conf = conn->ctx->conf;
+    if (conn->closed || conn->write_blocked || conn->lingering) return;
+    bool waiting_on_peer = false;
+    for (xH2Stream *s = h2->streams; s && !waiting_on_peer; s = s->next)
+        waiting_on_peer = pending_out(s) > 0 && !s->closed;
+    if (waiting_on_peer) {
+        /* Output is pending but flow control holds it: the send timeout runs
+         * from the last progress, so a client that keeps a window shut while
+         * chatting (PINGs) is still dropped. */
+        if (h2->data_framed != h2->data_framed_at_arm || !xTimerActive(&conn->timer)) {
+            h2->data_framed_at_arm = h2->data_framed;
+            xConnSetTimeout(conn, conf->send_timeout_ms);
+        }
+    } else if (!h2->streams) {
+        xConnSetTimeout(conn, conf->idle_timeout_ms);
+    } else {
+        xConnSetTimeout(conn, 0);  /* handlers or request bodies are under way */
+    }
+}
+
+/* Frames whatever nghttp2 has to send, flushes, and closes when the session
+ * is over (GOAWAY both ways, or a fatal error). */
+static void pump(xHttp2 *h2) {
+    xConn *conn = h2->conn;
+    if (conn->closed) return;
+    /* nghttp2 stops at our output high-water mark; when the socket takes it
+     * all at once no writable event will come, so go round again. */
+    for (int round = 0; round < 64; round++) {
+        int rv = nghttp2_session_send(h2->session);
+        if (rv != 0) {
+            XLOG_DEBUG("nghttp2_session_send: %s", nghttp2_strerror(rv));
+            xConnClose(conn);
+            return;
+        }
+        xConnFlush(conn);
+        if (conn->closed) return;
+        if (conn->write_blocked || xConnPending(conn) || !nghttp2_session_want_write(h2->session)) break;
+    }
+    if (!nghttp2_session_want_read(h2->session) && !nghttp2_session_want_write(h2->session)) {
+        xConnCloseAfterFlush(conn);
+        return;
+    }
+    arm_timer(h2);
+}
+
+/* Feeds bytes to nghttp2. A fatal verdict (flood, bad preface, protocol
+ * error) has nghttp2 queue a GOAWAY; it is sent, then the connection ends. */
+static bool feed(xHttp2 *h2, const char *data, size_t len) {
+    ssize_t rv = nghttp2_session_mem_recv(h2->session, (const uint8_t *)data, len);
+    if (rv >= 0) return true;
+    XLOG_DEBUG("nghttp2_session_mem_recv: %s", nghttp2_strerror((int)rv));
+    /* A GOAWAY already queued (by nghttp2, or by on_begin_frame) stands. */
+    nghttp2_session_terminate_session(h2->session,
+                                      rv == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
+    nghttp2_session_send(h2->session);
+    xConnCloseAfterFlush(h2->conn);
+    return false;
+}
+
+static void on_readable(xConn *conn) {
+    xHttp2 *h2 = conn->proto_state;
+    xConnRetain(conn);
+    h2->in_batch = true;
+    bool ok = true;
+    while (ok && conn->readable && !conn->closed && !conn->close_after_flush) {
+        if (xBufferPoolAcquire(&conn->ctx->buffers, &conn->in) != XOK) break;
+        ssize_t n = xConnRecv(conn, conn->in.data, conn->in.cap);
+        if (n > 0) {
+            ok = feed(h2, conn->in.data, (size_t)n);
+            dispatch_ready(h2);
+        } else if (n == 0) {
+            xConnCloseAfterFlush(conn);
+        } else if (errno != EAGAIN && errno != EINTR) {
+            xConnClose(conn);
+        }
+    }
+    h2->in_batch = false;
+    if (!conn->closed) {
+        xBufferPoolRelease(&conn->ctx->buffers, &conn->in);
+        if (!conn->close_after_flush) pump(h2);
+        else xConnFlush(conn);
+    }
+    xConnRelease(conn);
+}
+
+static void on_flushed(xConn *conn) { pump(conn->proto_state); }
+
+static void on_timeout(xConn *conn) {
+    xHttp2 *h2 = conn->proto_state;
+    /* Idle, or a peer that stopped taking the data it asked for. */
+    nghttp2_session_terminate_session(h2->session, NGHTTP2_NO_ERROR);
+    nghttp2_session_send(h2->session);
+    xConnCloseAfterFlush(conn);
+}
+
+static void on_goaway_timer(xEventLoop *loop, xTimer *timer) {
+    xHttp2 *h2 = (xHttp2 *)((char *)timer - offsetof(xHttp2, goaway_timer));
+    nghttp2_submit_goaway(h2->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h2->session),
+                          NGHTTP2_NO_ERROR, NULL, 0);
+    pump(h2);
+}
+
+/* Graceful: announce (GOAWAY with the highest id), give requests in flight
+ * a moment to arrive, then name the last stream we will serve. */
+static void on_drain(xConn *conn) {
+    xHttp2 *h2 = conn->proto_state;
+    if (h2->draining) return;
+    h2->draining = true;
+    nghttp2_submit_shutdown_notice(h2->session);
+    xTimerStart(conn->ctx->loop, &h2->goaway_timer, XH2_GOAWAY_GRACE_MS < conn->ctx->conf->shutdown_timeout_ms / 2
+                                                        ? XH2_GOAWAY_GRACE_MS
+                                                        : conn->ctx->conf->shutdown_timeout_ms / 2);
+    pump(h2);
+}
+
+static void on_close(xConn *conn) {
+    xHttp2 *h2 = conn->proto_state;
+    xTimerStop(conn->ctx->loop, &h2->goaway_timer);
+    h2->ready = h2->ready_tail = NULL;
+    xH2Stream *next;
+    for (xH2Stream *s = h2->streams; s; s = next) {
+        next = s->next;
+        s->closed = true;
+        if (!s->dispatched || s->ex->res.ended || xHttpExchangeAbort(s->ex)) stream_free(s);
+    }
+}
+
+static void on_free(xConn *conn) {
+    xHttp2 *h2 = conn->proto_state;
+    nghttp2_session_del(h2->session);
+    h2->session = NULL;
+    while (h2->streams) stream_free(h2->streams);
+    free(h2);
+}
+
+static const xConnProtocol h2_protocol = {on_readable, on_flushed, on_timeout, on_drain, on_close, on_free};
+
+/* ---- Starting ---- */
+
+static nghttp2_session_callbacks *make_callbacks(void) {
+    nghttp2_session_callbacks *cb;
+    if (nghttp2_session_callbacks_new(&cb) != 0) return NULL;
+    nghttp2_session_callbacks_set_send_callback(cb, on_send);
+    nghttp2_session_callbacks_set_send_data_callback(cb, on_send_data);
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    return cb;
+}
+
+static nghttp2_session *make_session(xHttp2 *h2, const xHttpServerConf *conf) {
+    nghttp2_session_callbacks *cb = make_callbacks();
+    nghttp2_option *opt;
+    nghttp2_session *session = NULL;
+    if (!cb || nghttp2_option_new(&opt) != 0) {
+        nghttp2_session_callbacks_del(cb);
+        return NULL;
+    }
+    nghttp2_option_set_stream_reset_rate_limit(opt, conf->http2_reset_burst, conf->http2_reset_rate);
+    nghttp2_option_set_max_continuations(opt, conf->http2_max_continuations);
+    nghttp2_option_set_max_outbound_ack(opt, conf->http2_max_control_queue);
+    nghttp2_option_set_max_settings(opt, 32);
+    nghttp2_option_set_max_send_header_block_length(opt, 64 * 1024);
+    nghttp2_session_server_new2(&session, cb, h2, opt);
+    nghttp2_option_del(opt);
+    nghttp2_session_callbacks_del(cb);
+    if (!session) return NULL;
+    nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conf->http2_max_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, conf->http2_window},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)conf->max_header_size},
+    };
+    if (nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, sizeof settings / sizeof *settings) != 0 ||
+        nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0, (int32_t)conf->http2_window) != 0) {
+        nghttp2_session_del(session);
+        return NULL;
+    }
+    return session;
+}
+
+/* Stream 1 is the HTTP/1.1 request that asked to upgrade. */
+static bool adopt_upgrade(xHttp2 *h2, const xHttp2Upgrade *up) {
+    bool head = xStrEqualsC(up->method, "HEAD");
+    if (nghttp2_session_upgrade2(h2->session, (const uint8_t *)up->settings, up->settings_len, head, NULL) != 0)
+        return false;
+    xH2Stream *s = stream_new(h2, 1);
+    if (!s) return false;
+    nghttp2_session_set_stream_user_data(h2->session, 1, s);
+    /* The target is path and query as sent: contiguous in the request line. */
+    size_t target_len = up->query.len ? (size_t)(up->query.data + up->query.len - up->path.data) : up->path.len;
+    bool ok = append_string(s, (const uint8_t *)up->method.data, up->method.len, &s->method.value_off) &&
+              append_string(s, (const uint8_t *)up->path.data, target_len, &s->path.value_off);
+    s->method.value_len = (uint32_t)up->method.len;
+    s->path.value_len = (uint32_t)target_len;
+    for (size_t i = 0; ok && i < up->num_headers; i++) {
+        xH2Field f = {0, (uint32_t)up->headers[i].name.len, 0, (uint32_t)up->headers[i].value.len};
+        ok = append_string(s, (const uint8_t *)up->headers[i].name.data, f.name_len, &f.name_off) &&
+             append_string(s, (const uint8_t *)up->headers[i].value.data, f.value_len, &f.value_off) &&
+             xBufferAppend(&s->fields, &f, sizeof f) == XOK;
+    }
+    if (ok) mark_ready(h2, s);
+    return ok;
+}
+
+bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade) {
+    xHttp2 *h2 = calloc(1, sizeof *h2);
+    if (!h2 || !(h2->session = make_session(h2, conn->ctx->conf))) {
+        free(h2);
+        return false;  /* the connection is still the caller's */
+    }
+    h2->conn = conn;
+    xTimerInit(&h2->goaway_timer, on_goaway_timer);
+    conn->proto = &h2_protocol;
+    conn->proto_state = h2;
+    if (upgrade && !adopt_upgrade(h2, upgrade)) {
+        xConnClose(conn);
+        return false;
+    }
+    xConnRetain(conn);
+    h2->in_batch = true;
+    bool ok = conn->in.len <= start || feed(h2, conn->in.data + start, conn->in.len - start);
+    if (ok) dispatch_ready(h2);
+    h2->in_batch = false;
+    conn->in.len = 0;
+    if (!conn->closed) {
+        xBufferPoolRelease(&conn->ctx->buffers, &conn->in);
+        if (ok) pump(h2);
+        if (ok && conn->readable && !conn->closed) on_readable(conn);
+    }
+    xConnRelease(conn);
+    return ok;
+}
+
+long xHttp2DecodeSettings(xStr in, char *out) {
+    uint32_t acc = 0;
+    int bits = 0;
+    long n = 0;
+    for (size_t i = 0; i < in.len; i++) {
+        char c = in.data[i];
+        int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
+              : c >= '0' && c <= '9' ? c - '0' + 52 : c == '-' ? 62 : c == '_' ? 63 : c == '=' ? -2 : -1;
+        if (v == -2) break;  /* padding ends it */
+        if (v < 0) return -1;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[n++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    return n;
+}

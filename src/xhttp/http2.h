@@ -1,0 +1,36 @@
+/* http2.h — HTTP/2 (RFC 9113) on an xConn, with nghttp2 doing framing, HPACK
+ * and flow-control bookkeeping, and this layer doing buffering, batching and
+ * the bridge to the exchange API. */
+#ifndef XHTTP_HTTP2_H
+#define XHTTP_HTTP2_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "connection.h"
+#include "field.h"
+
+/** The client connection preface every HTTP/2 connection starts with. */
+#define XHTTP2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define XHTTP2_PREFACE_LEN 24
+
+/** An HTTP/1.1 request that asked for "Upgrade: h2c"; it becomes stream 1. */
+typedef struct xHttp2Upgrade {
+    const char *settings;      /**< decoded HTTP2-Settings payload */
+    size_t settings_len;
+    xStr method, path, query;
+    const xHttpField *headers;
+    size_t num_headers;
+} xHttp2Upgrade;
+
+/** Switches conn to HTTP/2. conn->in[start, len) holds bytes already read
+ *  (the preface, or what followed an upgraded request). upgrade is NULL for
+ *  prior knowledge. Returns false when HTTP/2 could not be set up: the
+ *  connection is then untouched, or, if the switch had happened, closed. */
+bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade);
+
+/** Decodes a base64url HTTP2-Settings value into out (at least 3/4 of
+ *  in_len bytes). Returns the decoded length, or -1 when malformed. */
+long xHttp2DecodeSettings(xStr in, char *out);
+
+#endif
