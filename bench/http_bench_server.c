@@ -29,7 +29,8 @@ static const char routes_text[] =
     "GET  /echo?size=N              N bytes of 'x' (N <= 16 MiB)\n"
     "POST /echo                     the request body back\n"
     "GET  /delay?ms=N               'done' after N ms\n"
-    "GET  /stream?chunks=N&size=M   a streamed body of N chunks of M bytes\n";
+    "GET  /stream?chunks=N&size=M   a streamed body of N chunks of M bytes\n"
+    "                  [&trailer=V]  ... followed by the trailer X-Stream-Trailer: V\n";
 
 /* Parses a non-negative decimal no larger than max; false otherwise. */
 static bool parse_size(xStr s, unsigned long max, unsigned long *out) {
@@ -133,6 +134,12 @@ static void on_stream(xHttpRequest *req, xHttpResponse *res, void *arg) {
         xHttpResponseWrite(res, piece, size);
     }
     free(piece);
+    xStr trailer;
+    if (xHttpRequestQueryParam(req, "trailer", &trailer)) {
+        char value[64];
+        snprintf(value, sizeof value, "%.*s", (int)(trailer.len < 60 ? trailer.len : 60), trailer.data);
+        xHttpResponseAddTrailer(res, "X-Stream-Trailer", value);
+    }
     xHttpResponseEnd(res);
 }
 

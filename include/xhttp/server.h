@@ -151,6 +151,11 @@ void xHttpResponseSetStatus(xHttpResponse *res, int status);
  *  bytes not allowed in a field. Returns XERR_STATE after the head is sent. */
 xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *value);
 
+/** Adds a trailer field to a streamed response, sent after the body: a
+ *  chunked trailer on HTTP/1.1 (dropped for HTTP/1.0 clients), a trailing
+ *  HEADERS frame on HTTP/2. Same rules as xHttpResponseAddHeader; before End. */
+xErrno xHttpResponseAddTrailer(xHttpResponse *res, const char *name, const char *value);
+
 /** Sends the whole body (copied) with a Content-Length and ends the response. */
 xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len);
 

@@ -24,11 +24,12 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
         ex->fields = fields;
         ex->fields_cap = ctx->conf->max_headers;
     }
-    xBuffer keep = ex->res.headers;  /* reuse its storage across requests */
-    keep.len = 0;
+    xBuffer headers = ex->res.headers, trailers = ex->res.trailers;  /* reuse their storage */
+    headers.len = trailers.len = 0;
     memset(&ex->req, 0, sizeof ex->req);
     memset(&ex->res, 0, sizeof ex->res);
-    ex->res.headers = keep;
+    ex->res.headers = headers;
+    ex->res.trailers = trailers;
     ex->res.status = 200;
     ex->req.loop = ctx->loop;
     ex->match.num_params = 0;
@@ -39,6 +40,7 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
 void xHttpExchangeRelease(xHttpContext *ctx, xHttpExchange *ex) {
     if (ctx->free_exchange_count >= XEXCHANGE_POOL_MAX) {
         xBufferFree(&ex->res.headers);
+        xBufferFree(&ex->res.trailers);
         free(ex->fields);
         free(ex);
         return;
@@ -53,6 +55,7 @@ void xHttpExchangePoolDestroy(xHttpContext *ctx) {
         xHttpExchange *ex = ctx->free_exchanges;
         ctx->free_exchanges = ex->next_free;
         xBufferFree(&ex->res.headers);
+        xBufferFree(&ex->res.trailers);
         free(ex->fields);
         free(ex);
     }
@@ -192,17 +195,17 @@ void xHttpResponseSetStatus(xHttpResponse *res, int status) {
     if (!res->head_sent && status >= 100 && status <= 999) res->status = status;
 }
 
-xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *value) {
-    if (res->head_sent || res->ended) return XERR_STATE;
+/* Validates a field and appends it to lines as "Name: value\r\n". */
+static xErrno append_field(xBuffer *lines, const char *name, const char *value) {
     if (!name || !value) return XERR_INVALID;
     xStr n = xStrFromC(name);
     size_t vl = strlen(value);
     if (n.len == 0 || is_reserved_field(n) || !is_field_value(value, vl)) return XERR_INVALID;
     for (size_t i = 0; i < n.len; i++)
         if (!is_token_char((unsigned char)name[i])) return XERR_INVALID;
-    xErrno err = xBufferReserve(&res->headers, n.len + vl + 4);
+    xErrno err = xBufferReserve(lines, n.len + vl + 4);
     if (err != XOK) return err;
-    char *p = res->headers.data + res->headers.len;
+    char *p = lines->data + lines->len;
     memcpy(p, name, n.len);
     p += n.len;
     *p++ = ':';
@@ -211,8 +214,18 @@ xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *
     p += vl;
     *p++ = '\r';
     *p++ = '\n';
-    res->headers.len = (size_t)(p - res->headers.data);
+    lines->len = (size_t)(p - lines->data);
     return XOK;
+}
+
+xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *value) {
+    if (res->head_sent || res->ended) return XERR_STATE;
+    return append_field(&res->headers, name, value);
+}
+
+xErrno xHttpResponseAddTrailer(xHttpResponse *res, const char *name, const char *value) {
+    if (res->ended) return XERR_STATE;
+    return append_field(&res->trailers, name, value);
 }
 
 xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len) {

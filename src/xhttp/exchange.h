@@ -46,6 +46,7 @@ struct xHttpRequest {
 struct xHttpResponse {
     int status;
     xBuffer headers;       /* "Name: value\r\n" lines added by the handler */
+    xBuffer trailers;      /* the same, sent after a streamed body */
     bool head_sent;
     bool ended;
     bool aborted;          /* the client is gone; output is discarded */

@@ -223,7 +223,11 @@ static xErrno h1_end(xHttpExchange *ex) {
     xErrno err = XOK;
     if (!ex->res.aborted) {
         if (!ex->res.head_sent) err = start_stream(h, ex);
-        if (err == XOK && h->chunked_response) err = xConnWrite(h->conn, "0\r\n\r\n", 5);
+        if (err == XOK && h->chunked_response) {
+            err = xConnWrite(h->conn, "0\r\n", 3);
+            if (err == XOK) err = xConnWrite(h->conn, ex->res.trailers.data, ex->res.trailers.len);
+            if (err == XOK) err = xConnWrite(h->conn, "\r\n", 2);
+        }
     }
     ex->res.ended = true;
     finish(h);

@@ -27,6 +27,8 @@
 #define XH2_GOAWAY_GRACE_MS 1000
 /* Ranges of stream ids a client skipped, remembered to reject their later use. */
 #define XH2_SKIPPED_RANGES 8
+/* Fields in one response head or trailer block, ours included. */
+#define XH2_MAX_RESPONSE_FIELDS 64
 
 typedef struct xHttp2 xHttp2;
 
@@ -87,6 +89,7 @@ static const xConnProtocol h2_protocol;
 static const xHttpExchangeOps h2_ops;
 
 static void pump(xHttp2 *h2);
+static size_t add_lines(nghttp2_nv *nv, size_t n, const xBuffer *lines, char *scratch, size_t scratch_len);
 
 /* ---- Streams ---- */
 
@@ -354,6 +357,13 @@ static size_t pending_out(const xH2Stream *s) {
     return (s->out.len - s->out_framed) + (s->ref_len - s->ref_framed);
 }
 
+static int submit_trailers(xH2Stream *s) {
+    nghttp2_nv nv[XH2_MAX_RESPONSE_FIELDS];
+    char scratch[2048];
+    size_t n = add_lines(nv, 0, &s->ex->res.trailers, scratch, sizeof scratch);
+    return nghttp2_submit_trailer(s->h2->session, s->id, nv, n);
+}
+
 static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
                          uint32_t *data_flags, nghttp2_data_source *source, void *user_data) {
     xH2Stream *s = source->ptr;
@@ -365,7 +375,11 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
     if (xConnPending(s->h2->conn) > XH2_OUTPUT_HIGH_WATER) return NGHTTP2_ERR_WOULDBLOCK;
     size_t n = avail < length ? avail : length;
     *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-    if (n == avail && s->eof) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (n == avail && s->eof) {
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (s->ex && s->ex->res.trailers.len && submit_trailers(s) == 0)
+            *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;  /* the trailers end it */
+    }
     return (ssize_t)n;
 }
 
@@ -396,19 +410,10 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
 
 /* ---- Responses ---- */
 
-#define XH2_MAX_RESPONSE_FIELDS 64
-
 /* Response field names must be lower case in HTTP/2 (RFC 9113 §8.2.1);
  * handlers write them as they like, so they are folded into scratch. */
-static size_t response_fields(xHttpExchange *ex, nghttp2_nv *nv, char *scratch, size_t scratch_len,
-                              char status[4], const char *length) {
-    size_t n = 0;
-    snprintf(status, 4, "%03d", ex->res.status);
-    nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
-    nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"xkit", 6, 4, NGHTTP2_NV_FLAG_NONE};
-    const char *date = xEventLoopHttpDate(ex->req.loop);
-    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, 29, NGHTTP2_NV_FLAG_NONE};
-    const char *p = ex->res.headers.data, *end = p + ex->res.headers.len;
+static size_t add_lines(nghttp2_nv *nv, size_t n, const xBuffer *lines, char *scratch, size_t scratch_len) {
+    const char *p = lines->data, *end = p + lines->len;
     size_t used = 0;
     while (p < end && n < XH2_MAX_RESPONSE_FIELDS - 1) {
         const char *colon = memchr(p, ':', (size_t)(end - p));
@@ -422,6 +427,18 @@ static size_t response_fields(xHttpExchange *ex, nghttp2_nv *nv, char *scratch, 
                                NGHTTP2_NV_FLAG_NONE};
         p = eol + 2;
     }
+    return n;
+}
+
+static size_t response_fields(xHttpExchange *ex, nghttp2_nv *nv, char *scratch, size_t scratch_len,
+                              char status[4], const char *length) {
+    size_t n = 0;
+    snprintf(status, 4, "%03d", ex->res.status);
+    nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
+    nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"xkit", 6, 4, NGHTTP2_NV_FLAG_NONE};
+    const char *date = xEventLoopHttpDate(ex->req.loop);
+    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, 29, NGHTTP2_NV_FLAG_NONE};
+    n = add_lines(nv, n, &ex->res.headers, scratch, scratch_len);
     if (length)
         nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)length, 14, strlen(length),
                                NGHTTP2_NV_FLAG_NONE};
