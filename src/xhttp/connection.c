@@ -53,6 +53,7 @@ void xConnRelease(xConn *conn) {
     else ctx->conns = conn->next;
     if (conn->next) conn->next->prev = conn->prev;
     ctx->conn_count--;
+    free(conn->out_refs);
     free(conn);
     if (ctx->on_conn_gone) ctx->on_conn_gone(ctx);
 }
@@ -91,13 +92,27 @@ xErrno xConnWrite(xConn *conn, const void *bytes, size_t len) {
     return XOK;
 }
 
+static bool grow_refs(xConn *conn) {
+    if (conn->out_nrefs < conn->out_refs_cap) return true;
+    size_t cap = conn->out_refs_cap ? conn->out_refs_cap * 2 : 8;
+    xOutRef *refs = realloc(conn->out_refs, cap * sizeof *refs);
+    if (!refs) return false;
+    conn->out_refs = refs;
+    conn->out_refs_cap = cap;
+    return true;
+}
+
 xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)(void *), void *arg) {
     xErrno err = XOK;
-    if (len == 0) {
-        /* nothing to send; release now rather than queue an empty segment */
-    } else if (conn->closed) {
+    bool marker = len == 0;
+    if (conn->closed) {
         err = XERR_CLOSED;
-    } else if (conn->out_nrefs == XCONN_MAX_REFS || len < XCONN_COPY_BELOW) {
+    } else if (marker && conn->out_pending == 0) {
+        /* nothing queued can point at the memory: release it now */
+    } else if (!marker && len < XCONN_COPY_BELOW) {
+        err = xConnWrite(conn, bytes, len);
+    } else if (!grow_refs(conn)) {
+        if (marker) return XERR_NOMEM;  /* keep the memory: queued bytes may point into it */
         err = xConnWrite(conn, bytes, len);
     } else {
         conn->out_refs[conn->out_nrefs++] =
@@ -114,25 +129,35 @@ xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)
 static int gather(const xConn *conn, struct iovec *iov) {
     int n = 0;
     size_t pos = conn->out_sent;
-    for (size_t i = conn->out_ref_index; i < conn->out_nrefs && n < XCONN_IOV_MAX - 1; i++) {
+    size_t i = conn->out_ref_index;
+    for (; i < conn->out_nrefs && n < XCONN_IOV_MAX - 1; i++) {
         const xOutRef *ref = &conn->out_refs[i];
         if (ref->mark > pos) {
             iov[n++] = (struct iovec){conn->out.data + pos, ref->mark - pos};
             pos = ref->mark;
         }
         size_t skip = i == conn->out_ref_index ? conn->out_ref_sent : 0;
-        iov[n++] = (struct iovec){(void *)(ref->data + skip), ref->len - skip};
+        if (ref->len > skip) iov[n++] = (struct iovec){(void *)(ref->data + skip), ref->len - skip};
     }
-    if (conn->out.len > pos && n < XCONN_IOV_MAX)
+    /* The buffered tail only once every reference before it is gathered. */
+    if (i == conn->out_nrefs && conn->out.len > pos && n < XCONN_IOV_MAX)
         iov[n++] = (struct iovec){conn->out.data + pos, conn->out.len - pos};
     return n;
 }
 
-/* Accounts for sent bytes, releasing each reference once fully sent. */
+/* Accounts for sent bytes, releasing each reference (and each marker) as
+ * soon as everything up to its end has gone. */
 static void advance(xConn *conn, size_t sent) {
     conn->out_pending -= sent;
-    while (sent) {
+    for (;;) {
         xOutRef *ref = conn->out_ref_index < conn->out_nrefs ? &conn->out_refs[conn->out_ref_index] : NULL;
+        if (ref && conn->out_sent == ref->mark && conn->out_ref_sent == ref->len) {
+            if (ref->release) ref->release(ref->arg);
+            conn->out_ref_index++;
+            conn->out_ref_sent = 0;
+            continue;
+        }
+        if (!sent) break;
         if (!ref || conn->out_sent < ref->mark) {
             size_t limit = ref ? ref->mark : conn->out.len;
             size_t step = limit - conn->out_sent < sent ? limit - conn->out_sent : sent;
@@ -144,11 +169,6 @@ static void advance(xConn *conn, size_t sent) {
         size_t step = left < sent ? left : sent;
         conn->out_ref_sent += step;
         sent -= step;
-        if (conn->out_ref_sent == ref->len) {
-            if (ref->release) ref->release(ref->arg);
-            conn->out_ref_index++;
-            conn->out_ref_sent = 0;
-        }
     }
 }
 

@@ -13,7 +13,6 @@
 
 #include "context.h"
 
-#define XCONN_MAX_REFS 8
 /* Referenced bodies up to this size are copied: one contiguous send(2) costs
  * less than the extra iovec and sendmsg(2) a reference would need. */
 #define XCONN_COPY_BELOW 2048
@@ -58,7 +57,8 @@ struct xConn {
     xBuffer out;             /* bytes to send */
     size_t out_sent;
     size_t out_pending;      /* bytes queued, buffered and referenced, not yet sent */
-    xOutRef out_refs[XCONN_MAX_REFS];
+    xOutRef *out_refs;       /* grown on demand, kept until the connection goes */
+    size_t out_refs_cap;
     size_t out_nrefs;
     size_t out_ref_index;    /* first ref not fully sent */
     size_t out_ref_sent;     /* bytes of that ref already sent */
@@ -78,7 +78,9 @@ ssize_t xConnRecv(xConn *conn, char *buf, size_t len);
 xErrno xConnWrite(xConn *conn, const void *bytes, size_t len);
 
 /** Queues bytes by reference; release(arg) runs once they are sent or dropped.
- *  Falls back to a copy when too many references are queued. */
+ *  Small pieces are copied instead (and released at once). With len 0,
+ *  release(arg) runs once everything queued before it is sent: how a
+ *  protocol frees memory that earlier references still point into. */
 xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)(void *), void *arg);
 
 /** Room to format up to len bytes straight into the output queue; commit with

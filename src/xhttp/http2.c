@@ -6,9 +6,12 @@
  * frames of everything produced in one loop turn leave in one write.
  *
  * A stream owns copies of its request's header strings and body (nghttp2's
- * buffers do not outlive its callbacks) and the pending bytes of its response,
- * which nghttp2 frames without copying (NGHTTP2_DATA_FLAG_NO_COPY) straight
- * into the connection's output queue. */
+ * buffers do not outlive its callbacks) and the pending bytes of its response.
+ * nghttp2 frames those without copying (NGHTTP2_DATA_FLAG_NO_COPY): a whole
+ * body (xHttpResponseSend's copy, or SendRef's memory) is queued on the
+ * connection by reference, and handed over for release once the last of it
+ * is queued, so a response body is copied at most once. Streamed pieces,
+ * which grow the buffer they sit in, are copied into the queue. */
 #include "http2.h"
 
 #include <errno.h>
@@ -54,6 +57,7 @@ typedef struct xH2Stream {
 
     xBuffer out;                     /* response bytes not yet framed */
     size_t out_framed;
+    bool out_sealed;                 /* out holds a whole body and never grows */
     const char *ref;                 /* or: a body sent by reference */
     size_t ref_len, ref_framed;
     void (*ref_release)(void *);
@@ -105,10 +109,24 @@ static xH2Stream *stream_new(xHttp2 *h2, int32_t id) {
     return s;
 }
 
+/* Releases memory the connection's queue may still point into, once the
+ * queue is past it. */
+static void hand_over(xH2Stream *s, void (*release)(void *), void *arg) {
+    if (release) xConnWriteRef(s->h2->conn, NULL, 0, release, arg);
+}
+
 static void release_ref(xH2Stream *s) {
-    if (s->ref_release) s->ref_release(s->ref_arg);
+    hand_over(s, s->ref_release, s->ref_arg);
     s->ref_release = NULL;
     s->ref = NULL;
+}
+
+static void release_out(xH2Stream *s) {
+    if (s->out_sealed && s->out.data) {
+        hand_over(s, free, s->out.data);
+        s->out = (xBuffer){0};
+    }
+    xBufferFree(&s->out);
 }
 
 static void stream_free(xH2Stream *s) {
@@ -118,10 +136,10 @@ static void stream_free(xH2Stream *s) {
     else h2->streams = s->next;
     if (s->next) s->next->prev = s->prev;
     release_ref(s);
+    release_out(s);
     xBufferFree(&s->strings);
     xBufferFree(&s->fields);
     xBufferFree(&s->body);
-    xBufferFree(&s->out);
     if (s->ex) xHttpExchangeRelease(h2->conn->ctx, s->ex);
     bool held_conn = s->dispatched;
     xConn *conn = h2->conn;
@@ -372,7 +390,6 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
         s->deferred = true;
         return NGHTTP2_ERR_DEFERRED;
     }
-    if (xConnPending(s->h2->conn) > XH2_OUTPUT_HIGH_WATER) return NGHTTP2_ERR_WOULDBLOCK;
     size_t n = avail < length ? avail : length;
     *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
     if (n == avail && s->eof) {
@@ -387,11 +404,15 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
 static xErrno frame_body(xH2Stream *s, xConn *conn, size_t n) {
     size_t buffered = s->out.len - s->out_framed;
     size_t take = buffered < n ? buffered : n;
-    xErrno err = xConnWrite(conn, s->out.data + s->out_framed, take);
+    const char *piece = s->out.data + s->out_framed;
+    xErrno err = s->out_sealed ? xConnWriteRef(conn, piece, take, NULL, NULL) : xConnWrite(conn, piece, take);
     s->out_framed += take;
-    if (s->out_framed == s->out.len) s->out.len = s->out_framed = 0;
+    if (s->out_framed == s->out.len) {
+        if (s->out_sealed) release_out(s);
+        else s->out.len = s->out_framed = 0;
+    }
     if (err == XOK && n > take) {
-        err = xConnWrite(conn, s->ref + s->ref_framed, n - take);
+        err = xConnWriteRef(conn, s->ref + s->ref_framed, n - take, NULL, NULL);
         s->ref_framed += n - take;
         if (s->ref_framed == s->ref_len) release_ref(s);
     }
@@ -402,6 +423,8 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
                         size_t length, nghttp2_data_source *source, void *user_data) {
     xHttp2 *h2 = user_data;
     xH2Stream *s = source->ptr;
+    /* nghttp2 offers this frame again later; nothing has been queued yet. */
+    if (xConnPending(h2->conn) > XH2_OUTPUT_HIGH_WATER) return NGHTTP2_ERR_WOULDBLOCK;
     if (xConnWrite(h2->conn, framehd, 9) != XOK || frame_body(s, h2->conn, length) != XOK)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     h2->data_framed += length;
@@ -489,8 +512,10 @@ static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy
     } else {
         char length[24];
         snprintf(length, sizeof length, "%zu", len);
-        if (with_body && copy) err = xBufferAppend(&s->out, body, len);
-        else if (with_body) {
+        if (with_body && copy) {
+            err = xBufferAppend(&s->out, body, len);
+            s->out_sealed = true;
+        } else if (with_body) {
             s->ref = body;
             s->ref_len = len;
             s->ref_release = release;
