@@ -12,12 +12,14 @@ with what was received so far instead of hanging it.
 """
 
 import base64
+import email.utils
 import select
 import socket
 import struct
+import threading
 import time
 
-from harness import SOCKET_TIMEOUT, Response
+from harness import IMF_FIXDATE_RE, SOCKET_TIMEOUT, Response, ServerTestCase, run_client
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -57,6 +59,8 @@ MAX_WINDOW = (1 << 31) - 1
 
 
 def error_name(code):
+    if code is None:
+        return "none"
     return ERROR_NAMES[code] if code < len(ERROR_NAMES) else f"0x{code:x}"
 
 
@@ -614,29 +618,69 @@ class H2Conn:
             self.send_data(stream_id, body, end_stream=end_stream)
         return stream_id
 
-    def send_data(self, stream_id, data, end_stream=True):
+    def send_data(self, stream_id, data, end_stream=True, padding=0):
         """DATA frames within both send windows, reading (and so applying
-        WINDOW_UPDATEs) whenever a window is spent."""
+        WINDOW_UPDATEs) whenever a window is spent. padding: pad bytes per
+        frame. True when all was sent; False when the server closed the stream
+        (a response or RST_STREAM) before it was."""
         stream = self._stream(stream_id)
         view = memoryview(data)
         sent = 0
+        overhead = padding + 1 if padding else 0
         while True:
             self.pump(0)
+            if stream.closed:
+                return False
             frame_max = self.peer_settings.get(MAX_FRAME_SIZE, DEFAULT_MAX_FRAME)
-            room = min(frame_max, self.send_window, stream.send_window, len(data) - sent)
+            room = min(frame_max, self.send_window, stream.send_window) - overhead
+            room = min(room, len(data) - sent)
             last = sent + room == len(data)
-            if room <= 0 and not last:
-                if stream.reset_code is not None:
-                    raise AssertionError(f"stream {stream_id} reset while sending its body: "
-                                         f"{error_name(stream.reset_code)}")
+            if room < 0 or (room == 0 and not last):
                 self.read_frame()
                 continue
-            self.send(data_frame(stream_id, view[sent:sent + room].tobytes(), end_stream and last))
-            self.send_window -= room
-            stream.send_window -= room
+            payload = view[sent:sent + room].tobytes()
+            flags = END_STREAM if end_stream and last else 0
+            if padding:
+                payload = bytes([padding]) + payload + b"\0" * padding
+                flags |= PADDED
+            self.send(frame(DATA, flags, stream_id, payload))
+            self.send_window -= len(payload)
+            stream.send_window -= len(payload)
             sent += room
             if last:
-                return
+                return True
+
+    def flood(self, data, quiet=0.0, timeout=None):
+        """Sends hostile bytes from a thread until all are sent or the server
+        drops the connection; reads nothing for `quiet` seconds (or until the
+        sending ends), then reads until the server closes. Returns how many
+        bytes the kernel took. Fails if the server stops reading but keeps the
+        connection open. The client sends nothing else from then on (no acks,
+        no WINDOW_UPDATEs), so no frame of its own can land inside the flood."""
+        self.auto_ack = self.auto_window = False
+        view = memoryview(data)
+        progress = {"sent": 0, "stuck": False}
+
+        def sender():
+            try:
+                while progress["sent"] < len(data):
+                    progress["sent"] += self.sock.send(view[progress["sent"]:progress["sent"] + 65536])
+            except (TimeoutError, socket.timeout):
+                progress["stuck"] = True
+            except OSError:
+                pass  # EPIPE or ECONNRESET: the server hung up, as it may
+
+        thread = threading.Thread(target=sender, daemon=True)
+        thread.start()
+        thread.join(quiet)
+        try:
+            self.read_until_closed(timeout)
+        finally:
+            thread.join(self.timeout + 1)
+        if progress["stuck"]:
+            raise AssertionError(f"the server stopped reading but kept the connection open after "
+                                 f"{progress['sent']} of {len(data)} bytes")
+        return progress["sent"]
 
     def ping(self, data=b"h2client"):
         """Sends a PING and reads until its ACK; True when it came."""
@@ -907,3 +951,53 @@ class H2Conn:
 
     def last_goaway(self):
         return self.goaways[-1] if self.goaways else None
+
+
+# ---- For test cases ----
+
+# Hop-by-hop fields HTTP/2 forbids (RFC 9113 §8.2.2).
+CONNECTION_SPECIFIC = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"}
+
+
+def assert_h2_response_fields(test, resp):
+    """What every HTTP/2 response must look like: lower-case names, no
+    connection-specific fields, pseudo-headers first and only :status, plus
+    xKit's Date and Server."""
+    names = [n for n, _ in resp.raw_fields]
+    test.assertEqual(sorted(resp.pseudo), [":status"], f"pseudo-headers {resp.pseudo}")
+    test.assertEqual(names[0], b":status", f"pseudo-headers must come first: {names}")
+    for name in names:
+        test.assertEqual(name, name.lower(), f"upper-case field name {name!r}")
+    test.assertFalse(CONNECTION_SPECIFIC & {n for n, _ in resp.headers},
+                     f"connection-specific fields in an HTTP/2 response: {resp.headers}")
+    date = resp.header("date")
+    test.assertIsNotNone(date, f"no date in {resp!r}")
+    test.assertRegex(date, IMF_FIXDATE_RE)
+    skew = abs(email.utils.parsedate_to_datetime(date).timestamp() - time.time())
+    test.assertLess(skew, 5, f"date {date!r} is {skew:.0f}s off")
+    test.assertEqual(resp.header("server"), "xkit")
+
+
+def curl(*args, timeout=60):
+    """curl with a transfer deadline; the CompletedProcess."""
+    return run_client(["curl", "-sS", "--max-time", str(timeout - 5), *map(str, args)], timeout)
+
+
+class H2ServerTestCase(ServerTestCase):
+    """ServerTestCase with HTTP/2 connections to the shared server."""
+
+    def h2connect(self, **kwargs):
+        conn = H2Conn(self.server.port, self.server.connect_host, **kwargs)
+        self.addCleanup(conn.close)
+        return conn
+
+    def h2fetch(self, method, path, headers=(), body=None):
+        """One request on a fresh HTTP/2 connection; its response."""
+        with H2Conn(self.server.port, self.server.connect_host) as conn:
+            return conn.fetch(method, path, headers=headers, body=body)
+
+    def assert_serves_both(self):
+        """A fresh HTTP/1.1 and a fresh HTTP/2 connection each get pong."""
+        self.assert_serves_ping()
+        resp = self.h2fetch("GET", "/ping")
+        self.assertEqual((resp.status, resp.body), (200, b"pong"))
