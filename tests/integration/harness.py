@@ -213,6 +213,14 @@ class ServerProcess:
     def fd_count(self):
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
+    def rss_kib(self):
+        """The process's resident memory (VmRSS) in KiB."""
+        with open(f"/proc/{self.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise AssertionError(f"no VmRSS in /proc/{self.pid}/status")
+
     def settle_fd_baseline(self, connections=4):
         """The fd count once lazily created fds exist: a few connections
         served and closed first, then the count left to settle."""
