@@ -16,7 +16,6 @@ needs=(
   ca-certificates:/etc/ssl/certs/ca-certificates.crt
   libnghttp2-dev:/usr/include/nghttp2/nghttp2.h
   nghttp2-client:h2load
-  libnghttp2-dev:/usr/include/nghttp2/nghttp2.h
 )
 
 missing=()
