@@ -589,7 +589,8 @@ class H2Conn:
         self.next_stream_id += 2
         return stream_id
 
-    def _stream(self, stream_id):
+    def stream(self, stream_id):
+        """The Stream for an id, created on first use."""
         stream = self.streams.get(stream_id)
         if stream is None:
             window = self.peer_settings.get(INITIAL_WINDOW_SIZE, DEFAULT_WINDOW)
@@ -604,7 +605,7 @@ class H2Conn:
         out = [headers_frame(stream_id, pieces[0], end_stream, len(pieces) == 1)]
         for i, piece in enumerate(pieces[1:], 2):
             out.append(continuation_frame(stream_id, piece, i == len(pieces)))
-        self._stream(stream_id)
+        self.stream(stream_id)
         self.send(b"".join(out))
 
     def request(self, method, path, headers=(), body=None, end_stream=True, stream_id=None):
@@ -623,7 +624,7 @@ class H2Conn:
         WINDOW_UPDATEs) whenever a window is spent. padding: pad bytes per
         frame. True when all was sent; False when the server closed the stream
         (a response or RST_STREAM) before it was."""
-        stream = self._stream(stream_id)
+        stream = self.stream(stream_id)
         view = memoryview(data)
         sent = 0
         overhead = padding + 1 if padding else 0
@@ -791,7 +792,7 @@ class H2Conn:
     def _on_data(self, f):
         if f.stream_id == 0:
             raise AssertionError("DATA on stream 0")
-        stream = self._stream(f.stream_id)
+        stream = self.stream(f.stream_id)
         if stream.ended:
             raise AssertionError(f"DATA on stream {f.stream_id} after END_STREAM")
         stream.body += self._unpad(f)
@@ -833,7 +834,7 @@ class H2Conn:
             self._finish_header_block()
 
     def _finish_header_block(self):
-        stream = self._stream(self._header_stream)
+        stream = self.stream(self._header_stream)
         stream.header_blocks.append(self.decoder.decode(b"".join(self._header_fragments)))
         if self._header_end_stream:
             stream.ended = True
@@ -844,7 +845,7 @@ class H2Conn:
         raise AssertionError(f"PUSH_PROMISE although we sent ENABLE_PUSH 0: {f!r}")
 
     def _on_rst_stream(self, f):
-        self._stream(f.stream_id).reset_code = f.error_code()
+        self.stream(f.stream_id).reset_code = f.error_code()
 
     def _on_settings(self, f):
         if f.has(ACK):
@@ -876,7 +877,7 @@ class H2Conn:
         if f.stream_id == 0:
             self.send_window += f.window_increment()
         else:
-            self._stream(f.stream_id).send_window += f.window_increment()
+            self.stream(f.stream_id).send_window += f.window_increment()
 
     # -- whole exchanges --
 
@@ -891,7 +892,7 @@ class H2Conn:
     def read_response(self, stream_id):
         """Reads until stream_id ends or is reset; the final response, or None
         when it was reset before any (see .streams[id].reset_code)."""
-        stream = self._stream(stream_id)
+        stream = self.stream(stream_id)
         self.read_until(lambda: stream.closed, f"the end of stream {stream_id}")
         resp = stream.response()
         if resp is None and stream.reset_code is None:
@@ -921,7 +922,7 @@ class H2Conn:
                 method, path = pending.pop(0)
                 stream_id = self.new_stream_id()
                 frames.append(headers_frame(stream_id, hpack_encode(request_headers(method, path))))
-                self._stream(stream_id)
+                self.stream(stream_id)
                 opened.append(stream_id)
                 open_now.add(stream_id)
             if frames:

@@ -7,9 +7,9 @@ import time
 import unittest
 
 from h2client import (CANCEL, ENHANCE_YOUR_CALM, INITIAL_WINDOW_SIZE, INTERNAL_ERROR,
-                      MAX_CONCURRENT_STREAMS, NO_ERROR, H2ServerTestCase, continuation_frame,
-                      error_name, headers_frame, hpack_encode, ping_frame, request_headers,
-                      rst_stream_frame, settings_frame)
+                      MAX_CONCURRENT_STREAMS, NO_ERROR, ConnectionClosed, H2ServerTestCase,
+                      continuation_frame, error_name, headers_frame, hpack_encode, ping_frame,
+                      request_headers, rst_stream_frame, settings_frame)
 
 MiB = 1 << 20
 # Floods big enough to outrun every buffer between us and nghttp2's queue
@@ -146,22 +146,31 @@ class FloodDefencesTest(H2DefenceTestCase):
         self.assert_recovered(conn)
 
     def test_streams_over_max_concurrent_streams_are_refused(self):
+        # RFC 9113 §5.1.2 makes the excess a stream error (REFUSED_STREAM or
+        # PROTOCOL_ERROR); §5.4.1 lets an endpoint treat any stream error as
+        # a connection error, which is what nghttp2 does (GOAWAY
+        # PROTOCOL_ERROR). Either way no stream within the limit is reset, no
+        # excess stream is answered, and everyone else is still served.
         conn = self.h2connect()
         limit = conn.peer_settings[MAX_CONCURRENT_STREAMS]
         block = hpack_encode(request_headers("GET", "/delay?ms=300"))
         ids = list(range(1, 2 * (limit + 8), 2))
         conn.send(b"".join(headers_frame(sid, block) for sid in ids))
         conn.next_stream_id = ids[-1] + 2
-        conn.read_until(lambda: all(conn._stream(sid).closed for sid in ids),
-                        f"{len(ids)} streams to end")
         admitted, excess = ids[:limit], ids[limit:]
-        statuses = {conn.streams[sid].response().status for sid in admitted
-                    if conn.streams[sid].response()}
-        self.assertEqual(statuses, {200})
-        self.assertEqual([sid for sid in admitted if conn.streams[sid].reset_code is not None], [])
-        codes = {error_name(conn.streams[sid].reset_code) for sid in excess}
-        self.assertLessEqual(codes, {"REFUSED_STREAM", "PROTOCOL_ERROR"}, codes)
-        self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
+        try:
+            conn.read_until(lambda: all(conn.stream(sid).closed for sid in ids),
+                            f"{len(ids)} streams to end")
+        except ConnectionClosed:
+            self.assertEqual([error_name(g.error_code()) for g in conn.goaways], ["PROTOCOL_ERROR"])
+            self.assertLessEqual(conn.goaways[0].goaway_last_stream(), admitted[-1])
+        else:
+            codes = {error_name(conn.streams[sid].reset_code) for sid in excess}
+            self.assertLessEqual(codes, {"REFUSED_STREAM", "PROTOCOL_ERROR"}, codes)
+            self.assertEqual({conn.streams[sid].response().status for sid in admitted}, {200})
+            self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
+        self.assertEqual([sid for sid in admitted if conn.stream(sid).reset_code is not None], [])
+        self.assertEqual([sid for sid in excess if conn.stream(sid).response()], [])
         self.assert_recovered(conn)
 
 
@@ -217,6 +226,61 @@ class StalledPeerTest(H2DefenceTestCase):
             if stream.data_frames and stream.data_frames % 4 == 0:
                 time.sleep(0.1)
         self.assertEqual(len(stream.body), 2 * MiB)
+        self.assert_recovered(conn)
+
+
+class QuietPeerTest(H2DefenceTestCase):
+    """Peers that go quiet: an idle connection, a header block or a request
+    body that stops coming. Each is given up after its timeout."""
+
+    server_args = ["--workers", "1", "--idle-timeout", "500", "--header-timeout", "500",
+                   "--body-timeout", "500"]
+
+    def wait_given_up(self, conn, stream_id):
+        """Seconds until the server ended the stream (RST_STREAM or a 408) or
+        the connection; fails if it did neither within 3 s."""
+        stream = conn.stream(stream_id)
+        started = time.monotonic()
+        while not conn.eof and not stream.closed and time.monotonic() - started < 3:
+            conn.pump(0.05)
+        elapsed = time.monotonic() - started
+        self.assertTrue(conn.eof or stream.closed, f"stream {stream_id} still open after 3 s")
+        if stream.closed and stream.response() is not None:
+            self.assertEqual(stream.response().status, 408)
+        self.assertGreaterEqual(elapsed, 0.4, "given up before the timeout")
+        return elapsed
+
+    def test_an_idle_connection_gets_goaway_after_the_idle_timeout(self):
+        conn = self.h2connect()
+        self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
+        started = time.monotonic()
+        conn.read_until_closed(3)
+        self.assertGreaterEqual(time.monotonic() - started, 0.4)
+        self.assertEqual([g.error_code() for g in conn.goaways], [NO_ERROR])
+        self.assert_recovered(conn)
+
+    def test_a_header_block_that_never_ends_is_given_up_after_the_header_timeout(self):
+        conn = self.h2connect()
+        conn.send(headers_frame(1, hpack_encode(request_headers("GET", "/ping")), end_headers=False))
+        self.wait_given_up(conn, 1)
+        self.assert_recovered(conn)
+
+    def test_a_body_that_stops_coming_is_given_up_after_the_body_timeout(self):
+        conn = self.h2connect()
+        stream_id = conn.request("POST", "/echo", headers=[("content-length", 100)], end_stream=False)
+        conn.send_data(stream_id, b"a" * 10, end_stream=False)
+        self.wait_given_up(conn, stream_id)
+        self.assert_recovered(conn)
+
+    def test_a_slow_but_steady_body_is_received_whole(self):
+        # Ten pieces 0.2 s apart: 2 s in all, four body timeouts, no gap of one.
+        conn = self.h2connect()
+        stream_id = conn.request("POST", "/echo", end_stream=False)
+        for i in range(10):
+            conn.send_data(stream_id, bytes([65 + i]) * 1000, end_stream=i == 9)
+            time.sleep(0.2)
+        resp = conn.read_response(stream_id)
+        self.assertEqual((resp.status, resp.body), (200, b"".join(bytes([65 + i]) * 1000 for i in range(10))))
         self.assert_recovered(conn)
 
 
