@@ -96,6 +96,16 @@ class CurlAndNghttpTest(H2ServerTestCase):
         self.assertRegex(trace, r"< HTTP/2 200")
         self.assertEqual(result.stdout, b"pong\n2")
 
+    def test_curl_upgrade_offered_with_a_body_gets_the_body_back_either_way(self):
+        # A server may ignore an Upgrade (RFC 9110 §7.8) and answer one that
+        # comes with a body over HTTP/1.1, but the answer must be whole.
+        path, data = random_file(self, 100000)
+        result = curl("--http2", "--data-binary", f"@{path}", "-w", "%{http_version}",
+                      self.server.url("/echo"))
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+        self.assertIn(result.stdout[len(data):], (b"1.1", b"2"))
+        self.assertTrue(result.stdout[:len(data)] == data, "echoed body differs")
+
     def test_curl_echo_get_returns_each_size_in_full(self):
         for size in (0, 1, 4096, MiB, 16 * MiB):
             with self.subTest(size=size):
