@@ -557,7 +557,7 @@ static void switch_to_http2(xHttp1 *h) {
         start += h->head_len;
     }
     if (!xHttp2Start(conn, start, h->upgrading ? &up : NULL)) {
-        if (!conn->closed && conn->proto_state == h) reject(h, 500);
+        reject(h, 500);
         return;
     }
     if (h->ex) xHttpExchangeRelease(conn->ctx, h->ex);

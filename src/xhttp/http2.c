@@ -35,6 +35,14 @@
 
 typedef struct xHttp2 xHttp2;
 
+/* What a connection waits for, and so which timeout applies. */
+typedef enum xH2Wait {
+    XH2_WAIT_NOTHING,   /* handlers are working: no timeout */
+    XH2_WAIT_IDLE,      /* no streams: the idle timeout */
+    XH2_WAIT_REQUEST,   /* a request's headers or body: header/body timeout */
+    XH2_WAIT_PEER,      /* flow control holds our output: the send timeout */
+} xH2Wait;
+
 /* Offsets into a stream's strings buffer, which may move while it grows. */
 typedef struct xH2Field {
     uint32_t name_off, name_len, value_off, value_len;
@@ -62,6 +70,7 @@ typedef struct xH2Stream {
     size_t ref_len, ref_framed;
     void (*ref_release)(void *);
     void *ref_arg;
+    bool headers_done;               /* the request's header block ended */
     bool eof;                        /* the response has no more bytes coming */
     bool deferred;                   /* nghttp2 waits for xHttp2 to resume it */
     bool ready;
@@ -83,8 +92,9 @@ struct xHttp2 {
     xH2Stream *streams;
     xH2Stream *ready, *ready_tail;
     xTimer goaway_timer;             /* second step of a graceful GOAWAY */
-    uint64_t data_framed;            /* progress marker for the send timeout */
-    uint64_t data_framed_at_arm;
+    uint64_t progress;               /* request bytes taken plus response bytes framed */
+    uint64_t progress_at_arm;
+    xH2Wait waiting_for;             /* what the armed timer measures */
     bool in_batch;
     bool draining;
 };
@@ -288,6 +298,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     if (!s || frame->hd.type != NGHTTP2_HEADERS) return 0;  /* trailers are dropped */
     /* Counted as HPACK would size them (RFC 9113 §6.5.2); past the limit we
      * stop storing and answer 431 once the block ends. */
+    h2->progress += namelen + valuelen;
     s->header_bytes += namelen + valuelen + 32;
     if (s->header_bytes > h2->conn->ctx->conf->max_header_size) {
         s->reject_status = 431;
@@ -322,6 +333,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
                          size_t len, void *user_data) {
     xHttp2 *h2 = user_data;
     xH2Stream *s = stream_of(session, stream_id);
+    h2->progress += len;
     if (!s || s->reject_status) return 0;
     if (s->body.len + len > h2->conn->ctx->conf->max_body_size) {
         refuse_body(h2, s);
@@ -335,6 +347,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     xHttp2 *h2 = user_data;
     xH2Stream *s = stream_of(session, frame->hd.stream_id);
     if (!s) return 0;
+    if (frame->hd.type == NGHTTP2_HEADERS) s->headers_done = true;
     /* A declared body that cannot fit is refused before it is sent. */
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
         s->declared_length > (int64_t)h2->conn->ctx->conf->max_body_size)
@@ -427,7 +440,7 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     if (xConnPending(h2->conn) > XH2_OUTPUT_HIGH_WATER) return NGHTTP2_ERR_WOULDBLOCK;
     if (xConnWrite(h2->conn, framehd, 9) != XOK || frame_body(s, h2->conn, length) != XOK)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
-    h2->data_framed += length;
+    h2->progress += length;
     return 0;
 }
 
@@ -557,26 +570,39 @@ static const xHttpExchangeOps h2_ops = {h2_send, h2_write, h2_end};
 
 /* ---- Driving the session ---- */
 
+static bool awaits_request(const xH2Stream *s) { return !s->ready && !s->dispatched && !s->closed; }
+
+static xH2Wait current_wait(const xHttp2 *h2, bool *mid_headers) {
+    xH2Wait wait = h2->streams ? XH2_WAIT_NOTHING : XH2_WAIT_IDLE;
+    for (const xH2Stream *s = h2->streams; s; s = s->next) {
+        if (awaits_request(s)) {
+            *mid_headers |= !s->headers_done;
+            wait = XH2_WAIT_REQUEST;
+        } else if (wait == XH2_WAIT_NOTHING && pending_out(s) > 0 && !s->closed) {
+            wait = XH2_WAIT_PEER;
+        }
+    }
+    return wait;
+}
+
+/* Arms the one timer for what the connection waits for. The header, body
+ * and send timeouts run from the last progress, not from the last byte, so
+ * a client that only chats (PINGs, WINDOW_UPDATEs of nothing) is still
+ * dropped; the timer is left alone while the same wait makes no progress. */
 static void arm_timer(xHttp2 *h2) {
     xConn *conn = h2->conn;
     const xHttpServerConf *conf = conn->ctx->conf;
     if (conn->closed || conn->write_blocked || conn->lingering) return;
-    bool waiting_on_peer = false;
-    for (xH2Stream *s = h2->streams; s && !waiting_on_peer; s = s->next)
-        waiting_on_peer = pending_out(s) > 0 && !s->closed;
-    if (waiting_on_peer) {
-        /* Output is pending but flow control holds it: the send timeout runs
-         * from the last progress, so a client that keeps a window shut while
-         * chatting (PINGs) is still dropped. */
-        if (h2->data_framed != h2->data_framed_at_arm || !xTimerActive(&conn->timer)) {
-            h2->data_framed_at_arm = h2->data_framed;
-            xConnSetTimeout(conn, conf->send_timeout_ms);
-        }
-    } else if (!h2->streams) {
-        xConnSetTimeout(conn, conf->idle_timeout_ms);
-    } else {
-        xConnSetTimeout(conn, 0);  /* handlers or request bodies are under way */
-    }
+    bool mid_headers = false;
+    xH2Wait wait = current_wait(h2, &mid_headers);
+    if (wait == h2->waiting_for && h2->progress == h2->progress_at_arm && wait != XH2_WAIT_NOTHING) return;
+    h2->waiting_for = wait;
+    h2->progress_at_arm = h2->progress;
+    uint32_t ms = wait == XH2_WAIT_IDLE ? conf->idle_timeout_ms
+                : wait == XH2_WAIT_PEER ? conf->send_timeout_ms
+                : wait == XH2_WAIT_REQUEST ? (mid_headers ? conf->header_timeout_ms : conf->body_timeout_ms)
+                                           : 0;
+    xConnSetTimeout(conn, ms);
 }
 
 /* Frames whatever nghttp2 has to send, flushes, and closes when the session
@@ -648,8 +674,19 @@ static void on_flushed(xConn *conn) { pump(conn->proto_state); }
 
 static void on_timeout(xConn *conn) {
     xHttp2 *h2 = conn->proto_state;
-    /* Idle, or a peer that stopped taking the data it asked for. */
-    nghttp2_session_terminate_session(h2->session, NGHTTP2_NO_ERROR);
+    bool mid_headers = false;
+    if (current_wait(h2, &mid_headers) == XH2_WAIT_REQUEST && !mid_headers) {
+        /* Requests whose bodies stopped coming are cancelled; the
+         * connection and its other streams go on. */
+        for (xH2Stream *s = h2->streams; s; s = s->next)
+            if (awaits_request(s)) nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+        h2->waiting_for = XH2_WAIT_NOTHING;
+        pump(h2);
+        return;
+    }
+    /* Idle, a header block that never ends (nothing else may be sent in
+     * its middle), or a peer that stopped taking the data it asked for. */
+    nghttp2_session_terminate_session(h2->session, mid_headers ? NGHTTP2_PROTOCOL_ERROR : NGHTTP2_NO_ERROR);
     nghttp2_session_send(h2->session);
     xConnCloseAfterFlush(conn);
 }
@@ -778,7 +815,7 @@ bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade) {
     conn->proto_state = h2;
     if (upgrade && !adopt_upgrade(h2, upgrade)) {
         xConnClose(conn);
-        return false;
+        return true;
     }
     xConnRetain(conn);
     h2->in_batch = true;
@@ -792,7 +829,7 @@ bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade) {
         if (ok && conn->readable && !conn->closed) on_readable(conn);
     }
     xConnRelease(conn);
-    return ok;
+    return true;
 }
 
 long xHttp2DecodeSettings(xStr in, char *out) {

@@ -25,8 +25,9 @@ typedef struct xHttp2Upgrade {
 
 /** Switches conn to HTTP/2. conn->in[start, len) holds bytes already read
  *  (the preface, or what followed an upgraded request). upgrade is NULL for
- *  prior knowledge. Returns false when HTTP/2 could not be set up: the
- *  connection is then untouched, or, if the switch had happened, closed. */
+ *  prior knowledge. Returns true once HTTP/2 owns the connection (even if it
+ *  then ended it, say for a bad preface); false when HTTP/2 could not be set
+ *  up and the connection is still the caller's. */
 bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade);
 
 /** Decodes a base64url HTTP2-Settings value into out (at least 3/4 of

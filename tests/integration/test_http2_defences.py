@@ -186,13 +186,16 @@ class StalledPeerTest(H2DefenceTestCase):
         started = time.monotonic()
         self.assert_serves_both()
         # Chatting (PINGs) is no progress: the timeout still runs.
-        while not conn.eof and time.monotonic() - started < 5:
-            conn.send(ping_frame(b"stillup!"))
+        while not conn.eof and time.monotonic() - started < 3:
+            try:
+                conn.send(ping_frame(b"stillup!"))
+            except (BrokenPipeError, ConnectionResetError):
+                conn.pump(1)  # the server hung up; take what it sent first
+                break
             conn.pump(0.1)
-        conn.read_until_closed(5)
         elapsed = time.monotonic() - started
+        self.assertTrue(conn.eof, "not dropped within 3 s, six send timeouts")
         self.assertGreaterEqual(elapsed, 0.4, "dropped before the send timeout")
-        self.assertLess(elapsed, 3, "not dropped within the send timeout")
         resp = conn.streams[stream_id].response()
         self.assertEqual(resp and resp.status, 200, "the response was never begun")
         self.assertEqual(len(conn.streams[stream_id].body), 0)
@@ -214,6 +217,20 @@ class StalledPeerTest(H2DefenceTestCase):
         self.assertLess(len(stream.body), 16 * MiB)
         self.assertFalse(stream.ended)
         self.assert_recovered(conn)
+
+    def test_peers_that_vanish_mid_response_are_released(self):
+        conns = []
+        for _ in range(20):
+            conn = self.h2connect(rcvbuf=4096)
+            conn.request("GET", "/echo?size=16777216")
+            conn.request("GET", "/delay?ms=2000")
+            conn.request("POST", "/echo", headers=[("content-length", 100000)], body=b"a" * 5000,
+                         end_stream=False)
+            conns.append(conn)
+        time.sleep(0.3)
+        for conn in conns:
+            conn.abort()
+        self.assert_recovered()
 
     def test_a_slow_but_steady_reader_gets_all_of_its_response(self):
         # 2 MiB in 64 KiB windows, a 0.1 s pause after each: 3 s in all, six
