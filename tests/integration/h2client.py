@@ -142,8 +142,12 @@ def priority_frame(stream_id, depends_on, weight=16, exclusive=False):
                  struct.pack(">IB", depends_on | (exclusive << 31), weight - 1))
 
 
-def data_frame(stream_id, data, end_stream=False):
-    return frame(DATA, END_STREAM if end_stream else 0, stream_id, data)
+def data_frame(stream_id, data, end_stream=False, padding=0):
+    """A DATA frame; padding > 0 adds a pad length byte and that many zeros."""
+    flags = END_STREAM if end_stream else 0
+    if padding:
+        return frame(DATA, flags | PADDED, stream_id, bytes([padding]) + data + b"\0" * padding)
+    return frame(DATA, flags, stream_id, data)
 
 
 def headers_frame(stream_id, block, end_stream=True, end_headers=True):
@@ -462,7 +466,11 @@ class Stream:
 
 
 class ConnectionClosed(AssertionError):
-    pass
+    """The server closed (or reset) the connection where a frame was wanted."""
+
+
+class NothingInTime(AssertionError):
+    """The server sent nothing within the socket timeout."""
 
 
 class H2Conn:
@@ -530,13 +538,11 @@ class H2Conn:
 
     # -- setup --
 
-    def handshake(self, wait=True):
-        """Sends the preface and our SETTINGS (and a connection WINDOW_UPDATE);
-        with wait, reads until the server's SETTINGS arrived, which must come
-        first."""
+    def handshake(self):
+        """Sends the preface and our SETTINGS (and a connection WINDOW_UPDATE),
+        then reads until the server's SETTINGS arrived, which must come first."""
         self.send(PREFACE + self._opening_frames())
-        if wait:
-            self.wait_for_settings()
+        self.wait_for_settings()
 
     def _opening_frames(self):
         out = settings_frame(self.local_settings)
@@ -639,14 +645,10 @@ class H2Conn:
             if room < 0 or (room == 0 and not last):
                 self.read_frame()
                 continue
-            payload = view[sent:sent + room].tobytes()
-            flags = END_STREAM if end_stream and last else 0
-            if padding:
-                payload = bytes([padding]) + payload + b"\0" * padding
-                flags |= PADDED
-            self.send(frame(DATA, flags, stream_id, payload))
-            self.send_window -= len(payload)
-            stream.send_window -= len(payload)
+            self.send(data_frame(stream_id, view[sent:sent + room].tobytes(), end_stream and last,
+                                 padding))
+            self.send_window -= room + overhead
+            stream.send_window -= room + overhead
             sent += room
             if last:
                 return True
@@ -708,8 +710,8 @@ class H2Conn:
             piece = b""
             self.reset = True
         except (TimeoutError, socket.timeout):
-            raise AssertionError(f"nothing from the server within {self.sock.gettimeout()}s; "
-                                 f"frames so far {self._frames_tail()}") from None
+            raise NothingInTime(f"nothing from the server within {self.sock.gettimeout()}s; "
+                                f"frames so far {self._frames_tail()}") from None
         if not piece:
             self.eof = True
             return False
@@ -942,11 +944,9 @@ class H2Conn:
                 frames.append(self.read_frame())
         except ConnectionClosed:
             return frames
-        except AssertionError as err:
-            if "nothing from the server" in str(err):
-                raise AssertionError(f"connection still open after {self.sock.gettimeout()}s; "
-                                     f"frames {self._frames_tail()}") from None
-            raise
+        except NothingInTime:
+            raise AssertionError(f"connection still open after {self.sock.gettimeout()}s; "
+                                 f"frames {self._frames_tail()}") from None
         finally:
             self.sock.settimeout(self.timeout)
 

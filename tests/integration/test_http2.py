@@ -10,11 +10,12 @@ import threading
 import time
 import unittest
 
-from h2client import (CANCEL, DEFAULT_WINDOW, INITIAL_WINDOW_SIZE, MAX_CONCURRENT_STREAMS,
-                      NO_ERROR, PREFACE, H2Conn, H2ServerTestCase, HpackDecoder,
-                      HUFFMAN_CODES, assert_h2_response_fields, continuation_frame, curl,
-                      error_name, headers_frame, hpack_encode, huffman_decode, huffman_encode,
-                      request_headers, rst_stream_frame, settings_frame)
+from h2client import (CANCEL, DEFAULT_WINDOW, END_STREAM, HEADERS, INITIAL_WINDOW_SIZE,
+                      MAX_CONCURRENT_STREAMS, NO_ERROR, PREFACE, H2Conn, H2ServerTestCase,
+                      HpackDecoder, HUFFMAN_CODES, assert_h2_response_fields, continuation_frame,
+                      curl, error_name, goaway_frame, headers_frame, hpack_encode, huffman_decode,
+                      huffman_encode, priority_frame, request_headers, rst_stream_frame,
+                      settings_frame)
 from harness import Conn, run_client, start_server
 
 MiB = 1 << 20
@@ -229,6 +230,32 @@ class RawHttp2Test(H2ServerTestCase):
         self.assertEqual(resp.body, b"".join(bytes([48 + i]) * 10000 for i in range(5)))
         self.assertGreaterEqual(resp.data_frames, 4)
         assert_h2_response_fields(self, resp)
+
+    def test_streamed_trailers_arrive_in_a_last_headers_frame_that_ends_the_stream(self):
+        conn = self.h2connect()
+        stream_id = conn.request("GET", "/stream?chunks=3&size=100&trailer=all-good",
+                                 headers=[("te", "trailers")])
+        resp = conn.read_response(stream_id)
+        self.assertEqual((resp.status, len(resp.body)), (200, 300))
+        self.assertEqual(resp.trailers, [[(b"x-stream-trailer", b"all-good")]])
+        ftype, flags = [(t, f) for t, f, sid, _ in conn.frames_seen if sid == stream_id][-1]
+        self.assertEqual(ftype, HEADERS)
+        self.assertTrue(flags & END_STREAM, "the trailers did not end the stream")
+
+    def test_priority_frames_are_accepted_and_change_nothing_visible(self):
+        conn = self.h2connect()
+        conn.send(priority_frame(1, 0, weight=200) + priority_frame(9, 1, exclusive=True))
+        streams = conn.fetch_many([("GET", "/ping"), ("GET", "/echo?size=5")])
+        self.assertEqual([bytes(s.body) for s in streams], [b"pong", b"xxxxx"])
+        self.assertEqual(conn.goaways, [])
+
+    def test_client_goaway_lets_the_stream_in_flight_finish_then_the_server_closes(self):
+        conn = self.h2connect()
+        stream_id = conn.request("GET", "/delay?ms=300")
+        conn.send(goaway_frame(0, NO_ERROR))
+        resp = conn.read_response(stream_id)
+        self.assertEqual((resp.status, resp.body), (200, b"done"))
+        conn.read_until_closed(3)
 
     def test_delay_is_answered_later_while_the_same_connection_serves_others(self):
         conn = self.h2connect()
