@@ -65,9 +65,11 @@ class Peer:
 # --- peers ------------------------------------------------------------------
 
 
-def find_peers(names, build_dir, work_dir):
-    """Returns ({name: Peer}, {name: skip reason}) for the servers asked for."""
-    finders = {"xkit": xkit_peer, "baseline": baseline_peer, "nginx": nginx_peer, "go": go_peer}
+def find_peers(names, build_dir, work_dir, finders=None):
+    """Returns ({name: Peer}, {name: skip reason}) for the servers asked for. finders maps a
+    name to a function (build_dir, work_dir) -> Peer or skip reason; this script's by default."""
+    finders = finders or {"xkit": xkit_peer, "baseline": baseline_peer, "nginx": nginx_peer,
+                          "go": go_peer}
     peers, skipped = {}, {}
     for name in names:
         peer_or_reason = finders[name](build_dir, work_dir)
@@ -114,13 +116,18 @@ def nginx_peer(_build_dir, _work_dir):
 
 
 def go_peer(_build_dir, work_dir):
-    """Builds the net/http peer afresh (Go's build cache makes that quick)."""
+    return built_go_peer("http_bench_server", work_dir)
+
+
+def built_go_peer(package, work_dir):
+    """Builds the Go peer in bench/go/PACKAGE afresh (Go's build cache makes that quick);
+    returns it as the peer "go", or why it could not be built."""
     go = find_tool("go", "/usr/local/go/bin/go")
     if go is None:
         return "go toolchain not found"
-    binary = work_dir / "go_http_bench_server"
+    binary = work_dir / f"go_{package}"
     try:
-        build = subprocess.run([go, "build", "-o", str(binary), "./http_bench_server"],
+        build = subprocess.run([go, "build", "-o", str(binary), f"./{package}"],
                                cwd=GO_MODULE, capture_output=True, text=True,
                                timeout=GO_BUILD_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -324,29 +331,37 @@ def parse_wrk(output):
 
 
 def measure_throughput(server, args, pipelined):
-    """Rates from wrk, CPU from /proc. Loopback delivery runs in softirq on the sending CPU and
-    is charged to no process, so the softirq time of the server's cores is reported apart."""
+    """Rates from wrk, CPU from /proc."""
     run_wrk(server.port, WARMUP_SECONDS, pipelined, args)
+    return measure_client_run(server, args, "wrk",
+                              lambda: run_wrk(server.port, args.duration, pipelined, args))
+
+
+def measure_client_run(server, args, client, run_client):
+    """Calls run_client(), which returns the load generator's counts with "requests" and
+    "<client>_cpu_seconds", and adds what the server and both cores spent meanwhile.
+    Loopback delivery runs in softirq on the sending CPU and is charged to no process,
+    so the softirq time of the server's cores is reported apart."""
     server_cores, client_cores = parse_cpu_list(args.server_cpus), parse_cpu_list(args.client_cpus)
 
     def sample():
         return (server.cpu_seconds(), *core_seconds(server_cores), *core_seconds(client_cores))
 
     before, started = sample(), time.monotonic()
-    result = run_wrk(server.port, args.duration, pipelined, args)
+    result = run_client()
     after, elapsed = sample(), time.monotonic() - started
     cpu, server_busy, server_softirq, client_busy, client_softirq = (
         end - start for start, end in zip(before, after))
-    wrk_cpu = result["wrk_cpu_seconds"]
-    others = server_busy + client_busy - cpu - wrk_cpu - server_softirq - client_softirq
-    result.update(
-        server_cpu_seconds=cpu,
-        cpu_us_per_request=cpu * 1e6 / result["requests"],
-        softirq_us_per_request=server_softirq * 1e6 / result["requests"],
-        server_busy=cpu / elapsed,
-        wrk_busy=wrk_cpu / elapsed,
-        others_busy=max(others, 0.0) / elapsed,
-    )
+    client_cpu = result[f"{client}_cpu_seconds"]
+    others = server_busy + client_busy - cpu - client_cpu - server_softirq - client_softirq
+    result.update({
+        "server_cpu_seconds": cpu,
+        "cpu_us_per_request": cpu * 1e6 / result["requests"],
+        "softirq_us_per_request": server_softirq * 1e6 / result["requests"],
+        "server_busy": cpu / elapsed,
+        f"{client}_busy": client_cpu / elapsed,
+        "others_busy": max(others, 0.0) / elapsed,
+    })
     return result
 
 
@@ -575,13 +590,17 @@ def failure_lines(results, skipped):
     return ["### Skipped and failed", ""] + lines if lines else []
 
 
-def machine_description(args):
+def host_description():
     with open("/proc/cpuinfo") as cpuinfo:
         cpu_model = next((line.split(":", 1)[1].strip() for line in cpuinfo
                           if line.startswith("model name")), "unknown CPU")
     with open("/proc/loadavg") as loadavg:
         load = " ".join(loadavg.read().split()[:3])
-    return (f"{os.cpu_count()} × {cpu_model}, Linux {os.uname().release}, load {load} at start; "
+    return f"{os.cpu_count()} × {cpu_model}, Linux {os.uname().release}, load {load} at start"
+
+
+def machine_description(args):
+    return (f"{host_description()}; "
             f"servers on CPU {args.server_cpus} with one worker, wrk -t1 -c{args.connections} "
             f"on CPU {args.client_cpus}; {args.duration} s per run after {WARMUP_SECONDS} s warm-up, "
             f"{args.runs} runs, medians.")
