@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include <xbase/buffer.h>
+#include <xbase/memcache.h>
 #include <xbase/event.h>
 #include <xhttp/server.h>
 
@@ -21,6 +22,7 @@ typedef struct xHttpContext {
     const xHttpServerConf *conf;
     const xRouter *router;
     xBufferPool buffers;          /* read and write buffers of idle-able size */
+    xMemCache *mem;               /* small objects of libraries that allocate a lot */
     xHttpExchange *free_exchanges;/* pooled request/response objects */
     size_t free_exchange_count;
     xConn *conns;                 /* every open connection, for shutdown */

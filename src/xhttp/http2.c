@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <nghttp2/nghttp2.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +29,10 @@
 #define XH2_GOAWAY_GRACE_MS 1000
 /* Ranges of stream ids a client skipped, remembered to reject their later use. */
 #define XH2_SKIPPED_RANGES 8
+/* Finished streams kept per connection, buffers and all, for the next ones. */
+#define XH2_SPARE_STREAMS 32
+/* A spare stream keeps a request body buffer up to this size. */
+#define XH2_SPARE_BODY_CAP (64u << 10)
 /* Fields in one response head or trailer block, ours included. */
 #define XH2_MAX_RESPONSE_FIELDS 64
 
@@ -90,6 +93,8 @@ struct xHttp2 {
     size_t skipped_next;             /* ring: the oldest range is forgotten */
     nghttp2_session *session;
     xH2Stream *streams;
+    xH2Stream *spare;                /* finished streams for reuse (next links) */
+    size_t spare_count;
     xH2Stream *ready, *ready_tail;
     xTimer goaway_timer;             /* second step of a graceful GOAWAY */
     uint64_t progress;               /* request bytes taken plus response bytes framed */
@@ -108,8 +113,19 @@ static size_t add_lines(nghttp2_nv *nv, size_t n, const xBuffer *lines, char *sc
 /* ---- Streams ---- */
 
 static xH2Stream *stream_new(xHttp2 *h2, int32_t id) {
-    xH2Stream *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
+    xH2Stream *s = h2->spare;
+    if (s) {
+        /* Reuse it whole: its buffers keep their storage, emptied. */
+        h2->spare = s->next;
+        h2->spare_count--;
+        xBuffer strings = s->strings, fields = s->fields, body = s->body;
+        memset(s, 0, sizeof *s);
+        s->strings = (xBuffer){strings.data, 0, strings.cap};
+        s->fields = (xBuffer){fields.data, 0, fields.cap};
+        s->body = (xBuffer){body.data, 0, body.cap};
+    } else if (!(s = calloc(1, sizeof *s))) {
+        return NULL;
+    }
     s->h2 = h2;
     s->id = id;
     s->declared_length = -1;
@@ -139,6 +155,14 @@ static void release_out(xH2Stream *s) {
     xBufferFree(&s->out);
 }
 
+static void stream_destroy(xH2Stream *s) {
+    xBufferFree(&s->strings);
+    xBufferFree(&s->fields);
+    xBufferFree(&s->body);
+    free(s);
+}
+
+/* Ends a stream: what it holds is released, and it becomes a spare. */
 static void stream_free(xH2Stream *s) {
     xHttp2 *h2 = s->h2;
     if (h2->session && !s->closed) nghttp2_session_set_stream_user_data(h2->session, s->id, NULL);
@@ -147,13 +171,17 @@ static void stream_free(xH2Stream *s) {
     if (s->next) s->next->prev = s->prev;
     release_ref(s);
     release_out(s);
-    xBufferFree(&s->strings);
-    xBufferFree(&s->fields);
-    xBufferFree(&s->body);
     if (s->ex) xHttpExchangeRelease(h2->conn->ctx, s->ex);
     bool held_conn = s->dispatched;
     xConn *conn = h2->conn;
-    free(s);
+    if (s->body.cap > XH2_SPARE_BODY_CAP) xBufferFree(&s->body);
+    if (h2->spare_count < XH2_SPARE_STREAMS && h2->session) {
+        s->next = h2->spare;
+        h2->spare = s;
+        h2->spare_count++;
+    } else {
+        stream_destroy(s);
+    }
     if (held_conn) xConnRelease(conn);  /* may free h2 */
 }
 
@@ -469,7 +497,11 @@ static size_t add_lines(nghttp2_nv *nv, size_t n, const xBuffer *lines, char *sc
 static size_t response_fields(xHttpExchange *ex, nghttp2_nv *nv, char *scratch, size_t scratch_len,
                               char status[4], const char *length) {
     size_t n = 0;
-    snprintf(status, 4, "%03d", ex->res.status);
+    int code = ex->res.status;
+    status[0] = (char)('0' + code / 100 % 10);
+    status[1] = (char)('0' + code / 10 % 10);
+    status[2] = (char)('0' + code % 10);
+    status[3] = '\0';
     nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
     nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"xkit", 6, 4, NGHTTP2_NV_FLAG_NONE};
     const char *date = xEventLoopHttpDate(ex->req.loop);
@@ -523,8 +555,11 @@ static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy
     if (ex->res.aborted || s->closed) {
         err = XERR_CLOSED;
     } else {
-        char length[24];
-        snprintf(length, sizeof length, "%zu", len);
+        char length[24], *p = length + sizeof length - 1;
+        *p = '\0';
+        size_t v = len;
+        do *--p = (char)('0' + v % 10);
+        while ((v /= 10) != 0);
         if (with_body && copy) {
             err = xBufferAppend(&s->out, body, len);
             s->out_sealed = true;
@@ -536,7 +571,7 @@ static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy
             release = NULL;
         }
         /* HEAD gets the length GET would have; 1xx, 204 and 304 get none. */
-        if (err == XOK) err = submit_head(s, status_has_body(ex->res.status) ? length : NULL, with_body);
+        if (err == XOK) err = submit_head(s, status_has_body(ex->res.status) ? p : NULL, with_body);
     }
     if (!copy && release) release(release_arg);
     end_exchange(s);
@@ -728,6 +763,11 @@ static void on_free(xConn *conn) {
     nghttp2_session_del(h2->session);
     h2->session = NULL;
     while (h2->streams) stream_free(h2->streams);
+    while (h2->spare) {
+        xH2Stream *s = h2->spare;
+        h2->spare = s->next;
+        stream_destroy(s);
+    }
     free(h2);
 }
 
@@ -749,7 +789,13 @@ static nghttp2_session_callbacks *make_callbacks(void) {
     return cb;
 }
 
-static nghttp2_session *make_session(xHttp2 *h2, const xHttpServerConf *conf) {
+/* nghttp2 allocates per stream and per header; the worker's cache serves it. */
+static void *mem_malloc(size_t size, void *cache) { return xMemCacheAlloc(cache, size); }
+static void mem_free(void *ptr, void *cache) { xMemCacheFree(cache, ptr); }
+static void *mem_calloc(size_t n, size_t size, void *cache) { return xMemCacheCalloc(cache, n, size); }
+static void *mem_realloc(void *ptr, size_t size, void *cache) { return xMemCacheRealloc(cache, ptr, size); }
+
+static nghttp2_session *make_session(xHttp2 *h2, const xHttpServerConf *conf, xMemCache *cache) {
     nghttp2_session_callbacks *cb = make_callbacks();
     nghttp2_option *opt;
     nghttp2_session *session = NULL;
@@ -762,7 +808,8 @@ static nghttp2_session *make_session(xHttp2 *h2, const xHttpServerConf *conf) {
     nghttp2_option_set_max_outbound_ack(opt, conf->http2_max_control_queue);
     nghttp2_option_set_max_settings(opt, 32);
     nghttp2_option_set_max_send_header_block_length(opt, 64 * 1024);
-    nghttp2_session_server_new2(&session, cb, h2, opt);
+    nghttp2_mem mem = {cache, mem_malloc, mem_free, mem_calloc, mem_realloc};
+    nghttp2_session_server_new3(&session, cb, h2, opt, &mem);
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);
     if (!session) return NULL;
@@ -805,7 +852,7 @@ static bool adopt_upgrade(xHttp2 *h2, const xHttp2Upgrade *up) {
 
 bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade) {
     xHttp2 *h2 = calloc(1, sizeof *h2);
-    if (!h2 || !(h2->session = make_session(h2, conn->ctx->conf))) {
+    if (!h2 || !(h2->session = make_session(h2, conn->ctx->conf, conn->ctx->mem))) {
         free(h2);
         return false;  /* the connection is still the caller's */
     }

@@ -234,7 +234,9 @@ static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
     xBufferPoolInit(&w->ctx.buffers, block, XSERVER_POOLED_BUFFERS);
     w->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    w->ctx.mem = xMemCacheCreate();
     if (w->stop_fd < 0) return XERR_SYS;
+    if (!w->ctx.mem) return XERR_NOMEM;
     return xEventLoopAdd(w->loop, w->stop_fd, XEV_READ, on_stop_fd, w);
 }
 
@@ -248,6 +250,7 @@ static void worker_destroy(xWorker *w) {
     if (w->spare_fd >= 0) close(w->spare_fd);
     xBufferPoolDestroy(&w->ctx.buffers);
     xHttpExchangePoolDestroy(&w->ctx);
+    xMemCacheDestroy(w->ctx.mem);
     if (w->loop && !w->server->attached) xEventLoopDestroy(w->loop);
 }
 

@@ -1,0 +1,34 @@
+/* xbase/memcache.h — a per-thread cache of small allocations.
+ *
+ * Libraries that malloc and free many small objects per request (nghttp2
+ * does, for every stream and header) spend much of their time in the
+ * allocator. A cache keeps freed blocks in a few size classes and hands them
+ * out again without locks. One cache belongs to one thread. */
+#ifndef XBASE_MEMCACHE_H
+#define XBASE_MEMCACHE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct xMemCache xMemCache;
+
+/** Creates an empty cache; NULL when out of memory. */
+xMemCache *xMemCacheCreate(void);
+
+/** Returns every cached block to malloc and frees the cache. Free every
+ *  block it handed out first. */
+void xMemCacheDestroy(xMemCache *cache);
+
+/** malloc/calloc/realloc/free with cache's blocks; same contracts. */
+void *xMemCacheAlloc(xMemCache *cache, size_t size);
+void *xMemCacheCalloc(xMemCache *cache, size_t count, size_t size);
+void *xMemCacheRealloc(xMemCache *cache, void *ptr, size_t size);
+void xMemCacheFree(xMemCache *cache, void *ptr);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
