@@ -28,6 +28,10 @@ void *xMemCacheCalloc(xMemCache *cache, size_t count, size_t size);
 void *xMemCacheRealloc(xMemCache *cache, void *ptr, size_t size);
 void xMemCacheFree(xMemCache *cache, void *ptr);
 
+/** Frees ptr into the cache it came from; fits a void (*)(void *) callback.
+ *  On that cache's thread only. */
+void xMemCacheRelease(void *ptr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,23 +1,26 @@
 /* memcache.c — size-classed free lists in front of malloc.
  *
- * Each block carries a 16-byte header naming its class (and, above the
- * largest class, its size), so free needs no size and alignment stays that of
- * malloc. A class keeps a bounded number of spare blocks. */
+ * Each block carries a 32-byte header naming its class, its size and its
+ * cache, so free needs neither size nor cache and alignment stays that of
+ * malloc. A class keeps a bounded number of spare blocks. Large classes
+ * matter as much as small ones: a worker that mallocs and frees a 64 KiB body
+ * per request makes glibc trim and refault its arena on every few requests. */
 #include <xbase/memcache.h>
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define XMC_CLASSES 8          /* 32, 64, ..., 4096 bytes */
+#define XMC_CLASSES 16         /* 32, 64, ..., 1 MiB */
 #define XMC_MIN_SHIFT 5
 #define XMC_LARGE UINT32_MAX   /* beyond the classes: plain malloc */
-#define XMC_SPARE_BYTES (1u << 20)  /* spare memory kept per class */
+#define XMC_SPARE_BYTES (2u << 20)  /* spare memory kept per class */
 
 typedef struct xMemHeader {
-    uint32_t cls;
-    uint32_t unused;
+    xMemCache *owner;
     size_t size;               /* the usable size */
+    uint32_t cls;
+    uint32_t unused[3];        /* keeps the block 16-byte aligned */
 } xMemHeader;
 
 typedef struct xMemFree {
@@ -65,6 +68,7 @@ void *xMemCacheAlloc(xMemCache *cache, size_t size) {
     if (usable > SIZE_MAX - sizeof(xMemHeader)) return NULL;
     xMemHeader *h = malloc(sizeof *h + usable);
     if (!h) return NULL;
+    h->owner = cache;
     h->cls = cls;
     h->size = usable;
     return h + 1;
@@ -88,6 +92,10 @@ void xMemCacheFree(xMemCache *cache, void *ptr) {
     block->next = cache->spare[h->cls];
     cache->spare[h->cls] = block;
     cache->spare_count[h->cls]++;
+}
+
+void xMemCacheRelease(void *ptr) {
+    if (ptr) xMemCacheFree(header_of(ptr)->owner, ptr);
 }
 
 void *xMemCacheRealloc(xMemCache *cache, void *ptr, size_t size) {

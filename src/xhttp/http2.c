@@ -149,7 +149,7 @@ static void release_ref(xH2Stream *s) {
 
 static void release_out(xH2Stream *s) {
     if (s->out_sealed && s->out.data) {
-        hand_over(s, free, s->out.data);
+        hand_over(s, xMemCacheRelease, s->out.data);  /* from the worker's cache */
         s->out = (xBuffer){0};
     }
     xBufferFree(&s->out);
@@ -561,8 +561,16 @@ static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy
         do *--p = (char)('0' + v % 10);
         while ((v /= 10) != 0);
         if (with_body && copy) {
-            err = xBufferAppend(&s->out, body, len);
-            s->out_sealed = true;
+            /* A whole body: a block from the worker's cache, handed to the
+             * output queue by reference and released by it. */
+            char *block = xMemCacheAlloc(s->h2->conn->ctx->mem, len);
+            if (block) {
+                memcpy(block, body, len);
+                s->out = (xBuffer){block, len, len};
+                s->out_sealed = true;
+            } else {
+                err = XERR_NOMEM;
+            }
         } else if (with_body) {
             s->ref = body;
             s->ref_len = len;
