@@ -699,6 +699,15 @@ def run_rounds(peers, args, work_dir):
     return results
 
 
+def write_json(args, machine, skipped, results, summary):
+    """The raw numbers behind a report, with the options that produced them."""
+    raw = {"config": {key: str(value) if isinstance(value, Path) else value
+                      for key, value in vars(args).items()},
+           "machine": machine, "skipped": skipped,
+           "results": results, "summary": summary}
+    args.json.write_text(json.dumps(raw, indent=2) + "\n")
+
+
 def main():
     args = parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so servers get stopped
@@ -716,11 +725,7 @@ def main():
     report, summary = render(results, skipped, args, machine)
     print(report)
     if args.json:
-        raw = {"config": {key: str(value) if isinstance(value, Path) else value
-                          for key, value in vars(args).items()},
-               "machine": machine, "skipped": skipped,
-               "results": results, "summary": summary}
-        args.json.write_text(json.dumps(raw, indent=2) + "\n")
+        write_json(args, machine, skipped, results, summary)
 
 
 if __name__ == "__main__":

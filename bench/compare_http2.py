@@ -12,7 +12,6 @@ accounting and the report's pieces come from compare_http1.py.
 """
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -27,7 +26,7 @@ from compare_http1 import (
     REPO_ROOT, WARMUP_SECONDS, Peer, PortPicker, RunFailed, Server, built_go_peer,
     children_cpu_seconds, failure_lines, find_peers, find_tool, host_description, last_line,
     measure_client_run, median_of, name_list, parse_cpu_list, runs_cell, spread_of,
-    wait_until_serving, xkit_peer)
+    wait_until_serving, write_json, xkit_peer)
 
 H2O_TEMPLATE = REPO_ROOT / "bench" / "h2o" / "h2o.conf.in"
 
@@ -328,11 +327,7 @@ def main():
     report, summary = render(results, skipped, machine)
     print(report)
     if args.json:
-        raw = {"config": {key: str(value) if isinstance(value, Path) else value
-                          for key, value in vars(args).items()},
-               "machine": machine, "skipped": skipped,
-               "results": results, "summary": summary}
-        args.json.write_text(json.dumps(raw, indent=2) + "\n")
+        write_json(args, machine, skipped, results, summary)
 
 
 if __name__ == "__main__":
