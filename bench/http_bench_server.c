@@ -1,5 +1,5 @@
-/* http_bench_server — the routes our published reports measure, plus two
- * diagnostic routes the integration tests use (a delayed and a streamed answer).
+/* http_bench_server — the routes our published reports measure, plus
+ * diagnostic routes the integration tests use (bench_common.c).
  *
  *   http_bench_server PORT [--workers N] [--host H] [--idle-timeout MS]
  *       [--header-timeout MS] [--body-timeout MS] [--max-body BYTES]
@@ -8,226 +8,38 @@
  *
  * HTTP/1.1 and cleartext HTTP/2 (prior knowledge or Upgrade: h2c) share the port.
  */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include <xbase/event.h>
 #include <xhttp/server.h>
 
-#define ECHO_MAX_SIZE (16u << 20)
-#define ECHO_MAX_BODY (64u << 20)
-#define DELAY_MAX_MS 60000
-
-/* One static block of 'x' answers every GET /echo without copying. */
-static char echo_bytes[ECHO_MAX_SIZE];
-
-static const char routes_text[] =
-    "xKit bench server\n"
-    "GET  /ping                     pong\n"
-    "GET  /echo?size=N              N bytes of 'x' (N <= 16 MiB)\n"
-    "POST /echo                     the request body back\n"
-    "GET  /delay?ms=N               'done' after N ms\n"
-    "GET  /stream?chunks=N&size=M   a streamed body of N chunks of M bytes\n"
-    "                  [&trailer=V]  ... followed by the trailer X-Stream-Trailer: V\n";
-
-/* Parses a non-negative decimal no larger than max; false otherwise. */
-static bool parse_size(xStr s, unsigned long max, unsigned long *out) {
-    if (s.len == 0 || s.len > 10) return false;
-    unsigned long v = 0;
-    for (size_t i = 0; i < s.len; i++) {
-        if (s.data[i] < '0' || s.data[i] > '9') return false;
-        v = v * 10 + (unsigned long)(s.data[i] - '0');
-    }
-    if (v > max) return false;
-    *out = v;
-    return true;
-}
-
-static bool query_size(xHttpRequest *req, const char *name, unsigned long max, unsigned long *out) {
-    xStr value;
-    return xHttpRequestQueryParam(req, name, &value) && parse_size(value, max, out);
-}
-
-static void bad_request(xHttpResponse *res, const char *why) {
-    xHttpResponseSetStatus(res, 400);
-    xHttpResponseAddHeader(res, "Content-Type", "text/plain");
-    xHttpResponseSend(res, why, strlen(why));
-}
-
-static void on_ping(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    xHttpResponseAddHeader(res, "Content-Type", "text/plain");
-    xHttpResponseSendRef(res, "pong", 4, NULL, NULL);
-}
-
-static void on_echo_get(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    unsigned long size;
-    if (!query_size(req, "size", ECHO_MAX_SIZE, &size)) {
-        bad_request(res, "size must be an integer from 0 to 16777216\n");
-        return;
-    }
-    xHttpResponseAddHeader(res, "Content-Type", "application/octet-stream");
-    xHttpResponseSendRef(res, echo_bytes, size, NULL, NULL);
-}
-
-static void on_echo_post(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    xStr body = xHttpRequestBody(req);
-    xHttpResponseAddHeader(res, "Content-Type", "application/octet-stream");
-    /* The body lives in the connection's buffer until the response ends. */
-    xHttpResponseSend(res, body.data, body.len);
-}
-
-static void on_index(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    xHttpResponseAddHeader(res, "Content-Type", "text/plain");
-    xHttpResponseSendRef(res, routes_text, sizeof routes_text - 1, NULL, NULL);
-}
-
-typedef struct Delayed {
-    xTimer timer;
-    xHttpResponse *res;
-    xEventLoop *loop;
-} Delayed;
-
-static void on_delay_abort(xHttpResponse *res, void *arg) {
-    Delayed *d = arg;
-    xTimerStop(d->loop, &d->timer);
-    free(d);
-}
-
-static void on_delay_done(xEventLoop *loop, xTimer *timer) {
-    Delayed *d = (Delayed *)timer;
-    xHttpResponseAddHeader(d->res, "Content-Type", "text/plain");
-    xHttpResponseSend(d->res, "done", 4);
-    free(d);
-}
-
-static void on_delay(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    unsigned long ms;
-    if (!query_size(req, "ms", DELAY_MAX_MS, &ms)) {
-        bad_request(res, "ms must be an integer from 0 to 60000\n");
-        return;
-    }
-    Delayed *d = malloc(sizeof *d);
-    if (!d) {
-        xHttpResponseSetStatus(res, 503);
-        xHttpResponseSend(res, NULL, 0);
-        return;
-    }
-    d->res = res;
-    d->loop = xHttpRequestLoop(req);
-    xHttpResponseOnAbort(res, on_delay_abort, d);
-    xTimerInit(&d->timer, on_delay_done);
-    xTimerStart(xHttpRequestLoop(req), &d->timer, ms);
-}
-
-static void on_stream(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    unsigned long chunks, size;
-    if (!query_size(req, "chunks", 100000, &chunks) || !query_size(req, "size", 1u << 20, &size)) {
-        bad_request(res, "chunks (<= 100000) and size (<= 1048576) are required\n");
-        return;
-    }
-    xHttpResponseAddHeader(res, "Content-Type", "application/octet-stream");
-    char *piece = malloc(size ? size : 1);
-    for (unsigned long i = 0; piece && i < chunks; i++) {
-        memset(piece, '0' + (int)(i % 10), size);
-        xHttpResponseWrite(res, piece, size);
-    }
-    free(piece);
-    xStr trailer;
-    if (xHttpRequestQueryParam(req, "trailer", &trailer)) {
-        char value[64];
-        snprintf(value, sizeof value, "%.*s", (int)(trailer.len < 60 ? trailer.len : 60), trailer.data);
-        xHttpResponseAddTrailer(res, "X-Stream-Trailer", value);
-    }
-    xHttpResponseEnd(res);
-}
-
-typedef struct Option {
-    const char *flag;
-    unsigned long max;
-    unsigned long value;
-    bool set;
-} Option;
+#include "bench_common.h"
 
 static int usage(const char *argv0) {
-    fprintf(stderr,
-            "usage: %s PORT [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
-            "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
-            "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
-            "       [--max-streams N] [--no-http2 | --http2-only]\n",
-            argv0);
+    fprintf(stderr, "usage: %s PORT\n%s", argv0, benchCommonUsage);
     return 2;
 }
 
 int main(int argc, char **argv) {
-    enum { WORKERS, IDLE, HEADER, BODY, MAX_BODY, MAX_HEADER, MAX_CONNS, SHUTDOWN, SEND, STREAMS, NOPTS };
-    Option opts[NOPTS] = {
-        {"--workers", 1024, 0, false},          {"--idle-timeout", 86400000, 0, false},
-        {"--header-timeout", 86400000, 0, false}, {"--body-timeout", 86400000, 0, false},
-        {"--max-body", 1ul << 34, 0, false},    {"--max-header-size", 1u << 20, 0, false},
-        {"--max-connections", 1u << 24, 0, false}, {"--shutdown-timeout", 86400000, 0, false},
-        {"--send-timeout", 86400000, 0, false},   {"--max-streams", 1u << 20, 0, false},
-    };
-    unsigned protocols = XHTTP_PROTO_HTTP1 | XHTTP_PROTO_HTTP2;
-    const char *host = "0.0.0.0";
-    unsigned long port;
-    if (argc < 2 || !parse_size(xStrFromC(argv[1]), 65535, &port)) return usage(argv[0]);
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--host") == 0 && i + 1 < argc) {
-            host = argv[++i];
-            continue;
-        }
-        if (strcmp(argv[i], "--no-http2") == 0 || strcmp(argv[i], "--http2-only") == 0) {
-            protocols = argv[i][2] == 'n' ? XHTTP_PROTO_HTTP1 : XHTTP_PROTO_HTTP2;
-            continue;
-        }
-        int k = 0;
-        while (k < NOPTS && strcmp(argv[i], opts[k].flag) != 0) k++;
-        if (k == NOPTS || i + 1 >= argc || !parse_size(xStrFromC(argv[i + 1]), opts[k].max, &opts[k].value))
-            return usage(argv[0]);
-        opts[k].set = true;
-        i++;
-    }
-
     xHttpServerConf conf;
-    xHttpServerConfInit(&conf);
-    conf.max_body_size = ECHO_MAX_BODY;
-    if (opts[WORKERS].set) conf.workers = (int)opts[WORKERS].value;
-    if (opts[IDLE].set) conf.idle_timeout_ms = (uint32_t)opts[IDLE].value;
-    if (opts[HEADER].set) conf.header_timeout_ms = (uint32_t)opts[HEADER].value;
-    if (opts[BODY].set) conf.body_timeout_ms = (uint32_t)opts[BODY].value;
-    if (opts[MAX_BODY].set) conf.max_body_size = opts[MAX_BODY].value;
-    if (opts[MAX_HEADER].set) conf.max_header_size = opts[MAX_HEADER].value;
-    if (opts[MAX_CONNS].set) conf.max_connections = (uint32_t)opts[MAX_CONNS].value;
-    if (opts[SHUTDOWN].set) conf.shutdown_timeout_ms = (uint32_t)opts[SHUTDOWN].value;
-    if (opts[SEND].set) conf.send_timeout_ms = (uint32_t)opts[SEND].value;
-    if (opts[STREAMS].set) conf.http2_max_streams = (uint32_t)opts[STREAMS].value;
-    conf.protocols = protocols;
+    const char *host;
+    unsigned long port;
+    if (argc < 2 || !benchParseSize(xStrFromC(argv[1]), 65535, &port) ||
+        !benchParseFlags(argc, argv, 2, &conf, &host, NULL, NULL))
+        return usage(argv[0]);
 
-    memset(echo_bytes, 'x', sizeof echo_bytes);
     xHttpServer *server = xHttpServerCreate(NULL, &conf);
     if (!server) {
         fprintf(stderr, "cannot create the server\n");
         return 1;
     }
-    xHttpServerRoute(server, "GET /ping", on_ping, NULL);
-    xHttpServerRoute(server, "GET /echo", on_echo_get, NULL);
-    xHttpServerRoute(server, "POST /echo", on_echo_post, NULL);
-    xHttpServerRoute(server, "GET /", on_index, NULL);
-    xHttpServerRoute(server, "POST /", on_index, NULL);
-    xHttpServerRoute(server, "GET /delay", on_delay, NULL);
-    xHttpServerRoute(server, "GET /stream", on_stream, NULL);
-
-    xErrno err = xHttpServerListen(server, host, (uint16_t)port);
-    if (err != XOK) {
-        fprintf(stderr, "cannot listen on %s:%lu: %s\n", host, port, xErrnoString(err));
+    benchAddRoutes(server);
+    if (xHttpServerListen(server, host, (uint16_t)port) != XOK) {
+        fprintf(stderr, "http_bench_server: %s\n", xHttpServerLastError(server));
         xHttpServerDestroy(server);
         return 1;
     }
-    printf("listening on %s:%u (%d workers)\n", host, xHttpServerPort(server), xHttpServerWorkerCount(server));
-    fflush(stdout);
-    err = xHttpServerRun(server);
+    benchPrintListening(host, server);
+    xErrno err = xHttpServerRun(server);
     xHttpServerDestroy(server);
     return err == XOK ? 0 : 1;
 }

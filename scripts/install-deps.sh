@@ -15,6 +15,8 @@ needs=(
   wrk:wrk
   ca-certificates:/etc/ssl/certs/ca-certificates.crt
   libnghttp2-dev:/usr/include/nghttp2/nghttp2.h
+  libssl-dev:/usr/include/openssl/ssl.h
+  openssl:openssl
   nghttp2-client:h2load
 )
 

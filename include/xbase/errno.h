@@ -18,6 +18,7 @@ typedef enum xErrno {
     XERR_EXISTS = -7,      /**< the thing being added is already there */
     XERR_LIMIT = -8,       /**< a configured limit was reached */
     XERR_CLOSED = -9,      /**< the peer or the object is closed */
+    XERR_TLS = -10,        /**< a TLS certificate, key or setting was refused */
 } xErrno;
 
 /** A short, static, human-readable description of err. */

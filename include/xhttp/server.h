@@ -65,7 +65,8 @@ typedef struct xHttpServerConf {
                                       CVE-2024-27316) */
     uint32_t http2_max_control_queue; /**< PING/SETTINGS acks waiting for a client
                                       that does not read, before GOAWAY (1000) */
-    bool handle_signals;         /**< xHttpServerRun stops on SIGINT/SIGTERM (true);
+    bool handle_signals;         /**< xHttpServerRun stops on SIGINT/SIGTERM and
+                                      reloads TLS certificates on SIGHUP (true);
                                       they are blocked in the creating thread from
                                       Create until Destroy */
 } xHttpServerConf;
@@ -89,11 +90,19 @@ xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler hand
  *  when the address is in use: XERR_BUSY, XERR_ADDR, XERR_SYS. */
 xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port);
 
+/** What went wrong in the last failed xHttpServerListen, xHttpServerListenTls
+ *  or xHttpServerReloadTls, in words (e.g. "tls: key key.pem does not match
+ *  certificate cert.pem"); "" after a success. Valid until the next such call. */
+const char *xHttpServerLastError(const xHttpServer *server);
+
 /** How many workers serve requests (1 on a caller's loop). */
 int xHttpServerWorkerCount(const xHttpServer *server);
 
 /** The port of the first listener (useful after listening on port 0), or 0. */
 uint16_t xHttpServerPort(const xHttpServer *server);
+
+/** The port of listener index (0 for the first added, plain or TLS), or 0. */
+uint16_t xHttpServerListenerPort(const xHttpServer *server, int index);
 
 /** Runs the workers and blocks until the server stops (xHttpServerStop, or a
  *  signal when conf.handle_signals). On a caller's loop it runs that loop. */

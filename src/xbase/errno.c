@@ -13,6 +13,7 @@ const char *xErrnoString(xErrno err) {
     case XERR_EXISTS: return "already exists";
     case XERR_LIMIT: return "limit reached";
     case XERR_CLOSED: return "closed";
+    case XERR_TLS: return "TLS setup failed";
     }
     return "unknown error";
 }

@@ -13,6 +13,32 @@
 static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg);
 static void on_timer(xEventLoop *loop, xTimer *timer);
 
+/* ---- The plain transport: the socket itself ---- */
+
+static ssize_t plain_recv(xConn *conn, char *buf, size_t len) {
+    ssize_t n = xEventLoopRecv(conn->ctx->loop, conn->fd, buf, len);
+    /* A short read means the socket was drained at that moment; edge
+     * triggering tells us when more arrives, so skip the extra EAGAIN read.
+     * Not so once the peer has closed: its FIN came with the same edge as the
+     * data, no further edge will follow, and only another read sees the end. */
+    bool drained = n < 0 ? errno == EAGAIN : (size_t)n < len && !conn->peer_closed;
+    if (drained) conn->readable = false;
+    return n;
+}
+
+static ssize_t plain_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
+    return xEventLoopSendv(conn->ctx->loop, conn->fd, iov, iovcnt);
+}
+
+static void plain_shutdown_write(xConn *conn) { shutdown(conn->fd, SHUT_WR); }
+
+static void plain_nothing(xConn *conn) {}
+
+const xTransport xConnPlainTransport = {plain_recv, plain_sendv, plain_shutdown_write,
+                                        plain_nothing, plain_nothing, false};
+
+/* ---- Lifetime ---- */
+
 xConn *xConnCreate(xHttpContext *ctx, int fd, const xConnProtocol *proto, void *proto_state) {
     xConn *conn = calloc(1, sizeof *conn);
     if (!conn) {
@@ -21,6 +47,7 @@ xConn *xConnCreate(xHttpContext *ctx, int fd, const xConnProtocol *proto, void *
     }
     conn->ctx = ctx;
     conn->fd = fd;
+    conn->transport = &xConnPlainTransport;
     conn->proto = proto;
     conn->proto_state = proto_state;
     conn->refs = 1;
@@ -37,6 +64,21 @@ xConn *xConnCreate(xHttpContext *ctx, int fd, const xConnProtocol *proto, void *
     return conn;
 }
 
+void xConnSetTransport(xConn *conn, const xTransport *transport, void *state) {
+    conn->transport = transport;
+    conn->transport_state = state;
+}
+
+void xConnSetProtocol(xConn *conn, const xConnProtocol *proto, void *state) {
+    conn->proto = proto;
+    conn->proto_state = state;
+    if (conn->readable && !conn->closed) {
+        xConnRetain(conn);
+        proto->on_readable(conn);
+        xConnRelease(conn);
+    }
+}
+
 void xConnRetain(xConn *conn) { conn->refs++; }
 
 static void release_out_refs(xConn *conn) {
@@ -49,6 +91,7 @@ void xConnRelease(xConn *conn) {
     if (--conn->refs) return;
     xHttpContext *ctx = conn->ctx;
     conn->proto->on_free(conn);
+    conn->transport->free(conn);
     if (conn->prev) conn->prev->next = conn->next;
     else ctx->conns = conn->next;
     if (conn->next) conn->next->prev = conn->prev;
@@ -58,16 +101,7 @@ void xConnRelease(xConn *conn) {
     if (ctx->on_conn_gone) ctx->on_conn_gone(ctx);
 }
 
-ssize_t xConnRecv(xConn *conn, char *buf, size_t len) {
-    ssize_t n = xEventLoopRecv(conn->ctx->loop, conn->fd, buf, len);
-    /* A short read means the socket was drained at that moment; edge
-     * triggering tells us when more arrives, so skip the extra EAGAIN read.
-     * Not so once the peer has closed: its FIN came with the same edge as the
-     * data, no further edge will follow, and only another read sees the end. */
-    bool drained = n < 0 ? errno == EAGAIN : (size_t)n < len && !conn->peer_closed;
-    if (drained) conn->readable = false;
-    return n;
-}
+ssize_t xConnRecv(xConn *conn, char *buf, size_t len) { return conn->transport->recv(conn, buf, len); }
 
 size_t xConnPending(const xConn *conn) { return conn->out_pending; }
 
@@ -185,7 +219,7 @@ void xConnFlush(xConn *conn) {
     struct iovec iov[XCONN_IOV_MAX];
     int n;
     while ((n = gather(conn, iov)) > 0) {
-        ssize_t w = xEventLoopSendv(conn->ctx->loop, conn->fd, iov, n);
+        ssize_t w = conn->transport->sendv(conn, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN) {
@@ -216,7 +250,7 @@ static void discard_input(xConn *conn) {
 
 static void start_linger(xConn *conn) {
     conn->lingering = true;
-    shutdown(conn->fd, SHUT_WR);
+    conn->transport->shutdown_write(conn);
     xConnSetTimeout(conn, XCONN_LINGER_MS);
     discard_input(conn);
 }
@@ -233,6 +267,7 @@ void xConnClose(xConn *conn) {
     conn->closed = true;
     xTimerStop(conn->ctx->loop, &conn->timer);
     xEventLoopRemove(conn->ctx->loop, conn->fd);
+    conn->transport->close(conn);
     close(conn->fd);
     conn->fd = -1;
     out_reset(conn);

@@ -1,12 +1,14 @@
 /* connection.h — one accepted socket: its buffers, output queue, timer and
- * lifetime. Protocols (HTTP/1.1 now) sit on top through xConnProtocol and never
- * touch the socket or the loop's backend themselves. */
+ * lifetime. Bytes cross the socket through a transport (plain here, TLS in
+ * tls.c); protocols (HTTP/1.1, HTTP/2) sit on top through xConnProtocol and
+ * never touch the socket, the transport or the loop's backend themselves. */
 #ifndef XHTTP_CONNECTION_H
 #define XHTTP_CONNECTION_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <xbase/buffer.h>
 #include <xbase/event.h>
@@ -26,6 +28,22 @@ typedef struct xConnProtocol {
     void (*on_free)(xConn *conn);      /**< last reference gone; free protocol state */
 } xConnProtocol;
 
+/* How bytes cross the socket. recv and sendv behave like recv(2) and
+ * sendmsg(2) on the plaintext (-1 with errno EAGAIN when they would block);
+ * recv clears conn->readable once nothing more can be read without a new
+ * readiness edge. */
+typedef struct xTransport {
+    ssize_t (*recv)(xConn *conn, char *buf, size_t len);
+    ssize_t (*sendv)(xConn *conn, const struct iovec *iov, int iovcnt);
+    void (*shutdown_write)(xConn *conn);  /**< no more output: FIN (and close_notify) */
+    void (*close)(xConn *conn);           /**< the socket is about to close */
+    void (*free)(xConn *conn);            /**< last reference gone */
+    bool secure;                          /**< bytes on the wire are encrypted */
+} xTransport;
+
+/** The socket itself, every connection's transport until told otherwise. */
+extern const xTransport xConnPlainTransport;
+
 /* Bytes queued by reference rather than copied: sent after the buffered
  * bytes before position mark, then released. */
 typedef struct xOutRef {
@@ -39,6 +57,8 @@ typedef struct xOutRef {
 struct xConn {
     xHttpContext *ctx;
     int fd;
+    const xTransport *transport;
+    void *transport_state;
     const xConnProtocol *proto;
     void *proto_state;
     xConn *prev, *next;      /* ctx->conns */
@@ -66,6 +86,13 @@ struct xConn {
 
 /** Wraps an accepted, non-blocking socket. Returns NULL (socket closed) on failure. */
 xConn *xConnCreate(xHttpContext *ctx, int fd, const xConnProtocol *proto, void *proto_state);
+
+/** Puts conn on another transport (before any I/O): TLS over the socket. */
+void xConnSetTransport(xConn *conn, const xTransport *transport, void *state);
+
+/** Hands conn to another protocol; the old one has freed its state. If
+ *  input may be waiting, the new protocol's on_readable runs at once. */
+void xConnSetProtocol(xConn *conn, const xConnProtocol *proto, void *state);
 
 void xConnRetain(xConn *conn);
 void xConnRelease(xConn *conn);

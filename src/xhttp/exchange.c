@@ -1,5 +1,6 @@
 /* exchange.c — the handler-facing request and response, and routing. */
 #include "exchange.h"
+#include "tls_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -305,3 +306,5 @@ const char *xHttpStatusReason(int status) {
     }
     return "Unknown";
 }
+
+bool xHttpRequestTls(const xHttpRequest *req, xTlsInfo *info) { return xTlsConnInfo(req->conn, info); }

@@ -41,6 +41,7 @@ struct xHttpRequest {
     xEventLoop *loop;
     const xRouteParam *params;
     size_t num_params;
+    xConn *conn;           /* what it came on, for connection-level facts (TLS) */
 };
 
 struct xHttpResponse {

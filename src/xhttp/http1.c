@@ -339,8 +339,9 @@ static bool list_has_token(xStr list, const char *token) {
 static bool try_upgrade(xHttp1 *h, const xHttp1Request *req) {
     xStr upgrade, settings;
     const xHttpRequest *r = &h->ex->req;
+    /* h2c is cleartext only (RFC 9113 §3.1): over TLS, ALPN chose HTTP/1.1. */
     if (!req->upgrade || h->http10 || req->chunked || req->content_length > 0 ||
-        !(h->conn->ctx->conf->protocols & XHTTP_PROTO_HTTP2) ||
+        !(h->conn->ctx->conf->protocols & XHTTP_PROTO_HTTP2) || h->conn->transport->secure ||
         !xHttpRequestHeader(r, "upgrade", &upgrade) || !list_has_token(upgrade, "h2c") ||
         !xHttpRequestHeader(r, "http2-settings", &settings) ||
         settings.len > XH1_MAX_UPGRADE_SETTINGS * 4 / 3)
@@ -426,7 +427,7 @@ static xStep step_head(xHttp1 *h) {
     xConn *conn = h->conn;
     size_t avail = conn->in.len - h->start;
     if (avail == 0) return XSTEP_NEED_INPUT;
-    if (!h->served && h->start == 0) {
+    if (!h->served && h->start == 0 && !conn->transport->secure) {
         xStep sniffed = sniff_preface(h, avail);
         if (sniffed != XSTEP_AGAIN) return sniffed;
     }
@@ -436,6 +437,7 @@ static xStep step_head(xHttp1 *h) {
     }
     h->ex->ops = &h1_ops;
     h->ex->proto = h;
+    h->ex->req.conn = conn;
     xHttp1Request req;
     int r = parse_head(h, &req);
     if (r == XHTTP1_INCOMPLETE) {
@@ -687,5 +689,15 @@ bool xHttp1Accept(xHttpContext *ctx, int fd) {
     h->conn = conn;
     h->state = XH1_HEAD;
     xConnSetTimeout(conn, ctx->conf->header_timeout_ms);
+    return true;
+}
+
+bool xHttp1Start(xConn *conn) {
+    xHttp1 *h = calloc(1, sizeof *h);
+    if (!h) return false;
+    h->conn = conn;
+    h->state = XH1_HEAD;
+    xConnSetTimeout(conn, conn->ctx->conf->header_timeout_ms);
+    xConnSetProtocol(conn, &h1_protocol, h);
     return true;
 }

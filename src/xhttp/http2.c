@@ -243,6 +243,7 @@ static void dispatch(xHttp2 *h2, xH2Stream *s) {
     }
     ex->ops = &h2_ops;
     ex->proto = s;
+    ex->req.conn = s->h2->conn;
     s->ex = ex;
     s->dispatched = true;
     xConnRetain(conn);  /* released with the stream, however late the response */

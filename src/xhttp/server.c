@@ -1,10 +1,12 @@
 /* server.c — workers, listeners, accepting, and the graceful stop.
  *
  * Each worker owns a loop, a context and one SO_REUSEPORT socket per
- * listening address, so the kernel spreads new connections over workers and
- * nothing on the request path is shared but the read-only routes. */
+ * listening address, so the kernel spreads new connections (and, on TLS
+ * listeners, their handshakes) over workers, and nothing on the request path
+ * is shared but the read-only routes. */
 #define _GNU_SOURCE
 #include <xhttp/server.h>
+#include <xhttp/tls.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,7 +32,9 @@
 #include "context.h"
 #include "exchange.h"
 #include "http1.h"
+#include "http2.h"
 #include "router.h"
+#include "tls_internal.h"
 
 #define XSERVER_MAX_LISTENERS 8
 #define XSERVER_BACKLOG 4096
@@ -54,13 +58,15 @@ struct xHttpServer {
     xWorker *workers;
     int nworkers;
     int nlisteners;
+    xTlsServer *tls[XSERVER_MAX_LISTENERS];  /* per listener; NULL: plain */
+    char last_error[512];
     uint16_t first_port;
     bool attached;        /* lives on a caller's loop */
     bool running;
     bool runs_loop;       /* xHttpServerRun drives the caller's loop */
     int signal_fd;        /* attached mode: SIGINT/SIGTERM through the loop */
     int wake_fd;          /* workers mode: wakes the supervising thread */
-    sigset_t stop_signals;     /* SIGINT and SIGTERM, when handle_signals */
+    sigset_t stop_signals;     /* SIGINT, SIGTERM (stop) and SIGHUP (reload), when handle_signals */
     sigset_t previous_mask;    /* the creating thread's mask before Create */
     atomic_bool stop_requested;
 };
@@ -184,8 +190,17 @@ static void shed_one(xWorker *w, int listen_fd) {
     w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
+/* After the TLS handshake: the protocol that ALPN chose. */
+static bool start_protocol(xConn *conn, const char *alpn) {
+    if (strcmp(alpn, "h2") == 0) return xHttp2Start(conn, 0, NULL);
+    return xHttp1Start(conn);
+}
+
 static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *arg) {
     xWorker *w = arg;
+    xTlsServer *tls = NULL;
+    for (int i = 0; i < w->server->nlisteners; i++)
+        if (w->listen_fds[i] == listen_fd) tls = w->server->tls[i];
     for (;;) {
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -204,7 +219,8 @@ static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *ar
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        xHttp1Accept(&w->ctx, fd);
+        if (tls) xTlsAccept(&w->ctx, tls, fd, start_protocol);
+        else xHttp1Accept(&w->ctx, fd);
     }
 }
 
@@ -269,6 +285,7 @@ xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
         sigemptyset(&server->stop_signals);
         sigaddset(&server->stop_signals, SIGINT);
         sigaddset(&server->stop_signals, SIGTERM);
+        sigaddset(&server->stop_signals, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &server->stop_signals, &server->previous_mask);
     }
     if (server->conf.max_headers == 0) server->conf.max_headers = 1;
@@ -290,6 +307,7 @@ void xHttpServerDestroy(xHttpServer *server) {
         if (server->workers[i].server) worker_destroy(&server->workers[i]);
     }
     free(server->workers);
+    for (int i = 0; i < server->nlisteners; i++) xTlsServerDestroy(server->tls[i]);
     xRouterDestroy(server->router);
     if (server->wake_fd >= 0) close(server->wake_fd);
     if (server->conf.handle_signals) pthread_sigmask(SIG_SETMASK, &server->previous_mask, NULL);
@@ -346,17 +364,32 @@ static int open_socket(const struct sockaddr_storage *addr, socklen_t len, bool 
     return fd;
 }
 
-xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port) {
-    if (server->running || server->nlisteners == XSERVER_MAX_LISTENERS) return XERR_STATE;
+static xErrno listen_failed(xHttpServer *server, xErrno err, const char *host, uint16_t port) {
+    snprintf(server->last_error, sizeof server->last_error, "cannot listen on %s:%u: %s%s%s",
+             host && *host ? host : "0.0.0.0", port, xErrnoString(err), err == XERR_SYS ? ": " : "",
+             err == XERR_SYS ? strerror(errno) : "");
+    return err;
+}
+
+/* Opens one SO_REUSEPORT socket per worker on host:port, as listener slot
+ * server->nlisteners; tls (may be NULL) is the slot's from then on. */
+static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xTlsServer *tls) {
+    if (server->running || server->nlisteners == XSERVER_MAX_LISTENERS) {
+        snprintf(server->last_error, sizeof server->last_error, "cannot listen: %s",
+                 server->running ? "the server is running" : "too many listeners");
+        return XERR_STATE;
+    }
     struct sockaddr_storage addr;
     socklen_t len;
     xErrno err = resolve(host, port, &addr, &len);
-    if (err != XOK) return err;
+    if (err != XOK) return listen_failed(server, err, host, port);
     /* Sockets that all set SO_REUSEPORT share a port silently, so a second
      * server on our port would go unnoticed: probe without it first. This
      * also settles the port when 0 was asked for. */
     int probe = open_socket(&addr, len, false);
-    if (probe < 0) return errno == EADDRINUSE ? XERR_BUSY : errno == EADDRNOTAVAIL ? XERR_ADDR : XERR_SYS;
+    if (probe < 0)
+        return listen_failed(server, errno == EADDRINUSE ? XERR_BUSY : errno == EADDRNOTAVAIL ? XERR_ADDR : XERR_SYS,
+                             host, port);
     set_port(&addr, port_of(probe));
     close(probe);
 
@@ -370,12 +403,14 @@ xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port) {
                 close(server->workers[j].listen_fds[slot]);
                 server->workers[j].listen_fds[slot] = -1;
             }
-            return err;
+            return listen_failed(server, err, host, port);
         }
         server->workers[i].listen_fds[slot] = fd;
     }
     if (slot == 0) server->first_port = port_of(server->workers[0].listen_fds[0]);
+    server->tls[slot] = tls;
     server->nlisteners++;
+    server->last_error[0] = '\0';
     if (server->attached) {
         /* The caller may run its loop without xHttpServerRun: accept now. */
         xWorker *w = &server->workers[0];
@@ -384,7 +419,48 @@ xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port) {
     return XOK;
 }
 
+xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port) {
+    return listen_on(server, host, port, NULL);
+}
+
+xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port, const xTlsConf *conf) {
+    if (!conf) {
+        snprintf(server->last_error, sizeof server->last_error, "tls: no configuration given");
+        return XERR_INVALID;
+    }
+    xTlsServer *tls = xTlsServerCreate(conf, server->conf.protocols, server->last_error, sizeof server->last_error);
+    if (!tls) return XERR_TLS;
+    xErrno err = listen_on(server, host, port, tls);
+    if (err != XOK) {
+        xTlsServerDestroy(tls);
+        return err;
+    }
+    xTlsLogKernelSupport(conf);
+    /* OpenSSL writes with write(2): a peer that has gone must cost an EPIPE,
+     * not the process. Left alone if the application chose a handler. */
+    struct sigaction current;
+    if (sigaction(SIGPIPE, NULL, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+    return XOK;
+}
+
+xErrno xHttpServerReloadTls(xHttpServer *server) {
+    for (int i = 0; i < server->nlisteners; i++) {
+        if (!server->tls[i]) continue;
+        xErrno err = xTlsServerReload(server->tls[i], server->last_error, sizeof server->last_error);
+        if (err != XOK) return err;
+    }
+    server->last_error[0] = '\0';
+    return XOK;
+}
+
+const char *xHttpServerLastError(const xHttpServer *server) { return server->last_error; }
+
 uint16_t xHttpServerPort(const xHttpServer *server) { return server->first_port; }
+
+uint16_t xHttpServerListenerPort(const xHttpServer *server, int index) {
+    if (index < 0 || index >= server->nlisteners) return 0;
+    return port_of(server->workers[0].listen_fds[index]);
+}
 
 int xHttpServerWorkerCount(const xHttpServer *server) { return server->nworkers; }
 
@@ -397,11 +473,23 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* SIGHUP rereads the certificates, as nginx does; the others stop. Returns
+ * true for a stop. */
+static bool handle_signal(xHttpServer *server, unsigned signo) {
+    if (signo != SIGHUP) {
+        XLOG_INFO("signal %u: stopping gracefully", signo);
+        return true;
+    }
+    if (xHttpServerReloadTls(server) == XOK) XLOG_INFO("SIGHUP: TLS certificates reloaded");
+    else XLOG_ERROR("SIGHUP: TLS reload failed, the old certificates stay: %s", server->last_error);
+    return false;
+}
+
 static void on_signal(xEventLoop *loop, int fd, unsigned events, void *arg) {
     struct signalfd_siginfo info;
-    bool got = false;
-    while (read(fd, &info, sizeof info) == (ssize_t)sizeof info) got = true;
-    if (got) xHttpServerStop(arg);
+    bool stop = false;
+    while (read(fd, &info, sizeof info) == (ssize_t)sizeof info) stop |= handle_signal(arg, info.ssi_signo);
+    if (stop) xHttpServerStop(arg);
 }
 
 static xErrno run_attached(xHttpServer *server) {
@@ -439,8 +527,8 @@ static xErrno run_workers(xHttpServer *server) {
     while (err == XOK && !atomic_load(&server->stop_requested)) {
         if (poll(fds, sfd >= 0 ? 2 : 1, -1) > 0 && (fds[1].revents & POLLIN)) {
             struct signalfd_siginfo info;
-            if (read(sfd, &info, sizeof info) == (ssize_t)sizeof info)
-                XLOG_INFO("signal %u: stopping gracefully", info.ssi_signo);
+            if (read(sfd, &info, sizeof info) == (ssize_t)sizeof info && !handle_signal(server, info.ssi_signo))
+                continue;
             break;
         }
     }

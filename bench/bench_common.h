@@ -1,0 +1,33 @@
+/* bench_common.h — what http_bench_server and https_bench_server share: the
+ * routes our reports measure (plus the diagnostic ones the tests use) and the
+ * server flags. */
+#ifndef XKIT_BENCH_COMMON_H
+#define XKIT_BENCH_COMMON_H
+
+#include <stdbool.h>
+
+#include <xbase/str.h>
+#include <xhttp/server.h>
+
+/** Parses a non-negative decimal no larger than max; false otherwise. */
+bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
+
+/** Adds every bench route to server. */
+void benchAddRoutes(xHttpServer *server);
+
+/** A server flag the common parser does not know: the caller's. Returns how
+ *  many arguments it took from argv[i] on (1 or more), or 0 for unknown. */
+typedef int (*BenchExtraFlag)(int argc, char **argv, int i, void *arg);
+
+/** Fills conf (from xHttpServerConfInit plus the bench defaults) and host
+ *  from argv[first..]. Returns false on a bad flag. */
+bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, const char **host,
+                     BenchExtraFlag extra, void *extra_arg);
+
+/** The usage lines of the common flags. */
+extern const char benchCommonUsage[];
+
+/** Prints "listening on HOST:PORT (N workers)", the line tests wait for. */
+void benchPrintListening(const char *host, xHttpServer *server);
+
+#endif

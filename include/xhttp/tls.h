@@ -1,0 +1,114 @@
+/* xhttp/tls.h — HTTPS: TLS listeners for an xHttpServer, through OpenSSL 3.
+ *
+ * A TLS listener serves HTTP/1.1 and HTTP/2 on one port; ALPN picks the
+ * protocol per connection. Plain and TLS listeners may be mixed on one server.
+ * Every worker handshakes on its own SO_REUSEPORT socket, inside its own loop.
+ * Where the kernel offers kernel TLS (kTLS), record encryption moves to the
+ * kernel after the handshake; elsewhere OpenSSL does it, with no difference a
+ * client or handler could see.
+ *
+ * Nothing here exposes OpenSSL's types: this header needs no OpenSSL headers. */
+#ifndef XHTTP_TLS_H
+#define XHTTP_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <xhttp/server.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Protocol versions for xTlsConf.min_version / max_version. */
+enum {
+    XTLS_VERSION_1_2 = 0x0303,
+    XTLS_VERSION_1_3 = 0x0304,
+};
+
+/** Client certificates (mTLS). */
+typedef enum xTlsVerify {
+    XTLS_VERIFY_NONE,      /**< not asked for */
+    XTLS_VERIFY_OPTIONAL,  /**< asked for; one that is sent must verify */
+    XTLS_VERIFY_REQUIRED,  /**< a client without a valid one is refused */
+} xTlsVerify;
+
+/** A certificate and its key, both PEM files. */
+typedef struct xTlsCert {
+    const char *cert_file;     /**< the chain, leaf first */
+    const char *key_file;      /**< the private key (RSA or ECDSA); NULL: in cert_file */
+    const char *key_password;  /**< for an encrypted key; NULL when it is not */
+} xTlsCert;
+
+/** A certificate served to clients that ask for a name by SNI. */
+typedef struct xTlsSniCert {
+    const char *name;          /**< "www.example.com", or "*.example.com" for one label */
+    xTlsCert cert;
+} xTlsSniCert;
+
+/** TLS listener settings. Start from xTlsConfInit's defaults. Strings are
+ *  copied by xHttpServerListenTls; files are read there and again on reload. */
+typedef struct xTlsConf {
+    xTlsCert cert;             /**< served when SNI names none of sni[] (required) */
+    const xTlsSniCert *sni;    /**< more certificates, chosen by SNI */
+    size_t num_sni;
+    const char *alpn;          /**< protocols offered, most preferred first, comma
+                                    separated: "h2,http/1.1" (default; HTTP/2 left
+                                    out when the server's conf.protocols lacks it) */
+    int min_version;           /**< XTLS_VERSION_* (default 1.2) */
+    int max_version;           /**< XTLS_VERSION_* (default 1.3) */
+    const char *ciphersuites;  /**< TLS 1.3 suites, OpenSSL's names joined by ':';
+                                    NULL: OpenSSL's default */
+    const char *ciphers;       /**< TLS 1.2 cipher list, OpenSSL syntax; NULL: ECDHE
+                                    with AES-GCM or ChaCha20-Poly1305 only */
+    const char *groups;        /**< key exchange groups, e.g. "X25519:P-256";
+                                    NULL: OpenSSL's default */
+    bool session_tickets;      /**< resumption by tickets, keys rotated in process (true) */
+    uint32_t session_lifetime_s;/**< how long a session may be resumed; ticket keys
+                                    rotate this often (3600) */
+    uint32_t session_cache_size;/**< sessions kept for resumption by ID; 0: none (20480) */
+    xTlsVerify verify_client;  /**< mTLS (XTLS_VERIFY_NONE) */
+    const char *client_ca_file;/**< CAs that client certificates must chain to (PEM) */
+    uint32_t handshake_timeout_ms; /**< to finish a handshake (10 s) */
+    bool ktls;                 /**< use kernel TLS where the kernel has it (true) */
+} xTlsConf;
+
+/** Fills conf with the defaults noted above. */
+void xTlsConfInit(xTlsConf *conf);
+
+/** Like xHttpServerListen, serving TLS. Certificates, keys, the CA file,
+ *  cipher names and groups are all checked here: a bad one fails the call
+ *  with XERR_TLS (XERR_INVALID for a malformed conf), and
+ *  xHttpServerLastError says which and why. The first TLS listener also logs
+ *  once whether kernel TLS is available. */
+xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port, const xTlsConf *conf);
+
+/** Reads every TLS listener's certificate, key and CA files again. New
+ *  connections get the new certificates; established ones keep theirs. On
+ *  failure nothing changes: XERR_TLS, with xHttpServerLastError set. Callable
+ *  from any thread while the server runs; a server with conf.handle_signals
+ *  also does this on SIGHUP. */
+xErrno xHttpServerReloadTls(xHttpServer *server);
+
+/** How a request's connection is secured. */
+typedef struct xTlsInfo {
+    const char *version;       /**< "TLSv1.3", "TLSv1.2" */
+    const char *cipher;        /**< e.g. "TLS_AES_128_GCM_SHA256" */
+    const char *alpn;          /**< "h2", "http/1.1", or "" when none was chosen */
+    const char *server_name;   /**< SNI the client sent, or "" */
+    bool resumed;              /**< the handshake resumed an earlier session */
+    bool ktls_send;            /**< the kernel encrypts what we send */
+    bool ktls_recv;            /**< the kernel decrypts what we receive */
+    bool client_verified;      /**< a client certificate was sent and verified */
+    char client_subject[256];  /**< its subject, one line, or "" */
+} xTlsInfo;
+
+/** Fills info for a request that came over TLS; false for a plain one.
+ *  Strings stay valid until the response ends. */
+bool xHttpRequestTls(const xHttpRequest *req, xTlsInfo *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
