@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -165,7 +167,9 @@ static void rotate_tickets(xTlsServer *srv, time_t now) {
 }
 
 /* Session tickets under keys of our own, rotated every session lifetime; a
- * ticket under the previous key still resumes, and is renewed (return 2). */
+ * ticket under either key resumes. Every resumption is answered with a fresh
+ * ticket (return 2): TLS 1.3 clients use a ticket once (RFC 8446 §C.4), and
+ * without a new one their next connection would need a full handshake. */
 static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *cipher,
                      EVP_MAC_CTX *mac, int encrypt) {
     xTlsServer *srv = server_of(ssl);
@@ -176,7 +180,7 @@ static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
     for (int i = 0; i < 2 && !status; i++) {
         if (encrypt || (srv->tickets[i].born && memcmp(name, srv->tickets[i].name, 16) == 0)) {
             key = srv->tickets[i];
-            status = i == 0 ? 1 : 2;
+            status = encrypt ? 1 : 2;
         }
     }
     pthread_mutex_unlock(&srv->lock);
@@ -211,6 +215,26 @@ static bool set_client_verification(SSL_CTX *ctx, const xTlsConf *conf, char *er
     return true;
 }
 
+/* Whether the kernel has the "tls" upper-layer protocol, asked once: setting
+ * it on an unconnected TCP socket fails with ENOENT when the kernel has no
+ * such module (after trying to load it), and with ENOTCONN when it has one.
+ * Without it OpenSSL would try, and fail, twice per handshake. */
+static bool kernel_has_tls(void) {
+    static atomic_int known;  /* 0: not asked yet, 1: yes, 2: no */
+    int answer = atomic_load(&known);
+    if (answer) return answer == 1;
+#if defined(OPENSSL_NO_KTLS) || !defined(TCP_ULP)
+    answer = 2;
+#else
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    answer = fd >= 0 && setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof "tls") != 0 && errno == ENOENT ? 2 : 1;
+    if (fd < 0) answer = 2;
+    else close(fd);
+#endif
+    atomic_store(&known, answer);
+    return answer == 1;
+}
+
 static SSL_CTX *build_ctx(xTlsServer *srv, const xTlsCert *cert, char *err, size_t err_len) {
     const xTlsConf *conf = &srv->conf;
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -222,7 +246,7 @@ static SSL_CTX *build_ctx(xTlsServer *srv, const xTlsCert *cert, char *err, size
                        SSL_OP_IGNORE_UNEXPECTED_EOF;
     if (!conf->session_tickets) options |= SSL_OP_NO_TICKET;
 #ifdef SSL_OP_ENABLE_KTLS
-    if (conf->ktls) options |= SSL_OP_ENABLE_KTLS;
+    if (conf->ktls && kernel_has_tls()) options |= SSL_OP_ENABLE_KTLS;
 #endif
     SSL_CTX_set_options(ctx, options);
     /* Buffers go back while a connection idles; writes may end mid-queue
@@ -514,22 +538,13 @@ void xTlsServerDestroy(xTlsServer *srv) {
 void xTlsLogKernelSupport(const xTlsConf *conf) {
     static atomic_bool logged;
     if (atomic_exchange(&logged, true)) return;
-    char ulps[256] = "";
-    FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_ulp", "r");
-    if (f) {
-        if (!fgets(ulps, sizeof ulps, f)) ulps[0] = '\0';
-        fclose(f);
-    }
-    bool kernel = strstr(ulps, "tls") != NULL;
 #ifdef OPENSSL_NO_KTLS
-    bool library = false;
+    XLOG_INFO("kTLS: this OpenSSL was built without it; records are encrypted in user space");
 #else
-    bool library = true;
+    if (!conf->ktls) XLOG_INFO("kTLS: off by configuration; records are encrypted in user space");
+    else if (kernel_has_tls()) XLOG_INFO("kTLS: available; records move to the kernel after each handshake");
+    else XLOG_INFO("kTLS: not available (this kernel has no tls module); records are encrypted in user space");
 #endif
-    if (!conf->ktls) XLOG_INFO("kTLS: off by configuration; OpenSSL encrypts records in user space");
-    else if (kernel && library) XLOG_INFO("kTLS: available; records move to the kernel after each handshake");
-    else if (!library) XLOG_INFO("kTLS: this OpenSSL was built without it; records are encrypted in user space");
-    else XLOG_INFO("kTLS: not available (the kernel has no tls module loaded); records are encrypted in user space");
 }
 
 /* ---- Connections ---- */
