@@ -1,0 +1,106 @@
+"""Reading wrk's and h2load's reports. Nothing here raises on odd output: what a run got
+wrong is listed in LoadResult.problems, and a run with any problem is a failed run."""
+
+import re
+from dataclasses import dataclass, field
+
+# wrk and h2load print durations with these suffixes (wrk also m and h, for long runs).
+TIME_UNITS_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
+TIME = r"([\d.]+)(us|ms|s|m|h)"
+
+
+@dataclass
+class LoadResult:
+    """What one load-generator run measured: requests completed (h2load: succeeded),
+    their rate, the mean latency in milliseconds, and everything that disqualifies it."""
+
+    requests: int = 0
+    req_per_s: float = 0.0
+    latency_ms: float | None = None
+    problems: list = field(default_factory=list)
+
+    @property
+    def ok(self):
+        return not self.problems
+
+
+def to_ms(number, unit):
+    return float(number) * TIME_UNITS_MS[unit]
+
+
+def last_line(text):
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+WRK = {
+    "requests": re.compile(r"(\d+) requests in "),
+    "req_per_s": re.compile(r"Requests/sec:\s+([\d.]+)"),
+    "latency": re.compile(r"Latency\s+" + TIME),
+    "socket_errors": re.compile(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)"),
+    "bad_status": re.compile(r"Non-2xx or 3xx responses: (\d+)"),
+}
+
+
+def parse_wrk(stdout, stderr="", returncode=0):
+    """wrk prints "Socket errors" and "Non-2xx or 3xx responses" only when they are not zero;
+    it exits 1 without a report when it cannot connect at all."""
+    result = LoadResult()
+    requests, rate = WRK["requests"].search(stdout), WRK["req_per_s"].search(stdout)
+    if returncode != 0 or not requests or not rate:
+        result.problems.append(f"wrk exited with {returncode}: {last_line(stderr + stdout)}"
+                               if returncode else f"unreadable wrk output: {last_line(stdout)}")
+        return result
+    result.requests, result.req_per_s = int(requests.group(1)), float(rate.group(1))
+    latency = WRK["latency"].search(stdout)
+    if latency and result.requests:
+        result.latency_ms = to_ms(*latency.groups())
+    errors = WRK["socket_errors"].search(stdout)
+    if errors and any(int(count) for count in errors.groups()):
+        result.problems.append("wrk " + errors.group(0))
+    bad_status = WRK["bad_status"].search(stdout)
+    if bad_status and int(bad_status.group(1)):
+        result.problems.append(f"wrk: {bad_status.group(1)} responses with status >= 400")
+    if result.requests == 0:
+        result.problems.append("wrk completed no requests")
+    return result
+
+
+H2LOAD = {
+    "req_per_s": re.compile(r"finished in [\d.]+\w*, ([\d.]+) req/s"),
+    "requests": re.compile(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                           r"(\d+) failed, (\d+) errored, (\d+) timeout"),
+    "statuses": re.compile(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx"),
+    "latency": re.compile(r"time for request:\s+\S+\s+\S+\s+" + TIME),
+    "protocol": re.compile(r"Application protocol: (\S+)"),
+}
+
+
+def parse_h2load(stdout, stderr="", returncode=0, protocol=None):
+    """Requests are those h2load counts as succeeded. Its status-code line also counts
+    responses that land after -D ends, so it can exceed them; it only has to be all 2xx.
+    h2load exits 0 even when it cannot connect, so no request at all is a failure too.
+    protocol, when given, is the one the connections must have spoken (h2 or h2c)."""
+    result = LoadResult()
+    found = {key: pattern.search(stdout) for key, pattern in H2LOAD.items()}
+    if returncode != 0 or not (found["req_per_s"] and found["requests"] and found["statuses"]):
+        result.problems.append(f"h2load exited with {returncode}: {last_line(stderr + stdout)}"
+                               if returncode else f"unreadable h2load output: {last_line(stdout)}")
+        return result
+    _total, _started, _done, succeeded, failed, errored, timed_out = map(
+        int, found["requests"].groups())
+    result.requests, result.req_per_s = succeeded, float(found["req_per_s"].group(1))
+    if found["latency"] and succeeded:
+        result.latency_ms = to_ms(*found["latency"].groups())
+    if failed or errored or timed_out:
+        result.problems.append(f"h2load: {failed} failed, {errored} errored, {timed_out} timeout")
+    statuses = found["statuses"]
+    if any(int(count) for count in statuses.groups()[1:]):
+        result.problems.append(f"h2load saw responses other than 2xx: {statuses.group(0)}")
+    spoken = found["protocol"]
+    if protocol and spoken and spoken.group(1) != protocol:
+        result.problems.append(f"h2load spoke {spoken.group(1)}, not {protocol}")
+    if succeeded == 0:
+        result.problems.append("h2load completed no requests")
+    return result

@@ -1,0 +1,131 @@
+"""The servers the suite measures, per protocol: xKit's bench servers, the Go peers, and on
+request nginx and h2o from Debian's packages. Every one gets the same number of cores."""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .servers import Peer, find_tool
+
+BENCH_DIR = Path(__file__).resolve().parent.parent
+NGINX_TEMPLATE = BENCH_DIR / "nginx" / "nginx.conf.in"
+H2O_TEMPLATE = BENCH_DIR / "h2o" / "h2o.conf.in"
+H2O_ECHO_BYTES = 4096   # h2o's /echo is one file of this size (bench/h2o/h2o.conf.in)
+
+LABELS = {"xkit": "xKit", "go": "Go", "nginx": "nginx", "h2o": "h2o"}
+# What each peer serves: nginx answers GET /echo?size=N from files named by the size and
+# cannot echo a body; h2o's file handler ignores the query string, so it serves /ping only.
+KINDS = {"xkit": {"ping", "echo", "post"}, "go": {"ping", "echo", "post"},
+         "nginx": {"ping", "echo"}, "h2o": {"ping"}}
+GO_PEER_FOR = {"http1": "http_bench_server", "pipeline": "http_bench_server",
+               "h2c": "h2c_bench_server", "https1": "https_bench_server",
+               "https2": "https_bench_server"}
+
+
+@dataclass
+class Missing:
+    """Why a peer cannot run: status is "not built" (xKit) or "skipped" (anything else)."""
+
+    status: str
+    reason: str
+
+
+@dataclass
+class PeerContext:
+    """What the peers are made from. go_bin is where the Go peers were built (None, with
+    go_problem, when they could not be); cert and key are None without a certificate."""
+
+    build_dir: Path
+    workers: int
+    echo_sizes: tuple = ()
+    cert: Path | None = None
+    key: Path | None = None
+    cert_problem: str = "no certificate"
+    go_bin: Path | None = None
+    go_problem: str = "the Go peers were not built"
+
+
+def make_peer(name, protocol, context):
+    """The peer `name` set up for a protocol key (http1, h2c, https1, https2, pipeline), or Missing."""
+    if protocol.startswith("https") and context.cert is None:
+        return Missing("skipped", context.cert_problem)
+    return {"xkit": xkit_peer, "go": go_peer, "nginx": nginx_peer, "h2o": h2o_peer}[name](
+        protocol, context)
+
+
+def xkit_peer(protocol, context):
+    tls = protocol.startswith("https")
+    binary = context.build_dir / "bench" / ("https_bench_server" if tls else "http_bench_server")
+    if not os.access(binary, os.X_OK):
+        return Missing("not built", f"{binary} not built")
+    workers = ["--workers", str(context.workers)]
+    if tls:
+        return Peer("xkit", lambda port, _dir: [str(binary), str(port), str(context.cert),
+                                                 str(context.key)] + workers, tls=True)
+    return Peer("xkit", lambda port, _dir: [str(binary), str(port)] + workers)
+
+
+def go_peer(protocol, context):
+    if context.go_bin is None:
+        return Missing("skipped", context.go_problem)
+    binary = context.go_bin / GO_PEER_FOR[protocol]
+    env = {"GOMAXPROCS": str(context.workers)}
+    if protocol.startswith("https"):
+        return Peer("go", lambda port, _dir: [str(binary), str(port), str(context.cert),
+                                               str(context.key)], env, tls=True)
+    return Peer("go", lambda port, _dir: [str(binary), str(port)], env)
+
+
+def fill_template(template, values):
+    text = template.read_text()
+    for key, value in values.items():
+        text = text.replace(f"@{key}@", value)
+    return text
+
+
+def nginx_peer(protocol, context):
+    """nginx with worker_processes = workers. Its cleartext HTTP/2 port (listen ... http2)
+    speaks HTTP/2 only, so readiness there is an accepted connection."""
+    nginx = find_tool("nginx", "/usr/sbin/nginx")
+    if nginx is None:
+        return Missing("skipped", "nginx not installed (apt-get install nginx-light)")
+    tls = protocol.startswith("https")
+    flags = {"h2c": "http2", "https1": "ssl http2", "https2": "ssl http2"}.get(protocol, "")
+    tls_lines = (f"ssl_certificate {context.cert};\n        ssl_certificate_key {context.key};"
+                 if tls else "")
+
+    def command(port, run_dir):
+        (run_dir / "echo").mkdir()
+        for size in context.echo_sizes:
+            (run_dir / "echo" / str(size)).write_bytes(b"x" * size)
+        conf = fill_template(NGINX_TEMPLATE, {
+            "WORKERS": str(context.workers), "PORT": str(port), "RUNDIR": str(run_dir),
+            "LISTEN_FLAGS": flags, "TLS": tls_lines})
+        (run_dir / "nginx.conf").write_text(conf)
+        return [nginx, "-c", str(run_dir / "nginx.conf"), "-p", str(run_dir), "-e", "stderr"]
+
+    return Peer("nginx", command, tls=tls, http1_probe=protocol != "h2c",
+                workers_are_children=True)
+
+
+def h2o_peer(protocol, context):
+    """h2o with num-threads = workers; one port speaks HTTP/1.1 and HTTP/2 (by prior
+    knowledge in clear, by ALPN over TLS). It serves files: /ping is the 4 bytes "pong"."""
+    h2o = find_tool("h2o", "/usr/sbin/h2o")
+    if h2o is None:
+        return Missing("skipped", "h2o not installed (apt-get install h2o)")
+    tls = protocol.startswith("https")
+    tls_lines = (f"  ssl:\n    certificate-file: {context.cert}\n    key-file: {context.key}"
+                 if tls else "")
+
+    def command(port, run_dir):
+        # h2o drops root for "nobody", which must read these files: run_dir is 0755.
+        (run_dir / "pong").write_bytes(b"pong")
+        (run_dir / "echo4k").write_bytes(b"x" * H2O_ECHO_BYTES)
+        conf = fill_template(H2O_TEMPLATE, {
+            "THREADS": str(context.workers), "PORT": str(port), "RUNDIR": str(run_dir),
+            "TLS": tls_lines})
+        (run_dir / "h2o.conf").write_text(conf)
+        return [h2o, "-c", str(run_dir / "h2o.conf")]
+
+    return Peer("h2o", command, tls=tls)

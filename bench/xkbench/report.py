@@ -1,0 +1,210 @@
+"""The report: one JSON-ready dict, rendered as markdown, written with its charts as
+OUT/latest.md, OUT/latest.json and a dated copy OUT/DATE/report.{md,json} beside the SVGs."""
+
+import json
+from pathlib import Path
+
+from . import stats
+from .charts import section_svg
+
+SCHEMA = "xkit-bench/1"
+PRIMARY, REFERENCE = "xkit", "go"   # Δ is the first's req/s against the second's
+
+
+def section_entry(section, rows, command):
+    """A section of the JSON report, with Δ (xKit's req/s over Go's) on every row."""
+    for row in rows:
+        row["delta_req_per_s"] = stats.delta(
+            stats.median_of(row["results"].get(PRIMARY), "req_per_s"),
+            stats.median_of(row["results"].get(REFERENCE), "req_per_s"))
+    return {"id": section.id, "protocol": section.protocol.key,
+            "protocol_title": section.protocol.title, "protocol_short": section.protocol.short,
+            "tool": section.protocol.tool,
+            "kind": section.kind, "title": section.title, "axis": section.axis,
+            "command": command, "chart": f"{section.id}.svg", "rows": rows}
+
+
+def summary_entries(sections, peer_names):
+    """Per section, the median over its rows of xKit ÷ Go for req/s and CPU µs/req, and
+    how many of its measured cells failed."""
+    entries = []
+    for section in sections:
+        cells = [row["results"][name] for row in section["rows"] for name in peer_names]
+        entry = {"section": section["id"],
+                 "failed": sum(cell["status"] == "failed" for cell in cells),
+                 "ok": sum(cell["status"] == "ok" for cell in cells)}
+        if REFERENCE in peer_names:
+            for metric in ("req_per_s", "cpu_us_per_request"):
+                entry[f"{metric}_ratio"] = stats.median_ratio(section["rows"], PRIMARY, REFERENCE, metric)
+        entries.append(entry)
+    return entries
+
+
+# --- markdown ------------------------------------------------------------------
+
+
+def number(value):
+    if value is None:
+        return "–"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def latency(value):
+    if value is None:
+        return "–"
+    return f"{value:.2f} ms" if value < 10 else f"{value:.1f} ms" if value < 100 else f"{value:,.0f} ms"
+
+
+def plural(count, noun):
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def signed_percent(fraction):
+    return "n/a" if fraction is None else f"{fraction:+.0%}".replace("-", "−")
+
+
+def times(value):
+    return "n/a" if value is None else f"{value:.2f}×"
+
+
+def ratio_cell(spread):
+    if spread is None:
+        return "n/a"
+    if len({round(spread["min"], 2), round(spread["max"], 2)}) == 1:
+        return times(spread["median"])
+    return f"{times(spread['median'])} ({spread['min']:.2f}–{spread['max']:.2f}×)"
+
+
+def metric_cell(result, metric, render):
+    if result["status"] != "ok":
+        return result["status"] if metric == "req_per_s" else "–"
+    return render(stats.median_of(result, metric))
+
+
+def section_table(section, servers):
+    """| axis | Req/s per server | Latency per server | Δ | CPU µs/req per server | spread |"""
+    names = [server["name"] for server in servers]
+    labels = {server["name"]: server["label"] for server in servers}
+    with_delta = PRIMARY in names and REFERENCE in names
+    header = ([section["axis"]] + [f"{labels[n]} Req/s" for n in names]
+              + [f"{labels[n]} Latency" for n in names] + (["Δ"] if with_delta else [])
+              + [f"{labels[n]} CPU µs/req" for n in names] + ["Req/s spread"])
+    lines = ["| " + " | ".join(header) + " |",
+             "|---|" + "---:|" * (len(header) - 2) + "---|"]
+    for row in section["rows"]:
+        results = row["results"]
+        cells = [row["label"]]
+        cells += [metric_cell(results[n], "req_per_s", number) for n in names]
+        cells += [metric_cell(results[n], "latency_ms", latency) for n in names]
+        if with_delta:
+            cells.append(signed_percent(row["delta_req_per_s"]))
+        cells += [metric_cell(results[n], "cpu_us_per_request", number) for n in names]
+        spreads = [f"{labels[n]} {stats.relative_spread(results[n]['req_per_s']):.0%}"
+                   for n in names if results[n]["status"] == "ok"]
+        cells.append(" · ".join(spreads) or "–")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def section_notes(section, servers):
+    """Why cells are empty (once per reason), every failure, and how busy the cores were
+    with anything but the server and the load generator."""
+    notes, others = [], []
+    for server in servers:
+        for row in section["rows"]:
+            result = row["results"][server["name"]]
+            others += [run.get("others_busy") or 0 for run in result.get("runs", [])]
+            if result["status"] == "failed":
+                notes.append(f"- {server['label']}, {section['axis'].lower()} {row['label']}: "
+                             f"**failed**: {result['error']}")
+            elif result["status"] != "ok":
+                note = f"- {server['label']}: {result['status']}: {result['error']}"
+                if note not in notes:
+                    notes.append(note)
+    if others:
+        notes.append(f"- Other load on the measured cores during the runs: up to "
+                     f"{max(others):.0%} of a core (median {stats.spread(others)['median']:.0%}).")
+    return notes
+
+
+def summary_table(report):
+    labels = {server["name"]: server["label"] for server in report["servers"]}
+    titles = {section["id"]: f"{section['protocol_short']}: {section['title']}"
+              for section in report["sections"]}
+    with_ratio = REFERENCE in labels
+    lines = ["| Section | " + ("xKit Req/s ÷ Go | xKit CPU µs/req ÷ Go | " if with_ratio else "")
+             + "Cells ok | Failed |",
+             "|---|" + ("---:|---:|" if with_ratio else "") + "---:|---:|"]
+    for entry in report["summary"]:
+        ratios = ([ratio_cell(entry["req_per_s_ratio"]), ratio_cell(entry["cpu_us_per_request_ratio"])]
+                  if with_ratio else [])
+        lines.append("| " + " | ".join([titles[entry["section"]]] + ratios
+                                        + [str(entry["ok"]), str(entry["failed"])]) + " |")
+    return lines
+
+
+def render_markdown(report, chart_prefix=""):
+    """The report as markdown; charts are linked as chart_prefix + the section's chart file."""
+    settings = report["settings"]
+    servers = report["servers"]
+    names = ", ".join(server["label"] for server in servers)
+    lines = [
+        f"# xKit benchmark report, {report['date']} ({report['mode']} suite)", "",
+        f"{names} on the same cores, measured by `{report['command']}` in "
+        f"{report['elapsed_s'] / 60:.1f} min. Each server had "
+        f"{plural(settings['workers'], 'core')} (CPU {settings['server_cpus']}), the load "
+        f"generator CPU {settings['client_cpus']}. "
+        f"{plural(settings['runs'], 'run')} of {settings['duration_s']} s per case and server, the order "
+        f"of servers alternating between runs; wrk warms each server up for "
+        f"{settings['warmup_s']} s before a case, h2load opens its connections in a "
+        f"{settings['warmup_s']}-s warm-up inside every run. Tables show medians; every run is in "
+        f"the JSON. A case whose load generator saw any socket error, timeout or non-2xx "
+        f"response is marked failed, not averaged.", "",
+        "**Req/s** and **Latency** (mean) are the load generator's. **Δ** is xKit's req/s over "
+        "Go's. **CPU µs/req** is the server's user + system time (`/proc/PID/stat`, all threads; "
+        "nginx: its workers) over the measured time, divided by the requests completed: it does "
+        "not depend on the load generator keeping up, and is the figure to trust on a small or "
+        "shared machine. wrk opens its connections inside the measured time, so HTTPS/1.1 rows "
+        "include a TLS handshake per connection; h2load's rows do not.", "",
+        "## Test Environment", "", "| | |", "|---|---|"]
+    lines += [f"| {key} | {value} |" for key, value in report["environment"].items()]
+    lines += ["", "## Summary", "", "Medians over each section's rows of the ratio of medians.", ""]
+    lines += summary_table(report)
+    if report["notes"]:
+        lines += [""] + [f"- {note}" for note in report["notes"]]
+    protocol = None
+    for section in report["sections"]:
+        if section["protocol_title"] != protocol:
+            protocol = section["protocol_title"]
+            lines += ["", f"## {protocol}, with {section['tool']}"]
+        lines += ["", f"### {section['title']}", "", f"`{section['command']}`", "",
+                  f"![{protocol}: {section['title']}]({chart_prefix}{section['chart']})", ""]
+        lines += section_table(section, servers)
+        notes = section_notes(section, servers)
+        if notes:
+            lines += [""] + notes
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report, out_dir):
+    """Writes OUT/DATE/report.md, report.json and the section charts, then OUT/latest.md and
+    latest.json (linking the charts in OUT/DATE). Returns the paths written."""
+    out_dir = Path(out_dir)
+    dated = out_dir / report["date"]
+    dated.mkdir(parents=True, exist_ok=True)
+    written = []
+    for section in report["sections"]:
+        path = dated / section["chart"]
+        path.write_text(section_svg(section, report["servers"]))
+        written.append(path)
+    data = json.dumps(report, indent=1, ensure_ascii=False) + "\n"
+    for path, content in (
+            (dated / "report.md", render_markdown(report)),
+            (dated / "report.json", data),
+            (out_dir / "latest.md", render_markdown(report, f"{report['date']}/")),
+            (out_dir / "latest.json", data)):
+        path.write_text(content)
+        written.append(path)
+    return written
