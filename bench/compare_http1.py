@@ -11,7 +11,6 @@ so background load on a shared machine hits every server alike.
 """
 
 import argparse
-import ctypes
 import json
 import os
 import re
@@ -25,267 +24,53 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-PIPELINE_SCRIPT = REPO_ROOT / "bench" / "wrk" / "pipeline.lua"
-NGINX_TEMPLATE = REPO_ROOT / "bench" / "nginx" / "nginx.conf.in"
-GO_MODULE = REPO_ROOT / "bench" / "go"
+from xkbench.loadgen import PIPELINE_SCRIPT
+from xkbench.parsing import parse_wrk
+from xkbench.peers import GO_PEER_FOR, Missing, PeerContext, make_peer
+from xkbench.prepare import SetupFailed, build_go_peers
+from xkbench.servers import (PING_REQUEST, Peer, PortPicker, RunFailed, Server,
+                             children_cpu_seconds, core_seconds, parse_cpu_list,
+                             wait_until_serving)
 
 SERVERS = ("xkit", "baseline", "nginx", "go")
 CASES = ("ping", "pipeline", "idle")
-PING_REQUEST = b"GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 WARMUP_SECONDS = 1
-START_TIMEOUT = 10.0
-STOP_TIMEOUT = 5.0
-GO_BUILD_TIMEOUT = 300
 # Connections the idle case keeps mid-handshake at once: below every peer's listen
 # backlog, so no SYN is dropped and retried a second later.
 IDLE_OPEN_WINDOW = 256
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-PR_SET_PDEATHSIG = 1
-LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-class RunFailed(Exception):
-    """One measurement went wrong; it is recorded as failed and the script goes on."""
-
-
-@dataclass
-class Peer:
-    """A server under test: how to start it on a port, given a private directory."""
-
-    name: str
-    command: Callable[[int, Path], list]
-    env: dict = field(default_factory=dict)
-
 
 # --- peers ------------------------------------------------------------------
 
 
-def find_peers(names, build_dir, work_dir, finders=None):
-    """Returns ({name: Peer}, {name: skip reason}) for the servers asked for. finders maps a
-    name to a function (build_dir, work_dir) -> Peer or skip reason; this script's by default."""
-    finders = finders or {"xkit": xkit_peer, "baseline": baseline_peer, "nginx": nginx_peer,
-                          "go": go_peer}
+def find_peers(names, build_dir, work_dir, protocol="http1"):
+    """Returns ({name: Peer}, {name: skip reason}) for the servers asked for, each with one
+    worker; the baseline is this script's, the others xkbench's peers for `protocol`."""
+    context = PeerContext(build_dir=build_dir, workers=1)
+    if "go" in names:
+        try:
+            context.go_bin = build_go_peers(work_dir / "go", (GO_PEER_FOR[protocol],))
+        except SetupFailed as error:
+            context.go_problem = str(error)
     peers, skipped = {}, {}
     for name in names:
-        peer_or_reason = finders[name](build_dir, work_dir)
-        if isinstance(peer_or_reason, Peer):
-            peers[name] = peer_or_reason
+        peer = baseline_peer(build_dir) if name == "baseline" else make_peer(name, protocol, context)
+        if isinstance(peer, Missing):
+            skipped[name] = peer.reason
         else:
-            skipped[name] = peer_or_reason
+            peers[name] = peer
     return peers, skipped
 
 
-def built_binary(build_dir, name):
-    path = build_dir / "bench" / name
-    return path if os.access(path, os.X_OK) else None
-
-
-def xkit_peer(build_dir, _work_dir):
-    binary = built_binary(build_dir, "http_bench_server")
-    if binary is None:
-        return f"{build_dir}/bench/http_bench_server not built"
-    return Peer("xkit", lambda port, _dir: [str(binary), str(port), "--workers", "1"])
-
-
-def baseline_peer(build_dir, _work_dir):
-    binary = built_binary(build_dir, "baseline_responder")
-    if binary is None:
-        return f"{build_dir}/bench/baseline_responder not built"
+def baseline_peer(build_dir):
+    binary = build_dir / "bench" / "baseline_responder"
+    if not os.access(binary, os.X_OK):
+        return Missing("not built", f"{binary} not built")
     return Peer("baseline", lambda port, _dir: [str(binary), str(port)])
 
 
-def nginx_peer(_build_dir, _work_dir):
-    nginx = find_tool("nginx", "/usr/sbin/nginx")
-    if nginx is None:
-        return "nginx not installed (apt-get install nginx-light)"
-
-    def command(port, run_dir):
-        conf = NGINX_TEMPLATE.read_text()
-        for key, value in (("@WORKERS@", "1"), ("@PORT@", str(port)), ("@RUNDIR@", str(run_dir))):
-            conf = conf.replace(key, value)
-        (run_dir / "nginx.conf").write_text(conf)
-        return [nginx, "-c", str(run_dir / "nginx.conf"), "-p", str(run_dir),
-                "-e", str(run_dir / "error.log")]
-
-    return Peer("nginx", command)
-
-
-def go_peer(_build_dir, work_dir):
-    return built_go_peer("http_bench_server", work_dir)
-
-
-def built_go_peer(package, work_dir):
-    """Builds the Go peer in bench/go/PACKAGE afresh (Go's build cache makes that quick);
-    returns it as the peer "go", or why it could not be built."""
-    go = find_tool("go", "/usr/local/go/bin/go")
-    if go is None:
-        return "go toolchain not found"
-    binary = work_dir / f"go_{package}"
-    try:
-        build = subprocess.run([go, "build", "-o", str(binary), f"./{package}"],
-                               cwd=GO_MODULE, capture_output=True, text=True,
-                               timeout=GO_BUILD_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        return f"go build took over {GO_BUILD_TIMEOUT} s"
-    if build.returncode != 0:
-        return "go build failed: " + last_line(build.stderr)
-    return Peer("go", lambda port, _dir: [str(binary), str(port)], {"GOMAXPROCS": "1"})
-
-
-def find_tool(name, usual_path):
-    """PATH first, then where Debian or the Go tarball put it (often not on a user's PATH)."""
-    return shutil.which(name) or (usual_path if os.access(usual_path, os.X_OK) else None)
-
-
-def last_line(text):
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "(no output)"
-
-
-# --- processes ----------------------------------------------------------------
-
-
-def die_with_parent():
-    """Runs in the child before exec: if this script is killed outright, so is the server."""
-    LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-class Server:
-    """A started peer. Measures the processes that serve: nginx's workers, not its idle master."""
-
-    def __init__(self, peer, port, run_dir, cpus):
-        self.port = port
-        self.log_path = run_dir / "server.log"
-        argv = ["taskset", "-c", cpus] + peer.command(port, run_dir)
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, **peer.env}, start_new_session=True,
-                preexec_fn=die_with_parent)
-
-    def serving_pids(self):
-        children = child_pids(self.process.pid)
-        return children or [self.process.pid]
-
-    def cpu_seconds(self):
-        return sum(process_cpu_seconds(pid) for pid in self.serving_pids())
-
-    def rss_bytes(self):
-        return sum(process_rss_bytes(pid) for pid in self.serving_pids())
-
-    def log_tail(self):
-        try:
-            return last_line(self.log_path.read_text(errors="replace"))
-        except OSError:
-            return "(no log)"
-
-    def stop(self):
-        """SIGTERM to the whole session (nginx's workers too), SIGKILL if it lingers."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                self.process.wait(timeout=STOP_TIMEOUT)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-
-
-def proc_stat_fields(pid):
-    """Fields of /proc/PID/stat from field 3 (state) on; the name may hold spaces."""
-    with open(f"/proc/{pid}/stat") as stat:
-        text = stat.read()
-    return text[text.rindex(")") + 2:].split()
-
-
-def child_pids(pid):
-    """Scans /proc because /proc/PID/task/*/children is not in every kernel."""
-    children = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if int(proc_stat_fields(entry)[1]) == pid:
-                children.append(int(entry))
-        except (OSError, ValueError, IndexError):
-            continue
-    return children
-
-
-def process_cpu_seconds(pid):
-    """utime + stime, which for a process covers all of its threads."""
-    fields = proc_stat_fields(pid)
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def process_rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RunFailed(f"no VmRSS for pid {pid}")
-
-
-def wait_until_serving(server):
-    """Waits until GET /ping answers 200, so a server that listens but cannot yet serve fails."""
-    deadline = time.monotonic() + START_TIMEOUT
-    problem = "never accepted a connection"
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RunFailed(f"exited with status {server.process.returncode}: {server.log_tail()}")
-        try:
-            with socket.create_connection(("127.0.0.1", server.port), timeout=1) as sock:
-                sock.sendall(PING_REQUEST)
-                status_line = sock.recv(4096).split(b"\r\n", 1)[0]
-            if status_line.startswith(b"HTTP/1.1 200"):
-                return
-            problem = f"answered GET /ping with {status_line[:60]!r}"
-        except OSError as error:
-            problem = str(error)
-        time.sleep(0.05)
-    raise RunFailed(f"not serving after {START_TIMEOUT:.0f} s: {problem}")
-
-
-class PortPicker:
-    """Hands out ports below the ephemeral range, never the same one twice in a session,
-    so no server inherits another's lingering sockets and clients never collide with it."""
-
-    def __init__(self, first):
-        self.next = first
-
-    def take(self):
-        for port in range(self.next, 32768):
-            if port_is_free(port):
-                self.next = port + 1
-                return port
-        raise RunFailed("no free port left below 32768")
-
-
-def port_is_free(port):
-    with socket.socket() as sock:
-        try:
-            sock.bind(("0.0.0.0", port))
-            return True
-        except OSError:
-            return False
-
-
 # --- wrk ----------------------------------------------------------------------
-
-
-WRK_PATTERNS = {
-    "requests": re.compile(r"(\d+) requests in "),
-    "req_per_s": re.compile(r"Requests/sec:\s+([\d.]+)"),
-    "socket_errors": re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)"),
-    "bad_status": re.compile(r"Non-2xx or 3xx responses: (\d+)"),
-}
 
 
 def run_wrk(port, seconds, pipelined, args):
@@ -299,32 +84,11 @@ def run_wrk(port, seconds, pipelined, args):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 30)
     except subprocess.TimeoutExpired:
         raise RunFailed(f"wrk did not finish within {seconds + 30} s") from None
-    if done.returncode != 0:
-        raise RunFailed(f"wrk exited with {done.returncode}: {last_line(done.stderr + done.stdout)}")
-    result = parse_wrk(done.stdout)
-    result["wrk_cpu_seconds"] = children_cpu_seconds() - before
-    return result
-
-
-def children_cpu_seconds():
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def parse_wrk(output):
-    requests = WRK_PATTERNS["requests"].search(output)
-    rate = WRK_PATTERNS["req_per_s"].search(output)
-    if not requests or not rate:
-        raise RunFailed("could not read wrk's output: " + last_line(output))
-    socket_errors = WRK_PATTERNS["socket_errors"].search(output)
-    if socket_errors and any(int(count) for count in socket_errors.groups()):
-        raise RunFailed("wrk " + socket_errors.group(0))
-    bad_status = WRK_PATTERNS["bad_status"].search(output)
-    if bad_status:
-        raise RunFailed(f"wrk saw {bad_status.group(1)} responses with status >= 400")
-    if int(requests.group(1)) == 0:
-        raise RunFailed("wrk completed no requests")
-    return {"requests": int(requests.group(1)), "req_per_s": float(rate.group(1))}
+    parsed = parse_wrk(done.stdout, done.stderr, done.returncode)
+    if not parsed.ok:
+        raise RunFailed(parsed.problems[0])
+    return {"requests": parsed.requests, "req_per_s": parsed.req_per_s,
+            "wrk_cpu_seconds": children_cpu_seconds() - before}
 
 
 # --- cases --------------------------------------------------------------------
@@ -363,20 +127,6 @@ def measure_client_run(server, args, client, run_client):
         "others_busy": max(others, 0.0) / elapsed,
     })
     return result
-
-
-def core_seconds(cpus):
-    """(busy, softirq) seconds of the given CPUs so far, from /proc/stat. Busy counts anything
-    that is not idle: any process, interrupts, a hypervisor's steal."""
-    busy = softirq_total = 0
-    with open("/proc/stat") as stat:
-        for line in stat:
-            name, *ticks = line.split()
-            if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
-                user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, ticks[:8])
-                busy += user + nice + system + irq + softirq + steal
-                softirq_total += softirq
-    return busy / CLOCK_TICKS, softirq_total / CLOCK_TICKS
 
 
 def measure_idle(server, args):
@@ -674,14 +424,6 @@ def check_tools():
     missing = [tool for tool in ("taskset", "wrk") if shutil.which(tool) is None]
     if missing:
         sys.exit("missing tools: " + ", ".join(missing))
-
-
-def parse_cpu_list(text):
-    cpus = set()
-    for part in text.split(","):
-        first, _, last = part.partition("-")
-        cpus.update(range(int(first), int(last or first) + 1))
-    return cpus
 
 
 def run_rounds(peers, args, work_dir):

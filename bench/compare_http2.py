@@ -8,12 +8,12 @@ knowledge) runs pinned to --client-cpus, so each side owns a core. Cases:
   post64k  POST /echo with a 64 KiB body echoed back, 20 × 10 (xkit and go: h2o has no echo)
 Servers are measured in turn, round after round, and the median of each is reported,
 so background load on a shared machine hits every server alike. Processes, /proc
-accounting and the report's pieces come from compare_http1.py.
+accounting, the peers and h2load's parser come from xkbench/, the report's pieces from
+compare_http1.py.
 """
 
 import argparse
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -23,17 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compare_http1 import (
-    REPO_ROOT, WARMUP_SECONDS, Peer, PortPicker, RunFailed, Server, built_go_peer,
-    children_cpu_seconds, failure_lines, find_peers, find_tool, host_description, last_line,
-    measure_client_run, median_of, name_list, parse_cpu_list, runs_cell, spread_of,
-    wait_until_serving, write_json, xkit_peer)
-
-H2O_TEMPLATE = REPO_ROOT / "bench" / "h2o" / "h2o.conf.in"
+    WARMUP_SECONDS, failure_lines, find_peers, host_description, measure_client_run,
+    median_of, name_list, runs_cell, spread_of, write_json)
+from xkbench.parsing import parse_h2load
+from xkbench.servers import (PortPicker, RunFailed, Server, children_cpu_seconds, find_tool,
+                             parse_cpu_list, wait_until_serving)
 
 SERVERS = ("xkit", "h2o", "go")
 STREAMS_PER_CONNECTION = 10
 POST_BODY_BYTES = 64 << 10
-ECHO_FILE_BYTES = 4096
 # h2load stops issuing requests at -D but waits for those in flight; allow it that long.
 H2LOAD_GRACE_SECONDS = 30
 
@@ -61,51 +59,7 @@ CLAIMS = {("ping", "h2o"): 0.85, ("ping", "go"): 0.10, ("echo4k", "h2o"): 0.85,
           ("post64k", "go"): 0.67}
 
 
-# --- peers ------------------------------------------------------------------
-
-
-def h2o_peer(_build_dir, _work_dir):
-    h2o = find_tool("h2o", "/usr/sbin/h2o")
-    if h2o is None:
-        return "h2o not installed (apt-get install h2o)"
-
-    def command(port, run_dir):
-        """h2o drops root for "nobody", which must read these files: run_dir is 0755."""
-        (run_dir / "pong").write_bytes(b"pong")
-        (run_dir / "echo4k").write_bytes(b"x" * ECHO_FILE_BYTES)
-        conf = H2O_TEMPLATE.read_text()
-        for key, value in (("@PORT@", str(port)), ("@RUNDIR@", str(run_dir))):
-            conf = conf.replace(key, value)
-        (run_dir / "h2o.conf").write_text(conf)
-        return [h2o, "-c", str(run_dir / "h2o.conf")]
-
-    return Peer("h2o", command)
-
-
-PEER_FINDERS = {
-    "xkit": xkit_peer,
-    "h2o": h2o_peer,
-    "go": lambda _build_dir, work_dir: built_go_peer("h2c_bench_server", work_dir),
-}
-
-
-class OneProcessServer(Server):
-    """Every peer here serves from the process it starts as. h2o has one child too, a perl
-    helper that waits to annotate crash backtraces: it must not be measured as a worker."""
-
-    def serving_pids(self):
-        return [self.process.pid]
-
-
 # --- h2load -------------------------------------------------------------------
-
-
-H2LOAD_PATTERNS = {
-    "req_per_s": re.compile(r"finished in [\d.]+s, ([\d.]+) req/s"),
-    "requests": re.compile(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, "
-                           r"(\d+) failed, (\d+) errored, (\d+) timeout"),
-    "statuses": re.compile(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx"),
-}
 
 
 def run_h2load(port, case, seconds, args, body_path):
@@ -121,28 +75,11 @@ def run_h2load(port, case, seconds, args, body_path):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired:
         raise RunFailed(f"h2load did not finish within {limit} s") from None
-    if done.returncode != 0:
-        raise RunFailed(f"h2load exited with {done.returncode}: {last_line(done.stderr + done.stdout)}")
-    result = parse_h2load(done.stdout)
-    result["h2load_cpu_seconds"] = children_cpu_seconds() - before
-    return result
-
-
-def parse_h2load(output):
-    """Requests are those h2load counts as succeeded. Its status-code line also counts
-    responses that land after -D ends, so it can exceed them; it only has to be all 2xx."""
-    matches = {key: pattern.search(output) for key, pattern in H2LOAD_PATTERNS.items()}
-    if not all(matches.values()):
-        raise RunFailed("could not read h2load's output: " + last_line(output))
-    succeeded, failed, errored, timed_out = map(int, matches["requests"].groups())
-    if failed or errored or timed_out:
-        raise RunFailed(f"h2load: {failed} failed, {errored} errored, {timed_out} timeout")
-    statuses = matches["statuses"]
-    if any(int(count) for count in statuses.groups()[1:]):
-        raise RunFailed(f"h2load saw responses other than 2xx: {statuses.group(0)}")
-    if succeeded == 0:
-        raise RunFailed("h2load completed no requests")
-    return {"requests": succeeded, "req_per_s": float(matches["req_per_s"].group(1))}
+    parsed = parse_h2load(done.stdout, done.stderr, done.returncode, protocol="h2c")
+    if not parsed.ok:
+        raise RunFailed(parsed.problems[0])
+    return {"requests": parsed.requests, "req_per_s": parsed.req_per_s,
+            "h2load_cpu_seconds": children_cpu_seconds() - before}
 
 
 # --- cases --------------------------------------------------------------------
@@ -157,7 +94,7 @@ def measure(peer, case_name, args, ports, work_dir, body_path):
     run_dir.chmod(0o755)
     server = None
     try:
-        server = OneProcessServer(peer, ports.take(), run_dir, args.server_cpus)
+        server = Server(peer, ports.take(), run_dir, args.server_cpus)
         wait_until_serving(server)
         run_h2load(server.port, case, WARMUP_SECONDS, args, body_path)
         result = measure_client_run(
@@ -319,8 +256,7 @@ def main():
         Path(work_dir).chmod(0o711)  # h2o, no longer root, reaches its files through it
         body_path = Path(work_dir) / "body64k"
         body_path.write_bytes(os.urandom(POST_BODY_BYTES))
-        peers, skipped = find_peers(args.servers, args.build_dir.resolve(), Path(work_dir),
-                                    PEER_FINDERS)
+        peers, skipped = find_peers(args.servers, args.build_dir.resolve(), Path(work_dir), "h2c")
         for name, reason in skipped.items():
             print(f"skipping {name}: {reason}", file=sys.stderr)
         results = run_rounds(peers, args, Path(work_dir), body_path)
