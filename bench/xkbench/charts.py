@@ -63,8 +63,9 @@ def panel(rows, servers, metric, title, left):
                 continue
             height = plot_height * value / scale_top
             x = first + slot * bar_width
-            if bar_width >= 16:
-                parts.append(text(x + bar_width / 2 - 1, y0 - height - 3, short_number(value), 9,
+            if bar_width >= 16:  # room for a value over the bar
+                size = 9 if bar_width >= 24 else 7.5
+                parts.append(text(x + bar_width / 2 - 1, y0 - height - 3, short_number(value), size,
                                   color="#333"))
             parts.append(
                 f'<rect x="{x:.1f}" y="{y0 - height:.1f}" '

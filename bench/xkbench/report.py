@@ -149,7 +149,8 @@ def render_markdown(report, chart_prefix=""):
     """The report as markdown; charts are linked as chart_prefix + the section's chart file."""
     settings = report["settings"]
     servers = report["servers"]
-    names = ", ".join(server["label"] for server in servers)
+    labels = [server["label"] for server in servers]
+    names = " and ".join([", ".join(labels[:-1]), labels[-1]] if len(labels) > 1 else labels)
     lines = [
         f"# xKit benchmark report, {report['date']} ({report['mode']} suite)", "",
         f"{names} on the same cores, measured by `{report['command']}` in "
