@@ -76,8 +76,8 @@ def describe(section, seconds, warmup, client):
 def run_load(case, server, seconds, warmup, client):
     """Runs the case's load generator once against server and returns the run's record: the
     load generator's counts and problems, and the server's CPU µs per request over the
-    measured window (h2load's main duration; the whole of wrk's run). Raises OSError only
-    when the server is gone."""
+    measured window (h2load's main duration; the whole of wrk's run). Raises RunFailed (or
+    OSError) only when a serving process is gone."""
     h2load = case.protocol.tool == "h2load"
     argv = ["taskset", "-c", client.cpu_list] + load_argv(case, server.port, seconds, warmup, client)
     limit = seconds + warmup + GRACE_SECONDS
