@@ -1,6 +1,9 @@
 // Command https_bench_server serves HTTP/2 (and HTTP/1.1 for clients that do not
 // offer h2 in ALPN) over crypto/tls.
-// Usage: https_bench_server PORT CERT KEY. GOMAXPROCS in the environment sets its cores.
+// Usage: https_bench_server PORT CERT KEY. GOMAXPROCS in the environment sets its cores;
+// BENCH_TLS_NO_RESUMPTION=1 turns session tickets off, so that every new
+// connection costs a full handshake (to compare with xKit's --no-tickets
+// --session-cache 0).
 package main
 
 import (
@@ -25,6 +28,8 @@ func main() {
 		TLSConfig: &tls.Config{
 			Certificates: []tls.Certificate{cert},
 			NextProtos:   []string{"h2", "http/1.1"},
+			// crypto/tls resumes TLS 1.3 only through tickets.
+			SessionTicketsDisabled: os.Getenv("BENCH_TLS_NO_RESUMPTION") != "",
 		},
 	}
 	log.Fatal(server.ListenAndServeTLS("", ""))
