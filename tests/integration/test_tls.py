@@ -203,6 +203,18 @@ class HttpsClientsTest(HttpsTestCase):
         conn.request("GET", "/ping")
         self.assertEqual(conn.read_response().body, b"pong")
 
+    def test_an_h2c_upgrade_over_tls_is_ignored(self):
+        # RFC 9113 §3.1: "h2c" is HTTP/2 over cleartext; over TLS only ALPN may pick h2.
+        conn = self.connect()
+        conn.request("GET", "/ping", headers=[("Connection", "Upgrade, HTTP2-Settings"),
+                                              ("Upgrade", "h2c"),
+                                              ("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA")])
+        resp = conn.read_final_response()
+        self.assertEqual((resp.version, resp.status, resp.body), ("HTTP/1.1", 200, b"pong"))
+        self.assertEqual(resp.interim, [], "answered 101 Switching Protocols over TLS")
+        conn.request("GET", "/ping")
+        self.assertEqual(conn.read_response().body, b"pong")
+
     def test_keep_alive_and_pipelined_requests_over_one_connection(self):
         conn = self.connect()
         for _ in range(100):

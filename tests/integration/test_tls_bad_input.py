@@ -163,7 +163,10 @@ class GarbageTest(FdCheckedTestCase):
         for cut in (1, 5, len(hello) // 2, len(hello)):
             conn = self.raw()
             conn.send(hello[:cut])
-            conn.abort() if cut % 2 else conn.close()
+            if cut % 2:
+                conn.abort()  # an RST, like a client that crashed
+            else:
+                conn.close()
         with ManualTls(self.server.port) as tls:
             tls.send_client_hello()
             tls.read_raw()  # the server's flight, then we leave
