@@ -98,6 +98,17 @@ static bool readable_file(const char *what, const char *path, char *err, size_t 
     return true;
 }
 
+/* Whether a (PEM, so text) file holds word in its first few KiB. */
+static bool file_mentions(const char *path, const char *word) {
+    char text[4096];
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return strstr(text, word) != NULL;
+}
+
 /* Never lets OpenSSL prompt on a terminal: no password, no key. */
 static int password_cb(char *buf, int size, int rwflag, void *arg) {
     const char *password = arg;
@@ -114,7 +125,7 @@ static bool load_cert(SSL_CTX *ctx, const xTlsCert *cert, char *err, size_t err_
         !readable_file("key", key_file, err, err_len))
         return false;
     if (SSL_CTX_use_certificate_chain_file(ctx, cert->cert_file) != 1) {
-        fail(err, err_len, "certificate %s", cert->cert_file);
+        fail(err, err_len, "certificate %s: no usable PEM certificate in it", cert->cert_file);
         return false;
     }
     SSL_CTX_set_default_passwd_cb(ctx, password_cb);
@@ -122,7 +133,10 @@ static bool load_cert(SSL_CTX *ctx, const xTlsCert *cert, char *err, size_t err_
     bool loaded = SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) == 1;
     SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
     if (!loaded) {
-        fail(err, err_len, "key %s%s", key_file, cert->key_password ? " (wrong password?)" : "");
+        const char *why = cert->key_password ? "cannot decrypt it (wrong password?)"
+                        : file_mentions(key_file, "ENCRYPTED") ? "it is encrypted and no password was given"
+                                                              : "no usable PEM private key in it";
+        fail(err, err_len, "key %s: %s", key_file, why);
         return false;
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
@@ -555,6 +569,7 @@ typedef struct xTlsConn {
     xTlsBundle *bundle;  /* held while handshaking: SNI picks a context from it */
     xTlsStartFn start;
     bool drained;        /* the last socket read came back short or empty */
+    bool sniffed;        /* the first byte was looked at: TLS, or plain HTTP? */
     bool established;
     bool failed;         /* the session broke: no close_notify */
     bool shut;           /* close_notify sent */
@@ -681,7 +696,8 @@ static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write
 /* ---- The handshake ---- */
 
 /* nginx's kindness: a browser pointed at http:// on our TLS port gets a
- * readable answer instead of a dead connection. */
+ * readable answer instead of a dead connection. The request itself is left
+ * unread, and discarded while the connection lingers. */
 static void answer_plaintext(xConn *conn, xTlsConn *t) {
     static const char response[] = "HTTP/1.1 400 Bad Request\r\n"
                                    "Content-Type: text/plain\r\n"
@@ -697,11 +713,6 @@ static void answer_plaintext(xConn *conn, xTlsConn *t) {
 
 static void handshake_failed(xConn *conn, xTlsConn *t) {
     unsigned long e = ERR_peek_error();
-    if (ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) == SSL_R_HTTP_REQUEST) {
-        ERR_clear_error();
-        answer_plaintext(conn, t);
-        return;
-    }
     XLOG_DEBUG("TLS handshake failed: %s", e ? ERR_reason_error_string(e) : strerror(errno));
     ERR_clear_error();
     t->failed = true;
@@ -721,9 +732,23 @@ static void established(xConn *conn, xTlsConn *t) {
     if (!t->start(conn, h2 ? "h2" : "http/1.1")) xConnClose(conn);
 }
 
+/* A TLS record starts with a content type byte (0x14-0x17; an SSLv2 hello
+ * with 0x80 or more); an HTTP request with a method in capitals. */
+static bool sniff_plaintext(xConn *conn, xTlsConn *t) {
+    unsigned char first;
+    ssize_t n = recv(conn->fd, &first, 1, MSG_PEEK);
+    if (n == 0 || (n < 0 && errno == EAGAIN)) return false;  /* nothing yet: OpenSSL finds out */
+    t->sniffed = true;
+    return n == 1 && first >= 'A' && first <= 'Z';
+}
+
 static void handshake(xConn *conn) {
     xTlsConn *t = conn->transport_state;
     if (!t || t->established) return;  /* answered in plaintext, or already handed on */
+    if (!t->sniffed && sniff_plaintext(conn, t)) {
+        answer_plaintext(conn, t);
+        return;
+    }
     t->drained = false;
     int r = SSL_do_handshake(t->ssl);
     if (r == 1) {
