@@ -145,11 +145,12 @@ static void on_tls(xHttpRequest *req, xHttpResponse *res, void *arg) {
             if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '?';
         n = snprintf(body, sizeof body,
                      "{\"tls\":true,\"protocol\":\"%s\",\"version\":\"%s\",\"cipher\":\"%s\",\"alpn\":\"%s\","
-                     "\"sni\":\"%.200s\",\"resumed\":%s,\"ktls_send\":%s,\"ktls_recv\":%s,"
+                     "\"sni\":\"%.200s\",\"resumed\":%s,\"ktls_send\":%s,\"ktls_recv\":%s,\"xkit_records\":%s,"
                      "\"client_verified\":%s,\"client_subject\":\"%s\"}\n",
                      xHttpRequestProtocol(req), info.version, info.cipher, info.alpn, info.server_name,
                      info.resumed ? "true" : "false", info.ktls_send ? "true" : "false",
-                     info.ktls_recv ? "true" : "false", info.client_verified ? "true" : "false",
+                     info.ktls_recv ? "true" : "false", info.xkit_records ? "true" : "false",
+                     info.client_verified ? "true" : "false",
                      info.client_subject);
     } else {
         n = snprintf(body, sizeof body, "{\"tls\":false,\"protocol\":\"%s\"}\n", xHttpRequestProtocol(req));

@@ -3,9 +3,11 @@
  * A TLS listener serves HTTP/1.1 and HTTP/2 on one port; ALPN picks the
  * protocol per connection. Plain and TLS listeners may be mixed on one server.
  * Every worker handshakes on its own SO_REUSEPORT socket, inside its own loop.
- * Where the kernel offers kernel TLS (kTLS), record encryption moves to the
- * kernel after the handshake; elsewhere OpenSSL does it, with no difference a
- * client or handler could see.
+ * After the handshake, where the kernel offers kernel TLS (kTLS), record
+ * encryption moves to the kernel; elsewhere xKit's own record layer takes the
+ * records from OpenSSL (AEAD suites: xTlsConf.xkit_records) and OpenSSL's
+ * per-connection state is freed; any other suite stays with OpenSSL. No
+ * difference a client or handler could see, but memory and CPU.
  *
  * Nothing here exposes OpenSSL's types: this header needs no OpenSSL headers. */
 #ifndef XHTTP_TLS_H
@@ -72,6 +74,10 @@ typedef struct xTlsConf {
     const char *client_ca_file;/**< CAs that client certificates must chain to (PEM) */
     uint32_t handshake_timeout_ms; /**< to finish a handshake (10 s) */
     bool ktls;                 /**< use kernel TLS where the kernel has it (true) */
+    bool xkit_records;         /**< after the handshake, xKit seals and opens the records
+                                    itself (AES-GCM and ChaCha20-Poly1305, TLS 1.2 and 1.3)
+                                    and frees OpenSSL's per-connection object, about 10 KiB;
+                                    other suites stay with OpenSSL, and kTLS comes first (true) */
 } xTlsConf;
 
 /** Fills conf with the defaults noted above. */
@@ -100,6 +106,7 @@ typedef struct xTlsInfo {
     bool resumed;              /**< the handshake resumed an earlier session */
     bool ktls_send;            /**< the kernel encrypts what we send */
     bool ktls_recv;            /**< the kernel decrypts what we receive */
+    bool xkit_records;         /**< xKit's record layer took over after the handshake */
     bool client_verified;      /**< a client certificate was sent and verified */
     char client_subject[256];  /**< its subject, one line, or "" */
 } xTlsInfo;

@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/kdf.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -30,6 +32,8 @@
 #include <openssl/x509.h>
 
 #include <xbase/log.h>
+
+#include "tls_records.h"
 
 #define XTLS_RECORD_MAX 16384
 #define XTLS_ALPN_MAX 64
@@ -169,6 +173,7 @@ static bool name_matches(const char *pattern, const char *name) {
 }
 
 static int sni_select(SSL *ssl, int *alert, void *arg);
+static void on_keylog(const SSL *ssl, const char *line);
 
 static void rotate_tickets(xTlsServer *srv, time_t now) {
     if (srv->tickets[0].born && now - srv->tickets[0].born < (time_t)srv->conf.session_lifetime_s) return;
@@ -267,7 +272,11 @@ static SSL_CTX *build_ctx(xTlsServer *srv, const xTlsCert *cert, char *err, size
      * and resume from a queue that has moved (our output queue reallocates). */
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    SSL_CTX_set_read_ahead(ctx, 1);  /* one read takes whatever records have arrived */
+    /* One read takes whatever records have arrived, unless our record layer
+     * takes over after the handshake: OpenSSL must then not have read past
+     * the client's Finished, so that what follows is still in the socket. */
+    SSL_CTX_set_read_ahead(ctx, conf->xkit_records ? 0 : 1);
+    if (conf->xkit_records) SSL_CTX_set_keylog_callback(ctx, on_keylog);
     bool ok = SSL_CTX_set_min_proto_version(ctx, conf->min_version) == 1 &&
               SSL_CTX_set_max_proto_version(ctx, conf->max_version) == 1 &&
               (!conf->ciphersuites || SSL_CTX_set_ciphersuites(ctx, conf->ciphersuites) == 1) &&
@@ -440,6 +449,7 @@ void xTlsConfInit(xTlsConf *conf) {
         .verify_client = XTLS_VERIFY_NONE,
         .handshake_timeout_ms = 10000,
         .ktls = true,
+        .xkit_records = true,
     };
 }
 
@@ -563,11 +573,22 @@ void xTlsLogKernelSupport(const xTlsConf *conf) {
 
 /* ---- Connections ---- */
 
+/* What the handshake shows of its keys and records, for our record layer:
+ * the TLS 1.3 traffic secrets (OpenSSL's key log), and per direction
+ * (0 read, 1 write) how many records followed the Finished message. */
+typedef struct xTlsHandoff {
+    unsigned char client_secret[XTLS_SECRET_MAX], server_secret[XTLS_SECRET_MAX];
+    size_t client_secret_len, server_secret_len;
+    bool finished[2];
+    uint64_t records_after_finished[2];
+} xTlsHandoff;
+
 typedef struct xTlsConn {
     SSL *ssl;
     xTlsServer *srv;
     xTlsBundle *bundle;  /* held while handshaking: SNI picks a context from it */
     xTlsStartFn start;
+    xTlsHandoff handoff;
     bool drained;        /* the last socket read came back short or empty */
     bool sniffed;        /* the first byte was looked at: TLS, or plain HTTP? */
     bool established;
@@ -605,7 +626,40 @@ static long on_bio(BIO *bio, int oper, const char *argp, size_t len, int argi, l
     return ret;
 }
 
+/* OpenSSL's key log hands over each secret as it is derived; the TLS 1.3
+ * application traffic secrets are what our record layer starts from. */
+static void on_keylog(const SSL *ssl, const char *line) {
+    xConn *conn = SSL_get_app_data(ssl);
+    xTlsConn *t = conn ? conn->transport_state : NULL;
+    bool client = strncmp(line, "CLIENT_TRAFFIC_SECRET_0 ", 24) == 0;
+    if (!t || (!client && strncmp(line, "SERVER_TRAFFIC_SECRET_0 ", 24) != 0)) return;
+    const char *hex = strchr(line + 24, ' ');  /* past the client random */
+    if (!hex) return;
+    long len = 0;
+    unsigned char *secret = OPENSSL_hexstr2buf(hex + 1, &len);
+    if (secret && len > 0 && len <= XTLS_SECRET_MAX) {
+        memcpy(client ? t->handoff.client_secret : t->handoff.server_secret, secret, (size_t)len);
+        *(client ? &t->handoff.client_secret_len : &t->handoff.server_secret_len) = (size_t)len;
+    }
+    OPENSSL_clear_free(secret, secret ? (size_t)len : 0);
+}
+
+/* Counts the records each way after the Finished message: their number is
+ * the sequence number our record layer starts from. */
+static void on_message(int write_p, int version, int content_type, const void *buf, size_t len, SSL *ssl,
+                       void *arg) {
+    xTlsHandoff *h = arg;
+    int way = write_p ? 1 : 0;
+    if (content_type == SSL3_RT_HEADER && h->finished[way]) {
+        h->records_after_finished[way]++;
+    } else if (content_type == SSL3_RT_HANDSHAKE && len > 0 && *(const unsigned char *)buf == SSL3_MT_FINISHED) {
+        h->finished[way] = true;
+        h->records_after_finished[way] = 0;
+    }
+}
+
 static void tls_state_free(xTlsConn *t) {
+    OPENSSL_cleanse(&t->handoff, sizeof t->handoff);
     SSL_free(t->ssl);
     bundle_release(t->bundle);
     free(t);
@@ -719,17 +773,141 @@ static void handshake_failed(xConn *conn, xTlsConn *t) {
     xConnClose(conn);
 }
 
+static bool ktls_active(SSL *ssl) {
+#ifndef OPENSSL_NO_KTLS
+    return BIO_get_ktls_send(SSL_get_wbio(ssl)) || BIO_get_ktls_recv(SSL_get_rbio(ssl));
+#else
+    return false;
+#endif
+}
+
+static const char *alpn_name(SSL *ssl) {
+    const unsigned char *alpn;
+    unsigned alpn_len;
+    SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
+    return alpn_len == 2 && memcmp(alpn, "h2", 2) == 0         ? "h2"
+         : alpn_len == 8 && memcmp(alpn, "http/1.1", 8) == 0 ? "http/1.1"
+                                                             : "";
+}
+
+static void summarize(SSL *ssl, xTlsSummary *summary) {
+    *summary = (xTlsSummary){
+        .version = SSL_get_version(ssl),
+        .cipher = SSL_CIPHER_get_name(SSL_get_current_cipher(ssl)),
+        .alpn = alpn_name(ssl),
+        .resumed = SSL_session_reused(ssl) == 1,
+    };
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    if (name) summary->server_name = strdup(name);
+    X509 *peer = SSL_get0_peer_certificate(ssl);
+    if (peer) {
+        char subject[256];
+        summary->client_verified = SSL_get_verify_result(ssl) == X509_V_OK;
+        X509_NAME_oneline(X509_get_subject_name(peer), subject, sizeof subject);
+        summary->client_subject = strdup(subject);
+    }
+}
+
+/* TLS 1.2's keys (RFC 5246 §6.3): the key block from the master secret. */
+static bool tls12_keys(SSL *ssl, const SSL_CIPHER *cipher, xTlsTraffic *traffic) {
+    unsigned char master[SSL_MAX_MASTER_KEY_LENGTH], seed[13 + 2 * SSL3_RANDOM_SIZE], block[2 * 32 + 2 * 12];
+    size_t master_len = SSL_SESSION_get_master_key(SSL_get_session(ssl), master, sizeof master);
+    size_t key_len = traffic->aead == XTLS_AEAD_AES_128_GCM ? 16 : 32;
+    size_t iv_len = traffic->aead == XTLS_AEAD_CHACHA20_POLY1305 ? 12 : 4;
+    memcpy(seed, "key expansion", 13);
+    SSL_get_server_random(ssl, seed + 13, SSL3_RANDOM_SIZE);
+    SSL_get_client_random(ssl, seed + 13 + SSL3_RANDOM_SIZE, SSL3_RANDOM_SIZE);
+    const EVP_MD *md = SSL_CIPHER_get_handshake_digest(cipher);
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, md ? (char *)EVP_MD_get0_name(md) : "", 0),
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SECRET, master, master_len),
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SEED, seed, sizeof seed),
+        OSSL_PARAM_construct_end(),
+    };
+    EVP_KDF *prf = EVP_KDF_fetch(NULL, "TLS1-PRF", NULL);
+    EVP_KDF_CTX *kdf = prf ? EVP_KDF_CTX_new(prf) : NULL;
+    size_t block_len = 2 * key_len + 2 * iv_len;
+    bool ok = md && master_len && kdf && EVP_KDF_derive(kdf, block, block_len, params) == 1;
+    EVP_KDF_CTX_free(kdf);
+    EVP_KDF_free(prf);
+    if (ok) {  /* client key, server key, client IV, server IV; we are the server */
+        memcpy(traffic->read.key, block, key_len);
+        memcpy(traffic->write.key, block + key_len, key_len);
+        memcpy(traffic->read.iv, block + 2 * key_len, iv_len);
+        memcpy(traffic->write.iv, block + 2 * key_len + iv_len, iv_len);
+    }
+    OPENSSL_cleanse(master, sizeof master);
+    OPENSSL_cleanse(block, sizeof block);
+    return ok;
+}
+
+/* TLS 1.3's keys (RFC 8446 §7.3), from the traffic secrets the key log gave. */
+static bool tls13_keys(const xTlsHandoff *h, const SSL_CIPHER *cipher, xTlsTraffic *traffic) {
+    traffic->md = SSL_CIPHER_get_handshake_digest(cipher);
+    traffic->secret_len = traffic->md ? (size_t)EVP_MD_get_size(traffic->md) : 0;
+    if (!traffic->secret_len || h->client_secret_len != traffic->secret_len ||
+        h->server_secret_len != traffic->secret_len)
+        return false;
+    memcpy(traffic->read.secret, h->client_secret, traffic->secret_len);
+    memcpy(traffic->write.secret, h->server_secret, traffic->secret_len);
+    return xTlsDeriveTrafficKeys(traffic, &traffic->read) && xTlsDeriveTrafficKeys(traffic, &traffic->write);
+}
+
+/* Hands the connection's records to our record layer and frees the SSL
+ * object (tls_records.h). False, with nothing changed, for what it does not
+ * cover: other ciphers, a negotiated maximum fragment length, kTLS. */
+static bool hand_over_records(xConn *conn, xTlsConn *t) {
+    SSL *ssl = t->ssl;
+    const SSL_CIPHER *cipher = SSL_get_current_cipher(ssl);
+    SSL_SESSION *session = SSL_get_session(ssl);
+    const xTlsHandoff *h = &t->handoff;
+    xTlsTraffic traffic = {.version = SSL_version(ssl)};
+    if (!t->srv->conf.xkit_records || !cipher || !session || ktls_active(ssl) ||
+        !xTlsAeadOfNid(SSL_CIPHER_get_cipher_nid(cipher), &traffic.aead) ||
+        SSL_SESSION_get_max_fragment_length(session) != TLSEXT_max_fragment_length_DISABLED ||
+        !h->finished[0] || !h->finished[1])
+        return false;
+    bool ok;
+    if (traffic.version == TLS1_3_VERSION) {
+        /* Application records start at 0 after each side's Finished. */
+        ok = tls13_keys(h, cipher, &traffic);
+        traffic.read.seq = h->records_after_finished[0];
+        traffic.write.seq = h->records_after_finished[1];
+    } else {
+        /* The Finished message is record 0 under the new keys. */
+        ok = traffic.version == TLS1_2_VERSION && tls12_keys(ssl, cipher, &traffic);
+        traffic.read.seq = 1 + h->records_after_finished[0];
+        traffic.write.seq = 1 + h->records_after_finished[1];
+    }
+    xTlsSummary summary;
+    summarize(ssl, &summary);
+    if (!ok || !xTlsRecordsStart(conn, &traffic, &summary)) {
+        OPENSSL_cleanse(&traffic, sizeof traffic);
+        xTlsSummaryFree(&summary);
+        ERR_clear_error();
+        return false;
+    }
+    /* Not a broken session: freeing it must not drop it from the cache. */
+    SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+    tls_state_free(t);
+    return true;
+}
+
 static void established(xConn *conn, xTlsConn *t) {
     t->established = true;
     bundle_release(t->bundle);
     t->bundle = NULL;
     xConnSetTimeout(conn, 0);
-    const unsigned char *alpn;
-    unsigned alpn_len;
-    SSL_get0_alpn_selected(t->ssl, &alpn, &alpn_len);
+    const char *alpn = alpn_name(t->ssl);
     /* Without ALPN a client gets HTTP/1.1 if we offer it, else HTTP/2. */
-    bool h2 = alpn_len == 2 ? memcmp(alpn, "h2", 2) == 0 : alpn_len == 0 && !t->srv->alpn_http1;
-    if (!t->start(conn, h2 ? "h2" : "http/1.1")) xConnClose(conn);
+    bool h2 = strcmp(alpn, "h2") == 0 || (!*alpn && !t->srv->alpn_http1);
+    xTlsStartFn start = t->start;
+    if (!hand_over_records(conn, t)) {
+        /* OpenSSL keeps the records: let it read ahead again. */
+        SSL_set_msg_callback(t->ssl, NULL);
+        SSL_set_read_ahead(t->ssl, 1);
+    }
+    if (!start(conn, h2 ? "h2" : "http/1.1")) xConnClose(conn);
 }
 
 /* A TLS record starts with a content type byte (0x14-0x17; an SSLv2 hello
@@ -797,6 +975,10 @@ bool xTlsAccept(xHttpContext *ctx, xTlsServer *srv, int fd, xTlsStartFn start) {
     BIO_set_callback_ex(bio, on_bio);
     BIO_set_callback_arg(bio, (char *)t);
     SSL_set_accept_state(t->ssl);
+    if (srv->conf.xkit_records) {
+        SSL_set_msg_callback(t->ssl, on_message);
+        SSL_set_msg_callback_arg(t->ssl, &t->handoff);
+    }
     xConn *conn = xConnCreate(ctx, fd, &handshake_protocol, NULL);
     if (!conn) {
         tls_state_free(t);
@@ -808,31 +990,38 @@ bool xTlsAccept(xHttpContext *ctx, xTlsServer *srv, int fd, xTlsStartFn start) {
     return true;
 }
 
+static void fill_info(const xTlsSummary *s, xTlsInfo *info) {
+    info->version = s->version;
+    info->cipher = s->cipher ? s->cipher : "";
+    info->alpn = s->alpn;
+    info->server_name = s->server_name ? s->server_name : "";
+    info->resumed = s->resumed;
+    info->client_verified = s->client_verified;
+    if (s->client_subject) snprintf(info->client_subject, sizeof info->client_subject, "%s", s->client_subject);
+}
+
 bool xTlsConnInfo(const xConn *conn, xTlsInfo *info) {
+    const xTlsSummary *records = xTlsRecordsSummary(conn);
+    if (records) {
+        memset(info, 0, sizeof *info);
+        fill_info(records, info);
+        info->xkit_records = true;
+        return true;
+    }
     if (!conn || conn->transport != &tls_transport || !conn->transport_state) return false;
     const xTlsConn *t = conn->transport_state;
     SSL *ssl = t->ssl;
     memset(info, 0, sizeof *info);
-    info->version = SSL_get_version(ssl);
-    const SSL_CIPHER *cipher = SSL_get_current_cipher(ssl);
-    info->cipher = cipher ? SSL_CIPHER_get_name(cipher) : "";
-    const unsigned char *alpn;
-    unsigned alpn_len;
-    SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
-    info->alpn = alpn_len == 2 && memcmp(alpn, "h2", 2) == 0         ? "h2"
-               : alpn_len == 8 && memcmp(alpn, "http/1.1", 8) == 0 ? "http/1.1"
-                                                                   : "";
+    xTlsSummary summary;
+    summarize(ssl, &summary);
+    fill_info(&summary, info);
+    /* The strings must outlive this call: take SSL's own. */
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
     info->server_name = name ? name : "";
-    info->resumed = SSL_session_reused(ssl) == 1;
+    xTlsSummaryFree(&summary);
 #ifndef OPENSSL_NO_KTLS
     info->ktls_send = BIO_get_ktls_send(SSL_get_wbio(ssl));
     info->ktls_recv = BIO_get_ktls_recv(SSL_get_rbio(ssl));
 #endif
-    X509 *peer = SSL_get0_peer_certificate(ssl);
-    if (peer) {
-        info->client_verified = SSL_get_verify_result(ssl) == X509_V_OK;
-        X509_NAME_oneline(X509_get_subject_name(peer), info->client_subject, sizeof info->client_subject);
-    }
     return true;
 }

@@ -1,0 +1,583 @@
+/* tls_records.c — TLS 1.2 and 1.3 records with AEAD ciphers, after
+ * OpenSSL's handshake (see tls_records.h).
+ *
+ * Input is read into a block from the worker's cache, opened in place and
+ * handed up record by record; the block goes back as soon as it is empty, so
+ * an idle connection holds none. Output is gathered from the connection's
+ * queue into records sealed in one block and written at once. A write the
+ * socket takes only in part keeps the rest of the sealed bytes here; the
+ * plaintext they carry is acknowledged to the queue only once they are all
+ * out, so the queue offers the same bytes again and they are skipped, as
+ * OpenSSL's partial writes work. */
+#include "tls_records.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/kdf.h>
+
+#include <xhttp/tls.h>
+
+#define REC_HEADER 5
+#define REC_PLAIN_MAX 16384
+#define REC_TAG 16
+#define REC_EXPLICIT_NONCE 8  /* TLS 1.2 AES-GCM sends half its nonce */
+/* The largest record body a peer may send (RFC 8446 §5.2, RFC 5246 §6.2.3). */
+#define REC_BODY_MAX_13 (REC_PLAIN_MAX + 256)
+#define REC_BODY_MAX_12 (REC_PLAIN_MAX + 2048)
+/* Input block: always room for one whole record and the start of the next. */
+#define IN_CAP 32768
+/* Output block: sealed records for up to this much, written at once. */
+#define OUT_CAP 65536
+/* Kept free in the output block for an alert or a KeyUpdate. */
+#define CONTROL_ROOM 64
+
+enum { CT_CHANGE_CIPHER_SPEC = 20, CT_ALERT = 21, CT_HANDSHAKE = 22, CT_APPLICATION_DATA = 23 };
+enum { ALERT_WARNING = 1, ALERT_FATAL = 2 };
+enum {
+    AD_CLOSE_NOTIFY = 0,
+    AD_UNEXPECTED_MESSAGE = 10,
+    AD_BAD_RECORD_MAC = 20,
+    AD_RECORD_OVERFLOW = 22,
+    AD_DECODE_ERROR = 50,
+    AD_INTERNAL_ERROR = 80,
+    AD_USER_CANCELED = 90,
+    AD_NO_RENEGOTIATION = 100,
+};
+enum { HS_CLIENT_HELLO = 1, HS_KEY_UPDATE = 24 };
+
+typedef struct xTlsRecords {
+    xTlsTraffic traffic;      /* keys wiped once in the cipher contexts; IVs, seqs, secrets kept */
+    EVP_CIPHER_CTX *open, *seal;
+    char *in;                 /* bytes read and not yet opened; NULL when none */
+    size_t in_start, in_end;
+    const char *plain;        /* an opened record's data not yet handed up (inside in) */
+    size_t plain_len;
+    char *out;                /* sealed bytes not yet written; NULL when none */
+    size_t out_cap, out_start, out_end;
+    size_t out_covers;        /* plaintext those bytes carry, acknowledged once they are out */
+    int error;                /* errno once the session broke */
+    bool eof;                 /* close_notify (or a bare FIN) came */
+    bool close_notify_sent;
+    xTlsSummary summary;
+} xTlsRecords;
+
+static const xTransport records_transport;
+
+/* ---- Algorithms, fetched once ---- */
+
+static struct {
+    EVP_CIPHER *aead[3];
+    EVP_KDF *hkdf;
+} algorithms;
+static pthread_once_t algorithms_once = PTHREAD_ONCE_INIT;
+
+static void fetch_algorithms(void) {
+    algorithms.aead[XTLS_AEAD_AES_128_GCM] = EVP_CIPHER_fetch(NULL, "AES-128-GCM", NULL);
+    algorithms.aead[XTLS_AEAD_AES_256_GCM] = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
+    algorithms.aead[XTLS_AEAD_CHACHA20_POLY1305] = EVP_CIPHER_fetch(NULL, "ChaCha20-Poly1305", NULL);
+    algorithms.hkdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+}
+
+bool xTlsAeadOfNid(int nid, xTlsAead *aead) {
+    switch (nid) {
+    case NID_aes_128_gcm: *aead = XTLS_AEAD_AES_128_GCM; return true;
+    case NID_aes_256_gcm: *aead = XTLS_AEAD_AES_256_GCM; return true;
+    case NID_chacha20_poly1305: *aead = XTLS_AEAD_CHACHA20_POLY1305; return true;
+    default: return false;
+    }
+}
+
+static size_t key_length(xTlsAead aead) { return aead == XTLS_AEAD_AES_128_GCM ? 16 : 32; }
+
+/* HKDF-Expand-Label(secret, label, "", out_len) of RFC 8446 §7.1. */
+static bool expand_label(const xTlsTraffic *traffic, const unsigned char *secret, const char *label,
+                         unsigned char *out, size_t out_len) {
+    pthread_once(&algorithms_once, fetch_algorithms);
+    unsigned char info[32];
+    size_t label_len = strlen(label), n = 0;
+    info[n++] = (unsigned char)(out_len >> 8);
+    info[n++] = (unsigned char)out_len;
+    info[n++] = (unsigned char)(6 + label_len);
+    memcpy(info + n, "tls13 ", 6);
+    memcpy(info + n + 6, label, label_len);
+    n += 6 + label_len;
+    info[n++] = 0;  /* no context */
+    int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
+        OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)EVP_MD_get0_name(traffic->md), 0),
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)secret, traffic->secret_len),
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, n),
+        OSSL_PARAM_construct_end(),
+    };
+    EVP_KDF_CTX *kdf = algorithms.hkdf ? EVP_KDF_CTX_new(algorithms.hkdf) : NULL;
+    bool ok = kdf && EVP_KDF_derive(kdf, out, out_len, params) == 1;
+    EVP_KDF_CTX_free(kdf);
+    return ok;
+}
+
+bool xTlsDeriveTrafficKeys(const xTlsTraffic *traffic, xTlsDirection *dir) {
+    return expand_label(traffic, dir->secret, "key", dir->key, key_length(traffic->aead)) &&
+           expand_label(traffic, dir->secret, "iv", dir->iv, sizeof dir->iv);
+}
+
+/* ---- Sealing and opening ---- */
+
+static bool tls13(const xTlsRecords *r) { return r->traffic.version == XTLS_VERSION_1_3; }
+
+/* TLS 1.2 AES-GCM carries 8 bytes of nonce before the ciphertext. */
+static size_t explicit_nonce(const xTlsRecords *r) {
+    return !tls13(r) && r->traffic.aead != XTLS_AEAD_CHACHA20_POLY1305 ? REC_EXPLICIT_NONCE : 0;
+}
+
+/* Bytes a record adds to its plaintext. */
+static size_t record_overhead(const xTlsRecords *r) {
+    return REC_HEADER + explicit_nonce(r) + REC_TAG + (tls13(r) ? 1 : 0);
+}
+
+static void put_be64(unsigned char *p, uint64_t v) {
+    for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (unsigned char)v;
+}
+
+/* The per-record nonce: the IV with the sequence number folded into its
+ * last 8 bytes (TLS 1.3, and TLS 1.2 ChaCha20-Poly1305), or TLS 1.2 GCM's
+ * 4-byte salt followed by the explicit part. */
+static void make_nonce(const xTlsRecords *r, const xTlsDirection *dir, const unsigned char *explicit_part,
+                       unsigned char nonce[12]) {
+    if (explicit_nonce(r)) {
+        memcpy(nonce, dir->iv, 4);
+        memcpy(nonce + 4, explicit_part, REC_EXPLICIT_NONCE);
+        return;
+    }
+    unsigned char seq[8];
+    put_be64(seq, dir->seq);
+    memcpy(nonce, dir->iv, 12);
+    for (int i = 0; i < 8; i++) nonce[4 + i] ^= seq[i];
+}
+
+/* TLS 1.2's additional data: sequence number, type, version, plaintext length. */
+static size_t tls12_aad(uint64_t seq, int type, size_t plain_len, unsigned char aad[13]) {
+    put_be64(aad, seq);
+    aad[8] = (unsigned char)type;
+    aad[9] = 3;
+    aad[10] = 3;
+    aad[11] = (unsigned char)(plain_len >> 8);
+    aad[12] = (unsigned char)plain_len;
+    return 13;
+}
+
+/* Seals the plain_len bytes already at rec + REC_HEADER + explicit_nonce(r)
+ * into a record of content type type, in place; *rec_len is its size. */
+static bool seal(xTlsRecords *r, unsigned char *rec, size_t plain_len, int type, size_t *rec_len) {
+    xTlsDirection *dir = &r->traffic.write;
+    unsigned char *data = rec + REC_HEADER + explicit_nonce(r);
+    size_t inner = plain_len;
+    if (tls13(r)) data[inner++] = (unsigned char)type;  /* the real type rides inside */
+    size_t body = explicit_nonce(r) + inner + REC_TAG;
+    rec[0] = (unsigned char)(tls13(r) ? CT_APPLICATION_DATA : type);
+    rec[1] = 3;
+    rec[2] = 3;
+    rec[3] = (unsigned char)(body >> 8);
+    rec[4] = (unsigned char)body;
+    unsigned char nonce[12], aad[13];
+    size_t aad_len = REC_HEADER;
+    if (explicit_nonce(r)) put_be64(rec + REC_HEADER, dir->seq);
+    make_nonce(r, dir, rec + REC_HEADER, nonce);
+    if (tls13(r)) memcpy(aad, rec, REC_HEADER);
+    else aad_len = tls12_aad(dir->seq, type, plain_len, aad);
+    dir->seq++;
+    int n, last;
+    *rec_len = REC_HEADER + body;
+    return EVP_EncryptInit_ex(r->seal, NULL, NULL, NULL, nonce) == 1 &&
+           EVP_EncryptUpdate(r->seal, NULL, &n, aad, (int)aad_len) == 1 &&
+           EVP_EncryptUpdate(r->seal, data, &n, data, (int)inner) == 1 &&
+           EVP_EncryptFinal_ex(r->seal, data + n, &last) == 1 &&
+           EVP_CIPHER_CTX_ctrl(r->seal, EVP_CTRL_AEAD_GET_TAG, REC_TAG, data + inner) == 1;
+}
+
+/* Opens the record at rec (body_len bytes after its header) in place.
+ * Returns its content type with *data, *len its plaintext, or -1 with
+ * *alert the alert to answer with. */
+static int open_record(xTlsRecords *r, unsigned char *rec, size_t body_len, unsigned char **data, size_t *len,
+                       int *alert) {
+    xTlsDirection *dir = &r->traffic.read;
+    size_t skip = explicit_nonce(r);
+    if (body_len < skip + REC_TAG + (tls13(r) ? 1 : 0)) {
+        *alert = tls13(r) ? AD_DECODE_ERROR : AD_BAD_RECORD_MAC;
+        return -1;
+    }
+    unsigned char *cipher = rec + REC_HEADER + skip;
+    size_t cipher_len = body_len - skip - REC_TAG;
+    unsigned char nonce[12], aad[13];
+    size_t aad_len = REC_HEADER;
+    make_nonce(r, dir, rec + REC_HEADER, nonce);
+    if (tls13(r)) memcpy(aad, rec, REC_HEADER);
+    else aad_len = tls12_aad(dir->seq, rec[0], cipher_len, aad);
+    dir->seq++;
+    int n, last;
+    bool opened = EVP_DecryptInit_ex(r->open, NULL, NULL, NULL, nonce) == 1 &&
+                  EVP_DecryptUpdate(r->open, NULL, &n, aad, (int)aad_len) == 1 &&
+                  EVP_DecryptUpdate(r->open, cipher, &n, cipher, (int)cipher_len) == 1 &&
+                  EVP_CIPHER_CTX_ctrl(r->open, EVP_CTRL_AEAD_SET_TAG, REC_TAG, cipher + cipher_len) == 1 &&
+                  EVP_DecryptFinal_ex(r->open, cipher + n, &last) == 1;
+    if (!opened) {
+        *alert = AD_BAD_RECORD_MAC;
+        return -1;
+    }
+    int type = rec[0];
+    if (tls13(r)) {
+        /* The real type is the last non-zero byte; zeros after it are padding. */
+        while (cipher_len > 0 && cipher[cipher_len - 1] == 0) cipher_len--;
+        if (cipher_len == 0) {
+            *alert = AD_UNEXPECTED_MESSAGE;
+            return -1;
+        }
+        type = cipher[--cipher_len];
+    }
+    if (cipher_len > REC_PLAIN_MAX) {
+        *alert = AD_RECORD_OVERFLOW;
+        return -1;
+    }
+    *data = cipher;
+    *len = cipher_len;
+    return type;
+}
+
+/* ---- Writing ---- */
+
+static void release_out(xConn *conn, xTlsRecords *r) {
+    xMemCacheFree(conn->ctx->mem, r->out);
+    r->out = NULL;
+    r->out_cap = r->out_start = r->out_end = 0;
+}
+
+/* Writes what is sealed. False with errno (EAGAIN: the socket is full). */
+static bool write_out(xConn *conn, xTlsRecords *r) {
+    while (r->out_start < r->out_end) {
+        struct iovec v = {r->out + r->out_start, r->out_end - r->out_start};
+        ssize_t w = xEventLoopSendv(conn->ctx->loop, conn->fd, &v, 1);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN) r->error = errno;
+            return false;
+        }
+        r->out_start += (size_t)w;
+    }
+    release_out(conn, r);
+    return true;
+}
+
+/* Seals a record of our own (an alert, a KeyUpdate) after whatever is
+ * sealed already, and tries to send it. */
+static bool send_control(xConn *conn, xTlsRecords *r, int type, const unsigned char *payload, size_t len) {
+    if (!r->out) {
+        r->out = xMemCacheAlloc(conn->ctx->mem, CONTROL_ROOM);
+        if (!r->out) return false;
+        r->out_cap = CONTROL_ROOM;
+    }
+    if (r->out_cap - r->out_end < len + record_overhead(r)) return false;
+    unsigned char *rec = (unsigned char *)r->out + r->out_end;
+    memcpy(rec + REC_HEADER + explicit_nonce(r), payload, len);
+    size_t rec_len;
+    if (!seal(r, rec, len, type, &rec_len)) return false;
+    r->out_end += rec_len;
+    return write_out(conn, r) || errno == EAGAIN;
+}
+
+/* Ends the session with a fatal alert (RFC 8446 §6.2); -1 with errno. */
+static int fail(xConn *conn, xTlsRecords *r, int description) {
+    if (!r->error) {
+        unsigned char alert[2] = {ALERT_FATAL, (unsigned char)description};
+        send_control(conn, r, CT_ALERT, alert, sizeof alert);
+        r->error = EPROTO;
+    }
+    errno = r->error;
+    return -1;
+}
+
+static ssize_t records_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
+    xTlsRecords *r = conn->transport_state;
+    if (r->error) {
+        errno = r->error;
+        return -1;
+    }
+    if (r->out && !write_out(conn, r)) return -1;
+    if (r->out_covers) {
+        /* Records sealed on an earlier call are out: the queue may move on. */
+        size_t done = r->out_covers;
+        r->out_covers = 0;
+        return (ssize_t)done;
+    }
+    size_t per_record = REC_PLAIN_MAX + record_overhead(r);
+    size_t room = OUT_CAP - CONTROL_ROOM;
+    size_t total = 0, records = 0;
+    for (int i = 0; i < iovcnt; i++) total += iov[i].iov_len;
+    if (total == 0) return 0;
+    /* As much as fits in the output block, whole records first. */
+    size_t fit = room / per_record * REC_PLAIN_MAX;
+    size_t tail = room % per_record;
+    if (tail > record_overhead(r)) fit += tail - record_overhead(r);
+    if (total > fit) total = fit;
+    records = (total + REC_PLAIN_MAX - 1) / REC_PLAIN_MAX;
+    r->out_cap = total + records * record_overhead(r) + CONTROL_ROOM;
+    r->out = xMemCacheAlloc(conn->ctx->mem, r->out_cap);
+    if (!r->out) {
+        r->out_cap = 0;
+        errno = ENOMEM;
+        return -1;
+    }
+    int v = 0;
+    size_t v_off = 0, left = total;
+    while (left > 0) {
+        size_t plain_len = left < REC_PLAIN_MAX ? left : REC_PLAIN_MAX;
+        unsigned char *rec = (unsigned char *)r->out + r->out_end;
+        unsigned char *data = rec + REC_HEADER + explicit_nonce(r);
+        for (size_t copied = 0; copied < plain_len;) {
+            size_t take = iov[v].iov_len - v_off;
+            if (take > plain_len - copied) take = plain_len - copied;
+            memcpy(data + copied, (const char *)iov[v].iov_base + v_off, take);
+            copied += take;
+            v_off += take;
+            if (v_off == iov[v].iov_len) v++, v_off = 0;
+        }
+        size_t rec_len;
+        if (!seal(r, rec, plain_len, CT_APPLICATION_DATA, &rec_len)) return fail(conn, r, AD_INTERNAL_ERROR);
+        r->out_end += rec_len;
+        left -= plain_len;
+    }
+    r->out_covers = total;
+    if (!write_out(conn, r)) return -1;  /* EAGAIN: they go on the next call */
+    r->out_covers = 0;
+    return (ssize_t)total;
+}
+
+/* ---- Reading ---- */
+
+/* TLS 1.3 KeyUpdate (RFC 8446 §4.6.3): our read keys move on; if the peer
+ * asks, we announce and move our write keys too. */
+static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
+    xTlsTraffic *t = &r->traffic;
+    unsigned char next[XTLS_SECRET_MAX];
+    if (!expand_label(t, t->read.secret, "traffic upd", next, t->secret_len)) return fail(conn, r, AD_INTERNAL_ERROR);
+    memcpy(t->read.secret, next, t->secret_len);
+    bool ok = xTlsDeriveTrafficKeys(t, &t->read) &&
+              EVP_DecryptInit_ex(r->open, NULL, NULL, t->read.key, NULL) == 1;
+    t->read.seq = 0;
+    if (ok && update_requested) {
+        static const unsigned char not_requested[] = {HS_KEY_UPDATE, 0, 0, 1, 0};
+        ok = send_control(conn, r, CT_HANDSHAKE, not_requested, sizeof not_requested) &&
+             expand_label(t, t->write.secret, "traffic upd", next, t->secret_len);
+        memcpy(t->write.secret, next, t->secret_len);
+        ok = ok && xTlsDeriveTrafficKeys(t, &t->write) &&
+             EVP_EncryptInit_ex(r->seal, NULL, NULL, t->write.key, NULL) == 1;
+        t->write.seq = 0;
+    }
+    OPENSSL_cleanse(next, sizeof next);
+    OPENSSL_cleanse(t->read.key, sizeof t->read.key);
+    OPENSSL_cleanse(t->write.key, sizeof t->write.key);
+    return ok ? 1 : fail(conn, r, AD_INTERNAL_ERROR);
+}
+
+/* After the handshake a client may only update its keys (TLS 1.3); a
+ * TLS 1.2 ClientHello asks to renegotiate, which we do not. */
+static int on_handshake(xConn *conn, xTlsRecords *r, const unsigned char *msg, size_t len) {
+    if (tls13(r) && len == 5 && msg[0] == HS_KEY_UPDATE && msg[1] == 0 && msg[2] == 0 && msg[3] == 1 && msg[4] <= 1)
+        return on_key_update(conn, r, msg[4] == 1);
+    if (!tls13(r) && len > 0 && msg[0] == HS_CLIENT_HELLO) return fail(conn, r, AD_NO_RENEGOTIATION);
+    return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+}
+
+static int on_alert(xConn *conn, xTlsRecords *r, const unsigned char *alert, size_t len) {
+    if (len != 2) return fail(conn, r, AD_DECODE_ERROR);
+    if (alert[1] == AD_CLOSE_NOTIFY) {
+        r->eof = true;
+        return 1;
+    }
+    /* TLS 1.2 warnings may be ignored; TLS 1.3 ends on any other alert
+     * (user_canceled is followed by a close_notify). */
+    if (alert[1] == AD_USER_CANCELED || (!tls13(r) && alert[0] == ALERT_WARNING)) return 1;
+    r->error = ECONNRESET;
+    errno = r->error;
+    return -1;
+}
+
+/* Opens the next whole record in the input: 1 when one was handled
+ * (application data is then in r->plain), 0 when more bytes are needed,
+ * -1 (errno set) when the session is over. */
+static int next_record(xConn *conn, xTlsRecords *r) {
+    size_t avail = r->in_end - r->in_start;
+    if (avail < REC_HEADER) return 0;
+    unsigned char *rec = (unsigned char *)r->in + r->in_start;
+    size_t body_len = (size_t)rec[3] << 8 | rec[4];
+    if (body_len > (tls13(r) ? REC_BODY_MAX_13 : REC_BODY_MAX_12)) return fail(conn, r, AD_RECORD_OVERFLOW);
+    if (avail < REC_HEADER + body_len) return 0;
+    r->in_start += REC_HEADER + body_len;
+    bool expected = tls13(r) ? rec[0] == CT_APPLICATION_DATA
+                             : rec[0] == CT_APPLICATION_DATA || rec[0] == CT_ALERT || rec[0] == CT_HANDSHAKE;
+    if (!expected || rec[1] != 3) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+    unsigned char *data;
+    size_t len;
+    int alert;
+    switch (open_record(r, rec, body_len, &data, &len, &alert)) {
+    case -1: return fail(conn, r, alert);
+    case CT_APPLICATION_DATA:
+        r->plain = (const char *)data;
+        r->plain_len = len;
+        return 1;
+    case CT_ALERT: return on_alert(conn, r, data, len);
+    case CT_HANDSHAKE: return on_handshake(conn, r, data, len);
+    default: return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+    }
+}
+
+/* Reads more of the socket into the input block. Like recv(2); *room is
+ * what was asked for. */
+static ssize_t fill_input(xConn *conn, xTlsRecords *r, size_t *room) {
+    if (!r->in && !(r->in = xMemCacheAlloc(conn->ctx->mem, IN_CAP))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (r->in_start > 0) {  /* nothing opened is waiting here: plain_len is 0 */
+        memmove(r->in, r->in + r->in_start, r->in_end - r->in_start);
+        r->in_end -= r->in_start;
+        r->in_start = 0;
+    }
+    *room = IN_CAP - r->in_end;
+    ssize_t n = xEventLoopRecv(conn->ctx->loop, conn->fd, r->in + r->in_end, *room);
+    if (n > 0) r->in_end += (size_t)n;
+    return n;
+}
+
+/* Whether the input holds a whole record not yet opened. */
+static bool whole_record_waiting(const xTlsRecords *r) {
+    size_t avail = r->in_end - r->in_start;
+    if (!r->in || avail < REC_HEADER) return false;
+    const unsigned char *rec = (const unsigned char *)r->in + r->in_start;
+    return avail >= REC_HEADER + ((size_t)rec[3] << 8 | rec[4]);
+}
+
+static ssize_t records_recv(xConn *conn, char *buf, size_t len) {
+    xTlsRecords *r = conn->transport_state;
+    size_t n = 0;
+    bool drained = false;  /* a read came back short: the socket is empty for now */
+    while (n < len && !r->error && !r->eof) {
+        if (r->plain_len) {
+            size_t take = r->plain_len < len - n ? r->plain_len : len - n;
+            memcpy(buf + n, r->plain, take);
+            r->plain += take;
+            r->plain_len -= take;
+            n += take;
+            continue;
+        }
+        int handled = next_record(conn, r);
+        if (handled < 0) break;
+        if (handled > 0) continue;
+        if (drained) break;
+        size_t room;
+        ssize_t got = fill_input(conn, r, &room);
+        if (got == 0) {
+            r->eof = true;  /* a FIN without close_notify ends the stream all the same */
+        } else if (got < 0 && errno == EAGAIN) {
+            drained = true;
+        } else if (got < 0 && errno != EINTR) {
+            r->error = errno;
+        } else if (got > 0) {
+            /* As with a plain socket, a short read means drained, unless
+             * the peer has closed: only another read sees that end. */
+            drained = (size_t)got < room && !conn->peer_closed;
+        }
+    }
+    if (r->in && r->in_start == r->in_end && !r->plain_len) {
+        xMemCacheFree(conn->ctx->mem, r->in);
+        r->in = NULL;
+        r->in_start = r->in_end = 0;
+    }
+    /* More could be read only after a new readiness edge. */
+    if (drained && !r->plain_len && !whole_record_waiting(r)) conn->readable = false;
+    if (n > 0) return (ssize_t)n;
+    if (r->error) {
+        errno = r->error;
+        return -1;
+    }
+    if (r->eof) return 0;
+    conn->readable = false;
+    errno = EAGAIN;
+    return -1;
+}
+
+/* ---- Lifetime ---- */
+
+static void send_close_notify(xConn *conn, xTlsRecords *r) {
+    if (r->error || r->close_notify_sent) return;
+    r->close_notify_sent = true;
+    static const unsigned char close_notify[2] = {ALERT_WARNING, AD_CLOSE_NOTIFY};
+    send_control(conn, r, CT_ALERT, close_notify, sizeof close_notify);  /* if it goes, it goes */
+}
+
+static void records_shutdown_write(xConn *conn) {
+    send_close_notify(conn, conn->transport_state);
+    shutdown(conn->fd, SHUT_WR);
+}
+
+static void records_close(xConn *conn) { send_close_notify(conn, conn->transport_state); }
+
+void xTlsSummaryFree(xTlsSummary *summary) {
+    free(summary->server_name);
+    free(summary->client_subject);
+    summary->server_name = summary->client_subject = NULL;
+}
+
+static void records_free(xConn *conn) {
+    xTlsRecords *r = conn->transport_state;
+    if (!r) return;
+    EVP_CIPHER_CTX_free(r->open);
+    EVP_CIPHER_CTX_free(r->seal);
+    xMemCacheFree(conn->ctx->mem, r->in);
+    xMemCacheFree(conn->ctx->mem, r->out);
+    xTlsSummaryFree(&r->summary);
+    OPENSSL_cleanse(&r->traffic, sizeof r->traffic);
+    free(r);
+}
+
+static const xTransport records_transport = {records_recv, records_sendv, records_shutdown_write,
+                                             records_close, records_free, true};
+
+bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary) {
+    pthread_once(&algorithms_once, fetch_algorithms);
+    EVP_CIPHER *cipher = algorithms.aead[traffic->aead];
+    xTlsRecords *r = calloc(1, sizeof *r);
+    if (r) {
+        r->open = EVP_CIPHER_CTX_new();
+        r->seal = EVP_CIPHER_CTX_new();
+    }
+    bool ok = r && cipher && r->open && r->seal &&
+              EVP_DecryptInit_ex(r->open, cipher, NULL, traffic->read.key, NULL) == 1 &&
+              EVP_EncryptInit_ex(r->seal, cipher, NULL, traffic->write.key, NULL) == 1;
+    if (!ok) {
+        if (r) {
+            EVP_CIPHER_CTX_free(r->open);
+            EVP_CIPHER_CTX_free(r->seal);
+            free(r);
+        }
+        return false;
+    }
+    r->traffic = *traffic;
+    OPENSSL_cleanse(traffic, sizeof *traffic);
+    OPENSSL_cleanse(r->traffic.read.key, sizeof r->traffic.read.key);   /* the contexts hold them now */
+    OPENSSL_cleanse(r->traffic.write.key, sizeof r->traffic.write.key);
+    r->summary = *summary;
+    *summary = (xTlsSummary){0};
+    xConnSetTransport(conn, &records_transport, r);
+    return true;
+}
+
+const xTlsSummary *xTlsRecordsSummary(const xConn *conn) {
+    if (!conn || conn->transport != &records_transport || !conn->transport_state) return NULL;
+    return &((const xTlsRecords *)conn->transport_state)->summary;
+}

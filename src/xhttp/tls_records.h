@@ -1,0 +1,78 @@
+/* tls_records.h — TLS records after the handshake, without OpenSSL's
+ * per-connection object.
+ *
+ * Once OpenSSL has finished a handshake, what a connection needs to go on is
+ * small: the negotiated AEAD, a key, an IV and a sequence number each way
+ * (and, in TLS 1.3, the traffic secrets, for KeyUpdate). This transport
+ * keeps only that, seals and opens records itself with OpenSSL's EVP AEAD
+ * ciphers, and lets the SSL object (about 10 KiB) go: the same hand-over that
+ * kernel TLS makes, kept in user space. AES-GCM and ChaCha20-Poly1305 over
+ * TLS 1.2 and 1.3 are covered; other suites stay with OpenSSL. */
+#ifndef XHTTP_TLS_RECORDS_H
+#define XHTTP_TLS_RECORDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <openssl/evp.h>
+
+#include "connection.h"
+
+/* The AEADs this record layer speaks. */
+typedef enum xTlsAead {
+    XTLS_AEAD_AES_128_GCM,
+    XTLS_AEAD_AES_256_GCM,
+    XTLS_AEAD_CHACHA20_POLY1305,
+} xTlsAead;
+
+#define XTLS_SECRET_MAX 48  /* SHA-384 */
+
+/* One direction's keys. */
+typedef struct xTlsDirection {
+    unsigned char secret[XTLS_SECRET_MAX];  /* TLS 1.3 traffic secret (KeyUpdate derives from it) */
+    unsigned char key[32];
+    unsigned char iv[12];                   /* TLS 1.2 AES-GCM uses the first 4 (the salt) */
+    uint64_t seq;                           /* of the next record */
+} xTlsDirection;
+
+/* What the handshake left: enough to carry on. */
+typedef struct xTlsTraffic {
+    int version;           /* XTLS_VERSION_1_2 or XTLS_VERSION_1_3 */
+    xTlsAead aead;
+    const EVP_MD *md;      /* TLS 1.3: the suite's hash */
+    size_t secret_len;
+    xTlsDirection read, write;
+} xTlsTraffic;
+
+/* What handlers may ask of a connection (xHttpRequestTls), copied out of the
+ * SSL object before it goes. */
+typedef struct xTlsSummary {
+    const char *version;   /* static strings */
+    const char *cipher;
+    const char *alpn;
+    char *server_name;     /* owned; NULL when none was sent */
+    char *client_subject;  /* owned; NULL without a client certificate */
+    bool resumed;
+    bool client_verified;
+} xTlsSummary;
+
+/** The AEAD for OpenSSL's cipher NID (NID_aes_128_gcm, ...), or false when
+ *  this record layer does not speak it. */
+bool xTlsAeadOfNid(int nid, xTlsAead *aead);
+
+/** TLS 1.3: fills dir's key and IV from its secret (RFC 8446 §7.3). */
+bool xTlsDeriveTrafficKeys(const xTlsTraffic *traffic, xTlsDirection *dir);
+
+/** Puts conn on this record layer. traffic (keys included) and summary are
+ *  taken: traffic is wiped, summary's strings belong to conn from now on.
+ *  False (nothing changed, summary still the caller's) on allocation failure. */
+bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary);
+
+/** The summary of a connection on this record layer; NULL for any other. */
+const xTlsSummary *xTlsRecordsSummary(const xConn *conn);
+
+/** Frees summary's strings. */
+void xTlsSummaryFree(xTlsSummary *summary);
+
+#endif
