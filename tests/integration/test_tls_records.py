@@ -1,0 +1,207 @@
+"""xKit's own record layer after the handshake (xTlsConf.xkit_records): which
+connections it takes, that bodies cross it intact both ways whatever the
+record and write sizes, that a tampered or oversized record gets its alert,
+and that OpenSSL keeps the records where it should (other suites, or the
+option off)."""
+
+import json
+import os
+import ssl
+import struct
+import time
+import unittest
+
+from tls_fixtures import (HttpsTestCase, ManualTls, TlsConn, client_context, curl_https, h2_over_tls,
+                          make_certs, start_https, use_certs)
+
+CERTS = None
+
+# (OpenSSL suite name, TLS version, certificate), every AEAD suite of each version.
+AEAD_SUITES = (
+    ("TLS_AES_128_GCM_SHA256", ssl.TLSVersion.TLSv1_3, "rsa"),
+    ("TLS_AES_256_GCM_SHA384", ssl.TLSVersion.TLSv1_3, "rsa"),
+    ("TLS_CHACHA20_POLY1305_SHA256", ssl.TLSVersion.TLSv1_3, "rsa"),
+    ("ECDHE-RSA-AES128-GCM-SHA256", ssl.TLSVersion.TLSv1_2, "rsa"),
+    ("ECDHE-RSA-AES256-GCM-SHA384", ssl.TLSVersion.TLSv1_2, "rsa"),
+    ("ECDHE-ECDSA-CHACHA20-POLY1305", ssl.TLSVersion.TLSv1_2, "ec"),
+)
+# A body that spans many records and many socket reads and writes.
+BODY = os.urandom(3 * 1024 * 1024 + 12345)
+
+TLS_HANDSHAKE = 22
+TLS_APPLICATION_DATA = 23
+
+
+def setUpModule():
+    global CERTS
+    CERTS = make_certs()
+    use_certs(CERTS)
+
+
+def tearDownModule():
+    CERTS.cleanup()
+
+
+def tls_json(conn):
+    conn.request("GET", "/tls")
+    resp = conn.read_response()
+    return json.loads(resp.body)
+
+
+def server_for_suite(test, suite, version, pair):
+    option = "--ciphersuites" if version == ssl.TLSVersion.TLSv1_3 else "--ciphers"
+    return start_https(test, getattr(CERTS, pair), "--workers", "1", option, suite,
+                       "--tls-max", "1.3" if version == ssl.TLSVersion.TLSv1_3 else "1.2")
+
+
+class AeadSuitesTest(unittest.TestCase):
+    """Every AEAD suite goes to xKit's record layer, over HTTP/1.1 and HTTP/2."""
+
+    def check_http1(self, server, version):
+        context = client_context(version=version)
+        with TlsConn(server.port, context) as conn:
+            info = tls_json(conn)
+            self.assertTrue(info["xkit_records"], info)
+            conn.request("POST", "/echo", body=BODY)
+            resp = conn.read_response()
+            self.assertEqual(resp.status, 200)
+            self.assertEqual(resp.body, BODY)
+            conn.request("GET", "/echo?size=5000000")
+            self.assertEqual(conn.read_response().body, b"x" * 5000000)
+
+    def check_http2(self, server, version):
+        conn = h2_over_tls(server.port, client_context(alpn=("h2",), version=version))
+        self.addCleanup(conn.close)
+        body = BODY[:1 << 20]
+        posted = conn.request("POST", "/echo", body=body)
+        self.assertEqual(conn.read_response(posted).status, 200)
+        self.assertEqual(bytes(conn.streams[posted].body), body)
+        asked = conn.request("GET", "/tls")
+        conn.read_response(asked)
+        info = json.loads(bytes(conn.streams[asked].body))
+        self.assertTrue(info["xkit_records"], info)
+        self.assertEqual(info["protocol"], "HTTP/2")
+
+    def test_every_aead_suite_is_served_by_xkit_records_with_bodies_intact(self):
+        for suite, version, pair in AEAD_SUITES:
+            with self.subTest(suite=suite):
+                server = server_for_suite(self, suite, version, pair)
+                self.check_http1(server, version)
+                self.check_http2(server, version)
+                server.stop_and_check()
+
+    def test_curl_sees_the_same_suite_and_xkit_records_over_both_protocols(self):
+        server = start_https(self, CERTS.rsa, "--workers", "1")
+        for http in ("1.1", "2"):
+            result, body, version, status = curl_https(server, "/tls", http=http)
+            self.assertEqual(status, 200, result.stderr)
+            info = json.loads(body)
+            self.assertTrue(info["xkit_records"], info)
+            self.assertEqual(info["alpn"], "h2" if http == "2" else "http/1.1")
+        server.stop_and_check()
+
+
+class OpenSslKeepsTheRecordsTest(unittest.TestCase):
+    """Where xKit's record layer does not apply, OpenSSL's serves as before."""
+
+    def test_a_cbc_suite_stays_with_openssl(self):
+        server = start_https(self, CERTS.rsa, "--workers", "1", "--ciphers", "ECDHE-RSA-AES128-SHA256",
+                             "--tls-max", "1.2")
+        with TlsConn(server.port, client_context(version=ssl.TLSVersion.TLSv1_2)) as conn:
+            info = tls_json(conn)
+            self.assertFalse(info["xkit_records"], info)
+            self.assertEqual(info["cipher"], "ECDHE-RSA-AES128-SHA256")
+            conn.request("POST", "/echo", body=BODY)
+            self.assertEqual(conn.read_response().body, BODY)
+        server.stop_and_check()
+
+    def test_openssl_records_option_keeps_every_suite_with_openssl(self):
+        server = start_https(self, CERTS.rsa, "--workers", "1", "--openssl-records")
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            with self.subTest(version=version), TlsConn(server.port, client_context(version=version)) as conn:
+                info = tls_json(conn)
+                self.assertFalse(info["xkit_records"], info)
+                conn.request("POST", "/echo", body=BODY)
+                self.assertEqual(conn.read_response().body, BODY)
+        server.stop_and_check()
+
+
+class RecordLayerTest(HttpsTestCase):
+    """One server with the defaults; each test checks it still serves afterwards."""
+
+    def manual(self, version=ssl.TLSVersion.TLSv1_3):
+        client = ManualTls(self.server.port, client_context(version=version))
+        self.addCleanup(client.close)
+        client.handshake()
+        return client
+
+    def sealed_request(self, client):
+        """An HTTP request sealed by the client into raw records, not yet sent."""
+        client.tls.write(b"GET /ping HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        return bytearray(client.outgoing.read())
+
+    def alert_after(self, client, raw):
+        """Sends raw bytes; the alert the server answers with (ssl's reason), and
+        checks that it then closes."""
+        client.send_raw(bytes(raw))
+        client.read_until_eof(timeout=10)  # what came is in client.incoming
+        with self.assertRaises(ssl.SSLError) as caught:
+            client.tls.read(4096)
+        return caught.exception.reason or str(caught.exception)
+
+    def test_a_tampered_record_is_answered_with_bad_record_mac(self):
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            with self.subTest(version=version):
+                client = self.manual(version)
+                raw = self.sealed_request(client)
+                raw[-3] ^= 0x40  # inside the tag
+                self.assertIn("BAD_RECORD_MAC", self.alert_after(client, raw))
+        self.assert_serves_ping()
+
+    def test_a_record_longer_than_tls_allows_is_answered_with_record_overflow(self):
+        client = self.manual()
+        length = 16384 + 256 + 1
+        raw = struct.pack("!BHH", TLS_APPLICATION_DATA, 0x0303, length) + bytes(length)
+        self.assertIn("RECORD_OVERFLOW", self.alert_after(client, raw))
+        self.assert_serves_ping()
+
+    def test_a_handshake_record_after_the_handshake_is_unexpected_in_tls13(self):
+        client = self.manual()
+        raw = struct.pack("!BHH", TLS_HANDSHAKE, 0x0303, 4) + b"\x01\x00\x00\x00"
+        self.assertIn("UNEXPECTED_MESSAGE", self.alert_after(client, raw))
+        self.assert_serves_ping()
+
+    def test_records_arriving_a_byte_at_a_time_are_reassembled(self):
+        client = self.manual()
+        raw = b"".join(self.sealed_request(client) for _ in range(3))  # three records
+        for i in range(len(raw)):
+            client.send_raw(raw[i:i + 1])
+            time.sleep(0.001)
+        received = bytearray()
+        while received.count(b"pong") < 3:
+            try:
+                received += client.tls.read(65536)
+            except ssl.SSLWantReadError:
+                self.assertTrue(client.read_raw(), f"closed after {bytes(received)!r}")
+        self.assertEqual(received.count(b"HTTP/1.1 200"), 3)
+
+    def test_a_slow_reader_of_a_large_response_gets_every_byte(self):
+        conn = self.connect(rcvbuf=8192)
+        size = 8 * 1024 * 1024
+        conn.request("GET", f"/echo?size={size}")
+        time.sleep(0.5)  # the server's writes stop part way through its records
+        resp = conn.read_response()
+        self.assertEqual((resp.status, len(resp.body)), (200, size))
+        self.assertEqual(resp.body, b"x" * size)
+
+    def test_many_pipelined_requests_in_one_write_are_all_answered(self):
+        conn = self.connect()
+        count = 500
+        conn.send(b"GET /ping HTTP/1.1\r\nHost: localhost\r\n\r\n" * count)
+        for _ in range(count):
+            resp = conn.read_response()
+            self.assertEqual((resp.status, resp.body), (200, b"pong"))
+
+
+if __name__ == "__main__":
+    unittest.main()
