@@ -19,7 +19,6 @@
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
-#include <openssl/kdf.h>
 
 #include <xhttp/tls.h>
 
@@ -71,17 +70,35 @@ static const xTransport records_transport;
 
 /* ---- Algorithms, fetched once ---- */
 
+/* OpenSSL 3 looks algorithms up by name, under a lock, whenever it is given
+ * one; what is fetched here once is only copied afterwards. */
 static struct {
     EVP_CIPHER *aead[3];
-    EVP_KDF *hkdf;
+    EVP_MAC_CTX *hmac_sha256, *hmac_sha384;  /* digest set, no key: templates to copy */
 } algorithms;
 static pthread_once_t algorithms_once = PTHREAD_ONCE_INIT;
+
+static EVP_MAC_CTX *hmac_template(EVP_MAC *hmac, const char *digest) {
+    EVP_MAC_CTX *ctx = hmac ? EVP_MAC_CTX_new(hmac) : NULL;
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)digest, 0),
+        OSSL_PARAM_construct_end(),
+    };
+    if (ctx && EVP_MAC_CTX_set_params(ctx, params) != 1) {
+        EVP_MAC_CTX_free(ctx);
+        ctx = NULL;
+    }
+    return ctx;
+}
 
 static void fetch_algorithms(void) {
     algorithms.aead[XTLS_AEAD_AES_128_GCM] = EVP_CIPHER_fetch(NULL, "AES-128-GCM", NULL);
     algorithms.aead[XTLS_AEAD_AES_256_GCM] = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
     algorithms.aead[XTLS_AEAD_CHACHA20_POLY1305] = EVP_CIPHER_fetch(NULL, "ChaCha20-Poly1305", NULL);
-    algorithms.hkdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+    EVP_MAC *hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    algorithms.hmac_sha256 = hmac_template(hmac, "SHA256");
+    algorithms.hmac_sha384 = hmac_template(hmac, "SHA384");
+    EVP_MAC_free(hmac);  /* the templates hold it */
 }
 
 bool xTlsAeadOfNid(int nid, xTlsAead *aead) {
@@ -95,12 +112,14 @@ bool xTlsAeadOfNid(int nid, xTlsAead *aead) {
 
 static size_t key_length(xTlsAead aead) { return aead == XTLS_AEAD_AES_128_GCM ? 16 : 32; }
 
-/* HKDF-Expand-Label(secret, label, "", out_len) of RFC 8446 §7.1. */
+/* HKDF-Expand-Label(secret, label, "", out_len) of RFC 8446 §7.1. Every
+ * output here fits one hash block, where HKDF-Expand (RFC 5869 §2.3) is
+ * T(1) = HMAC(secret, info || 0x01). */
 static bool expand_label(const xTlsTraffic *traffic, const unsigned char *secret, const char *label,
                          unsigned char *out, size_t out_len) {
     pthread_once(&algorithms_once, fetch_algorithms);
-    unsigned char info[32];
-    size_t label_len = strlen(label), n = 0;
+    unsigned char info[32], block[EVP_MAX_MD_SIZE];
+    size_t label_len = strlen(label), n = 0, block_len = 0;
     info[n++] = (unsigned char)(out_len >> 8);
     info[n++] = (unsigned char)out_len;
     info[n++] = (unsigned char)(6 + label_len);
@@ -108,17 +127,14 @@ static bool expand_label(const xTlsTraffic *traffic, const unsigned char *secret
     memcpy(info + n + 6, label, label_len);
     n += 6 + label_len;
     info[n++] = 0;  /* no context */
-    int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
-    OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
-        OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)EVP_MD_get0_name(traffic->md), 0),
-        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)secret, traffic->secret_len),
-        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, n),
-        OSSL_PARAM_construct_end(),
-    };
-    EVP_KDF_CTX *kdf = algorithms.hkdf ? EVP_KDF_CTX_new(algorithms.hkdf) : NULL;
-    bool ok = kdf && EVP_KDF_derive(kdf, out, out_len, params) == 1;
-    EVP_KDF_CTX_free(kdf);
+    info[n++] = 1;  /* the block counter */
+    EVP_MAC_CTX *template = traffic->secret_len == 48 ? algorithms.hmac_sha384 : algorithms.hmac_sha256;
+    EVP_MAC_CTX *hmac = template && out_len <= traffic->secret_len ? EVP_MAC_CTX_dup(template) : NULL;
+    bool ok = hmac && EVP_MAC_init(hmac, secret, traffic->secret_len, NULL) == 1 &&
+              EVP_MAC_update(hmac, info, n) == 1 && EVP_MAC_final(hmac, block, &block_len, sizeof block) == 1;
+    EVP_MAC_CTX_free(hmac);
+    if (ok) memcpy(out, block, out_len);
+    OPENSSL_cleanse(block, sizeof block);
     return ok;
 }
 
