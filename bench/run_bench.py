@@ -17,5 +17,7 @@ if __name__ == "__main__":
         sys.exit(main())
     except SetupFailed as error:
         sys.exit(f"run_bench: {error}")
+    except OSError as error:  # e.g. a results folder that cannot be written
+        sys.exit(f"run_bench: {error.strerror or error}: {error.filename or ''}".rstrip(": "))
     except KeyboardInterrupt:
         sys.exit(130)  # servers were already stopped on the way out

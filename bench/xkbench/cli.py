@@ -164,10 +164,21 @@ def setup_notes(context, sections, peers):
     return notes
 
 
+def check_writable(out_dir):
+    """Fails before minutes of measuring, not after, when the report cannot be written."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out_dir):
+            pass
+    except OSError as error:
+        raise SetupFailed(f"cannot write the report to {out_dir}: {error.strerror or error}") from None
+
+
 def main(argv=None):
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so servers get stopped
     check_tools(args.only)
+    check_writable(args.out_dir)
     os.sched_setaffinity(0, args.client_cpus)  # keep this script off the servers' cores
     if args.server_cpus & args.client_cpus:
         say("warning: servers and load generator share CPUs; numbers will mean little")
