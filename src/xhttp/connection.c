@@ -35,7 +35,7 @@ static void plain_shutdown_write(xConn *conn) { shutdown(conn->fd, SHUT_WR); }
 static void plain_nothing(xConn *conn) {}
 
 const xTransport xConnPlainTransport = {plain_recv, plain_sendv, plain_shutdown_write,
-                                        plain_nothing, plain_nothing, false};
+                                        plain_nothing, plain_nothing, false, NULL};
 
 /* ---- Lifetime ---- */
 
@@ -214,6 +214,11 @@ static void out_reset(xConn *conn) {
     xBufferPoolRelease(&conn->ctx->buffers, &conn->out);
 }
 
+void xConnBlocked(xConn *conn) {
+    conn->write_blocked = true;
+    xConnSetTimeout(conn, conn->ctx->conf->send_timeout_ms);
+}
+
 void xConnFlush(xConn *conn) {
     if (conn->closed || conn->write_blocked) return;
     struct iovec iov[XCONN_IOV_MAX];
@@ -222,15 +227,16 @@ void xConnFlush(xConn *conn) {
         ssize_t w = conn->transport->sendv(conn, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN) {
-                conn->write_blocked = true;
-                xConnSetTimeout(conn, conn->ctx->conf->send_timeout_ms);
-                return;
-            }
-            xConnClose(conn);
+            if (errno == EAGAIN) xConnBlocked(conn);
+            else xConnClose(conn);
             return;
         }
         advance(conn, (size_t)w);
+    }
+    if (conn->transport->flush && !conn->transport->flush(conn)) {
+        if (errno == EAGAIN) xConnBlocked(conn);
+        else xConnClose(conn);
+        return;
     }
     out_reset(conn);
     if (conn->close_after_flush && !conn->lingering) start_linger(conn);

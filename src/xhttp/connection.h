@@ -39,6 +39,10 @@ typedef struct xTransport {
     void (*close)(xConn *conn);           /**< the socket is about to close */
     void (*free)(xConn *conn);            /**< last reference gone */
     bool secure;                          /**< bytes on the wire are encrypted */
+    /** Writes bytes the transport made on its own (a TLS alert or KeyUpdate)
+     *  once the queue is empty: true when none are left, false with errno
+     *  (EAGAIN: wait for the socket). NULL: it never makes any. */
+    bool (*flush)(xConn *conn);
 } xTransport;
 
 /** The socket itself, every connection's transport until told otherwise. */
@@ -120,6 +124,10 @@ size_t xConnPending(const xConn *conn);
 
 /** Sends what is queued, as far as the socket takes it. */
 void xConnFlush(xConn *conn);
+
+/** The socket is full: wait for it to drain (or the send timeout), then
+ *  flush. For a transport whose own bytes met a full socket. */
+void xConnBlocked(xConn *conn);
 
 /** Sends what is queued, then half-closes and discards input for a moment
  *  before closing, so the peer reads our last response instead of a reset. */

@@ -745,7 +745,7 @@ static void tls_free(xConn *conn) {
     if (conn->transport_state) tls_state_free(conn->transport_state);
 }
 
-static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close, tls_free, true};
+static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close, tls_free, true, NULL};
 
 /* ---- The handshake ---- */
 
@@ -865,8 +865,8 @@ static bool hand_over_records(xConn *conn, xTlsConn *t) {
     if (!t->srv->conf.xkit_records || !cipher || !session || ktls_active(ssl) ||
         !xTlsAeadOfNid(SSL_CIPHER_get_cipher_nid(cipher), &traffic.aead) ||
         SSL_SESSION_get_max_fragment_length(session) != TLSEXT_max_fragment_length_DISABLED ||
-        !h->finished[0] || !h->finished[1])
-        return false;
+        !h->finished[0] || !h->finished[1] || SSL_has_pending(ssl) || SSL_get_read_ahead(ssl))
+        return false;  /* (OpenSSL holding bytes past Finished would lose them) */
     bool ok;
     if (traffic.version == TLS1_3_VERSION) {
         /* Application records start at 0 after each side's Finished. */
@@ -906,6 +906,7 @@ static void established(xConn *conn, xTlsConn *t) {
         /* OpenSSL keeps the records: let it read ahead again. */
         SSL_set_msg_callback(t->ssl, NULL);
         SSL_set_read_ahead(t->ssl, 1);
+        OPENSSL_cleanse(&t->handoff, sizeof t->handoff);
     }
     if (!start(conn, h2 ? "h2" : "http/1.1")) xConnClose(conn);
 }
@@ -921,7 +922,7 @@ static bool sniff_plaintext(xConn *conn, xTlsConn *t) {
 }
 
 static void handshake(xConn *conn) {
-    xTlsConn *t = conn->transport_state;
+    xTlsConn *t = conn->transport == &tls_transport ? conn->transport_state : NULL;
     if (!t || t->established) return;  /* answered in plaintext, or already handed on */
     if (!t->sniffed && sniff_plaintext(conn, t)) {
         answer_plaintext(conn, t);
@@ -941,7 +942,7 @@ static void handshake(xConn *conn) {
 }
 
 static void handshake_timeout(xConn *conn) {
-    xTlsConn *t = conn->transport_state;
+    xTlsConn *t = conn->transport == &tls_transport ? conn->transport_state : NULL;
     if (t) t->failed = true;
     xConnClose(conn);
 }

@@ -29,6 +29,9 @@
 /* The largest record body a peer may send (RFC 8446 §5.2, RFC 5246 §6.2.3). */
 #define REC_BODY_MAX_13 (REC_PLAIN_MAX + 256)
 #define REC_BODY_MAX_12 (REC_PLAIN_MAX + 2048)
+/* Records in a row that carry no data (empty ones, ignored alerts, KeyUpdates)
+ * allowed before the peer is taken to be spinning us, as OpenSSL does. */
+#define IDLE_RECORDS_MAX 32
 /* Input block: always room for one whole record and the start of the next. */
 #define IN_CAP 32768
 /* Output block: sealed records for up to this much, written at once. */
@@ -43,6 +46,7 @@ enum {
     AD_UNEXPECTED_MESSAGE = 10,
     AD_BAD_RECORD_MAC = 20,
     AD_RECORD_OVERFLOW = 22,
+    AD_ILLEGAL_PARAMETER = 47,
     AD_DECODE_ERROR = 50,
     AD_INTERNAL_ERROR = 80,
     AD_USER_CANCELED = 90,
@@ -60,6 +64,7 @@ typedef struct xTlsRecords {
     char *out;                /* sealed bytes not yet written; NULL when none */
     size_t out_cap, out_start, out_end;
     size_t out_covers;        /* plaintext those bytes carry, acknowledged once they are out */
+    unsigned idle_records;    /* records in a row that carried no data */
     int error;                /* errno once the session broke */
     bool eof;                 /* close_notify (or a bare FIN) came */
     bool close_notify_sent;
@@ -303,7 +308,10 @@ static bool send_control(xConn *conn, xTlsRecords *r, int type, const unsigned c
     size_t rec_len;
     if (!seal(r, rec, len, type, &rec_len)) return false;
     r->out_end += rec_len;
-    return write_out(conn, r) || errno == EAGAIN;
+    if (write_out(conn, r)) return true;
+    if (errno != EAGAIN) return false;
+    xConnBlocked(conn);  /* the queue may be empty: this is what brings us back */
+    return true;
 }
 
 /* Ends the session with a fatal alert (RFC 8446 §6.2); -1 with errno. */
@@ -375,38 +383,55 @@ static ssize_t records_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
 
 /* ---- Reading ---- */
 
-/* TLS 1.3 KeyUpdate (RFC 8446 §4.6.3): our read keys move on; if the peer
- * asks, we announce and move our write keys too. */
-static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
-    xTlsTraffic *t = &r->traffic;
+/* Moves one direction's keys on (RFC 8446 §7.2) into dir, a copy. */
+static bool next_keys(xTlsRecords *r, xTlsDirection *dir) {
     unsigned char next[XTLS_SECRET_MAX];
-    if (!expand_label(t, t->read.secret, "traffic upd", next, t->secret_len)) return fail(conn, r, AD_INTERNAL_ERROR);
-    memcpy(t->read.secret, next, t->secret_len);
-    bool ok = xTlsDeriveTrafficKeys(t, &t->read) &&
-              EVP_DecryptInit_ex(r->open, NULL, NULL, t->read.key, NULL) == 1;
-    t->read.seq = 0;
-    if (ok && update_requested) {
-        static const unsigned char not_requested[] = {HS_KEY_UPDATE, 0, 0, 1, 0};
-        ok = send_control(conn, r, CT_HANDSHAKE, not_requested, sizeof not_requested) &&
-             expand_label(t, t->write.secret, "traffic upd", next, t->secret_len);
-        memcpy(t->write.secret, next, t->secret_len);
-        ok = ok && xTlsDeriveTrafficKeys(t, &t->write) &&
-             EVP_EncryptInit_ex(r->seal, NULL, NULL, t->write.key, NULL) == 1;
-        t->write.seq = 0;
-    }
+    bool ok = expand_label(&r->traffic, dir->secret, "traffic upd", next, r->traffic.secret_len);
+    memcpy(dir->secret, next, r->traffic.secret_len);
     OPENSSL_cleanse(next, sizeof next);
-    OPENSSL_cleanse(t->read.key, sizeof t->read.key);
-    OPENSSL_cleanse(t->write.key, sizeof t->write.key);
-    return ok ? 1 : fail(conn, r, AD_INTERNAL_ERROR);
+    dir->seq = 0;
+    return ok && xTlsDeriveTrafficKeys(&r->traffic, dir);
 }
 
-/* After the handshake a client may only update its keys (TLS 1.3); a
- * TLS 1.2 ClientHello asks to renegotiate, which we do not. */
+/* TLS 1.3 KeyUpdate (RFC 8446 §4.6.3): our read keys move on; if the peer
+ * asks, we announce and move our write keys too. Nothing changes unless
+ * every step succeeds, so no key is ever used twice with one nonce. */
+static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
+    static const unsigned char not_requested[] = {HS_KEY_UPDATE, 0, 0, 1, 0};
+    xTlsDirection read = r->traffic.read, write = r->traffic.write;
+    bool answer = update_requested && !r->close_notify_sent;  /* nothing is sent after close_notify */
+    bool ok = next_keys(r, &read) && EVP_DecryptInit_ex(r->open, NULL, NULL, read.key, NULL) == 1 &&
+              (!answer || next_keys(r, &write));
+    if (ok && answer) {
+        /* The announcement goes under the old keys, then the new ones take over. */
+        ok = send_control(conn, r, CT_HANDSHAKE, not_requested, sizeof not_requested) &&
+             EVP_EncryptInit_ex(r->seal, NULL, NULL, write.key, NULL) == 1;
+    }
+    OPENSSL_cleanse(read.key, sizeof read.key);
+    OPENSSL_cleanse(write.key, sizeof write.key);
+    if (ok) {
+        r->traffic.read = read;
+        if (answer) r->traffic.write = write;
+    }
+    OPENSSL_cleanse(&read, sizeof read);
+    OPENSSL_cleanse(&write, sizeof write);
+    if (!ok) {
+        r->error = EPROTO;  /* the keys are unknown now: not even an alert can be sealed */
+        errno = r->error;
+        return -1;
+    }
+    return 1;
+}
+
+/* After the handshake a client may only update its keys (TLS 1.3), in a
+ * record of its own; a TLS 1.2 ClientHello asks to renegotiate, which we do
+ * not. */
 static int on_handshake(xConn *conn, xTlsRecords *r, const unsigned char *msg, size_t len) {
-    if (tls13(r) && len == 5 && msg[0] == HS_KEY_UPDATE && msg[1] == 0 && msg[2] == 0 && msg[3] == 1 && msg[4] <= 1)
-        return on_key_update(conn, r, msg[4] == 1);
-    if (!tls13(r) && len > 0 && msg[0] == HS_CLIENT_HELLO) return fail(conn, r, AD_NO_RENEGOTIATION);
-    return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+    if (!tls13(r)) return fail(conn, r, len > 0 && msg[0] == HS_CLIENT_HELLO ? AD_NO_RENEGOTIATION : AD_UNEXPECTED_MESSAGE);
+    if (len < 1 || msg[0] != HS_KEY_UPDATE) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+    if (len != 5 || msg[1] != 0 || msg[2] != 0 || msg[3] != 1) return fail(conn, r, AD_DECODE_ERROR);
+    if (msg[4] > 1) return fail(conn, r, AD_ILLEGAL_PARAMETER);
+    return on_key_update(conn, r, msg[4] == 1);
 }
 
 static int on_alert(xConn *conn, xTlsRecords *r, const unsigned char *alert, size_t len) {
@@ -417,7 +442,8 @@ static int on_alert(xConn *conn, xTlsRecords *r, const unsigned char *alert, siz
     }
     /* TLS 1.2 warnings may be ignored; TLS 1.3 ends on any other alert
      * (user_canceled is followed by a close_notify). */
-    if (alert[1] == AD_USER_CANCELED || (!tls13(r) && alert[0] == ALERT_WARNING)) return 1;
+    if ((alert[1] == AD_USER_CANCELED && alert[0] == ALERT_WARNING) || (!tls13(r) && alert[0] == ALERT_WARNING))
+        return 1;
     r->error = ECONNRESET;
     errno = r->error;
     return -1;
@@ -440,7 +466,10 @@ static int next_record(xConn *conn, xTlsRecords *r) {
     unsigned char *data;
     size_t len;
     int alert;
-    switch (open_record(r, rec, body_len, &data, &len, &alert)) {
+    int type = open_record(r, rec, body_len, &data, &len, &alert);
+    if (type == CT_APPLICATION_DATA && len > 0) r->idle_records = 0;
+    else if (type != -1 && ++r->idle_records > IDLE_RECORDS_MAX) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+    switch (type) {
     case -1: return fail(conn, r, alert);
     case CT_APPLICATION_DATA:
         r->plain = (const char *)data;
@@ -561,8 +590,14 @@ static void records_free(xConn *conn) {
     free(r);
 }
 
+/* Alerts and KeyUpdates that met a full socket go once it drains. */
+static bool records_flush(xConn *conn) {
+    xTlsRecords *r = conn->transport_state;
+    return !r->out || write_out(conn, r);
+}
+
 static const xTransport records_transport = {records_recv, records_sendv, records_shutdown_write,
-                                             records_close, records_free, true};
+                                             records_close, records_free, true, records_flush};
 
 bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary) {
     pthread_once(&algorithms_once, fetch_algorithms);

@@ -11,8 +11,8 @@ import struct
 import time
 import unittest
 
-from tls_fixtures import (HttpsTestCase, ManualTls, TlsConn, client_context, curl_https, h2_over_tls,
-                          make_certs, start_https, use_certs)
+from tls_fixtures import (HttpsTestCase, InteractiveSClient, ManualTls, TlsConn, client_context,
+                          curl_https, h2_over_tls, http1_get, make_certs, start_https, use_certs)
 
 CERTS = None
 
@@ -169,6 +169,29 @@ class RecordLayerTest(HttpsTestCase):
         client = self.manual()
         raw = struct.pack("!BHH", TLS_HANDSHAKE, 0x0303, 4) + b"\x01\x00\x00\x00"
         self.assertIn("UNEXPECTED_MESSAGE", self.alert_after(client, raw))
+        self.assert_serves_ping()
+
+    def test_key_updates_between_requests_keep_the_connection_serving(self):
+        with InteractiveSClient(self.server.port, "-tls1_3") as client:
+            client.wait_for("Verify return code")
+            for done in range(1, 41):  # more than a row of 32 allows, but with data between
+                client.send(b"K\n" if done % 2 else b"k\n")
+                client.wait_for("KEYUPDATE", count=done)
+                client.send(b"GET /ping HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                client.wait_for("pong", count=done)
+            client.send(http1_get("/echo?size=20000"))
+            self.assertEqual(client.wait_exit(), 0, client.text[-3000:])
+
+    def test_a_row_of_key_updates_without_data_is_cut_off(self):
+        """Records that carry nothing (KeyUpdates here; empty records and warnings count
+        too) cost the server a decryption each: past 32 in a row the client is refused."""
+        with InteractiveSClient(self.server.port, "-tls1_3") as client:
+            client.wait_for("Verify return code")
+            for done in range(1, 34):
+                client.send(b"k\n")
+                client.wait_for("KEYUPDATE", count=done)
+            client.wait_exit()
+            self.assertRegex(client.text, r"unexpected message|alert number 10", client.text[-3000:])
         self.assert_serves_ping()
 
     def test_records_arriving_a_byte_at_a_time_are_reassembled(self):
