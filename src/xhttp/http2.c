@@ -46,9 +46,11 @@ typedef enum xH2Wait {
     XH2_WAIT_PEER,      /* flow control holds our output: the send timeout */
 } xH2Wait;
 
-/* Offsets into a stream's strings buffer, which may move while it grows. */
+/* A request header as handlers see it. Its bytes are nghttp2's own
+ * (reference-counted buffers the stream holds until it ends, so nothing is
+ * copied), or, for a request upgraded from HTTP/1.1, the stream's strings. */
 typedef struct xH2Field {
-    uint32_t name_off, name_len, value_off, value_len;
+    xStr name, value;
 } xH2Field;
 
 typedef struct xH2Stream {
@@ -58,7 +60,8 @@ typedef struct xH2Stream {
     struct xH2Stream *next_ready;    /* h2->ready: complete, awaiting dispatch */
     xHttpExchange *ex;               /* from dispatch until the stream is freed */
 
-    xBuffer strings;                 /* header names and values, back to back */
+    xBuffer held;                    /* nghttp2_rcbuf pointers the fields point into */
+    xBuffer strings;                 /* an upgraded request's names and values */
     xBuffer fields;                  /* xH2Field entries of regular headers */
     xH2Field method, path, authority;
     size_t header_bytes;
@@ -126,8 +129,9 @@ static xH2Stream *stream_new(xHttp2 *h2, int32_t id) {
         /* Reuse it whole: its buffers keep their storage, emptied. */
         h2->spare = s->next;
         h2->spare_count--;
-        xBuffer strings = s->strings, fields = s->fields, body = s->body;
+        xBuffer held = s->held, strings = s->strings, fields = s->fields, body = s->body;
         memset(s, 0, sizeof *s);
+        s->held = (xBuffer){held.data, 0, held.cap};
         s->strings = (xBuffer){strings.data, 0, strings.cap};
         s->fields = (xBuffer){fields.data, 0, fields.cap};
         s->body = (xBuffer){body.data, 0, body.cap};
@@ -164,10 +168,19 @@ static void release_out(xH2Stream *s) {
 }
 
 static void stream_destroy(xH2Stream *s) {
+    xBufferFree(&s->held);
     xBufferFree(&s->strings);
     xBufferFree(&s->fields);
     xBufferFree(&s->body);
     free(s);
+}
+
+/* Lets go of the nghttp2 buffers the request's fields point into; before
+ * the session goes, whose allocator they belong to. */
+static void release_fields(xH2Stream *s) {
+    nghttp2_rcbuf **held = (nghttp2_rcbuf **)s->held.data;
+    for (size_t i = 0; i < s->held.len / sizeof *held; i++) nghttp2_rcbuf_decref(held[i]);
+    s->held.len = 0;
 }
 
 /* Ends a stream: what it holds is released, and it becomes a spare. */
@@ -181,6 +194,7 @@ static void stream_free(xH2Stream *s) {
     release_ref(s);
     release_out(s);
     if (s->ex) xHttpExchangeRelease(h2->conn->ctx, s->ex);
+    release_fields(s);
     bool held_conn = s->dispatched;
     xConn *conn = h2->conn;
     if (s->body.cap > XH2_SPARE_BODY_CAP) xBufferFree(&s->body);
@@ -194,14 +208,12 @@ static void stream_free(xH2Stream *s) {
     if (held_conn) xConnRelease(conn);  /* may free h2 */
 }
 
-static xStr field_str(const xH2Stream *s, uint32_t off, uint32_t len) {
-    xStr v = {s->strings.data + off, len};
-    return v;
-}
-
-static bool append_string(xH2Stream *s, const uint8_t *p, size_t n, uint32_t *off) {
-    *off = (uint32_t)s->strings.len;
-    return xBufferAppend(&s->strings, p, n) == XOK;
+/* Copies p into the stream's strings, which must have room (no move). */
+static xStr append_string(xH2Stream *s, const char *p, size_t n) {
+    xStr copy = {s->strings.data + s->strings.len, n};
+    memcpy(s->strings.data + s->strings.len, p, n);
+    s->strings.len += n;
+    return copy;
 }
 
 /* ---- Requests ---- */
@@ -220,20 +232,20 @@ static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
     size_t n = s->fields.len / sizeof *f;
     if (n > ex->fields_cap) return false;
     for (size_t i = 0; i < n; i++) {
-        ex->fields[i].name = field_str(s, f[i].name_off, f[i].name_len);
-        ex->fields[i].value = field_str(s, f[i].value_off, f[i].value_len);
+        ex->fields[i].name = f[i].name;
+        ex->fields[i].value = f[i].value;
     }
-    xStr target = field_str(s, s->path.value_off, s->path.value_len);
+    xStr target = s->path.value;
     const char *q = memchr(target.data, '?', target.len);
-    ex->req.method = field_str(s, s->method.value_off, s->method.value_len);
+    ex->req.method = s->method.value;
     ex->req.path.data = target.data;
     ex->req.path.len = q ? (size_t)(q - target.data) : target.len;
     ex->req.query.data = q ? q + 1 : target.data + target.len;
     ex->req.query.len = q ? target.len - ex->req.path.len - 1 : 0;
     /* HTTP/2 carries the host in :authority; handlers look for Host. */
-    if (s->authority.value_len && n < ex->fields_cap) {
+    if (s->authority.value.len && n < ex->fields_cap) {
         ex->fields[n].name = (xStr){"host", 4};
-        ex->fields[n++].value = field_str(s, s->authority.value_off, s->authority.value_len);
+        ex->fields[n++].value = s->authority.value;
     }
     ex->req.headers = ex->fields;
     ex->req.num_headers = n;
@@ -329,35 +341,42 @@ static bool name_is(const uint8_t *name, size_t len, const char *want) {
     return len == n && memcmp(name, want, n) == 0;
 }
 
-static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *user_data) {
+/* Keeps an nghttp2 buffer for as long as the stream; static-table ones live forever. */
+static bool hold(xH2Stream *s, nghttp2_rcbuf *buf) {
+    if (nghttp2_rcbuf_is_static(buf)) return true;
+    if (xBufferAppend(&s->held, &buf, sizeof buf) != XOK) return false;
+    nghttp2_rcbuf_incref(buf);
+    return true;
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, nghttp2_rcbuf *name_buf,
+                     nghttp2_rcbuf *value_buf, uint8_t flags, void *user_data) {
     xHttp2 *h2 = user_data;
     /* A header block's fields arrive together: no stream lookup per field. */
     xH2Stream *s = h2->receiving && h2->receiving->id == frame->hd.stream_id ? h2->receiving
                                                                              : stream_of(session, frame->hd.stream_id);
     if (!s || frame->hd.type != NGHTTP2_HEADERS) return 0;  /* trailers are dropped */
+    nghttp2_vec name = nghttp2_rcbuf_get_buf(name_buf), value = nghttp2_rcbuf_get_buf(value_buf);
     /* Counted as HPACK would size them (RFC 9113 §6.5.2); past the limit we
      * stop storing and answer 431 once the block ends. */
-    h2->progress += namelen + valuelen;
-    s->header_bytes += namelen + valuelen + 32;
+    h2->progress += name.len + value.len;
+    s->header_bytes += name.len + value.len + 32;
     if (s->header_bytes > h2->conn->ctx->conf->max_header_size) {
         s->reject_status = 431;
         return 0;
     }
-    xH2Field f = {0, (uint32_t)namelen, 0, (uint32_t)valuelen};
-    if (!append_string(s, name, namelen, &f.name_off) || !append_string(s, value, valuelen, &f.value_off))
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    if (name[0] != ':') {
+    if (!hold(s, name_buf) || !hold(s, value_buf)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    xH2Field f = {{(const char *)name.base, name.len}, {(const char *)value.base, value.len}};
+    if (name.base[0] != ':') {
         if (xBufferAppend(&s->fields, &f, sizeof f) != XOK) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         /* nghttp2 has validated it: digits only, consistent with the DATA. */
-        if (name_is(name, namelen, "content-length"))
-            s->declared_length = strtoll((const char *)value, NULL, 10);
-    } else if (name_is(name, namelen, ":method")) {
+        if (name_is(name.base, name.len, "content-length"))
+            s->declared_length = strtoll((const char *)value.base, NULL, 10);
+    } else if (name_is(name.base, name.len, ":method")) {
         s->method = f;
-    } else if (name_is(name, namelen, ":path")) {
+    } else if (name_is(name.base, name.len, ":path")) {
         s->path = f;
-    } else if (name_is(name, namelen, ":authority")) {
+    } else if (name_is(name.base, name.len, ":authority")) {
         s->authority = f;
     }
     return 0;
@@ -773,14 +792,13 @@ static void on_close(xConn *conn) {
 
 static void on_free(xConn *conn) {
     xHttp2 *h2 = conn->proto_state;
-    nghttp2_session_del(h2->session);
-    h2->session = NULL;
-    while (h2->streams) stream_free(h2->streams);
+    while (h2->streams) stream_free(h2->streams);  /* the session's buffers first */
     while (h2->spare) {
         xH2Stream *s = h2->spare;
         h2->spare = s->next;
         stream_destroy(s);
     }
+    nghttp2_session_del(h2->session);
     free(h2);
 }
 
@@ -795,7 +813,7 @@ static nghttp2_session_callbacks *make_callbacks(void) {
     nghttp2_session_callbacks_set_send_data_callback(cb, on_send_data);
     nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_header_callback2(cb, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
@@ -852,15 +870,19 @@ static bool adopt_upgrade(xHttp2 *h2, const xHttp2Upgrade *up) {
     nghttp2_session_set_stream_user_data(h2->session, 1, s);
     /* The target is path and query as sent: contiguous in the request line. */
     size_t target_len = up->query.len ? (size_t)(up->query.data + up->query.len - up->path.data) : up->path.len;
-    bool ok = append_string(s, (const uint8_t *)up->method.data, up->method.len, &s->method.value_off) &&
-              append_string(s, (const uint8_t *)up->path.data, target_len, &s->path.value_off);
-    s->method.value_len = (uint32_t)up->method.len;
-    s->path.value_len = (uint32_t)target_len;
+    size_t total = up->method.len + target_len;
+    for (size_t i = 0; i < up->num_headers; i++) total += up->headers[i].name.len + up->headers[i].value.len;
+    /* Room for everything first: the fields point into the strings. */
+    bool ok = xBufferReserve(&s->strings, total) == XOK;
+    if (ok) {
+        s->method.value = append_string(s, up->method.data, up->method.len);
+        s->path.value = append_string(s, up->path.data, target_len);
+    }
     for (size_t i = 0; ok && i < up->num_headers; i++) {
-        xH2Field f = {0, (uint32_t)up->headers[i].name.len, 0, (uint32_t)up->headers[i].value.len};
-        ok = append_string(s, (const uint8_t *)up->headers[i].name.data, f.name_len, &f.name_off) &&
-             append_string(s, (const uint8_t *)up->headers[i].value.data, f.value_len, &f.value_off) &&
-             xBufferAppend(&s->fields, &f, sizeof f) == XOK;
+        xH2Field f;
+        f.name = append_string(s, up->headers[i].name.data, up->headers[i].name.len);
+        f.value = append_string(s, up->headers[i].value.data, up->headers[i].value.len);
+        ok = xBufferAppend(&s->fields, &f, sizeof f) == XOK;
     }
     if (ok) mark_ready(h2, s);
     return ok;
