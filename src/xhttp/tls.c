@@ -24,7 +24,6 @@
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
-#include <openssl/kdf.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -790,61 +789,56 @@ static const char *alpn_name(SSL *ssl) {
                                                              : "";
 }
 
-static void summarize(SSL *ssl, xTlsSummary *summary) {
-    *summary = (xTlsSummary){
+/* What a handler may ask of a connection, straight from its SSL object
+ * (strings owned by it, or static). */
+static void describe(SSL *ssl, xTlsInfo *info) {
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    *info = (xTlsInfo){
         .version = SSL_get_version(ssl),
         .cipher = SSL_CIPHER_get_name(SSL_get_current_cipher(ssl)),
         .alpn = alpn_name(ssl),
+        .server_name = name ? name : "",
         .resumed = SSL_session_reused(ssl) == 1,
     };
-    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    if (name) summary->server_name = strdup(name);
     X509 *peer = SSL_get0_peer_certificate(ssl);
     if (peer) {
-        char subject[256];
-        summary->client_verified = SSL_get_verify_result(ssl) == X509_V_OK;
-        X509_NAME_oneline(X509_get_subject_name(peer), subject, sizeof subject);
-        summary->client_subject = strdup(subject);
+        info->client_verified = SSL_get_verify_result(ssl) == X509_V_OK;
+        X509_NAME_oneline(X509_get_subject_name(peer), info->client_subject, sizeof info->client_subject);
     }
 }
 
-/* TLS 1.2's keys (RFC 5246 §6.3): the key block from the master secret. */
-static bool tls12_keys(SSL *ssl, const SSL_CIPHER *cipher, xTlsTraffic *traffic) {
-    unsigned char master[SSL_MAX_MASTER_KEY_LENGTH], seed[13 + 2 * SSL3_RANDOM_SIZE], block[2 * 32 + 2 * 12];
-    size_t master_len = SSL_SESSION_get_master_key(SSL_get_session(ssl), master, sizeof master);
-    size_t key_len = traffic->aead == XTLS_AEAD_AES_128_GCM ? 16 : 32;
-    size_t iv_len = traffic->aead == XTLS_AEAD_CHACHA20_POLY1305 ? 12 : 4;
-    memcpy(seed, "key expansion", 13);
-    SSL_get_server_random(ssl, seed + 13, SSL3_RANDOM_SIZE);
-    SSL_get_client_random(ssl, seed + 13 + SSL3_RANDOM_SIZE, SSL3_RANDOM_SIZE);
-    const EVP_MD *md = SSL_CIPHER_get_handshake_digest(cipher);
-    OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, md ? (char *)EVP_MD_get0_name(md) : "", 0),
-        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SECRET, master, master_len),
-        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SEED, seed, sizeof seed),
-        OSSL_PARAM_construct_end(),
+/* The same, copied out to outlive the SSL object. */
+static void summarize(SSL *ssl, xTlsSummary *summary) {
+    xTlsInfo info;
+    describe(ssl, &info);
+    *summary = (xTlsSummary){
+        .version = info.version,
+        .cipher = info.cipher,
+        .alpn = info.alpn,
+        .server_name = *info.server_name ? strdup(info.server_name) : NULL,
+        .client_subject = *info.client_subject ? strdup(info.client_subject) : NULL,
+        .resumed = info.resumed,
+        .client_verified = info.client_verified,
     };
-    EVP_KDF *prf = EVP_KDF_fetch(NULL, "TLS1-PRF", NULL);
-    EVP_KDF_CTX *kdf = prf ? EVP_KDF_CTX_new(prf) : NULL;
-    size_t block_len = 2 * key_len + 2 * iv_len;
-    bool ok = md && master_len && kdf && EVP_KDF_derive(kdf, block, block_len, params) == 1;
-    EVP_KDF_CTX_free(kdf);
-    EVP_KDF_free(prf);
-    if (ok) {  /* client key, server key, client IV, server IV; we are the server */
-        memcpy(traffic->read.key, block, key_len);
-        memcpy(traffic->write.key, block + key_len, key_len);
-        memcpy(traffic->read.iv, block + 2 * key_len, iv_len);
-        memcpy(traffic->write.iv, block + 2 * key_len + iv_len, iv_len);
-    }
+}
+
+/* TLS 1.2's keys, from the session's master secret and this handshake's randoms. */
+static bool tls12_keys(SSL *ssl, const SSL_CIPHER *cipher, xTlsTraffic *traffic) {
+    unsigned char master[SSL_MAX_MASTER_KEY_LENGTH], client_random[32], server_random[32];
+    size_t master_len = SSL_SESSION_get_master_key(SSL_get_session(ssl), master, sizeof master);
+    const EVP_MD *md = SSL_CIPHER_get_handshake_digest(cipher);  /* the PRF's hash */
+    SSL_get_client_random(ssl, client_random, sizeof client_random);
+    SSL_get_server_random(ssl, server_random, sizeof server_random);
+    bool ok = md && master_len && xTlsDeriveTls12Keys(traffic, EVP_MD_get0_name(md), master, master_len,
+                                                      client_random, server_random);
     OPENSSL_cleanse(master, sizeof master);
-    OPENSSL_cleanse(block, sizeof block);
     return ok;
 }
 
 /* TLS 1.3's keys (RFC 8446 §7.3), from the traffic secrets the key log gave. */
 static bool tls13_keys(const xTlsHandoff *h, const SSL_CIPHER *cipher, xTlsTraffic *traffic) {
-    traffic->md = SSL_CIPHER_get_handshake_digest(cipher);
-    traffic->secret_len = traffic->md ? (size_t)EVP_MD_get_size(traffic->md) : 0;
+    const EVP_MD *md = SSL_CIPHER_get_handshake_digest(cipher);
+    traffic->secret_len = md ? (size_t)EVP_MD_get_size(md) : 0;
     if (!traffic->secret_len || h->client_secret_len != traffic->secret_len ||
         h->server_secret_len != traffic->secret_len)
         return false;
@@ -991,35 +985,25 @@ bool xTlsAccept(xHttpContext *ctx, xTlsServer *srv, int fd, xTlsStartFn start) {
     return true;
 }
 
-static void fill_info(const xTlsSummary *s, xTlsInfo *info) {
-    info->version = s->version;
-    info->cipher = s->cipher ? s->cipher : "";
-    info->alpn = s->alpn;
-    info->server_name = s->server_name ? s->server_name : "";
-    info->resumed = s->resumed;
-    info->client_verified = s->client_verified;
-    if (s->client_subject) snprintf(info->client_subject, sizeof info->client_subject, "%s", s->client_subject);
-}
-
 bool xTlsConnInfo(const xConn *conn, xTlsInfo *info) {
-    const xTlsSummary *records = xTlsRecordsSummary(conn);
-    if (records) {
-        memset(info, 0, sizeof *info);
-        fill_info(records, info);
-        info->xkit_records = true;
+    const xTlsSummary *s = xTlsRecordsSummary(conn);
+    if (s) {
+        *info = (xTlsInfo){
+            .version = s->version,
+            .cipher = s->cipher ? s->cipher : "",
+            .alpn = s->alpn,
+            .server_name = s->server_name ? s->server_name : "",
+            .resumed = s->resumed,
+            .client_verified = s->client_verified,
+            .xkit_records = true,
+        };
+        if (s->client_subject) snprintf(info->client_subject, sizeof info->client_subject, "%s", s->client_subject);
         return true;
     }
     if (!conn || conn->transport != &tls_transport || !conn->transport_state) return false;
-    const xTlsConn *t = conn->transport_state;
-    SSL *ssl = t->ssl;
-    memset(info, 0, sizeof *info);
-    xTlsSummary summary;
-    summarize(ssl, &summary);
-    fill_info(&summary, info);
-    /* The strings must outlive this call: take SSL's own. */
-    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    info->server_name = name ? name : "";
-    xTlsSummaryFree(&summary);
+    SSL *ssl = ((const xTlsConn *)conn->transport_state)->ssl;
+    describe(ssl, info);
+    if (!info->cipher) info->cipher = "";
 #ifndef OPENSSL_NO_KTLS
     info->ktls_send = BIO_get_ktls_send(SSL_get_wbio(ssl));
     info->ktls_recv = BIO_get_ktls_recv(SSL_get_rbio(ssl));

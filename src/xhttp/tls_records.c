@@ -19,6 +19,7 @@
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/kdf.h>
 
 #include <xhttp/tls.h>
 
@@ -39,7 +40,7 @@
 /* Kept free in the output block for an alert or a KeyUpdate. */
 #define CONTROL_ROOM 64
 
-enum { CT_CHANGE_CIPHER_SPEC = 20, CT_ALERT = 21, CT_HANDSHAKE = 22, CT_APPLICATION_DATA = 23 };
+enum { CT_ALERT = 21, CT_HANDSHAKE = 22, CT_APPLICATION_DATA = 23 };
 enum { ALERT_WARNING = 1, ALERT_FATAL = 2 };
 enum {
     AD_CLOSE_NOTIFY = 0,
@@ -80,6 +81,7 @@ static const xTransport records_transport;
 static struct {
     EVP_CIPHER *aead[3];
     EVP_MAC_CTX *hmac_sha256, *hmac_sha384;  /* digest set, no key: templates to copy */
+    EVP_KDF *tls12_prf;
 } algorithms;
 static pthread_once_t algorithms_once = PTHREAD_ONCE_INIT;
 
@@ -104,6 +106,7 @@ static void fetch_algorithms(void) {
     algorithms.hmac_sha256 = hmac_template(hmac, "SHA256");
     algorithms.hmac_sha384 = hmac_template(hmac, "SHA384");
     EVP_MAC_free(hmac);  /* the templates hold it */
+    algorithms.tls12_prf = EVP_KDF_fetch(NULL, "TLS1-PRF", NULL);
 }
 
 bool xTlsAeadOfNid(int nid, xTlsAead *aead) {
@@ -146,6 +149,35 @@ static bool expand_label(const xTlsTraffic *traffic, const unsigned char *secret
 bool xTlsDeriveTrafficKeys(const xTlsTraffic *traffic, xTlsDirection *dir) {
     return expand_label(traffic, dir->secret, "key", dir->key, key_length(traffic->aead)) &&
            expand_label(traffic, dir->secret, "iv", dir->iv, sizeof dir->iv);
+}
+
+bool xTlsDeriveTls12Keys(xTlsTraffic *traffic, const char *digest, const unsigned char *master,
+                         size_t master_len, const unsigned char client_random[32],
+                         const unsigned char server_random[32]) {
+    pthread_once(&algorithms_once, fetch_algorithms);
+    unsigned char seed[13 + 64], block[2 * 32 + 2 * 12];
+    size_t key_len = key_length(traffic->aead);
+    size_t iv_len = traffic->aead == XTLS_AEAD_CHACHA20_POLY1305 ? 12 : 4;  /* GCM: the salt */
+    memcpy(seed, "key expansion", 13);
+    memcpy(seed + 13, server_random, 32);
+    memcpy(seed + 45, client_random, 32);
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)digest, 0),
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SECRET, (void *)master, master_len),
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SEED, seed, sizeof seed),
+        OSSL_PARAM_construct_end(),
+    };
+    EVP_KDF_CTX *kdf = algorithms.tls12_prf ? EVP_KDF_CTX_new(algorithms.tls12_prf) : NULL;
+    bool ok = kdf && EVP_KDF_derive(kdf, block, 2 * key_len + 2 * iv_len, params) == 1;
+    EVP_KDF_CTX_free(kdf);
+    if (ok) {  /* client key, server key, client IV, server IV; we are the server */
+        memcpy(traffic->read.key, block, key_len);
+        memcpy(traffic->write.key, block + key_len, key_len);
+        memcpy(traffic->read.iv, block + 2 * key_len, iv_len);
+        memcpy(traffic->write.iv, block + 2 * key_len + iv_len, iv_len);
+    }
+    OPENSSL_cleanse(block, sizeof block);
+    return ok;
 }
 
 /* ---- Sealing and opening ---- */

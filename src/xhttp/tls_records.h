@@ -40,8 +40,7 @@ typedef struct xTlsDirection {
 typedef struct xTlsTraffic {
     int version;           /* XTLS_VERSION_1_2 or XTLS_VERSION_1_3 */
     xTlsAead aead;
-    const EVP_MD *md;      /* TLS 1.3: the suite's hash */
-    size_t secret_len;
+    size_t secret_len;     /* TLS 1.3: the suite's hash length (32 or 48) */
     xTlsDirection read, write;
 } xTlsTraffic;
 
@@ -63,6 +62,12 @@ bool xTlsAeadOfNid(int nid, xTlsAead *aead);
 
 /** TLS 1.3: fills dir's key and IV from its secret (RFC 8446 §7.3). */
 bool xTlsDeriveTrafficKeys(const xTlsTraffic *traffic, xTlsDirection *dir);
+
+/** TLS 1.2: fills both directions' keys and IVs of a server from the key
+ *  block (RFC 5246 §6.3); digest is the suite's PRF hash by name. */
+bool xTlsDeriveTls12Keys(xTlsTraffic *traffic, const char *digest, const unsigned char *master,
+                         size_t master_len, const unsigned char client_random[32],
+                         const unsigned char server_random[32]);
 
 /** Puts conn on this record layer. traffic (keys included) and summary are
  *  taken: traffic is wiped, summary's strings belong to conn from now on.
