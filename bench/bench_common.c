@@ -20,6 +20,9 @@ static const char routes_text[] =
     "GET  /ping                     pong\n"
     "GET  /echo?size=N              N bytes of 'x' (N <= 16 MiB)\n"
     "POST /echo                     the request body back\n"
+    "POST /upload                   the body streamed in, never held whole: its size and CRC-32\n"
+    "        [?hold_ms=N]            ... taking none of it for the first N ms\n"
+    "        [&reject_after=N]       ... answering 413 once more than N bytes came\n"
     "GET  /delay?ms=N               'done' after N ms\n"
     "GET  /stream?chunks=N&size=M   a streamed body of N chunks of M bytes\n"
     "                  [&trailer=V]  ... followed by the trailer X-Stream-Trailer: V\n";
@@ -67,6 +70,96 @@ static void on_echo_post(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xHttpResponseAddHeader(res, "Content-Type", "application/octet-stream");
     /* The body lives in the connection's buffer until the response ends. */
     xHttpResponseSend(res, body.data, body.len);
+}
+
+/* POST /upload: a streaming route. The body is checksummed piece by piece as
+ * it arrives, so its size is unbounded and its memory is one piece. */
+typedef struct Upload {
+    xTimer hold;             /* first member: the timer callback finds the upload */
+    xHttpRequest *req;
+    xHttpResponse *res;
+    xEventLoop *loop;
+    uint64_t bytes, pieces, reject_after;
+    uint32_t crc;            /* CRC-32 (IEEE), as zlib and Python compute it */
+} Upload;
+
+static uint32_t crc32_table[256];
+
+static void crc32_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        crc32_table[i] = c;
+    }
+}
+
+static uint32_t crc32_update(uint32_t crc, const char *data, size_t len) {
+    crc = ~crc;
+    for (size_t i = 0; i < len; i++) crc = crc32_table[(crc ^ (unsigned char)data[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+static void upload_free(Upload *u) {
+    xTimerStop(u->loop, &u->hold);
+    free(u);
+}
+
+static void on_upload_abort(xHttpResponse *res, void *arg) { upload_free(arg); }
+
+static void on_upload_piece(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
+                            void *arg) {
+    Upload *u = arg;
+    u->bytes += len;
+    u->pieces += len > 0;
+    u->crc = crc32_update(u->crc, data, len);
+    char body[128];
+    int n;
+    if (u->reject_after && u->bytes > u->reject_after) {
+        xHttpResponseSetStatus(res, 413);
+        n = snprintf(body, sizeof body, "{\"error\":\"more than %llu bytes\"}\n",
+                     (unsigned long long)u->reject_after);
+    } else if (end) {
+        n = snprintf(body, sizeof body, "{\"bytes\":%llu,\"pieces\":%llu,\"crc32\":\"%08x\"}\n",
+                     (unsigned long long)u->bytes, (unsigned long long)u->pieces, u->crc);
+    } else {
+        return;
+    }
+    upload_free(u);
+    xHttpResponseAddHeader(res, "Content-Type", "application/json");
+    xHttpResponseSend(res, body, (size_t)n);
+}
+
+static void on_upload_hold_over(xEventLoop *loop, xTimer *timer) {
+    Upload *u = (Upload *)timer;
+    xHttpRequestResumeBody(u->req);  /* may deliver, answer and free u */
+}
+
+static void on_upload(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    unsigned long hold_ms = 0, reject_after = 0;
+    xStr value;
+    if ((xHttpRequestQueryParam(req, "hold_ms", &value) && !benchParseSize(value, DELAY_MAX_MS, &hold_ms)) ||
+        (xHttpRequestQueryParam(req, "reject_after", &value) &&
+         !benchParseSize(value, 4000000000ul, &reject_after))) {
+        bad_request(res, "hold_ms (<= 60000) and reject_after must be integers\n");
+        return;
+    }
+    Upload *u = calloc(1, sizeof *u);
+    if (!u) {
+        xHttpResponseSetStatus(res, 503);
+        xHttpResponseSend(res, NULL, 0);
+        return;
+    }
+    u->req = req;
+    u->res = res;
+    u->loop = xHttpRequestLoop(req);
+    u->reject_after = reject_after;
+    xTimerInit(&u->hold, on_upload_hold_over);
+    xHttpResponseOnAbort(res, on_upload_abort, u);
+    xHttpRequestReadBody(req, on_upload_piece, u);
+    if (hold_ms) {
+        xHttpRequestPauseBody(req);
+        xTimerStart(u->loop, &u->hold, hold_ms);
+    }
 }
 
 static void on_index(xHttpRequest *req, xHttpResponse *res, void *arg) {
@@ -161,6 +254,7 @@ static void on_tls(xHttpRequest *req, xHttpResponse *res, void *arg) {
 
 void benchAddRoutes(xHttpServer *server) {
     memset(echo_bytes, 'x', sizeof echo_bytes);
+    crc32_init();
     xHttpServerRoute(server, "GET /ping", on_ping, NULL);
     xHttpServerRoute(server, "GET /echo", on_echo_get, NULL);
     xHttpServerRoute(server, "POST /echo", on_echo_post, NULL);
@@ -169,6 +263,7 @@ void benchAddRoutes(xHttpServer *server) {
     xHttpServerRoute(server, "GET /delay", on_delay, NULL);
     xHttpServerRoute(server, "GET /stream", on_stream, NULL);
     xHttpServerRoute(server, "GET /tls", on_tls, NULL);
+    xHttpServerRouteStreaming(server, "POST /upload", on_upload, NULL);
 }
 
 const char benchCommonUsage[] =

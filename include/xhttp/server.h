@@ -10,7 +10,12 @@
  * Handlers run on a worker's loop thread and must not block. A handler answers
  * with xHttpResponseSend, or streams with xHttpResponseWrite / xHttpResponseEnd,
  * now or later from the same loop (the request and response stay valid until
- * the response ends). Routes must be added before the server starts. */
+ * the response ends). Routes must be added before the server starts.
+ *
+ * A handler normally runs once the whole body has arrived (xHttpRequestBody).
+ * A route added with xHttpServerRouteStreaming runs its handler as soon as the
+ * head has arrived instead, and the body comes to an xHttpBodyReader in pieces,
+ * with backpressure: while the reader is paused, the client is held back. */
 #ifndef XHTTP_SERVER_H
 #define XHTTP_SERVER_H
 
@@ -32,6 +37,13 @@ typedef struct xHttpResponse xHttpResponse;
 
 /** Handles one request; arg is what was given to xHttpServerRoute. */
 typedef void (*xHttpHandler)(xHttpRequest *req, xHttpResponse *res, void *arg);
+
+/** Takes one piece of a streamed request body: de-chunked on HTTP/1.1, a DATA
+ *  payload (or several) on HTTP/2. data is valid during the call only. The
+ *  last call has end set, possibly with len 0; none follows it. arg is what
+ *  was given to xHttpRequestReadBody. */
+typedef void (*xHttpBodyReader)(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len,
+                                bool end, void *arg);
 
 /** Protocols a server speaks; HTTP/2 without TLS is told apart from HTTP/1.1
  *  by its connection preface, or reached by "Upgrade: h2c". */
@@ -84,6 +96,14 @@ xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf);
  *  routes also answer HEAD. Unknown path → 404; known path, other method →
  *  405 with Allow. Returns XERR_INVALID, XERR_EXISTS or XERR_STATE (running). */
 xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg);
+
+/** Adds a route like xHttpServerRoute whose handler runs as soon as the
+ *  request head has arrived; the body is not buffered (xHttpRequestBody stays
+ *  empty) but read with xHttpRequestReadBody, and max_body_size does not apply.
+ *  If the response ends before the body does, the rest is discarded: HTTP/1.1
+ *  closes the connection after the response (whose head then says
+ *  "Connection: close"), HTTP/2 drops the stream's remaining DATA. */
+xErrno xHttpServerRouteStreaming(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg);
 
 /** Binds and listens on host:port (IPv4 or IPv6 literal or name; NULL or ""
  *  for every IPv4 address; port 0 picks a free one). Fails here, not later,
@@ -141,8 +161,24 @@ bool xHttpRequestHeader(const xHttpRequest *req, const char *name, xStr *value);
 size_t xHttpRequestHeaderCount(const xHttpRequest *req);
 bool xHttpRequestHeaderAt(const xHttpRequest *req, size_t i, xStr *name, xStr *value);
 
-/** The whole request body (de-chunked); empty when there is none. */
+/** The whole request body (de-chunked); empty when there is none, and on a
+ *  streaming route. */
 xStr xHttpRequestBody(const xHttpRequest *req);
+
+/** On a streaming route: sets who takes the body. Pieces that arrived before
+ *  wait for it, and so does the client, held by flow control. Called from the
+ *  handler, the first piece comes after the handler returns; called later, it
+ *  may come before this returns. XERR_STATE on other routes or after the end. */
+xErrno xHttpRequestReadBody(xHttpRequest *req, xHttpBodyReader reader, void *arg);
+
+/** Holds back further pieces until xHttpRequestResumeBody. Meanwhile the client
+ *  is held back too: HTTP/1.1 stops reading the socket, HTTP/2 stops reopening
+ *  the stream's flow-control window, so at most a window of body waits here. */
+void xHttpRequestPauseBody(xHttpRequest *req);
+
+/** Resumes a paused body; pieces that wait may be delivered before it returns
+ *  (unless called from the handler or the reader, which get them after). */
+void xHttpRequestResumeBody(xHttpRequest *req);
 
 /** "HTTP/1.0", "HTTP/1.1" or "HTTP/2". */
 const char *xHttpRequestProtocol(const xHttpRequest *req);

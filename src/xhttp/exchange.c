@@ -34,6 +34,9 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     ex->res.status = 200;
     ex->req.loop = ctx->loop;
     ex->match.num_params = 0;
+    ex->streams_body = ex->body_paused = ex->body_ended = false;
+    ex->reader = NULL;
+    ex->reader_arg = NULL;
     ex->next_free = NULL;
     return ex;
 }
@@ -66,9 +69,11 @@ void xHttpExchangePoolDestroy(xHttpContext *ctx) {
 void xHttpExchangeDispatch(xHttpExchange *ex, const xRouter *router) {
     xRouteResult found = xRouterMatch(router, ex->req.method, ex->req.path, &ex->match);
     if (found == XROUTE_FOUND) {
+        const xHttpRouteTarget *target = ex->match.handler;
         ex->req.params = ex->match.params;
         ex->req.num_params = ex->match.num_params;
-        ((xHttpHandler)ex->match.handler)(&ex->req, &ex->res, ex->match.arg);
+        ex->streams_body = target->streams_body;
+        target->handler(&ex->req, &ex->res, target->arg);
         return;
     }
     if (found == XROUTE_METHOD_NOT_ALLOWED) {
@@ -79,6 +84,17 @@ void xHttpExchangeDispatch(xHttpExchange *ex, const xRouter *router) {
         return;
     }
     xHttpExchangeSendStatus(ex, 404);
+}
+
+bool xHttpExchangeRouteStreams(const xRouter *router, xStr method, xStr path) {
+    xRouteMatch match;
+    if (xRouterMatch(router, method, path, &match) != XROUTE_FOUND) return false;
+    return ((const xHttpRouteTarget *)match.handler)->streams_body;
+}
+
+void xHttpExchangeDeliverBody(xHttpExchange *ex, const char *data, size_t len, bool end) {
+    ex->body_ended = end;
+    ex->reader(&ex->req, &ex->res, data, len, end, ex->reader_arg);
 }
 
 void xHttpExchangeSendStatus(xHttpExchange *ex, int status) {
@@ -98,6 +114,29 @@ static xHttpExchange *exchange_of(xHttpResponse *res) {
 }
 
 /* ---- Request accessors ---- */
+
+static xHttpExchange *exchange_of_request(xHttpRequest *req) {
+    return (xHttpExchange *)((char *)req - offsetof(xHttpExchange, req));
+}
+
+xErrno xHttpRequestReadBody(xHttpRequest *req, xHttpBodyReader reader, void *arg) {
+    xHttpExchange *ex = exchange_of_request(req);
+    if (!reader) return XERR_INVALID;
+    if (!ex->streams_body || ex->body_ended) return XERR_STATE;
+    ex->reader = reader;
+    ex->reader_arg = arg;
+    ex->ops->body_wanted(ex);
+    return XOK;
+}
+
+void xHttpRequestPauseBody(xHttpRequest *req) { exchange_of_request(req)->body_paused = true; }
+
+void xHttpRequestResumeBody(xHttpRequest *req) {
+    xHttpExchange *ex = exchange_of_request(req);
+    if (!ex->body_paused) return;
+    ex->body_paused = false;
+    if (ex->streams_body && ex->reader) ex->ops->body_wanted(ex);
+}
 
 xStr xHttpRequestMethod(const xHttpRequest *req) { return req->method; }
 xStr xHttpRequestPath(const xHttpRequest *req) { return req->path; }

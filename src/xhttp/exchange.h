@@ -28,7 +28,18 @@ typedef struct xHttpExchangeOps {
     xErrno (*write)(xHttpExchange *ex, const void *data, size_t len);
     /** The end of a streamed body. */
     xErrno (*end)(xHttpExchange *ex);
+    /** A streaming route's body may flow again (a reader was set, or resumed):
+     *  deliver what waits, unless a delivery is already under way. */
+    void (*body_wanted)(xHttpExchange *ex);
 } xHttpExchangeOps;
+
+/** What a route leads to (the router's opaque handler). */
+typedef struct xHttpRouteTarget {
+    xHttpHandler handler;
+    void *arg;
+    bool streams_body;     /* runs at the head; the body follows in pieces */
+    struct xHttpRouteTarget *next;  /* the server's list, for freeing */
+} xHttpRouteTarget;
 
 struct xHttpRequest {
     xStr method;
@@ -63,6 +74,11 @@ struct xHttpExchange {
     void *proto;           /* the protocol's per-request owner */
     xHttpField *fields;    /* room for conf->max_headers parsed fields */
     size_t fields_cap;
+    bool streams_body;     /* a streaming route: the body goes to reader */
+    bool body_paused;
+    bool body_ended;       /* the reader had its last piece */
+    xHttpBodyReader reader;
+    void *reader_arg;
     xHttpExchange *next_free;
 };
 
@@ -77,6 +93,18 @@ void xHttpExchangePoolDestroy(xHttpContext *ctx);
 
 /** Routes the request and calls its handler, or answers 404/405 itself. */
 void xHttpExchangeDispatch(xHttpExchange *ex, const xRouter *router);
+
+/** True when method and path lead to a streaming route. */
+bool xHttpExchangeRouteStreams(const xRouter *router, xStr method, xStr path);
+
+/** True when a streaming route's reader takes pieces now. */
+static inline bool xHttpExchangeWantsBody(const xHttpExchange *ex) {
+    return ex->reader && !ex->body_paused && !ex->body_ended && !ex->res.aborted;
+}
+
+/** Hands a piece to the reader; the protocol checked xHttpExchangeWantsBody
+ *  and keeps the exchange alive (or knows whether it is) after the call. */
+void xHttpExchangeDeliverBody(xHttpExchange *ex, const char *data, size_t len, bool end);
 
 /** Marks the response aborted and tells the handler, if it asked to know.
  *  Returns true when the handler was told: it has let go of the exchange. */

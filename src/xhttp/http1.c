@@ -5,7 +5,12 @@
  * point into the buffer, which therefore stays put until the response ends.
  * Requests are served strictly in order: while a handler has not answered,
  * later pipelined bytes wait in the buffer. Responses produced while handling
- * one read are flushed together at the end of it. */
+ * one read are flushed together at the end of it.
+ *
+ * A streaming route's handler gets the request as soon as its head is here;
+ * the body is then read into the space behind the head, handed to the reader
+ * piece by piece and forgotten, so it never needs more than that space, and
+ * while the reader is paused the socket is simply not read. */
 #include "http1.h"
 
 #include <errno.h>
@@ -22,11 +27,14 @@
 #define XH1_OUTPUT_HIGH_WATER (1u << 20)
 /* A chunk-size line with extensions, or a trailer line, beyond this is abuse. */
 #define XH1_MAX_CHUNK_LINE 4096
+/* Room behind a streamed request's head for reading its body into. */
+#define XH1_STREAM_ROOM (32u << 10)
 
 typedef enum xH1State {
     XH1_HEAD,      /* waiting for a complete request head */
     XH1_BODY,      /* reading a Content-Length body */
     XH1_CHUNKED,   /* decoding a chunked body */
+    XH1_STREAMING, /* the handler has the request; its body goes to a reader */
     XH1_HANDLER,   /* the handler has the request; waiting for its response */
     XH1_CLOSING,   /* a final response is queued; nothing more is read */
     XH1_TO_HTTP2,  /* HTTP/2 takes the connection once the batch ends */
@@ -43,6 +51,10 @@ typedef struct xHttp1 {
     size_t head_len;
     uint64_t body_len;       /* Content-Length, or chunked payload decoded so far */
     size_t raw_pos;          /* chunked: first byte not yet decoded */
+    size_t body_pos;         /* streamed, Content-Length: first byte not yet delivered */
+    uint64_t body_left;      /* streamed, Content-Length: bytes still to come */
+    bool chunked_body;       /* streamed: the body uses chunked coding */
+    bool body_complete;      /* streamed: the reader's last piece is known */
     size_t next_start;       /* where the request after this one begins */
     const char *parsed_at;   /* in.data + start when the head was parsed */
     xHttp1Chunked chunked;
@@ -104,6 +116,9 @@ static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const cha
     if (fields && fields->len) p = put(p, fields->data, fields->len);
     p = put(p, framing, framing_len);
     if (h->conn->ctx->draining) h->keep_alive = false;
+    /* A response that starts before its request's body has all arrived may
+     * end before it too; the rest of the body is then not read at all. */
+    if (h->state == XH1_STREAMING && !h->body_complete) h->keep_alive = false;
     if (!h->keep_alive) p = put(p, "Connection: close\r\n", 19);
     else if (h->http10) p = put(p, "Connection: keep-alive\r\n", 24);
     p = put(p, "\r\n", 2);
@@ -234,7 +249,15 @@ static xErrno h1_end(xHttpExchange *ex) {
     return err;
 }
 
-static const xHttpExchangeOps h1_ops = {h1_send, h1_write, h1_end};
+static void h1_body_wanted(xHttpExchange *ex) {
+    xHttp1 *h = ex->proto;
+    if (h->state != XH1_STREAMING) return;
+    /* The body timeout runs again: the client, not the reader, is waited for. */
+    if (!h->body_complete) xConnSetTimeout(h->conn, h->conn->ctx->conf->body_timeout_ms);
+    if (!h->in_batch) process(h);  /* otherwise the batch under way delivers */
+}
+
+static const xHttpExchangeOps h1_ops = {h1_send, h1_write, h1_end, h1_body_wanted};
 
 /* ---- Requests ---- */
 
@@ -300,12 +323,21 @@ static void dispatch(xHttp1 *h, xStr body) {
     xHttpExchange *ex = h->ex;
     body.data = refresh_views(h);
     ex->req.body = body;
-    h->state = XH1_HANDLER;
+    if (h->state != XH1_STREAMING) h->state = XH1_HANDLER;
     h->chunked_response = false;
     /* The timer is left armed: it does nothing while a handler works, and
      * the response's end re-arms it, so disarming would be wasted work. */
     xConnRetain(conn);  /* released by finish(), however late the response */
     xHttpExchangeDispatch(ex, conn->ctx->router);
+    if (h->ex == ex && ex->streams_body && h->state == XH1_HANDLER) {
+        /* A streaming route's request without a body: its reader is owed
+         * the end, with nothing more to read. */
+        h->state = XH1_STREAMING;
+        h->chunked_body = false;
+        h->body_complete = true;
+        h->body_left = 0;
+        h->body_pos = h->next_start;
+    }
 }
 
 static bool route_exists(xHttp1 *h) {
@@ -318,6 +350,35 @@ static bool route_exists(xHttp1 *h) {
 static void send_continue(xHttp1 *h) {
     xConnWrite(h->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     xConnFlush(h->conn);
+}
+
+static bool route_streams(xHttp1 *h) {
+    const xHttpRequest *req = &h->ex->req;
+    refresh_views(h);
+    return xHttpExchangeRouteStreams(h->conn->ctx->router, req->method, req->path);
+}
+
+/* A streaming route: the handler gets the request now. Its head moves to the
+ * front of the buffer, with room behind it for the body, before the handler
+ * holds views into it, and stays put until the response ends. */
+static void begin_streaming(xHttp1 *h, const xHttp1Request *req) {
+    xBuffer *in = &h->conn->in;
+    compact(h);
+    if (!resize_input(h, h->head_len + XH1_STREAM_ROOM)) {
+        reject(h, 500);
+        return;
+    }
+    size_t body_start = h->head_len;
+    h->chunked_body = req->chunked;
+    h->body_complete = false;
+    h->body_left = req->chunked ? 0 : (uint64_t)req->content_length;
+    h->body_pos = h->raw_pos = body_start;
+    memset(&h->chunked, 0, sizeof h->chunked);
+    if (req->expect_continue && !h->http10 && in->len == body_start) send_continue(h);
+    xConnSetTimeout(h->conn, h->conn->ctx->conf->body_timeout_ms);
+    h->state = XH1_STREAMING;
+    xStr none = {in->data + body_start, 0};
+    dispatch(h, none);
 }
 
 /* A complete head: decide how the body is framed. */
@@ -364,6 +425,10 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
     h->http10 = req->minor_version == 0;
     h->head_request = xStrEqualsC(req->method, "HEAD");
     if (try_upgrade(h, req)) return;
+    if ((req->chunked || req->content_length > 0) && route_streams(h)) {
+        begin_streaming(h, req);
+        return;
+    }
     size_t body_start = h->start + head_len;
     if (req->chunked) {
         h->state = XH1_CHUNKED;
@@ -495,6 +560,70 @@ static xStep step_chunked(xHttp1 *h) {
     return XSTEP_NEED_INPUT;
 }
 
+/* The streamed body turned out malformed, or stopped coming, while a handler
+ * holds the request: answer status unless the handler has begun its own
+ * response, and end the connection. The handler learns of it through its
+ * abort callback, or finds its later calls refused. */
+static void fail_stream(xHttp1 *h, int status) {
+    xHttpExchange *ex = h->ex;
+    h->keep_alive = false;
+    if (!ex->res.head_sent) {
+        const char *reason = xHttpStatusReason(status);
+        size_t len = strlen(reason);
+        static const xBuffer text = {"Content-Type: text/plain\r\n", 26, 26};
+        if (write_sized_head(h, status, &text, len + 1) == XOK) {
+            xConnWrite(h->conn, reason, len);
+            xConnWrite(h->conn, "\n", 1);
+        }
+    }
+    h->state = XH1_HANDLER;
+    xConnCloseAfterFlush(h->conn);
+    if (xHttpExchangeAbort(ex)) h1_end(ex);
+}
+
+/* Hands the reader what the buffer holds of the body, then forgets it. */
+static xStep step_stream(xHttp1 *h) {
+    xHttpExchange *ex = h->ex;
+    if (!xHttpExchangeWantsBody(ex)) return XSTEP_STOP;  /* held back: so is the socket */
+    xBuffer *in = &h->conn->in;
+    size_t body_start = h->start + h->head_len;
+    const char *piece = in->data + body_start;
+    size_t n = 0;
+    if (h->body_complete) {
+        n = 0;  /* a request without a body */
+    } else if (h->chunked_body) {
+        ssize_t used = xHttp1ChunkedDecode(&h->chunked, in->data + h->raw_pos, in->len - h->raw_pos,
+                                           in->data + body_start, &n, XH1_MAX_CHUNK_LINE,
+                                           h->conn->ctx->conf->max_header_size);
+        if (used < 0) {
+            fail_stream(h, h->chunked.error_status);
+            return XSTEP_STOP;
+        }
+        h->raw_pos += (size_t)used;
+        h->body_complete = h->chunked.done;
+        h->next_start = h->raw_pos;
+    } else {
+        size_t avail = in->len - h->body_pos;
+        n = avail < h->body_left ? avail : (size_t)h->body_left;
+        piece = in->data + h->body_pos;
+        h->body_pos += n;
+        h->body_left -= n;
+        h->body_complete = h->body_left == 0;
+        h->next_start = h->body_pos;
+    }
+    bool end = h->body_complete;
+    if (!n && !end) return XSTEP_NEED_INPUT;
+    if (end) h->state = XH1_HANDLER;  /* before the reader, which may answer at once */
+    xHttpExchangeDeliverBody(ex, piece, n, end);
+    if (end || h->ex != ex || h->state != XH1_STREAMING) return XSTEP_AGAIN;
+    /* Delivered: what follows (undecoded chunk framing) moves up behind the head. */
+    size_t keep = h->chunked_body ? in->len - h->raw_pos : 0;
+    memmove(in->data + body_start, in->data + in->len - keep, keep);
+    in->len = body_start + keep;
+    h->raw_pos = h->body_pos = body_start;
+    return XSTEP_AGAIN;
+}
+
 /* Makes room to read into; false when the current request cannot grow. */
 static bool make_room(xHttp1 *h) {
     xConn *conn = h->conn;
@@ -520,19 +649,24 @@ static bool fill(xHttp1 *h) {
     xConn *conn = h->conn;
     if (!conn->readable) return false;
     if (!make_room(h)) {
-        reject(h, h->state == XH1_HEAD ? 431 : 413);
+        if (h->state == XH1_STREAMING) fail_stream(h, 413);
+        else reject(h, h->state == XH1_HEAD ? 431 : 413);
         return false;
     }
     xBuffer *in = &conn->in;
     ssize_t n = xConnRecv(conn, in->data + in->len, in->cap - in->len);
     if (n > 0) {
         in->len += (size_t)n;
-        if (h->state == XH1_BODY || h->state == XH1_CHUNKED)
+        if (h->state == XH1_BODY || h->state == XH1_CHUNKED || h->state == XH1_STREAMING)
             xConnSetTimeout(conn, conn->ctx->conf->body_timeout_ms);
         return true;
     }
     if (n < 0 && errno == EINTR) return true;
     if (n < 0 && errno == EAGAIN) return false;
+    if (h->state == XH1_STREAMING) {
+        xConnClose(conn);  /* the body was cut short: the handler's request is void */
+        return false;
+    }
     /* End of stream or a reset: answer nothing more, but let queued
      * responses go out first. */
     h->state = XH1_CLOSING;
@@ -596,7 +730,8 @@ static void process(xHttp1 *h) {
     while (can_take_requests(h)) {
         xStep step = h->state == XH1_HEAD ? step_head(h)
                    : h->state == XH1_BODY ? step_body(h)
-                                          : step_chunked(h);
+                   : h->state == XH1_STREAMING ? step_stream(h)
+                                               : step_chunked(h);
         if (step == XSTEP_STOP) break;
         if (step == XSTEP_NEED_INPUT && !fill(h)) break;
         if (xConnPending(conn) > XH1_OUTPUT_HIGH_WATER) {
@@ -624,7 +759,7 @@ static void process(xHttp1 *h) {
 
 static void on_readable(xConn *conn) {
     xHttp1 *h = conn->proto_state;
-    if (h->state == XH1_HANDLER && conn->hangup) {
+    if ((h->state == XH1_HANDLER || h->state == XH1_STREAMING) && conn->hangup) {
         /* The client is gone while its handler works; nothing to answer. */
         xConnClose(conn);
         return;
@@ -648,6 +783,8 @@ static void on_timeout(xConn *conn) {
         xConnClose(conn);  /* idle, or connected and silent: close quietly */
     } else if (h->state == XH1_HEAD || h->state == XH1_BODY || h->state == XH1_CHUNKED) {
         reject(h, 408);
+    } else if (h->state == XH1_STREAMING && !h->body_complete && xHttpExchangeWantsBody(h->ex)) {
+        fail_stream(h, 408);  /* the body stopped coming; a paused reader is not the client's fault */
     }
 }
 
@@ -663,7 +800,7 @@ static void on_drain(xConn *conn) {
 static void on_close(xConn *conn) {
     xHttp1 *h = conn->proto_state;
     if (!h->ex) return;
-    if (h->state == XH1_HANDLER) {
+    if (h->state == XH1_HANDLER || h->state == XH1_STREAMING) {
         /* Without an abort callback the handler still holds the exchange and
          * ends it later; with one, it has let go and we end it here. */
         if (xHttpExchangeAbort(h->ex)) h1_end(h->ex);

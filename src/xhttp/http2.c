@@ -5,13 +5,18 @@
  * nghttp2 callback. Responses are submitted as handlers produce them, and the
  * frames of everything produced in one loop turn leave in one write.
  *
- * A stream owns copies of its request's header strings and body (nghttp2's
- * buffers do not outlive its callbacks) and the pending bytes of its response.
- * nghttp2 frames those without copying (NGHTTP2_DATA_FLAG_NO_COPY): a whole
- * body (xHttpResponseSend's copy, or SendRef's memory) is queued on the
- * connection by reference, and handed over for release once the last of it
- * is queued, so a response body is copied at most once. Streamed pieces,
- * which grow the buffer they sit in, are copied into the queue. */
+ * A stream holds its request's header fields (nghttp2's reference-counted
+ * buffers, kept until the stream ends), its body, and the pending bytes of its
+ * response. nghttp2 frames those without copying (NGHTTP2_DATA_FLAG_NO_COPY):
+ * a whole body (xHttpResponseSend's copy, or SendRef's memory) is queued on
+ * the connection by reference, and handed over for release once the last of
+ * it is queued, so a response body is copied at most once. Streamed pieces,
+ * which grow the buffer they sit in, are copied into the queue.
+ *
+ * Flow control is ours to drive (no automatic WINDOW_UPDATE): a buffered
+ * request body counts as consumed as it arrives, bounded by max_body_size; a
+ * streaming route's body only once its reader has taken it, so a paused or
+ * slow reader holds the client to the windows we advertised. */
 #include "http2.h"
 
 #include <errno.h>
@@ -66,8 +71,10 @@ typedef struct xH2Stream {
     xH2Field method, path, authority;
     size_t header_bytes;
     int64_t declared_length;         /* content-length, or -1 */
-    xBuffer body;
+    xBuffer body;                    /* the whole body, or a streamed one's undelivered part */
     int reject_status;               /* answer this instead of dispatching */
+    bool streams_body;               /* a streaming route: dispatched at the head */
+    bool body_done;                  /* the client ended its side of the stream */
 
     char status[3];                  /* the response's fields, kept until framed */
     char length[20];
@@ -187,6 +194,9 @@ static void release_fields(xH2Stream *s) {
 static void stream_free(xH2Stream *s) {
     xHttp2 *h2 = s->h2;
     if (h2->receiving == s) h2->receiving = NULL;
+    /* A streamed body nobody took still holds the connection's window. */
+    if (s->streams_body && s->body.len && h2->session)
+        nghttp2_session_consume_connection(h2->session, s->body.len);
     if (h2->session && !s->closed) nghttp2_session_set_stream_user_data(h2->session, s->id, NULL);
     if (s->prev) s->prev->next = s->next;
     else h2->streams = s->next;
@@ -255,6 +265,22 @@ static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
     return true;
 }
 
+/* Gives a streaming route's reader what has arrived, and the client as much
+ * window back. Once the response has ended, the body is only discarded. The
+ * caller is in a batch, so the stream outlives the reader whatever it does. */
+static void deliver_body(xHttp2 *h2, xH2Stream *s) {
+    xHttpExchange *ex = s->ex;
+    size_t len = s->body.len;
+    if (s->closed || ex->body_ended) return;
+    bool discard = ex->res.ended;
+    if (!discard && !(xHttpExchangeWantsBody(ex) && (len || s->body_done))) return;
+    /* Taken before the reader runs: it may answer, and so come back here. */
+    s->body.len = 0;
+    if (len) nghttp2_session_consume(h2->session, s->id, len);
+    if (discard) ex->body_ended = s->body_done;
+    else xHttpExchangeDeliverBody(ex, s->body.data ? s->body.data : "", len, s->body_done);
+}
+
 static void dispatch(xHttp2 *h2, xH2Stream *s) {
     xConn *conn = h2->conn;
     xHttpExchange *ex = xHttpExchangeAcquire(conn->ctx);
@@ -277,6 +303,13 @@ static void dispatch(xHttp2 *h2, xH2Stream *s) {
         return;
     }
     xHttpExchangeDispatch(ex, conn->ctx->router);
+    if (ex->streams_body) deliver_body(h2, s);
+}
+
+/* Ends a closed stream, unless its handler still holds the exchange: then
+ * its End frees the stream. */
+static void settle_closed(xH2Stream *s) {
+    if (!s->dispatched || s->ex->res.ended || xHttpExchangeAbort(s->ex)) stream_free(s);
 }
 
 static void dispatch_ready(xHttp2 *h2) {
@@ -284,11 +317,11 @@ static void dispatch_ready(xHttp2 *h2) {
         xH2Stream *s = h2->ready;
         h2->ready = s->next_ready;
         if (!h2->ready) h2->ready_tail = NULL;
-        if (s->closed) {
-            stream_free(s);  /* reset by the client before we got to it */
-            continue;
-        }
-        dispatch(h2, s);
+        s->ready = false;
+        s->next_ready = NULL;
+        if (s->closed) settle_closed(s);  /* reset by the client before we got to it */
+        else if (!s->dispatched) dispatch(h2, s);
+        else deliver_body(h2, s);  /* more of a streamed body */
     }
 }
 
@@ -389,12 +422,34 @@ static void refuse_body(xHttp2 *h2, xH2Stream *s) {
     mark_ready(h2, s);
 }
 
+/* A request head with a body to follow: a streaming route takes it in
+ * pieces (returns true); otherwise a declared body that cannot fit is
+ * refused before it is sent. */
+static bool begin_body(xHttp2 *h2, xH2Stream *s) {
+    xStr target = s->path.value;
+    const char *q = memchr(target.data, '?', target.len);
+    xStr path = {target.data, q ? (size_t)(q - target.data) : target.len};
+    if (!s->reject_status && xHttpExchangeRouteStreams(h2->conn->ctx->router, s->method.value, path)) {
+        s->streams_body = true;
+        return true;
+    }
+    if (s->declared_length > (int64_t)h2->conn->ctx->conf->max_body_size) refuse_body(h2, s);
+    return false;
+}
+
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data,
                          size_t len, void *user_data) {
     xHttp2 *h2 = user_data;
     xH2Stream *s = stream_of(session, stream_id);
     h2->progress += len;
-    if (!s || s->reject_status) return 0;
+    if (s && s->streams_body && !(s->ex && s->ex->res.ended)) {
+        /* Held until its reader takes it: consumed then, not now. */
+        if (xBufferAppend(&s->body, data, len) != XOK) return NGHTTP2_ERR_CALLBACK_FAILURE;
+        if (s->dispatched) mark_ready(h2, s);
+        return 0;
+    }
+    nghttp2_session_consume(session, stream_id, len);
+    if (!s || s->reject_status || s->streams_body) return 0;
     if (s->body.len + len > h2->conn->ctx->conf->max_body_size) {
         refuse_body(h2, s);
         return 0;
@@ -407,14 +462,16 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     xHttp2 *h2 = user_data;
     xH2Stream *s = stream_of(session, frame->hd.stream_id);
     if (!s) return 0;
+    bool end_stream = (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+                      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
     if (frame->hd.type == NGHTTP2_HEADERS) s->headers_done = true;
-    /* A declared body that cannot fit is refused before it is sent. */
-    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
-        s->declared_length > (int64_t)h2->conn->ctx->conf->max_body_size)
-        refuse_body(h2, s);
-    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
-        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
-        mark_ready(h2, s);
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST && !end_stream &&
+        begin_body(h2, s))
+        mark_ready(h2, s);  /* a streaming route: dispatched now */
+    if (end_stream) {
+        s->body_done = true;
+        if (!s->dispatched || s->streams_body) mark_ready(h2, s);
+    }
     return 0;
 }
 
@@ -424,13 +481,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     if (!s) return 0;
     s->closed = true;
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
-    if (s->ready && !s->dispatched) return 0;  /* dispatch_ready frees it */
-    if (!s->dispatched || s->ex->res.ended) {
-        stream_free(s);
-    } else if (xHttpExchangeAbort(s->ex)) {
-        stream_free(s);  /* the handler let go */
-    }
-    /* Otherwise the handler still holds the exchange; its End frees the stream. */
+    if (!s->ready) settle_closed(s);  /* otherwise dispatch_ready does */
     return 0;
 }
 
@@ -558,6 +609,9 @@ static void end_exchange(xH2Stream *s) {
     xHttp2 *h2 = s->h2;
     s->ex->res.ended = true;
     s->eof = true;
+    /* What came of a streamed body is dropped, and its window given back, so
+     * the client can finish sending and the stream can close. */
+    if (s->ex->streams_body) deliver_body(h2, s);
     if (s->deferred) {
         s->deferred = false;
         nghttp2_session_resume_data(h2->session, s->id);
@@ -633,11 +687,29 @@ static xErrno h2_end(xHttpExchange *ex) {
     return err;
 }
 
-static const xHttpExchangeOps h2_ops = {h2_send, h2_write, h2_end};
+static void h2_body_wanted(xHttpExchange *ex) {
+    xH2Stream *s = ex->proto;
+    xHttp2 *h2 = s->h2;
+    if (h2->in_batch) return;  /* the batch under way delivers */
+    xConn *conn = h2->conn;
+    xConnRetain(conn);
+    h2->in_batch = true;
+    deliver_body(h2, s);
+    h2->in_batch = false;
+    if (!conn->closed) pump(h2);
+    xConnRelease(conn);
+}
+
+static const xHttpExchangeOps h2_ops = {h2_send, h2_write, h2_end, h2_body_wanted};
 
 /* ---- Driving the session ---- */
 
-static bool awaits_request(const xH2Stream *s) { return !s->ready && !s->dispatched && !s->closed; }
+/* The client owes a request, or the rest of a body someone takes. */
+static bool awaits_request(const xH2Stream *s) {
+    if (s->closed) return false;
+    if (!s->dispatched) return !s->ready;
+    return s->streams_body && !s->body_done && (s->ex->res.ended || xHttpExchangeWantsBody(s->ex));
+}
 
 static xH2Wait current_wait(const xHttp2 *h2, bool *mid_headers) {
     xH2Wait wait = h2->streams ? XH2_WAIT_NOTHING : XH2_WAIT_IDLE;
@@ -786,7 +858,7 @@ static void on_close(xConn *conn) {
     for (xH2Stream *s = h2->streams; s; s = next) {
         next = s->next;
         s->closed = true;
-        if (!s->dispatched || s->ex->res.ended || xHttpExchangeAbort(s->ex)) stream_free(s);
+        settle_closed(s);
     }
 }
 
@@ -839,6 +911,7 @@ static nghttp2_session *make_session(xHttp2 *h2, const xHttpServerConf *conf, xM
     nghttp2_option_set_max_outbound_ack(opt, conf->http2_max_control_queue);
     nghttp2_option_set_max_settings(opt, 32);
     nghttp2_option_set_max_send_header_block_length(opt, 64 * 1024);
+    nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_mem mem = {cache, mem_malloc, mem_free, mem_calloc, mem_realloc};
     nghttp2_session_server_new3(&session, cb, h2, opt, &mem);
     nghttp2_option_del(opt);
@@ -848,9 +921,6 @@ static nghttp2_session *make_session(xHttp2 *h2, const xHttpServerConf *conf, xM
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conf->http2_max_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, conf->http2_window},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)conf->max_header_size},
-        /* RFC 9218 instead of RFC 7540's dependency tree: nghttp2 then
-         * schedules streams by urgency and drops closed ones at once, where
-         * the tree cost it about a tenth of a /ping's CPU. */
     };
     if (nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, sizeof settings / sizeof *settings) != 0 ||
         nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0, (int32_t)conf->http2_window) != 0) {
@@ -884,6 +954,7 @@ static bool adopt_upgrade(xHttp2 *h2, const xHttp2Upgrade *up) {
         f.value = append_string(s, up->headers[i].value.data, up->headers[i].value.len);
         ok = xBufferAppend(&s->fields, &f, sizeof f) == XOK;
     }
+    s->body_done = true;  /* an upgrade carries no body */
     if (ok) mark_ready(h2, s);
     return ok;
 }

@@ -55,6 +55,7 @@ typedef struct xWorker {
 struct xHttpServer {
     xHttpServerConf conf;
     xRouter *router;
+    xHttpRouteTarget *targets;   /* what the router's routes lead to */
     xWorker *workers;
     int nworkers;
     int nlisteners;
@@ -309,15 +310,38 @@ void xHttpServerDestroy(xHttpServer *server) {
     free(server->workers);
     for (int i = 0; i < server->nlisteners; i++) xTlsServerDestroy(server->tls[i]);
     xRouterDestroy(server->router);
+    while (server->targets) {
+        xHttpRouteTarget *next = server->targets->next;
+        free(server->targets);
+        server->targets = next;
+    }
     if (server->wake_fd >= 0) close(server->wake_fd);
     if (server->conf.handle_signals) pthread_sigmask(SIG_SETMASK, &server->previous_mask, NULL);
     free(server);
 }
 
-xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
+static xErrno add_route(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg,
+                        bool streams_body) {
     if (server->running) return XERR_STATE;
     if (!spec || !handler) return XERR_INVALID;
-    return xRouterAdd(server->router, spec, (void *)handler, arg);
+    xHttpRouteTarget *target = malloc(sizeof *target);
+    if (!target) return XERR_NOMEM;
+    *target = (xHttpRouteTarget){handler, arg, streams_body, server->targets};
+    xErrno err = xRouterAdd(server->router, spec, target, NULL);
+    if (err != XOK) {
+        free(target);
+        return err;
+    }
+    server->targets = target;
+    return XOK;
+}
+
+xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
+    return add_route(server, spec, handler, arg, false);
+}
+
+xErrno xHttpServerRouteStreaming(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
+    return add_route(server, spec, handler, arg, true);
 }
 
 /* ---- Listening ---- */
