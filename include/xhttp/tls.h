@@ -60,8 +60,9 @@ typedef struct xTlsConf {
                                     out when the server's conf.protocols lacks it) */
     int min_version;           /**< XTLS_VERSION_* (default 1.2) */
     int max_version;           /**< XTLS_VERSION_* (default 1.3) */
-    const char *ciphersuites;  /**< TLS 1.3 suites, OpenSSL's names joined by ':';
-                                    NULL: OpenSSL's default */
+    const char *ciphersuites;  /**< TLS 1.3 suites, OpenSSL's names joined by ':',
+                                    ours first; NULL: AES-128-GCM, AES-256-GCM,
+                                    ChaCha20-Poly1305 */
     const char *ciphers;       /**< TLS 1.2 cipher list, OpenSSL syntax; NULL: ECDHE
                                     with AES-GCM or ChaCha20-Poly1305 only */
     const char *groups;        /**< key exchange groups, e.g. "X25519:P-256";

@@ -38,6 +38,10 @@
 #define XTLS_ALPN_MAX 64
 /* TLS 1.2 without a configured list: forward secrecy and AEAD only. */
 #define XTLS_DEFAULT_CIPHERS "ECDHE+AESGCM:ECDHE+CHACHA20"
+/* AES-128 first, as Go and BoringSSL order them: with AES-NI it encrypts as
+ * fast as AES-256 or faster, and its SHA-256 key schedule makes a handshake
+ * cheaper than SHA-384's (OpenSSL's own order puts AES-256 first). */
+#define XTLS_DEFAULT_SUITES "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 
 /* ---- Settings and contexts ---- */
 
@@ -278,7 +282,7 @@ static SSL_CTX *build_ctx(xTlsServer *srv, const xTlsCert *cert, char *err, size
     if (conf->xkit_records) SSL_CTX_set_keylog_callback(ctx, on_keylog);
     bool ok = SSL_CTX_set_min_proto_version(ctx, conf->min_version) == 1 &&
               SSL_CTX_set_max_proto_version(ctx, conf->max_version) == 1 &&
-              (!conf->ciphersuites || SSL_CTX_set_ciphersuites(ctx, conf->ciphersuites) == 1) &&
+              SSL_CTX_set_ciphersuites(ctx, conf->ciphersuites ? conf->ciphersuites : XTLS_DEFAULT_SUITES) == 1 &&
               SSL_CTX_set_cipher_list(ctx, conf->ciphers ? conf->ciphers : XTLS_DEFAULT_CIPHERS) == 1 &&
               (!conf->groups || SSL_CTX_set1_groups_list(ctx, conf->groups) == 1);
     if (!ok) {

@@ -64,6 +64,18 @@ class CipherSuitesTest(unittest.TestCase):
                 self.assert_refused(s_client(server.port, "-tls1_3", "-ciphersuites", others))
                 server.stop_and_check()
 
+    def test_by_default_aes128_is_preferred_and_every_suite_accepted(self):
+        # OpenSSL's clients (s_client, curl, wrk) offer AES-256 first; the
+        # server's order decides.
+        server = start_https(self, CERTS.rsa, "--workers", "1")
+        result = s_client(server.port, "-tls1_3")
+        self.assertEqual(result.cipher, "TLS_AES_128_GCM_SHA256", result.text)
+        for suite in TLS13_SUITES:
+            with self.subTest(suite=suite):
+                result = s_client(server.port, "-tls1_3", "-ciphersuites", suite)
+                self.assertEqual(result.cipher, suite, result.text)
+        server.stop_and_check()
+
     def test_a_client_may_pick_any_of_the_configured_tls13_suites(self):
         server = start_https(self, CERTS.ec, "--workers", "1", "--ciphersuites", ":".join(TLS13_SUITES))
         for suite in TLS13_SUITES:
