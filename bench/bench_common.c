@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <xbase/event.h>
+#include <xbase/log.h>
 #include <xhttp/tls.h>
 
 #define ECHO_MAX_SIZE (16u << 20)
@@ -23,6 +24,7 @@ static const char routes_text[] =
     "POST /upload                   the body streamed in, never held whole: its size and CRC-32\n"
     "        [?hold_ms=N]            ... taking none of it for the first N ms\n"
     "        [&reject_after=N]       ... answering 413 once more than N bytes came\n"
+    "        [&no_abort_callback=1]  ... finding out only when the hold ends that the client left\n"
     "GET  /delay?ms=N               'done' after N ms\n"
     "GET  /stream?chunks=N&size=M   a streamed body of N chunks of M bytes\n"
     "                  [&trailer=V]  ... followed by the trailer X-Stream-Trailer: V\n";
@@ -81,6 +83,7 @@ typedef struct Upload {
     xEventLoop *loop;
     uint64_t bytes, pieces, reject_after;
     uint32_t crc;            /* CRC-32 (IEEE), as zlib and Python compute it */
+    bool watched;            /* an abort callback is set */
 } Upload;
 
 static uint32_t crc32_table[256];
@@ -131,7 +134,16 @@ static void on_upload_piece(xHttpRequest *req, xHttpResponse *res, const char *d
 
 static void on_upload_hold_over(xEventLoop *loop, xTimer *timer) {
     Upload *u = (Upload *)timer;
-    xHttpRequestResumeBody(u->req);  /* may deliver, answer and free u */
+    xHttpRequest *req = u->req;
+    xHttpResponse *res = u->res;
+    bool watched = u->watched;
+    xHttpRequestResumeBody(req);  /* may deliver, answer and free u */
+    if (watched || !xHttpResponseAborted(res)) return;
+    /* Without an abort callback the request stays ours, views and all,
+     * until we end it, even though the client has gone. */
+    XLOG_INFO("upload to %.*s abandoned by its client", (int)xHttpRequestPath(req).len, xHttpRequestPath(req).data);
+    free(u);
+    xHttpResponseEnd(res);
 }
 
 static void on_upload(xHttpRequest *req, xHttpResponse *res, void *arg) {
@@ -153,8 +165,9 @@ static void on_upload(xHttpRequest *req, xHttpResponse *res, void *arg) {
     u->res = res;
     u->loop = xHttpRequestLoop(req);
     u->reject_after = reject_after;
+    u->watched = !xHttpRequestQueryParam(req, "no_abort_callback", &value);
     xTimerInit(&u->hold, on_upload_hold_over);
-    xHttpResponseOnAbort(res, on_upload_abort, u);
+    if (u->watched) xHttpResponseOnAbort(res, on_upload_abort, u);
     xHttpRequestReadBody(req, on_upload_piece, u);
     if (hold_ms) {
         xHttpRequestPauseBody(req);

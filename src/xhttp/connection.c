@@ -90,6 +90,8 @@ static void release_out_refs(xConn *conn) {
 void xConnRelease(xConn *conn) {
     if (--conn->refs) return;
     xHttpContext *ctx = conn->ctx;
+    xTimerStop(ctx->loop, &conn->timer);  /* armed by a late call on a closed connection */
+    xBufferPoolRelease(&ctx->buffers, &conn->in);
     conn->proto->on_free(conn);
     conn->transport->free(conn);
     if (conn->prev) conn->prev->next = conn->next;
@@ -277,7 +279,8 @@ void xConnClose(xConn *conn) {
     close(conn->fd);
     conn->fd = -1;
     out_reset(conn);
-    xBufferPoolRelease(&conn->ctx->buffers, &conn->in);
+    /* The read buffer stays: a handler that still holds its request has
+     * views into it until the response ends (xConnRelease frees it). */
     conn->proto->on_close(conn);
     xConnRelease(conn);
 }

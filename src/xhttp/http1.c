@@ -251,7 +251,7 @@ static xErrno h1_end(xHttpExchange *ex) {
 
 static void h1_body_wanted(xHttpExchange *ex) {
     xHttp1 *h = ex->proto;
-    if (h->state != XH1_STREAMING) return;
+    if (h->state != XH1_STREAMING || h->conn->closed || ex->res.aborted) return;
     /* The body timeout runs again: the client, not the reader, is waited for. */
     if (!h->body_complete) xConnSetTimeout(h->conn, h->conn->ctx->conf->body_timeout_ms);
     if (!h->in_batch) process(h);  /* otherwise the batch under way delivers */
@@ -372,7 +372,7 @@ static void begin_streaming(xHttp1 *h, const xHttp1Request *req) {
     h->chunked_body = req->chunked;
     h->body_complete = false;
     h->body_left = req->chunked ? 0 : (uint64_t)req->content_length;
-    h->body_pos = h->raw_pos = body_start;
+    h->body_pos = h->raw_pos = h->next_start = body_start;
     memset(&h->chunked, 0, sizeof h->chunked);
     if (req->expect_continue && !h->http10 && in->len == body_start) send_continue(h);
     xConnSetTimeout(h->conn, h->conn->ctx->conf->body_timeout_ms);
@@ -612,16 +612,18 @@ static xStep step_stream(xHttp1 *h) {
         h->next_start = h->body_pos;
     }
     bool end = h->body_complete;
-    if (!n && !end) return XSTEP_NEED_INPUT;
-    if (end) h->state = XH1_HANDLER;  /* before the reader, which may answer at once */
-    xHttpExchangeDeliverBody(ex, piece, n, end);
-    if (end || h->ex != ex || h->state != XH1_STREAMING) return XSTEP_AGAIN;
-    /* Delivered: what follows (undecoded chunk framing) moves up behind the head. */
+    if (n || end) {
+        if (end) h->state = XH1_HANDLER;  /* before the reader, which may answer at once */
+        xHttpExchangeDeliverBody(ex, piece, n, end);
+        if (end || h->ex != ex || h->state != XH1_STREAMING) return XSTEP_AGAIN;
+    }
+    /* Delivered, or only framing decoded: what is left (an undecoded piece
+     * of chunk framing) moves up behind the head, and the rest is room. */
     size_t keep = h->chunked_body ? in->len - h->raw_pos : 0;
     memmove(in->data + body_start, in->data + in->len - keep, keep);
     in->len = body_start + keep;
     h->raw_pos = h->body_pos = body_start;
-    return XSTEP_AGAIN;
+    return n ? XSTEP_AGAIN : XSTEP_NEED_INPUT;
 }
 
 /* Makes room to read into; false when the current request cannot grow. */

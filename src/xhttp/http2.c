@@ -191,9 +191,22 @@ static void release_fields(xH2Stream *s) {
 }
 
 /* Ends a stream: what it holds is released, and it becomes a spare. */
+static void unqueue(xHttp2 *h2, xH2Stream *s) {
+    xH2Stream **link = &h2->ready, *prev = NULL;
+    while (*link && *link != s) {
+        prev = *link;
+        link = &prev->next_ready;
+    }
+    if (!*link) return;
+    *link = s->next_ready;
+    if (h2->ready_tail == s) h2->ready_tail = prev;
+    s->ready = false;
+}
+
 static void stream_free(xH2Stream *s) {
     xHttp2 *h2 = s->h2;
     if (h2->receiving == s) h2->receiving = NULL;
+    if (s->ready) unqueue(h2, s);  /* rare: ended from another stream's handler */
     /* A streamed body nobody took still holds the connection's window. */
     if (s->streams_body && s->body.len && h2->session)
         nghttp2_session_consume_connection(h2->session, s->body.len);
@@ -259,8 +272,11 @@ static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
     }
     ex->req.headers = ex->fields;
     ex->req.num_headers = n;
-    ex->req.body.data = s->body.data ? s->body.data : "";
-    ex->req.body.len = s->body.len;
+    /* A streaming route's body goes to its reader; what has come so far
+     * would move as more arrives. */
+    bool whole = s->body.data && !s->streams_body;
+    ex->req.body.data = whole ? s->body.data : "";
+    ex->req.body.len = whole ? s->body.len : 0;
     ex->req.protocol = "HTTP/2";
     return true;
 }
@@ -690,7 +706,10 @@ static xErrno h2_end(xHttpExchange *ex) {
 static void h2_body_wanted(xHttpExchange *ex) {
     xH2Stream *s = ex->proto;
     xHttp2 *h2 = s->h2;
-    if (h2->in_batch) return;  /* the batch under way delivers */
+    if (h2->in_batch) {
+        mark_ready(h2, s);  /* the batch under way delivers */
+        return;
+    }
     xConn *conn = h2->conn;
     xConnRetain(conn);
     h2->in_batch = true;
