@@ -136,6 +136,19 @@ static xErrno write_sized_head(xHttp1 *h, int status, const xBuffer *fields, uin
     return write_head(h, status, fields, framing, (size_t)(p - framing));
 }
 
+/* Queues the server's own answer: status with its reason as a text body,
+ * and "Connection: close". */
+static void write_status(xHttp1 *h, int status) {
+    const char *reason = xHttpStatusReason(status);
+    size_t len = strlen(reason);
+    static const xBuffer text = {"Content-Type: text/plain\r\n", 26, 26};
+    h->keep_alive = false;
+    if (write_sized_head(h, status, &text, len + 1) == XOK) {
+        xConnWrite(h->conn, reason, len);
+        xConnWrite(h->conn, "\n", 1);
+    }
+}
+
 /* Answers a request the server refuses, then closes: after a framing error
  * we can no longer tell where the next request would start. */
 static void reject(xHttp1 *h, int status) {
@@ -143,15 +156,8 @@ static void reject(xHttp1 *h, int status) {
         xHttpExchangeRelease(h->conn->ctx, h->ex);
         h->ex = NULL;
     }
-    const char *reason = xHttpStatusReason(status);
-    size_t len = strlen(reason);
-    static const xBuffer text = {"Content-Type: text/plain\r\n", 26, 26};
-    h->keep_alive = false;
     h->state = XH1_CLOSING;
-    if (write_sized_head(h, status, &text, len + 1) == XOK) {
-        xConnWrite(h->conn, reason, len);
-        xConnWrite(h->conn, "\n", 1);
-    }
+    write_status(h, status);
     xConnCloseAfterFlush(h->conn);
 }
 
@@ -567,15 +573,7 @@ static xStep step_chunked(xHttp1 *h) {
 static void fail_stream(xHttp1 *h, int status) {
     xHttpExchange *ex = h->ex;
     h->keep_alive = false;
-    if (!ex->res.head_sent) {
-        const char *reason = xHttpStatusReason(status);
-        size_t len = strlen(reason);
-        static const xBuffer text = {"Content-Type: text/plain\r\n", 26, 26};
-        if (write_sized_head(h, status, &text, len + 1) == XOK) {
-            xConnWrite(h->conn, reason, len);
-            xConnWrite(h->conn, "\n", 1);
-        }
-    }
+    if (!ex->res.head_sent) write_status(h, status);
     h->state = XH1_HANDLER;
     xConnCloseAfterFlush(h->conn);
     if (xHttpExchangeAbort(ex)) h1_end(ex);
@@ -588,9 +586,9 @@ static xStep step_stream(xHttp1 *h) {
     xBuffer *in = &h->conn->in;
     size_t body_start = h->start + h->head_len;
     const char *piece = in->data + body_start;
-    size_t n = 0;
+    size_t n = 0;  /* and stays 0 for a request without a body, complete from the start */
     if (h->body_complete) {
-        n = 0;  /* a request without a body */
+        /* nothing to read: only the end is owed */
     } else if (h->chunked_body) {
         ssize_t used = xHttp1ChunkedDecode(&h->chunked, in->data + h->raw_pos, in->len - h->raw_pos,
                                            in->data + body_start, &n, XH1_MAX_CHUNK_LINE,

@@ -190,7 +190,7 @@ static void release_fields(xH2Stream *s) {
     s->held.len = 0;
 }
 
-/* Ends a stream: what it holds is released, and it becomes a spare. */
+/* Takes a stream out of the ready queue. */
 static void unqueue(xHttp2 *h2, xH2Stream *s) {
     xH2Stream **link = &h2->ready, *prev = NULL;
     while (*link && *link != s) {
@@ -203,6 +203,7 @@ static void unqueue(xHttp2 *h2, xH2Stream *s) {
     s->ready = false;
 }
 
+/* Ends a stream: what it holds is released, and it becomes a spare. */
 static void stream_free(xH2Stream *s) {
     xHttp2 *h2 = s->h2;
     if (h2->receiving == s) h2->receiving = NULL;
@@ -249,6 +250,12 @@ static void mark_ready(xHttp2 *h2, xH2Stream *s) {
     h2->ready_tail = s;
 }
 
+/* The path of a request target, without its query. */
+static xStr path_of(xStr target) {
+    const char *q = memchr(target.data, '?', target.len);
+    return (xStr){target.data, q ? (size_t)(q - target.data) : target.len};
+}
+
 /* Builds the exchange's request from the stream's copies. */
 static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
     const xH2Field *f = (const xH2Field *)s->fields.data;
@@ -259,12 +266,11 @@ static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
         ex->fields[i].value = f[i].value;
     }
     xStr target = s->path.value;
-    const char *q = memchr(target.data, '?', target.len);
     ex->req.method = s->method.value;
-    ex->req.path.data = target.data;
-    ex->req.path.len = q ? (size_t)(q - target.data) : target.len;
-    ex->req.query.data = q ? q + 1 : target.data + target.len;
-    ex->req.query.len = q ? target.len - ex->req.path.len - 1 : 0;
+    ex->req.path = path_of(target);
+    bool has_query = ex->req.path.len < target.len;
+    ex->req.query.data = target.data + ex->req.path.len + has_query;
+    ex->req.query.len = has_query ? target.len - ex->req.path.len - 1 : 0;
     /* HTTP/2 carries the host in :authority; handlers look for Host. */
     if (s->authority.value.len && n < ex->fields_cap) {
         ex->fields[n].name = (xStr){"host", 4};
@@ -442,10 +448,8 @@ static void refuse_body(xHttp2 *h2, xH2Stream *s) {
  * pieces (returns true); otherwise a declared body that cannot fit is
  * refused before it is sent. */
 static bool begin_body(xHttp2 *h2, xH2Stream *s) {
-    xStr target = s->path.value;
-    const char *q = memchr(target.data, '?', target.len);
-    xStr path = {target.data, q ? (size_t)(q - target.data) : target.len};
-    if (!s->reject_status && xHttpExchangeRouteStreams(h2->conn->ctx->router, s->method.value, path)) {
+    if (!s->reject_status &&
+        xHttpExchangeRouteStreams(h2->conn->ctx->router, s->method.value, path_of(s->path.value))) {
         s->streams_body = true;
         return true;
     }

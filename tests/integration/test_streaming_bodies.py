@@ -37,13 +37,18 @@ def upload_result(test, resp, body):
     return report
 
 
-class StreamingBodiesHttp1Test(H2ServerTestCase):
+class UploadServerTestCase(H2ServerTestCase):
+    """One server whose buffered routes stop at MAX_BODY and whose body
+    timeout is 1 s, and 64 MiB of random bytes to upload."""
     server_args = ["--workers", "1", "--max-body", str(MAX_BODY), "--body-timeout", "1000"]
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
         cls.data = os.urandom(64 * MIB)
+
+
+class StreamingBodiesHttp1Test(UploadServerTestCase):
 
     def test_content_length_body_of_64_mib_arrives_whole_past_max_body(self):
         body = self.data
@@ -173,13 +178,7 @@ class StreamingBodiesHttp1Test(H2ServerTestCase):
         self.assert_serves_ping()
 
 
-class StreamingBodiesHttp2Test(H2ServerTestCase):
-    server_args = ["--workers", "1", "--max-body", str(MAX_BODY), "--body-timeout", "1000"]
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.data = os.urandom(64 * MIB)
+class StreamingBodiesHttp2Test(UploadServerTestCase):
 
     def test_64_mib_body_over_curl_prior_knowledge(self):
         with tempfile.NamedTemporaryFile() as f:
