@@ -574,6 +574,18 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     return 0;
 }
 
+/* RFC 9113 §8.1: a response complete before its request asks the client,
+ * by RST_STREAM(NO_ERROR), to stop sending the rest of the body, which
+ * would only be dropped here (a rejected upload, or a streaming handler
+ * that answered early). */
+static int on_frame_sent(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
+    bool ends = (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+                (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+    if (ends && nghttp2_session_get_stream_remote_close(session, frame->hd.stream_id) == 0)
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    return 0;
+}
+
 /* ---- Responses ---- */
 
 /* Response field names must be lower case in HTTP/2 (RFC 9113 §8.2.1);
@@ -912,6 +924,7 @@ static nghttp2_session_callbacks *make_callbacks(void) {
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_sent);
     return cb;
 }
 

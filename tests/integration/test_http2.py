@@ -14,8 +14,8 @@ from h2client import (CANCEL, DEFAULT_WINDOW, END_STREAM, HEADERS, INITIAL_WINDO
                       MAX_CONCURRENT_STREAMS, NO_ERROR, PREFACE, H2Conn, H2ServerTestCase,
                       HpackDecoder, HUFFMAN_CODES, assert_h2_response_fields, continuation_frame,
                       curl, error_name, goaway_frame, headers_frame, hpack_encode, huffman_decode,
-                      huffman_encode, priority_frame, request_headers, rst_stream_frame,
-                      settings_frame)
+                      huffman_encode, data_frame, priority_frame, request_headers,
+                      rst_stream_frame, settings_frame)
 from harness import Conn, run_client, start_server
 
 MiB = 1 << 20
@@ -339,6 +339,12 @@ class RawHttp2Test(H2ServerTestCase):
         self.assertIsNotNone(resp, f"reset instead of 413: "
                                    f"{error_name(conn.streams[stream_id].reset_code)}")
         self.assertEqual(resp.status, 413)
+        # RFC 9113 §8.1: the answer is complete, so the rest of the body is
+        # waved off without error, and what was already on its way is ignored.
+        stream = conn.streams[stream_id]
+        conn.read_until(lambda: stream.reset_code is not None, "RST_STREAM after the 413")
+        self.assertEqual(error_name(stream.reset_code), "NO_ERROR")
+        conn.send(data_frame(stream_id, b"x" * 1000))
         self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
 
     def test_body_over_64mib_undeclared_is_413_or_reset(self):

@@ -11,14 +11,15 @@ and the server goes on serving everyone."""
 
 import json
 import os
+import re
 import tempfile
 import time
 import unittest
 import zlib
 
-from h2client import (CANCEL, DATA, WINDOW_UPDATE, H2ServerTestCase, assert_h2_response_fields, curl,
+from h2client import (CANCEL, DATA, NO_ERROR, WINDOW_UPDATE, H2ServerTestCase, assert_h2_response_fields, curl,
                       data_frame, rst_stream_frame)
-from harness import Conn, assert_standard_headers, chunked, http_request
+from harness import Conn, assert_standard_headers, chunked, http_request, run_client
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -242,13 +243,32 @@ class StreamingBodiesHttp2Test(UploadServerTestCase):
         conn.send_data(stream_id, self.data[:10 * MIB], end_stream=False)
         resp = conn.read_response(stream_id)
         self.assertEqual(resp.status, 413)
+        stream = conn.streams[stream_id]
+        conn.read_until(lambda: stream.reset_code is not None, "RST_STREAM after the early answer")
+        self.assertEqual(stream.reset_code, NO_ERROR, "the rest of the body waved off without error")
         # Dropped bytes count as consumed: nghttp2 returns them once half the
         # window is used, so at least 8 of the 10 MiB come back.
         conn.read_until(lambda: conn.send_window > full - 8 * MIB, "WINDOW_UPDATE for the dropped body")
-        conn.send(data_frame(stream_id, self.data[:1000], end_stream=True))
+        conn.send(data_frame(stream_id, self.data[:1000], end_stream=True))  # still in flight: ignored
         self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
         body = self.data[:3 * MIB]
         upload_result(self, conn.read_response(conn.request("POST", "/upload", body=body)), body)
+
+    def test_nghttp_stops_uploading_once_answered(self):
+        # nghttp sends a 32 MiB file as fast as the windows allow; waved off
+        # by RST_STREAM(NO_ERROR) after the 413, it stops well short of it.
+        with tempfile.NamedTemporaryFile() as f:
+            f.write(self.data[:32 * MIB])
+            f.flush()
+            proc = run_client(["nghttp", "-nv", "-d", f.name, self.server.url("/upload?reject_after=100000")],
+                              timeout=60)
+        out = proc.stdout.decode()
+        self.assertIn(":status: 413", out)
+        self.assertRegex(out, r"recv RST_STREAM frame <length=4, flags=0x00, stream_id=\d+>\s+"
+                                      r"\(error_code=NO_ERROR\(0x00\)\)")
+        sent = sum(int(n) for n in re.findall(r"send DATA frame <length=(\d+)", out))
+        self.assertLess(sent, 24 * MIB, "the client was let send most of the body")
+        self.assertEqual(self.h2fetch("GET", "/ping").body, b"pong")
 
     def test_client_reset_mid_body_gives_the_held_window_back(self):
         conn, full = self.full_window_connection()
