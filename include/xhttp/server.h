@@ -100,9 +100,12 @@ xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler hand
 /** Adds a route like xHttpServerRoute whose handler runs as soon as the
  *  request head has arrived; the body is not buffered (xHttpRequestBody stays
  *  empty) but read with xHttpRequestReadBody, and max_body_size does not apply.
- *  If the response ends before the body does, the rest is discarded: HTTP/1.1
- *  closes the connection after the response (whose head then says
- *  "Connection: close"), HTTP/2 drops the stream's remaining DATA. */
+ *  A client's "Expect: 100-continue" is answered when the handler first calls
+ *  xHttpRequestReadBody, so a handler that refuses from the head alone never
+ *  invites the body. If the response ends before the body does, the rest is
+ *  discarded: HTTP/1.1 closes the connection after the response (whose head
+ *  then says "Connection: close"); HTTP/2 resets the stream with NO_ERROR once
+ *  the response is complete, which asks the client to stop sending. */
 xErrno xHttpServerRouteStreaming(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg);
 
 /** Binds and listens on host:port (IPv4 or IPv6 literal or name; NULL or ""

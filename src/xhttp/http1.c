@@ -55,6 +55,7 @@ typedef struct xHttp1 {
     uint64_t body_left;      /* streamed, Content-Length: bytes still to come */
     bool chunked_body;       /* streamed: the body uses chunked coding */
     bool body_complete;      /* streamed: the reader's last piece is known */
+    bool continue_owed;      /* streamed: 100 Continue waits for the reader to ask */
     size_t next_start;       /* where the request after this one begins */
     const char *parsed_at;   /* in.data + start when the head was parsed */
     xHttp1Chunked chunked;
@@ -255,9 +256,18 @@ static xErrno h1_end(xHttpExchange *ex) {
     return err;
 }
 
+static void send_continue(xHttp1 *h) {
+    xConnWrite(h->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    xConnFlush(h->conn);
+}
+
 static void h1_body_wanted(xHttpExchange *ex) {
     xHttp1 *h = ex->proto;
     if (h->state != XH1_STREAMING || h->conn->closed || ex->res.aborted) return;
+    /* Expect: 100-continue is answered only now that someone wants the body
+     * (never after a final head: the client then sends it on its own). */
+    if (h->continue_owed && !ex->res.head_sent) send_continue(h);
+    h->continue_owed = false;
     /* The body timeout runs again: the client, not the reader, is waited for. */
     if (!h->body_complete) xConnSetTimeout(h->conn, h->conn->ctx->conf->body_timeout_ms);
     if (!h->in_batch) process(h);  /* otherwise the batch under way delivers */
@@ -353,11 +363,6 @@ static bool route_exists(xHttp1 *h) {
     return xRouterMatch(h->conn->ctx->router, req->method, req->path, &match) == XROUTE_FOUND;
 }
 
-static void send_continue(xHttp1 *h) {
-    xConnWrite(h->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-    xConnFlush(h->conn);
-}
-
 static bool route_streams(xHttp1 *h) {
     const xHttpRequest *req = &h->ex->req;
     refresh_views(h);
@@ -380,7 +385,7 @@ static void begin_streaming(xHttp1 *h, const xHttp1Request *req) {
     h->body_left = req->chunked ? 0 : (uint64_t)req->content_length;
     h->body_pos = h->raw_pos = h->next_start = body_start;
     memset(&h->chunked, 0, sizeof h->chunked);
-    if (req->expect_continue && !h->http10 && in->len == body_start) send_continue(h);
+    h->continue_owed = req->expect_continue && !h->http10 && in->len == body_start;
     xConnSetTimeout(h->conn, h->conn->ctx->conf->body_timeout_ms);
     h->state = XH1_STREAMING;
     xStr none = {in->data + body_start, 0};

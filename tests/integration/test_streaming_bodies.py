@@ -76,6 +76,26 @@ class StreamingBodiesHttp1Test(UploadServerTestCase):
         report = json.loads(proc.stdout)
         self.assertEqual((report["bytes"], report["crc32"]), (len(body), "%08x" % zlib.crc32(body)))
 
+    def test_100_continue_comes_when_the_handler_asks_for_the_body(self):
+        conn = self.connect()
+        conn.send(http_request("POST", "/upload?hold_ms=200", headers=[("Expect", "100-continue"),
+                                                                        ("Content-Length", "5")]))
+        self.assertEqual(conn.read_response().status, 100)
+        conn.send(b"hello")
+        upload_result(self, conn.read_response(), b"hello")
+
+    def test_handler_answering_without_reading_sends_no_100_continue(self):
+        # The handler refuses the request from its head alone: the client,
+        # waiting for 100 Continue, gets the final answer instead, and the
+        # body it was about to send is not invited.
+        conn = self.connect()
+        conn.send(http_request("POST", "/upload?hold_ms=oops", headers=[("Expect", "100-continue"),
+                                                                         ("Content-Length", str(MIB))]))
+        resp = conn.read_final_response()
+        self.assertEqual(resp.interim, [])
+        self.assertEqual(resp.status, 400)
+        self.assertIn("close", resp.tokens("connection"))
+
     def test_empty_bodies_reach_the_reader_as_an_end(self):
         for headers in ([("Content-Length", "0")], [("Transfer-Encoding", "chunked")], []):
             with self.subTest(headers=headers):
