@@ -176,7 +176,8 @@ xErrno xHttpRequestReadBody(xHttpRequest *req, xHttpBodyReader reader, void *arg
 
 /** Holds back further pieces until xHttpRequestResumeBody. Meanwhile the client
  *  is held back too: HTTP/1.1 stops reading the socket, HTTP/2 stops reopening
- *  the stream's flow-control window, so at most a window of body waits here. */
+ *  the stream's flow-control window, so at most a window of body waits here
+ *  (other streams on the connection go on). */
 void xHttpRequestPauseBody(xHttpRequest *req);
 
 /** Resumes a paused body; pieces that wait may be delivered before it returns

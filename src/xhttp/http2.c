@@ -16,7 +16,10 @@
  * Flow control is ours to drive (no automatic WINDOW_UPDATE): a buffered
  * request body counts as consumed as it arrives, bounded by max_body_size; a
  * streaming route's body only once its reader has taken it, so a paused or
- * slow reader holds the client to the windows we advertised. */
+ * slow reader holds the client to its stream's window. The connection's
+ * window goes back at once for held bytes up to one window's worth in all,
+ * so one paused reader does not stall the connection's other uploads, while
+ * what the readers hold stays bounded (two windows' worth per connection). */
 #include "http2.h"
 
 #include <errno.h>
@@ -72,6 +75,7 @@ typedef struct xH2Stream {
     size_t header_bytes;
     int64_t declared_length;         /* content-length, or -1 */
     xBuffer body;                    /* the whole body, or a streamed one's undelivered part */
+    size_t body_returned;            /* of a streamed body's part: connection window given back */
     int reject_status;               /* answer this instead of dispatching */
     bool streams_body;               /* a streaming route: dispatched at the head */
     bool body_done;                  /* the client ended its side of the stream */
@@ -112,6 +116,7 @@ struct xHttp2 {
     xH2Stream *receiving;            /* the stream whose request header block is being read */
     xTimer goaway_timer;             /* second step of a graceful GOAWAY */
     uint64_t progress;               /* request bytes taken plus response bytes framed */
+    size_t held_returned;            /* held streamed-body bytes whose connection window went back */
     uint64_t progress_at_arm;
     xH2Wait waiting_for;             /* what the armed timer measures */
     bool in_batch;
@@ -203,14 +208,22 @@ static void unqueue(xHttp2 *h2, xH2Stream *s) {
     s->ready = false;
 }
 
+/* A streamed body's undelivered part is leaving (taken, or dropped): the
+ * connection's window comes back for what did not get it back on arrival. */
+static void settle_connection(xHttp2 *h2, xH2Stream *s) {
+    size_t due = s->body.len - s->body_returned;
+    if (due && h2->session) nghttp2_session_consume_connection(h2->session, due);
+    h2->held_returned -= s->body_returned;
+    s->body_returned = 0;
+}
+
 /* Ends a stream: what it holds is released, and it becomes a spare. */
 static void stream_free(xH2Stream *s) {
     xHttp2 *h2 = s->h2;
     if (h2->receiving == s) h2->receiving = NULL;
     if (s->ready) unqueue(h2, s);  /* rare: ended from another stream's handler */
-    /* A streamed body nobody took still holds the connection's window. */
-    if (s->streams_body && s->body.len && h2->session)
-        nghttp2_session_consume_connection(h2->session, s->body.len);
+    /* A streamed body nobody took may still hold the connection's window. */
+    if (s->streams_body && s->body.len) settle_connection(h2, s);
     if (h2->session && !s->closed) nghttp2_session_set_stream_user_data(h2->session, s->id, NULL);
     if (s->prev) s->prev->next = s->next;
     else h2->streams = s->next;
@@ -297,8 +310,11 @@ static void deliver_body(xHttp2 *h2, xH2Stream *s) {
     bool discard = ex->res.ended;
     if (!discard && !(xHttpExchangeWantsBody(ex) && (len || s->body_done))) return;
     /* Taken before the reader runs: it may answer, and so come back here. */
+    if (len) {
+        nghttp2_session_consume_stream(h2->session, s->id, len);
+        settle_connection(h2, s);
+    }
     s->body.len = 0;
-    if (len) nghttp2_session_consume(h2->session, s->id, len);
     if (discard) ex->body_ended = s->body_done;
     else xHttpExchangeDeliverBody(ex, s->body.data ? s->body.data : "", len, s->body_done);
 }
@@ -463,8 +479,14 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
     xH2Stream *s = stream_of(session, stream_id);
     h2->progress += len;
     if (s && s->streams_body && !(s->ex && s->ex->res.ended)) {
-        /* Held until its reader takes it: consumed then, not now. */
+        /* Held until its reader takes it: the stream's window reopens then;
+         * the connection's now, while the readers hold under one window. */
         if (xBufferAppend(&s->body, data, len) != XOK) return NGHTTP2_ERR_CALLBACK_FAILURE;
+        if (h2->held_returned + len <= h2->conn->ctx->conf->http2_window) {
+            nghttp2_session_consume_connection(session, len);
+            h2->held_returned += len;
+            s->body_returned += len;
+        }
         if (s->dispatched) mark_ready(h2, s);
         return 0;
     }
