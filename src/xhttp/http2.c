@@ -541,6 +541,24 @@ static size_t pending_out(const xH2Stream *s) {
     return (s->out.len - s->out_framed) + (s->ref_len - s->ref_framed);
 }
 
+/* RFC 9113 §8.1: a response complete before its request asks the client,
+ * by RST_STREAM(NO_ERROR), to stop sending the rest of the body, which would
+ * only be dropped here (a rejected upload, or a streaming handler that
+ * answered early). Only once the frame that ends the response is out: a
+ * reset submitted earlier makes nghttp2 drop the frames still queued. */
+static void wave_off_body(xH2Stream *s) {
+    if (!s->body_done) nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+}
+
+/* Responses that end on a HEADERS frame (no body, or trailers); those that
+ * end on DATA are waved off as that frame is written (on_send_data). */
+static int on_frame_sent(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
+    if (frame->hd.type != NGHTTP2_HEADERS || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+    xH2Stream *s = stream_of(session, frame->hd.stream_id);
+    if (s) wave_off_body(s);
+    return 0;
+}
+
 static int submit_trailers(xH2Stream *s) {
     nghttp2_nv nv[XH2_MAX_RESPONSE_FIELDS];
     size_t n = add_lines(nv, 0, &s->ex->res.trailers);
@@ -593,18 +611,7 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     if (xConnWrite(h2->conn, framehd, 9) != XOK || frame_body(s, h2->conn, length) != XOK)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     h2->progress += length;
-    return 0;
-}
-
-/* RFC 9113 §8.1: a response complete before its request asks the client,
- * by RST_STREAM(NO_ERROR), to stop sending the rest of the body, which
- * would only be dropped here (a rejected upload, or a streaming handler
- * that answered early). */
-static int on_frame_sent(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
-    bool ends = (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
-                (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
-    if (ends && nghttp2_session_get_stream_remote_close(session, frame->hd.stream_id) == 0)
-        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) wave_off_body(s);
     return 0;
 }
 

@@ -347,6 +347,18 @@ class RawHttp2Test(H2ServerTestCase):
         conn.send(data_frame(stream_id, b"x" * 1000))
         self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
 
+    def test_early_answer_without_a_body_also_waves_the_upload_off(self):
+        # HEAD's answer ends on its HEADERS frame; the reset follows it.
+        conn = self.h2connect()
+        stream_id = conn.request("HEAD", "/echo", headers=[("content-length", 64 * MiB + 1)],
+                                 end_stream=False)
+        stream = conn.streams[stream_id]
+        conn.read_until(lambda: stream.reset_code is not None, "RST_STREAM after the answer")
+        self.assertEqual(stream.response().status, 413)
+        self.assertTrue(stream.ended, "the answer did not end before the reset")
+        self.assertEqual(error_name(stream.reset_code), "NO_ERROR")
+        self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
+
     def test_body_over_64mib_undeclared_is_413_or_reset(self):
         conn = self.h2connect()
         stream_id = conn.request("POST", "/echo", end_stream=False)
