@@ -172,6 +172,7 @@ static void finish(xHttp1 *h) {
     h->scanned = 0;
     h->served = true;
     h->head_timer_armed = false;
+    h->continue_owed = false;
     if (conn->closed) {
         h->state = XH1_CLOSING;
     } else if (!h->keep_alive) {
@@ -264,8 +265,9 @@ static void send_continue(xHttp1 *h) {
 static void h1_body_wanted(xHttpExchange *ex) {
     xHttp1 *h = ex->proto;
     if (h->state != XH1_STREAMING || h->conn->closed || ex->res.aborted) return;
-    /* Expect: 100-continue is answered only now that someone wants the body
-     * (never after a final head: the client then sends it on its own). */
+    /* Expect: 100-continue is answered only now that someone wants the body;
+     * never after a final head (a client still waiting for the 100 sends the
+     * body once its own wait runs out). */
     if (h->continue_owed && !ex->res.head_sent) send_continue(h);
     h->continue_owed = false;
     /* The body timeout runs again: the client, not the reader, is waited for. */

@@ -79,6 +79,7 @@ typedef struct xH2Stream {
     int reject_status;               /* answer this instead of dispatching */
     bool streams_body;               /* a streaming route: dispatched at the head */
     bool body_done;                  /* the client ended its side of the stream */
+    bool waved_off;                  /* RST_STREAM(NO_ERROR) sent for the rest of the body */
 
     char status[3];                  /* the response's fields, kept until framed */
     char length[20];
@@ -309,11 +310,11 @@ static void deliver_body(xHttp2 *h2, xH2Stream *s) {
     if (s->closed || ex->body_ended) return;
     bool discard = ex->res.ended;
     if (!discard && !(xHttpExchangeWantsBody(ex) && (len || s->body_done))) return;
-    /* Taken before the reader runs: it may answer, and so come back here. */
-    if (len) {
-        nghttp2_session_consume_stream(h2->session, s->id, len);
-        settle_connection(h2, s);
-    }
+    /* Taken before the reader runs: it may answer, and so come back here.
+     * A dropped body's stream gets no more window: the answer's
+     * RST_STREAM(NO_ERROR) ends it. */
+    if (len && !discard) nghttp2_session_consume_stream(h2->session, s->id, len);
+    if (len) settle_connection(h2, s);
     s->body.len = 0;
     if (discard) ex->body_ended = s->body_done;
     else xHttpExchangeDeliverBody(ex, s->body.data ? s->body.data : "", len, s->body_done);
@@ -490,7 +491,9 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
         if (s->dispatched) mark_ready(h2, s);
         return 0;
     }
-    nghttp2_session_consume(session, stream_id, len);
+    /* Bytes nobody will read reopen only the connection's window. */
+    if (s && (s->reject_status || (s->ex && s->ex->res.ended))) nghttp2_session_consume_connection(session, len);
+    else nghttp2_session_consume(session, stream_id, len);
     if (!s || s->reject_status || s->streams_body) return 0;
     if (s->body.len + len > h2->conn->ctx->conf->max_body_size) {
         refuse_body(h2, s);
@@ -523,6 +526,12 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     if (!s) return 0;
     s->closed = true;
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+    /* Held body bytes will never be delivered now: their share of the
+     * connection's window goes back, whoever still holds the exchange. */
+    if (s->streams_body && s->body.len) {
+        settle_connection(s->h2, s);
+        s->body.len = 0;
+    }
     if (!s->ready) settle_closed(s);  /* otherwise dispatch_ready does */
     return 0;
 }
@@ -547,7 +556,8 @@ static size_t pending_out(const xH2Stream *s) {
  * answered early). Only once the frame that ends the response is out: a
  * reset submitted earlier makes nghttp2 drop the frames still queued. */
 static void wave_off_body(xH2Stream *s) {
-    if (!s->body_done) nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+    if (s->body_done || s->waved_off) return;
+    s->waved_off = nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR) == 0;
 }
 
 /* Responses that end on a HEADERS frame (no body, or trailers); those that
@@ -770,7 +780,7 @@ static const xHttpExchangeOps h2_ops = {h2_send, h2_write, h2_end, h2_body_wante
 
 /* The client owes a request, or the rest of a body someone takes. */
 static bool awaits_request(const xH2Stream *s) {
-    if (s->closed) return false;
+    if (s->closed || s->waved_off) return false;  /* a reset on its way ends it */
     if (!s->dispatched) return !s->ready;
     return s->streams_body && !s->body_done && (s->ex->res.ended || xHttpExchangeWantsBody(s->ex));
 }

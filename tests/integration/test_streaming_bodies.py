@@ -371,6 +371,20 @@ class StreamingBodiesHttp2Test(UploadServerTestCase):
         body = self.data[:5 * MIB]
         upload_result(self, conn.read_response(conn.request("POST", "/upload", body=body)), body)
 
+    def test_a_reset_stream_still_held_by_its_handler_frees_its_share_of_the_window(self):
+        # The handler has no abort callback, so it keeps the exchange for its
+        # whole hold; the reset stream's held bytes must not pin the bound.
+        conn, full = self.full_window_connection()
+        first = conn.request("POST", "/upload?hold_ms=6000&no_abort_callback=1", end_stream=False)
+        self.fill_stream_window(conn, first)
+        self.assert_window_back(conn, full, "the connection's window back for the first")
+        conn.send(rst_stream_frame(first, CANCEL))
+        second = conn.request("POST", "/upload?hold_ms=20000", end_stream=False)
+        self.fill_stream_window(conn, second)
+        self.assert_window_back(conn, full, "the window back for a held stream after the reset", within=2.0)
+        conn.send(rst_stream_frame(second, CANCEL))
+        self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
+
     def test_a_handler_without_abort_callback_keeps_its_request_after_a_reset(self):
         conn = self.h2connect(timeout=30)
         stream_id = conn.request("POST", "/upload?hold_ms=500&no_abort_callback=1", end_stream=False)
