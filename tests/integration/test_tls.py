@@ -14,9 +14,8 @@ import time
 import unittest
 
 from harness import Conn, run_client
-from tls_fixtures import (HttpsTestCase, InteractiveSClient, ManualTls, TlsConn, client_context,
-                          curl_https, h2_over_tls, http1_get, make_certs, s_client, start_https,
-                          use_certs)
+from tls_fixtures import (HttpsTestCase, InteractiveSClient, ManualTls, TlsConn, client_context, curl_https,
+                          h2_over_tls, http1_get, s_client, shared_certs, start_https)
 
 MiB = 1 << 20
 CERTS = None
@@ -27,14 +26,7 @@ ALERT_PROTOCOL_VERSION = 70
 ALERT_NO_APPLICATION_PROTOCOL = 120
 
 
-def setUpModule():
-    global CERTS
-    CERTS = make_certs()
-    use_certs(CERTS)
-
-
-def tearDownModule():
-    CERTS.cleanup()
+setUpModule, tearDownModule = shared_certs(__name__)
 
 
 def kernel_has_ktls():

@@ -11,8 +11,7 @@ import time
 import unittest
 
 from harness import Conn, run_client
-from tls_fixtures import (HttpsTestCase, ManualTls, client_hello, make_certs,
-                          s_client, use_certs)
+from tls_fixtures import HttpsTestCase, ManualTls, client_hello, s_client, shared_certs
 
 CERTS = None
 ALERT_RECORD = 0x15
@@ -23,14 +22,7 @@ EARLIEST_CLOSE = 0.4
 LATEST_CLOSE = 5.0
 
 
-def setUpModule():
-    global CERTS
-    CERTS = make_certs()
-    use_certs(CERTS)
-
-
-def tearDownModule():
-    CERTS.cleanup()
+setUpModule, tearDownModule = shared_certs(__name__)
 
 
 def tls_record(content_type, body, version=b"\x03\x01"):

@@ -9,9 +9,8 @@ import tempfile
 import unittest
 
 from harness import SANITIZER_MARKERS, ResponseIncomplete
-from tls_fixtures import (KEY_PASSWORD, HttpsTestCase, Pair, TlsConn, client_context, curl_https,
-                          http1_get, make_certs, run_https_expecting_failure, s_client, start_https,
-                          use_certs)
+from tls_fixtures import (HttpsTestCase, KEY_PASSWORD, Pair, TlsConn, client_context, curl_https, http1_get,
+                          run_https_expecting_failure, s_client, shared_certs, start_https)
 
 CERTS = None
 ALERT_CERTIFICATE_REQUIRED = 116
@@ -19,14 +18,7 @@ ALERT_CERTIFICATE_REQUIRED = 116
 ALERTS_BAD_CLIENT_CERTIFICATE = (42, 46, 48, 40)
 
 
-def setUpModule():
-    global CERTS
-    CERTS = make_certs()
-    use_certs(CERTS)
-
-
-def tearDownModule():
-    CERTS.cleanup()
+setUpModule, tearDownModule = shared_certs(__name__)
 
 
 class SniTest(HttpsTestCase):

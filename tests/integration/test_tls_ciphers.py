@@ -6,8 +6,7 @@ import json
 import ssl
 import unittest
 
-from tls_fixtures import (TlsConn, client_context, curl_https, http1_get, make_certs, s_client,
-                          start_https, use_certs)
+from tls_fixtures import TlsConn, client_context, curl_https, http1_get, s_client, shared_certs, start_https
 
 CERTS = None
 ALERT_HANDSHAKE_FAILURE = 40
@@ -28,14 +27,7 @@ IANA_NAMES = {
 }
 
 
-def setUpModule():
-    global CERTS
-    CERTS = make_certs()
-    use_certs(CERTS)
-
-
-def tearDownModule():
-    CERTS.cleanup()
+setUpModule, tearDownModule = shared_certs(__name__)
 
 
 class CipherSuitesTest(unittest.TestCase):

@@ -8,19 +8,12 @@ import tempfile
 import unittest
 
 import test_h2spec
-from tls_fixtures import make_certs, start_https, use_certs
+from tls_fixtures import shared_certs, start_https
 
 CERTS = None
 
 
-def setUpModule():
-    global CERTS
-    CERTS = make_certs()
-    use_certs(CERTS)
-
-
-def tearDownModule():
-    CERTS.cleanup()
+setUpModule, tearDownModule = shared_certs(__name__)
 
 
 class TlsH2specTest(unittest.TestCase):

@@ -11,8 +11,8 @@ import struct
 import time
 import unittest
 
-from tls_fixtures import (HttpsTestCase, InteractiveSClient, ManualTls, TlsConn, client_context,
-                          curl_https, h2_over_tls, http1_get, make_certs, start_https, use_certs)
+from tls_fixtures import (HttpsTestCase, InteractiveSClient, ManualTls, TlsConn, client_context, curl_https,
+                          h2_over_tls, http1_get, shared_certs, start_https)
 
 CERTS = None
 
@@ -32,14 +32,7 @@ TLS_HANDSHAKE = 22
 TLS_APPLICATION_DATA = 23
 
 
-def setUpModule():
-    global CERTS
-    CERTS = make_certs()
-    use_certs(CERTS)
-
-
-def tearDownModule():
-    CERTS.cleanup()
+setUpModule, tearDownModule = shared_certs(__name__)
 
 
 def tls_json(conn):

@@ -7,21 +7,13 @@ import signal
 import time
 import unittest
 
-from tls_fixtures import (TlsConn, client_context, curl_https, make_certs, replace_file, start_https,
-                          use_certs)
+from tls_fixtures import TlsConn, client_context, curl_https, replace_file, shared_certs, start_https
 
 CERTS = None
 RELOAD_WAIT = 5.0
 
 
-def setUpModule():
-    global CERTS
-    CERTS = make_certs()
-    use_certs(CERTS)
-
-
-def tearDownModule():
-    CERTS.cleanup()
+setUpModule, tearDownModule = shared_certs(__name__)
 
 
 def served_der(server, name="localhost", client=None):

@@ -6,7 +6,7 @@ import os
 import tempfile
 import unittest
 
-from tls_fixtures import http1_get, make_certs, s_client, start_https, use_certs
+from tls_fixtures import http1_get, s_client, shared_certs, start_https
 
 CERTS = None
 # Resumptions tried per case: with two workers on SO_REUSEPORT, each client port
@@ -14,14 +14,7 @@ CERTS = None
 RESUMPTIONS = 6
 
 
-def setUpModule():
-    global CERTS
-    CERTS = make_certs()
-    use_certs(CERTS)
-
-
-def tearDownModule():
-    CERTS.cleanup()
+setUpModule, tearDownModule = shared_certs(__name__)
 
 
 class ResumptionTest(unittest.TestCase):

@@ -16,6 +16,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -337,9 +338,25 @@ def use_certs(certs):
     _certs_for_context = certs
 
 
+def shared_certs(module_name):
+    """setUpModule and tearDownModule for a test module whose tests share one
+    set of certificates, kept in its CERTS and used by these helpers:
+    setUpModule, tearDownModule = shared_certs(__name__)."""
+    module = sys.modules[module_name]
+
+    def set_up():
+        module.CERTS = make_certs()
+        use_certs(module.CERTS)
+
+    def tear_down():
+        module.CERTS.cleanup()
+
+    return set_up, tear_down
+
+
 def current_certs():
     if _certs_for_context is None:
-        raise RuntimeError("call tls_fixtures.use_certs(make_certs()) in setUpModule")
+        raise RuntimeError("set up the module with tls_fixtures.shared_certs")
     return _certs_for_context
 
 
