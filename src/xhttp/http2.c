@@ -209,13 +209,14 @@ static void unqueue(xHttp2 *h2, xH2Stream *s) {
     s->ready = false;
 }
 
-/* A streamed body's undelivered part is leaving (taken, or dropped): the
- * connection's window comes back for what did not get it back on arrival. */
-static void settle_connection(xHttp2 *h2, xH2Stream *s) {
+/* A streamed body's held part leaves (taken, or dropped): the connection's
+ * window comes back for what did not get it back on arrival. */
+static void release_held(xHttp2 *h2, xH2Stream *s) {
     size_t due = s->body.len - s->body_returned;
     if (due && h2->session) nghttp2_session_consume_connection(h2->session, due);
     h2->held_returned -= s->body_returned;
     s->body_returned = 0;
+    s->body.len = 0;
 }
 
 /* Ends a stream: what it holds is released, and it becomes a spare. */
@@ -224,7 +225,7 @@ static void stream_free(xH2Stream *s) {
     if (h2->receiving == s) h2->receiving = NULL;
     if (s->ready) unqueue(h2, s);  /* rare: ended from another stream's handler */
     /* A streamed body nobody took may still hold the connection's window. */
-    if (s->streams_body && s->body.len) settle_connection(h2, s);
+    if (s->streams_body && s->body.len) release_held(h2, s);
     if (h2->session && !s->closed) nghttp2_session_set_stream_user_data(h2->session, s->id, NULL);
     if (s->prev) s->prev->next = s->next;
     else h2->streams = s->next;
@@ -314,8 +315,7 @@ static void deliver_body(xHttp2 *h2, xH2Stream *s) {
      * A dropped body's stream gets no more window: the answer's
      * RST_STREAM(NO_ERROR) ends it. */
     if (len && !discard) nghttp2_session_consume_stream(h2->session, s->id, len);
-    if (len) settle_connection(h2, s);
-    s->body.len = 0;
+    if (len) release_held(h2, s);
     if (discard) ex->body_ended = s->body_done;
     else xHttpExchangeDeliverBody(ex, s->body.data ? s->body.data : "", len, s->body_done);
 }
@@ -528,10 +528,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
     /* Held body bytes will never be delivered now: their share of the
      * connection's window goes back, whoever still holds the exchange. */
-    if (s->streams_body && s->body.len) {
-        settle_connection(s->h2, s);
-        s->body.len = 0;
-    }
+    if (s->streams_body && s->body.len) release_held(s->h2, s);
     if (!s->ready) settle_closed(s);  /* otherwise dispatch_ready does */
     return 0;
 }
