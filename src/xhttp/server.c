@@ -28,13 +28,13 @@
 
 #include <xbase/log.h>
 
-#include "connection.h"
-#include "context.h"
-#include "exchange.h"
-#include "http1.h"
-#include "http2.h"
-#include "router.h"
-#include "tls_internal.h"
+#include "xnet/connection.h"
+#include "xhttp/core/context.h"
+#include "xhttp/core/exchange.h"
+#include "xhttp/http1/http1.h"
+#include "xhttp/http2/http2.h"
+#include "xhttp/core/router.h"
+#include "xnet/tls/tls.h"
 
 #define XSERVER_MAX_LISTENERS 8
 #define XSERVER_BACKLOG 4096

@@ -14,7 +14,7 @@
 
 #include "check.h"
 #include "guard_page.h"
-#include "xhttp/http1_parser.h"
+#include "xhttp/http1/http1_parser.h"
 
 #define CAP (256 * 1024)
 #define MAX_LINE 4096

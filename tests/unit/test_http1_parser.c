@@ -14,7 +14,7 @@
 
 #include "check.h"
 #include "guard_page.h"
-#include "xhttp/http1_parser.h"
+#include "xhttp/http1/http1_parser.h"
 
 #define MAX_FIELDS 32
 #define GUARDED_BYTES (64 * 1024)

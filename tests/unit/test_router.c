@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "guard_page.h"
-#include "xhttp/router.h"
+#include "xhttp/core/router.h"
 
 static char *guard_page_end;  /* one past the last readable byte */
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "xbase/timer_wheel.h"
+#include "xbase/loop/timer_wheel.h"
 
 static xTimerWheel *new_wheel(uint64_t now) {
     xTimerWheel *w = malloc(sizeof *w);

@@ -2,8 +2,8 @@
  * lifetime. Bytes cross the socket through a transport (plain here, TLS in
  * tls.c); protocols (HTTP/1.1, HTTP/2) sit on top through xConnProtocol and
  * never touch the socket, the transport or the loop's backend themselves. */
-#ifndef XHTTP_CONNECTION_H
-#define XHTTP_CONNECTION_H
+#ifndef XNET_CONNECTION_H
+#define XNET_CONNECTION_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,7 +13,7 @@
 #include <xbase/buffer.h>
 #include <xbase/event.h>
 
-#include "context.h"
+#include "xhttp/core/context.h"
 
 /* Referenced bodies up to this size are copied: one contiguous send(2) costs
  * less than the extra iovec and sendmsg(2) a reference would need. */

@@ -6,7 +6,7 @@
  * built by xRouterAdd so that xRouterMatch only reads and never allocates.
  * Parameter names live with each route, not in the trie: "/a/:x" and
  * "/a/:y/b" share the parameter node and still report their own names. */
-#include "router.h"
+#include "xhttp/core/router.h"
 
 #include <stdbool.h>
 #include <stdint.h>

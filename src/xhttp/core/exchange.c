@@ -1,6 +1,6 @@
 /* exchange.c — the handler-facing request and response, and routing. */
-#include "exchange.h"
-#include "tls_internal.h"
+#include "xhttp/core/exchange.h"
+#include "xnet/tls/tls.h"
 
 #include <stdlib.h>
 #include <string.h>

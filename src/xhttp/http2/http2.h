@@ -1,14 +1,14 @@
 /* http2.h — HTTP/2 (RFC 9113) on an xConn, with nghttp2 doing framing, HPACK
  * and flow-control bookkeeping, and this layer doing buffering, batching and
  * the bridge to the exchange API. */
-#ifndef XHTTP_HTTP2_H
-#define XHTTP_HTTP2_H
+#ifndef XHTTP_HTTP2_HTTP2_H
+#define XHTTP_HTTP2_HTTP2_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "connection.h"
-#include "field.h"
+#include "xnet/connection.h"
+#include "xhttp/core/field.h"
 
 /** The client connection preface every HTTP/2 connection starts with. */
 #define XHTTP2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

@@ -6,7 +6,7 @@
  * the kernel (kTLS) where the kernel offers it. A callback on that BIO sees
  * each read's result, which keeps the plain transport's saving: a short read
  * means the socket is drained, so no read is spent just to hear EAGAIN. */
-#include "tls_internal.h"
+#include "xnet/tls/tls.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -32,7 +32,7 @@
 
 #include <xbase/log.h>
 
-#include "tls_records.h"
+#include "xnet/tls/tls_records.h"
 
 #define XTLS_RECORD_MAX 16384
 #define XTLS_ALPN_MAX 64

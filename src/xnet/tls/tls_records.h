@@ -8,8 +8,8 @@
  * ciphers, and lets the SSL object (about 10 KiB) go: the same hand-over that
  * kernel TLS makes, kept in user space. AES-GCM and ChaCha20-Poly1305 over
  * TLS 1.2 and 1.3 are covered; other suites stay with OpenSSL. */
-#ifndef XHTTP_TLS_RECORDS_H
-#define XHTTP_TLS_RECORDS_H
+#ifndef XNET_TLS_TLS_RECORDS_H
+#define XNET_TLS_TLS_RECORDS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,7 +17,7 @@
 
 #include <openssl/evp.h>
 
-#include "connection.h"
+#include "xnet/connection.h"
 
 /* The AEADs this record layer speaks. */
 typedef enum xTlsAead {

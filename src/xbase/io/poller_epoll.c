@@ -1,6 +1,6 @@
 /* poller_epoll.c — the epoll backend: edge-triggered, one registration per fd
  * for its whole life, so the hot path makes no epoll_ctl calls. */
-#include "poller.h"
+#include "xbase/io/poller.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* field.h — a header field as every protocol layer hands it to the exchange. */
-#ifndef XHTTP_FIELD_H
-#define XHTTP_FIELD_H
+#ifndef XHTTP_CORE_FIELD_H
+#define XHTTP_CORE_FIELD_H
 
 #include <xbase/str.h>
 

@@ -9,7 +9,7 @@
  * plaintext they carry is acknowledged to the queue only once they are all
  * out, so the queue offers the same bytes again and they are skipped, as
  * OpenSSL's partial writes work. */
-#include "tls_records.h"
+#include "xnet/tls/tls_records.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -11,7 +11,7 @@
  * left as is by removals. A slot whose bound is still ahead holds nothing due,
  * so neither the tick in progress nor slots of far-future timers are walked
  * again and again. */
-#include "timer_wheel.h"
+#include "xbase/loop/timer_wheel.h"
 
 #define XTW_MASK (XTW_SLOTS - 1)
 

@@ -6,8 +6,8 @@
  * "*" (matches the rest of the path, possibly empty, captured as param "*").
  * Literal beats parameter beats wildcard; a failed branch backtracks.
  * The router is built once, then read concurrently without locks. */
-#ifndef XHTTP_ROUTER_H
-#define XHTTP_ROUTER_H
+#ifndef XHTTP_CORE_ROUTER_H
+#define XHTTP_CORE_ROUTER_H
 
 #include <stddef.h>
 

@@ -1,5 +1,5 @@
 /* connection.c — socket I/O, the output queue, lingering close, lifetime. */
-#include "connection.h"
+#include "xnet/connection.h"
 
 #include <errno.h>
 #include <stdlib.h>

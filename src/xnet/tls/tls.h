@@ -1,17 +1,17 @@
-/* tls_internal.h — the TLS transport: OpenSSL contexts built from an
+/* tls.h — the TLS transport: OpenSSL contexts built from an
  * xTlsConf (one set per TLS listener, swapped whole on reload), and per
  * connection a non-blocking handshake in the worker's loop, then records
  * read and written under the connection's output queue. */
-#ifndef XHTTP_TLS_INTERNAL_H
-#define XHTTP_TLS_INTERNAL_H
+#ifndef XNET_TLS_TLS_H
+#define XNET_TLS_TLS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
 #include <xhttp/tls.h>
 
-#include "connection.h"
-#include "context.h"
+#include "xnet/connection.h"
+#include "xhttp/core/context.h"
 
 /** One TLS listener's settings and current certificates; shared by every
  *  worker (its state is locked where workers meet: accept and tickets). */

@@ -4,8 +4,8 @@
  * xHttpExchangeDispatch, and turns the handler's response calls into its own
  * framing through xHttpExchangeOps. Handlers only ever see xHttpRequest and
  * xHttpResponse, so they serve every protocol unchanged. */
-#ifndef XHTTP_EXCHANGE_H
-#define XHTTP_EXCHANGE_H
+#ifndef XHTTP_CORE_EXCHANGE_H
+#define XHTTP_CORE_EXCHANGE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,9 +13,9 @@
 #include <xbase/buffer.h>
 #include <xhttp/server.h>
 
-#include "context.h"
-#include "field.h"
-#include "router.h"
+#include "xhttp/core/context.h"
+#include "xhttp/core/field.h"
+#include "xhttp/core/router.h"
 
 /** How a protocol frames a response. Each gets the exchange; the response's
  *  status and header lines are in ex->res. */

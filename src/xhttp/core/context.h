@@ -1,8 +1,8 @@
 /* context.h — what every connection of one worker shares: its loop, the
  * server's settings and routes (read-only), and the worker's pools. One per
  * worker thread, so nothing here needs a lock. */
-#ifndef XHTTP_CONTEXT_H
-#define XHTTP_CONTEXT_H
+#ifndef XHTTP_CORE_CONTEXT_H
+#define XHTTP_CORE_CONTEXT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,7 +12,7 @@
 #include <xbase/event.h>
 #include <xhttp/server.h>
 
-#include "router.h"
+#include "xhttp/core/router.h"
 
 typedef struct xConn xConn;
 typedef struct xHttpExchange xHttpExchange;

@@ -5,8 +5,8 @@
  * got XHTTP1_INCOMPLETE passes the previous length back as prev_len so the
  * completeness check resumes where it stopped instead of rescanning.
  * Chunked bodies are decoded by a small resumable state machine, in place. */
-#ifndef XHTTP_HTTP1_PARSER_H
-#define XHTTP_HTTP1_PARSER_H
+#ifndef XHTTP_HTTP1_HTTP1_PARSER_H
+#define XHTTP_HTTP1_HTTP1_PARSER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,7 +15,7 @@
 
 #include <xbase/str.h>
 
-#include "field.h"
+#include "xhttp/core/field.h"
 
 #define XHTTP1_INCOMPLETE (-2)
 #define XHTTP1_ERROR (-1)

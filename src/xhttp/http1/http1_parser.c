@@ -6,7 +6,7 @@
  * costs no rescanning. Then, once the head is complete, one validating pass
  * that stops at the first violation. That pass needs no bounds checks in its
  * byte loops: the head is known to end in CRLFCRLF and every loop stops at CR. */
-#include "http1_parser.h"
+#include "xhttp/http1/http1_parser.h"
 
 #include <limits.h>
 #include <string.h>

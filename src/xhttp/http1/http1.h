@@ -1,10 +1,10 @@
 /* http1.h — HTTP/1.1 (RFC 9112) on an xConn: requests parsed in place,
  * pipelined responses batched into one write, strict rejection. */
-#ifndef XHTTP_HTTP1_H
-#define XHTTP_HTTP1_H
+#ifndef XHTTP_HTTP1_HTTP1_H
+#define XHTTP_HTTP1_HTTP1_H
 
-#include "connection.h"
-#include "context.h"
+#include "xnet/connection.h"
+#include "xhttp/core/context.h"
 
 /** Serves HTTP/1.1 on an accepted socket. Returns false (socket closed) on
  *  allocation failure. */

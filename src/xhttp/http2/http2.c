@@ -20,7 +20,7 @@
  * window goes back at once for held bytes up to one window's worth in all,
  * so one paused reader does not stall the connection's other uploads, while
  * what the readers hold stays bounded (two windows' worth per connection). */
-#include "http2.h"
+#include "xhttp/http2/http2.h"
 
 #include <errno.h>
 #include <nghttp2/nghttp2.h>
@@ -29,7 +29,7 @@
 
 #include <xbase/log.h>
 
-#include "exchange.h"
+#include "xhttp/core/exchange.h"
 
 /* Stop framing into the output queue beyond this; resume once it drains. */
 #define XH2_OUTPUT_HIGH_WATER (1u << 20)

@@ -11,15 +11,15 @@
  * the body is then read into the space behind the head, handed to the reader
  * piece by piece and forgotten, so it never needs more than that space, and
  * while the reader is paused the socket is simply not read. */
-#include "http1.h"
+#include "xhttp/http1/http1.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "exchange.h"
-#include "http1_parser.h"
-#include "http2.h"
+#include "xhttp/core/exchange.h"
+#include "xhttp/http1/http1_parser.h"
+#include "xhttp/http2/http2.h"
 
 /* Flush mid-batch once this much output is queued, and stop taking requests
  * while the socket cannot take more, so a client that pipelines requests for

@@ -5,8 +5,8 @@
  * more than a revolution away stays in its slot and is skipped until due.
  * Insert, re-arm and remove are list splices. A bitmap of non-empty slots
  * makes finding the next deadline cheap when the loop is about to sleep. */
-#ifndef XBASE_TIMER_WHEEL_H
-#define XBASE_TIMER_WHEEL_H
+#ifndef XBASE_LOOP_TIMER_WHEEL_H
+#define XBASE_LOOP_TIMER_WHEEL_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "poller.h"
-#include "timer_wheel.h"
+#include "xbase/io/poller.h"
+#include "xbase/loop/timer_wheel.h"
 
 #define XLOOP_EVENTS 256
 

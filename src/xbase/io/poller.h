@@ -2,8 +2,8 @@
  *
  * One implementation is linked per build (poller_epoll.c today). The loop is
  * the only caller; connection code never sees this interface. */
-#ifndef XBASE_POLLER_H
-#define XBASE_POLLER_H
+#ifndef XBASE_IO_POLLER_H
+#define XBASE_IO_POLLER_H
 
 #include <stddef.h>
 

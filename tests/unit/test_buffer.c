@@ -1,0 +1,88 @@
+/* test_buffer.c — growable buffers (append, reserve, consume, overflow) and
+ * the block pool (reuse, the spare limit, buffers that outgrew a block). */
+#include <stdint.h>
+#include <string.h>
+
+#include <xbase/buffer.h>
+
+#include "check.h"
+
+static void append_grows_and_keeps_bytes(void) {
+    xBuffer b = {0};
+    char chunk[100];
+    for (int i = 0; i < 100; i++) chunk[i] = (char)i;
+    for (int i = 0; i < 50; i++) CHECK_EQ_INT(xBufferAppend(&b, chunk, sizeof chunk), XOK);
+    CHECK_EQ_INT(b.len, 5000);
+    CHECK(b.cap >= 5000);
+    int same = 1;
+    for (size_t i = 0; i < b.len; i++) same &= b.data[i] == (char)(i % 100);
+    CHECK(same);
+    xBufferFree(&b);
+    CHECK(b.data == NULL && b.len == 0 && b.cap == 0);
+}
+
+static void reserve_refuses_sizes_that_overflow(void) {
+    xBuffer b = {0};
+    CHECK_EQ_INT(xBufferAppend(&b, "abc", 3), XOK);
+    CHECK_EQ_INT(xBufferReserve(&b, SIZE_MAX - 1), XERR_NOMEM);
+    CHECK_EQ_INT(b.len, 3);  /* unchanged by the refusal */
+    CHECK_EQ_INT(xBufferReserve(&b, 0), XOK);
+    xBufferFree(&b);
+}
+
+static void consume_moves_the_rest_to_the_front(void) {
+    xBuffer b = {0};
+    xBufferAppend(&b, "hello world", 11);
+    xBufferConsume(&b, 6);
+    CHECK(b.len == 5 && memcmp(b.data, "world", 5) == 0);
+    xBufferConsume(&b, 99);
+    CHECK_EQ_INT(b.len, 0);
+    xBufferFree(&b);
+}
+
+static void pool_reuses_blocks_up_to_its_limit(void) {
+    xBufferPool pool;
+    xBufferPoolInit(&pool, 4096, 1);
+    xBuffer a = {0}, b = {0};
+    CHECK_EQ_INT(xBufferPoolAcquire(&pool, &a), XOK);
+    CHECK_EQ_INT(xBufferPoolAcquire(&pool, &b), XOK);
+    CHECK(a.cap == 4096 && b.cap == 4096 && a.len == 0);
+    char *first = a.data;
+    xBufferPoolRelease(&pool, &a);
+    xBufferPoolRelease(&pool, &b);  /* over max_free: back to malloc */
+    CHECK_EQ_INT(pool.free_count, 1);
+    CHECK(a.data == NULL && b.data == NULL);
+    xBuffer c = {0};
+    CHECK_EQ_INT(xBufferPoolAcquire(&pool, &c), XOK);
+    CHECK(c.data == first);
+    CHECK_EQ_INT(pool.free_count, 0);
+    /* A buffer that already has storage keeps it. */
+    char *kept = c.data;
+    CHECK_EQ_INT(xBufferPoolAcquire(&pool, &c), XOK);
+    CHECK(c.data == kept);
+    xBufferPoolRelease(&pool, &c);
+    xBufferPoolDestroy(&pool);
+    CHECK_EQ_INT(pool.free_count, 0);
+}
+
+static void pool_frees_a_buffer_that_outgrew_its_block(void) {
+    xBufferPool pool;
+    xBufferPoolInit(&pool, 256, 8);
+    xBuffer a = {0};
+    xBufferPoolAcquire(&pool, &a);
+    char big[1000] = {0};
+    CHECK_EQ_INT(xBufferAppend(&a, big, sizeof big), XOK);
+    CHECK(a.cap > 256);
+    xBufferPoolRelease(&pool, &a);
+    CHECK_EQ_INT(pool.free_count, 0);  /* not a pool-sized block: freed, not kept */
+    xBufferPoolDestroy(&pool);
+}
+
+int main(void) {
+    RUN(append_grows_and_keeps_bytes);
+    RUN(reserve_refuses_sizes_that_overflow);
+    RUN(consume_moves_the_rest_to_the_front);
+    RUN(pool_reuses_blocks_up_to_its_limit);
+    RUN(pool_frees_a_buffer_that_outgrew_its_block);
+    return CHECK_SUMMARY();
+}
