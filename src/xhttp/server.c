@@ -110,15 +110,15 @@ static void worker_finish(xWorker *w) {
     xEventLoopStop(w->loop);
 }
 
-static void on_conn_gone(xHttpContext *ctx) {
-    xWorker *w = ctx->owner;
-    if (w->stopping && ctx->conn_count == 0) worker_finish(w);
+static void on_conn_gone(xNetContext *net) {
+    xWorker *w = ((xHttpContext *)net)->owner;
+    if (w->stopping && net->conn_count == 0) worker_finish(w);
 }
 
 /* Visits every connection; fn may close (and so free) the one it is given. */
 static void for_each_conn(xWorker *w, void (*fn)(xConn *)) {
     xConn *next;
-    for (xConn *c = w->ctx.conns; c; c = next) {
+    for (xConn *c = w->ctx.net.conns; c; c = next) {
         xConnRetain(c);
         fn(c);
         next = c->next;
@@ -130,7 +130,7 @@ static void drain_conn(xConn *conn) { conn->proto->on_drain(conn); }
 
 static void on_deadline(xEventLoop *loop, xTimer *timer) {
     xWorker *w = (xWorker *)((char *)timer - offsetof(xWorker, deadline));
-    XLOG_WARN("shutdown deadline passed with %zu connections open; closing them", w->ctx.conn_count);
+    XLOG_WARN("shutdown deadline passed with %zu connections open; closing them", w->ctx.net.conn_count);
     for_each_conn(w, xConnClose);
     worker_finish(w);
 }
@@ -150,7 +150,7 @@ static void begin_stop(xWorker *w) {
     w->ctx.draining = true;
     close_listeners(w);
     for_each_conn(w, drain_conn);
-    if (w->ctx.conn_count == 0) {
+    if (w->ctx.net.conn_count == 0) {
         worker_finish(w);
         return;
     }
@@ -214,13 +214,13 @@ static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *ar
             if (errno != EAGAIN) XLOG_ERROR("accept: %s", strerror(errno));
             return;
         }
-        if (w->ctx.conn_count >= w->server->conf.max_connections || w->stopping) {
+        if (w->ctx.net.conn_count >= w->server->conf.max_connections || w->stopping) {
             close(fd);
             continue;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (tls) xTlsAccept(&w->ctx, tls, fd, start_protocol);
+        if (tls) xTlsAccept(&w->ctx.net, tls, fd, start_protocol);
         else xHttp1Accept(&w->ctx, fd);
     }
 }
@@ -242,18 +242,19 @@ static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
     for (int i = 0; i < XSERVER_MAX_LISTENERS; i++) w->listen_fds[i] = -1;
     w->loop = loop ? loop : xEventLoopCreate();
     if (!w->loop) return XERR_SYS;
-    w->ctx.loop = w->loop;
+    w->ctx.net.loop = w->loop;
     w->ctx.conf = &server->conf;
+    w->ctx.net.send_timeout_ms = server->conf.send_timeout_ms;
     w->ctx.router = server->router;
     w->ctx.owner = w;
-    w->ctx.on_conn_gone = on_conn_gone;
+    w->ctx.net.on_conn_gone = on_conn_gone;
     size_t block = server->conf.max_header_size + 4096 > 16384 ? server->conf.max_header_size + 4096 : 16384;
-    xBufferPoolInit(&w->ctx.buffers, block, XSERVER_POOLED_BUFFERS);
+    xBufferPoolInit(&w->ctx.net.buffers, block, XSERVER_POOLED_BUFFERS);
     w->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    w->ctx.mem = xMemCacheCreate();
+    w->ctx.net.mem = xMemCacheCreate();
     if (w->stop_fd < 0) return XERR_SYS;
-    if (!w->ctx.mem) return XERR_NOMEM;
+    if (!w->ctx.net.mem) return XERR_NOMEM;
     return xEventLoopAdd(w->loop, w->stop_fd, XEV_READ, on_stop_fd, w);
 }
 
@@ -265,9 +266,9 @@ static void worker_destroy(xWorker *w) {
     }
     if (w->stop_fd >= 0) close(w->stop_fd);
     if (w->spare_fd >= 0) close(w->spare_fd);
-    xBufferPoolDestroy(&w->ctx.buffers);
+    xBufferPoolDestroy(&w->ctx.net.buffers);
     xHttpExchangePoolDestroy(&w->ctx);
-    xMemCacheDestroy(w->ctx.mem);
+    xMemCacheDestroy(w->ctx.net.mem);
     if (w->loop && !w->server->attached) xEventLoopDestroy(w->loop);
 }
 

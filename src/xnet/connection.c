@@ -16,7 +16,7 @@ static void on_timer(xEventLoop *loop, xTimer *timer);
 /* ---- The plain transport: the socket itself ---- */
 
 static ssize_t plain_recv(xConn *conn, char *buf, size_t len) {
-    ssize_t n = xEventLoopRecv(conn->ctx->loop, conn->fd, buf, len);
+    ssize_t n = xEventLoopRecv(conn->net->loop, conn->fd, buf, len);
     /* A short read means the socket was drained at that moment; edge
      * triggering tells us when more arrives, so skip the extra EAGAIN read.
      * Not so once the peer has closed: its FIN came with the same edge as the
@@ -27,7 +27,7 @@ static ssize_t plain_recv(xConn *conn, char *buf, size_t len) {
 }
 
 static ssize_t plain_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
-    return xEventLoopSendv(conn->ctx->loop, conn->fd, iov, iovcnt);
+    return xEventLoopSendv(conn->net->loop, conn->fd, iov, iovcnt);
 }
 
 static void plain_shutdown_write(xConn *conn) { shutdown(conn->fd, SHUT_WR); }
@@ -39,28 +39,28 @@ const xTransport xConnPlainTransport = {plain_recv, plain_sendv, plain_shutdown_
 
 /* ---- Lifetime ---- */
 
-xConn *xConnCreate(xHttpContext *ctx, int fd, const xConnProtocol *proto, void *proto_state) {
+xConn *xConnCreate(xNetContext *net, int fd, const xConnProtocol *proto, void *proto_state) {
     xConn *conn = calloc(1, sizeof *conn);
     if (!conn) {
         close(fd);
         return NULL;
     }
-    conn->ctx = ctx;
+    conn->net = net;
     conn->fd = fd;
     conn->transport = &xConnPlainTransport;
     conn->proto = proto;
     conn->proto_state = proto_state;
     conn->refs = 1;
     xTimerInit(&conn->timer, on_timer);
-    if (xEventLoopAdd(ctx->loop, fd, XEV_READ | XEV_WRITE, on_io, conn) != XOK) {
+    if (xEventLoopAdd(net->loop, fd, XEV_READ | XEV_WRITE, on_io, conn) != XOK) {
         close(fd);
         free(conn);
         return NULL;
     }
-    conn->next = ctx->conns;
-    if (ctx->conns) ctx->conns->prev = conn;
-    ctx->conns = conn;
-    ctx->conn_count++;
+    conn->next = net->conns;
+    if (net->conns) net->conns->prev = conn;
+    net->conns = conn;
+    net->conn_count++;
     return conn;
 }
 
@@ -89,18 +89,18 @@ static void release_out_refs(xConn *conn) {
 
 void xConnRelease(xConn *conn) {
     if (--conn->refs) return;
-    xHttpContext *ctx = conn->ctx;
-    xTimerStop(ctx->loop, &conn->timer);  /* armed by a late call on a closed connection */
-    xBufferPoolRelease(&ctx->buffers, &conn->in);
+    xNetContext *net = conn->net;
+    xTimerStop(net->loop, &conn->timer);  /* armed by a late call on a closed connection */
+    xBufferPoolRelease(&net->buffers, &conn->in);
     conn->proto->on_free(conn);
     conn->transport->free(conn);
     if (conn->prev) conn->prev->next = conn->next;
-    else ctx->conns = conn->next;
+    else net->conns = conn->next;
     if (conn->next) conn->next->prev = conn->prev;
-    ctx->conn_count--;
+    net->conn_count--;
     free(conn->out_refs);
     free(conn);
-    if (ctx->on_conn_gone) ctx->on_conn_gone(ctx);
+    if (net->on_conn_gone) net->on_conn_gone(net);
 }
 
 ssize_t xConnRecv(xConn *conn, char *buf, size_t len) { return conn->transport->recv(conn, buf, len); }
@@ -108,7 +108,7 @@ ssize_t xConnRecv(xConn *conn, char *buf, size_t len) { return conn->transport->
 size_t xConnPending(const xConn *conn) { return conn->out_pending; }
 
 char *xConnReserve(xConn *conn, size_t len) {
-    if (xBufferPoolAcquire(&conn->ctx->buffers, &conn->out) != XOK) return NULL;
+    if (xBufferPoolAcquire(&conn->net->buffers, &conn->out) != XOK) return NULL;
     if (xBufferReserve(&conn->out, len) != XOK) return NULL;
     return conn->out.data + conn->out.len;
 }
@@ -213,12 +213,12 @@ static void start_linger(xConn *conn);
 static void out_reset(xConn *conn) {
     release_out_refs(conn);
     conn->out_sent = conn->out_pending = 0;
-    xBufferPoolRelease(&conn->ctx->buffers, &conn->out);
+    xBufferPoolRelease(&conn->net->buffers, &conn->out);
 }
 
 void xConnBlocked(xConn *conn) {
     conn->write_blocked = true;
-    xConnSetTimeout(conn, conn->ctx->conf->send_timeout_ms);
+    xConnSetTimeout(conn, conn->net->send_timeout_ms);
 }
 
 void xConnFlush(xConn *conn) {
@@ -273,8 +273,8 @@ void xConnCloseAfterFlush(xConn *conn) {
 void xConnClose(xConn *conn) {
     if (conn->closed) return;
     conn->closed = true;
-    xTimerStop(conn->ctx->loop, &conn->timer);
-    xEventLoopRemove(conn->ctx->loop, conn->fd);
+    xTimerStop(conn->net->loop, &conn->timer);
+    xEventLoopRemove(conn->net->loop, conn->fd);
     conn->transport->close(conn);
     close(conn->fd);
     conn->fd = -1;
@@ -286,8 +286,8 @@ void xConnClose(xConn *conn) {
 }
 
 void xConnSetTimeout(xConn *conn, uint32_t ms) {
-    if (ms) xTimerStart(conn->ctx->loop, &conn->timer, ms);
-    else xTimerStop(conn->ctx->loop, &conn->timer);
+    if (ms) xTimerStart(conn->net->loop, &conn->timer, ms);
+    else xTimerStop(conn->net->loop, &conn->timer);
 }
 
 static void on_timer(xEventLoop *loop, xTimer *timer) {

@@ -1,7 +1,9 @@
 /* connection.h — one accepted socket: its buffers, output queue, timer and
  * lifetime. Bytes cross the socket through a transport (plain here, TLS in
- * tls.c); protocols (HTTP/1.1, HTTP/2) sit on top through xConnProtocol and
- * never touch the socket, the transport or the loop's backend themselves. */
+ * xnet/tls/); protocols sit on top through xConnProtocol and never touch the
+ * socket, the transport or the loop's backend themselves.
+ *
+ * xnet knows nothing of HTTP: it may include xbase only. */
 #ifndef XNET_CONNECTION_H
 #define XNET_CONNECTION_H
 
@@ -12,12 +14,26 @@
 
 #include <xbase/buffer.h>
 #include <xbase/event.h>
-
-#include "xhttp/core/context.h"
+#include <xbase/memcache.h>
 
 /* Referenced bodies up to this size are copied: one contiguous send(2) costs
  * less than the extra iovec and sendmsg(2) a reference would need. */
 #define XCONN_COPY_BELOW 2048
+
+typedef struct xConn xConn;
+
+/** What every connection of one worker shares: its loop, pools and the list
+ *  of open connections. One per worker thread, so nothing here needs a lock.
+ *  A protocol layer embeds it as the first member of a context of its own. */
+typedef struct xNetContext {
+    xEventLoop *loop;
+    xBufferPool buffers;          /* read and write buffers of idle-able size */
+    xMemCache *mem;               /* small objects of libraries that allocate a lot */
+    uint32_t send_timeout_ms;     /* a blocked output queue gives up after this */
+    xConn *conns;                 /* every open connection, for shutdown */
+    size_t conn_count;
+    void (*on_conn_gone)(struct xNetContext *net);  /* after a connection is freed */
+} xNetContext;
 
 typedef struct xConnProtocol {
     void (*on_readable)(xConn *conn);  /**< bytes (or EOF) may be waiting */
@@ -59,13 +75,13 @@ typedef struct xOutRef {
 } xOutRef;
 
 struct xConn {
-    xHttpContext *ctx;
+    xNetContext *net;
     int fd;
     const xTransport *transport;
     void *transport_state;
     const xConnProtocol *proto;
     void *proto_state;
-    xConn *prev, *next;      /* ctx->conns */
+    xConn *prev, *next;      /* net->conns */
     xTimer timer;
     unsigned refs;           /* one while open, one per pending async response, one per dispatch */
 
@@ -89,7 +105,7 @@ struct xConn {
 };
 
 /** Wraps an accepted, non-blocking socket. Returns NULL (socket closed) on failure. */
-xConn *xConnCreate(xHttpContext *ctx, int fd, const xConnProtocol *proto, void *proto_state);
+xConn *xConnCreate(xNetContext *net, int fd, const xConnProtocol *proto, void *proto_state);
 
 /** Puts conn on another transport (before any I/O): TLS over the socket. */
 void xConnSetTransport(xConn *conn, const xTransport *transport, void *state);

@@ -1,35 +1,31 @@
-/* context.h — what every connection of one worker shares: its loop, the
- * server's settings and routes (read-only), and the worker's pools. One per
- * worker thread, so nothing here needs a lock. */
+/* context.h — what every HTTP connection of one worker shares: the network
+ * context below it (loop, pools, connections), the server's settings and
+ * routes (read-only), and pooled exchanges. One per worker thread, so nothing
+ * here needs a lock. */
 #ifndef XHTTP_CORE_CONTEXT_H
 #define XHTTP_CORE_CONTEXT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <xbase/buffer.h>
-#include <xbase/memcache.h>
-#include <xbase/event.h>
 #include <xhttp/server.h>
 
+#include "xnet/connection.h"
 #include "xhttp/core/router.h"
 
-typedef struct xConn xConn;
 typedef struct xHttpExchange xHttpExchange;
 
 typedef struct xHttpContext {
-    xEventLoop *loop;
+    xNetContext net;              /* first: a connection's net is its HTTP context */
     const xHttpServerConf *conf;
     const xRouter *router;
-    xBufferPool buffers;          /* read and write buffers of idle-able size */
-    xMemCache *mem;               /* small objects of libraries that allocate a lot */
     xHttpExchange *free_exchanges;/* pooled request/response objects */
     size_t free_exchange_count;
-    xConn *conns;                 /* every open connection, for shutdown */
-    size_t conn_count;
     bool draining;                /* graceful stop in progress */
-    void (*on_conn_gone)(struct xHttpContext *ctx);  /* after a connection is freed */
     void *owner;                  /* the worker that owns this context */
 } xHttpContext;
+
+/** The HTTP context of a connection an HTTP protocol serves. */
+static inline xHttpContext *xHttpContextOf(const xConn *conn) { return (xHttpContext *)conn->net; }
 
 #endif

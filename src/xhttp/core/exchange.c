@@ -32,7 +32,7 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     ex->res.headers = headers;
     ex->res.trailers = trailers;
     ex->res.status = 200;
-    ex->req.loop = ctx->loop;
+    ex->req.loop = ctx->net.loop;
     ex->match.num_params = 0;
     ex->streams_body = ex->body_paused = ex->body_ended = false;
     ex->reader = NULL;

@@ -112,11 +112,11 @@ static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const cha
     *p++ = ' ';
     p = put(p, reason, reason_len);
     p = put(p, "\r\nServer: xkit\r\nDate: ", 22);
-    p = put(p, xEventLoopHttpDate(h->conn->ctx->loop), 29);
+    p = put(p, xEventLoopHttpDate(h->conn->net->loop), 29);
     p = put(p, "\r\n", 2);
     if (fields && fields->len) p = put(p, fields->data, fields->len);
     p = put(p, framing, framing_len);
-    if (h->conn->ctx->draining) h->keep_alive = false;
+    if (xHttpContextOf(h->conn)->draining) h->keep_alive = false;
     /* A response that starts before its request's body has all arrived may
      * end before it too; the rest of the body is then not read at all. */
     if (h->state == XH1_STREAMING && !h->body_complete) h->keep_alive = false;
@@ -154,7 +154,7 @@ static void write_status(xHttp1 *h, int status) {
  * we can no longer tell where the next request would start. */
 static void reject(xHttp1 *h, int status) {
     if (h->ex) {
-        xHttpExchangeRelease(h->conn->ctx, h->ex);
+        xHttpExchangeRelease(xHttpContextOf(h->conn), h->ex);
         h->ex = NULL;
     }
     h->state = XH1_CLOSING;
@@ -166,7 +166,7 @@ static void reject(xHttp1 *h, int status) {
 
 static void finish(xHttp1 *h) {
     xConn *conn = h->conn;
-    xHttpExchangeRelease(conn->ctx, h->ex);
+    xHttpExchangeRelease(xHttpContextOf(conn), h->ex);
     h->ex = NULL;
     h->start = h->next_start;
     h->scanned = 0;
@@ -271,7 +271,7 @@ static void h1_body_wanted(xHttpExchange *ex) {
     if (h->continue_owed && !ex->res.head_sent) send_continue(h);
     h->continue_owed = false;
     /* The body timeout runs again: the client, not the reader, is waited for. */
-    if (!h->body_complete) xConnSetTimeout(h->conn, h->conn->ctx->conf->body_timeout_ms);
+    if (!h->body_complete) xConnSetTimeout(h->conn, xHttpContextOf(h->conn)->conf->body_timeout_ms);
     if (!h->in_batch) process(h);  /* otherwise the batch under way delivers */
 }
 
@@ -287,7 +287,7 @@ static xHttp1Limits limits_of(const xHttpServerConf *conf) {
 /* Parses the current head into the exchange's request. */
 static int parse_head(xHttp1 *h, xHttp1Request *req) {
     xConn *conn = h->conn;
-    xHttp1Limits limits = limits_of(conn->ctx->conf);
+    xHttp1Limits limits = limits_of(xHttpContextOf(conn)->conf);
     req->headers = h->ex->fields;
     int r = xHttp1ParseRequest(conn->in.data + h->start, conn->in.len - h->start, h->scanned, req, &limits);
     if (r > 0) {
@@ -346,7 +346,7 @@ static void dispatch(xHttp1 *h, xStr body) {
     /* The timer is left armed: it does nothing while a handler works, and
      * the response's end re-arms it, so disarming would be wasted work. */
     xConnRetain(conn);  /* released by finish(), however late the response */
-    xHttpExchangeDispatch(ex, conn->ctx->router);
+    xHttpExchangeDispatch(ex, xHttpContextOf(conn)->router);
     if (h->ex == ex && ex->streams_body && h->state == XH1_HANDLER) {
         /* A streaming route's request without a body: its reader is owed
          * the end, with nothing more to read. */
@@ -362,13 +362,13 @@ static bool route_exists(xHttp1 *h) {
     xRouteMatch match;
     const xHttpRequest *req = &h->ex->req;
     refresh_views(h);
-    return xRouterMatch(h->conn->ctx->router, req->method, req->path, &match) == XROUTE_FOUND;
+    return xRouterMatch(xHttpContextOf(h->conn)->router, req->method, req->path, &match) == XROUTE_FOUND;
 }
 
 static bool route_streams(xHttp1 *h) {
     const xHttpRequest *req = &h->ex->req;
     refresh_views(h);
-    return xHttpExchangeRouteStreams(h->conn->ctx->router, req->method, req->path);
+    return xHttpExchangeRouteStreams(xHttpContextOf(h->conn)->router, req->method, req->path);
 }
 
 /* A streaming route: the handler gets the request now. Its head moves to the
@@ -388,7 +388,7 @@ static void begin_streaming(xHttp1 *h, const xHttp1Request *req) {
     h->body_pos = h->raw_pos = h->next_start = body_start;
     memset(&h->chunked, 0, sizeof h->chunked);
     h->continue_owed = req->expect_continue && !h->http10 && in->len == body_start;
-    xConnSetTimeout(h->conn, h->conn->ctx->conf->body_timeout_ms);
+    xConnSetTimeout(h->conn, xHttpContextOf(h->conn)->conf->body_timeout_ms);
     h->state = XH1_STREAMING;
     xStr none = {in->data + body_start, 0};
     dispatch(h, none);
@@ -415,7 +415,7 @@ static bool try_upgrade(xHttp1 *h, const xHttp1Request *req) {
     const xHttpRequest *r = &h->ex->req;
     /* h2c is cleartext only (RFC 9113 §3.1): over TLS, ALPN chose HTTP/1.1. */
     if (!req->upgrade || h->http10 || req->chunked || req->content_length > 0 ||
-        !(h->conn->ctx->conf->protocols & XHTTP_PROTO_HTTP2) || h->conn->transport->secure ||
+        !(xHttpContextOf(h->conn)->conf->protocols & XHTTP_PROTO_HTTP2) || h->conn->transport->secure ||
         !xHttpRequestHeader(r, "upgrade", &upgrade) || !list_has_token(upgrade, "h2c") ||
         !xHttpRequestHeader(r, "http2-settings", &settings) ||
         settings.len > XH1_MAX_UPGRADE_SETTINGS * 4 / 3)
@@ -431,7 +431,7 @@ static bool try_upgrade(xHttp1 *h, const xHttp1Request *req) {
 }
 
 static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) {
-    const xHttpServerConf *conf = h->conn->ctx->conf;
+    const xHttpServerConf *conf = xHttpContextOf(h->conn)->conf;
     xBuffer *in = &h->conn->in;
     h->head_len = head_len;
     h->keep_alive = req->keep_alive;
@@ -491,8 +491,8 @@ typedef enum xStep { XSTEP_AGAIN, XSTEP_NEED_INPUT, XSTEP_STOP } xStep;
 static xStep sniff_preface(xHttp1 *h, size_t avail) {
     xConn *conn = h->conn;
     size_t n = avail < XHTTP2_PREFACE_LEN ? avail : XHTTP2_PREFACE_LEN;
-    bool h2 = conn->ctx->conf->protocols & XHTTP_PROTO_HTTP2;
-    bool h1 = conn->ctx->conf->protocols & XHTTP_PROTO_HTTP1;
+    bool h2 = xHttpContextOf(conn)->conf->protocols & XHTTP_PROTO_HTTP2;
+    bool h1 = xHttpContextOf(conn)->conf->protocols & XHTTP_PROTO_HTTP1;
     if (!h2 || (h1 && memcmp(conn->in.data + h->start, XHTTP2_PREFACE, n) != 0)) return XSTEP_AGAIN;
     /* An HTTP/2-only server lets nghttp2 judge the preface (and refuse a
      * bad one with GOAWAY) rather than answer in HTTP/1.1. */
@@ -509,7 +509,7 @@ static xStep step_head(xHttp1 *h) {
         xStep sniffed = sniff_preface(h, avail);
         if (sniffed != XSTEP_AGAIN) return sniffed;
     }
-    if (!h->ex && !(h->ex = xHttpExchangeAcquire(conn->ctx))) {
+    if (!h->ex && !(h->ex = xHttpExchangeAcquire(xHttpContextOf(conn)))) {
         reject(h, 500);
         return XSTEP_STOP;
     }
@@ -522,7 +522,7 @@ static xStep step_head(xHttp1 *h) {
         h->scanned = avail;
         if (!h->head_timer_armed) {
             h->head_timer_armed = true;
-            xConnSetTimeout(conn, conn->ctx->conf->header_timeout_ms);
+            xConnSetTimeout(conn, xHttpContextOf(conn)->conf->header_timeout_ms);
         }
         return XSTEP_NEED_INPUT;
     }
@@ -545,7 +545,7 @@ static xStep step_body(xHttp1 *h) {
 
 static xStep step_chunked(xHttp1 *h) {
     xBuffer *in = &h->conn->in;
-    const xHttpServerConf *conf = h->conn->ctx->conf;
+    const xHttpServerConf *conf = xHttpContextOf(h->conn)->conf;
     size_t body_start = h->start + h->head_len;
     size_t written = 0;
     ssize_t used = xHttp1ChunkedDecode(&h->chunked, in->data + h->raw_pos, in->len - h->raw_pos,
@@ -599,7 +599,7 @@ static xStep step_stream(xHttp1 *h) {
     } else if (h->chunked_body) {
         ssize_t used = xHttp1ChunkedDecode(&h->chunked, in->data + h->raw_pos, in->len - h->raw_pos,
                                            in->data + body_start, &n, XH1_MAX_CHUNK_LINE,
-                                           h->conn->ctx->conf->max_header_size);
+                                           xHttpContextOf(h->conn)->conf->max_header_size);
         if (used < 0) {
             fail_stream(h, h->chunked.error_status);
             return XSTEP_STOP;
@@ -637,7 +637,7 @@ static bool make_room(xHttp1 *h) {
     xBuffer *in = &conn->in;
     if (!in->data) {
         h->start = h->scanned = 0;
-        return xBufferPoolAcquire(&conn->ctx->buffers, in) == XOK;
+        return xBufferPoolAcquire(&conn->net->buffers, in) == XOK;
     }
     if (in->len < in->cap) return true;
     if (h->start > 0) {
@@ -645,7 +645,7 @@ static bool make_room(xHttp1 *h) {
         return true;
     }
     if (h->state != XH1_CHUNKED) return false;
-    const xHttpServerConf *conf = conn->ctx->conf;
+    const xHttpServerConf *conf = xHttpContextOf(conn)->conf;
     size_t ceiling = conf->max_body_size + conf->max_header_size + 2 * XH1_MAX_CHUNK_LINE;
     size_t cap = in->cap * 2 < ceiling ? in->cap * 2 : ceiling;
     return cap > in->cap && resize_input(h, cap);
@@ -665,7 +665,7 @@ static bool fill(xHttp1 *h) {
     if (n > 0) {
         in->len += (size_t)n;
         if (h->state == XH1_BODY || h->state == XH1_CHUNKED || h->state == XH1_STREAMING)
-            xConnSetTimeout(conn, conn->ctx->conf->body_timeout_ms);
+            xConnSetTimeout(conn, xHttpContextOf(conn)->conf->body_timeout_ms);
         return true;
     }
     if (n < 0 && errno == EINTR) return true;
@@ -703,7 +703,7 @@ static void switch_to_http2(xHttp1 *h) {
         reject(h, 500);
         return;
     }
-    if (h->ex) xHttpExchangeRelease(conn->ctx, h->ex);
+    if (h->ex) xHttpExchangeRelease(xHttpContextOf(conn), h->ex);
     free(h);
 }
 
@@ -714,7 +714,7 @@ static void arm_timer(xHttp1 *h) {
     /* Before the first request the accept-time header timeout stands, so a
      * client that connects and sends nothing is dropped as early as a slow one. */
     if (h->state == XH1_HEAD && h->start == conn->in.len && h->served)
-        xConnSetTimeout(conn, conn->ctx->conf->idle_timeout_ms);
+        xConnSetTimeout(conn, xHttpContextOf(conn)->conf->idle_timeout_ms);
 }
 
 /* Gives the read buffer back to the pool once nothing in it is needed, so an
@@ -722,10 +722,10 @@ static void arm_timer(xHttp1 *h) {
 static void release_input(xHttp1 *h) {
     xConn *conn = h->conn;
     if (h->state != XH1_HEAD || h->start != conn->in.len) return;
-    xBufferPoolRelease(&conn->ctx->buffers, &conn->in);
+    xBufferPoolRelease(&conn->net->buffers, &conn->in);
     h->start = h->scanned = 0;
     if (h->ex) {
-        xHttpExchangeRelease(conn->ctx, h->ex);
+        xHttpExchangeRelease(xHttpContextOf(conn), h->ex);
         h->ex = NULL;
     }
 }
@@ -812,7 +812,7 @@ static void on_close(xConn *conn) {
          * ends it later; with one, it has let go and we end it here. */
         if (xHttpExchangeAbort(h->ex)) h1_end(h->ex);
     } else {
-        xHttpExchangeRelease(conn->ctx, h->ex);
+        xHttpExchangeRelease(xHttpContextOf(conn), h->ex);
         h->ex = NULL;
     }
 }
@@ -825,7 +825,7 @@ static const xConnProtocol h1_protocol = {on_readable, on_flushed, on_timeout,
 bool xHttp1Accept(xHttpContext *ctx, int fd) {
     xHttp1 *h = calloc(1, sizeof *h);
     if (!h) return false;
-    xConn *conn = xConnCreate(ctx, fd, &h1_protocol, h);
+    xConn *conn = xConnCreate(&ctx->net, fd, &h1_protocol, h);
     if (!conn) {
         free(h);
         return false;
@@ -841,7 +841,7 @@ bool xHttp1Start(xConn *conn) {
     if (!h) return false;
     h->conn = conn;
     h->state = XH1_HEAD;
-    xConnSetTimeout(conn, conn->ctx->conf->header_timeout_ms);
+    xConnSetTimeout(conn, xHttpContextOf(conn)->conf->header_timeout_ms);
     xConnSetProtocol(conn, &h1_protocol, h);
     return true;
 }

@@ -232,7 +232,7 @@ static void stream_free(xH2Stream *s) {
     if (s->next) s->next->prev = s->prev;
     release_ref(s);
     release_out(s);
-    if (s->ex) xHttpExchangeRelease(h2->conn->ctx, s->ex);
+    if (s->ex) xHttpExchangeRelease(xHttpContextOf(h2->conn), s->ex);
     release_fields(s);
     bool held_conn = s->dispatched;
     xConn *conn = h2->conn;
@@ -322,7 +322,7 @@ static void deliver_body(xHttp2 *h2, xH2Stream *s) {
 
 static void dispatch(xHttp2 *h2, xH2Stream *s) {
     xConn *conn = h2->conn;
-    xHttpExchange *ex = xHttpExchangeAcquire(conn->ctx);
+    xHttpExchange *ex = xHttpExchangeAcquire(xHttpContextOf(conn));
     if (!ex) {
         nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
         return;
@@ -341,7 +341,7 @@ static void dispatch(xHttp2 *h2, xH2Stream *s) {
         xHttpExchangeSendStatus(ex, s->reject_status);
         return;
     }
-    xHttpExchangeDispatch(ex, conn->ctx->router);
+    xHttpExchangeDispatch(ex, xHttpContextOf(conn)->router);
     if (ex->streams_body) deliver_body(h2, s);
 }
 
@@ -433,7 +433,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, nghtt
      * stop storing and answer 431 once the block ends. */
     h2->progress += name.len + value.len;
     s->header_bytes += name.len + value.len + 32;
-    if (s->header_bytes > h2->conn->ctx->conf->max_header_size) {
+    if (s->header_bytes > xHttpContextOf(h2->conn)->conf->max_header_size) {
         s->reject_status = 431;
         return 0;
     }
@@ -466,11 +466,11 @@ static void refuse_body(xHttp2 *h2, xH2Stream *s) {
  * refused before it is sent. */
 static bool begin_body(xHttp2 *h2, xH2Stream *s) {
     if (!s->reject_status &&
-        xHttpExchangeRouteStreams(h2->conn->ctx->router, s->method.value, path_of(s->path.value))) {
+        xHttpExchangeRouteStreams(xHttpContextOf(h2->conn)->router, s->method.value, path_of(s->path.value))) {
         s->streams_body = true;
         return true;
     }
-    if (s->declared_length > (int64_t)h2->conn->ctx->conf->max_body_size) refuse_body(h2, s);
+    if (s->declared_length > (int64_t)xHttpContextOf(h2->conn)->conf->max_body_size) refuse_body(h2, s);
     return false;
 }
 
@@ -483,7 +483,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
         /* Held until its reader takes it: the stream's window reopens then;
          * the connection's now, while the readers hold under one window. */
         if (xBufferAppend(&s->body, data, len) != XOK) return NGHTTP2_ERR_CALLBACK_FAILURE;
-        if (h2->held_returned + len <= h2->conn->ctx->conf->http2_window) {
+        if (h2->held_returned + len <= xHttpContextOf(h2->conn)->conf->http2_window) {
             nghttp2_session_consume_connection(session, len);
             h2->held_returned += len;
             s->body_returned += len;
@@ -495,7 +495,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
     if (s && (s->reject_status || (s->ex && s->ex->res.ended))) nghttp2_session_consume_connection(session, len);
     else nghttp2_session_consume(session, stream_id, len);
     if (!s || s->reject_status || s->streams_body) return 0;
-    if (s->body.len + len > h2->conn->ctx->conf->max_body_size) {
+    if (s->body.len + len > xHttpContextOf(h2->conn)->conf->max_body_size) {
         refuse_body(h2, s);
         return 0;
     }
@@ -709,7 +709,7 @@ static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy
         if (with_body && copy) {
             /* A whole body: a block from the worker's cache, handed to the
              * output queue by reference and released by it. */
-            char *block = xMemCacheAlloc(s->h2->conn->ctx->mem, len);
+            char *block = xMemCacheAlloc(s->h2->conn->net->mem, len);
             if (block) {
                 memcpy(block, body, len);
                 s->out = (xBuffer){block, len, len};
@@ -801,7 +801,7 @@ static xH2Wait current_wait(const xHttp2 *h2, bool *mid_headers) {
  * dropped; the timer is left alone while the same wait makes no progress. */
 static void arm_timer(xHttp2 *h2) {
     xConn *conn = h2->conn;
-    const xHttpServerConf *conf = conn->ctx->conf;
+    const xHttpServerConf *conf = xHttpContextOf(conn)->conf;
     if (conn->closed || conn->write_blocked || conn->lingering) return;
     bool mid_headers = false;
     xH2Wait wait = current_wait(h2, &mid_headers);
@@ -860,7 +860,7 @@ static void on_readable(xConn *conn) {
     h2->in_batch = true;
     bool ok = true;
     while (ok && conn->readable && !conn->closed && !conn->close_after_flush) {
-        if (xBufferPoolAcquire(&conn->ctx->buffers, &conn->in) != XOK) break;
+        if (xBufferPoolAcquire(&conn->net->buffers, &conn->in) != XOK) break;
         ssize_t n = xConnRecv(conn, conn->in.data, conn->in.cap);
         if (n > 0) {
             ok = feed(h2, conn->in.data, (size_t)n);
@@ -873,7 +873,7 @@ static void on_readable(xConn *conn) {
     }
     h2->in_batch = false;
     if (!conn->closed) {
-        xBufferPoolRelease(&conn->ctx->buffers, &conn->in);
+        xBufferPoolRelease(&conn->net->buffers, &conn->in);
         if (!conn->close_after_flush) pump(h2);
         else xConnFlush(conn);
     }
@@ -915,15 +915,15 @@ static void on_drain(xConn *conn) {
     if (h2->draining) return;
     h2->draining = true;
     nghttp2_submit_shutdown_notice(h2->session);
-    xTimerStart(conn->ctx->loop, &h2->goaway_timer, XH2_GOAWAY_GRACE_MS < conn->ctx->conf->shutdown_timeout_ms / 2
+    xTimerStart(conn->net->loop, &h2->goaway_timer, XH2_GOAWAY_GRACE_MS < xHttpContextOf(conn)->conf->shutdown_timeout_ms / 2
                                                         ? XH2_GOAWAY_GRACE_MS
-                                                        : conn->ctx->conf->shutdown_timeout_ms / 2);
+                                                        : xHttpContextOf(conn)->conf->shutdown_timeout_ms / 2);
     pump(h2);
 }
 
 static void on_close(xConn *conn) {
     xHttp2 *h2 = conn->proto_state;
-    xTimerStop(conn->ctx->loop, &h2->goaway_timer);
+    xTimerStop(conn->net->loop, &h2->goaway_timer);
     h2->ready = h2->ready_tail = NULL;
     xH2Stream *next;
     for (xH2Stream *s = h2->streams; s; s = next) {
@@ -1033,7 +1033,7 @@ static bool adopt_upgrade(xHttp2 *h2, const xHttp2Upgrade *up) {
 
 bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade) {
     xHttp2 *h2 = calloc(1, sizeof *h2);
-    if (!h2 || !(h2->session = make_session(h2, conn->ctx->conf, conn->ctx->mem))) {
+    if (!h2 || !(h2->session = make_session(h2, xHttpContextOf(conn)->conf, conn->net->mem))) {
         free(h2);
         return false;  /* the connection is still the caller's */
     }
@@ -1052,7 +1052,7 @@ bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade) {
     h2->in_batch = false;
     conn->in.len = 0;
     if (!conn->closed) {
-        xBufferPoolRelease(&conn->ctx->buffers, &conn->in);
+        xBufferPoolRelease(&conn->net->buffers, &conn->in);
         if (ok) pump(h2);
         if (ok && conn->readable && !conn->closed) on_readable(conn);
     }

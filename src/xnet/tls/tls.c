@@ -951,7 +951,7 @@ static void handshake_nothing(xConn *conn) {}
 static const xConnProtocol handshake_protocol = {handshake, handshake, handshake_timeout,
                                                  handshake_timeout, handshake_nothing, handshake_nothing};
 
-bool xTlsAccept(xHttpContext *ctx, xTlsServer *srv, int fd, xTlsStartFn start) {
+bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd, xTlsStartFn start) {
     xTlsConn *t = calloc(1, sizeof *t);
     if (!t) {
         close(fd);
@@ -978,7 +978,7 @@ bool xTlsAccept(xHttpContext *ctx, xTlsServer *srv, int fd, xTlsStartFn start) {
         SSL_set_msg_callback(t->ssl, on_message);
         SSL_set_msg_callback_arg(t->ssl, &t->handoff);
     }
-    xConn *conn = xConnCreate(ctx, fd, &handshake_protocol, NULL);
+    xConn *conn = xConnCreate(net, fd, &handshake_protocol, NULL);
     if (!conn) {
         tls_state_free(t);
         return false;

@@ -11,7 +11,6 @@
 #include <xhttp/tls.h>
 
 #include "xnet/connection.h"
-#include "xhttp/core/context.h"
 
 /** One TLS listener's settings and current certificates; shared by every
  *  worker (its state is locked where workers meet: accept and tickets). */
@@ -39,7 +38,7 @@ void xTlsLogKernelSupport(const xTlsConf *conf);
 
 /** Takes an accepted socket: handshakes, then calls start. Returns false
  *  (socket closed) on allocation failure. */
-bool xTlsAccept(xHttpContext *ctx, xTlsServer *srv, int fd, xTlsStartFn start);
+bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd, xTlsStartFn start);
 
 /** Fills info for a connection on the TLS transport; false for any other. */
 bool xTlsConnInfo(const xConn *conn, xTlsInfo *info);

@@ -305,7 +305,7 @@ static int open_record(xTlsRecords *r, unsigned char *rec, size_t body_len, unsi
 /* ---- Writing ---- */
 
 static void release_out(xConn *conn, xTlsRecords *r) {
-    xMemCacheFree(conn->ctx->mem, r->out);
+    xMemCacheFree(conn->net->mem, r->out);
     r->out = NULL;
     r->out_cap = r->out_start = r->out_end = 0;
 }
@@ -314,7 +314,7 @@ static void release_out(xConn *conn, xTlsRecords *r) {
 static bool write_out(xConn *conn, xTlsRecords *r) {
     while (r->out_start < r->out_end) {
         struct iovec v = {r->out + r->out_start, r->out_end - r->out_start};
-        ssize_t w = xEventLoopSendv(conn->ctx->loop, conn->fd, &v, 1);
+        ssize_t w = xEventLoopSendv(conn->net->loop, conn->fd, &v, 1);
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN) r->error = errno;
@@ -330,7 +330,7 @@ static bool write_out(xConn *conn, xTlsRecords *r) {
  * sealed already, and tries to send it. */
 static bool send_control(xConn *conn, xTlsRecords *r, int type, const unsigned char *payload, size_t len) {
     if (!r->out) {
-        r->out = xMemCacheAlloc(conn->ctx->mem, CONTROL_ROOM);
+        r->out = xMemCacheAlloc(conn->net->mem, CONTROL_ROOM);
         if (!r->out) return false;
         r->out_cap = CONTROL_ROOM;
     }
@@ -382,7 +382,7 @@ static ssize_t records_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
     if (total > fit) total = fit;
     records = (total + REC_PLAIN_MAX - 1) / REC_PLAIN_MAX;
     r->out_cap = total + records * record_overhead(r) + CONTROL_ROOM;
-    r->out = xMemCacheAlloc(conn->ctx->mem, r->out_cap);
+    r->out = xMemCacheAlloc(conn->net->mem, r->out_cap);
     if (!r->out) {
         r->out_cap = 0;
         errno = ENOMEM;
@@ -516,7 +516,7 @@ static int next_record(xConn *conn, xTlsRecords *r) {
 /* Reads more of the socket into the input block. Like recv(2); *room is
  * what was asked for. */
 static ssize_t fill_input(xConn *conn, xTlsRecords *r, size_t *room) {
-    if (!r->in && !(r->in = xMemCacheAlloc(conn->ctx->mem, IN_CAP))) {
+    if (!r->in && !(r->in = xMemCacheAlloc(conn->net->mem, IN_CAP))) {
         errno = ENOMEM;
         return -1;
     }
@@ -526,7 +526,7 @@ static ssize_t fill_input(xConn *conn, xTlsRecords *r, size_t *room) {
         r->in_start = 0;
     }
     *room = IN_CAP - r->in_end;
-    ssize_t n = xEventLoopRecv(conn->ctx->loop, conn->fd, r->in + r->in_end, *room);
+    ssize_t n = xEventLoopRecv(conn->net->loop, conn->fd, r->in + r->in_end, *room);
     if (n > 0) r->in_end += (size_t)n;
     return n;
 }
@@ -571,7 +571,7 @@ static ssize_t records_recv(xConn *conn, char *buf, size_t len) {
         }
     }
     if (r->in && r->in_start == r->in_end && !r->plain_len) {
-        xMemCacheFree(conn->ctx->mem, r->in);
+        xMemCacheFree(conn->net->mem, r->in);
         r->in = NULL;
         r->in_start = r->in_end = 0;
     }
@@ -615,8 +615,8 @@ static void records_free(xConn *conn) {
     if (!r) return;
     EVP_CIPHER_CTX_free(r->open);
     EVP_CIPHER_CTX_free(r->seal);
-    xMemCacheFree(conn->ctx->mem, r->in);
-    xMemCacheFree(conn->ctx->mem, r->out);
+    xMemCacheFree(conn->net->mem, r->in);
+    xMemCacheFree(conn->net->mem, r->out);
     xTlsSummaryFree(&r->summary);
     OPENSSL_cleanse(&r->traffic, sizeof r->traffic);
     free(r);
