@@ -29,12 +29,11 @@
 #include <xbase/log.h>
 
 #include "xnet/connection.h"
+#include "xnet/tls/tls.h"
 #include "xhttp/core/context.h"
 #include "xhttp/core/exchange.h"
-#include "xhttp/http1/http1.h"
-#include "xhttp/http2/http2.h"
 #include "xhttp/core/router.h"
-#include "xnet/tls/tls.h"
+#include "xhttp/upgrade/upgrade.h"
 
 #define XSERVER_MAX_LISTENERS 8
 #define XSERVER_BACKLOG 4096
@@ -60,6 +59,7 @@ struct xHttpServer {
     int nworkers;
     int nlisteners;
     xTlsServer *tls[XSERVER_MAX_LISTENERS];  /* per listener; NULL: plain */
+    xUpgradePlan plans[XSERVER_MAX_LISTENERS];/* per listener: what its connections speak */
     char last_error[512];
     uint16_t first_port;
     bool attached;        /* lives on a caller's loop */
@@ -191,17 +191,11 @@ static void shed_one(xWorker *w, int listen_fd) {
     w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-/* After the TLS handshake: the protocol that ALPN chose. */
-static bool start_protocol(xConn *conn, const char *alpn) {
-    if (strcmp(alpn, "h2") == 0) return xHttp2Start(conn, 0, NULL);
-    return xHttp1Start(conn);
-}
-
 static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *arg) {
     xWorker *w = arg;
-    xTlsServer *tls = NULL;
-    for (int i = 0; i < w->server->nlisteners; i++)
-        if (w->listen_fds[i] == listen_fd) tls = w->server->tls[i];
+    int slot = 0;
+    while (slot < w->server->nlisteners - 1 && w->listen_fds[slot] != listen_fd) slot++;
+    xTlsServer *tls = w->server->tls[slot];
     for (;;) {
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -220,8 +214,8 @@ static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *ar
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (tls) xTlsAccept(&w->ctx.net, tls, fd, start_protocol);
-        else xHttp1Accept(&w->ctx, fd);
+        if (tls) xTlsAccept(&w->ctx.net, tls, fd);
+        else xUpgradeAccept(&w->ctx, fd, &w->server->plans[slot]);
     }
 }
 
@@ -246,6 +240,7 @@ static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
     w->ctx.conf = &server->conf;
     w->ctx.net.send_timeout_ms = server->conf.send_timeout_ms;
     w->ctx.router = server->router;
+    w->ctx.upgrades = &xUpgradeRequests;
     w->ctx.owner = w;
     w->ctx.net.on_conn_gone = on_conn_gone;
     size_t block = server->conf.max_header_size + 4096 > 16384 ? server->conf.max_header_size + 4096 : 16384;
@@ -398,7 +393,8 @@ static xErrno listen_failed(xHttpServer *server, xErrno err, const char *host, u
 
 /* Opens one SO_REUSEPORT socket per worker on host:port, as listener slot
  * server->nlisteners; tls (may be NULL) is the slot's from then on. */
-static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xTlsServer *tls) {
+static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xTlsServer *tls,
+                        const xUpgradePlan *plan) {
     if (server->running || server->nlisteners == XSERVER_MAX_LISTENERS) {
         snprintf(server->last_error, sizeof server->last_error, "cannot listen: %s",
                  server->running ? "the server is running" : "too many listeners");
@@ -434,6 +430,7 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
     }
     if (slot == 0) server->first_port = port_of(server->workers[0].listen_fds[0]);
     server->tls[slot] = tls;
+    server->plans[slot] = *plan;
     server->nlisteners++;
     server->last_error[0] = '\0';
     if (server->attached) {
@@ -445,7 +442,9 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
 }
 
 xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port) {
-    return listen_on(server, host, port, NULL);
+    xUpgradePlan plan;
+    xUpgradePlanListener(&plan, server->conf.protocols, NULL, server->last_error, sizeof server->last_error);
+    return listen_on(server, host, port, NULL, &plan);
 }
 
 xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port, const xTlsConf *conf) {
@@ -453,9 +452,17 @@ xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port
         snprintf(server->last_error, sizeof server->last_error, "tls: no configuration given");
         return XERR_INVALID;
     }
-    xTlsServer *tls = xTlsServerCreate(conf, server->conf.protocols, server->last_error, sizeof server->last_error);
+    int slot = server->nlisteners;
+    if (slot == XSERVER_MAX_LISTENERS) return listen_on(server, host, port, NULL, NULL);  /* says why */
+    /* The plan lives in its slot: the TLS callbacks point at it. */
+    xUpgradePlan *plan = &server->plans[slot];
+    if (!xUpgradePlanListener(plan, server->conf.protocols, conf->alpn, server->last_error,
+                              sizeof server->last_error))
+        return XERR_TLS;
+    xTlsListen listen = xUpgradeTlsListen(plan);
+    xTlsServer *tls = xTlsServerCreate(conf, &listen, server->last_error, sizeof server->last_error);
     if (!tls) return XERR_TLS;
-    xErrno err = listen_on(server, host, port, tls);
+    xErrno err = listen_on(server, host, port, tls, plan);
     if (err != XOK) {
         xTlsServerDestroy(tls);
         return err;

@@ -35,7 +35,7 @@ static void plain_shutdown_write(xConn *conn) { shutdown(conn->fd, SHUT_WR); }
 static void plain_nothing(xConn *conn) {}
 
 const xTransport xConnPlainTransport = {plain_recv, plain_sendv, plain_shutdown_write,
-                                        plain_nothing, plain_nothing, false, NULL};
+                                        plain_nothing, plain_nothing, false, NULL, NULL};
 
 /* ---- Lifetime ---- */
 
@@ -72,7 +72,7 @@ void xConnSetTransport(xConn *conn, const xTransport *transport, void *state) {
 void xConnSetProtocol(xConn *conn, const xConnProtocol *proto, void *state) {
     conn->proto = proto;
     conn->proto_state = state;
-    if (conn->readable && !conn->closed) {
+    if ((conn->readable || conn->in.len) && !conn->closed) {
         xConnRetain(conn);
         proto->on_readable(conn);
         xConnRelease(conn);

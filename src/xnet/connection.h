@@ -21,6 +21,7 @@
 #define XCONN_COPY_BELOW 2048
 
 typedef struct xConn xConn;
+struct xTlsInfo;  /* <xhttp/tls.h>: filled by a TLS transport */
 
 /** What every connection of one worker shares: its loop, pools and the list
  *  of open connections. One per worker thread, so nothing here needs a lock.
@@ -59,6 +60,9 @@ typedef struct xTransport {
      *  once the queue is empty: true when none are left, false with errno
      *  (EAGAIN: wait for the socket). NULL: it never makes any. */
     bool (*flush)(xConn *conn);
+    /** Fills what a handler may learn of the connection's TLS session; NULL
+     *  on a transport without one. */
+    bool (*tls_info)(const xConn *conn, struct xTlsInfo *info);
 } xTransport;
 
 /** The socket itself, every connection's transport until told otherwise. */
@@ -111,11 +115,17 @@ xConn *xConnCreate(xNetContext *net, int fd, const xConnProtocol *proto, void *p
 void xConnSetTransport(xConn *conn, const xTransport *transport, void *state);
 
 /** Hands conn to another protocol; the old one has freed its state. If
- *  input may be waiting, the new protocol's on_readable runs at once. */
+ *  input may be waiting (in the socket, or already read into conn->in), the
+ *  new protocol's on_readable runs at once. */
 void xConnSetProtocol(xConn *conn, const xConnProtocol *proto, void *state);
 
 void xConnRetain(xConn *conn);
 void xConnRelease(xConn *conn);
+
+/** Fills info from conn's TLS session; false when conn is not on TLS. */
+static inline bool xConnTlsInfo(const xConn *conn, struct xTlsInfo *info) {
+    return conn && conn->transport->tls_info && conn->transport->tls_info(conn, info);
+}
 
 /** Reads into buf. Returns bytes read, 0 at end of stream, or -1 with errno
  *  (EAGAIN once the socket is drained: conn->readable is then false). */

@@ -15,10 +15,27 @@
 
 typedef struct xHttpExchange xHttpExchange;
 
+/** Protocol changes HTTP/1.1 may ask for. upgrade/ implements them; it sits
+ *  above the protocols, so they reach it only through this table. */
+typedef struct xHttpUpgrades {
+    /** req asked for "Upgrade:". When a protocol it names can be served,
+     *  queues the 101 and returns what the switch needs; NULL: serve req as
+     *  it is. */
+    void *(*offer)(xConn *conn, const xHttpRequest *req, bool has_body);
+    /** Hands conn over after the batch that answered 101; conn->in[start,)
+     *  holds what followed the request, req is still valid. Frees pending.
+     *  False when the new protocol could not start: conn is still the
+     *  caller's. */
+    bool (*take)(xConn *conn, void *pending, const xHttpRequest *req, size_t start);
+    /** Frees a pending switch that will not happen. */
+    void (*drop)(void *pending);
+} xHttpUpgrades;
+
 typedef struct xHttpContext {
     xNetContext net;              /* first: a connection's net is its HTTP context */
     const xHttpServerConf *conf;
     const xRouter *router;
+    const xHttpUpgrades *upgrades;
     xHttpExchange *free_exchanges;/* pooled request/response objects */
     size_t free_exchange_count;
     bool draining;                /* graceful stop in progress */

@@ -1,9 +1,11 @@
 /* exchange.c — the handler-facing request and response, and routing. */
 #include "xhttp/core/exchange.h"
-#include "xnet/tls/tls.h"
+#include "xhttp/core/tokens.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include <xhttp/tls.h>
 
 /* Exchanges kept for reuse per worker; beyond this they go back to malloc. */
 #define XEXCHANGE_POOL_MAX 1024
@@ -172,20 +174,9 @@ xStr xHttpRequestParam(const xHttpRequest *req, const char *name) {
     return none;
 }
 
-static bool name_equals_nocase(xStr a, const char *b) {
-    if (a.len != strlen(b)) return false;
-    for (size_t i = 0; i < a.len; i++) {
-        unsigned x = (unsigned char)a.data[i], y = (unsigned char)b[i];
-        if (x - 'A' < 26u) x += 32;
-        if (y - 'A' < 26u) y += 32;
-        if (x != y) return false;
-    }
-    return true;
-}
-
 bool xHttpRequestHeader(const xHttpRequest *req, const char *name, xStr *value) {
     for (size_t i = 0; i < req->num_headers; i++) {
-        if (name_equals_nocase(req->headers[i].name, name)) {
+        if (xHttpNameEquals(req->headers[i].name, name)) {
             *value = req->headers[i].value;
             return true;
         }
@@ -202,23 +193,14 @@ bool xHttpRequestHeaderAt(const xHttpRequest *req, size_t i, xStr *name, xStr *v
 
 /* ---- Response ---- */
 
-/* RFC 9110 tchar, as a table: header names are checked on every response. */
-static const bool token_chars[256] = {
-    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
-    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
-    ['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1,
-};
-
-static bool is_token_char(unsigned char c) { return token_chars[c]; }
-
 /* Fields the server frames itself; letting a handler set them would allow it
  * to contradict the framing (and so smuggle a response). */
 static bool is_reserved_field(xStr name) {
     switch (name.len) {
-    case 4: return name_equals_nocase(name, "date");
-    case 10: return name_equals_nocase(name, "connection");
-    case 14: return name_equals_nocase(name, "content-length");
-    case 17: return name_equals_nocase(name, "transfer-encoding");
+    case 4: return xHttpNameEquals(name, "date");
+    case 10: return xHttpNameEquals(name, "connection");
+    case 14: return xHttpNameEquals(name, "content-length");
+    case 17: return xHttpNameEquals(name, "transfer-encoding");
     }
     return false;
 }
@@ -242,7 +224,7 @@ static xErrno append_field(xBuffer *lines, const char *name, const char *value) 
     size_t vl = strlen(value);
     if (n.len == 0 || is_reserved_field(n) || !is_field_value(value, vl)) return XERR_INVALID;
     for (size_t i = 0; i < n.len; i++)
-        if (!is_token_char((unsigned char)name[i])) return XERR_INVALID;
+        if (!xHttpIsTokenChar((unsigned char)name[i])) return XERR_INVALID;
     xErrno err = xBufferReserve(lines, n.len + vl + 4);
     if (err != XOK) return err;
     char *p = lines->data + lines->len;
@@ -346,4 +328,4 @@ const char *xHttpStatusReason(int status) {
     return "Unknown";
 }
 
-bool xHttpRequestTls(const xHttpRequest *req, xTlsInfo *info) { return xTlsConnInfo(req->conn, info); }
+bool xHttpRequestTls(const xHttpRequest *req, xTlsInfo *info) { return xConnTlsInfo(req->conn, info); }

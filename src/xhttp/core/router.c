@@ -7,6 +7,7 @@
  * Parameter names live with each route, not in the trie: "/a/:x" and
  * "/a/:y/b" share the parameter node and still report their own names. */
 #include "xhttp/core/router.h"
+#include "xhttp/core/tokens.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -69,12 +70,6 @@ static int compare_str(xStr a, xStr b) {
 
 static bool str_eq(xStr a, xStr b) { return a.len == b.len && memcmp(a.data, b.data, a.len) == 0; }
 
-/* RFC 9110 §5.6.2 tchar. */
-static bool is_tchar(unsigned char c) {
-    if ((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) return true;
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
 /* The segment that starts at p, ending at the next '/' or at end. */
 static xStr segment_at(const char *p, const char *end) {
     const char *slash = memchr(p, '/', (size_t)(end - p));
@@ -101,7 +96,7 @@ static xErrno parse_method(xRoute *route, const char **pattern) {
         *pattern = s;
         return XOK;
     }
-    while (is_tchar((unsigned char)*s)) s++;
+    while (xHttpIsTokenChar((unsigned char)*s)) s++;
     if (s == route->spec || s[0] != ' ' || s[1] != '/') return XERR_INVALID;
     route->method.len = (size_t)(s - route->spec);
     *pattern = s + 1;

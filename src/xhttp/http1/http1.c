@@ -19,7 +19,7 @@
 
 #include "xhttp/core/exchange.h"
 #include "xhttp/http1/http1_parser.h"
-#include "xhttp/http2/http2.h"
+#include "xhttp/core/tokens.h"
 
 /* Flush mid-batch once this much output is queued, and stop taking requests
  * while the socket cannot take more, so a client that pipelines requests for
@@ -37,11 +37,8 @@ typedef enum xH1State {
     XH1_STREAMING, /* the handler has the request; its body goes to a reader */
     XH1_HANDLER,   /* the handler has the request; waiting for its response */
     XH1_CLOSING,   /* a final response is queued; nothing more is read */
-    XH1_TO_HTTP2,  /* HTTP/2 takes the connection once the batch ends */
+    XH1_SWITCHING, /* another protocol takes the connection once the batch ends */
 } xH1State;
-
-/* HTTP2-Settings carries a few 6-byte settings; more is not a real client. */
-#define XH1_MAX_UPGRADE_SETTINGS 192
 
 typedef struct xHttp1 {
     xConn *conn;
@@ -68,9 +65,7 @@ typedef struct xHttp1 {
     bool waiting_flush;      /* output over the high-water mark; paused */
     bool head_timer_armed;
     bool served;             /* a response went out: the next wait is keep-alive idle */
-    bool upgrading;          /* XH1_TO_HTTP2 by "Upgrade: h2c", not by preface */
-    long upgrade_settings_len;
-    char upgrade_settings[XH1_MAX_UPGRADE_SETTINGS];
+    void *upgrade;           /* XH1_SWITCHING: the upgrade module's pending switch */
 } xHttp1;
 
 static const xHttpExchangeOps h1_ops;
@@ -85,19 +80,6 @@ static char *put(char *p, const char *s, size_t n) {
     return p + n;
 }
 
-static char *put_u64(char *p, uint64_t v) {
-    char tmp[20];
-    int n = 0;
-    do tmp[n++] = (char)('0' + v % 10);
-    while ((v /= 10) != 0);
-    while (n) *p++ = tmp[--n];
-    return p;
-}
-
-static bool status_has_body(int status) {
-    return status >= 200 && status != 204 && status != 304;
-}
-
 /* Writes the status line and the server's own fields, then extra and the
  * empty line. framing: "Content-Length: N\r\n" or the chunked field, or "". */
 static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const char *framing,
@@ -108,7 +90,7 @@ static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const cha
     char *p = xConnReserve(h->conn, cap), *begin = p;
     if (!p) return XERR_NOMEM;
     p = put(p, "HTTP/1.1 ", 9);
-    p = put_u64(p, (uint64_t)status);
+    p = xHttpPutDecimal(p, (uint64_t)status);
     *p++ = ' ';
     p = put(p, reason, reason_len);
     p = put(p, "\r\nServer: xkit\r\nDate: ", 22);
@@ -129,9 +111,9 @@ static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const cha
 
 static xErrno write_sized_head(xHttp1 *h, int status, const xBuffer *fields, uint64_t len) {
     char framing[40], *p = framing;
-    if (status_has_body(status)) {
+    if (xHttpStatusHasBody(status)) {
         p = put(p, "Content-Length: ", 16);
-        p = put_u64(p, len);
+        p = xHttpPutDecimal(p, len);
         p = put(p, "\r\n", 2);
     }
     return write_head(h, status, fields, framing, (size_t)(p - framing));
@@ -193,7 +175,7 @@ static xErrno h1_send(xHttpExchange *ex, const void *body, size_t len, bool copy
                       void (*release)(void *), void *release_arg) {
     xHttp1 *h = ex->proto;
     xErrno err = XOK;
-    bool with_body = len && !h->head_request && status_has_body(ex->res.status);
+    bool with_body = len && !h->head_request && xHttpStatusHasBody(ex->res.status);
     if (ex->res.aborted) {
         err = XERR_CLOSED;
     } else if ((err = write_sized_head(h, ex->res.status, &ex->res.headers, len)) == XOK && with_body) {
@@ -208,7 +190,7 @@ static xErrno h1_send(xHttpExchange *ex, const void *body, size_t len, bool copy
 
 static xErrno start_stream(xHttp1 *h, xHttpExchange *ex) {
     ex->res.head_sent = true;
-    if (!status_has_body(ex->res.status) || h->head_request)
+    if (!xHttpStatusHasBody(ex->res.status) || h->head_request)
         return write_sized_head(h, ex->res.status, &ex->res.headers, 0);
     if (h->http10) {
         /* HTTP/1.0 has no chunked coding: the body ends when we close. */
@@ -223,7 +205,7 @@ static xErrno h1_write(xHttpExchange *ex, const void *data, size_t len) {
     xHttp1 *h = ex->proto;
     if (ex->res.aborted) return XERR_CLOSED;
     xErrno err = ex->res.head_sent ? XOK : start_stream(h, ex);
-    if (err != XOK || !len || h->head_request || !status_has_body(ex->res.status)) return err;
+    if (err != XOK || !len || h->head_request || !xHttpStatusHasBody(ex->res.status)) return err;
     if (h->chunked_response) {
         char size_line[24];
         int n = 0;
@@ -394,39 +376,15 @@ static void begin_streaming(xHttp1 *h, const xHttp1Request *req) {
     dispatch(h, none);
 }
 
-/* A complete head: decide how the body is framed. */
-static bool list_has_token(xStr list, const char *token) {
-    size_t n = strlen(token);
-    const char *p = list.data, *end = p + list.len;
-    while (p < end) {
-        while (p < end && (*p == ' ' || *p == '\t' || *p == ',')) p++;
-        const char *item = p;
-        while (p < end && *p != ',' && *p != ' ' && *p != '\t') p++;
-        if ((size_t)(p - item) == n && xHttp1NameEquals((xStr){item, n}, token)) return true;
-    }
-    return false;
-}
-
-/* "Upgrade: h2c" (RFC 7540 §3.2) on a request without a body: answer 101 and
- * let HTTP/2 serve this request as stream 1. Anything off, and the request is
- * simply served over HTTP/1.1, as the RFC allows. */
+/* A request that asked for "Upgrade:": the upgrade module decides whether
+ * another protocol takes the connection after this batch (it then queued the
+ * 101); if not, the request is served here as it is, as RFC 9110 allows. */
 static bool try_upgrade(xHttp1 *h, const xHttp1Request *req) {
-    xStr upgrade, settings;
-    const xHttpRequest *r = &h->ex->req;
-    /* h2c is cleartext only (RFC 9113 §3.1): over TLS, ALPN chose HTTP/1.1. */
-    if (!req->upgrade || h->http10 || req->chunked || req->content_length > 0 ||
-        !(xHttpContextOf(h->conn)->conf->protocols & XHTTP_PROTO_HTTP2) || h->conn->transport->secure ||
-        !xHttpRequestHeader(r, "upgrade", &upgrade) || !list_has_token(upgrade, "h2c") ||
-        !xHttpRequestHeader(r, "http2-settings", &settings) ||
-        settings.len > XH1_MAX_UPGRADE_SETTINGS * 4 / 3)
-        return false;
-    h->upgrade_settings_len = xHttp2DecodeSettings(settings, h->upgrade_settings);
-    if (h->upgrade_settings_len < 0 || h->upgrade_settings_len % 6 != 0) return false;
-    static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
-                                    "Upgrade: h2c\r\n\r\n";
-    if (xConnWrite(h->conn, switching, sizeof switching - 1) != XOK) return false;
-    h->upgrading = true;
-    h->state = XH1_TO_HTTP2;
+    if (!req->upgrade || h->http10) return false;
+    bool has_body = req->chunked || req->content_length > 0;
+    h->upgrade = xHttpContextOf(h->conn)->upgrades->offer(h->conn, &h->ex->req, has_body);
+    if (!h->upgrade) return false;
+    h->state = XH1_SWITCHING;
     return true;
 }
 
@@ -486,29 +444,11 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
 
 typedef enum xStep { XSTEP_AGAIN, XSTEP_NEED_INPUT, XSTEP_STOP } xStep;
 
-/* Cleartext HTTP/2 with prior knowledge opens with its preface, which no
- * HTTP/1.1 request can start with; only a connection's first bytes count. */
-static xStep sniff_preface(xHttp1 *h, size_t avail) {
-    xConn *conn = h->conn;
-    size_t n = avail < XHTTP2_PREFACE_LEN ? avail : XHTTP2_PREFACE_LEN;
-    bool h2 = xHttpContextOf(conn)->conf->protocols & XHTTP_PROTO_HTTP2;
-    bool h1 = xHttpContextOf(conn)->conf->protocols & XHTTP_PROTO_HTTP1;
-    if (!h2 || (h1 && memcmp(conn->in.data + h->start, XHTTP2_PREFACE, n) != 0)) return XSTEP_AGAIN;
-    /* An HTTP/2-only server lets nghttp2 judge the preface (and refuse a
-     * bad one with GOAWAY) rather than answer in HTTP/1.1. */
-    if (h1 && n < XHTTP2_PREFACE_LEN) return XSTEP_NEED_INPUT;
-    h->state = XH1_TO_HTTP2;
-    return XSTEP_STOP;
-}
 
 static xStep step_head(xHttp1 *h) {
     xConn *conn = h->conn;
     size_t avail = conn->in.len - h->start;
     if (avail == 0) return XSTEP_NEED_INPUT;
-    if (!h->served && h->start == 0 && !conn->transport->secure) {
-        xStep sniffed = sniff_preface(h, avail);
-        if (sniffed != XSTEP_AGAIN) return sniffed;
-    }
     if (!h->ex && !(h->ex = xHttpExchangeAcquire(xHttpContextOf(conn)))) {
         reject(h, 500);
         return XSTEP_STOP;
@@ -531,7 +471,7 @@ static xStep step_head(xHttp1 *h) {
         return XSTEP_STOP;
     }
     begin_request(h, &req, (size_t)r);
-    return h->state == XH1_TO_HTTP2 ? XSTEP_STOP : XSTEP_AGAIN;
+    return h->state == XH1_SWITCHING ? XSTEP_STOP : XSTEP_AGAIN;
 }
 
 static xStep step_body(xHttp1 *h) {
@@ -685,25 +625,20 @@ static bool fill(xHttp1 *h) {
 static bool can_take_requests(const xHttp1 *h) {
     const xConn *conn = h->conn;
     return !conn->closed && !conn->close_after_flush && !h->waiting_flush &&
-           h->state != XH1_HANDLER && h->state != XH1_CLOSING && h->state != XH1_TO_HTTP2;
+           h->state != XH1_HANDLER && h->state != XH1_CLOSING && h->state != XH1_SWITCHING;
 }
 
-/* Hands the connection to HTTP/2 and frees this protocol's state. */
-static void switch_to_http2(xHttp1 *h) {
+/* Hands the connection to the protocol its request upgraded to, and frees
+ * this protocol's state. */
+static void switch_protocol(xHttp1 *h) {
     xConn *conn = h->conn;
-    xHttp2Upgrade up;
-    size_t start = h->start;
-    if (h->upgrading) {
-        const xHttpRequest *r = &h->ex->req;
-        up = (xHttp2Upgrade){h->upgrade_settings, (size_t)h->upgrade_settings_len, r->method, r->path,
-                             r->query, r->headers, r->num_headers};
-        start += h->head_len;
-    }
-    if (!xHttp2Start(conn, start, h->upgrading ? &up : NULL)) {
+    void *upgrade = h->upgrade;
+    h->upgrade = NULL;
+    if (!xHttpContextOf(conn)->upgrades->take(conn, upgrade, &h->ex->req, h->start + h->head_len)) {
         reject(h, 500);
         return;
     }
-    if (h->ex) xHttpExchangeRelease(xHttpContextOf(conn), h->ex);
+    xHttpExchangeRelease(xHttpContextOf(conn), h->ex);
     free(h);
 }
 
@@ -747,8 +682,8 @@ static void process(xHttp1 *h) {
         }
     }
     h->in_batch = false;
-    if (h->state == XH1_TO_HTTP2 && !conn->closed) {
-        switch_to_http2(h);  /* h is gone after this */
+    if (h->state == XH1_SWITCHING && !conn->closed) {
+        switch_protocol(h);  /* h is gone after this */
         xConnRelease(conn);
         return;
     }
@@ -817,7 +752,11 @@ static void on_close(xConn *conn) {
     }
 }
 
-static void on_free(xConn *conn) { free(conn->proto_state); }
+static void on_free(xConn *conn) {
+    xHttp1 *h = conn->proto_state;
+    if (h->upgrade) xHttpContextOf(conn)->upgrades->drop(h->upgrade);
+    free(h);
+}
 
 static const xConnProtocol h1_protocol = {on_readable, on_flushed, on_timeout,
                                           on_drain, on_close, on_free};

@@ -7,6 +7,7 @@
  * that stops at the first violation. That pass needs no bounds checks in its
  * byte loops: the head is known to end in CRLFCRLF and every loop stops at CR. */
 #include "xhttp/http1/http1_parser.h"
+#include "xhttp/core/tokens.h"
 
 #include <limits.h>
 #include <string.h>
@@ -26,16 +27,11 @@ enum {
 };
 
 #define IS_VCHAR(c) ((c) >= 0x21 && (c) <= 0x7E)
-#define IS_TCHAR(c)                                                                         \
-    (((c) >= '0' && (c) <= '9') || ((c) >= 'A' && (c) <= 'Z') || ((c) >= 'a' && (c) <= 'z') || \
-     (c) == '!' || (c) == '#' || (c) == '$' || (c) == '%' || (c) == '&' || (c) == '\'' ||      \
-     (c) == '*' || (c) == '+' || (c) == '-' || (c) == '.' || (c) == '^' || (c) == '_' ||       \
-     (c) == '`' || (c) == '|' || (c) == '~')
 #define IS_FIELD(c) ((c) == '\t' || ((c) >= 0x20 && (c) != 0x7F))
 #define IS_HOST(c) (IS_VCHAR(c) && (c) != '/' && (c) != '?' && (c) != '#' && (c) != '@')
 #define IS_QDTEXT(c) (IS_FIELD(c) && (c) != '"' && (c) != '\\')
 #define CLASS(c)                                                                      \
-    (IS_TCHAR(c) * C_TCHAR | IS_VCHAR(c) * C_VCHAR | IS_FIELD(c) * C_FIELD |          \
+    (XHTTP_IS_TCHAR(c) * C_TCHAR | IS_VCHAR(c) * C_VCHAR | IS_FIELD(c) * C_FIELD |          \
      IS_HOST(c) * C_HOST | IS_QDTEXT(c) * C_QDTEXT)
 #define ROW(r)                                                                         \
     CLASS(r), CLASS(r + 1), CLASS(r + 2), CLASS(r + 3), CLASS(r + 4), CLASS(r + 5),    \
@@ -51,21 +47,7 @@ static const uint8_t char_class[256] = {
 #define HAS(c, cls) (char_class[(unsigned char)(c)] & (cls))
 #define IS_OWS(c) ((c) == ' ' || (c) == '\t')
 
-/* True when p[0, n) equals the lower-case lower[0, n), ignoring ASCII case. */
-static inline bool same_lower(const char *p, const char *lower, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if ((unsigned)(c - 'A') < 26u) c += 'a' - 'A';
-        if (c != (unsigned char)lower[i]) return false;
-    }
-    return true;
-}
-
-#define STR_IS(s, lit) ((s).len == sizeof(lit) - 1 && same_lower((s).data, lit, sizeof(lit) - 1))
-
-bool xHttp1NameEquals(xStr name, const char *lower) {
-    return name.len == strlen(lower) && same_lower(name.data, lower, name.len);
-}
+#define STR_IS(s, lit) ((s).len == sizeof(lit) - 1 && xHttpSameLower((s).data, lit, sizeof(lit) - 1))
 
 /* ---- Byte scans over a complete head ----
  * Each returns the first byte of [p, end) outside its class. The caller
@@ -158,8 +140,8 @@ static void split_query(xHttp1Request *req, const char *p, size_t n) {
 static bool parse_absolute_form(xHttp1Request *req, xHeadFacts *f) {
     const char *t = req->target.data, *end = t + req->target.len;
     size_t scheme = 0;
-    if (req->target.len > 7 && same_lower(t, "http://", 7)) scheme = 7;
-    if (req->target.len > 8 && same_lower(t, "https://", 8)) scheme = 8;
+    if (req->target.len > 7 && xHttpSameLower(t, "http://", 7)) scheme = 7;
+    if (req->target.len > 8 && xHttpSameLower(t, "https://", 8)) scheme = 8;
     if (!scheme) return false;
     const char *a = t + scheme, *p = a;
     while (p < end && *p != '/' && *p != '?') p++;

@@ -84,7 +84,5 @@ ssize_t xHttp1ChunkedDecode(xHttp1Chunked *dec, const char *in, size_t in_len,
                             char *out, size_t *out_len, size_t max_line,
                             size_t max_trailers);
 
-/** Case-insensitive ASCII comparison of a header name with a lower-case literal. */
-bool xHttp1NameEquals(xStr name, const char *lower);
 
 #endif

@@ -30,6 +30,7 @@
 #include <xbase/log.h>
 
 #include "xhttp/core/exchange.h"
+#include "xhttp/core/tokens.h"
 
 /* Stop framing into the output queue beyond this; resume once it drains. */
 #define XH2_OUTPUT_HIGH_WATER (1u << 20)
@@ -657,10 +658,8 @@ static size_t response_fields(xH2Stream *s, nghttp2_nv *nv, bool with_length) {
     return n;
 }
 
-static bool status_has_body(int status) { return status >= 200 && status != 204 && status != 304; }
-
 static bool response_has_body(const xHttpExchange *ex) {
-    return status_has_body(ex->res.status) && !xStrEqualsC(ex->req.method, "HEAD");
+    return xHttpStatusHasBody(ex->res.status) && !xStrEqualsC(ex->req.method, "HEAD");
 }
 
 static xErrno submit_head(xH2Stream *s, bool with_length, bool with_body) {
@@ -700,12 +699,7 @@ static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy
     if (ex->res.aborted || s->closed) {
         err = XERR_CLOSED;
     } else {
-        char digits[sizeof s->length], *p = digits + sizeof digits;
-        size_t v = len;
-        do *--p = (char)('0' + v % 10);
-        while ((v /= 10) != 0);
-        s->length_len = (size_t)(digits + sizeof digits - p);
-        memcpy(s->length, p, s->length_len);
+        s->length_len = (size_t)(xHttpPutDecimal(s->length, len) - s->length);
         if (with_body && copy) {
             /* A whole body: a block from the worker's cache, handed to the
              * output queue by reference and released by it. */
@@ -725,7 +719,7 @@ static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy
             release = NULL;
         }
         /* HEAD gets the length GET would have; 1xx, 204 and 304 get none. */
-        if (err == XOK) err = submit_head(s, status_has_body(ex->res.status), with_body);
+        if (err == XOK) err = submit_head(s, xHttpStatusHasBody(ex->res.status), with_body);
     }
     if (!copy && release) release(release_arg);
     end_exchange(s);

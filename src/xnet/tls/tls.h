@@ -1,7 +1,12 @@
-/* tls.h — the TLS transport: OpenSSL contexts built from an
- * xTlsConf (one set per TLS listener, swapped whole on reload), and per
- * connection a non-blocking handshake in the worker's loop, then records
- * read and written under the connection's output queue. */
+/* tls.h — TLS listeners and connections, for the layer that accepts them.
+ *
+ * A listener's OpenSSL contexts are built from an xTlsConf (one set per TLS
+ * listener, swapped whole on reload). Per connection, a non-blocking
+ * handshake runs in the worker's loop; then the records go to xKit's record
+ * layer (tls_records.h), or stay with OpenSSL or the kernel, under the
+ * connection's output queue. xnet/tls knows no HTTP: the caller names the
+ * protocols ALPN offers and decides what a connection then speaks. It uses
+ * <xhttp/tls.h> only for the public settings and info types. */
 #ifndef XNET_TLS_TLS_H
 #define XNET_TLS_TLS_H
 
@@ -12,35 +17,41 @@
 
 #include "xnet/connection.h"
 
+#define XTLS_ALPN_NAMES 4
+
 /** One TLS listener's settings and current certificates; shared by every
  *  worker (its state is locked where workers meet: accept and tickets). */
 typedef struct xTlsServer xTlsServer;
 
-/** Starts the protocol that ALPN chose ("h2", "http/1.1", or "" for none) on
- *  an established connection. Returns false when it could not (the
- *  connection is then closed by the caller). */
-typedef bool (*xTlsStartFn)(xConn *conn, const char *alpn);
+/** What the listener's owner says and hears. */
+typedef struct xTlsListen {
+    const char *alpn[XTLS_ALPN_NAMES];  /**< protocols ALPN may choose, most preferred first */
+    size_t num_alpn;
+    /** The handshake is done: alpn is the index of the protocol ALPN chose
+     *  in alpn[], or -1 when the client offered none. False closes conn. */
+    bool (*on_established)(xConn *conn, int alpn, void *arg);
+    /** The first bytes were not TLS; conn is back on the plain transport
+     *  with nothing read. NULL: close it. */
+    void (*on_plaintext)(xConn *conn, void *arg);
+    void *arg;
+} xTlsListen;
 
-/** Builds the contexts for conf, reading every file. protocols are the
- *  server's XHTTP_PROTO_* bits, to trim the default ALPN list. On failure
- *  returns NULL with the reason in err. */
-xTlsServer *xTlsServerCreate(const xTlsConf *conf, unsigned protocols, char *err, size_t err_len);
+/** Builds the contexts for conf, reading every file. listen is copied. On
+ *  failure returns NULL with the reason in err. */
+xTlsServer *xTlsServerCreate(const xTlsConf *conf, const xTlsListen *listen, char *err, size_t err_len);
 
 /** Reads the files again and swaps the contexts in for new connections;
  *  on failure nothing changes and err says why. */
 xErrno xTlsServerReload(xTlsServer *srv, char *err, size_t err_len);
 
-/** Frees srv once no connection uses it. */
+/** Frees srv; its connections must be gone. */
 void xTlsServerDestroy(xTlsServer *srv);
 
 /** Logs, once per process, whether the kernel can take over TLS records. */
 void xTlsLogKernelSupport(const xTlsConf *conf);
 
-/** Takes an accepted socket: handshakes, then calls start. Returns false
- *  (socket closed) on allocation failure. */
-bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd, xTlsStartFn start);
-
-/** Fills info for a connection on the TLS transport; false for any other. */
-bool xTlsConnInfo(const xConn *conn, xTlsInfo *info);
+/** Takes an accepted socket and handshakes; srv's callbacks say how it went.
+ *  Returns false (socket closed) on allocation failure. */
+bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd);
 
 #endif

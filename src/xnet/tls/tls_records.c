@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -628,8 +629,25 @@ static bool records_flush(xConn *conn) {
     return !r->out || write_out(conn, r);
 }
 
-static const xTransport records_transport = {records_recv, records_sendv, records_shutdown_write,
-                                             records_close, records_free, true, records_flush};
+/* The handshake's facts, copied out before its SSL object went. */
+static bool records_tls_info(const xConn *conn, xTlsInfo *info) {
+    const xTlsSummary *s = &((const xTlsRecords *)conn->transport_state)->summary;
+    *info = (xTlsInfo){
+        .version = s->version,
+        .cipher = s->cipher ? s->cipher : "",
+        .alpn = s->alpn,
+        .server_name = s->server_name ? s->server_name : "",
+        .resumed = s->resumed,
+        .client_verified = s->client_verified,
+        .xkit_records = true,
+    };
+    if (s->client_subject) snprintf(info->client_subject, sizeof info->client_subject, "%s", s->client_subject);
+    return true;
+}
+
+static const xTransport records_transport = {records_recv,  records_sendv, records_shutdown_write,
+                                             records_close, records_free,  true,
+                                             records_flush, records_tls_info};
 
 bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary) {
     pthread_once(&algorithms_once, fetch_algorithms);
@@ -658,9 +676,4 @@ bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary) {
     *summary = (xTlsSummary){0};
     xConnSetTransport(conn, &records_transport, r);
     return true;
-}
-
-const xTlsSummary *xTlsRecordsSummary(const xConn *conn) {
-    if (!conn || conn->transport != &records_transport || !conn->transport_state) return NULL;
-    return &((const xTlsRecords *)conn->transport_state)->summary;
 }

@@ -74,9 +74,6 @@ bool xTlsDeriveTls12Keys(xTlsTraffic *traffic, const char *digest, const unsigne
  *  False (nothing changed, summary still the caller's) on allocation failure. */
 bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary);
 
-/** The summary of a connection on this record layer; NULL for any other. */
-const xTlsSummary *xTlsRecordsSummary(const xConn *conn);
-
 /** Frees summary's strings. */
 void xTlsSummaryFree(xTlsSummary *summary);
 

@@ -1,0 +1,190 @@
+/* upgrade.c — choosing and changing a connection's protocol (upgrade.h). */
+#include "xhttp/upgrade/upgrade.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xhttp/core/exchange.h"
+#include "xhttp/core/tokens.h"
+#include "xhttp/http1/http1.h"
+#include "xhttp/http2/http2.h"
+
+/* HTTP2-Settings carries a few 6-byte settings; more is not a real client. */
+#define XUPGRADE_MAX_H2C_SETTINGS 192
+
+/* ---- Plans ---- */
+
+static const struct {
+    const char *name;
+    unsigned proto_bit;
+    xHttpProtocol speaks;
+} alpn_known[] = {
+    {"h2", XHTTP_PROTO_HTTP2, XHTTP_SPEAKS_HTTP2},
+    {"http/1.1", XHTTP_PROTO_HTTP1, XHTTP_SPEAKS_HTTP1},
+};
+
+static bool add_alpn(xUpgradePlan *plan, const char *name, size_t n, unsigned protocols, char *err,
+                     size_t err_len) {
+    for (size_t k = 0; k < sizeof alpn_known / sizeof alpn_known[0]; k++) {
+        if (strlen(alpn_known[k].name) != n || memcmp(alpn_known[k].name, name, n) != 0) continue;
+        if (!(protocols & alpn_known[k].proto_bit)) break;
+        for (size_t i = 0; i < plan->num_alpn; i++)
+            if (plan->alpn[i] == alpn_known[k].name) return true;  /* named twice */
+        if (plan->num_alpn == XTLS_ALPN_NAMES) return true;
+        plan->alpn[plan->num_alpn] = alpn_known[k].name;
+        plan->by_alpn[plan->num_alpn++] = alpn_known[k].speaks;
+        return true;
+    }
+    snprintf(err, err_len, "tls: ALPN protocol '%.*s' is not one this server speaks", (int)n, name);
+    return false;
+}
+
+bool xUpgradePlanListener(xUpgradePlan *plan, unsigned protocols, const char *alpn, char *err, size_t err_len) {
+    bool h1 = protocols & XHTTP_PROTO_HTTP1, h2 = protocols & XHTTP_PROTO_HTTP2;
+    *plan = (xUpgradePlan){.cleartext = h1 && h2 ? XHTTP_SPEAKS_EITHER : h2 ? XHTTP_SPEAKS_HTTP2 : XHTTP_SPEAKS_HTTP1};
+    if (!alpn) alpn = !h2 ? "http/1.1" : !h1 ? "h2" : "h2,http/1.1";
+    for (const char *p = alpn; *p;) {
+        size_t n = strcspn(p, ", ");
+        if (n > 0 && !add_alpn(plan, p, n, protocols, err, err_len)) return false;
+        p += n;
+        p += strspn(p, ", ");
+    }
+    if (plan->num_alpn == 0) {
+        snprintf(err, err_len, "tls: the ALPN list offers no protocol");
+        return false;
+    }
+    /* Without ALPN a client gets HTTP/1.1 if we offer it, else HTTP/2. */
+    plan->without_alpn = XHTTP_SPEAKS_HTTP2;
+    for (size_t i = 0; i < plan->num_alpn; i++)
+        if (plan->by_alpn[i] == XHTTP_SPEAKS_HTTP1) plan->without_alpn = XHTTP_SPEAKS_HTTP1;
+    return true;
+}
+
+/* ---- Starting a connection ---- */
+
+static bool start(xConn *conn, xHttpProtocol speaks) {
+    return speaks == XHTTP_SPEAKS_HTTP2 ? xHttp2Start(conn, 0, NULL) : xHttp1Start(conn);
+}
+
+static bool on_tls_established(xConn *conn, int alpn, void *arg) {
+    const xUpgradePlan *plan = arg;
+    return start(conn, alpn >= 0 ? plan->by_alpn[alpn] : plan->without_alpn);
+}
+
+/* nginx's kindness: a browser pointed at http:// on our TLS port gets a
+ * readable answer instead of a dead connection. The request itself is left
+ * unread, and discarded while the connection lingers. */
+static void on_tls_plaintext(xConn *conn, void *arg) {
+    static const char response[] = "HTTP/1.1 400 Bad Request\r\n"
+                                   "Content-Type: text/plain\r\n"
+                                   "Content-Length: 35\r\n"
+                                   "Connection: close\r\n"
+                                   "\r\n"
+                                   "This port expects HTTPS, not HTTP.\n";
+    if (xConnWrite(conn, response, sizeof response - 1) == XOK) xConnCloseAfterFlush(conn);
+    else xConnClose(conn);
+}
+
+xTlsListen xUpgradeTlsListen(const xUpgradePlan *plan) {
+    xTlsListen listen = {.num_alpn = plan->num_alpn,
+                         .on_established = on_tls_established,
+                         .on_plaintext = on_tls_plaintext,
+                         .arg = (void *)plan};
+    memcpy(listen.alpn, plan->alpn, sizeof listen.alpn);
+    return listen;
+}
+
+/* Cleartext with both protocols: HTTP/2 with prior knowledge opens with its
+ * preface, which no HTTP/1.1 request can start with, so the first bytes
+ * decide. Until then the connection's protocol is this sniff. */
+static void sniff(xConn *conn) {
+    if (xBufferPoolAcquire(&conn->net->buffers, &conn->in) != XOK) {
+        xConnClose(conn);
+        return;
+    }
+    while (conn->in.len < XHTTP2_PREFACE_LEN) {
+        ssize_t n = xConnRecv(conn, conn->in.data + conn->in.len, conn->in.cap - conn->in.len);
+        if (n == 0 || (n < 0 && errno != EAGAIN)) {
+            xConnClose(conn);
+            return;
+        }
+        if (n < 0) break;
+        conn->in.len += (size_t)n;
+        if (memcmp(conn->in.data, XHTTP2_PREFACE, conn->in.len < XHTTP2_PREFACE_LEN ? conn->in.len
+                                                                                   : XHTTP2_PREFACE_LEN) != 0)
+            break;
+    }
+    if (conn->in.len == 0) {
+        xBufferPoolRelease(&conn->net->buffers, &conn->in);
+        return;
+    }
+    bool preface = conn->in.len >= XHTTP2_PREFACE_LEN &&
+                   memcmp(conn->in.data, XHTTP2_PREFACE, XHTTP2_PREFACE_LEN) == 0;
+    bool maybe = !preface && memcmp(conn->in.data, XHTTP2_PREFACE, conn->in.len) == 0 &&
+                 conn->in.len < XHTTP2_PREFACE_LEN;
+    if (maybe) return;  /* a preface so far: wait for the rest */
+    if (!start(conn, preface ? XHTTP_SPEAKS_HTTP2 : XHTTP_SPEAKS_HTTP1)) xConnClose(conn);
+}
+
+static void sniff_timeout(xConn *conn) { xConnClose(conn); }
+
+static void sniff_nothing(xConn *conn) {}
+
+static const xConnProtocol sniff_protocol = {sniff, sniff_nothing, sniff_timeout,
+                                             sniff_timeout, sniff_nothing, sniff_nothing};
+
+bool xUpgradeAccept(xHttpContext *ctx, int fd, const xUpgradePlan *plan) {
+    if (plan->cleartext == XHTTP_SPEAKS_HTTP1) return xHttp1Accept(ctx, fd);
+    xConn *conn = xConnCreate(&ctx->net, fd, &sniff_protocol, NULL);
+    if (!conn) return false;
+    if (plan->cleartext == XHTTP_SPEAKS_HTTP2 && !xHttp2Start(conn, 0, NULL)) {
+        xConnClose(conn);
+        return true;
+    }
+    if (plan->cleartext == XHTTP_SPEAKS_EITHER) xConnSetTimeout(conn, ctx->conf->header_timeout_ms);
+    return true;
+}
+
+/* ---- HTTP/1.1's Upgrade ---- */
+
+typedef struct xH2cUpgrade {
+    long settings_len;
+    char settings[XUPGRADE_MAX_H2C_SETTINGS];
+} xH2cUpgrade;
+
+/* "Upgrade: h2c" (RFC 7540 §3.2) on a request without a body: answer 101 and
+ * let HTTP/2 serve this request as stream 1. Anything off, and the request is
+ * simply served over HTTP/1.1, as the RFC allows. */
+static void *offer(xConn *conn, const xHttpRequest *req, bool has_body) {
+    xStr upgrade, settings;
+    /* h2c is cleartext only (RFC 9113 §3.1): over TLS, ALPN chose HTTP/1.1. */
+    if (has_body || !(xHttpContextOf(conn)->conf->protocols & XHTTP_PROTO_HTTP2) || conn->transport->secure ||
+        !xHttpRequestHeader(req, "upgrade", &upgrade) || !xHttpListHasToken(upgrade, "h2c") ||
+        !xHttpRequestHeader(req, "http2-settings", &settings) ||
+        settings.len > XUPGRADE_MAX_H2C_SETTINGS * 4 / 3)
+        return NULL;
+    xH2cUpgrade *up = malloc(sizeof *up);
+    if (!up) return NULL;
+    up->settings_len = xHttp2DecodeSettings(settings, up->settings);
+    static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                                    "Upgrade: h2c\r\n\r\n";
+    if (up->settings_len < 0 || up->settings_len % 6 != 0 ||
+        xConnWrite(conn, switching, sizeof switching - 1) != XOK) {
+        free(up);
+        return NULL;
+    }
+    return up;
+}
+
+static bool take(xConn *conn, void *pending, const xHttpRequest *req, size_t start) {
+    xH2cUpgrade *up = pending;
+    xHttp2Upgrade h2 = {up->settings, (size_t)up->settings_len, req->method, req->path,
+                        req->query,   req->headers,             req->num_headers};
+    bool ok = xHttp2Start(conn, start, &h2);
+    free(up);
+    return ok;
+}
+
+const xHttpUpgrades xUpgradeRequests = {offer, take, free};

@@ -1,0 +1,291 @@
+/* tls_handshake.c — a TLS connection under OpenSSL: the non-blocking
+ * handshake in the worker's loop, and the transport that carries records
+ * when OpenSSL keeps them (other suites, kTLS, or our record layer off).
+ *
+ * The socket stays OpenSSL's own socket BIO, so OpenSSL can hand records to
+ * the kernel (kTLS) where the kernel offers it. A callback on that BIO sees
+ * each read's result, which keeps the plain transport's saving: a short read
+ * means the socket is drained, so no read is spent just to hear EAGAIN. */
+#include "xnet/tls/tls_conn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/x509.h>
+
+#include <xbase/log.h>
+
+#define XTLS_RECORD_MAX 16384
+
+static const xConnProtocol handshake_protocol;
+
+static long on_bio(BIO *bio, int oper, const char *argp, size_t len, int argi, long argl, int ret,
+                   size_t *processed) {
+    if (oper == (BIO_CB_READ | BIO_CB_RETURN)) {
+        xTlsConn *t = (xTlsConn *)BIO_get_callback_arg(bio);
+        t->drained = ret <= 0 || *processed < len;
+    }
+    return ret;
+}
+
+void xTlsConnFree(xTlsConn *t) {
+    OPENSSL_cleanse(&t->handoff, sizeof t->handoff);
+    SSL_free(t->ssl);
+    xTlsBundleRelease(t->bundle);
+    free(t);
+}
+
+static ssize_t tls_recv(xConn *conn, char *buf, size_t len) {
+    xTlsConn *t = conn->transport_state;
+    size_t n;
+    t->drained = false;
+    if (SSL_read_ex(t->ssl, buf, len, &n)) {
+        if (t->drained && !SSL_has_pending(t->ssl)) conn->readable = false;
+        return (ssize_t)n;
+    }
+    int saved = errno;
+    switch (SSL_get_error(t->ssl, 0)) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+        conn->readable = false;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_ZERO_RETURN:
+        return 0;  /* close_notify, or (IGNORE_UNEXPECTED_EOF) a bare FIN */
+    case SSL_ERROR_SYSCALL:
+        ERR_clear_error();
+        t->failed = true;
+        errno = saved ? saved : ECONNRESET;
+        return -1;
+    default:
+        ERR_clear_error();
+        t->failed = true;
+        errno = EPROTO;
+        return -1;
+    }
+}
+
+/* One record per call (partial writes): gathers small pieces into one
+ * record, and passes a large one straight through. */
+static ssize_t tls_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
+    static __thread char gathered[XTLS_RECORD_MAX];
+    xTlsConn *t = conn->transport_state;
+    const void *data = iov[0].iov_base;
+    size_t len = iov[0].iov_len;
+    if (iovcnt > 1 && len < XTLS_RECORD_MAX) {
+        len = 0;
+        for (int i = 0; i < iovcnt && len < XTLS_RECORD_MAX; i++) {
+            size_t take = iov[i].iov_len < XTLS_RECORD_MAX - len ? iov[i].iov_len : XTLS_RECORD_MAX - len;
+            memcpy(gathered + len, iov[i].iov_base, take);
+            len += take;
+        }
+        data = gathered;
+    }
+    size_t n;
+    if (SSL_write_ex(t->ssl, data, len, &n)) return (ssize_t)n;
+    int saved = errno;
+    switch (SSL_get_error(t->ssl, 0)) {
+    case SSL_ERROR_WANT_WRITE:
+    case SSL_ERROR_WANT_READ:
+        errno = EAGAIN;
+        return -1;
+    default:
+        ERR_clear_error();
+        t->failed = true;
+        errno = saved ? saved : EPIPE;
+        return -1;
+    }
+}
+
+static void send_close_notify(xTlsConn *t) {
+    if (!t->established || t->failed || t->shut) return;
+    t->shut = true;
+    SSL_shutdown(t->ssl);  /* queues and tries to send; whether it went does not matter now */
+    ERR_clear_error();
+}
+
+static void tls_shutdown_write(xConn *conn) {
+    send_close_notify(conn->transport_state);
+    shutdown(conn->fd, SHUT_WR);
+}
+
+static void tls_close(xConn *conn) { send_close_notify(conn->transport_state); }
+
+static void tls_free(xConn *conn) {
+    if (conn->transport_state) xTlsConnFree(conn->transport_state);
+}
+
+/* The name ALPN chose, as the listener spelled it (it outlives the SSL
+ * object); "" when none was. */
+static const char *alpn_name(SSL *ssl, int *index) {
+    const unsigned char *alpn;
+    unsigned alpn_len;
+    SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
+    const xTlsServer *srv = xTlsServerOf(ssl);
+    for (size_t i = 0; alpn_len && i < srv->num_alpn; i++) {
+        if (strlen(srv->alpn_names[i]) == alpn_len && memcmp(srv->alpn_names[i], alpn, alpn_len) == 0) {
+            if (index) *index = (int)i;
+            return srv->alpn_names[i];
+        }
+    }
+    if (index) *index = -1;
+    return "";
+}
+
+/* What a handler may ask of a connection, straight from its SSL object
+ * (strings owned by it, or static). */
+static void describe(SSL *ssl, xTlsInfo *info) {
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    *info = (xTlsInfo){
+        .version = SSL_get_version(ssl),
+        .cipher = SSL_CIPHER_get_name(SSL_get_current_cipher(ssl)),
+        .alpn = alpn_name(ssl, NULL),
+        .server_name = name ? name : "",
+        .resumed = SSL_session_reused(ssl) == 1,
+    };
+    X509 *peer = SSL_get0_peer_certificate(ssl);
+    if (peer) {
+        info->client_verified = SSL_get_verify_result(ssl) == X509_V_OK;
+        X509_NAME_oneline(X509_get_subject_name(peer), info->client_subject, sizeof info->client_subject);
+    }
+}
+
+void xTlsDescribe(SSL *ssl, xTlsInfo *info) { describe(ssl, info); }
+
+static bool tls_info(const xConn *conn, xTlsInfo *info) {
+    SSL *ssl = ((const xTlsConn *)conn->transport_state)->ssl;
+    describe(ssl, info);
+    if (!info->cipher) info->cipher = "";
+#ifndef OPENSSL_NO_KTLS
+    info->ktls_send = BIO_get_ktls_send(SSL_get_wbio(ssl));
+    info->ktls_recv = BIO_get_ktls_recv(SSL_get_rbio(ssl));
+#endif
+    return true;
+}
+
+static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close, tls_free,
+                                         true, NULL, tls_info};
+
+/* ---- The handshake ---- */
+
+/* The first bytes were not TLS: the connection goes back to the plain
+ * transport and the listener's caller decides what to say. */
+static void not_tls(xConn *conn, xTlsConn *t) {
+    const xTlsListen *listen = &t->srv->listen;
+    xConnSetTransport(conn, &xConnPlainTransport, NULL);
+    xTlsConnFree(t);
+    conn->proto_state = NULL;
+    if (listen->on_plaintext) listen->on_plaintext(conn, listen->arg);
+    else xConnClose(conn);
+}
+
+static void handshake_failed(xConn *conn, xTlsConn *t) {
+    unsigned long e = ERR_peek_error();
+    XLOG_DEBUG("TLS handshake failed: %s", e ? ERR_reason_error_string(e) : strerror(errno));
+    ERR_clear_error();
+    t->failed = true;
+    xConnClose(conn);
+}
+
+static void established(xConn *conn, xTlsConn *t) {
+    t->established = true;
+    xTlsBundleRelease(t->bundle);
+    t->bundle = NULL;
+    xConnSetTimeout(conn, 0);
+    int alpn;
+    alpn_name(t->ssl, &alpn);
+    const xTlsListen *listen = &t->srv->listen;
+    conn->proto_state = NULL;
+    if (!xTlsHandOver(conn, t)) {
+        /* OpenSSL keeps the records: let it read ahead again. */
+        SSL_set_msg_callback(t->ssl, NULL);
+        SSL_set_read_ahead(t->ssl, 1);
+        OPENSSL_cleanse(&t->handoff, sizeof t->handoff);
+    }
+    if (!listen->on_established(conn, alpn, listen->arg)) xConnClose(conn);
+}
+
+/* A TLS record starts with a content type byte (0x14-0x17; an SSLv2 hello
+ * with 0x80 or more); an HTTP request with a method in capitals. */
+static bool sniff_plaintext(xConn *conn, xTlsConn *t) {
+    unsigned char first;
+    ssize_t n = recv(conn->fd, &first, 1, MSG_PEEK);
+    if (n == 0 || (n < 0 && errno == EAGAIN)) return false;  /* nothing yet: OpenSSL finds out */
+    t->sniffed = true;
+    return n == 1 && first >= 'A' && first <= 'Z';
+}
+
+/* Until the handshake ends the connection's protocol is the handshake, and
+ * its state is the TLS connection. */
+static void handshake(xConn *conn) {
+    xTlsConn *t = conn->proto_state;
+    if (!t || t->established) return;  /* answered in plaintext, or already handed on */
+    if (!t->sniffed && sniff_plaintext(conn, t)) {
+        not_tls(conn, t);
+        return;
+    }
+    t->drained = false;
+    int r = SSL_do_handshake(t->ssl);
+    if (r == 1) {
+        established(conn, t);
+        return;
+    }
+    switch (SSL_get_error(t->ssl, r)) {
+    case SSL_ERROR_WANT_READ: conn->readable = false; return;
+    case SSL_ERROR_WANT_WRITE: conn->write_blocked = true; return;
+    default: handshake_failed(conn, t); return;
+    }
+}
+
+static void handshake_timeout(xConn *conn) {
+    xTlsConn *t = conn->proto_state;
+    if (t) t->failed = true;
+    xConnClose(conn);
+}
+
+static void handshake_nothing(xConn *conn) {}
+
+static const xConnProtocol handshake_protocol = {handshake, handshake, handshake_timeout,
+                                                 handshake_timeout, handshake_nothing, handshake_nothing};
+
+bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd) {
+    xTlsConn *t = calloc(1, sizeof *t);
+    if (!t) {
+        close(fd);
+        return false;
+    }
+    t->srv = srv;
+    pthread_mutex_lock(&srv->lock);
+    t->bundle = srv->bundle;
+    atomic_fetch_add(&t->bundle->refs, 1);
+    pthread_mutex_unlock(&srv->lock);
+    t->ssl = SSL_new(t->bundle->main);
+    if (!t->ssl || SSL_set_fd(t->ssl, fd) != 1) {
+        ERR_clear_error();
+        xTlsConnFree(t);
+        close(fd);
+        return false;
+    }
+    BIO *bio = SSL_get_rbio(t->ssl);
+    BIO_set_callback_ex(bio, on_bio);
+    BIO_set_callback_arg(bio, (char *)t);
+    SSL_set_accept_state(t->ssl);
+    if (srv->conf.xkit_records) {
+        SSL_set_msg_callback(t->ssl, xTlsOnMessage);
+        SSL_set_msg_callback_arg(t->ssl, &t->handoff);
+    }
+    xConn *conn = xConnCreate(net, fd, &handshake_protocol, t);
+    if (!conn) {
+        xTlsConnFree(t);
+        return false;
+    }
+    SSL_set_app_data(t->ssl, conn);
+    xConnSetTransport(conn, &tls_transport, t);
+    xConnSetTimeout(conn, srv->conf.handshake_timeout_ms);
+    return true;
+}
