@@ -5,8 +5,8 @@ import socket
 import time
 import unittest
 
-from harness import (Conn, ServerTestCase, assert_standard_headers, hello_server_path,
-                     run_client, start_server)
+from support.harness import (Conn, ServerTestCase, assert_standard_headers, hello_server_path,
+                             run_client, start_server)
 
 
 class RoutesTest(ServerTestCase):

@@ -8,7 +8,7 @@ import tempfile
 import unittest
 import urllib.request
 
-from harness import ServerProcess
+from support.harness import ServerProcess
 
 BUILD_DIR = os.environ.get("XK_BUILD_DIR", "")
 SOURCE_DIR = os.environ.get("XK_SOURCE_DIR", "")

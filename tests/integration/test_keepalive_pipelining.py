@@ -12,7 +12,7 @@ import tempfile
 import time
 import unittest
 
-from harness import ServerTestCase, chunked, http_request
+from support.harness import ServerTestCase, chunked, http_request
 
 IO_CALLS = ("read", "readv", "recvfrom", "recvmsg", "write", "writev", "sendto", "sendmsg")
 IO_CALL_RE = re.compile(rf"^({'|'.join(IO_CALLS)})\((\d+),.*\)\s+=\s+(-?\d+)")
