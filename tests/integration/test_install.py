@@ -23,10 +23,11 @@ def run(cmd, **kw):
     return result
 
 
-@unittest.skipUnless(BUILD_DIR and SOURCE_DIR, "run through ctest")
 class InstallTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        if not (BUILD_DIR and SOURCE_DIR):
+            raise RuntimeError("XK_BUILD_DIR and XK_SOURCE_DIR are not set; run through ctest")
         cls.tmp = tempfile.mkdtemp(prefix="xkit-install-")
         cls.prefix = os.path.join(cls.tmp, "prefix")
         run(["cmake", "--install", BUILD_DIR, "--prefix", cls.prefix])
