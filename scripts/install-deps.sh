@@ -18,6 +18,8 @@ needs=(
   libssl-dev:/usr/include/openssl/ssl.h
   openssl:openssl
   nghttp2-client:h2load
+  strace:strace
+  g++:c++
 )
 
 missing=()

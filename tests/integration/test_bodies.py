@@ -7,7 +7,7 @@ import tempfile
 import time
 import unittest
 
-from harness import ServerTestCase, assert_standard_headers, chunked, http_request, run_client
+from support.harness import ServerTestCase, assert_standard_headers, chunked, http_request, run_client
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -8,7 +8,7 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ElementTree
 
-from harness import Conn, start_server
+from support.harness import Conn, start_server
 
 # h2spec waits this long for each expected frame; a passing run never does.
 CASE_TIMEOUT = 5

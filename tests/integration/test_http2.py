@@ -1,6 +1,6 @@
 """HTTP/2 as clients see it: curl, nghttp, h2load and the raw client in
-h2client.py, over cleartext (prior knowledge and Upgrade: h2c) on the port that
-also serves HTTP/1.1."""
+support/h2client.py, over cleartext (prior knowledge and Upgrade: h2c) on the
+port that also serves HTTP/1.1."""
 
 import os
 import re
@@ -10,13 +10,13 @@ import threading
 import time
 import unittest
 
-from h2client import (CANCEL, DEFAULT_WINDOW, END_STREAM, HEADERS, INITIAL_WINDOW_SIZE,
-                      MAX_CONCURRENT_STREAMS, NO_ERROR, PREFACE, H2Conn, H2ServerTestCase,
-                      HpackDecoder, HUFFMAN_CODES, assert_h2_response_fields, continuation_frame,
-                      curl, error_name, goaway_frame, headers_frame, hpack_encode, huffman_decode,
-                      huffman_encode, data_frame, priority_frame, request_headers,
-                      rst_stream_frame, settings_frame)
-from harness import Conn, run_client, start_server
+from support.h2client import (CANCEL, DEFAULT_WINDOW, END_STREAM, HEADERS, INITIAL_WINDOW_SIZE,
+                              MAX_CONCURRENT_STREAMS, NO_ERROR, PREFACE, H2Conn, H2ServerTestCase,
+                              HpackDecoder, HUFFMAN_CODES, assert_h2_response_fields, continuation_frame,
+                              curl, error_name, goaway_frame, headers_frame, hpack_encode, huffman_decode,
+                              huffman_encode, data_frame, priority_frame, request_headers,
+                              rst_stream_frame, settings_frame)
+from support.harness import Conn, run_client, start_server
 
 MiB = 1 << 20
 

@@ -6,10 +6,10 @@ file descriptors back at their baseline."""
 import time
 import unittest
 
-from h2client import (CANCEL, ENHANCE_YOUR_CALM, INITIAL_WINDOW_SIZE, INTERNAL_ERROR,
-                      MAX_CONCURRENT_STREAMS, NO_ERROR, ConnectionClosed, H2ServerTestCase,
-                      continuation_frame, error_name, headers_frame, hpack_encode, ping_frame,
-                      request_headers, rst_stream_frame, settings_frame)
+from support.h2client import (CANCEL, ENHANCE_YOUR_CALM, INITIAL_WINDOW_SIZE, INTERNAL_ERROR,
+                              MAX_CONCURRENT_STREAMS, NO_ERROR, ConnectionClosed, H2ServerTestCase,
+                              continuation_frame, error_name, headers_frame, hpack_encode, ping_frame,
+                              request_headers, rst_stream_frame, settings_frame)
 
 MiB = 1 << 20
 # Floods big enough to outrun every buffer between us and nghttp2's queue

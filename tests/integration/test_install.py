@@ -8,7 +8,7 @@ import tempfile
 import unittest
 import urllib.request
 
-from harness import ServerProcess
+from support.harness import ServerProcess, require_tool
 
 BUILD_DIR = os.environ.get("XK_BUILD_DIR", "")
 SOURCE_DIR = os.environ.get("XK_SOURCE_DIR", "")
@@ -23,10 +23,11 @@ def run(cmd, **kw):
     return result
 
 
-@unittest.skipUnless(BUILD_DIR and SOURCE_DIR, "run through ctest")
 class InstallTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        if not (BUILD_DIR and SOURCE_DIR):
+            raise RuntimeError("XK_BUILD_DIR and XK_SOURCE_DIR are not set; run through ctest")
         cls.tmp = tempfile.mkdtemp(prefix="xkit-install-")
         cls.prefix = os.path.join(cls.tmp, "prefix")
         run(["cmake", "--install", BUILD_DIR, "--prefix", cls.prefix])
@@ -80,8 +81,8 @@ class InstallTest(unittest.TestCase):
         run(["cmake", "--build", build])
         self.serves_hello(os.path.join(build, "hello"))
 
-    @unittest.skipUnless(shutil.which("c++"), "no C++ compiler")
     def test_headers_compile_as_cpp(self):
+        cxx = require_tool(self, "c++")
         source = os.path.join(self.tmp, "use.cpp")
         with open(source, "w") as f:
             f.write("#include <xbase/event.h>\n#include <xbase/buffer.h>\n#include <xbase/log.h>\n"
@@ -90,7 +91,7 @@ class InstallTest(unittest.TestCase):
                     " xHttpResponseSend(res, \"ok\", 2); }\n"
                     "int main() { xHttpServer *s = xHttpServerCreate(nullptr, nullptr);"
                     " xHttpServerRoute(s, \"GET /\", h, nullptr); xHttpServerDestroy(s); }\n")
-        run(["c++", "-std=c++17", "-Wall", "-Werror", source, "-o", os.path.join(self.tmp, "use_cpp")]
+        run([cxx, "-std=c++17", "-Wall", "-Werror", source, "-o", os.path.join(self.tmp, "use_cpp")]
             + self.pkg_config_flags() + SANITIZE)
         run([os.path.join(self.tmp, "use_cpp")])
 

@@ -6,8 +6,8 @@ import select
 import time
 import unittest
 
-from harness import (Conn, ServerTestCase, assert_standard_headers, chunked, http_request,
-                     raise_fd_limit)
+from support.harness import (Conn, ServerTestCase, assert_standard_headers, chunked, http_request,
+                             raise_fd_limit)
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 

@@ -7,7 +7,7 @@ import subprocess
 import time
 import unittest
 
-from harness import Conn, ServerTestCase, http_request, run_client, start_server
+from support.harness import Conn, ServerTestCase, http_request, run_client, start_server
 
 
 def parse_wrk(output):

@@ -9,7 +9,7 @@ import socket
 import time
 import unittest
 
-from harness import Conn, ServerTestCase, assert_standard_headers, http_request
+from support.harness import Conn, ServerTestCase, assert_standard_headers, http_request
 
 # Sent right behind every rejected request: if it is ever answered, the
 # server resynchronised on bytes it had declared unparseable (smuggling).

@@ -17,9 +17,9 @@ import time
 import unittest
 import zlib
 
-from h2client import (CANCEL, DATA, NO_ERROR, WINDOW_UPDATE, H2ServerTestCase, assert_h2_response_fields, curl,
-                      data_frame, rst_stream_frame)
-from harness import Conn, assert_standard_headers, chunked, http_request, run_client
+from support.h2client import (CANCEL, DATA, NO_ERROR, WINDOW_UPDATE, H2ServerTestCase, assert_h2_response_fields, curl,
+                              data_frame, rst_stream_frame)
+from support.harness import Conn, assert_standard_headers, chunked, http_request, run_client
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -13,9 +13,9 @@ import tempfile
 import time
 import unittest
 
-from harness import Conn, run_client
-from tls_fixtures import (HttpsTestCase, InteractiveSClient, ManualTls, TlsConn, client_context, curl_https,
-                          h2_over_tls, http1_get, s_client, shared_certs, start_https)
+from support.harness import Conn, run_client
+from support.tls_fixtures import (HttpsTestCase, InteractiveSClient, ManualTls, TlsConn, client_context, curl_https,
+                                  h2_over_tls, http1_get, s_client, shared_certs, start_https)
 
 MiB = 1 << 20
 CERTS = None

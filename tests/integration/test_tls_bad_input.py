@@ -10,8 +10,8 @@ import ssl
 import time
 import unittest
 
-from harness import Conn, run_client
-from tls_fixtures import HttpsTestCase, ManualTls, client_hello, s_client, shared_certs
+from support.harness import Conn, run_client
+from support.tls_fixtures import HttpsTestCase, ManualTls, client_hello, s_client, shared_certs
 
 CERTS = None
 ALERT_RECORD = 0x15

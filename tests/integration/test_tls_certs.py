@@ -8,9 +8,9 @@ import ssl
 import tempfile
 import unittest
 
-from harness import SANITIZER_MARKERS, ResponseIncomplete
-from tls_fixtures import (HttpsTestCase, KEY_PASSWORD, Pair, TlsConn, client_context, curl_https, http1_get,
-                          run_https_expecting_failure, s_client, shared_certs, start_https)
+from support.harness import SANITIZER_MARKERS, ResponseIncomplete
+from support.tls_fixtures import (HttpsTestCase, KEY_PASSWORD, Pair, TlsConn, client_context, curl_https, http1_get,
+                                  run_https_expecting_failure, s_client, shared_certs, start_https)
 
 CERTS = None
 ALERT_CERTIFICATE_REQUIRED = 116

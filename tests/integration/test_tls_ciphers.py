@@ -6,7 +6,7 @@ import json
 import ssl
 import unittest
 
-from tls_fixtures import TlsConn, client_context, curl_https, http1_get, s_client, shared_certs, start_https
+from support.tls_fixtures import TlsConn, client_context, curl_https, http1_get, s_client, shared_certs, start_https
 
 CERTS = None
 ALERT_HANDSHAKE_FAILURE = 40

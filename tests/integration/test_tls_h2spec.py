@@ -8,7 +8,7 @@ import tempfile
 import unittest
 
 import test_h2spec
-from tls_fixtures import shared_certs, start_https
+from support.tls_fixtures import shared_certs, start_https
 
 CERTS = None
 

@@ -11,8 +11,8 @@ import struct
 import time
 import unittest
 
-from tls_fixtures import (HttpsTestCase, InteractiveSClient, ManualTls, TlsConn, client_context, curl_https,
-                          h2_over_tls, http1_get, shared_certs, start_https)
+from support.tls_fixtures import (HttpsTestCase, InteractiveSClient, ManualTls, TlsConn, client_context, curl_https,
+                                  h2_over_tls, http1_get, shared_certs, start_https)
 
 CERTS = None
 

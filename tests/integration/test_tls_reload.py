@@ -7,7 +7,7 @@ import signal
 import time
 import unittest
 
-from tls_fixtures import TlsConn, client_context, curl_https, replace_file, shared_certs, start_https
+from support.tls_fixtures import TlsConn, client_context, curl_https, replace_file, shared_certs, start_https
 
 CERTS = None
 RELOAD_WAIT = 5.0

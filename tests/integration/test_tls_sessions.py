@@ -6,7 +6,7 @@ import os
 import tempfile
 import unittest
 
-from tls_fixtures import http1_get, s_client, shared_certs, start_https
+from support.tls_fixtures import http1_get, s_client, shared_certs, start_https
 
 CERTS = None
 # Resumptions tried per case: with two workers on SO_REUSEPORT, each client port

@@ -2,7 +2,7 @@
 HTTP/1.1, a trailing HEADERS frame on HTTP/2, nothing for HTTP/1.0."""
 import unittest
 
-from harness import Conn, ServerTestCase, http_request, run_client
+from support.harness import Conn, ServerTestCase, http_request, run_client
 
 
 class TrailersTest(ServerTestCase):

@@ -22,9 +22,9 @@ import time
 import unittest
 from dataclasses import dataclass
 
-from h2client import H2Conn
-from harness import (LISTEN_RE, SOCKET_TIMEOUT, START_TIMEOUT, Conn, ServerProcess, _binary_from_env,
-                     run_client)
+from .h2client import H2Conn
+from .harness import (LISTEN_RE, SOCKET_TIMEOUT, START_TIMEOUT, Conn, ServerProcess, _binary_from_env,
+                      run_client)
 
 KEY_PASSWORD = "xkit-test-password"
 CLIENT_TIMEOUT = 30

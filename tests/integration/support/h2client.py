@@ -19,7 +19,7 @@ import struct
 import threading
 import time
 
-from harness import IMF_FIXDATE_RE, SOCKET_TIMEOUT, Response, ServerTestCase, run_client
+from .harness import IMF_FIXDATE_RE, SOCKET_TIMEOUT, Response, ServerTestCase, run_client
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 

@@ -15,6 +15,7 @@ import os
 import re
 import resource
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -55,9 +56,8 @@ def bench_server_path():
 
 
 def hello_server_path():
-    """The hello example, or None when it was not built."""
-    path = os.environ.get("XK_HELLO")
-    return path if path and os.access(path, os.X_OK) else None
+    """The hello example, examples/hello_server (always built with the tests)."""
+    return _binary_from_env("XK_HELLO")
 
 
 def raise_fd_limit(wanted):
@@ -548,9 +548,26 @@ def start_server(test, args=(), binary=None, port=0):
     return server
 
 
+MISSING_TOOL = ("{} is not installed (not on PATH); scripts/install-deps.sh, `make test`'s first "
+                "step, installs every tool the tests run")
+
+
+def require_tool(test, name):
+    """The path of the command `name`, failing `test` when it is missing: the
+    tests' tools come from scripts/install-deps.sh, so a missing one is a
+    broken setup, not a reason to skip."""
+    path = shutil.which(name)
+    if path is None:
+        test.fail(MISSING_TOOL.format(name))
+    return path
+
+
 def run_client(argv, timeout=60):
     """Runs curl or wrk and returns the CompletedProcess; never hangs."""
-    return subprocess.run(argv, capture_output=True, timeout=timeout)
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=timeout)
+    except FileNotFoundError:
+        raise AssertionError(MISSING_TOOL.format(argv[0])) from None
 
 
 class ServerTestCase(unittest.TestCase):
