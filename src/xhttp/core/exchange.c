@@ -35,6 +35,8 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     ex->res.trailers = trailers;
     ex->res.status = 200;
     ex->req.loop = ctx->net.loop;
+    ex->router = ctx->router;
+    ex->routed = false;
     ex->match.num_params = 0;
     ex->streams_body = ex->body_paused = ex->body_ended = false;
     ex->reader = NULL;
@@ -68,10 +70,27 @@ void xHttpExchangePoolDestroy(xHttpContext *ctx) {
     ctx->free_exchange_count = 0;
 }
 
-void xHttpExchangeDispatch(xHttpExchange *ex, const xRouter *router) {
-    xRouteResult found = xRouterMatch(router, ex->req.method, ex->req.path, &ex->match);
+xRouteResult xHttpExchangeRoute(xHttpExchange *ex) {
+    if (ex->routed) return ex->route;
+    ex->route = xRouterMatch(ex->router, ex->req.method, ex->req.path, &ex->match);
+    ex->routed = true;
+    /* Kept as offsets: a protocol may move the request's bytes (HTTP/1.1
+     * compacts its buffer) between routing and dispatch. */
+    for (size_t i = 0; i < ex->match.num_params; i++)
+        ex->param_at[i] = (size_t)(ex->match.params[i].value.data - ex->req.path.data);
+    return ex->route;
+}
+
+bool xHttpExchangeStreams(xHttpExchange *ex) {
+    return xHttpExchangeRoute(ex) == XROUTE_FOUND && ((const xHttpRouteTarget *)ex->match.handler)->streams_body;
+}
+
+void xHttpExchangeDispatch(xHttpExchange *ex) {
+    xRouteResult found = xHttpExchangeRoute(ex);
     if (found == XROUTE_FOUND) {
         const xHttpRouteTarget *target = ex->match.handler;
+        for (size_t i = 0; i < ex->match.num_params; i++)
+            ex->match.params[i].value.data = ex->req.path.data + ex->param_at[i];
         ex->req.params = ex->match.params;
         ex->req.num_params = ex->match.num_params;
         ex->streams_body = target->streams_body;
@@ -86,12 +105,6 @@ void xHttpExchangeDispatch(xHttpExchange *ex, const xRouter *router) {
         return;
     }
     xHttpExchangeSendStatus(ex, 404);
-}
-
-bool xHttpExchangeRouteStreams(const xRouter *router, xStr method, xStr path) {
-    xRouteMatch match;
-    if (xRouterMatch(router, method, path, &match) != XROUTE_FOUND) return false;
-    return ((const xHttpRouteTarget *)match.handler)->streams_body;
 }
 
 void xHttpExchangeDeliverBody(xHttpExchange *ex, const char *data, size_t len, bool end) {

@@ -69,7 +69,11 @@ struct xHttpResponse {
 struct xHttpExchange {
     xHttpRequest req;
     xHttpResponse res;
+    const xRouter *router;
+    bool routed;           /* route and match hold the routing, done once */
+    xRouteResult route;
     xRouteMatch match;
+    size_t param_at[XROUTER_MAX_PARAMS];  /* where each parameter sits in req.path */
     const xHttpExchangeOps *ops;
     void *proto;           /* the protocol's per-request owner */
     xHttpField *fields;    /* room for conf->max_headers parsed fields */
@@ -91,11 +95,17 @@ void xHttpExchangeRelease(xHttpContext *ctx, xHttpExchange *ex);
 /** Frees every pooled exchange. */
 void xHttpExchangePoolDestroy(xHttpContext *ctx);
 
-/** Routes the request and calls its handler, or answers 404/405 itself. */
-void xHttpExchangeDispatch(xHttpExchange *ex, const xRouter *router);
+/** Routes the request (its method and path set) unless it already was; the
+ *  result stays with the exchange, so a protocol that must know the route at
+ *  the head (to stream a body, or refuse it) and dispatch later routes once. */
+xRouteResult xHttpExchangeRoute(xHttpExchange *ex);
 
-/** True when method and path lead to a streaming route. */
-bool xHttpExchangeRouteStreams(const xRouter *router, xStr method, xStr path);
+/** True when the request leads to a streaming route (routing it if need be). */
+bool xHttpExchangeStreams(xHttpExchange *ex);
+
+/** Calls the route's handler, or answers 404/405 itself; routes first if
+ *  the protocol has not. */
+void xHttpExchangeDispatch(xHttpExchange *ex);
 
 /** True when a streaming route's reader takes pieces now. */
 static inline bool xHttpExchangeWantsBody(const xHttpExchange *ex) {

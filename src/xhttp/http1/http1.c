@@ -328,7 +328,7 @@ static void dispatch(xHttp1 *h, xStr body) {
     /* The timer is left armed: it does nothing while a handler works, and
      * the response's end re-arms it, so disarming would be wasted work. */
     xConnRetain(conn);  /* released by finish(), however late the response */
-    xHttpExchangeDispatch(ex, xHttpContextOf(conn)->router);
+    xHttpExchangeDispatch(ex);
     if (h->ex == ex && ex->streams_body && h->state == XH1_HANDLER) {
         /* A streaming route's request without a body: its reader is owed
          * the end, with nothing more to read. */
@@ -341,16 +341,13 @@ static void dispatch(xHttp1 *h, xStr body) {
 }
 
 static bool route_exists(xHttp1 *h) {
-    xRouteMatch match;
-    const xHttpRequest *req = &h->ex->req;
     refresh_views(h);
-    return xRouterMatch(xHttpContextOf(h->conn)->router, req->method, req->path, &match) == XROUTE_FOUND;
+    return xHttpExchangeRoute(h->ex) == XROUTE_FOUND;
 }
 
 static bool route_streams(xHttp1 *h) {
-    const xHttpRequest *req = &h->ex->req;
     refresh_views(h);
-    return xHttpExchangeRouteStreams(xHttpContextOf(h->conn)->router, req->method, req->path);
+    return xHttpExchangeStreams(h->ex);
 }
 
 /* A streaming route: the handler gets the request now. Its head moves to the

@@ -323,7 +323,7 @@ static void deliver_body(xHttp2 *h2, xH2Stream *s) {
 
 static void dispatch(xHttp2 *h2, xH2Stream *s) {
     xConn *conn = h2->conn;
-    xHttpExchange *ex = xHttpExchangeAcquire(xHttpContextOf(conn));
+    xHttpExchange *ex = s->ex ? s->ex : xHttpExchangeAcquire(xHttpContextOf(conn));
     if (!ex) {
         nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
         return;
@@ -342,7 +342,7 @@ static void dispatch(xHttp2 *h2, xH2Stream *s) {
         xHttpExchangeSendStatus(ex, s->reject_status);
         return;
     }
-    xHttpExchangeDispatch(ex, xHttpContextOf(conn)->router);
+    xHttpExchangeDispatch(ex);
     if (ex->streams_body) deliver_body(h2, s);
 }
 
@@ -455,6 +455,15 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, nghtt
     return 0;
 }
 
+/* Routes a request whose body is still to come: the stream takes its
+ * exchange now, and dispatch later reuses the routing. */
+static bool route_at_head(xHttp2 *h2, xH2Stream *s) {
+    if (!s->ex && !(s->ex = xHttpExchangeAcquire(xHttpContextOf(h2->conn)))) return false;
+    s->ex->req.method = s->method.value;
+    s->ex->req.path = path_of(s->path.value);
+    return true;
+}
+
 /* Answers early (413) and tells the client to stop sending the body. */
 static void refuse_body(xHttp2 *h2, xH2Stream *s) {
     s->reject_status = 413;
@@ -466,8 +475,7 @@ static void refuse_body(xHttp2 *h2, xH2Stream *s) {
  * pieces (returns true); otherwise a declared body that cannot fit is
  * refused before it is sent. */
 static bool begin_body(xHttp2 *h2, xH2Stream *s) {
-    if (!s->reject_status &&
-        xHttpExchangeRouteStreams(xHttpContextOf(h2->conn)->router, s->method.value, path_of(s->path.value))) {
+    if (!s->reject_status && route_at_head(h2, s) && xHttpExchangeStreams(s->ex)) {
         s->streams_body = true;
         return true;
     }
