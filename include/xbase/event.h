@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 #include <sys/uio.h>
 
 #include <xbase/errno.h>
@@ -67,9 +68,8 @@ ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int i
 /** Milliseconds on a monotonic clock, sampled once per loop iteration. */
 uint64_t xEventLoopNowMs(const xEventLoop *loop);
 
-/** The HTTP Date header value for the current second ("Sun, 06 Nov 1994
- *  08:49:37 GMT", 29 bytes, NUL-terminated); rebuilt at most once per second. */
-const char *xEventLoopHttpDate(xEventLoop *loop);
+/** Seconds since the epoch on the wall clock, sampled once per loop iteration. */
+time_t xEventLoopWallSeconds(const xEventLoop *loop);
 
 /* ---- Timers ----
  * A timer is embedded in the caller's own struct, so arming costs no malloc.

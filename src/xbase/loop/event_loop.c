@@ -35,8 +35,7 @@ struct xEventLoop {
     size_t watch_cap;
     bool stop_requested;
     uint64_t now_ms;
-    time_t date_second;
-    char date[32];
+    time_t wall_second;
     xTimerWheel wheel;
 
     int wake_fd;             /* eventfd that other threads write to */
@@ -51,41 +50,11 @@ static uint64_t monotonic_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Formats the IMF-fixdate of RFC 9110 §5.6.7 by hand: strftime depends on
- * the locale and costs more than we want even once a second. */
-static void format_http_date(char out[32], time_t t) {
-    static const char days[] = "SunMonTueWedThuFriSat";
-    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    memcpy(out, days + 3 * tm.tm_wday, 3);
-    out[3] = ',';
-    out[4] = ' ';
-    out[5] = (char)('0' + tm.tm_mday / 10);
-    out[6] = (char)('0' + tm.tm_mday % 10);
-    out[7] = ' ';
-    memcpy(out + 8, months + 3 * tm.tm_mon, 3);
-    out[11] = ' ';
-    int year = tm.tm_year + 1900;
-    for (int i = 15; i >= 12; i--, year /= 10) out[i] = (char)('0' + year % 10);
-    out[16] = ' ';
-    int hms[3] = {tm.tm_hour, tm.tm_min, tm.tm_sec};
-    for (int i = 0; i < 3; i++) {
-        out[17 + 3 * i] = (char)('0' + hms[i] / 10);
-        out[18 + 3 * i] = (char)('0' + hms[i] % 10);
-        out[19 + 3 * i] = i < 2 ? ':' : ' ';
-    }
-    memcpy(out + 26, "GMT", 4);
-}
-
 static void update_clock(xEventLoop *loop) {
     loop->now_ms = monotonic_ms();
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-    if (ts.tv_sec != loop->date_second) {
-        loop->date_second = ts.tv_sec;
-        format_http_date(loop->date, ts.tv_sec);
-    }
+    loop->wall_second = ts.tv_sec;
 }
 
 static void run_posted(xEventLoop *loop) {
@@ -196,7 +165,7 @@ ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int i
 
 uint64_t xEventLoopNowMs(const xEventLoop *loop) { return loop->now_ms; }
 
-const char *xEventLoopHttpDate(xEventLoop *loop) { return loop->date; }
+time_t xEventLoopWallSeconds(const xEventLoop *loop) { return loop->wall_second; }
 
 void xTimerStart(xEventLoop *loop, xTimer *timer, uint64_t after_ms) {
     xTimerWheelAdd(&loop->wheel, timer, loop->now_ms + after_ms);

@@ -11,6 +11,7 @@
 #include <xhttp/server.h>
 
 #include "xnet/connection.h"
+#include "xhttp/core/date.h"
 #include "xhttp/core/router.h"
 
 typedef struct xHttpExchange xHttpExchange;
@@ -38,6 +39,7 @@ typedef struct xHttpContext {
     const xHttpUpgrades *upgrades;
     xHttpExchange *free_exchanges;/* pooled request/response objects */
     size_t free_exchange_count;
+    xHttpDateCache date;          /* this worker's Date header */
     bool draining;                /* graceful stop in progress */
     void *owner;                  /* the worker that owns this context */
 } xHttpContext;

@@ -94,7 +94,7 @@ static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const cha
     *p++ = ' ';
     p = put(p, reason, reason_len);
     p = put(p, "\r\nServer: xkit\r\nDate: ", 22);
-    p = put(p, xEventLoopHttpDate(h->conn->net->loop), 29);
+    p = put(p, xHttpDate(&xHttpContextOf(h->conn)->date, h->conn->net->loop), XHTTP_DATE_LEN);
     p = put(p, "\r\n", 2);
     if (fields && fields->len) p = put(p, fields->data, fields->len);
     p = put(p, framing, framing_len);

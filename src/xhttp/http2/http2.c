@@ -658,8 +658,8 @@ static size_t response_fields(xH2Stream *s, nghttp2_nv *nv, bool with_length) {
     s->status[2] = (char)('0' + code % 10);
     nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)s->status, 7, 3, NV_BORROWED};
     nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"xkit", 6, 4, NV_BORROWED};
-    const char *date = xEventLoopHttpDate(ex->req.loop);
-    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, 29, NV_BORROWED};
+    const char *date = xHttpDate(&xHttpContextOf(s->h2->conn)->date, ex->req.loop);
+    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, XHTTP_DATE_LEN, NV_BORROWED};
     n = add_lines(nv, n, &ex->res.headers);
     if (with_length)
         nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)s->length, 14, s->length_len, NV_BORROWED};
