@@ -16,10 +16,8 @@
  * Flow control is ours to drive (no automatic WINDOW_UPDATE): a buffered
  * request body counts as consumed as it arrives, bounded by max_body_size; a
  * streaming route's body only once its reader has taken it, so a paused or
- * slow reader holds the client to its stream's window. The connection's
- * window goes back at once for held bytes up to one window's worth in all,
- * so one paused reader does not stall the connection's other uploads, while
- * what the readers hold stays bounded (two windows' worth per connection). */
+ * slow reader holds the client to its stream's window; the connection's
+ * window is accounted in held_window.h. */
 #include "xhttp/http2/http2.h"
 
 #include <errno.h>
@@ -31,6 +29,7 @@
 
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/tokens.h"
+#include "xhttp/http2/held_window.h"
 
 /* Stop framing into the output queue beyond this; resume once it drains. */
 #define XH2_OUTPUT_HIGH_WATER (1u << 20)
@@ -76,7 +75,7 @@ typedef struct xH2Stream {
     size_t header_bytes;
     int64_t declared_length;         /* content-length, or -1 */
     xBuffer body;                    /* the whole body, or a streamed one's undelivered part */
-    size_t body_returned;            /* of a streamed body's part: connection window given back */
+    xH2HeldShare held_share;         /* a streamed body's part: its connection window (held_window.h) */
     int reject_status;               /* answer this instead of dispatching */
     bool streams_body;               /* a streaming route: dispatched at the head */
     bool body_done;                  /* the client ended its side of the stream */
@@ -118,7 +117,7 @@ struct xHttp2 {
     xH2Stream *receiving;            /* the stream whose request header block is being read */
     xTimer goaway_timer;             /* second step of a graceful GOAWAY */
     uint64_t progress;               /* request bytes taken plus response bytes framed */
-    size_t held_returned;            /* held streamed-body bytes whose connection window went back */
+    xH2HeldWindow held_window;       /* held streamed bodies' connection window (held_window.h) */
     uint64_t progress_at_arm;
     xH2Wait waiting_for;             /* what the armed timer measures */
     bool in_batch;
@@ -213,10 +212,8 @@ static void unqueue(xHttp2 *h2, xH2Stream *s) {
 /* A streamed body's held part leaves (taken, or dropped): the connection's
  * window comes back for what did not get it back on arrival. */
 static void release_held(xHttp2 *h2, xH2Stream *s) {
-    size_t due = s->body.len - s->body_returned;
+    size_t due = xH2HeldRelease(&h2->held_window, &s->held_share, s->body.len);
     if (due && h2->session) nghttp2_session_consume_connection(h2->session, due);
-    h2->held_returned -= s->body_returned;
-    s->body_returned = 0;
     s->body.len = 0;
 }
 
@@ -492,11 +489,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
         /* Held until its reader takes it: the stream's window reopens then;
          * the connection's now, while the readers hold under one window. */
         if (xBufferAppend(&s->body, data, len) != XOK) return NGHTTP2_ERR_CALLBACK_FAILURE;
-        if (h2->held_returned + len <= xHttpContextOf(h2->conn)->conf->http2_window) {
-            nghttp2_session_consume_connection(session, len);
-            h2->held_returned += len;
-            s->body_returned += len;
-        }
+        if (xH2HeldArrive(&h2->held_window, &s->held_share, len)) nghttp2_session_consume_connection(session, len);
         if (s->dispatched) mark_ready(h2, s);
         return 0;
     }
@@ -1040,6 +1033,7 @@ bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade) {
         return false;  /* the connection is still the caller's */
     }
     h2->conn = conn;
+    h2->held_window.limit = xHttpContextOf(conn)->conf->http2_window;
     xTimerInit(&h2->goaway_timer, on_goaway_timer);
     conn->proto = &h2_protocol;
     conn->proto_state = h2;
