@@ -52,8 +52,11 @@ enum {
     XHTTP_PROTO_HTTP2 = 1u << 1,
 };
 
-/** Server settings. Start from xHttpServerConfInit's defaults. */
+/** Server settings. Start from xHttpServerConfInit's defaults; fields are
+ *  only ever added at the end, and a library newer than the caller's header
+ *  reads only what the caller's version has (defaults for the rest). */
 typedef struct xHttpServerConf {
+    size_t struct_size;          /**< the caller's sizeof, set by xHttpServerConfInit */
     int workers;                 /**< threads for xHttpServerRun; 0: the CPUs this
                                       process may run on (sched_getaffinity) */
     size_t max_request_line;     /**< bytes, else 414 (default 8 KiB) */
@@ -83,18 +86,26 @@ typedef struct xHttpServerConf {
                                       Create until Destroy */
 } xHttpServerConf;
 
+/** Fills the first size bytes of conf with the defaults noted above; size is
+ *  the caller's sizeof(xHttpServerConf). Call xHttpServerConfInit instead. */
+void xHttpServerConfInitSized(xHttpServerConf *conf, size_t size);
+
 /** Fills conf with the defaults noted above. */
-void xHttpServerConfInit(xHttpServerConf *conf);
+static inline void xHttpServerConfInit(xHttpServerConf *conf) { xHttpServerConfInitSized(conf, sizeof *conf); }
 
 /** Creates a server. loop NULL: the server owns conf->workers loops, started
- *  by xHttpServerRun. loop set: the server lives on that loop only. conf may be
- *  NULL for the defaults. Returns NULL on allocation failure. */
+ *  by xHttpServerRun. loop set: the server lives on that loop only, and
+ *  xHttpServerDestroy leaves the loop to its owner. conf is copied (the
+ *  caller may free it at once); NULL means the defaults. Returns NULL on
+ *  allocation failure. */
 xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf);
 
 /** Adds a route. spec is "METHOD /pattern" or "/pattern" for any method; a
  *  pattern segment ":name" captures one segment, a final "*" the rest. GET
  *  routes also answer HEAD. Unknown path → 404; known path, other method →
- *  405 with Allow. Returns XERR_INVALID, XERR_EXISTS or XERR_STATE (running). */
+ *  405 with Allow. spec is copied; arg is borrowed, passed to every call of
+ *  handler, and must outlive the server. Returns XERR_INVALID, XERR_EXISTS or
+ *  XERR_STATE (running). */
 xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg);
 
 /** Adds a route like xHttpServerRoute whose handler runs as soon as the
@@ -136,7 +147,8 @@ xErrno xHttpServerRun(xHttpServer *server);
  *  shutdown_timeout_ms. Callable from any thread and from a signal handler. */
 void xHttpServerStop(xHttpServer *server);
 
-/** Frees a server that is not running. */
+/** Frees a server that is not running, with its workers' loops; a caller's
+ *  loop (xHttpServerCreate's loop argument) is left alone, not destroyed. */
 void xHttpServerDestroy(xHttpServer *server);
 
 /* ---- The request: views valid until its response ends ---- */
@@ -195,14 +207,16 @@ xEventLoop *xHttpRequestLoop(const xHttpRequest *req);
 /** Sets the status code (default 200). Before the head is sent. */
 void xHttpResponseSetStatus(xHttpResponse *res, int status);
 
-/** Adds a header. Content-Length, Transfer-Encoding, Connection and Date are
- *  the server's and are refused (XERR_INVALID), as are names or values with
- *  bytes not allowed in a field. Returns XERR_STATE after the head is sent. */
+/** Adds a header; name and value are copied. Content-Length,
+ *  Transfer-Encoding, Connection and Date are the server's and are refused
+ *  (XERR_INVALID), as are names or values with bytes not allowed in a field.
+ *  Returns XERR_STATE after the head is sent. */
 xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *value);
 
 /** Adds a trailer field to a streamed response, sent after the body: a
  *  chunked trailer on HTTP/1.1 (dropped for HTTP/1.0 clients), a trailing
- *  HEADERS frame on HTTP/2. Same rules as xHttpResponseAddHeader; before End. */
+ *  HEADERS frame on HTTP/2. Copied; same rules as xHttpResponseAddHeader;
+ *  before End. */
 xErrno xHttpResponseAddTrailer(xHttpResponse *res, const char *name, const char *value);
 
 /** Sends the whole body (copied) with a Content-Length and ends the response. */

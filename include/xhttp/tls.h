@@ -50,8 +50,10 @@ typedef struct xTlsSniCert {
 } xTlsSniCert;
 
 /** TLS listener settings. Start from xTlsConfInit's defaults. Strings are
- *  copied by xHttpServerListenTls; files are read there and again on reload. */
+ *  copied by xHttpServerListenTls; files are read there and again on reload.
+ *  Fields are only ever added at the end (see xHttpServerConf). */
 typedef struct xTlsConf {
+    size_t struct_size;        /**< the caller's sizeof, set by xTlsConfInit */
     xTlsCert cert;             /**< served when SNI names none of sni[] (required) */
     const xTlsSniCert *sni;    /**< more certificates, chosen by SNI */
     size_t num_sni;
@@ -81,8 +83,12 @@ typedef struct xTlsConf {
                                     other suites stay with OpenSSL, and kTLS comes first (true) */
 } xTlsConf;
 
+/** Fills the first size bytes of conf with the defaults noted above; size is
+ *  the caller's sizeof(xTlsConf). Call xTlsConfInit instead. */
+void xTlsConfInitSized(xTlsConf *conf, size_t size);
+
 /** Fills conf with the defaults noted above. */
-void xTlsConfInit(xTlsConf *conf);
+static inline void xTlsConfInit(xTlsConf *conf) { xTlsConfInitSized(conf, sizeof *conf); }
 
 /** Like xHttpServerListen, serving TLS. Certificates, keys, the CA file,
  *  cipher names and groups are all checked here: a bad one fails the call
@@ -98,8 +104,10 @@ xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port
  *  also does this on SIGHUP. */
 xErrno xHttpServerReloadTls(xHttpServer *server);
 
-/** How a request's connection is secured. */
+/** How a request's connection is secured. Fields are only ever added at the
+ *  end; the library writes only what the caller's version has. */
 typedef struct xTlsInfo {
+    size_t struct_size;        /**< the caller's sizeof, set by xHttpRequestTls */
     const char *version;       /**< "TLSv1.3", "TLSv1.2" */
     const char *cipher;        /**< e.g. "TLS_AES_128_GCM_SHA256" */
     const char *alpn;          /**< "h2", "http/1.1", or "" when none was chosen */
@@ -112,9 +120,15 @@ typedef struct xTlsInfo {
     char client_subject[256];  /**< its subject, one line, or "" */
 } xTlsInfo;
 
+/** Fills the first size bytes of info (the caller's sizeof(xTlsInfo)).
+ *  Call xHttpRequestTls instead. */
+bool xHttpRequestTlsSized(const xHttpRequest *req, xTlsInfo *info, size_t size);
+
 /** Fills info for a request that came over TLS; false for a plain one.
  *  Strings stay valid until the response ends. */
-bool xHttpRequestTls(const xHttpRequest *req, xTlsInfo *info);
+static inline bool xHttpRequestTls(const xHttpRequest *req, xTlsInfo *info) {
+    return xHttpRequestTlsSized(req, info, sizeof *info);
+}
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,8 @@
 
 #include <xbase/log.h>
 
+#include "xbase/mem/sized.h"
+
 #include "xnet/connection.h"
 #include "xnet/tls/tls.h"
 #include "xhttp/core/context.h"
@@ -72,8 +74,8 @@ struct xHttpServer {
     atomic_bool stop_requested;
 };
 
-void xHttpServerConfInit(xHttpServerConf *conf) {
-    *conf = (xHttpServerConf){
+void xHttpServerConfInitSized(xHttpServerConf *conf, size_t size) {
+    xHttpServerConf defaults = {
         .workers = 0,
         .max_request_line = 8192,
         .max_header_size = 8192,
@@ -94,6 +96,7 @@ void xHttpServerConfInit(xHttpServerConf *conf) {
         .max_connections = 10000,
         .handle_signals = true,
     };
+    xSizedInit(conf, size, &defaults, sizeof defaults);
 }
 
 static int cpus_available(void) {
@@ -270,8 +273,8 @@ static void worker_destroy(xWorker *w) {
 xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
     xHttpServer *server = calloc(1, sizeof *server);
     if (!server) return NULL;
-    if (conf) server->conf = *conf;
-    else xHttpServerConfInit(&server->conf);
+    xHttpServerConfInit(&server->conf);
+    if (conf) xSizedAdopt(&server->conf, conf, sizeof server->conf);
     server->attached = loop != NULL;
     server->signal_fd = server->wake_fd = -1;
     server->nworkers = loop ? 1 : server->conf.workers > 0 ? server->conf.workers : cpus_available();
@@ -447,11 +450,15 @@ xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port) {
     return listen_on(server, host, port, NULL, &plan);
 }
 
-xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port, const xTlsConf *conf) {
-    if (!conf) {
+xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port, const xTlsConf *caller_conf) {
+    if (!caller_conf) {
         snprintf(server->last_error, sizeof server->last_error, "tls: no configuration given");
         return XERR_INVALID;
     }
+    xTlsConf full;
+    xTlsConfInit(&full);
+    xSizedAdopt(&full, caller_conf, sizeof full);
+    const xTlsConf *conf = &full;
     int slot = server->nlisteners;
     if (slot == XSERVER_MAX_LISTENERS) return listen_on(server, host, port, NULL, NULL);  /* says why */
     /* The plan lives in its slot: the TLS callbacks point at it. */

@@ -48,10 +48,10 @@ class InstallTest(unittest.TestCase):
             server.stop_and_check()
 
     def test_headers_libraries_and_package_files_are_installed(self):
-        for header in ("xbase/event.h", "xbase/errno.h", "xbase/buffer.h", "xbase/log.h", "xbase/str.h",
-                       "xhttp/server.h"):
+        for header in ("xkit.h", "xbase/event.h", "xbase/errno.h", "xbase/buffer.h", "xbase/log.h",
+                       "xbase/memcache.h", "xbase/str.h", "xhttp/server.h", "xhttp/tls.h"):
             self.assertTrue(os.path.exists(os.path.join(self.prefix, "include", header)), header)
-        for lib in ("libxkit.a", "libxkit.so"):
+        for lib in ("libxkit.a", "libxkit.so", "libxkit.so.0.2"):
             self.assertTrue(os.path.exists(os.path.join(self.libdir, lib)), lib)
         self.assertTrue(os.path.exists(os.path.join(self.libdir, "cmake", "xkit", "xkitConfig.cmake")))
 
@@ -85,15 +85,18 @@ class InstallTest(unittest.TestCase):
         cxx = require_tool(self, "c++")
         source = os.path.join(self.tmp, "use.cpp")
         with open(source, "w") as f:
-            f.write("#include <xbase/event.h>\n#include <xbase/buffer.h>\n#include <xbase/log.h>\n"
-                    "#include <xhttp/server.h>\n"
+            f.write("#include <xkit.h>\n#include <cstdio>\n#include <cstring>\n"
                     "static void h(xHttpRequest *, xHttpResponse *res, void *) {"
                     " xHttpResponseSend(res, \"ok\", 2); }\n"
                     "int main() { xHttpServer *s = xHttpServerCreate(nullptr, nullptr);"
-                    " xHttpServerRoute(s, \"GET /\", h, nullptr); xHttpServerDestroy(s); }\n")
+                    " xHttpServerRoute(s, \"GET /\", h, nullptr); xHttpServerDestroy(s);"
+                    " char v[32]; std::snprintf(v, sizeof v, \"%d.%d.%d\", XKIT_VERSION_MAJOR,"
+                    " XKIT_VERSION_MINOR, XKIT_VERSION_PATCH);"
+                    " std::puts(xKitVersion()); return std::strcmp(v, xKitVersion()) != 0; }\n")
         run([cxx, "-std=c++17", "-Wall", "-Werror", source, "-o", os.path.join(self.tmp, "use_cpp")]
             + self.pkg_config_flags() + SANITIZE)
-        run([os.path.join(self.tmp, "use_cpp")])
+        printed = run([os.path.join(self.tmp, "use_cpp")]).stdout.strip()
+        self.assertRegex(printed, r"^\d+\.\d+\.\d+$")
 
 
 if __name__ == "__main__":

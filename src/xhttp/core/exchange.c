@@ -7,6 +7,8 @@
 
 #include <xhttp/tls.h>
 
+#include "xbase/mem/sized.h"
+
 /* Exchanges kept for reuse per worker; beyond this they go back to malloc. */
 #define XEXCHANGE_POOL_MAX 1024
 
@@ -341,4 +343,9 @@ const char *xHttpStatusReason(int status) {
     return "Unknown";
 }
 
-bool xHttpRequestTls(const xHttpRequest *req, xTlsInfo *info) { return xConnTlsInfo(req->conn, info); }
+bool xHttpRequestTlsSized(const xHttpRequest *req, xTlsInfo *info, size_t size) {
+    xTlsInfo full;
+    if (!xConnTlsInfo(req->conn, &full)) return false;
+    xSizedExport(info, size, &full, sizeof full);
+    return true;
+}

@@ -26,6 +26,8 @@
 
 #include <xbase/log.h>
 
+#include "xbase/mem/sized.h"
+
 /* TLS 1.2 without a configured list: forward secrecy and AEAD only. */
 #define XTLS_DEFAULT_CIPHERS "ECDHE+AESGCM:ECDHE+CHACHA20"
 /* AES-128 first, as Go and BoringSSL order them: with AES-NI it encrypts as
@@ -383,8 +385,8 @@ static bool check_conf(xTlsServer *srv, char *err, size_t err_len) {
 
 /* ---- The server's lifetime ---- */
 
-void xTlsConfInit(xTlsConf *conf) {
-    *conf = (xTlsConf){
+void xTlsConfInitSized(xTlsConf *conf, size_t size) {
+    xTlsConf defaults = {
         .min_version = XTLS_VERSION_1_2,
         .max_version = XTLS_VERSION_1_3,
         .session_tickets = true,
@@ -395,6 +397,7 @@ void xTlsConfInit(xTlsConf *conf) {
         .ktls = true,
         .xkit_records = true,
     };
+    xSizedInit(conf, size, &defaults, sizeof defaults);
 }
 
 static char *copy(const char *s, bool *ok) {

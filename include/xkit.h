@@ -1,0 +1,32 @@
+/* xkit.h — every public xKit header at once, and the library's version.
+ *
+ * XKIT_VERSION_* say which headers a program was compiled with;
+ * xKitVersion() says which library it runs with. CMake reads the version
+ * from this file, so it is stated once. */
+#ifndef XKIT_H
+#define XKIT_H
+
+#define XKIT_VERSION_MAJOR 0
+#define XKIT_VERSION_MINOR 2
+#define XKIT_VERSION_PATCH 0
+
+#include <xbase/buffer.h>
+#include <xbase/errno.h>
+#include <xbase/event.h>
+#include <xbase/log.h>
+#include <xbase/memcache.h>
+#include <xbase/str.h>
+#include <xhttp/server.h>
+#include <xhttp/tls.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The running library's version, "MAJOR.MINOR.PATCH" (static storage). */
+const char *xKitVersion(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
