@@ -102,7 +102,10 @@ bool xTimerActive(const xTimer *timer);
 typedef void (*xPostFn)(xEventLoop *loop, void *arg);
 
 /** Queues fn(loop, arg) to run on the loop's thread. Callable from any thread.
- *  Returns XERR_NOMEM if the call could not be queued. */
+ *  Calls still queued when the loop is destroyed run then, on the destroying
+ *  thread, so one that owns memory can release it; none may be posted after
+ *  xEventLoopDestroy has begun. Returns XERR_NOMEM if the call could not be
+ *  queued. */
 xErrno xEventLoopPost(xEventLoop *loop, xPostFn fn, void *arg);
 
 #ifdef __cplusplus

@@ -133,6 +133,18 @@ static void test_calls_posted_from_another_thread_run_on_the_loop(void) {
     xEventLoopDestroy(p.loop);
 }
 
+static void count_run(xEventLoop *loop, void *arg) { (*(int *)arg)++; }
+
+static void test_calls_still_queued_run_at_destroy(void) {
+    xEventLoop *loop = xEventLoopCreate();
+    int runs = 0;
+    CHECK_EQ_INT(xEventLoopPost(loop, count_run, &runs), XOK);
+    CHECK_EQ_INT(xEventLoopPost(loop, count_run, &runs), XOK);
+    CHECK_EQ_INT(runs, 0);
+    xEventLoopDestroy(loop);
+    CHECK_EQ_INT(runs, 2);
+}
+
 static void test_wall_clock_second_is_now(void) {
     xEventLoop *loop = xEventLoopCreate();
     time_t before = time(NULL);
@@ -148,6 +160,7 @@ int main(void) {
     RUN(test_stopped_timer_does_not_fire);
     RUN(test_readiness_reaches_its_callback_and_io_goes_through_the_loop);
     RUN(test_calls_posted_from_another_thread_run_on_the_loop);
+    RUN(test_calls_still_queued_run_at_destroy);
     RUN(test_wall_clock_second_is_now);
     return CHECK_SUMMARY();
 }
