@@ -140,13 +140,16 @@ def prepare_peers(args, work_dir, certs):
 
 def configured(peer, config, case):
     """xKit's peer held to the config's version and suite, resumption off for the handshake
-    case; Go's cannot be told a suite: only the client's offer picks one."""
+    case, with GET /tls for the handshake cases' check; Go's cannot be told a suite: only
+    the client's offer picks one."""
     if peer.name != "xkit":
         return peer
     flags = (["--tls-min", "1.3", "--ciphersuites", config.suite] if config.version == "1.3"
              else ["--tls-max", "1.2", "--ciphers", config.suite])
     if case == "handshake":
         flags += ["--no-tickets", "--session-cache", "0"]
+    if case in ("handshake", "resume"):
+        flags.append("--test-routes")  # the resumption check asks GET /tls
     return dataclasses.replace(peer, command=lambda port, run_dir: peer.command(port, run_dir) + flags)
 
 

@@ -105,13 +105,15 @@ def tuned(peer, variant, max_connections, logged=False):
     """The peer for a handshake variant: "resumed" is its defaults, "full" turns tickets and the
     session cache off. nginx is also told TLS 1.3; h2o gets max_connections (its own default,
     1024, is below the idle case's count). logged: nginx and h2o log, per request, whether its
-    session was resumed, into RESUMPTION_LOG in their run directory."""
+    session was resumed, into RESUMPTION_LOG in their run directory; xKit gets its GET /tls."""
     full = variant == "full"
     if peer.name == "xkit":
-        if not full:
+        # The check counts resumptions through GET /tls, a test-only route.
+        flags = (["--no-tickets", "--session-cache", "0"] if full else []) + (
+            ["--test-routes"] if logged else [])
+        if not flags:
             return peer
-        return dataclasses.replace(peer, command=lambda port, run_dir: peer.command(
-            port, run_dir) + ["--no-tickets", "--session-cache", "0"])
+        return dataclasses.replace(peer, command=lambda port, run_dir: peer.command(port, run_dir) + flags)
     if peer.name == "go":
         return dataclasses.replace(peer, env={**peer.env, "BENCH_TLS_NO_RESUMPTION": "1"}) if full else peer
     if peer.name == "nginx":
