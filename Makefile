@@ -28,7 +28,7 @@ run: release
 
 # The benchmark suite: installs what it needs (bench/setup.sh), builds xKit in Release with the
 # bench servers, runs the quick suite and writes bench/results/ (see bench/README.md).
-# run_bench.py's options go through ARGS: make bench ARGS="--full --only h2c --peers go,nginx"
+# ARGS go to `python3 bench/xkbench suite`: make bench ARGS="--full --only h2c --peers go,nginx"
 bench:
 	@bench/setup.sh $(ARGS)
 	@echo "make bench: building xKit (Release, bench servers) in $(BUILD)/"
@@ -36,7 +36,7 @@ bench:
 	  { echo "make bench: configuring xKit failed (CMake's errors are above)" >&2; exit 1; }
 	@cmake --build $(BUILD) --parallel $(JOBS) >/dev/null || \
 	  { echo "make bench: building xKit failed; see: cmake --build $(BUILD)" >&2; exit 1; }
-	@python3 bench/run_bench.py --build-dir $(BUILD) $(ARGS)
+	@python3 bench/xkbench suite --build-dir $(BUILD) $(ARGS)
 
 clean:
 	rm -rf $(BUILD) $(TEST_BUILD)

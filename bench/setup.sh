@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The first step of `make bench`: installs with apt-get what building xKit and running the
 # benchmarks need and this machine lacks (nothing, and no network, when all is there), and
-# checks for Python 3.11 and Go. Takes run_bench.py's options to see which peers are asked
-# for (--peers go,nginx,h2o; default go). Anything it cannot do, it says in one line.
+# checks for Python 3.11 and Go. Takes the suite's options (`bench/xkbench suite`) to see
+# which peers are asked for (--peers go,nginx,h2o; default go). Anything it cannot do, it says in one line.
 set -uo pipefail
 
 die() {
@@ -50,7 +50,7 @@ if ((${#missing[@]} > 0)); then
 fi
 
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
-  die "bench/run_bench.py needs Python 3.11 or newer; python3 is $(python3 -V 2>&1)"
+  die "bench/xkbench needs Python 3.11 or newer; python3 is $(python3 -V 2>&1)"
 
 if asked go && ! command -v go >/dev/null 2>&1 && [[ ! -x /usr/local/go/bin/go ]]; then
   die "Go is needed for the Go peers and is neither on PATH nor /usr/local/go/bin/go: install it from https://go.dev/dl/, or measure xKit alone with ARGS=\"--peers none\""

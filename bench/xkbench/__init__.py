@@ -1,3 +1,5 @@
-"""xKit's benchmark runner: servers pinned to their cores, wrk and h2load, /proc accounting,
-and the report (markdown, JSON, SVG charts). bench/run_bench.py is the entry point;
-bench/compare_http1.py and bench/compare_http2.py use the same pieces."""
+"""xKit's benchmarks as one tool, `python3 bench/xkbench SUBCOMMAND` (cli.py has the table):
+servers and peers started pinned to their cores (servers.py, peers.py), wrk and h2load runs
+with the server's CPU from /proc (loadgen.py, parsing.py), rounds with the order alternating
+(rounds.py), medians (stats.py), and reports under bench/results/ (results.py). commands/
+holds the subcommands: suite, compare http1|h2c|https, ciphers."""

@@ -6,9 +6,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from .servers import find_tool
-
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+from .paths import REPO_ROOT
+from .servers import cpu_list, find_tool
 
 
 def first_line(argv, pattern=None):
@@ -46,6 +45,18 @@ def os_name():
         return "unknown"
     match = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', text, re.M)
     return match.group(1) if match else "unknown"
+
+
+def aes_ni():
+    with open("/proc/cpuinfo") as cpuinfo:
+        return any(line.startswith("flags") and " aes " in f"{line} " for line in cpuinfo)
+
+
+def host_line(with_aes=False):
+    """One line for a comparison's report: the cores, the kernel, the load at the start."""
+    aes = f" ({'AES-NI' if aes_ni() else 'no AES-NI'})" if with_aes else ""
+    return (f"{os.cpu_count()} × {cpu_model()}{aes}, Linux {platform.release()}, "
+            f"load {load_average()} at start")
 
 
 def load_average():
@@ -86,10 +97,6 @@ def xkit_revision():
         return "unknown revision"
     dirty = first_line(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"])
     return f"commit {commit}" + (" with uncommitted changes" if dirty not in ("unknown", "") else "")
-
-
-def cpu_list(cpus):
-    return ",".join(str(cpu) for cpu in sorted(cpus))
 
 
 def capture(build_dir, server_cpus, client_cpus, peers):

@@ -1,19 +1,21 @@
-"""Running wrk or h2load against one server from the client's cores, and what the server,
-the load generator and everything else spent meanwhile."""
+"""Running wrk or h2load from the client's cores against one server, and what the server,
+the load generator and everything else on those cores spent meanwhile: the one place where
+CPU per request is taken, for the suite and every comparison."""
 
+import os
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from .matrix import STREAMS_PER_CONNECTION, Case
 from .parsing import parse_h2load, parse_wrk
-from .servers import children_cpu_seconds, core_seconds
+from .paths import WRK_SCRIPTS, shown
+from .servers import RunFailed, children_cpu_seconds, core_seconds, cpu_list, pinned
 
-BENCH_DIR = Path(__file__).resolve().parent.parent
-PIPELINE_SCRIPT = BENCH_DIR / "wrk" / "pipeline.lua"
-POST_SCRIPT = BENCH_DIR / "wrk" / "post.lua"
+PIPELINE_SCRIPT = WRK_SCRIPTS / "pipeline.lua"
+POST_SCRIPT = WRK_SCRIPTS / "post.lua"
+RESUMPTION_SCRIPT = WRK_SCRIPTS / "resumption.lua"
 # h2load stops issuing requests at -D but waits for those in flight; allow it that long.
 GRACE_SECONDS = 30
 H2LOAD_STARTED = "Main benchmark duration is started"
@@ -30,7 +32,19 @@ class Client:
 
     @property
     def cpu_list(self):
-        return ",".join(str(cpu) for cpu in sorted(self.cpus))
+        return cpu_list(self.cpus)
+
+
+def wrk_argv(url, connections, seconds, threads=1, options=(), script_args=()):
+    """wrk's command line; options (-s SCRIPT, -H HEADER) go before the URL, script_args after --."""
+    argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", *options, url]
+    return argv + ["--", *script_args] if script_args else argv
+
+
+def h2load_argv(url, connections, seconds, threads=1, streams=STREAMS_PER_CONNECTION, options=()):
+    """h2load's command line for -D seconds; options (--warm-up-time, -d BODY) go before the URL."""
+    return ["h2load", f"-t{threads}", f"-c{connections}", f"-m{streams}", "-D", str(seconds),
+            *options, url]
 
 
 def url(case, port):
@@ -43,21 +57,18 @@ def load_argv(case, port, seconds, warmup, client):
     h2load over TLS offers only h2, so a server without it fails instead of falling back."""
     target = url(case, port)
     if case.protocol.tool == "wrk":
-        argv = ["wrk", f"-t{client.threads}", f"-c{case.connections}", f"-d{seconds}s"]
         if case.protocol.pipelined:
-            return argv + ["-s", str(PIPELINE_SCRIPT), target]
+            return wrk_argv(target, case.connections, seconds, client.threads, ["-s", str(PIPELINE_SCRIPT)])
         if case.kind == "post":
-            return argv + ["-s", str(POST_SCRIPT), target, "--", str(client.bodies[case.size])]
-        return argv + [target]
-    argv = ["h2load", f"-t{client.threads}", f"-c{case.connections}",
-            f"-m{STREAMS_PER_CONNECTION}", "-D", str(seconds)]
-    if warmup:
-        argv.append(f"--warm-up-time={warmup}")
+            return wrk_argv(target, case.connections, seconds, client.threads, ["-s", str(POST_SCRIPT)],
+                            [str(client.bodies[case.size])])
+        return wrk_argv(target, case.connections, seconds, client.threads)
+    options = [f"--warm-up-time={warmup}"] if warmup else []
     if case.protocol.tls:
-        argv.append("--npn-list=h2")
+        options.append("--npn-list=h2")
     if case.kind == "post":
-        argv += ["-d", str(client.bodies[case.size])]
-    return argv + [target]
+        options += ["-d", str(client.bodies[case.size])]
+    return h2load_argv(target, case.connections, seconds, client.threads, options=options)
 
 
 def describe(section, seconds, warmup, client):
@@ -66,64 +77,123 @@ def describe(section, seconds, warmup, client):
     first = section.cases[0]
     generic = (Case(first.protocol, first.kind, "N") if first.kind == "ping"
                else Case(first.protocol, first.kind, first.connections, "N"))
-    shown = Client(client.cpus, client.threads, {"N": "BODY_FILE"})
-    argv = load_argv(generic, "PORT", seconds, warmup, shown)
+    shown_client = Client(client.cpus, client.threads, {"N": "BODY_FILE"})
+    argv = load_argv(generic, "PORT", seconds, warmup, shown_client)
     scripts = {str(PIPELINE_SCRIPT), str(POST_SCRIPT)}
-    return " ".join(str(Path(arg).relative_to(BENCH_DIR.parent)) if arg in scripts else arg
-                    for arg in argv)
+    return " ".join(shown(arg) if arg in scripts else arg for arg in argv)
+
+
+@dataclass
+class Run:
+    """One load-generator run: its output and exit status, whether it was killed for
+    overrunning, and (measured runs only) what the server and the cores spent."""
+
+    output: str
+    returncode: int
+    timed_out: bool
+    usage: dict | None = None
+
+    def per_request(self, requests):
+        """usage with the server's CPU and softirq µs per request added."""
+        usage = dict(self.usage)
+        usage["cpu_us_per_request"] = usage["server_cpu_s"] * 1e6 / requests if requests else None
+        usage["softirq_us_per_request"] = usage.pop("softirq_s") * 1e6 / requests if requests else None
+        return usage
+
+
+def run_tool(argv, cpus, seconds, env=None):
+    """Runs a load generator on cpus, unmeasured (warm-ups, checks)."""
+    output, returncode, _window, timed_out = stream(pinned(argv, cpus), seconds + GRACE_SECONDS, 0,
+                                                    None, env)
+    return Run(output, returncode, timed_out)
+
+
+def run_measured(argv, cpus, seconds, server, env=None, h2load_window=True):
+    """Runs a load generator on cpus against server and accounts for the CPU time meanwhile.
+    The server's CPU is taken over h2load's main duration when its output marks one and
+    h2load_window is true, else over the whole run. Softirq is kept apart: loopback
+    charges it to whichever core sends, to no process; "softirq_s" is the server cores'.
+    Raises RunFailed (or OSError) only when a serving process is gone."""
+    client_only = set(cpus) - server.cores
+    markers = int(argv[1].removeprefix("-t")) if argv[0] == "h2load" and h2load_window else 0
+    started = time.monotonic()
+    before = (server.cpu_seconds(), children_cpu_seconds(), *core_seconds(server.cores),
+              *core_seconds(client_only))
+    output, returncode, window, timed_out = stream(
+        pinned(argv, cpus), seconds + GRACE_SECONDS, markers, server.cpu_seconds, env)
+    after = (server.cpu_seconds(), children_cpu_seconds(), *core_seconds(server.cores),
+             *core_seconds(client_only))
+    elapsed = time.monotonic() - started
+    server_cpu, client_cpu, server_busy, server_softirq, client_busy, client_softirq = (
+        end - start for start, end in zip(before, after))
+    window_cpu = window[1] - window[0] if window else server_cpu
+    others = server_busy + client_busy - server_softirq - client_softirq - server_cpu - client_cpu
+    usage = {"server_cpu_s": round(window_cpu, 4), "softirq_s": server_softirq,
+             "server_busy": round(server_cpu / elapsed, 3), "client_busy": round(client_cpu / elapsed, 3),
+             "others_busy": round(max(others, 0.0) / elapsed, 3), "elapsed_s": round(elapsed, 2)}
+    return Run(output, returncode, timed_out, usage)
+
+
+def check_run(run, argv, h2_protocol=None):
+    """The LoadResult of a run of argv (wrk or h2load), its problems including a timeout."""
+    if argv[0] == "h2load":
+        result = parse_h2load(run.output, returncode=run.returncode, protocol=h2_protocol)
+    else:
+        result = parse_wrk(run.output, returncode=run.returncode)
+    if run.timed_out:
+        result.problems.insert(0, f"{argv[0]} did not finish in time")
+    return result
+
+
+def measured_load(argv, cpus, seconds, server, env=None, h2_protocol=None, h2load_window=True):
+    """A measured run that must succeed: its LoadResult and Run, or RunFailed."""
+    run = run_measured(argv, cpus, seconds, server, env, h2load_window)
+    result = check_run(run, argv, h2_protocol)
+    if not result.ok:
+        raise RunFailed(result.problems[0])
+    return result, run
+
+
+def unmeasured_load(argv, cpus, seconds, env=None, h2_protocol=None):
+    """A warm-up or check run that must succeed: its LoadResult and Run, or RunFailed."""
+    run = run_tool(argv, cpus, seconds, env)
+    result = check_run(run, argv, h2_protocol)
+    if not result.ok:
+        raise RunFailed(result.problems[0])
+    return result, run
 
 
 def run_load(case, server, seconds, warmup, client):
-    """Runs the case's load generator once against server and returns the run's record: the
-    load generator's counts and problems, and the server's CPU µs per request over the
-    measured window (h2load's main duration; the whole of wrk's run). Raises RunFailed (or
-    OSError) only when a serving process is gone."""
-    h2load = case.protocol.tool == "h2load"
-    argv = ["taskset", "-c", client.cpu_list] + load_argv(case, server.port, seconds, warmup, client)
-    limit = seconds + warmup + GRACE_SECONDS
-    cores = client.cpus | server.cores
-    started = time.monotonic()
-    (busy_before, softirq_before), client_before = core_seconds(cores), children_cpu_seconds()
-    server_before = server.cpu_seconds()
-    output, returncode, window, timed_out = stream(
-        argv, limit, client.threads if h2load else 0, server.cpu_seconds)
-    server_after = server.cpu_seconds()
-    elapsed = time.monotonic() - started
-    (busy_after, softirq_after), client_after = core_seconds(cores), children_cpu_seconds()
-    if h2load:
-        result = parse_h2load(output, returncode=returncode,
-                              protocol="h2" if case.protocol.tls else "h2c")
-    else:
-        result = parse_wrk(output, returncode=returncode)
-    if timed_out:
-        result.problems.insert(0, f"{case.protocol.tool} did not finish within {limit} s")
-    window_start, window_end = window or (server_before, server_after)
-    window_cpu = window_end - window_start
-    server_cpu, client_cpu = server_after - server_before, client_after - client_before
-    # Softirq is left out: loopback charges it to whichever core sends, to no process.
-    others = (busy_after - busy_before) - (softirq_after - softirq_before) - server_cpu - client_cpu
+    """Runs the suite's case once against server and returns the run's record: the load
+    generator's counts and problems, and the server's CPU µs per request over the measured
+    window. Raises RunFailed (or OSError) only when a serving process is gone."""
+    argv = load_argv(case, server.port, seconds, warmup, client)
+    run = run_measured(argv, client.cpus, seconds + warmup, server)
+    result = check_run(run, argv, ("h2" if case.protocol.tls else "h2c"))
+    usage = run.per_request(result.requests)
     return {
         "ok": result.ok,
         "problems": result.problems,
         "requests": result.requests,
         "req_per_s": result.req_per_s,
         "latency_ms": result.latency_ms,
-        "server_cpu_s": round(window_cpu, 4),
-        "cpu_us_per_request": window_cpu * 1e6 / result.requests if result.requests else None,
-        "server_busy": round(server_cpu / elapsed, 3),
-        "client_busy": round(client_cpu / elapsed, 3),
-        "others_busy": round(max(others, 0.0) / elapsed, 3),
-        "elapsed_s": round(elapsed, 2),
+        "server_cpu_s": usage["server_cpu_s"],
+        "cpu_us_per_request": usage["cpu_us_per_request"],
+        "server_busy": usage["server_busy"],
+        "client_busy": usage["client_busy"],
+        "others_busy": usage["others_busy"],
+        "elapsed_s": usage["elapsed_s"],
     }
 
 
-def stream(argv, limit, markers, server_cpu):
+def stream(argv, limit, markers, server_cpu, env=None):
     """Runs argv, reading its output as it comes, killing it after limit seconds. With
     markers (h2load's thread count), samples server_cpu() when the last thread starts its
     main duration and when the first one ends it. Returns (output, returncode,
     (cpu at start, cpu at end) or None, whether it was killed for taking too long)."""
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, errors="replace")
+                               stderr=subprocess.STDOUT, text=True, errors="replace",
+                               env={**os.environ, **env} if env else None)
     fired = threading.Event()
 
     def kill():

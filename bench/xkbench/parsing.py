@@ -18,6 +18,7 @@ class LoadResult:
     req_per_s: float = 0.0
     latency_ms: float | None = None
     problems: list = field(default_factory=list)
+    tls: tuple | None = None   # h2load over TLS: (version, cipher, ALPN) as it reports them
 
     @property
     def ok(self):
@@ -74,7 +75,10 @@ H2LOAD = {
     "statuses": re.compile(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx"),
     "latency": re.compile(r"time for request:\s+\S+\s+\S+\s+" + TIME),
     "protocol": re.compile(r"Application protocol: (\S+)"),
+    "tls_version": re.compile(r"^TLS Protocol: (\S+)", re.M),
+    "cipher": re.compile(r"^Cipher: (\S+)", re.M),
 }
+RESUMPTION = re.compile(r"tls-answers resumed (\d+) full (\d+)")
 
 
 def parse_h2load(stdout, stderr="", returncode=0, protocol=None):
@@ -99,8 +103,20 @@ def parse_h2load(stdout, stderr="", returncode=0, protocol=None):
     if any(int(count) for count in statuses.groups()[1:]):
         result.problems.append(f"h2load saw responses other than 2xx: {statuses.group(0)}")
     spoken = found["protocol"]
+    if found["tls_version"] and found["cipher"]:
+        result.tls = (found["tls_version"].group(1), found["cipher"].group(1),
+                      spoken.group(1) if spoken else None)
     if protocol and spoken and spoken.group(1) != protocol:
         result.problems.append(f"h2load spoke {spoken.group(1)}, not {protocol}")
     if succeeded == 0:
         result.problems.append("h2load completed no requests")
     return result
+
+
+def parse_resumption(stdout):
+    """(resumed, total) of the GET /tls answers wrk/resumption.lua tallied, or None."""
+    tally = RESUMPTION.search(stdout)
+    if not tally:
+        return None
+    resumed, full = map(int, tally.groups())
+    return resumed, resumed + full

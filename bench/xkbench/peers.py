@@ -1,18 +1,19 @@
-"""The servers the suite measures, per protocol: xKit's bench servers, the Go peers, and on
-request nginx and h2o from Debian's packages. Every one gets the same number of cores."""
+"""The servers measured, per protocol: xKit's bench servers (and its HTTP/1.1 baseline), the
+Go peers, and on request nginx and h2o from Debian's packages. Every one gets the same
+number of cores."""
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .paths import PEERS_DIR
 from .servers import Peer, find_tool
 
-BENCH_DIR = Path(__file__).resolve().parent.parent
-NGINX_TEMPLATE = BENCH_DIR / "nginx" / "nginx.conf.in"
-H2O_TEMPLATE = BENCH_DIR / "h2o" / "h2o.conf.in"
-H2O_ECHO_BYTES = 4096   # h2o's /echo is one file of this size (bench/h2o/h2o.conf.in)
+NGINX_TEMPLATE = PEERS_DIR / "nginx" / "nginx.conf.in"
+H2O_TEMPLATE = PEERS_DIR / "h2o" / "h2o.conf.in"
+H2O_ECHO_BYTES = 4096   # h2o's /echo is one file of this size (bench/peers/h2o/h2o.conf.in)
 
-LABELS = {"xkit": "xKit", "go": "Go", "nginx": "nginx", "h2o": "h2o"}
+LABELS = {"xkit": "xKit", "go": "Go", "nginx": "nginx", "h2o": "h2o", "baseline": "baseline"}
 # What each peer serves: nginx answers GET /echo?size=N from files named by the size and
 # cannot echo a body; h2o's file handler ignores the query string, so it serves /ping only.
 KINDS = {"xkit": {"ping", "echo", "post"}, "go": {"ping", "echo", "post"},
@@ -49,20 +50,47 @@ def make_peer(name, protocol, context):
     """The peer `name` set up for a protocol key (http1, h2c, https1, https2, pipeline), or Missing."""
     if protocol.startswith("https") and context.cert is None:
         return Missing("skipped", context.cert_problem)
-    return {"xkit": xkit_peer, "go": go_peer, "nginx": nginx_peer, "h2o": h2o_peer}[name](
-        protocol, context)
+    return MAKERS[name](protocol, context)
+
+
+def find_peers(names, protocol, context):
+    """({name: Peer}, {name: why it is skipped}) for the servers asked for."""
+    peers, skipped = {}, {}
+    for name in names:
+        peer = make_peer(name, protocol, context)
+        if isinstance(peer, Missing):
+            skipped[name] = peer.reason
+        else:
+            peers[name] = peer
+    return peers, skipped
+
+
+def server_binary(context, name):
+    """One of xKit's bench servers in the build, or Missing when it is not built."""
+    binary = context.build_dir / "bench" / name
+    return binary if os.access(binary, os.X_OK) else Missing("not built", f"{binary} not built")
 
 
 def xkit_peer(protocol, context):
     tls = protocol.startswith("https")
-    binary = context.build_dir / "bench" / ("https_bench_server" if tls else "http_bench_server")
-    if not os.access(binary, os.X_OK):
-        return Missing("not built", f"{binary} not built")
+    binary = server_binary(context, "https_bench_server" if tls else "http_bench_server")
+    if isinstance(binary, Missing):
+        return binary
     workers = ["--workers", str(context.workers)]
     if tls:
         return Peer("xkit", lambda port, _dir: [str(binary), str(port), str(context.cert),
                                                  str(context.key)] + workers, tls=True)
     return Peer("xkit", lambda port, _dir: [str(binary), str(port)] + workers)
+
+
+def baseline_peer(protocol, context):
+    """The floor for HTTP/1.1: one epoll thread that counts requests and answers pong."""
+    if protocol not in ("http1", "pipeline"):
+        return Missing("n/a", "the baseline speaks HTTP/1.1 only")
+    binary = server_binary(context, "baseline_responder")
+    if isinstance(binary, Missing):
+        return binary
+    return Peer("baseline", lambda port, _dir: [str(binary), str(port)])
 
 
 def go_peer(protocol, context):
@@ -131,4 +159,9 @@ def h2o_peer(protocol, context):
         (run_dir / "h2o.conf").write_text(conf)
         return [h2o, "-c", str(run_dir / "h2o.conf")]
 
-    return Peer("h2o", command, tls=tls)
+    # Over TLS h2o signs in a child (neverbleed), which serves as much as h2o itself does.
+    return Peer("h2o", command, tls=tls, serving_children_named="h2o" if tls else None)
+
+
+MAKERS = {"xkit": xkit_peer, "go": go_peer, "nginx": nginx_peer, "h2o": h2o_peer,
+          "baseline": baseline_peer}

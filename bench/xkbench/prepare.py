@@ -1,13 +1,18 @@
 """What a run needs besides the servers: a self-signed certificate, the Go peers, request bodies."""
 
 import os
+import shutil
 import subprocess
-from pathlib import Path
 
 from .parsing import last_line
+from .paths import PEERS_DIR
 from .servers import find_tool
 
-GO_MODULE = Path(__file__).resolve().parent.parent / "go"
+GO_MODULE = PEERS_DIR / "go"
+# The Debian package of each tool a subcommand may need.
+PACKAGES = {"taskset": "util-linux", "wrk": "wrk", "h2load": "nghttp2-client", "openssl": "openssl"}
+KEY_SPECS = {"rsa": ["-newkey", "rsa:2048"],
+             "ecdsa": ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]}
 GO_BUILD_TIMEOUT = 300
 GO_PACKAGES = ("http_bench_server", "h2c_bench_server", "https_bench_server")
 
@@ -16,15 +21,22 @@ class SetupFailed(Exception):
     """Something a run needs could not be made; the message says what and why, in one line."""
 
 
-def make_certificate(directory):
-    """A self-signed RSA-2048 certificate for localhost (and 127.0.0.1), made with the
-    openssl command. Returns (cert, key). Both are world-readable: h2o and nginx's workers
-    run as nobody."""
+def check_tools(tools):
+    """Raises SetupFailed naming every tool missing and its package."""
+    missing = [f"{tool} (apt-get install {PACKAGES[tool]})" for tool in tools if shutil.which(tool) is None]
+    if missing:
+        raise SetupFailed("missing: " + ", ".join(missing) + "; `make bench` installs them")
+
+
+def make_certificate(directory, kind="rsa"):
+    """A self-signed certificate for localhost (and 127.0.0.1), RSA-2048 or ECDSA P-256
+    (kind "rsa" or "ecdsa"), made with the openssl command. Returns (cert, key). Both are
+    world-readable: h2o and nginx's workers run as nobody."""
     openssl = find_tool("openssl", "/usr/bin/openssl")
     if openssl is None:
         raise SetupFailed("openssl is not installed (apt-get install openssl)")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    argv = [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", "7",
+    cert, key = directory / f"{kind}-cert.pem", directory / f"{kind}-key.pem"
+    argv = [openssl, "req", "-x509", *KEY_SPECS[kind], "-nodes", "-sha256", "-days", "7",
             "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
             "-keyout", str(key), "-out", str(cert)]
     try:
@@ -39,7 +51,7 @@ def make_certificate(directory):
 
 
 def build_go_peers(directory, packages=GO_PACKAGES):
-    """Builds bench/go's peers into directory (Go's build cache makes a rebuild quick);
+    """Builds bench/peers/go's peers into directory (Go's build cache makes a rebuild quick);
     returns directory. The module's dependencies come from Go's module cache or proxy."""
     go = find_tool("go", "/usr/local/go/bin/go")
     if go is None:

@@ -1,11 +1,12 @@
-"""The report: one JSON-ready dict, rendered as markdown, written with its charts as
-OUT/latest.md, OUT/latest.json and a dated copy OUT/DATE/report.{md,json} beside the SVGs."""
+"""The suite's report: one JSON-ready dict, rendered as markdown, written with its charts as
+OUT/suite/STAMP.{md,json} beside OUT/suite/STAMP/*.svg, and as OUT/latest.md and latest.json."""
 
-import json
 from pathlib import Path
 
-from . import stats
+from . import results, stats
 from .charts import section_svg
+
+SUBCOMMAND = "suite"
 
 SCHEMA = "xkit-bench/1"
 PRIMARY, REFERENCE = "xkit", "go"   # Δ is the first's req/s against the second's
@@ -190,22 +191,25 @@ def render_markdown(report, chart_prefix=""):
 
 
 def write_report(report, out_dir):
-    """Writes OUT/DATE/report.md, report.json and the section charts, then OUT/latest.md and
-    latest.json (linking the charts in OUT/DATE). Returns the paths written."""
-    out_dir = Path(out_dir)
-    dated = out_dir / report["date"]
-    dated.mkdir(parents=True, exist_ok=True)
+    """Writes OUT/suite/STAMP.md and .json with the section charts in OUT/suite/STAMP/ (STAMP
+    is the date, numbered from the second run of a day on: results.next_stamp), then
+    OUT/latest.md and latest.json, which link the same charts. Returns the paths written."""
+    folder = Path(out_dir) / SUBCOMMAND
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = results.next_stamp(folder, report["date"])
+    charts = folder / stamp
+    charts.mkdir()
     written = []
     for section in report["sections"]:
-        path = dated / section["chart"]
+        path = charts / section["chart"]
         path.write_text(section_svg(section, report["servers"]))
         written.append(path)
-    data = json.dumps(report, indent=1, ensure_ascii=False) + "\n"
+    data = results.json_text(report)
     for path, content in (
-            (dated / "report.md", render_markdown(report)),
-            (dated / "report.json", data),
-            (out_dir / "latest.md", render_markdown(report, f"{report['date']}/")),
-            (out_dir / "latest.json", data)):
+            (folder / f"{stamp}.md", render_markdown(report, f"{stamp}/")),
+            (folder / f"{stamp}.json", data),
+            (Path(out_dir) / "latest.md", render_markdown(report, f"{SUBCOMMAND}/{stamp}/")),
+            (Path(out_dir) / "latest.json", data)):
         path.write_text(content)
         written.append(path)
     return written

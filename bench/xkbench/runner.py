@@ -3,15 +3,14 @@ warmed up and measured run after run with the order of servers alternating."""
 
 import http.client
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from . import stats
 from .loadgen import Client, run_load
 from .peers import KINDS, LABELS, Missing, make_peer
-from .servers import (PortPicker, RunFailed, Server, client_tls_context, wait_until_serving)
+from .rounds import in_turn
+from .servers import PortPicker, RunFailed, client_tls_context, start_server
 
 # Seconds a run costs beyond its measured duration: starting the tool, its connections.
 RUN_OVERHEAD = 0.4
@@ -27,10 +26,6 @@ class Settings:
     server_cpus: set
     client: Client
     first_port: int = 21000
-
-    @property
-    def server_cpu_list(self):
-        return ",".join(str(cpu) for cpu in sorted(self.server_cpus))
 
 
 def case_seconds(case, servers, settings):
@@ -165,7 +160,7 @@ def run_case(section, case, servers, unavailable, settings, progress):
         runs[name] = []
     warmup = settings.warmup if case.protocol.tool == "h2load" else 0
     for number in range(settings.runs):
-        for name in active if number % 2 == 0 else active[::-1]:
+        for name in in_turn(active, number):
             if runs[name] and not runs[name][-1]["ok"]:
                 continue
             runs[name].append(measure(case, servers[name], settings.duration, warmup,
@@ -174,18 +169,6 @@ def run_case(section, case, servers, unavailable, settings, progress):
         results[name] = stats.summarize(runs[name])
     progress.end_case(case, results)
     return results
-
-
-def start_server(peer, ports, work_dir, settings):
-    run_dir = Path(tempfile.mkdtemp(prefix=f"{peer.name}-", dir=work_dir))
-    run_dir.chmod(0o755)  # nginx's and h2o's unprivileged workers read and write in here
-    server = Server(peer, ports.take(), run_dir, settings.server_cpu_list)
-    try:
-        wait_until_serving(server)
-    except (RunFailed, OSError):
-        server.stop()
-        raise
-    return server
 
 
 def run_section(section, peer_names, context, settings, ports, work_dir, progress):
@@ -203,7 +186,7 @@ def run_section(section, peer_names, context, settings, ports, work_dir, progres
                 unavailable[name] = {"status": peer.status, "error": peer.reason}
                 continue
             try:
-                servers[name] = start_server(peer, ports, work_dir, settings)
+                servers[name] = start_server(peer, ports, work_dir, settings.server_cpus)
             except (RunFailed, OSError) as error:
                 unavailable[name] = {"status": "failed", "error": f"did not start: {error}"}
         rows = []

@@ -1,5 +1,6 @@
 """Starting, watching and stopping the servers under test, and what /proc says they spent."""
 
+import contextlib
 import ctypes
 import os
 import resource
@@ -8,8 +9,10 @@ import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from .parsing import last_line
@@ -33,7 +36,9 @@ class Peer:
     tls: it speaks TLS on that port. http1_probe: GET /ping over HTTP/1.1 tells when it
     serves (nginx's cleartext HTTP/2 port speaks nothing else). workers_are_children:
     the processes that serve are the started one's children (nginx's workers; its
-    master sleeps)."""
+    master sleeps). serving_children_named: the started process serves, and so do its
+    children of that name (h2o's neverbleed child, which signs handshakes; its perl crash
+    helper sleeps and is left out)."""
 
     name: str
     command: Callable[[int, "os.PathLike"], list]
@@ -41,11 +46,18 @@ class Peer:
     tls: bool = False
     http1_probe: bool = True
     workers_are_children: bool = False
+    serving_children_named: str | None = None
 
 
 def find_tool(name, usual_path):
     """PATH first, then where Debian or the Go tarball put it (often not on a user's PATH)."""
     return shutil.which(name) or (usual_path if os.access(usual_path, os.X_OK) else None)
+
+
+def server_environment():
+    """This process's environment less XK_BENCH_SERVER, which ctest sets and which makes
+    xKit's bench servers add their test-only routes (as --test-routes does)."""
+    return {key: value for key, value in os.environ.items() if key != "XK_BENCH_SERVER"}
 
 
 def die_with_parent():
@@ -59,19 +71,22 @@ class Server:
     def __init__(self, peer, port, run_dir, cpus):
         self.peer = peer
         self.port = port
-        self.cores = parse_cpu_list(cpus)
+        self.cores = set(cpus)
         self.pids = None
         self.log_path = run_dir / "server.log"
-        argv = ["taskset", "-c", cpus] + peer.command(port, run_dir)
+        argv = pinned(peer.command(port, run_dir), cpus)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, **peer.env}, start_new_session=True,
+                env={**server_environment(), **peer.env}, start_new_session=True,
                 preexec_fn=die_with_parent)
 
     def find_serving_pids(self):
         if self.peer.workers_are_children:
             return child_pids(self.process.pid) or [self.process.pid]
+        if self.peer.serving_children_named:
+            return [self.process.pid] + [pid for pid in child_pids(self.process.pid)
+                                         if process_name(pid) == self.peer.serving_children_named]
         return [self.process.pid]
 
     def serving_pids(self):
@@ -115,6 +130,65 @@ class Server:
                 return
             except subprocess.TimeoutExpired:
                 continue
+
+
+def start_server(peer, ports, work_dir, cpus, label=""):
+    """peer started in a private directory under work_dir on the next free port, pinned to
+    cpus, once it serves; the caller stops it. Raises RunFailed (or OSError) if it does not."""
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{peer.name}-{label}-" if label else f"{peer.name}-",
+                                    dir=work_dir))
+    run_dir.chmod(0o755)  # nginx's and h2o's unprivileged workers read and write in here
+    server = Server(peer, ports.take(), run_dir, cpus)
+    try:
+        wait_until_serving(server)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@contextlib.contextmanager
+def running(peer, ports, work_dir, cpus, label=""):
+    """start_server as a with-block that stops the server on every way out."""
+    server = start_server(peer, ports, work_dir, cpus, label)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def pinned(argv, cpus):
+    """argv run by taskset on cpus (a set of CPU numbers)."""
+    return ["taskset", "-c", cpu_list(cpus)] + list(argv)
+
+
+def cpu_list(cpus):
+    """A set of CPU numbers as a taskset list: {0, 1} -> "0,1"."""
+    return ",".join(str(cpu) for cpu in sorted(cpus))
+
+
+def pin_self(cpus):
+    """Keeps this process (and what it starts without taskset) on cpus, off the servers'."""
+    os.sched_setaffinity(0, cpus)
+
+
+def raise_fd_limit(needed):
+    """Servers inherit this limit, so raising ours covers idle connections on both sides.
+    Raising the hard limit needs CAP_SYS_RESOURCE; without it the soft limit goes up to it."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(hard, needed),) * 2)
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        if hard < needed:
+            raise RunFailed(f"{needed} open files are needed but the hard limit is {hard}") from None
+
+
+def process_name(pid):
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
 
 
 def proc_stat_fields(pid):

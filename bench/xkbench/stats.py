@@ -57,3 +57,22 @@ def median_ratio(rows, ours, theirs, metric):
     """The median over a section's rows of ours ÷ theirs for metric, where both have one."""
     return spread([ratio(median_of(row["results"].get(ours), metric),
                          median_of(row["results"].get(theirs), metric)) for row in rows])
+
+
+def spread_of(runs, key):
+    """The spread of key over the runs that succeeded, or None when none did."""
+    return spread([run[key] for run in runs if run.get("ok") and run.get(key) is not None])
+
+
+def summarize_rounds(results, keys):
+    """{case: {server: {key: spread}}} of what rounds.run_rounds returned; keys(case) names
+    the figures a case has."""
+    return {case: {server: {key: spread_of(runs, key) for key in keys(case)}
+                   for server, runs in by_server.items()}
+            for case, by_server in results.items()}
+
+
+def summary_median(summary, case, server, key):
+    """The median of key for server in a summarize_rounds summary, or None."""
+    found = summary.get(case, {}).get(server, {}).get(key)
+    return found["median"] if found else None

@@ -1,4 +1,4 @@
-"""Shared by the runner's tests: puts bench/ on the import path and reads the fixtures."""
+"""Shared by xkbench's tests: puts bench/ on the import path and reads the fixtures."""
 
 import json
 import sys
@@ -56,7 +56,7 @@ def sample_report():
     return {
         "schema": report.SCHEMA, "mode": "quick", "date": "2026-11-22",
         "started_at": "2026-11-22T05:00:00+00:00", "elapsed_s": 312.4,
-        "command": "python3 bench/run_bench.py --peers go,nginx",
+        "command": "python3 bench/xkbench suite --peers go,nginx",
         "settings": {"duration_s": 2, "warmup_s": 1, "runs": 3, "server_cpus": "1",
                      "client_cpus": "0", "workers": 1, "client_threads": 1},
         "environment": {"CPU": "AMD EPYC (2 cores online)", "Kernel": "Linux 6.1.0 (x86_64)",

@@ -1,13 +1,47 @@
-"""The runner's command line: a report folder that cannot be written stops it with a message
-before any measuring, not with a stack trace after it."""
+"""The command line: one table of subcommands, each with its options; a report folder that
+cannot be written stops a run with a message before any measuring, not a stack trace after it."""
 
 import tempfile
 import unittest
 from pathlib import Path
 
 import support  # noqa: F401  (puts bench/ on the path)
-from xkbench.cli import check_writable
+from xkbench import results
+from xkbench.cli import COMMANDS, build_parser
+from xkbench.commands.compare import COMPARISONS
 from xkbench.prepare import SetupFailed
+from xkbench.results import check_writable
+
+
+class SubcommandTableTest(unittest.TestCase):
+    def test_every_subcommand_and_comparison_parses_its_options(self):
+        parser = build_parser()
+        for argv in (["suite", "--full", "--only", "h2c", "--peers", "go,nginx,h2o"],
+                     ["compare", "http1", "--cases", "ping"], ["compare", "h2c", "--servers", "xkit"],
+                     ["compare", "https", "--runs", "1"], ["ciphers", "--certs", "rsa"]):
+            with self.subTest(argv):
+                args = parser.parse_args(argv)
+                self.assertTrue(callable(args.run))
+                self.assertEqual(args.out_dir.name, "results")
+
+    def test_the_tables_name_every_subcommand(self):
+        self.assertEqual(list(COMMANDS), ["suite", "compare", "ciphers"])
+        self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https"])
+
+    def test_comparisons_pin_the_server_to_cpu_1_and_the_load_to_cpu_0(self):
+        args = build_parser().parse_args(["compare", "http1"])
+        self.assertEqual((args.server_cpus, args.client_cpus), ({1}, {0}))
+
+
+class ReportNamesTest(unittest.TestCase):
+    def test_a_days_second_report_is_numbered(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            first = results.write(tmp, "compare/h2c", "# one\n", {"n": 1}, date="2026-11-23")
+            second = results.write(tmp, "compare/h2c", "# two\n", {"n": 2}, date="2026-11-23")
+            self.assertEqual(first[0], "2026-11-23")
+            self.assertEqual(second[0], "2026-11-23-2")
+            self.assertEqual(second[1], Path(tmp) / "compare" / "h2c" / "2026-11-23-2.md")
+            self.assertEqual(second[2].read_text(), '{\n "n": 2\n}\n')
 
 
 class ReportFolderTest(unittest.TestCase):

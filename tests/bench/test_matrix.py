@@ -75,7 +75,7 @@ class CommandTest(unittest.TestCase):
         self.assertEqual(describe(sections["h2c-echo"], 2, 1, client()),
                          "h2load -t1 -c100 -m10 -D 2 --warm-up-time=1 http://127.0.0.1:PORT/echo?size=N")
         self.assertEqual(describe(sections["https1-post"], 2, 1, client()),
-                         "wrk -t1 -c100 -d2s -s bench/wrk/post.lua https://127.0.0.1:PORT/echo -- BODY_FILE")
+                         "wrk -t1 -c100 -d2s -s bench/xkbench/wrk/post.lua https://127.0.0.1:PORT/echo -- BODY_FILE")
 
 
 if __name__ == "__main__":

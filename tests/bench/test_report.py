@@ -77,13 +77,25 @@ class WriteReportTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             out = Path(out)
             report.write_report(sample, out)
-            for name in ("latest.md", "latest.json", "2026-11-22/report.md", "2026-11-22/report.json"):
+            for name in ("latest.md", "latest.json", "suite/2026-11-22.md", "suite/2026-11-22.json"):
                 self.assertTrue((out / name).is_file(), name)
             for section in sample["sections"]:
-                self.assertTrue((out / "2026-11-22" / section["chart"]).is_file())
+                self.assertTrue((out / "suite" / "2026-11-22" / section["chart"]).is_file())
             latest = json.loads((out / "latest.json").read_text())
-            self.assertEqual(latest, json.loads((out / "2026-11-22/report.json").read_text()))
-            self.assertIn("](2026-11-22/http1-ping.svg)", (out / "latest.md").read_text())
+            self.assertEqual(latest, json.loads((out / "suite/2026-11-22.json").read_text()))
+            self.assertIn("](suite/2026-11-22/http1-ping.svg)", (out / "latest.md").read_text())
+            self.assertIn("](2026-11-22/http1-ping.svg)", (out / "suite/2026-11-22.md").read_text())
+
+    def test_a_second_run_on_the_same_day_keeps_the_first(self):
+        sample = support.sample_report()
+        with tempfile.TemporaryDirectory() as out:
+            out = Path(out)
+            report.write_report(sample, out)
+            report.write_report(sample, out)
+            self.assertTrue((out / "suite/2026-11-22.md").is_file())
+            self.assertTrue((out / "suite/2026-11-22-2.json").is_file())
+            self.assertTrue((out / "suite/2026-11-22-2" / "http1-ping.svg").is_file())
+            self.assertIn("](suite/2026-11-22-2/http1-ping.svg)", (out / "latest.md").read_text())
 
     def test_json_keeps_every_run_and_the_delta(self):
         sample = support.sample_report()

@@ -1,7 +1,7 @@
 -- wrk script: every write carries 16 pipelined GET /ping requests. wrk parses
 -- the string once at start-up, sees 16 requests, and then counts each of the
 -- 16 responses as a completed request before it writes the next batch.
---   wrk -t1 -c100 -d5s -s bench/wrk/pipeline.lua http://127.0.0.1:PORT
+--   wrk -t1 -c100 -d5s -s bench/xkbench/wrk/pipeline.lua http://127.0.0.1:PORT
 
 local depth = 16
 local batch

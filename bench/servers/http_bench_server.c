@@ -1,10 +1,10 @@
 /* http_bench_server — the routes our published reports measure, plus
- * diagnostic routes the integration tests use (bench_common.c).
+ * with --test-routes the diagnostic ones the integration tests use (bench_common.c).
  *
  *   http_bench_server PORT [--workers N] [--host H] [--idle-timeout MS]
  *       [--header-timeout MS] [--body-timeout MS] [--max-body BYTES]
  *       [--max-header-size BYTES] [--max-connections N] [--shutdown-timeout MS]
- *       [--send-timeout MS] [--max-streams N] [--no-http2 | --http2-only]
+ *       [--send-timeout MS] [--max-streams N] [--no-http2 | --http2-only] [--test-routes]
  *
  * HTTP/1.1 and cleartext HTTP/2 (prior knowledge or Upgrade: h2c) share the port.
  */

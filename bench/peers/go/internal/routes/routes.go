@@ -19,7 +19,7 @@ const (
 	MaxEchoSize = 16 << 20
 	// MaxBodySize caps POST /echo bodies; larger ones get 413.
 	MaxBodySize = 64 << 20
-	// IdleTimeout matches nginx's keepalive_timeout in bench/nginx.
+	// IdleTimeout matches nginx's keepalive_timeout in bench/peers/nginx.
 	IdleTimeout = 75 * time.Second
 )
 

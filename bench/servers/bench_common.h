@@ -1,6 +1,6 @@
 /* bench_common.h — what http_bench_server and https_bench_server share: the
- * routes our reports measure (plus the diagnostic ones the tests use) and the
- * server flags. */
+ * routes our reports measure (plus, with --test-routes, the diagnostic ones the
+ * tests use) and the server flags. */
 #ifndef XKIT_BENCH_COMMON_H
 #define XKIT_BENCH_COMMON_H
 
@@ -12,7 +12,9 @@
 /** Parses a non-negative decimal no larger than max; false otherwise. */
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
 
-/** Adds every bench route to server. */
+/** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /), and
+ *  the test-only ones (/delay, /stream, /upload, /tls) after --test-routes or with
+ *  XK_BENCH_SERVER in the environment, as under ctest. */
 void benchAddRoutes(xHttpServer *server);
 
 /** A server flag the common parser does not know: the caller's. Returns how

@@ -1,4 +1,4 @@
-"""One short run of bench/run_bench.py against the servers of this build (under `make test`,
+"""One short run of `python3 bench/xkbench suite` against the servers of this build (under `make test`,
 the sanitizer build): GET /ping for every protocol, 10 connections, one 1-s run without
 warm-up, xKit against Go where Go is installed; then the report's structure."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import support
 
-RUN_BENCH = support.REPO_ROOT / "bench" / "run_bench.py"
+XKBENCH = support.REPO_ROOT / "bench" / "xkbench"
 BUILD_DIR = os.environ.get("XK_BUILD_DIR")
 HTTPS_SERVER = os.environ.get("XK_HTTPS_SERVER")  # set by CMake only where the target exists
 GO = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
@@ -25,13 +25,13 @@ SECTIONS = ["http1-ping", "h2c-ping", "https1-ping", "https2-ping", "pipeline-pi
 @unittest.skipUnless(BUILD_DIR, "XK_BUILD_DIR is not set: run this through ctest")
 @unittest.skipUnless(all(shutil.which(tool) for tool in TOOLS),
                      "needs " + ", ".join(TOOLS) + " (make deps installs them)")
-class RunBenchSmokeTest(unittest.TestCase):
+class SuiteSmokeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not GO:
             print("Go is not installed: the smoke run measures xKit alone", file=sys.stderr)
-        cls.out = Path(tempfile.mkdtemp(prefix="run_bench_smoke-"))
-        argv = [sys.executable, str(RUN_BENCH), "--build-dir", BUILD_DIR, "--out-dir", str(cls.out),
+        cls.out = Path(tempfile.mkdtemp(prefix="xkbench_suite_smoke-"))
+        argv = [sys.executable, str(XKBENCH), "suite", "--build-dir", BUILD_DIR, "--out-dir", str(cls.out),
                 "--cases", "ping", "--connections", "10", "--duration", "1", "--runs", "1",
                 "--warmup", "0", "--peers", "go" if GO else "none", "--first-port", "26000"]
         cls.done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
@@ -52,13 +52,16 @@ class RunBenchSmokeTest(unittest.TestCase):
 
     def test_every_protocol_has_a_section_with_one_row_and_a_chart(self):
         self.assertEqual([section["id"] for section in self.report["sections"]], SECTIONS)
-        dated = self.out / self.report["date"]
+        charts = self.out / "suite" / self.report["date"]
         for section in self.report["sections"]:
             self.assertEqual([row["connections"] for row in section["rows"]], [10])
-            ET.parse(dated / section["chart"])  # well-formed SVG
-            self.assertIn(f"]({self.report['date']}/{section['chart']})", self.markdown)
-        self.assertTrue((dated / "report.md").is_file())
-        self.assertEqual(json.loads((dated / "report.json").read_text()), self.report)
+            ET.parse(charts / section["chart"])  # well-formed SVG
+            self.assertIn(f"](suite/{self.report['date']}/{section['chart']})", self.markdown)
+        self.assertTrue(charts.with_suffix(".md").is_file())
+        self.assertEqual(json.loads(charts.with_suffix(".json").read_text()), self.report)
+
+    def test_the_report_names_the_command_that_made_it(self):
+        self.assertTrue(self.report["command"].startswith("python3 bench/xkbench suite --build-dir"))
 
     def test_json_has_settings_environment_and_summary(self):
         for key in ("schema", "mode", "date", "elapsed_s", "command", "settings", "environment",

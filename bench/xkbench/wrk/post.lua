@@ -1,5 +1,5 @@
 -- wrk script: every request is POST /echo carrying the bytes of one file.
---   wrk -t1 -c100 -d5s -s bench/wrk/post.lua http://127.0.0.1:PORT/echo -- BODY_FILE
+--   wrk -t1 -c100 -d5s -s bench/xkbench/wrk/post.lua http://127.0.0.1:PORT/echo -- BODY_FILE
 -- wrk builds the request once, after init, from wrk.method, wrk.body and wrk.headers;
 -- it adds Content-Length itself.
 
