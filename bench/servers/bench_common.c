@@ -265,11 +265,8 @@ static void on_tls(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xHttpResponseSend(res, body, n < (int)sizeof body ? (size_t)n : sizeof body - 1);
 }
 
-/* Set by --test-routes. The integration tests' harness cannot pass it yet; it starts the
- * servers with ctest's XK_BENCH_SERVER in their environment, which counts the same. */
+/* Set by --test-routes (the integration tests' harness passes it). */
 static bool test_routes;
-
-static bool want_test_routes(void) { return test_routes || getenv("XK_BENCH_SERVER") != NULL; }
 
 void benchAddRoutes(xHttpServer *server) {
     memset(echo_bytes, 'x', sizeof echo_bytes);
@@ -278,7 +275,7 @@ void benchAddRoutes(xHttpServer *server) {
     xHttpServerRoute(server, "POST /echo", on_echo_post, NULL);
     xHttpServerRoute(server, "GET /", on_index, NULL);
     xHttpServerRoute(server, "POST /", on_index, NULL);
-    if (!want_test_routes()) return;
+    if (!test_routes) return;
     /* Each literal first segment is one more edge at the router's root, which every request
      * searches: about 5 ns more per GET /ping (bench/README.md), so not in measured runs. */
     crc32_init();

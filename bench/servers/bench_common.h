@@ -13,8 +13,7 @@
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
 
 /** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /), and
- *  the test-only ones (/delay, /stream, /upload, /tls) after --test-routes or with
- *  XK_BENCH_SERVER in the environment, as under ctest. */
+ *  the test-only ones (/delay, /stream, /upload, /tls) after --test-routes. */
 void benchAddRoutes(xHttpServer *server);
 
 /** A server flag the common parser does not know: the caller's. Returns how

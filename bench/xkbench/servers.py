@@ -54,12 +54,6 @@ def find_tool(name, usual_path):
     return shutil.which(name) or (usual_path if os.access(usual_path, os.X_OK) else None)
 
 
-def server_environment():
-    """This process's environment less XK_BENCH_SERVER, which ctest sets and which makes
-    xKit's bench servers add their test-only routes (as --test-routes does)."""
-    return {key: value for key, value in os.environ.items() if key != "XK_BENCH_SERVER"}
-
-
 def die_with_parent():
     """Runs in the child before exec: if the runner is killed outright, so is the server."""
     LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -78,7 +72,7 @@ class Server:
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**server_environment(), **peer.env}, start_new_session=True,
+                env={**os.environ, **peer.env}, start_new_session=True,
                 preexec_fn=die_with_parent)
 
     def find_serving_pids(self):

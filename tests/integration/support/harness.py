@@ -73,7 +73,12 @@ class ServerProcess:
     """One server process: started on port 0, its port read from stdout."""
 
     def __init__(self, args=(), binary=None, port=0):
-        self.argv = [binary or bench_server_path(), str(port), *map(str, args)]
+        binary = binary or bench_server_path()
+        self.argv = [binary, str(port), *map(str, args)]
+        # The bench servers register their diagnostic routes (/delay, /stream,
+        # /upload, /tls) only when asked: the tests use them.
+        if os.path.basename(binary) in ("http_bench_server", "https_bench_server"):
+            self.argv.append("--test-routes")
         self.proc = None
         self.host = self.port = self.workers = None
         self._stderr = tempfile.TemporaryFile()
