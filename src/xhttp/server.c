@@ -10,9 +10,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -31,6 +28,7 @@
 #include "xbase/mem/sized.h"
 
 #include "xnet/connection.h"
+#include "xnet/listener.h"
 #include "xnet/tls/tls.h"
 #include "xhttp/core/context.h"
 #include "xhttp/core/exchange.h"
@@ -183,40 +181,17 @@ void xHttpServerStop(xHttpServer *server) {
 
 /* ---- Accepting ---- */
 
-/* At the descriptor limit the pending connection would stay in the backlog
- * and, edge-triggered, never be reported again: accept it with the spare
- * descriptor and close it, so the client sees a close rather than a hang. */
-static void shed_one(xWorker *w, int listen_fd) {
-    if (w->spare_fd < 0) return;
-    close(w->spare_fd);
-    int fd = accept(listen_fd, NULL, NULL);
-    if (fd >= 0) close(fd);
-    w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-}
-
 static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *arg) {
     xWorker *w = arg;
     int slot = 0;
     while (slot < w->server->nlisteners - 1 && w->listen_fds[slot] != listen_fd) slot++;
     xTlsServer *tls = w->server->tls[slot];
-    for (;;) {
-        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED) continue;
-            if ((errno == EMFILE || errno == ENFILE) && w->spare_fd >= 0) {
-                XLOG_WARN("out of file descriptors; refusing a connection");
-                shed_one(w, listen_fd);
-                continue;
-            }
-            if (errno != EAGAIN) XLOG_ERROR("accept: %s", strerror(errno));
-            return;
-        }
+    int fd;
+    while ((fd = xListenerAccept(listen_fd, &w->spare_fd)) >= 0) {
         if (w->ctx.net.conn_count >= w->server->conf.max_connections || w->stopping) {
             close(fd);
             continue;
         }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (tls) xTlsAccept(&w->ctx.net, tls, fd);
         else xUpgradeAccept(&w->ctx, fd, &w->server->plans[slot]);
     }
@@ -345,48 +320,6 @@ xErrno xHttpServerRouteStreaming(xHttpServer *server, const char *spec, xHttpHan
 
 /* ---- Listening ---- */
 
-static xErrno resolve(const char *host, uint16_t port, struct sockaddr_storage *addr, socklen_t *len) {
-    char service[8];
-    snprintf(service, sizeof service, "%u", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
-    struct addrinfo *res;
-    if (!host || !*host) host = "0.0.0.0";
-    if (getaddrinfo(host, service, &hints, &res) != 0) return XERR_ADDR;
-    memcpy(addr, res->ai_addr, res->ai_addrlen);
-    *len = res->ai_addrlen;
-    freeaddrinfo(res);
-    return XOK;
-}
-
-static void set_port(struct sockaddr_storage *addr, uint16_t port) {
-    if (addr->ss_family == AF_INET6) ((struct sockaddr_in6 *)addr)->sin6_port = htons(port);
-    else ((struct sockaddr_in *)addr)->sin_port = htons(port);
-}
-
-static uint16_t port_of(int fd) {
-    struct sockaddr_storage addr;
-    socklen_t len = sizeof addr;
-    if (getsockname(fd, (struct sockaddr *)&addr, &len) != 0) return 0;
-    if (addr.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&addr)->sin6_port);
-    return ntohs(((struct sockaddr_in *)&addr)->sin_port);
-}
-
-static int open_socket(const struct sockaddr_storage *addr, socklen_t len, bool reuseport) {
-    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (reuseport) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (bind(fd, (const struct sockaddr *)addr, len) != 0) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    return fd;
-}
-
 static xErrno listen_failed(xHttpServer *server, xErrno err, const char *host, uint16_t port) {
     snprintf(server->last_error, sizeof server->last_error, "cannot listen on %s:%u: %s%s%s",
              host && *host ? host : "0.0.0.0", port, xErrnoString(err), err == XERR_SYS ? ": " : "",
@@ -405,21 +338,21 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
     }
     struct sockaddr_storage addr;
     socklen_t len;
-    xErrno err = resolve(host, port, &addr, &len);
+    xErrno err = xListenerResolve(host, port, &addr, &len);
     if (err != XOK) return listen_failed(server, err, host, port);
     /* Sockets that all set SO_REUSEPORT share a port silently, so a second
      * server on our port would go unnoticed: probe without it first. This
      * also settles the port when 0 was asked for. */
-    int probe = open_socket(&addr, len, false);
+    int probe = xListenerOpen(&addr, len, false);
     if (probe < 0)
         return listen_failed(server, errno == EADDRINUSE ? XERR_BUSY : errno == EADDRNOTAVAIL ? XERR_ADDR : XERR_SYS,
                              host, port);
-    set_port(&addr, port_of(probe));
+    xListenerSetPort(&addr, xListenerPort(probe));
     close(probe);
 
     int slot = server->nlisteners;
     for (int i = 0; i < server->nworkers; i++) {
-        int fd = open_socket(&addr, len, true);
+        int fd = xListenerOpen(&addr, len, true);
         if (fd < 0 || listen(fd, XSERVER_BACKLOG) != 0) {
             err = fd >= 0 || errno != EADDRINUSE ? XERR_SYS : XERR_BUSY;
             if (fd >= 0) close(fd);
@@ -431,7 +364,7 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
         }
         server->workers[i].listen_fds[slot] = fd;
     }
-    if (slot == 0) server->first_port = port_of(server->workers[0].listen_fds[0]);
+    if (slot == 0) server->first_port = xListenerPort(server->workers[0].listen_fds[0]);
     server->tls[slot] = tls;
     server->plans[slot] = *plan;
     server->nlisteners++;
@@ -498,7 +431,7 @@ uint16_t xHttpServerPort(const xHttpServer *server) { return server->first_port;
 
 uint16_t xHttpServerListenerPort(const xHttpServer *server, int index) {
     if (index < 0 || index >= server->nlisteners) return 0;
-    return port_of(server->workers[0].listen_fds[index]);
+    return xListenerPort(server->workers[0].listen_fds[index]);
 }
 
 int xHttpServerWorkerCount(const xHttpServer *server) { return server->nworkers; }
