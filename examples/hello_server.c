@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
     }
     printf("listening on 0.0.0.0:%u (1 workers)\n", xHttpServerPort(server));
     fflush(stdout);
-    xHttpServerRun(server);  /* runs the loop until SIGINT or SIGTERM */
+    xHttpServerRun(server); /* runs the loop until SIGINT or SIGTERM */
     xHttpServerDestroy(server);
     xEventLoopDestroy(loop);
     return 0;

@@ -77,13 +77,13 @@ static void on_echo_post(xHttpRequest *req, xHttpResponse *res, void *arg) {
 /* POST /upload: a streaming route. The body is checksummed piece by piece as
  * it arrives, so its size is unbounded and its memory is one piece. */
 typedef struct Upload {
-    xTimer hold;             /* first member: the timer callback finds the upload */
+    xTimer hold; /* first member: the timer callback finds the upload */
     xHttpRequest *req;
     xHttpResponse *res;
     xEventLoop *loop;
     uint64_t bytes, pieces, reject_after;
-    uint32_t crc;            /* CRC-32 (IEEE), as zlib and Python compute it */
-    bool watched;            /* an abort callback is set */
+    uint32_t crc; /* CRC-32 (IEEE), as zlib and Python compute it */
+    bool watched; /* an abort callback is set */
 } Upload;
 
 static uint32_t crc32_table[256];
@@ -137,11 +137,12 @@ static void on_upload_hold_over(xEventLoop *loop, xTimer *timer) {
     xHttpRequest *req = u->req;
     xHttpResponse *res = u->res;
     bool watched = u->watched;
-    xHttpRequestResumeBody(req);  /* may deliver, answer and free u */
+    xHttpRequestResumeBody(req); /* may deliver, answer and free u */
     if (watched || !xHttpResponseAborted(res)) return;
     /* Without an abort callback the request stays ours, views and all,
      * until we end it, even though the client has gone. */
-    XLOG_INFO("upload to %.*s abandoned by its client", (int)xHttpRequestPath(req).len, xHttpRequestPath(req).data);
+    XLOG_INFO("upload to %.*s abandoned by its client", (int)xHttpRequestPath(req).len,
+              xHttpRequestPath(req).data);
     free(u);
     xHttpResponseEnd(res);
 }
@@ -249,15 +250,15 @@ static void on_tls(xHttpRequest *req, xHttpResponse *res, void *arg) {
         /* Subjects are one-line X.509 names; drop what would break the JSON. */
         for (char *c = info.client_subject; *c; c++)
             if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '?';
-        n = snprintf(body, sizeof body,
-                     "{\"tls\":true,\"protocol\":\"%s\",\"version\":\"%s\",\"cipher\":\"%s\",\"alpn\":\"%s\","
-                     "\"sni\":\"%.200s\",\"resumed\":%s,\"ktls_send\":%s,\"ktls_recv\":%s,\"xkit_records\":%s,"
-                     "\"client_verified\":%s,\"client_subject\":\"%s\"}\n",
-                     xHttpRequestProtocol(req), info.version, info.cipher, info.alpn, info.server_name,
-                     info.resumed ? "true" : "false", info.ktls_send ? "true" : "false",
-                     info.ktls_recv ? "true" : "false", info.xkit_records ? "true" : "false",
-                     info.client_verified ? "true" : "false",
-                     info.client_subject);
+        n = snprintf(
+            body, sizeof body,
+            "{\"tls\":true,\"protocol\":\"%s\",\"version\":\"%s\",\"cipher\":\"%s\",\"alpn\":\"%s\","
+            "\"sni\":\"%.200s\",\"resumed\":%s,\"ktls_send\":%s,\"ktls_recv\":%s,\"xkit_records\":%s,"
+            "\"client_verified\":%s,\"client_subject\":\"%s\"}\n",
+            xHttpRequestProtocol(req), info.version, info.cipher, info.alpn, info.server_name,
+            info.resumed ? "true" : "false", info.ktls_send ? "true" : "false",
+            info.ktls_recv ? "true" : "false", info.xkit_records ? "true" : "false",
+            info.client_verified ? "true" : "false", info.client_subject);
     } else {
         n = snprintf(body, sizeof body, "{\"tls\":false,\"protocol\":\"%s\"}\n", xHttpRequestProtocol(req));
     }
@@ -285,11 +286,10 @@ void benchAddRoutes(xHttpServer *server) {
     xHttpServerRouteStreaming(server, "POST /upload", on_upload, NULL);
 }
 
-const char benchCommonUsage[] =
-    "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
-    "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
-    "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
-    "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n";
+const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
+                                "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
+                                "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
+                                "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n";
 
 typedef struct Option {
     const char *flag;
@@ -302,11 +302,16 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
                      BenchExtraFlag extra, void *extra_arg) {
     enum { WORKERS, IDLE, HEADER, BODY, MAX_BODY, MAX_HEADER, MAX_CONNS, SHUTDOWN, SEND, STREAMS, NOPTS };
     Option opts[NOPTS] = {
-        {"--workers", 1024, 0, false},          {"--idle-timeout", 86400000, 0, false},
-        {"--header-timeout", 86400000, 0, false}, {"--body-timeout", 86400000, 0, false},
-        {"--max-body", 1ul << 34, 0, false},    {"--max-header-size", 1u << 20, 0, false},
-        {"--max-connections", 1u << 24, 0, false}, {"--shutdown-timeout", 86400000, 0, false},
-        {"--send-timeout", 86400000, 0, false},   {"--max-streams", 1u << 20, 0, false},
+        {"--workers", 1024, 0, false},
+        {"--idle-timeout", 86400000, 0, false},
+        {"--header-timeout", 86400000, 0, false},
+        {"--body-timeout", 86400000, 0, false},
+        {"--max-body", 1ul << 34, 0, false},
+        {"--max-header-size", 1u << 20, 0, false},
+        {"--max-connections", 1u << 24, 0, false},
+        {"--shutdown-timeout", 86400000, 0, false},
+        {"--send-timeout", 86400000, 0, false},
+        {"--max-streams", 1u << 20, 0, false},
     };
     xHttpServerConfInit(conf);
     conf->max_body_size = ECHO_MAX_BODY;
@@ -332,7 +337,8 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
             i += taken - 1;
             continue;
         }
-        if (i + 1 >= argc || !benchParseSize(xStrFromC(argv[i + 1]), opts[k].max, &opts[k].value)) return false;
+        if (i + 1 >= argc || !benchParseSize(xStrFromC(argv[i + 1]), opts[k].max, &opts[k].value))
+            return false;
         opts[k].set = true;
         i++;
     }
@@ -350,6 +356,7 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
 }
 
 void benchPrintListening(const char *host, xHttpServer *server) {
-    printf("listening on %s:%u (%d workers)\n", host, xHttpServerPort(server), xHttpServerWorkerCount(server));
+    printf("listening on %s:%u (%d workers)\n", host, xHttpServerPort(server),
+           xHttpServerWorkerCount(server));
     fflush(stdout);
 }

@@ -25,14 +25,17 @@
 typedef struct TlsFlags {
     xTlsConf tls;
     xTlsSniCert sni[MAX_SNI];
-    char *sni_specs[MAX_SNI];  /* "NAME,CERT,KEY", split in place */
-    long plain_port;           /* -1: none */
+    char *sni_specs[MAX_SNI]; /* "NAME,CERT,KEY", split in place */
+    long plain_port;          /* -1: none */
 } TlsFlags;
 
 static bool parse_version(const char *s, int *out) {
-    if (strcmp(s, "1.2") == 0) *out = XTLS_VERSION_1_2;
-    else if (strcmp(s, "1.3") == 0) *out = XTLS_VERSION_1_3;
-    else return false;
+    if (strcmp(s, "1.2") == 0)
+        *out = XTLS_VERSION_1_2;
+    else if (strcmp(s, "1.3") == 0)
+        *out = XTLS_VERSION_1_3;
+    else
+        return false;
     return true;
 }
 
@@ -56,25 +59,40 @@ static int tls_flag(int argc, char **argv, int i, void *arg) {
     if (i + 1 >= argc) return 0;
     char *value = argv[i + 1];
     unsigned long n;
-    if (strcmp(flag, "--key-password") == 0) f->tls.cert.key_password = value;
-    else if (strcmp(flag, "--alpn") == 0) f->tls.alpn = value;
-    else if (strcmp(flag, "--ciphersuites") == 0) f->tls.ciphersuites = value;
-    else if (strcmp(flag, "--ciphers") == 0) f->tls.ciphers = value;
-    else if (strcmp(flag, "--groups") == 0) f->tls.groups = value;
-    else if (strcmp(flag, "--client-ca") == 0) f->tls.client_ca_file = value;
-    else if (strcmp(flag, "--tls-min") == 0) { if (!parse_version(value, &f->tls.min_version)) return 0; }
-    else if (strcmp(flag, "--tls-max") == 0) { if (!parse_version(value, &f->tls.max_version)) return 0; }
-    else if (strcmp(flag, "--sni") == 0) { if (!parse_sni(f, value)) return 0; }
-    else if (strcmp(flag, "--verify-client") == 0) {
-        if (strcmp(value, "optional") == 0) f->tls.verify_client = XTLS_VERIFY_OPTIONAL;
-        else if (strcmp(value, "required") == 0) f->tls.verify_client = XTLS_VERIFY_REQUIRED;
-        else return 0;
+    if (strcmp(flag, "--key-password") == 0)
+        f->tls.cert.key_password = value;
+    else if (strcmp(flag, "--alpn") == 0)
+        f->tls.alpn = value;
+    else if (strcmp(flag, "--ciphersuites") == 0)
+        f->tls.ciphersuites = value;
+    else if (strcmp(flag, "--ciphers") == 0)
+        f->tls.ciphers = value;
+    else if (strcmp(flag, "--groups") == 0)
+        f->tls.groups = value;
+    else if (strcmp(flag, "--client-ca") == 0)
+        f->tls.client_ca_file = value;
+    else if (strcmp(flag, "--tls-min") == 0) {
+        if (!parse_version(value, &f->tls.min_version)) return 0;
+    } else if (strcmp(flag, "--tls-max") == 0) {
+        if (!parse_version(value, &f->tls.max_version)) return 0;
+    } else if (strcmp(flag, "--sni") == 0) {
+        if (!parse_sni(f, value)) return 0;
+    } else if (strcmp(flag, "--verify-client") == 0) {
+        if (strcmp(value, "optional") == 0)
+            f->tls.verify_client = XTLS_VERIFY_OPTIONAL;
+        else if (strcmp(value, "required") == 0)
+            f->tls.verify_client = XTLS_VERIFY_REQUIRED;
+        else
+            return 0;
     } else if (strcmp(flag, "--session-cache") == 0 || strcmp(flag, "--handshake-timeout") == 0 ||
                strcmp(flag, "--plain-port") == 0) {
         if (!benchParseSize(xStrFromC(value), flag[2] == 'p' ? 65535 : 86400000, &n)) return 0;
-        if (flag[2] == 's') f->tls.session_cache_size = (uint32_t)n;
-        else if (flag[2] == 'h') f->tls.handshake_timeout_ms = (uint32_t)n;
-        else f->plain_port = (long)n;
+        if (flag[2] == 's')
+            f->tls.session_cache_size = (uint32_t)n;
+        else if (flag[2] == 'h')
+            f->tls.handshake_timeout_ms = (uint32_t)n;
+        else
+            f->plain_port = (long)n;
     } else {
         return 0;
     }

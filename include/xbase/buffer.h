@@ -38,7 +38,7 @@ typedef struct xBufferPool {
     void *free_list;
     size_t block_size;
     size_t free_count;
-    size_t max_free;     /**< blocks kept beyond this are returned to malloc */
+    size_t max_free; /**< blocks kept beyond this are returned to malloc */
 } xBufferPool;
 
 /** Prepares a pool of block_size blocks keeping at most max_free spares. */

@@ -9,16 +9,16 @@ extern "C" {
 /** Result of an xKit call: XOK (0) or a negative error value. */
 typedef enum xErrno {
     XOK = 0,
-    XERR_INVALID = -1,     /**< an argument is malformed or out of range */
-    XERR_NOMEM = -2,       /**< an allocation failed */
-    XERR_SYS = -3,         /**< a system call failed; see errno for details */
-    XERR_ADDR = -4,        /**< a host name or address could not be resolved */
-    XERR_BUSY = -5,        /**< the address or resource is already in use */
-    XERR_STATE = -6,       /**< the call is not allowed in the object's current state */
-    XERR_EXISTS = -7,      /**< the thing being added is already there */
-    XERR_LIMIT = -8,       /**< a configured limit was reached */
-    XERR_CLOSED = -9,      /**< the peer or the object is closed */
-    XERR_TLS = -10,        /**< a TLS certificate, key or setting was refused */
+    XERR_INVALID = -1, /**< an argument is malformed or out of range */
+    XERR_NOMEM = -2,   /**< an allocation failed */
+    XERR_SYS = -3,     /**< a system call failed; see errno for details */
+    XERR_ADDR = -4,    /**< a host name or address could not be resolved */
+    XERR_BUSY = -5,    /**< the address or resource is already in use */
+    XERR_STATE = -6,   /**< the call is not allowed in the object's current state */
+    XERR_EXISTS = -7,  /**< the thing being added is already there */
+    XERR_LIMIT = -8,   /**< a configured limit was reached */
+    XERR_CLOSED = -9,  /**< the peer or the object is closed */
+    XERR_TLS = -10,    /**< a TLS certificate, key or setting was refused */
 } xErrno;
 
 /** A short, static, human-readable description of err. */

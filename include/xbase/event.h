@@ -25,10 +25,10 @@ typedef struct xEventLoop xEventLoop;
 
 /** Readiness bits passed to and from watch callbacks. */
 enum {
-    XEV_READ = 1u << 0,   /**< readable */
-    XEV_WRITE = 1u << 1,  /**< writable */
-    XEV_ERROR = 1u << 2,  /**< error or hang-up on the descriptor */
-    XEV_EOF = 1u << 3,    /**< the peer closed its side: reads will reach the end */
+    XEV_READ = 1u << 0,  /**< readable */
+    XEV_WRITE = 1u << 1, /**< writable */
+    XEV_ERROR = 1u << 2, /**< error or hang-up on the descriptor */
+    XEV_EOF = 1u << 3,   /**< the peer closed its side: reads will reach the end */
 };
 
 /** Called when fd becomes ready; events holds XEV_* bits. */
@@ -79,10 +79,10 @@ typedef struct xTimer xTimer;
 typedef void (*xTimerFn)(xEventLoop *loop, xTimer *timer);
 
 struct xTimer {
-    xTimer *next;       /* private: wheel slot list */
-    xTimer *prev;       /* private */
-    uint64_t deadline;  /* private: loop milliseconds */
-    xTimerFn fn;        /* called once when the deadline passes */
+    xTimer *next;      /* private: wheel slot list */
+    xTimer *prev;      /* private */
+    uint64_t deadline; /* private: loop milliseconds */
+    xTimerFn fn;       /* called once when the deadline passes */
 };
 
 /** Prepares a timer before first use. */

@@ -35,10 +35,10 @@ xLogLevel xLogGetLevel(void);
 void xLogWrite(xLogLevel level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-#define XLOG_AT(level, ...)                                                    \
-    do {                                                                       \
-        if ((level) >= XLOG_FLOOR && (level) >= xLogGetLevel())                \
-            xLogWrite((level), __FILE__, __LINE__, __VA_ARGS__);               \
+#define XLOG_AT(level, ...)                                                                                  \
+    do {                                                                                                     \
+        if ((level) >= XLOG_FLOOR && (level) >= xLogGetLevel())                                              \
+            xLogWrite((level), __FILE__, __LINE__, __VA_ARGS__);                                             \
     } while (0)
 
 #define XLOG_DEBUG(...) XLOG_AT(XLOG_DEBUG, __VA_ARGS__)

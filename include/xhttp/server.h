@@ -42,8 +42,8 @@ typedef void (*xHttpHandler)(xHttpRequest *req, xHttpResponse *res, void *arg);
  *  payload (or several) on HTTP/2. data is valid during the call only. The
  *  last call has end set, possibly with len 0; none follows it. arg is what
  *  was given to xHttpRequestReadBody. */
-typedef void (*xHttpBodyReader)(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len,
-                                bool end, void *arg);
+typedef void (*xHttpBodyReader)(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
+                                void *arg);
 
 /** Protocols a server speaks; HTTP/2 without TLS is told apart from HTTP/1.1
  *  by its connection preface, or reached by "Upgrade: h2c". */
@@ -56,34 +56,34 @@ enum {
  *  only ever added at the end, and a library newer than the caller's header
  *  reads only what the caller's version has (defaults for the rest). */
 typedef struct xHttpServerConf {
-    size_t struct_size;          /**< the caller's sizeof, set by xHttpServerConfInit */
-    int workers;                 /**< threads for xHttpServerRun; 0: the CPUs this
-                                      process may run on (sched_getaffinity) */
-    size_t max_request_line;     /**< bytes, else 414 (default 8 KiB) */
-    size_t max_header_size;      /**< bytes of the whole head, else 431 (8 KiB) */
-    size_t max_headers;          /**< header fields, else 431 (100) */
-    size_t max_body_size;        /**< request body bytes, else 413 (1 MiB) */
-    uint32_t header_timeout_ms;  /**< to receive a whole head once it began (10 s) */
-    uint32_t body_timeout_ms;    /**< between body reads while one is expected (30 s) */
-    uint32_t idle_timeout_ms;    /**< keep-alive wait for the next request (60 s) */
-    uint32_t send_timeout_ms;    /**< a client that takes none of a pending response
-                                      for this long is dropped (60 s) */
-    uint32_t shutdown_timeout_ms;/**< graceful stop deadline (10 s) */
-    uint32_t max_connections;    /**< per worker; beyond it new ones are closed (10000) */
-    unsigned protocols;          /**< XHTTP_PROTO_* bits (both) */
-    uint32_t http2_max_streams;  /**< SETTINGS_MAX_CONCURRENT_STREAMS (256) */
-    uint32_t http2_window;       /**< stream and connection receive windows (16 MiB) */
-    uint32_t http2_reset_burst;  /**< stream resets a client may make at once … */
-    uint32_t http2_reset_rate;   /**< … and per second after that, before GOAWAY
-                                      (1000 and 33: CVE-2023-44487, rapid reset) */
+    size_t struct_size;               /**< the caller's sizeof, set by xHttpServerConfInit */
+    int workers;                      /**< threads for xHttpServerRun; 0: the CPUs this
+                                           process may run on (sched_getaffinity) */
+    size_t max_request_line;          /**< bytes, else 414 (default 8 KiB) */
+    size_t max_header_size;           /**< bytes of the whole head, else 431 (8 KiB) */
+    size_t max_headers;               /**< header fields, else 431 (100) */
+    size_t max_body_size;             /**< request body bytes, else 413 (1 MiB) */
+    uint32_t header_timeout_ms;       /**< to receive a whole head once it began (10 s) */
+    uint32_t body_timeout_ms;         /**< between body reads while one is expected (30 s) */
+    uint32_t idle_timeout_ms;         /**< keep-alive wait for the next request (60 s) */
+    uint32_t send_timeout_ms;         /**< a client that takes none of a pending response
+                                           for this long is dropped (60 s) */
+    uint32_t shutdown_timeout_ms;     /**< graceful stop deadline (10 s) */
+    uint32_t max_connections;         /**< per worker; beyond it new ones are closed (10000) */
+    unsigned protocols;               /**< XHTTP_PROTO_* bits (both) */
+    uint32_t http2_max_streams;       /**< SETTINGS_MAX_CONCURRENT_STREAMS (256) */
+    uint32_t http2_window;            /**< stream and connection receive windows (16 MiB) */
+    uint32_t http2_reset_burst;       /**< stream resets a client may make at once … */
+    uint32_t http2_reset_rate;        /**< … and per second after that, before GOAWAY
+                                           (1000 and 33: CVE-2023-44487, rapid reset) */
     uint32_t http2_max_continuations; /**< CONTINUATION frames per header block (8:
                                       CVE-2024-27316) */
     uint32_t http2_max_control_queue; /**< PING/SETTINGS acks waiting for a client
                                       that does not read, before GOAWAY (1000) */
-    bool handle_signals;         /**< xHttpServerRun stops on SIGINT/SIGTERM and
-                                      reloads TLS certificates on SIGHUP (true);
-                                      they are blocked in the creating thread from
-                                      Create until Destroy */
+    bool handle_signals;              /**< xHttpServerRun stops on SIGINT/SIGTERM and
+                                           reloads TLS certificates on SIGHUP (true);
+                                           they are blocked in the creating thread from
+                                           Create until Destroy */
 } xHttpServerConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is
@@ -91,7 +91,9 @@ typedef struct xHttpServerConf {
 void xHttpServerConfInitSized(xHttpServerConf *conf, size_t size);
 
 /** Fills conf with the defaults noted above. */
-static inline void xHttpServerConfInit(xHttpServerConf *conf) { xHttpServerConfInitSized(conf, sizeof *conf); }
+static inline void xHttpServerConfInit(xHttpServerConf *conf) {
+    xHttpServerConfInitSized(conf, sizeof *conf);
+}
 
 /** Creates a server. loop NULL: the server owns conf->workers loops, started
  *  by xHttpServerRun. loop set: the server lives on that loop only, and
@@ -225,8 +227,8 @@ xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len);
 /** Like xHttpResponseSend without copying: body must stay valid and
  *  unchanged until release(release_arg) is called (release may be NULL for
  *  static data). */
-xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len,
-                            void (*release)(void *), void *release_arg);
+xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len, void (*release)(void *),
+                            void *release_arg);
 
 /** Streams a piece of the body (chunked on HTTP/1.1); sends the head first. */
 xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len);

@@ -44,9 +44,9 @@ typedef struct xWorker {
     xEventLoop *loop;
     xHttpContext ctx;
     int listen_fds[XSERVER_MAX_LISTENERS];
-    int stop_fd;          /* eventfd: xHttpServerStop writes, the loop reacts */
-    int spare_fd;         /* held in reserve to shed connections at EMFILE */
-    xTimer deadline;      /* graceful stop gives up here */
+    int stop_fd;     /* eventfd: xHttpServerStop writes, the loop reacts */
+    int spare_fd;    /* held in reserve to shed connections at EMFILE */
+    xTimer deadline; /* graceful stop gives up here */
     pthread_t thread;
     bool stopping;
 } xWorker;
@@ -54,21 +54,21 @@ typedef struct xWorker {
 struct xHttpServer {
     xHttpServerConf conf;
     xRouter *router;
-    xHttpRouteTarget *targets;   /* what the router's routes lead to */
+    xHttpRouteTarget *targets; /* what the router's routes lead to */
     xWorker *workers;
     int nworkers;
     int nlisteners;
-    xTlsServer *tls[XSERVER_MAX_LISTENERS];  /* per listener; NULL: plain */
-    xUpgradePlan plans[XSERVER_MAX_LISTENERS];/* per listener: what its connections speak */
+    xTlsServer *tls[XSERVER_MAX_LISTENERS];    /* per listener; NULL: plain */
+    xUpgradePlan plans[XSERVER_MAX_LISTENERS]; /* per listener: what its connections speak */
     char last_error[512];
     uint16_t first_port;
-    bool attached;        /* lives on a caller's loop */
+    bool attached; /* lives on a caller's loop */
     bool running;
-    bool runs_loop;       /* xHttpServerRun drives the caller's loop */
-    int signal_fd;        /* attached mode: SIGINT/SIGTERM through the loop */
-    int wake_fd;          /* workers mode: wakes the supervising thread */
-    sigset_t stop_signals;     /* SIGINT, SIGTERM (stop) and SIGHUP (reload), when handle_signals */
-    sigset_t previous_mask;    /* the creating thread's mask before Create */
+    bool runs_loop;         /* xHttpServerRun drives the caller's loop */
+    int signal_fd;          /* attached mode: SIGINT/SIGTERM through the loop */
+    int wake_fd;            /* workers mode: wakes the supervising thread */
+    sigset_t stop_signals;  /* SIGINT, SIGTERM (stop) and SIGHUP (reload), when handle_signals */
+    sigset_t previous_mask; /* the creating thread's mask before Create */
     atomic_bool stop_requested;
 };
 
@@ -107,7 +107,7 @@ static int cpus_available(void) {
 /* ---- Stopping ---- */
 
 static void worker_finish(xWorker *w) {
-    if (w->server->attached && !w->server->runs_loop) return;  /* the caller's loop goes on */
+    if (w->server->attached && !w->server->runs_loop) return; /* the caller's loop goes on */
     xEventLoopStop(w->loop);
 }
 
@@ -161,7 +161,8 @@ static void begin_stop(xWorker *w) {
 
 static void on_stop_fd(xEventLoop *loop, int fd, unsigned events, void *arg) {
     uint64_t count;
-    while (read(fd, &count, sizeof count) > 0) {}
+    while (read(fd, &count, sizeof count) > 0) {
+    }
     begin_stop(arg);
 }
 
@@ -192,8 +193,10 @@ static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *ar
             close(fd);
             continue;
         }
-        if (tls) xTlsAccept(&w->ctx.net, tls, fd);
-        else xUpgradeAccept(&w->ctx, fd, &w->server->plans[slot]);
+        if (tls)
+            xTlsAccept(&w->ctx.net, tls, fd);
+        else
+            xUpgradeAccept(&w->ctx, fd, &w->server->plans[slot]);
     }
 }
 
@@ -345,7 +348,10 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
      * also settles the port when 0 was asked for. */
     int probe = xListenerOpen(&addr, len, false);
     if (probe < 0)
-        return listen_failed(server, errno == EADDRINUSE ? XERR_BUSY : errno == EADDRNOTAVAIL ? XERR_ADDR : XERR_SYS,
+        return listen_failed(server,
+                             errno == EADDRINUSE      ? XERR_BUSY
+                             : errno == EADDRNOTAVAIL ? XERR_ADDR
+                                                      : XERR_SYS,
                              host, port);
     xListenerSetPort(&addr, xListenerPort(probe));
     close(probe);
@@ -383,7 +389,8 @@ xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port) {
     return listen_on(server, host, port, NULL, &plan);
 }
 
-xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port, const xTlsConf *caller_conf) {
+xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port,
+                            const xTlsConf *caller_conf) {
     if (!caller_conf) {
         snprintf(server->last_error, sizeof server->last_error, "tls: no configuration given");
         return XERR_INVALID;
@@ -393,7 +400,7 @@ xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port
     xSizedAdopt(&full, caller_conf, sizeof full);
     const xTlsConf *conf = &full;
     int slot = server->nlisteners;
-    if (slot == XSERVER_MAX_LISTENERS) return listen_on(server, host, port, NULL, NULL);  /* says why */
+    if (slot == XSERVER_MAX_LISTENERS) return listen_on(server, host, port, NULL, NULL); /* says why */
     /* The plan lives in its slot: the TLS callbacks point at it. */
     xUpgradePlan *plan = &server->plans[slot];
     if (!xUpgradePlanListener(plan, server->conf.protocols, conf->alpn, server->last_error,
@@ -452,8 +459,10 @@ static bool handle_signal(xHttpServer *server, unsigned signo) {
         XLOG_INFO("signal %u: stopping gracefully", signo);
         return true;
     }
-    if (xHttpServerReloadTls(server) == XOK) XLOG_INFO("SIGHUP: TLS certificates reloaded");
-    else XLOG_ERROR("SIGHUP: TLS reload failed, the old certificates stay: %s", server->last_error);
+    if (xHttpServerReloadTls(server) == XOK)
+        XLOG_INFO("SIGHUP: TLS certificates reloaded");
+    else
+        XLOG_ERROR("SIGHUP: TLS reload failed, the old certificates stay: %s", server->last_error);
     return false;
 }
 
@@ -491,7 +500,8 @@ static xErrno run_workers(xHttpServer *server) {
     int started = 0;
     xErrno err = server->wake_fd < 0 ? XERR_SYS : XOK;
     for (; err == XOK && started < server->nworkers; started++) {
-        if (pthread_create(&server->workers[started].thread, NULL, worker_main, &server->workers[started]) != 0)
+        if (pthread_create(&server->workers[started].thread, NULL, worker_main, &server->workers[started]) !=
+            0)
             err = XERR_SYS;
     }
     if (err != XOK) started--;
@@ -499,7 +509,8 @@ static xErrno run_workers(xHttpServer *server) {
     while (err == XOK && !atomic_load(&server->stop_requested)) {
         if (poll(fds, sfd >= 0 ? 2 : 1, -1) > 0 && (fds[1].revents & POLLIN)) {
             struct signalfd_siginfo info;
-            if (read(sfd, &info, sizeof info) == (ssize_t)sizeof info && !handle_signal(server, info.ssi_signo))
+            if (read(sfd, &info, sizeof info) == (ssize_t)sizeof info &&
+                !handle_signal(server, info.ssi_signo))
                 continue;
             break;
         }

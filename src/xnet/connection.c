@@ -34,8 +34,8 @@ static void plain_shutdown_write(xConn *conn) { shutdown(conn->fd, SHUT_WR); }
 
 static void plain_nothing(xConn *conn) {}
 
-const xTransport xConnPlainTransport = {plain_recv, plain_sendv, plain_shutdown_write,
-                                        plain_nothing, plain_nothing, false, NULL, NULL};
+const xTransport xConnPlainTransport = {
+    plain_recv, plain_sendv, plain_shutdown_write, plain_nothing, plain_nothing, false, NULL, NULL};
 
 /* ---- Lifetime ---- */
 
@@ -90,12 +90,14 @@ static void release_out_refs(xConn *conn) {
 void xConnRelease(xConn *conn) {
     if (--conn->refs) return;
     xNetContext *net = conn->net;
-    xTimerStop(net->loop, &conn->timer);  /* armed by a late call on a closed connection */
+    xTimerStop(net->loop, &conn->timer); /* armed by a late call on a closed connection */
     xBufferPoolRelease(&net->buffers, &conn->in);
     conn->proto->on_free(conn);
     conn->transport->free(conn);
-    if (conn->prev) conn->prev->next = conn->next;
-    else net->conns = conn->next;
+    if (conn->prev)
+        conn->prev->next = conn->next;
+    else
+        net->conns = conn->next;
     if (conn->next) conn->next->prev = conn->prev;
     net->conn_count--;
     free(conn->out_refs);
@@ -148,7 +150,7 @@ xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)
     } else if (!marker && len < XCONN_COPY_BELOW) {
         err = xConnWrite(conn, bytes, len);
     } else if (!grow_refs(conn)) {
-        if (marker) return XERR_NOMEM;  /* keep the memory: queued bytes may point into it */
+        if (marker) return XERR_NOMEM; /* keep the memory: queued bytes may point into it */
         err = xConnWrite(conn, bytes, len);
     } else {
         conn->out_refs[conn->out_nrefs++] =
@@ -229,15 +231,19 @@ void xConnFlush(xConn *conn) {
         ssize_t w = conn->transport->sendv(conn, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN) xConnBlocked(conn);
-            else xConnClose(conn);
+            if (errno == EAGAIN)
+                xConnBlocked(conn);
+            else
+                xConnClose(conn);
             return;
         }
         advance(conn, (size_t)w);
     }
     if (conn->transport->flush && !conn->transport->flush(conn)) {
-        if (errno == EAGAIN) xConnBlocked(conn);
-        else xConnClose(conn);
+        if (errno == EAGAIN)
+            xConnBlocked(conn);
+        else
+            xConnClose(conn);
         return;
     }
     out_reset(conn);
@@ -266,8 +272,10 @@ static void start_linger(xConn *conn) {
 void xConnCloseAfterFlush(xConn *conn) {
     if (conn->closed || conn->close_after_flush) return;
     conn->close_after_flush = true;
-    if (xConnPending(conn) == 0) start_linger(conn);
-    else xConnFlush(conn);
+    if (xConnPending(conn) == 0)
+        start_linger(conn);
+    else
+        xConnFlush(conn);
 }
 
 void xConnClose(xConn *conn) {
@@ -286,8 +294,10 @@ void xConnClose(xConn *conn) {
 }
 
 void xConnSetTimeout(xConn *conn, uint32_t ms) {
-    if (ms) xTimerStart(conn->net->loop, &conn->timer, ms);
-    else xTimerStop(conn->net->loop, &conn->timer);
+    if (ms)
+        xTimerStart(conn->net->loop, &conn->timer, ms);
+    else
+        xTimerStop(conn->net->loop, &conn->timer);
 }
 
 static void on_timer(xEventLoop *loop, xTimer *timer) {
@@ -310,12 +320,13 @@ static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg) {
     if ((events & (XEV_WRITE | XEV_ERROR)) && conn->write_blocked) {
         conn->write_blocked = false;
         xConnFlush(conn);
-        if (!conn->closed && !conn->write_blocked && !conn->lingering)
-            conn->proto->on_flushed(conn);
+        if (!conn->closed && !conn->write_blocked && !conn->lingering) conn->proto->on_flushed(conn);
     }
     if (!conn->closed && conn->readable) {
-        if (conn->lingering) discard_input(conn);
-        else conn->proto->on_readable(conn);
+        if (conn->lingering)
+            discard_input(conn);
+        else
+            conn->proto->on_readable(conn);
     }
     xConnRelease(conn);
 }

@@ -21,28 +21,28 @@
 #define XCONN_COPY_BELOW 2048
 
 typedef struct xConn xConn;
-struct xTlsInfo;  /* <xhttp/tls.h>: filled by a TLS transport */
+struct xTlsInfo; /* <xhttp/tls.h>: filled by a TLS transport */
 
 /** What every connection of one worker shares: its loop, pools and the list
  *  of open connections. One per worker thread, so nothing here needs a lock.
  *  A protocol layer embeds it as the first member of a context of its own. */
 typedef struct xNetContext {
     xEventLoop *loop;
-    xBufferPool buffers;          /* read and write buffers of idle-able size */
-    xMemCache *mem;               /* small objects of libraries that allocate a lot */
-    uint32_t send_timeout_ms;     /* a blocked output queue gives up after this */
-    xConn *conns;                 /* every open connection, for shutdown */
+    xBufferPool buffers;      /* read and write buffers of idle-able size */
+    xMemCache *mem;           /* small objects of libraries that allocate a lot */
+    uint32_t send_timeout_ms; /* a blocked output queue gives up after this */
+    xConn *conns;             /* every open connection, for shutdown */
     size_t conn_count;
-    void (*on_conn_gone)(struct xNetContext *net);  /* after a connection is freed */
+    void (*on_conn_gone)(struct xNetContext *net); /* after a connection is freed */
 } xNetContext;
 
 typedef struct xConnProtocol {
-    void (*on_readable)(xConn *conn);  /**< bytes (or EOF) may be waiting */
-    void (*on_flushed)(xConn *conn);   /**< a blocked output queue drained */
-    void (*on_timeout)(xConn *conn);   /**< the timer set by xConnSetTimeout fired */
-    void (*on_drain)(xConn *conn);     /**< the server is stopping gracefully */
-    void (*on_close)(xConn *conn);     /**< the socket closed; release what waits on it */
-    void (*on_free)(xConn *conn);      /**< last reference gone; free protocol state */
+    void (*on_readable)(xConn *conn); /**< bytes (or EOF) may be waiting */
+    void (*on_flushed)(xConn *conn);  /**< a blocked output queue drained */
+    void (*on_timeout)(xConn *conn);  /**< the timer set by xConnSetTimeout fired */
+    void (*on_drain)(xConn *conn);    /**< the server is stopping gracefully */
+    void (*on_close)(xConn *conn);    /**< the socket closed; release what waits on it */
+    void (*on_free)(xConn *conn);     /**< last reference gone; free protocol state */
 } xConnProtocol;
 
 /* How bytes cross the socket. recv and sendv behave like recv(2) and
@@ -52,10 +52,10 @@ typedef struct xConnProtocol {
 typedef struct xTransport {
     ssize_t (*recv)(xConn *conn, char *buf, size_t len);
     ssize_t (*sendv)(xConn *conn, const struct iovec *iov, int iovcnt);
-    void (*shutdown_write)(xConn *conn);  /**< no more output: FIN (and close_notify) */
-    void (*close)(xConn *conn);           /**< the socket is about to close */
-    void (*free)(xConn *conn);            /**< last reference gone */
-    bool secure;                          /**< bytes on the wire are encrypted */
+    void (*shutdown_write)(xConn *conn); /**< no more output: FIN (and close_notify) */
+    void (*close)(xConn *conn);          /**< the socket is about to close */
+    void (*free)(xConn *conn);           /**< last reference gone */
+    bool secure;                         /**< bytes on the wire are encrypted */
     /** Writes bytes the transport made on its own (a TLS alert or KeyUpdate)
      *  once the queue is empty: true when none are left, false with errno
      *  (EAGAIN: wait for the socket). NULL: it never makes any. */
@@ -85,27 +85,27 @@ struct xConn {
     void *transport_state;
     const xConnProtocol *proto;
     void *proto_state;
-    xConn *prev, *next;      /* net->conns */
+    xConn *prev, *next; /* net->conns */
     xTimer timer;
-    unsigned refs;           /* one while open, one per pending async response, one per dispatch */
+    unsigned refs; /* one while open, one per pending async response, one per dispatch */
 
-    bool readable;           /* an edge arrived and the socket is not known drained */
-    bool hangup;             /* the peer reset or hung up */
-    bool peer_closed;        /* the peer sent FIN: read until end of stream */
-    bool write_blocked;      /* the socket buffer is full; waiting for XEV_WRITE */
+    bool readable;      /* an edge arrived and the socket is not known drained */
+    bool hangup;        /* the peer reset or hung up */
+    bool peer_closed;   /* the peer sent FIN: read until end of stream */
+    bool write_blocked; /* the socket buffer is full; waiting for XEV_WRITE */
     bool close_after_flush;
-    bool lingering;          /* output done, discarding input before close */
-    bool closed;             /* the socket is closed; waiting for the last reference */
+    bool lingering; /* output done, discarding input before close */
+    bool closed;    /* the socket is closed; waiting for the last reference */
 
-    xBuffer in;              /* owned by the protocol */
-    xBuffer out;             /* bytes to send */
+    xBuffer in;  /* owned by the protocol */
+    xBuffer out; /* bytes to send */
     size_t out_sent;
-    size_t out_pending;      /* bytes queued, buffered and referenced, not yet sent */
-    xOutRef *out_refs;       /* grown on demand, kept until the connection goes */
+    size_t out_pending; /* bytes queued, buffered and referenced, not yet sent */
+    xOutRef *out_refs;  /* grown on demand, kept until the connection goes */
     size_t out_refs_cap;
     size_t out_nrefs;
-    size_t out_ref_index;    /* first ref not fully sent */
-    size_t out_ref_sent;     /* bytes of that ref already sent */
+    size_t out_ref_index; /* first ref not fully sent */
+    size_t out_ref_sent;  /* bytes of that ref already sent */
 };
 
 /** Wraps an accepted, non-blocking socket. Returns NULL (socket closed) on failure. */

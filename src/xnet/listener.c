@@ -1,5 +1,5 @@
 /* listener.c — listening sockets and accepting (listener.h). */
-#define _GNU_SOURCE  /* accept4 */
+#define _GNU_SOURCE /* accept4 */
 #include "xnet/listener.h"
 
 #include <errno.h>
@@ -27,8 +27,10 @@ xErrno xListenerResolve(const char *host, uint16_t port, struct sockaddr_storage
 }
 
 void xListenerSetPort(struct sockaddr_storage *addr, uint16_t port) {
-    if (addr->ss_family == AF_INET6) ((struct sockaddr_in6 *)addr)->sin6_port = htons(port);
-    else ((struct sockaddr_in *)addr)->sin_port = htons(port);
+    if (addr->ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)addr)->sin6_port = htons(port);
+    else
+        ((struct sockaddr_in *)addr)->sin_port = htons(port);
 }
 
 uint16_t xListenerPort(int fd) {

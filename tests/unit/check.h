@@ -10,48 +10,44 @@
 
 static int check_passed, check_failed;
 
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (cond) {                                                            \
-            check_passed++;                                                    \
-        } else {                                                               \
-            check_failed++;                                                    \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,   \
-                    #cond);                                                    \
-        }                                                                      \
+#define CHECK(cond)                                                                                          \
+    do {                                                                                                     \
+        if (cond) {                                                                                          \
+            check_passed++;                                                                                  \
+        } else {                                                                                             \
+            check_failed++;                                                                                  \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                         \
+        }                                                                                                    \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                   \
-    do {                                                                       \
-        if (cond) {                                                            \
-            check_passed++;                                                    \
-        } else {                                                               \
-            check_failed++;                                                    \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__,   \
-                    #cond);                                                    \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-        }                                                                      \
+#define CHECK_MSG(cond, ...)                                                                                 \
+    do {                                                                                                     \
+        if (cond) {                                                                                          \
+            check_passed++;                                                                                  \
+        } else {                                                                                             \
+            check_failed++;                                                                                  \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);                         \
+            fprintf(stderr, __VA_ARGS__);                                                                    \
+            fputc('\n', stderr);                                                                             \
+        }                                                                                                    \
     } while (0)
 
-#define CHECK_EQ_INT(a, b) CHECK_MSG((long long)(a) == (long long)(b),         \
-                                     "%lld != %lld", (long long)(a), (long long)(b))
+#define CHECK_EQ_INT(a, b)                                                                                   \
+    CHECK_MSG((long long)(a) == (long long)(b), "%lld != %lld", (long long)(a), (long long)(b))
 
-#define CHECK_STR(view, lit) CHECK_MSG((view).len == strlen(lit) &&            \
-                                       memcmp((view).data, lit, (view).len) == 0, \
-                                       "\"%.*s\" != \"%s\"", (int)(view).len,  \
-                                       (view).data, lit)
+#define CHECK_STR(view, lit)                                                                                 \
+    CHECK_MSG((view).len == strlen(lit) && memcmp((view).data, lit, (view).len) == 0, "\"%.*s\" != \"%s\"",  \
+              (int)(view).len, (view).data, lit)
 
 /* Runs a test function and names it in the output when it adds failures. */
-#define RUN(test)                                                              \
-    do {                                                                       \
-        int before_ = check_failed;                                            \
-        test();                                                                \
-        if (check_failed != before_) fprintf(stderr, "FAIL %s\n", #test);      \
+#define RUN(test)                                                                                            \
+    do {                                                                                                     \
+        int before_ = check_failed;                                                                          \
+        test();                                                                                              \
+        if (check_failed != before_) fprintf(stderr, "FAIL %s\n", #test);                                    \
     } while (0)
 
-#define CHECK_SUMMARY()                                                        \
-    (printf("%d passed, %d failed\n", check_passed, check_failed),             \
-     check_failed == 0 ? 0 : 1)
+#define CHECK_SUMMARY()                                                                                      \
+    (printf("%d passed, %d failed\n", check_passed, check_failed), check_failed == 0 ? 0 : 1)
 
 #endif

@@ -25,7 +25,7 @@ static void reserve_refuses_sizes_that_overflow(void) {
     xBuffer b = {0};
     CHECK_EQ_INT(xBufferAppend(&b, "abc", 3), XOK);
     CHECK_EQ_INT(xBufferReserve(&b, SIZE_MAX - 1), XERR_NOMEM);
-    CHECK_EQ_INT(b.len, 3);  /* unchanged by the refusal */
+    CHECK_EQ_INT(b.len, 3); /* unchanged by the refusal */
     CHECK_EQ_INT(xBufferReserve(&b, 0), XOK);
     xBufferFree(&b);
 }
@@ -49,7 +49,7 @@ static void pool_reuses_blocks_up_to_its_limit(void) {
     CHECK(a.cap == 4096 && b.cap == 4096 && a.len == 0);
     char *first = a.data;
     xBufferPoolRelease(&pool, &a);
-    xBufferPoolRelease(&pool, &b);  /* over max_free: back to malloc */
+    xBufferPoolRelease(&pool, &b); /* over max_free: back to malloc */
     CHECK_EQ_INT(pool.free_count, 1);
     CHECK(a.data == NULL && b.data == NULL);
     xBuffer c = {0};
@@ -74,7 +74,7 @@ static void pool_frees_a_buffer_that_outgrew_its_block(void) {
     CHECK_EQ_INT(xBufferAppend(&a, big, sizeof big), XOK);
     CHECK(a.cap > 256);
     xBufferPoolRelease(&pool, &a);
-    CHECK_EQ_INT(pool.free_count, 0);  /* not a pool-sized block: freed, not kept */
+    CHECK_EQ_INT(pool.free_count, 0); /* not a pool-sized block: freed, not kept */
     xBufferPoolDestroy(&pool);
 }
 

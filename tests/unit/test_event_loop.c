@@ -55,14 +55,14 @@ static void test_timers_fire_in_deadline_order_and_never_early(void) {
 static void test_stopped_timer_does_not_fire(void) {
     xEventLoop *loop = xEventLoopCreate();
     Fired keep, cancel;
-    fire_count = 2;  /* the one firing timer stops the loop */
+    fire_count = 2; /* the one firing timer stops the loop */
     xTimerInit(&keep.timer, on_fired);
     xTimerInit(&cancel.timer, on_fired);
     cancel.order = keep.order = 0;
     xTimerStart(loop, &cancel.timer, 10);
     xTimerStart(loop, &keep.timer, 30);
     xTimerStop(loop, &cancel.timer);
-    xTimerStop(loop, &cancel.timer);  /* harmless twice */
+    xTimerStop(loop, &cancel.timer); /* harmless twice */
     xEventLoopRun(loop);
     CHECK_EQ_INT(cancel.order, 0);
     CHECK_EQ_INT(keep.order, 3);
@@ -96,7 +96,7 @@ static void test_readiness_reaches_its_callback_and_io_goes_through_the_loop(voi
     CHECK_EQ_INT(p.got_len, 5);
     CHECK(memcmp(p.got, "hello", 5) == 0);
     xEventLoopRemove(loop, p.fds[0]);
-    xEventLoopRemove(loop, p.fds[0]);  /* harmless twice */
+    xEventLoopRemove(loop, p.fds[0]); /* harmless twice */
     CHECK_EQ_INT(xEventLoopAdd(loop, -1, XEV_READ, on_readable, &p), XERR_INVALID);
     close(p.fds[0]);
     close(p.fds[1]);

@@ -20,14 +20,14 @@
 #define MAX_LINE 4096
 #define MAX_TRAILERS 8192
 
-static char *guard_end;   /* one past the last readable byte */
+static char *guard_end; /* one past the last readable byte */
 
 /* What decoding a whole body reported, summed over its calls. */
 typedef struct Outcome {
-    int status;           /* 0 unless a call failed */
+    int status; /* 0 unless a call failed */
     bool done;
-    bool left_input;      /* a call neither finished nor used all it was given */
-    size_t consumed;      /* input bytes used, over all calls */
+    bool left_input; /* a call neither finished nor used all it was given */
+    size_t consumed; /* input bytes used, over all calls */
     size_t payload_len;
     char payload[CAP];
 } Outcome;
@@ -43,8 +43,8 @@ static bool feed(xHttp1Chunked *dec, const char *piece, size_t n, const Limits *
     char *in = guard_end - n;
     memcpy(in, piece, n);
     size_t written = 0;
-    ssize_t used = xHttp1ChunkedDecode(dec, in, n, o->payload + o->payload_len, &written,
-                                       lim->max_line, lim->max_trailers);
+    ssize_t used = xHttp1ChunkedDecode(dec, in, n, o->payload + o->payload_len, &written, lim->max_line,
+                                       lim->max_trailers);
     o->payload_len += written;
     if (used < 0) {
         o->status = dec->error_status;
@@ -57,8 +57,8 @@ static bool feed(xHttp1Chunked *dec, const char *piece, size_t n, const Limits *
 }
 
 /* Decodes raw cut before each of cuts[0..ncuts), which ascend. */
-static void decode_cut(const char *raw, size_t len, const size_t *cuts, size_t ncuts,
-                       const Limits *lim, Outcome *o) {
+static void decode_cut(const char *raw, size_t len, const size_t *cuts, size_t ncuts, const Limits *lim,
+                       Outcome *o) {
     xHttp1Chunked dec;
     memset(&dec, 0, sizeof dec);
     memset(o, 0, offsetof(Outcome, payload));
@@ -73,12 +73,11 @@ static void decode_cut(const char *raw, size_t len, const size_t *cuts, size_t n
 /* Failures compare by status alone: how much came out before one is moot. */
 static bool same_outcome(const Outcome *a, const Outcome *b) {
     if (a->status || b->status) return a->status == b->status;
-    return a->done == b->done && a->left_input == b->left_input &&
-           a->consumed == b->consumed && a->payload_len == b->payload_len &&
-           memcmp(a->payload, b->payload, a->payload_len) == 0;
+    return a->done == b->done && a->left_input == b->left_input && a->consumed == b->consumed &&
+           a->payload_len == b->payload_len && memcmp(a->payload, b->payload, a->payload_len) == 0;
 }
 
-static Outcome whole, cut;   /* too big for the stack */
+static Outcome whole, cut; /* too big for the stack */
 
 /* Decodes raw whole, byte by byte, in two pieces at every offset and in three
  * at every pair of offsets; every way must give the whole's outcome. */
@@ -118,18 +117,16 @@ static void check_in_place(const char *name, const char *raw, size_t len, size_t
         fill += n;
         src += n;
         size_t written = 0;
-        used = xHttp1ChunkedDecode(&dec, buf + raw_pos, fill - raw_pos, buf + body, &written,
-                                   MAX_LINE, MAX_TRAILERS);
+        used = xHttp1ChunkedDecode(&dec, buf + raw_pos, fill - raw_pos, buf + body, &written, MAX_LINE,
+                                   MAX_TRAILERS);
         body += written;
         if (used >= 0) raw_pos += (size_t)used;
         if (used >= 0 && !dec.done) fill = raw_pos = body;
     }
-    bool ok = dec.done && body == expect->payload_len &&
-              memcmp(buf, expect->payload, body) == 0;
+    bool ok = dec.done && body == expect->payload_len && memcmp(buf, expect->payload, body) == 0;
     /* The bytes that came in behind the body were never written to. */
     size_t behind = fill - raw_pos;
-    ok = ok && behind == src - expect->consumed &&
-         memcmp(buf + raw_pos, raw + expect->consumed, behind) == 0;
+    ok = ok && behind == src - expect->consumed && memcmp(buf + raw_pos, raw + expect->consumed, behind) == 0;
     CHECK_MSG(ok, "%s: in place, %zu bytes a call", name, step);
 }
 
@@ -141,8 +138,8 @@ typedef struct ValidBody {
     size_t len;
     const char *payload;
     size_t payload_len;
-    size_t consumed;   /* 0: all of raw */
-    Limits limits;     /* all zero: DEFAULTS */
+    size_t consumed; /* 0: all of raw */
+    Limits limits;   /* all zero: DEFAULTS */
 } ValidBody;
 
 #define RAW(s) .raw = s, .len = sizeof(s) - 1
@@ -158,8 +155,7 @@ static const ValidBody VALID[] = {
      PAYLOAD("0123456789abcdefghijkABCDEFGHIJKLMNOPQRSTUVWXYZ01234")},
     {"leading zeros, beyond 16 digits too",
      RAW("0005\r\nhello\r\n000000000000000000000001\r\n!\r\n0000\r\n\r\n"), PAYLOAD("hello!")},
-    {"payload that looks like framing", RAW("4\r\n\r\n0\r\r\n1\r\n;\r\n0\r\n\r\n"),
-     PAYLOAD("\r\n0\r;")},
+    {"payload that looks like framing", RAW("4\r\n\r\n0\r\r\n1\r\n;\r\n0\r\n\r\n"), PAYLOAD("\r\n0\r;")},
     {"binary payload", RAW("4\r\n\0\xff\n\r\r\n0\r\n\r\n"), PAYLOAD("\0\xff\n\r")},
     {"extensions without values", RAW("5;a\r\nhello\r\n0;last;x\r\n\r\n"), PAYLOAD("hello")},
     {"extensions with token values", RAW("5;a=b;c=d\r\nhello\r\n0;e=!#$%&'*+-.^_`|~09AZaz\r\n\r\n"),
@@ -171,14 +167,13 @@ static const ValidBody VALID[] = {
     {"trailer fields are dropped",
      RAW("5\r\nhello\r\n0\r\nX-Checksum: abc\r\nx-empty:\r\nX-A: \t caf\xc3\xa9 \t\r\n\r\n"),
      PAYLOAD("hello")},
-    {"bytes after the end are left", RAW("5\r\nhello\r\n0\r\n\r\nGET / HTTP/1.1\r\n\r\n"),
-     PAYLOAD("hello"), .consumed = sizeof("5\r\nhello\r\n0\r\n\r\n") - 1},
+    {"bytes after the end are left", RAW("5\r\nhello\r\n0\r\n\r\nGET / HTTP/1.1\r\n\r\n"), PAYLOAD("hello"),
+     .consumed = sizeof("5\r\nhello\r\n0\r\n\r\n") - 1},
     {"bytes after trailers are left", RAW("0\r\nA: b\r\n\r\n0\r\n\r\n"), PAYLOAD(""),
      .consumed = sizeof("0\r\nA: b\r\n\r\n") - 1},
     {"size line exactly max_line", RAW("5;abcdef\r\nhello\r\n0\r\n\r\n"), PAYLOAD("hello"),
      .limits = {8, MAX_TRAILERS}},
-    {"trailer line exactly max_line", RAW("0\r\nA: 1234\r\n\r\n"), PAYLOAD(""),
-     .limits = {7, MAX_TRAILERS}},
+    {"trailer line exactly max_line", RAW("0\r\nA: 1234\r\n\r\n"), PAYLOAD(""), .limits = {7, MAX_TRAILERS}},
     {"trailers exactly max_trailers (lines with their CRLF)", RAW("0\r\nA: 1\r\nB: 2222\r\n\r\n"),
      PAYLOAD(""), .limits = {MAX_LINE, 15}},
 };
@@ -190,10 +185,10 @@ static void test_valid_bodies_decode_whole(void) {
         const ValidBody *c = &VALID[i];
         decode_cut(c->raw, c->len, NULL, 0, limits_of(&c->limits), &whole);
         size_t consumed = c->consumed ? c->consumed : c->len;
-        CHECK_MSG(whole.status == 0 && whole.done, "%s: status %d, done %d", c->name,
-                  whole.status, whole.done);
-        CHECK_MSG(whole.consumed == consumed, "%s: consumed %zu, expected %zu", c->name,
-                  whole.consumed, consumed);
+        CHECK_MSG(whole.status == 0 && whole.done, "%s: status %d, done %d", c->name, whole.status,
+                  whole.done);
+        CHECK_MSG(whole.consumed == consumed, "%s: consumed %zu, expected %zu", c->name, whole.consumed,
+                  consumed);
         CHECK_MSG(whole.payload_len == c->payload_len &&
                       memcmp(whole.payload, c->payload, c->payload_len) == 0,
                   "%s: payload \"%.*s\"", c->name, (int)whole.payload_len, whole.payload);
@@ -210,7 +205,7 @@ static void test_valid_bodies_decode_the_same_however_cut(void) {
 static void test_valid_bodies_decode_in_place(void) {
     for (size_t i = 0; i < sizeof VALID / sizeof VALID[0]; i++) {
         const ValidBody *c = &VALID[i];
-        if (c->limits.max_line) continue;   /* the server's limits only */
+        if (c->limits.max_line) continue; /* the server's limits only */
         decode_cut(c->raw, c->len, NULL, 0, &DEFAULTS, &whole);
         for (size_t step = 1; step <= c->len; step++) {
             check_in_place(c->name, c->raw, c->len, step, &whole);
@@ -225,7 +220,7 @@ typedef struct InvalidBody {
     const char *raw;
     size_t len;
     int status;
-    Limits limits;   /* all zero: DEFAULTS */
+    Limits limits; /* all zero: DEFAULTS */
 } InvalidBody;
 
 static const InvalidBody INVALID[] = {
@@ -286,8 +281,7 @@ static void test_invalid_bodies_fail_with_their_status_however_cut(void) {
         const InvalidBody *c = &INVALID[i];
         const Limits *lim = limits_of(&c->limits);
         decode_cut(c->raw, c->len, NULL, 0, lim, &whole);
-        CHECK_MSG(whole.status == c->status, "%s: status %d, expected %d", c->name,
-                  whole.status, c->status);
+        CHECK_MSG(whole.status == c->status, "%s: status %d, expected %d", c->name, whole.status, c->status);
         check_any_cut(c->name, c->raw, c->len, lim);
     }
 }
@@ -317,8 +311,7 @@ static void test_a_finished_decoder_takes_nothing_more(void) {
     memset(&dec, 0, sizeof dec);
     char out[16];
     size_t written = 99;
-    CHECK_EQ_INT(xHttp1ChunkedDecode(&dec, "0\r\n\r\nxyz", 8, out, &written, MAX_LINE,
-                                     MAX_TRAILERS), 5);
+    CHECK_EQ_INT(xHttp1ChunkedDecode(&dec, "0\r\n\r\nxyz", 8, out, &written, MAX_LINE, MAX_TRAILERS), 5);
     CHECK(dec.done);
     CHECK_EQ_INT(written, 0);
     written = 99;
@@ -348,8 +341,7 @@ static void test_payload_may_be_written_before_the_input(void) {
     xHttp1Chunked dec;
     memset(&dec, 0, sizeof dec);
     size_t written = 0;
-    ssize_t used = xHttp1ChunkedDecode(&dec, buf + 8, sizeof raw - 1, buf, &written, MAX_LINE,
-                                       MAX_TRAILERS);
+    ssize_t used = xHttp1ChunkedDecode(&dec, buf + 8, sizeof raw - 1, buf, &written, MAX_LINE, MAX_TRAILERS);
     CHECK_EQ_INT(used, sizeof raw - 1 - 4);
     CHECK(dec.done);
     CHECK(written == 7 && memcmp(buf, "abcdefg", 7) == 0);

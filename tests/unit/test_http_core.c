@@ -26,9 +26,9 @@ static void test_names_compare_ignoring_ascii_case_only(void) {
     CHECK(!xHttpNameEquals((xStr){"Hostx", 5}, "host"));
     CHECK(!xHttpNameEquals((xStr){"Hos", 3}, "host"));
     CHECK(!xHttpNameEquals((xStr){"host\0x", 6}, "host"));
-    CHECK(!xHttpNameEquals((xStr){"X-@", 3}, "x-`"));   /* 0x40 and 0x60 differ by case bit */
+    CHECK(!xHttpNameEquals((xStr){"X-@", 3}, "x-`")); /* 0x40 and 0x60 differ by case bit */
     CHECK(!xHttpNameEquals((xStr){"X-[", 3}, "x-{"));
-    CHECK(!xHttpNameEquals((xStr){"\xc4", 1}, "\xe4"));   /* Latin-1 case is not ASCII case */
+    CHECK(!xHttpNameEquals((xStr){"\xc4", 1}, "\xe4")); /* Latin-1 case is not ASCII case */
     CHECK(xHttpNameEquals((xStr){"host", 4}, "HOST"));
     CHECK(xHttpSameLower("UpGrade", "upgrade", 7));
     CHECK(!xHttpSameLower("UpGrade", "upgrad3", 7));
@@ -61,7 +61,7 @@ static void test_decimals_match_printf(void) {
 
 static void test_date_has_the_imf_fixdate_form(void) {
     char date[XHTTP_DATE_LEN + 1];
-    xHttpFormatDate(date, 784111777);  /* RFC 9110's example */
+    xHttpFormatDate(date, 784111777); /* RFC 9110's example */
     CHECK_MSG(strcmp(date, "Sun, 06 Nov 1994 08:49:37 GMT") == 0, "%s", date);
     time_t now = time(NULL);
     xHttpFormatDate(date, now);

@@ -14,7 +14,7 @@
 #include "guard_page.h"
 #include "xhttp/core/router.h"
 
-static char *guard_page_end;  /* one past the last readable byte */
+static char *guard_page_end; /* one past the last readable byte */
 
 /* The path as the router will see it; valid until the next call. */
 static xStr guarded(const char *s) {
@@ -49,7 +49,7 @@ static void test_literal_routes_match_exactly(void) {
     CHECK_EQ_INT(m.num_params, 0);
     CHECK(found_handler(r, "GET", "/", 2));
     CHECK(found_handler(r, "GET", "/api/v1/status", 3));
-    CHECK(found_handler(r, "GET", "/ping/", 4));  /* trailing slash is significant */
+    CHECK(found_handler(r, "GET", "/ping/", 4)); /* trailing slash is significant */
     CHECK_EQ_INT(lookup(r, "GET", "/pin", &m), XROUTE_NOT_FOUND);
     CHECK_EQ_INT(lookup(r, "GET", "/pingx", &m), XROUTE_NOT_FOUND);
     CHECK_EQ_INT(lookup(r, "GET", "/api/v1", &m), XROUTE_NOT_FOUND);
@@ -109,7 +109,7 @@ static void test_params_capture_segments_at_any_depth(void) {
     CHECK_EQ_INT(m.num_params, 1);
     CHECK_STR(m.params[0].name, "id");
     CHECK_STR(m.params[0].value, "42");
-    CHECK(m.params[0].value.data == path.data + 7);  /* points into the path */
+    CHECK(m.params[0].value.data == path.data + 7); /* points into the path */
 
     path = guarded("/users/abc/posts/x-1");
     CHECK_EQ_INT(xRouterMatch(r, xStrFromC("GET"), path, &m), XROUTE_FOUND);
@@ -194,7 +194,7 @@ static void test_literal_beats_param_beats_wildcard(void) {
     xRouteMatch m;
     CHECK(found_handler(r, "GET", "/a/b", 1));
     CHECK(found_handler(r, "GET", "/a/c", 2));
-    CHECK_EQ_INT(lookup(r, "GET", "/a/", &m), XROUTE_FOUND);  /* ":x" needs a non-empty segment */
+    CHECK_EQ_INT(lookup(r, "GET", "/a/", &m), XROUTE_FOUND); /* ":x" needs a non-empty segment */
     CHECK(m.handler == H(3));
     CHECK_STR(m.params[0].value, "");
     CHECK_EQ_INT(lookup(r, "GET", "/a/b/c", &m), XROUTE_FOUND);
@@ -270,7 +270,7 @@ static void test_404_and_405_with_the_allow_list(void) {
     CHECK_EQ_INT(lookup(r, "PUT", "/res", &m), XROUTE_METHOD_NOT_ALLOWED);
     CHECK_STR(m.allow, "DELETE, GET, HEAD, POST");
     CHECK(m.handler == NULL);
-    CHECK_EQ_INT(lookup(r, "get", "/res", &m), XROUTE_METHOD_NOT_ALLOWED);  /* case-sensitive */
+    CHECK_EQ_INT(lookup(r, "get", "/res", &m), XROUTE_METHOD_NOT_ALLOWED); /* case-sensitive */
     CHECK_EQ_INT(lookup(r, "GE", "/res", &m), XROUTE_METHOD_NOT_ALLOWED);
     CHECK_EQ_INT(lookup(r, "GETX", "/res", &m), XROUTE_METHOD_NOT_ALLOWED);
     CHECK_EQ_INT(lookup(r, "HEAD", "/only", &m), XROUTE_METHOD_NOT_ALLOWED);
@@ -292,7 +292,7 @@ static void test_get_answers_head_unless_head_has_a_route(void) {
     CHECK(found_handler(r, "HEAD", "/doc", 3));
     CHECK(found_handler(r, "GET", "/doc", 2));
     CHECK_EQ_INT(lookup(r, "PUT", "/doc", &m), XROUTE_METHOD_NOT_ALLOWED);
-    CHECK_STR(m.allow, "GET, HEAD, POST");  /* HEAD once */
+    CHECK_STR(m.allow, "GET, HEAD, POST"); /* HEAD once */
     CHECK_EQ_INT(lookup(r, "PUT", "/page", &m), XROUTE_METHOD_NOT_ALLOWED);
     CHECK_STR(m.allow, "GET, HEAD");
     xRouterDestroy(r);
@@ -308,7 +308,7 @@ static void test_any_method_routes(void) {
     CHECK(found_handler(r, "PURGE", "/any", 1));
     CHECK(found_handler(r, "get", "/any", 1));
     CHECK(found_handler(r, "GET", "/mix", 3));
-    CHECK(found_handler(r, "HEAD", "/mix", 3));  /* GET before the any-method route */
+    CHECK(found_handler(r, "HEAD", "/mix", 3)); /* GET before the any-method route */
     CHECK(found_handler(r, "POST", "/mix", 4));
     CHECK(found_handler(r, "DELETE", "/mix", 2));
     xRouterDestroy(r);
@@ -333,9 +333,9 @@ static void test_duplicate_routes_are_refused(void) {
 
 static void test_malformed_specs_are_refused(void) {
     static const char *const bad[] = {
-        "", "GET", "GET ", "GET x", "GET  /x", " /x", "GET/x", "x", ":id", "*",
-        "GET\t/x", "G(T /x", "GET /x ", "/a b", "/a\tb", "/a\x7f", "/a/:", "/:/b",
-        "/a/*/b", "/a/**", "/a*", "/*a", "/a/b*c", "/a/:x/:x", "/:x/*/",
+        "",       "GET",     "GET ",   "GET x",   "GET  /x", " /x",      "GET/x",  "x",    ":id",
+        "*",      "GET\t/x", "G(T /x", "GET /x ", "/a b",    "/a\tb",    "/a\x7f", "/a/:", "/:/b",
+        "/a/*/b", "/a/**",   "/a*",    "/*a",     "/a/b*c",  "/a/:x/:x", "/:x/*/",
     };
     xRouter *r = xRouterCreate();
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -376,7 +376,8 @@ static void test_parameter_limit(void) {
 
     char path[256];
     size_t len = 0;
-    for (int i = 0; i < XROUTER_MAX_PARAMS; i++) len += (size_t)snprintf(path + len, sizeof path - len, "/v%d", i);
+    for (int i = 0; i < XROUTER_MAX_PARAMS; i++)
+        len += (size_t)snprintf(path + len, sizeof path - len, "/v%d", i);
     xRouteMatch m;
     CHECK_EQ_INT(lookup(r, "GET", path, &m), XROUTE_FOUND);
     CHECK(m.handler == H(1));
@@ -401,7 +402,7 @@ static void test_two_thousand_routes(void) {
     enum { N = 2000 };
     xRouter *r = xRouterCreate();
     char spec[64], path[64];
-    for (int i = N - 1; i >= 0; i--) {  /* reverse order exercises sorted insertion */
+    for (int i = N - 1; i >= 0; i--) { /* reverse order exercises sorted insertion */
         snprintf(spec, sizeof spec, "GET /r/%d", i);
         CHECK_EQ_INT(xRouterAdd(r, spec, H(i + 1), NULL), XOK);
         snprintf(spec, sizeof spec, "GET /u/:id/p/%d", i);
@@ -439,10 +440,10 @@ enum { MAX_SEGS = 4, ROUTES = 14 };
 
 typedef struct Model {
     char spec[64];
-    const char *method;           /* NULL: any */
+    const char *method; /* NULL: any */
     char segs[MAX_SEGS][8];
     int num_segs;
-    char shape[MAX_SEGS + 1];     /* per segment: 'a' literal, 'b' param, 'c' wildcard */
+    char shape[MAX_SEGS + 1]; /* per segment: 'a' literal, 'b' param, 'c' wildcard */
     uintptr_t handler;
 } Model;
 
@@ -475,7 +476,7 @@ static void random_route(Model *m, uintptr_t handler) {
         size_t seg_len = 0;
         m->segs[i][0] = '\0';
         append(m->segs[i], &seg_len, segs[k]);
-        if (k == 3 || k == 4) {  /* names differ by position, so never repeat in a route */
+        if (k == 3 || k == 4) { /* names differ by position, so never repeat in a route */
             char digit[2] = {(char)('0' + i), '\0'};
             append(m->segs[i], &seg_len, digit);
         }
@@ -522,7 +523,8 @@ static int method_fit(const Model *routes, int count, const Model *m, const char
     if (m->method && strcmp(m->method, method) == 0) return 3;
     if (m->method && strcmp(m->method, "GET") == 0 && strcmp(method, "HEAD") == 0) {
         for (int i = 0; i < count; i++) {
-            if (same_pattern(&routes[i], m) && routes[i].method && strcmp(routes[i].method, "HEAD") == 0) return 0;
+            if (same_pattern(&routes[i], m) && routes[i].method && strcmp(routes[i].method, "HEAD") == 0)
+                return 0;
         }
         return 2;
     }
@@ -579,8 +581,8 @@ static void check_random_lookup(const xRouter *r, const Model *routes, int count
     xStr p = guarded(path);
     xRouteResult res = xRouterMatch(r, xStrFromC(method), p, &m);
     if (best) {
-        CHECK_MSG(res == XROUTE_FOUND && m.handler == H(best->handler), "%s %s: want %s, got %d",
-                  method, path, best->spec, res);
+        CHECK_MSG(res == XROUTE_FOUND && m.handler == H(best->handler), "%s %s: want %s, got %d", method,
+                  path, best->spec, res);
         if (res != XROUTE_FOUND) return;
         CHECK_EQ_INT(m.num_params, num_want);
         for (size_t i = 0; i < num_want && i < m.num_params; i++) {

@@ -18,7 +18,7 @@ static xTimerWheel *new_wheel(uint64_t now) {
 /* ---- Recording callbacks ---- */
 
 typedef struct Item {
-    xTimer timer;  /* first, so the callback's xTimer * is the Item * */
+    xTimer timer; /* first, so the callback's xTimer * is the Item * */
     int id;
 } Item;
 
@@ -55,7 +55,7 @@ static void test_init_and_active(void) {
     xTimerWheelRemove(w, &t);
     CHECK(!xTimerActive(&t));
     CHECK_EQ_INT(w->count, 0);
-    xTimerWheelRemove(w, &t);  /* harmless when disarmed */
+    xTimerWheelRemove(w, &t); /* harmless when disarmed */
     CHECK_EQ_INT(w->count, 0);
     CHECK_EQ_INT(xTimerWheelNextTimeout(w, 0), -1);
     free(w);
@@ -67,8 +67,8 @@ static void test_fires_at_its_deadline_never_before(void) {
     init_item(&a, 1, record);
     init_item(&b, 2, record);
     init_item(&c, 3, record);
-    xTimerWheelAdd(w, &a.timer, 1005);  /* inside a tick */
-    xTimerWheelAdd(w, &b.timer, 1016);  /* on a tick boundary */
+    xTimerWheelAdd(w, &a.timer, 1005); /* inside a tick */
+    xTimerWheelAdd(w, &b.timer, 1016); /* on a tick boundary */
     xTimerWheelAdd(w, &c.timer, 1017);
     reset_log();
     CHECK_EQ_INT(xTimerWheelAdvance(w, 1004, NULL), 0);
@@ -99,7 +99,7 @@ static void test_past_and_present_deadlines_fire_on_the_next_advance(void) {
     CHECK_EQ_INT(w->count, 0);
 
     xTimerWheelAdvance(w, 803, NULL);
-    xTimerWheelAdd(w, &now.timer, 803);  /* "now" in the middle of a tick */
+    xTimerWheelAdd(w, &now.timer, 803); /* "now" in the middle of a tick */
     CHECK_EQ_INT(xTimerWheelNextTimeout(w, 803), 0);
     CHECK_EQ_INT(xTimerWheelAdvance(w, 803, NULL), 1);
     free(w);
@@ -127,14 +127,14 @@ static void test_rearm_moves_the_timer(void) {
     Item a;
     init_item(&a, 1, record);
     xTimerWheelAdd(w, &a.timer, 100);
-    xTimerWheelAdd(w, &a.timer, 500);  /* later */
+    xTimerWheelAdd(w, &a.timer, 500); /* later */
     CHECK_EQ_INT(w->count, 1);
     reset_log();
     CHECK_EQ_INT(xTimerWheelAdvance(w, 499, NULL), 0);
     CHECK_EQ_INT(xTimerWheelAdvance(w, 500, NULL), 1);
 
     xTimerWheelAdd(w, &a.timer, 5000);
-    xTimerWheelAdd(w, &a.timer, 600);  /* earlier */
+    xTimerWheelAdd(w, &a.timer, 600); /* earlier */
     CHECK_EQ_INT(xTimerWheelNextTimeout(w, 500), 100);
     CHECK_EQ_INT(xTimerWheelAdvance(w, 600, NULL), 1);
     CHECK_EQ_INT(xTimerWheelAdvance(w, 6000, NULL), 0);
@@ -261,7 +261,7 @@ static void rearm_victim_later(xEventLoop *loop, xTimer *t) {
 
 static void free_self(xEventLoop *loop, xTimer *t) {
     record(loop, t);
-    xTimerWheelRemove(cb_wheel, t);  /* harmless: already disarmed */
+    xTimerWheelRemove(cb_wheel, t); /* harmless: already disarmed */
     free(t);
 }
 
@@ -298,20 +298,21 @@ static void test_far_future_timer_fires_exactly_when_due(void) {
     Item a, b;
     init_item(&a, 1, record);
     init_item(&b, 2, record);
-    xTimerWheelAdd(w, &a.timer, start + 100000);           /* three revolutions away */
-    xTimerWheelAdd(w, &b.timer, start + revolution + 3);   /* just over one */
+    xTimerWheelAdd(w, &a.timer, start + 100000);         /* three revolutions away */
+    xTimerWheelAdd(w, &b.timer, start + revolution + 3); /* just over one */
     reset_log();
     size_t early = 0, late = 0;
     for (uint64_t now = start + 1; now <= start + 100010; now += 3) {
         /* A sleep of timeout would not have overslept a's tick. */
         int64_t timeout = xTimerWheelNextTimeout(w, now);
-        if (xTimerActive(&a.timer) && (timeout < 0 || now + (uint64_t)timeout > start + 100000 + XTW_TICK_MS)) late++;
+        if (xTimerActive(&a.timer) && (timeout < 0 || now + (uint64_t)timeout > start + 100000 + XTW_TICK_MS))
+            late++;
         size_t before = fire_count;
         xTimerWheelAdvance(w, now, NULL);
         for (size_t i = before; i < fire_count; i++) {
             uint64_t deadline = fire_log[i] == 1 ? start + 100000 : start + revolution + 3;
             if (now < deadline) early++;
-            if (now >= deadline + 3) late++;  /* this walk advances 3 ms a step */
+            if (now >= deadline + 3) late++; /* this walk advances 3 ms a step */
         }
     }
     CHECK_EQ_INT(fire_count, 2);
@@ -380,7 +381,8 @@ static void test_sleeping_next_timeout_fires_within_a_tick(void) {
     reset_log();
     loop_late = loop_early = 0;
     size_t wakeups = 0, idle_spins = 0;
-    for (int64_t timeout; (timeout = xTimerWheelNextTimeout(w, loop_now)) >= 0 && wakeups < 10 * N; wakeups++) {
+    for (int64_t timeout; (timeout = xTimerWheelNextTimeout(w, loop_now)) >= 0 && wakeups < 10 * N;
+         wakeups++) {
         loop_now += (uint64_t)timeout;
         size_t fired = xTimerWheelAdvance(w, loop_now, NULL);
         idle_spins += timeout == 0 && fired == 0;
@@ -403,7 +405,7 @@ typedef struct ModelTimer {
     int id;
     bool armed;
     uint64_t deadline;
-    uint64_t armed_in;  /* the advance whose callback armed it, or 0 */
+    uint64_t armed_in; /* the advance whose callback armed it, or 0 */
 } ModelTimer;
 
 static ModelTimer *model;
@@ -439,7 +441,8 @@ static void model_fire(xEventLoop *loop, xTimer *t) {
     model_fired++;
     if (m->id % 5 == 0) model_arm(m, model_now + 1 + model_rand(5000), model_advance);
     if (m->id % 7 == 0) model_remove(&model[(m->id + 1) % model_size]);
-    if (m->id % 11 == 0) model_arm(&model[(m->id + 3) % model_size], model_now + model_rand(40) - 8, model_advance);
+    if (m->id % 11 == 0)
+        model_arm(&model[(m->id + 3) % model_size], model_now + model_rand(40) - 8, model_advance);
 }
 
 static uint64_t random_deadline(void) {
@@ -447,7 +450,7 @@ static uint64_t random_deadline(void) {
     if (kind < 4) return model_now + model_rand(100);
     if (kind < 6) return model_now + model_rand(2000);
     if (kind < 9) return model_now + model_rand(3 * XTW_SLOTS * XTW_TICK_MS);
-    return model_now > 50 ? model_now - model_rand(50) : 0;  /* already past */
+    return model_now > 50 ? model_now - model_rand(50) : 0; /* already past */
 }
 
 /* After an advance nothing due is left, except what its callbacks armed. */
@@ -476,7 +479,7 @@ static size_t model_check_state(void) {
         if (bit != (head->next != head)) wrong++;
         for (const xTimer *t = head->next; t != head; t = t->next) {
             if (t->next->prev != t) wrong++;
-            if (t->deadline < head->deadline) wrong++;  /* the slot's bound is a lower bound */
+            if (t->deadline < head->deadline) wrong++; /* the slot's bound is a lower bound */
             linked++;
         }
     }
@@ -543,7 +546,7 @@ static void run_model(int timers, int ops, int check_every) {
     CHECK_EQ_INT(bad_count, 0);
     CHECK_EQ_INT(bad_state, 0);
     CHECK_EQ_INT(bad_timeout, 0);
-    CHECK(model_fired > (uint64_t)ops / 10);  /* the mix really exercises firing */
+    CHECK(model_fired > (uint64_t)ops / 10); /* the mix really exercises firing */
     free(model_wheel);
     free(model);
 }

@@ -11,7 +11,7 @@ typedef struct xPoller xPoller;
 
 typedef struct xPollerEvent {
     int fd;
-    unsigned events;  /* XEV_* bits */
+    unsigned events; /* XEV_* bits */
 } xPollerEvent;
 
 xPoller *xPollerCreate(void);

@@ -40,9 +40,7 @@ int xPollerAdd(xPoller *poller, int fd, unsigned events) {
     return epoll_ctl(poller->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
-void xPollerRemove(xPoller *poller, int fd) {
-    epoll_ctl(poller->epfd, EPOLL_CTL_DEL, fd, NULL);
-}
+void xPollerRemove(xPoller *poller, int fd) { epoll_ctl(poller->epfd, EPOLL_CTL_DEL, fd, NULL); }
 
 int xPollerWait(xPoller *poller, xPollerEvent *events, int max, int timeout_ms) {
     if (max > XPOLLER_BATCH) max = XPOLLER_BATCH;

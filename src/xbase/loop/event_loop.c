@@ -31,14 +31,14 @@ typedef struct xPosted {
 
 struct xEventLoop {
     xPoller *poller;
-    xWatch *watches;         /* indexed by fd */
+    xWatch *watches; /* indexed by fd */
     size_t watch_cap;
     bool stop_requested;
     uint64_t now_ms;
     time_t wall_second;
     xTimerWheel wheel;
 
-    int wake_fd;             /* eventfd that other threads write to */
+    int wake_fd; /* eventfd that other threads write to */
     pthread_mutex_t posted_lock;
     xPosted *posted_head;
     xPosted *posted_tail;
@@ -72,7 +72,8 @@ static void run_posted(xEventLoop *loop) {
 
 static void on_wake(xEventLoop *loop, int fd, unsigned events, void *arg) {
     uint64_t count;
-    while (read(fd, &count, sizeof count) > 0) {}
+    while (read(fd, &count, sizeof count) > 0) {
+    }
     run_posted(loop);
 }
 
@@ -94,7 +95,7 @@ xEventLoop *xEventLoopCreate(void) {
 
 void xEventLoopDestroy(xEventLoop *loop) {
     if (!loop) return;
-    run_posted(loop);  /* posted calls may own memory: let them release it */
+    run_posted(loop); /* posted calls may own memory: let them release it */
     if (loop->wake_fd >= 0) close(loop->wake_fd);
     xPollerDestroy(loop->poller);
     pthread_mutex_destroy(&loop->posted_lock);
@@ -152,9 +153,7 @@ void xEventLoopRemove(xEventLoop *loop, int fd) {
     loop->watches[fd].arg = NULL;
 }
 
-ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len) {
-    return recv(fd, buf, len, 0);
-}
+ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len) { return recv(fd, buf, len, 0); }
 
 ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int iovcnt) {
     /* Most responses are one segment; send(2) skips sendmsg's header copy. */
@@ -180,8 +179,10 @@ xErrno xEventLoopPost(xEventLoop *loop, xPostFn fn, void *arg) {
     p->fn = fn;
     p->arg = arg;
     pthread_mutex_lock(&loop->posted_lock);
-    if (loop->posted_tail) loop->posted_tail->next = p;
-    else loop->posted_head = p;
+    if (loop->posted_tail)
+        loop->posted_tail->next = p;
+    else
+        loop->posted_head = p;
     loop->posted_tail = p;
     pthread_mutex_unlock(&loop->posted_lock);
     uint64_t one = 1;

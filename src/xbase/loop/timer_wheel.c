@@ -64,7 +64,7 @@ static void unlink_timer(xTimerWheel *wheel, xTimer *timer) {
     prev->next = next;
     next->prev = prev;
     timer->next = timer->prev = NULL;
-    if (prev == next) {  /* only the sentinel is left */
+    if (prev == next) { /* only the sentinel is left */
         size_t slot = slot_of_head(wheel, prev);
         if (slot < XTW_SLOTS) set_idle(wheel, slot);
     }
@@ -82,8 +82,10 @@ void xTimerWheelInit(xTimerWheel *wheel, uint64_t now_ms) {
 }
 
 void xTimerWheelAdd(xTimerWheel *wheel, xTimer *timer, uint64_t deadline_ms) {
-    if (timer->next) unlink_timer(wheel, timer);
-    else wheel->count++;
+    if (timer->next)
+        unlink_timer(wheel, timer);
+    else
+        wheel->count++;
     uint64_t tick = tick_of(deadline_ms);
     /* A past deadline goes to the first slot the next advance scans. */
     if (tick <= wheel->tick) tick = wheel->tick + 1;

@@ -17,10 +17,10 @@
 #define XTW_TICK_MS 8
 
 typedef struct xTimerWheel {
-    xTimer slots[XTW_SLOTS];           /* sentinel heads of circular lists */
-    uint64_t bitmap[XTW_SLOTS / 64];   /* bit set ⇔ slot list non-empty */
-    uint64_t tick;                     /* last tick processed (ms / XTW_TICK_MS) */
-    size_t count;                      /* armed timers */
+    xTimer slots[XTW_SLOTS];         /* sentinel heads of circular lists */
+    uint64_t bitmap[XTW_SLOTS / 64]; /* bit set ⇔ slot list non-empty */
+    uint64_t tick;                   /* last tick processed (ms / XTW_TICK_MS) */
+    size_t count;                    /* armed timers */
 } xTimerWheel;
 
 /** Prepares an empty wheel whose time starts at now_ms. */

@@ -11,16 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define XMC_CLASSES 16         /* 32, 64, ..., 1 MiB */
+#define XMC_CLASSES 16 /* 32, 64, ..., 1 MiB */
 #define XMC_MIN_SHIFT 5
-#define XMC_LARGE UINT32_MAX   /* beyond the classes: plain malloc */
-#define XMC_SPARE_BYTES (2u << 20)  /* spare memory kept per class */
+#define XMC_LARGE UINT32_MAX       /* beyond the classes: plain malloc */
+#define XMC_SPARE_BYTES (2u << 20) /* spare memory kept per class */
 
 typedef struct xMemHeader {
     xMemCache *owner;
-    size_t size;               /* the usable size */
+    size_t size; /* the usable size */
     uint32_t cls;
-    uint32_t unused[3];        /* keeps the block 16-byte aligned */
+    uint32_t unused[3]; /* keeps the block 16-byte aligned */
 } xMemHeader;
 
 typedef struct xMemFree {

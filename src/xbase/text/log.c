@@ -22,9 +22,9 @@ void xLogWrite(xLogLevel level, const char *file, int line, const char *fmt, ...
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     const char *base = strrchr(file, '/');
-    int n = snprintf(msg, sizeof msg, "%04d-%02d-%02dT%02d:%02d:%02dZ %s %s:%d: ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                     tm.tm_min, tm.tm_sec, names[level], base ? base + 1 : file, line);
+    int n = snprintf(msg, sizeof msg, "%04d-%02d-%02dT%02d:%02d:%02dZ %s %s:%d: ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, names[level],
+                     base ? base + 1 : file, line);
     va_list ap;
     va_start(ap, fmt);
     n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);

@@ -33,15 +33,15 @@ typedef struct xHttpUpgrades {
 } xHttpUpgrades;
 
 typedef struct xHttpContext {
-    xNetContext net;              /* first: a connection's net is its HTTP context */
+    xNetContext net; /* first: a connection's net is its HTTP context */
     const xHttpServerConf *conf;
     const xRouter *router;
     const xHttpUpgrades *upgrades;
-    xHttpExchange *free_exchanges;/* pooled request/response objects */
+    xHttpExchange *free_exchanges; /* pooled request/response objects */
     size_t free_exchange_count;
-    xHttpDateCache date;          /* this worker's Date header */
-    bool draining;                /* graceful stop in progress */
-    void *owner;                  /* the worker that owns this context */
+    xHttpDateCache date; /* this worker's Date header */
+    bool draining;       /* graceful stop in progress */
+    void *owner;         /* the worker that owns this context */
 } xHttpContext;
 
 /** The HTTP context of a connection an HTTP protocol serves. */

@@ -29,7 +29,7 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
         ex->fields = fields;
         ex->fields_cap = ctx->conf->max_headers;
     }
-    xBuffer headers = ex->res.headers, trailers = ex->res.trailers;  /* reuse their storage */
+    xBuffer headers = ex->res.headers, trailers = ex->res.trailers; /* reuse their storage */
     headers.len = trailers.len = 0;
     memset(&ex->req, 0, sizeof ex->req);
     memset(&ex->res, 0, sizeof ex->res);
@@ -84,7 +84,8 @@ xRouteResult xHttpExchangeRoute(xHttpExchange *ex) {
 }
 
 bool xHttpExchangeStreams(xHttpExchange *ex) {
-    return xHttpExchangeRoute(ex) == XROUTE_FOUND && ((const xHttpRouteTarget *)ex->match.handler)->streams_body;
+    return xHttpExchangeRoute(ex) == XROUTE_FOUND &&
+           ((const xHttpRouteTarget *)ex->match.handler)->streams_body;
 }
 
 void xHttpExchangeDispatch(xHttpExchange *ex) {
@@ -271,8 +272,8 @@ xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len) {
     return ex->ops->send(ex, body, len, true, NULL, NULL);
 }
 
-xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len,
-                            void (*release)(void *), void *release_arg) {
+xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len, void (*release)(void *),
+                            void *release_arg) {
     if (res->head_sent || res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
     return ex->ops->send(ex, body, len, false, release, release_arg);

@@ -22,8 +22,8 @@
 typedef struct xHttpExchangeOps {
     /** The whole body at once. copy: body is the caller's and must be copied
      *  before returning; otherwise release(release_arg) once it is sent. */
-    xErrno (*send)(xHttpExchange *ex, const void *body, size_t len, bool copy,
-                   void (*release)(void *), void *release_arg);
+    xErrno (*send)(xHttpExchange *ex, const void *body, size_t len, bool copy, void (*release)(void *),
+                   void *release_arg);
     /** A piece of a streamed body; the head goes first on the first call. */
     xErrno (*write)(xHttpExchange *ex, const void *data, size_t len);
     /** The end of a streamed body. */
@@ -37,8 +37,8 @@ typedef struct xHttpExchangeOps {
 typedef struct xHttpRouteTarget {
     xHttpHandler handler;
     void *arg;
-    bool streams_body;     /* runs at the head; the body follows in pieces */
-    struct xHttpRouteTarget *next;  /* the server's list, for freeing */
+    bool streams_body;             /* runs at the head; the body follows in pieces */
+    struct xHttpRouteTarget *next; /* the server's list, for freeing */
 } xHttpRouteTarget;
 
 struct xHttpRequest {
@@ -52,16 +52,16 @@ struct xHttpRequest {
     xEventLoop *loop;
     const xRouteParam *params;
     size_t num_params;
-    xConn *conn;           /* what it came on, for connection-level facts (TLS) */
+    xConn *conn; /* what it came on, for connection-level facts (TLS) */
 };
 
 struct xHttpResponse {
     int status;
-    xBuffer headers;       /* "Name: value\r\n" lines added by the handler */
-    xBuffer trailers;      /* the same, sent after a streamed body */
+    xBuffer headers;  /* "Name: value\r\n" lines added by the handler */
+    xBuffer trailers; /* the same, sent after a streamed body */
     bool head_sent;
     bool ended;
-    bool aborted;          /* the client is gone; output is discarded */
+    bool aborted; /* the client is gone; output is discarded */
     void (*on_abort)(xHttpResponse *res, void *arg);
     void *on_abort_arg;
 };
@@ -70,17 +70,17 @@ struct xHttpExchange {
     xHttpRequest req;
     xHttpResponse res;
     const xRouter *router;
-    bool routed;           /* route and match hold the routing, done once */
+    bool routed; /* route and match hold the routing, done once */
     xRouteResult route;
     xRouteMatch match;
-    size_t param_at[XROUTER_MAX_PARAMS];  /* where each parameter sits in req.path */
+    size_t param_at[XROUTER_MAX_PARAMS]; /* where each parameter sits in req.path */
     const xHttpExchangeOps *ops;
-    void *proto;           /* the protocol's per-request owner */
-    xHttpField *fields;    /* room for conf->max_headers parsed fields */
+    void *proto;        /* the protocol's per-request owner */
+    xHttpField *fields; /* room for conf->max_headers parsed fields */
     size_t fields_cap;
-    bool streams_body;     /* a streaming route: the body goes to reader */
+    bool streams_body; /* a streaming route: the body goes to reader */
     bool body_paused;
-    bool body_ended;       /* the reader had its last piece */
+    bool body_ended; /* the reader had its last piece */
     xHttpBodyReader reader;
     void *reader_arg;
     xHttpExchange *next_free;

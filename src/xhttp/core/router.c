@@ -22,7 +22,7 @@ typedef struct xRouteNode xRouteNode;
 typedef struct xSegKey {
     const char *data;
     size_t len;
-    uint64_t head;                          /* first 8 bytes, zero-padded */
+    uint64_t head; /* first 8 bytes, zero-padded */
 } xSegKey;
 
 /* A literal edge: the child's key, so a binary search reads only this array
@@ -33,29 +33,29 @@ typedef struct xRouteEdge {
 } xRouteEdge;
 
 typedef struct xRoute {
-    char *spec;                             /* own copy; method and names point into it */
-    xStr method;                            /* empty: any method */
+    char *spec;  /* own copy; method and names point into it */
+    xStr method; /* empty: any method */
     void *handler;
     void *arg;
-    xStr names[XROUTER_MAX_PARAMS];         /* in path order; "*" for the wildcard */
+    xStr names[XROUTER_MAX_PARAMS]; /* in path order; "*" for the wildcard */
     size_t num_params;
 } xRoute;
 
 struct xRouteNode {
-    xRouteEdge *edges;                      /* sorted by compare_keys */
+    xRouteEdge *edges; /* sorted by compare_keys */
     size_t num_edges;
     size_t cap_edges;
     xRouteNode *param;
     xRouteNode *wildcard;
-    xRoute *routes;                         /* none: no pattern ends here */
+    xRoute *routes; /* none: no pattern ends here */
     size_t num_routes;
     char *allow;
     size_t allow_len;
-    char key[];                             /* the literal segment leading here */
+    char key[]; /* the literal segment leading here */
 };
 
 struct xRouter {
-    xRouteNode *root;                       /* the position before the first segment */
+    xRouteNode *root; /* the position before the first segment */
 };
 
 static const xStr WILDCARD_NAME = {"*", 1};
@@ -158,8 +158,10 @@ static void node_free(xRouteNode *node) {
 /* Never reads past len bytes: a path may end at the end of its buffer. */
 static xSegKey seg_key(const char *data, size_t len) {
     xSegKey k = {data, len, 0};
-    if (len >= 8) memcpy(&k.head, data, 8);
-    else for (size_t i = 0; i < len; i++) k.head |= (uint64_t)(unsigned char)data[i] << (8 * i);
+    if (len >= 8)
+        memcpy(&k.head, data, 8);
+    else
+        for (size_t i = 0; i < len; i++) k.head |= (uint64_t)(unsigned char)data[i] << (8 * i);
     return k;
 }
 
@@ -179,8 +181,10 @@ static size_t find_edge(const xRouteNode *node, const xSegKey *key, bool *found)
             *found = true;
             return mid;
         }
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     *found = false;
     return lo;
@@ -319,9 +323,9 @@ xErrno xRouterAdd(xRouter *router, const char *spec, void *handler, void *arg) {
 typedef struct xRouteSearch {
     xStr method;
     bool head;
-    const char *end;                        /* of the path */
-    xRouteMatch *match;                     /* params[].value filled on the way down */
-    const xRouteNode *allow_node;           /* first node whose pattern fit but no method did */
+    const char *end;              /* of the path */
+    xRouteMatch *match;           /* params[].value filled on the way down */
+    const xRouteNode *allow_node; /* first node whose pattern fit but no method did */
 } xRouteSearch;
 
 static const xRouteNode *find_literal(const xRouteNode *node, xStr seg) {
@@ -338,9 +342,12 @@ static const xRoute *pick_route(const xRouteNode *node, xRouteSearch *s) {
     const xRoute *get = NULL, *any = NULL;
     for (size_t i = 0; i < node->num_routes; i++) {
         const xRoute *r = &node->routes[i];
-        if (r->method.len == 0) any = r;
-        else if (str_eq(r->method, s->method)) return r;
-        else if (s->head && xStrEqualsC(r->method, "GET")) get = r;
+        if (r->method.len == 0)
+            any = r;
+        else if (str_eq(r->method, s->method))
+            return r;
+        else if (s->head && xStrEqualsC(r->method, "GET"))
+            get = r;
     }
     const xRoute *r = get ? get : any;
     if (!r && node->num_routes && !s->allow_node) s->allow_node = node;

@@ -27,16 +27,16 @@ typedef struct xRouteParam {
 
 typedef enum xRouteResult {
     XROUTE_FOUND,
-    XROUTE_NOT_FOUND,           /**< no pattern matches the path → 404 */
-    XROUTE_METHOD_NOT_ALLOWED,  /**< the path matches, the method does not → 405 */
+    XROUTE_NOT_FOUND,          /**< no pattern matches the path → 404 */
+    XROUTE_METHOD_NOT_ALLOWED, /**< the path matches, the method does not → 405 */
 } xRouteResult;
 
 typedef struct xRouteMatch {
-    void *handler;              /**< what was registered, opaque to the router */
+    void *handler; /**< what was registered, opaque to the router */
     void *arg;
     xRouteParam params[XROUTER_MAX_PARAMS];
     size_t num_params;
-    xStr allow;                 /**< for 405: "GET, HEAD, POST" style list */
+    xStr allow; /**< for 405: "GET, HEAD, POST" style list */
 } xRouteMatch;
 
 xRouter *xRouterCreate(void);

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #define T(c) XHTTP_IS_TCHAR(c)
-#define ROW(r)                                                                                      \
-    T(r), T(r + 1), T(r + 2), T(r + 3), T(r + 4), T(r + 5), T(r + 6), T(r + 7), T(r + 8), T(r + 9), \
+#define ROW(r)                                                                                               \
+    T(r), T(r + 1), T(r + 2), T(r + 3), T(r + 4), T(r + 5), T(r + 6), T(r + 7), T(r + 8), T(r + 9),          \
         T(r + 10), T(r + 11), T(r + 12), T(r + 13), T(r + 14), T(r + 15)
 
 /* Built by the compiler from the definition, so it cannot drift. */

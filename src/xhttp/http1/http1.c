@@ -43,29 +43,29 @@ typedef enum xH1State {
 typedef struct xHttp1 {
     xConn *conn;
     xH1State state;
-    size_t start;            /* offset of the current request in conn->in */
-    size_t scanned;          /* bytes of the head already scanned (parser's prev_len) */
+    size_t start;   /* offset of the current request in conn->in */
+    size_t scanned; /* bytes of the head already scanned (parser's prev_len) */
     size_t head_len;
-    uint64_t body_len;       /* Content-Length, or chunked payload decoded so far */
-    size_t raw_pos;          /* chunked: first byte not yet decoded */
-    size_t body_pos;         /* streamed, Content-Length: first byte not yet delivered */
-    uint64_t body_left;      /* streamed, Content-Length: bytes still to come */
-    bool chunked_body;       /* streamed: the body uses chunked coding */
-    bool body_complete;      /* streamed: the reader's last piece is known */
-    bool continue_owed;      /* streamed: 100 Continue waits for the reader to ask */
-    size_t next_start;       /* where the request after this one begins */
-    const char *parsed_at;   /* in.data + start when the head was parsed */
+    uint64_t body_len;     /* Content-Length, or chunked payload decoded so far */
+    size_t raw_pos;        /* chunked: first byte not yet decoded */
+    size_t body_pos;       /* streamed, Content-Length: first byte not yet delivered */
+    uint64_t body_left;    /* streamed, Content-Length: bytes still to come */
+    bool chunked_body;     /* streamed: the body uses chunked coding */
+    bool body_complete;    /* streamed: the reader's last piece is known */
+    bool continue_owed;    /* streamed: 100 Continue waits for the reader to ask */
+    size_t next_start;     /* where the request after this one begins */
+    const char *parsed_at; /* in.data + start when the head was parsed */
     xHttp1Chunked chunked;
     xHttpExchange *ex;
     bool keep_alive;
     bool http10;
-    bool head_request;       /* HEAD: framing headers, no body */
-    bool chunked_response;   /* the streamed body uses chunked coding */
-    bool in_batch;           /* inside process(): leave flushing to its end */
-    bool waiting_flush;      /* output over the high-water mark; paused */
+    bool head_request;     /* HEAD: framing headers, no body */
+    bool chunked_response; /* the streamed body uses chunked coding */
+    bool in_batch;         /* inside process(): leave flushing to its end */
+    bool waiting_flush;    /* output over the high-water mark; paused */
     bool head_timer_armed;
-    bool served;             /* a response went out: the next wait is keep-alive idle */
-    void *upgrade;           /* XH1_SWITCHING: the upgrade module's pending switch */
+    bool served;   /* a response went out: the next wait is keep-alive idle */
+    void *upgrade; /* XH1_SWITCHING: the upgrade module's pending switch */
 } xHttp1;
 
 static const xHttpExchangeOps h1_ops;
@@ -102,8 +102,10 @@ static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const cha
     /* A response that starts before its request's body has all arrived may
      * end before it too; the rest of the body is then not read at all. */
     if (h->state == XH1_STREAMING && !h->body_complete) h->keep_alive = false;
-    if (!h->keep_alive) p = put(p, "Connection: close\r\n", 19);
-    else if (h->http10) p = put(p, "Connection: keep-alive\r\n", 24);
+    if (!h->keep_alive)
+        p = put(p, "Connection: close\r\n", 19);
+    else if (h->http10)
+        p = put(p, "Connection: keep-alive\r\n", 24);
     p = put(p, "\r\n", 2);
     xConnCommit(h->conn, (size_t)(p - begin));
     return XOK;
@@ -164,15 +166,15 @@ static void finish(xHttp1 *h) {
         h->state = XH1_HEAD;
     }
     bool resume = !h->in_batch && !conn->closed;
-    xConnRelease(conn);  /* the reference taken at dispatch */
+    xConnRelease(conn); /* the reference taken at dispatch */
     if (resume) {
         xConnFlush(conn);
         process(h);
     }
 }
 
-static xErrno h1_send(xHttpExchange *ex, const void *body, size_t len, bool copy,
-                      void (*release)(void *), void *release_arg) {
+static xErrno h1_send(xHttpExchange *ex, const void *body, size_t len, bool copy, void (*release)(void *),
+                      void *release_arg) {
     xHttp1 *h = ex->proto;
     xErrno err = XOK;
     bool with_body = len && !h->head_request && xHttpStatusHasBody(ex->res.status);
@@ -180,7 +182,7 @@ static xErrno h1_send(xHttpExchange *ex, const void *body, size_t len, bool copy
         err = XERR_CLOSED;
     } else if ((err = write_sized_head(h, ex->res.status, &ex->res.headers, len)) == XOK && with_body) {
         err = copy ? xConnWrite(h->conn, body, len) : xConnWriteRef(h->conn, body, len, release, release_arg);
-        release = NULL;  /* now the connection's to call */
+        release = NULL; /* now the connection's to call */
     }
     if (!copy && release) release(release_arg);
     ex->res.head_sent = ex->res.ended = true;
@@ -254,7 +256,7 @@ static void h1_body_wanted(xHttpExchange *ex) {
     h->continue_owed = false;
     /* The body timeout runs again: the client, not the reader, is waited for. */
     if (!h->body_complete) xConnSetTimeout(h->conn, xHttpContextOf(h->conn)->conf->body_timeout_ms);
-    if (!h->in_batch) process(h);  /* otherwise the batch under way delivers */
+    if (!h->in_batch) process(h); /* otherwise the batch under way delivers */
 }
 
 static const xHttpExchangeOps h1_ops = {h1_send, h1_write, h1_end, h1_body_wanted};
@@ -327,7 +329,7 @@ static void dispatch(xHttp1 *h, xStr body) {
     h->chunked_response = false;
     /* The timer is left armed: it does nothing while a handler works, and
      * the response's end re-arms it, so disarming would be wasted work. */
-    xConnRetain(conn);  /* released by finish(), however late the response */
+    xConnRetain(conn); /* released by finish(), however late the response */
     xHttpExchangeDispatch(ex);
     if (h->ex == ex && ex->streams_body && h->state == XH1_HANDLER) {
         /* A streaming route's request without a body: its reader is owed
@@ -441,7 +443,6 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
 
 typedef enum xStep { XSTEP_AGAIN, XSTEP_NEED_INPUT, XSTEP_STOP } xStep;
 
-
 static xStep step_head(xHttp1 *h) {
     xConn *conn = h->conn;
     size_t avail = conn->in.len - h->start;
@@ -486,8 +487,8 @@ static xStep step_chunked(xHttp1 *h) {
     size_t body_start = h->start + h->head_len;
     size_t written = 0;
     ssize_t used = xHttp1ChunkedDecode(&h->chunked, in->data + h->raw_pos, in->len - h->raw_pos,
-                                       in->data + body_start + h->body_len, &written,
-                                       XH1_MAX_CHUNK_LINE, conf->max_header_size);
+                                       in->data + body_start + h->body_len, &written, XH1_MAX_CHUNK_LINE,
+                                       conf->max_header_size);
     if (used < 0) {
         reject(h, h->chunked.error_status);
         return XSTEP_STOP;
@@ -526,11 +527,11 @@ static void fail_stream(xHttp1 *h, int status) {
 /* Hands the reader what the buffer holds of the body, then forgets it. */
 static xStep step_stream(xHttp1 *h) {
     xHttpExchange *ex = h->ex;
-    if (!xHttpExchangeWantsBody(ex)) return XSTEP_STOP;  /* held back: so is the socket */
+    if (!xHttpExchangeWantsBody(ex)) return XSTEP_STOP; /* held back: so is the socket */
     xBuffer *in = &h->conn->in;
     size_t body_start = h->start + h->head_len;
     const char *piece = in->data + body_start;
-    size_t n = 0;  /* and stays 0 for a request without a body, complete from the start */
+    size_t n = 0; /* and stays 0 for a request without a body, complete from the start */
     if (h->body_complete) {
         /* nothing to read: only the end is owed */
     } else if (h->chunked_body) {
@@ -555,7 +556,7 @@ static xStep step_stream(xHttp1 *h) {
     }
     bool end = h->body_complete;
     if (n || end) {
-        if (end) h->state = XH1_HANDLER;  /* before the reader, which may answer at once */
+        if (end) h->state = XH1_HANDLER; /* before the reader, which may answer at once */
         xHttpExchangeDeliverBody(ex, piece, n, end);
         if (end || h->ex != ex || h->state != XH1_STREAMING) return XSTEP_AGAIN;
     }
@@ -593,8 +594,10 @@ static bool fill(xHttp1 *h) {
     xConn *conn = h->conn;
     if (!conn->readable) return false;
     if (!make_room(h)) {
-        if (h->state == XH1_STREAMING) fail_stream(h, 413);
-        else reject(h, h->state == XH1_HEAD ? 431 : 413);
+        if (h->state == XH1_STREAMING)
+            fail_stream(h, 413);
+        else
+            reject(h, h->state == XH1_HEAD ? 431 : 413);
         return false;
     }
     xBuffer *in = &conn->in;
@@ -608,21 +611,23 @@ static bool fill(xHttp1 *h) {
     if (n < 0 && errno == EINTR) return true;
     if (n < 0 && errno == EAGAIN) return false;
     if (h->state == XH1_STREAMING) {
-        xConnClose(conn);  /* the body was cut short: the handler's request is void */
+        xConnClose(conn); /* the body was cut short: the handler's request is void */
         return false;
     }
     /* End of stream or a reset: answer nothing more, but let queued
      * responses go out first. */
     h->state = XH1_CLOSING;
-    if (n < 0) xConnClose(conn);
-    else xConnCloseAfterFlush(conn);
+    if (n < 0)
+        xConnClose(conn);
+    else
+        xConnCloseAfterFlush(conn);
     return false;
 }
 
 static bool can_take_requests(const xHttp1 *h) {
     const xConn *conn = h->conn;
-    return !conn->closed && !conn->close_after_flush && !h->waiting_flush &&
-           h->state != XH1_HANDLER && h->state != XH1_CLOSING && h->state != XH1_SWITCHING;
+    return !conn->closed && !conn->close_after_flush && !h->waiting_flush && h->state != XH1_HANDLER &&
+           h->state != XH1_CLOSING && h->state != XH1_SWITCHING;
 }
 
 /* Hands the connection to the protocol its request upgraded to, and frees
@@ -667,10 +672,10 @@ static void process(xHttp1 *h) {
     xConnRetain(conn);
     h->in_batch = true;
     while (can_take_requests(h)) {
-        xStep step = h->state == XH1_HEAD ? step_head(h)
-                   : h->state == XH1_BODY ? step_body(h)
-                   : h->state == XH1_STREAMING ? step_stream(h)
-                                               : step_chunked(h);
+        xStep step = h->state == XH1_HEAD        ? step_head(h)
+                     : h->state == XH1_BODY      ? step_body(h)
+                     : h->state == XH1_STREAMING ? step_stream(h)
+                                                 : step_chunked(h);
         if (step == XSTEP_STOP) break;
         if (step == XSTEP_NEED_INPUT && !fill(h)) break;
         if (xConnPending(conn) > XH1_OUTPUT_HIGH_WATER) {
@@ -680,7 +685,7 @@ static void process(xHttp1 *h) {
     }
     h->in_batch = false;
     if (h->state == XH1_SWITCHING && !conn->closed) {
-        switch_protocol(h);  /* h is gone after this */
+        switch_protocol(h); /* h is gone after this */
         xConnRelease(conn);
         return;
     }
@@ -709,7 +714,7 @@ static void on_readable(xConn *conn) {
 static void on_flushed(xConn *conn) {
     xHttp1 *h = conn->proto_state;
     if (!h->waiting_flush) {
-        arm_timer(h);  /* the send timeout no longer applies */
+        arm_timer(h); /* the send timeout no longer applies */
         return;
     }
     h->waiting_flush = false;
@@ -719,11 +724,11 @@ static void on_flushed(xConn *conn) {
 static void on_timeout(xConn *conn) {
     xHttp1 *h = conn->proto_state;
     if (h->state == XH1_HEAD && h->start == conn->in.len) {
-        xConnClose(conn);  /* idle, or connected and silent: close quietly */
+        xConnClose(conn); /* idle, or connected and silent: close quietly */
     } else if (h->state == XH1_HEAD || h->state == XH1_BODY || h->state == XH1_CHUNKED) {
         reject(h, 408);
     } else if (h->state == XH1_STREAMING && !h->body_complete && xHttpExchangeWantsBody(h->ex)) {
-        fail_stream(h, 408);  /* the body stopped coming; a paused reader is not the client's fault */
+        fail_stream(h, 408); /* the body stopped coming; a paused reader is not the client's fault */
     }
 }
 
@@ -755,8 +760,7 @@ static void on_free(xConn *conn) {
     free(h);
 }
 
-static const xConnProtocol h1_protocol = {on_readable, on_flushed, on_timeout,
-                                          on_drain, on_close, on_free};
+static const xConnProtocol h1_protocol = {on_readable, on_flushed, on_timeout, on_drain, on_close, on_free};
 
 bool xHttp1Accept(xHttpContext *ctx, int fd) {
     xHttp1 *h = calloc(1, sizeof *h);

@@ -30,13 +30,13 @@ enum {
 #define IS_FIELD(c) ((c) == '\t' || ((c) >= 0x20 && (c) != 0x7F))
 #define IS_HOST(c) (IS_VCHAR(c) && (c) != '/' && (c) != '?' && (c) != '#' && (c) != '@')
 #define IS_QDTEXT(c) (IS_FIELD(c) && (c) != '"' && (c) != '\\')
-#define CLASS(c)                                                                      \
-    (XHTTP_IS_TCHAR(c) * C_TCHAR | IS_VCHAR(c) * C_VCHAR | IS_FIELD(c) * C_FIELD |          \
-     IS_HOST(c) * C_HOST | IS_QDTEXT(c) * C_QDTEXT)
-#define ROW(r)                                                                         \
-    CLASS(r), CLASS(r + 1), CLASS(r + 2), CLASS(r + 3), CLASS(r + 4), CLASS(r + 5),    \
-        CLASS(r + 6), CLASS(r + 7), CLASS(r + 8), CLASS(r + 9), CLASS(r + 10),         \
-        CLASS(r + 11), CLASS(r + 12), CLASS(r + 13), CLASS(r + 14), CLASS(r + 15)
+#define CLASS(c)                                                                                             \
+    (XHTTP_IS_TCHAR(c) * C_TCHAR | IS_VCHAR(c) * C_VCHAR | IS_FIELD(c) * C_FIELD | IS_HOST(c) * C_HOST |     \
+     IS_QDTEXT(c) * C_QDTEXT)
+#define ROW(r)                                                                                               \
+    CLASS(r), CLASS(r + 1), CLASS(r + 2), CLASS(r + 3), CLASS(r + 4), CLASS(r + 5), CLASS(r + 6),            \
+        CLASS(r + 7), CLASS(r + 8), CLASS(r + 9), CLASS(r + 10), CLASS(r + 11), CLASS(r + 12),               \
+        CLASS(r + 13), CLASS(r + 14), CLASS(r + 15)
 
 /* Built by the compiler from the definitions above, so it cannot drift. */
 static const uint8_t char_class[256] = {
@@ -109,10 +109,10 @@ static const char *skip_token(const char *p) {
  * and judged once all are seen. */
 typedef struct xHeadFacts {
     int hosts;
-    bool host_from_target;   /* absolute-form: its authority is the host (RFC 9112 §3.2.2) */
+    bool host_from_target; /* absolute-form: its authority is the host (RFC 9112 §3.2.2) */
     bool content_length;
     bool transfer_encoding;
-    bool other_coding;       /* a transfer coding other than chunked */
+    bool other_coding; /* a transfer coding other than chunked */
     bool close, keep_alive, upgrade_token, upgrade_field, expect_continue;
 } xHeadFacts;
 
@@ -194,8 +194,7 @@ static bool parse_version(const char *p, xHttp1Request *req) {
 }
 
 /* "method SP request-target SP HTTP-version CRLF" at *pp; moves past it. */
-static bool parse_request_line(const char **pp, const char *end, xHttp1Request *req,
-                               xHeadFacts *f) {
+static bool parse_request_line(const char **pp, const char *end, xHttp1Request *req, xHeadFacts *f) {
     const char *p = *pp, *method = p;
     p = skip_token(p);
     if (p == method || *p != ' ') return reject(req, 400);
@@ -223,7 +222,7 @@ static bool next_list_item(const char **pp, const char *end, xStr *item) {
     const char *start = p;
     while (p < end && *p != ',') p++;
     const char *stop = p;
-    while (IS_OWS(stop[-1])) stop--;   /* *start is not OWS, so this stops there */
+    while (IS_OWS(stop[-1])) stop--; /* *start is not OWS, so this stops there */
     *item = (xStr){start, (size_t)(stop - start)};
     *pp = p;
     return true;
@@ -303,8 +302,8 @@ static bool note_field(xHttp1Request *req, xHeadFacts *f, xStr name, xStr v) {
 }
 
 /* One "name: OWS value OWS CRLF" line at *pp; moves past it. */
-static bool parse_field(const char **pp, const char *end, xHttp1Request *req,
-                        const xHttp1Limits *limits, xHeadFacts *f) {
+static bool parse_field(const char **pp, const char *end, xHttp1Request *req, const xHttp1Limits *limits,
+                        xHeadFacts *f) {
     const char *p = *pp, *name = p;
     p = skip_token(p);
     /* Also catches obs-fold and whitespace before the colon. */
@@ -331,7 +330,7 @@ static bool check_semantics(xHttp1Request *req, const xHeadFacts *f) {
     if (f->transfer_encoding) {
         if (f->content_length || !http11) return reject(req, 400);
         if (f->other_coding) return reject(req, 501);
-        if (!req->chunked) return reject(req, 400);   /* an empty list */
+        if (!req->chunked) return reject(req, 400); /* an empty list */
     }
     req->keep_alive = !f->close && (http11 || f->keep_alive);
     /* HTTP/1.0 knows neither mechanism (RFC 9110 §7.8, §10.1.1). */
@@ -341,8 +340,7 @@ static bool check_semantics(xHttp1Request *req, const xHeadFacts *f) {
 }
 
 /* Validates the complete head [p, end), which ends in CRLFCRLF. */
-static bool parse_head(const char *p, const char *end, xHttp1Request *req,
-                       const xHttp1Limits *limits) {
+static bool parse_head(const char *p, const char *end, xHttp1Request *req, const xHttp1Limits *limits) {
     xHeadFacts f = {0};
     if (!parse_request_line(&p, end, req, &f)) return false;
     while (p < end - 2) {
@@ -356,8 +354,7 @@ static bool parse_head(const char *p, const char *end, xHttp1Request *req,
 /* A request line is too long once `probe` bytes from its start (the longest
  * line allowed and its CRLF) hold no LF. A previous call that saw as many
  * bytes has already looked. */
-static bool request_line_too_long(const char *buf, size_t start, size_t len, size_t prev_len,
-                                  size_t probe) {
+static bool request_line_too_long(const char *buf, size_t start, size_t len, size_t prev_len, size_t probe) {
     if (len - start < probe) return false;
     if (prev_len > start && prev_len - start >= probe) return false;
     return memchr(buf + start, '\n', probe) == NULL;
@@ -447,22 +444,22 @@ int xHttp1ParseRequest(const char *buf, size_t len, size_t prev_len, xHttp1Reque
  * stop. Only payload is copied, in bulk; framing goes byte by byte. */
 
 enum {
-    CK_SIZE_FIRST,       /* the first hex digit of a chunk size */
-    CK_SIZE,             /* more hex digits, or what may follow them */
-    CK_EXT_WS,           /* BWS that must lead to ';' */
-    CK_EXT_NAME_WS,      /* after ';': BWS, then a name */
+    CK_SIZE_FIRST,  /* the first hex digit of a chunk size */
+    CK_SIZE,        /* more hex digits, or what may follow them */
+    CK_EXT_WS,      /* BWS that must lead to ';' */
+    CK_EXT_NAME_WS, /* after ';': BWS, then a name */
     CK_EXT_NAME,
-    CK_EXT_AFTER_NAME,   /* BWS after a name: '=' or ';' next */
-    CK_EXT_VALUE_WS,     /* after '=': BWS, then a token or a quoted string */
+    CK_EXT_AFTER_NAME, /* BWS after a name: '=' or ';' next */
+    CK_EXT_VALUE_WS,   /* after '=': BWS, then a token or a quoted string */
     CK_EXT_TOKEN,
     CK_EXT_QUOTED,
-    CK_EXT_QUOTED_PAIR,  /* after a backslash */
+    CK_EXT_QUOTED_PAIR, /* after a backslash */
     CK_EXT_AFTER_QUOTE,
-    CK_SIZE_LF,          /* the LF that ends the size line */
+    CK_SIZE_LF, /* the LF that ends the size line */
     CK_DATA,
     CK_DATA_CR,
     CK_DATA_LF,
-    CK_TRAILER_START,    /* a trailer field, or the CR of the final CRLF */
+    CK_TRAILER_START, /* a trailer field, or the CR of the final CRLF */
     CK_TRAILER_NAME,
     CK_TRAILER_VALUE,
     CK_TRAILER_LF,
@@ -489,8 +486,7 @@ static int hex_digit(unsigned char c) {
 }
 
 /* Counts a framing byte against the line and trailer limits; 0 or a status. */
-static int count_framing_byte(xHttp1Chunked *d, unsigned char c, size_t max_line,
-                              size_t max_trailers) {
+static int count_framing_byte(xHttp1Chunked *d, unsigned char c, size_t max_line, size_t max_trailers) {
     int s = d->state;
     if (s <= CK_EXT_AFTER_QUOTE) {
         return c != '\r' && ++d->line_bytes > max_line ? 400 : 0;
@@ -512,10 +508,8 @@ static int size_line_step(xHttp1Chunked *d, unsigned char c) {
         d->remaining = d->remaining * 16 + (uint64_t)v;
         return CK_SIZE;
     }
-    case CK_EXT_WS:
-        return IS_OWS(c) ? s : c == ';' ? CK_EXT_NAME_WS : CK_FAILED;
-    case CK_EXT_NAME_WS:
-        return IS_OWS(c) ? s : HAS(c, C_TCHAR) ? CK_EXT_NAME : CK_FAILED;
+    case CK_EXT_WS: return IS_OWS(c) ? s : c == ';' ? CK_EXT_NAME_WS : CK_FAILED;
+    case CK_EXT_NAME_WS: return IS_OWS(c) ? s : HAS(c, C_TCHAR) ? CK_EXT_NAME : CK_FAILED;
     case CK_EXT_NAME:
         if (HAS(c, C_TCHAR)) return s;
         if (IS_OWS(c)) return CK_EXT_AFTER_NAME;
@@ -526,15 +520,12 @@ static int size_line_step(xHttp1Chunked *d, unsigned char c) {
     case CK_EXT_VALUE_WS:
         if (IS_OWS(c)) return s;
         return c == '"' ? CK_EXT_QUOTED : HAS(c, C_TCHAR) ? CK_EXT_TOKEN : CK_FAILED;
-    case CK_EXT_TOKEN:
-        return HAS(c, C_TCHAR) ? s : after_ext_element(c);
+    case CK_EXT_TOKEN: return HAS(c, C_TCHAR) ? s : after_ext_element(c);
     case CK_EXT_QUOTED:
         if (HAS(c, C_QDTEXT)) return s;
         return c == '"' ? CK_EXT_AFTER_QUOTE : c == '\\' ? CK_EXT_QUOTED_PAIR : CK_FAILED;
-    case CK_EXT_QUOTED_PAIR:
-        return HAS(c, C_FIELD) ? CK_EXT_QUOTED : CK_FAILED;
-    default: /* CK_EXT_AFTER_QUOTE */
-        return after_ext_element(c);
+    case CK_EXT_QUOTED_PAIR: return HAS(c, C_FIELD) ? CK_EXT_QUOTED : CK_FAILED;
+    default: /* CK_EXT_AFTER_QUOTE */ return after_ext_element(c);
     }
 }
 
@@ -545,32 +536,24 @@ static int framing_step(xHttp1Chunked *d, unsigned char c) {
         if (c != '\n') return CK_FAILED;
         d->line_bytes = 0;
         return d->remaining ? CK_DATA : CK_TRAILER_START;
-    case CK_DATA_CR:
-        return c == '\r' ? CK_DATA_LF : CK_FAILED;
-    case CK_DATA_LF:
-        return c == '\n' ? CK_SIZE_FIRST : CK_FAILED;
-    case CK_TRAILER_START:
-        return c == '\r' ? CK_FINAL_LF : HAS(c, C_TCHAR) ? CK_TRAILER_NAME : CK_FAILED;
-    case CK_TRAILER_NAME:
-        return HAS(c, C_TCHAR) ? CK_TRAILER_NAME : c == ':' ? CK_TRAILER_VALUE : CK_FAILED;
-    case CK_TRAILER_VALUE:
-        return HAS(c, C_FIELD) ? CK_TRAILER_VALUE : c == '\r' ? CK_TRAILER_LF : CK_FAILED;
-    case CK_TRAILER_LF:
-        d->line_bytes = 0;
-        return c == '\n' ? CK_TRAILER_START : CK_FAILED;
-    default: /* CK_FINAL_LF */
-        return c == '\n' ? CK_DONE : CK_FAILED;
+    case CK_DATA_CR: return c == '\r' ? CK_DATA_LF : CK_FAILED;
+    case CK_DATA_LF: return c == '\n' ? CK_SIZE_FIRST : CK_FAILED;
+    case CK_TRAILER_START: return c == '\r' ? CK_FINAL_LF : HAS(c, C_TCHAR) ? CK_TRAILER_NAME : CK_FAILED;
+    case CK_TRAILER_NAME: return HAS(c, C_TCHAR) ? CK_TRAILER_NAME : c == ':' ? CK_TRAILER_VALUE : CK_FAILED;
+    case CK_TRAILER_VALUE: return HAS(c, C_FIELD) ? CK_TRAILER_VALUE : c == '\r' ? CK_TRAILER_LF : CK_FAILED;
+    case CK_TRAILER_LF: d->line_bytes = 0; return c == '\n' ? CK_TRAILER_START : CK_FAILED;
+    default: /* CK_FINAL_LF */ return c == '\n' ? CK_DONE : CK_FAILED;
     }
 }
 
-ssize_t xHttp1ChunkedDecode(xHttp1Chunked *dec, const char *in, size_t in_len, char *out,
-                            size_t *out_len, size_t max_line, size_t max_trailers) {
+ssize_t xHttp1ChunkedDecode(xHttp1Chunked *dec, const char *in, size_t in_len, char *out, size_t *out_len,
+                            size_t max_line, size_t max_trailers) {
     size_t i = 0, written = 0;
     int status = dec->state == CK_FAILED ? dec->error_status : 0;
     while (!status && i < in_len && dec->state != CK_DONE) {
         if (dec->state == CK_DATA) {
             size_t n = in_len - i < dec->remaining ? in_len - i : (size_t)dec->remaining;
-            memmove(out + written, in + i, n);   /* out never overtakes in */
+            memmove(out + written, in + i, n); /* out never overtakes in */
             written += n;
             i += n;
             dec->remaining -= n;

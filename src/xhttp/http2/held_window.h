@@ -27,13 +27,13 @@
 
 /** One connection's account. */
 typedef struct xH2HeldWindow {
-    size_t returned;  /**< Σ of its streams' returned */
-    size_t limit;     /**< at most this much returned early: one window */
+    size_t returned; /**< Σ of its streams' returned */
+    size_t limit;    /**< at most this much returned early: one window */
 } xH2HeldWindow;
 
 /** One stream's share of it. */
 typedef struct xH2HeldShare {
-    size_t returned;  /**< of the bytes the stream holds, those already returned */
+    size_t returned; /**< of the bytes the stream holds, those already returned */
 } xH2HeldShare;
 
 /** len more bytes arrived for a stream to hold. True when their connection

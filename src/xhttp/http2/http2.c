@@ -48,10 +48,10 @@ typedef struct xHttp2 xHttp2;
 
 /* What a connection waits for, and so which timeout applies. */
 typedef enum xH2Wait {
-    XH2_WAIT_NOTHING,   /* handlers are working: no timeout */
-    XH2_WAIT_IDLE,      /* no streams: the idle timeout */
-    XH2_WAIT_REQUEST,   /* a request's headers or body: header/body timeout */
-    XH2_WAIT_PEER,      /* flow control holds our output: the send timeout */
+    XH2_WAIT_NOTHING, /* handlers are working: no timeout */
+    XH2_WAIT_IDLE,    /* no streams: the idle timeout */
+    XH2_WAIT_REQUEST, /* a request's headers or body: header/body timeout */
+    XH2_WAIT_PEER,    /* flow control holds our output: the send timeout */
 } xH2Wait;
 
 /* A request header as handlers see it. Its bytes are nghttp2's own
@@ -64,39 +64,39 @@ typedef struct xH2Field {
 typedef struct xH2Stream {
     xHttp2 *h2;
     int32_t id;
-    struct xH2Stream *prev, *next;   /* h2->streams */
-    struct xH2Stream *next_ready;    /* h2->ready: complete, awaiting dispatch */
-    xHttpExchange *ex;               /* from dispatch until the stream is freed */
+    struct xH2Stream *prev, *next; /* h2->streams */
+    struct xH2Stream *next_ready;  /* h2->ready: complete, awaiting dispatch */
+    xHttpExchange *ex;             /* from dispatch until the stream is freed */
 
-    xBuffer held;                    /* nghttp2_rcbuf pointers the fields point into */
-    xBuffer strings;                 /* an upgraded request's names and values */
-    xBuffer fields;                  /* xH2Field entries of regular headers */
+    xBuffer held;    /* nghttp2_rcbuf pointers the fields point into */
+    xBuffer strings; /* an upgraded request's names and values */
+    xBuffer fields;  /* xH2Field entries of regular headers */
     xH2Field method, path, authority;
     size_t header_bytes;
-    int64_t declared_length;         /* content-length, or -1 */
-    xBuffer body;                    /* the whole body, or a streamed one's undelivered part */
-    xH2HeldShare held_share;         /* a streamed body's part: its connection window (held_window.h) */
-    int reject_status;               /* answer this instead of dispatching */
-    bool streams_body;               /* a streaming route: dispatched at the head */
-    bool body_done;                  /* the client ended its side of the stream */
-    bool waved_off;                  /* RST_STREAM(NO_ERROR) sent for the rest of the body */
+    int64_t declared_length; /* content-length, or -1 */
+    xBuffer body;            /* the whole body, or a streamed one's undelivered part */
+    xH2HeldShare held_share; /* a streamed body's part: its connection window (held_window.h) */
+    int reject_status;       /* answer this instead of dispatching */
+    bool streams_body;       /* a streaming route: dispatched at the head */
+    bool body_done;          /* the client ended its side of the stream */
+    bool waved_off;          /* RST_STREAM(NO_ERROR) sent for the rest of the body */
 
-    char status[3];                  /* the response's fields, kept until framed */
+    char status[3]; /* the response's fields, kept until framed */
     char length[20];
     size_t length_len;
-    xBuffer out;                     /* response bytes not yet framed */
+    xBuffer out; /* response bytes not yet framed */
     size_t out_framed;
-    bool out_sealed;                 /* out holds a whole body and never grows */
-    const char *ref;                 /* or: a body sent by reference */
+    bool out_sealed; /* out holds a whole body and never grows */
+    const char *ref; /* or: a body sent by reference */
     size_t ref_len, ref_framed;
     void (*ref_release)(void *);
     void *ref_arg;
-    bool headers_done;               /* the request's header block ended */
-    bool eof;                        /* the response has no more bytes coming */
-    bool deferred;                   /* nghttp2 waits for xHttp2 to resume it */
+    bool headers_done; /* the request's header block ended */
+    bool eof;          /* the response has no more bytes coming */
+    bool deferred;     /* nghttp2 waits for xHttp2 to resume it */
     bool ready;
     bool dispatched;
-    bool closed;                     /* nghttp2 closed the stream */
+    bool closed; /* nghttp2 closed the stream */
 } xH2Stream;
 
 /* Client stream ids never opened: [first, last], both odd. */
@@ -106,20 +106,20 @@ typedef struct xH2IdRange {
 
 struct xHttp2 {
     xConn *conn;
-    int32_t highest_id;              /* highest client stream id opened */
+    int32_t highest_id; /* highest client stream id opened */
     xH2IdRange skipped[XH2_SKIPPED_RANGES];
-    size_t skipped_next;             /* ring: the oldest range is forgotten */
+    size_t skipped_next; /* ring: the oldest range is forgotten */
     nghttp2_session *session;
     xH2Stream *streams;
-    xH2Stream *spare;                /* finished streams for reuse (next links) */
+    xH2Stream *spare; /* finished streams for reuse (next links) */
     size_t spare_count;
     xH2Stream *ready, *ready_tail;
-    xH2Stream *receiving;            /* the stream whose request header block is being read */
-    xTimer goaway_timer;             /* second step of a graceful GOAWAY */
-    uint64_t progress;               /* request bytes taken plus response bytes framed */
-    xH2HeldWindow held_window;       /* held streamed bodies' connection window (held_window.h) */
+    xH2Stream *receiving;      /* the stream whose request header block is being read */
+    xTimer goaway_timer;       /* second step of a graceful GOAWAY */
+    uint64_t progress;         /* request bytes taken plus response bytes framed */
+    xH2HeldWindow held_window; /* held streamed bodies' connection window (held_window.h) */
     uint64_t progress_at_arm;
-    xH2Wait waiting_for;             /* what the armed timer measures */
+    xH2Wait waiting_for; /* what the armed timer measures */
     bool in_batch;
     bool draining;
 };
@@ -174,7 +174,7 @@ static void release_ref(xH2Stream *s) {
 
 static void release_out(xH2Stream *s) {
     if (s->out_sealed && s->out.data) {
-        hand_over(s, xMemCacheRelease, s->out.data);  /* from the worker's cache */
+        hand_over(s, xMemCacheRelease, s->out.data); /* from the worker's cache */
         s->out = (xBuffer){0};
     }
     xBufferFree(&s->out);
@@ -221,12 +221,14 @@ static void release_held(xHttp2 *h2, xH2Stream *s) {
 static void stream_free(xH2Stream *s) {
     xHttp2 *h2 = s->h2;
     if (h2->receiving == s) h2->receiving = NULL;
-    if (s->ready) unqueue(h2, s);  /* rare: ended from another stream's handler */
+    if (s->ready) unqueue(h2, s); /* rare: ended from another stream's handler */
     /* A streamed body nobody took may still hold the connection's window. */
     if (s->streams_body && s->body.len) release_held(h2, s);
     if (h2->session && !s->closed) nghttp2_session_set_stream_user_data(h2->session, s->id, NULL);
-    if (s->prev) s->prev->next = s->next;
-    else h2->streams = s->next;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        h2->streams = s->next;
     if (s->next) s->next->prev = s->prev;
     release_ref(s);
     release_out(s);
@@ -242,7 +244,7 @@ static void stream_free(xH2Stream *s) {
     } else {
         stream_destroy(s);
     }
-    if (held_conn) xConnRelease(conn);  /* may free h2 */
+    if (held_conn) xConnRelease(conn); /* may free h2 */
 }
 
 /* Copies p into the stream's strings, which must have room (no move). */
@@ -258,8 +260,10 @@ static xStr append_string(xH2Stream *s, const char *p, size_t n) {
 static void mark_ready(xHttp2 *h2, xH2Stream *s) {
     if (s->ready) return;
     s->ready = true;
-    if (h2->ready_tail) h2->ready_tail->next_ready = s;
-    else h2->ready = s;
+    if (h2->ready_tail)
+        h2->ready_tail->next_ready = s;
+    else
+        h2->ready = s;
     h2->ready_tail = s;
 }
 
@@ -314,8 +318,10 @@ static void deliver_body(xHttp2 *h2, xH2Stream *s) {
      * RST_STREAM(NO_ERROR) ends it. */
     if (len && !discard) nghttp2_session_consume_stream(h2->session, s->id, len);
     if (len) release_held(h2, s);
-    if (discard) ex->body_ended = s->body_done;
-    else xHttpExchangeDeliverBody(ex, s->body.data ? s->body.data : "", len, s->body_done);
+    if (discard)
+        ex->body_ended = s->body_done;
+    else
+        xHttpExchangeDeliverBody(ex, s->body.data ? s->body.data : "", len, s->body_done);
 }
 
 static void dispatch(xHttp2 *h2, xH2Stream *s) {
@@ -330,7 +336,7 @@ static void dispatch(xHttp2 *h2, xH2Stream *s) {
     ex->req.conn = s->h2->conn;
     s->ex = ex;
     s->dispatched = true;
-    xConnRetain(conn);  /* released with the stream, however late the response */
+    xConnRetain(conn); /* released with the stream, however late the response */
     if (!fill_request(s, ex)) {
         xHttpExchangeSendStatus(ex, 431);
         return;
@@ -356,9 +362,12 @@ static void dispatch_ready(xHttp2 *h2) {
         if (!h2->ready) h2->ready_tail = NULL;
         s->ready = false;
         s->next_ready = NULL;
-        if (s->closed) settle_closed(s);  /* reset by the client before we got to it */
-        else if (!s->dispatched) dispatch(h2, s);
-        else deliver_body(h2, s);  /* more of a streamed body */
+        if (s->closed)
+            settle_closed(s); /* reset by the client before we got to it */
+        else if (!s->dispatched)
+            dispatch(h2, s);
+        else
+            deliver_body(h2, s); /* more of a streamed body */
     }
 }
 
@@ -423,9 +432,10 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, nghtt
                      nghttp2_rcbuf *value_buf, uint8_t flags, void *user_data) {
     xHttp2 *h2 = user_data;
     /* A header block's fields arrive together: no stream lookup per field. */
-    xH2Stream *s = h2->receiving && h2->receiving->id == frame->hd.stream_id ? h2->receiving
-                                                                             : stream_of(session, frame->hd.stream_id);
-    if (!s || frame->hd.type != NGHTTP2_HEADERS) return 0;  /* trailers are dropped */
+    xH2Stream *s = h2->receiving && h2->receiving->id == frame->hd.stream_id
+                       ? h2->receiving
+                       : stream_of(session, frame->hd.stream_id);
+    if (!s || frame->hd.type != NGHTTP2_HEADERS) return 0; /* trailers are dropped */
     nghttp2_vec name = nghttp2_rcbuf_get_buf(name_buf), value = nghttp2_rcbuf_get_buf(value_buf);
     /* Counted as HPACK would size them (RFC 9113 §6.5.2); past the limit we
      * stop storing and answer 431 once the block ends. */
@@ -489,13 +499,16 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
         /* Held until its reader takes it: the stream's window reopens then;
          * the connection's now, while the readers hold under one window. */
         if (xBufferAppend(&s->body, data, len) != XOK) return NGHTTP2_ERR_CALLBACK_FAILURE;
-        if (xH2HeldArrive(&h2->held_window, &s->held_share, len)) nghttp2_session_consume_connection(session, len);
+        if (xH2HeldArrive(&h2->held_window, &s->held_share, len))
+            nghttp2_session_consume_connection(session, len);
         if (s->dispatched) mark_ready(h2, s);
         return 0;
     }
     /* Bytes nobody will read reopen only the connection's window. */
-    if (s && (s->reject_status || (s->ex && s->ex->res.ended))) nghttp2_session_consume_connection(session, len);
-    else nghttp2_session_consume(session, stream_id, len);
+    if (s && (s->reject_status || (s->ex && s->ex->res.ended)))
+        nghttp2_session_consume_connection(session, len);
+    else
+        nghttp2_session_consume(session, stream_id, len);
     if (!s || s->reject_status || s->streams_body) return 0;
     if (s->body.len + len > xHttpContextOf(h2->conn)->conf->max_body_size) {
         refuse_body(h2, s);
@@ -514,7 +527,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     if (frame->hd.type == NGHTTP2_HEADERS) s->headers_done = true;
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST && !end_stream &&
         begin_body(h2, s))
-        mark_ready(h2, s);  /* a streaming route: dispatched now */
+        mark_ready(h2, s); /* a streaming route: dispatched now */
     if (end_stream) {
         s->body_done = true;
         if (!s->dispatched || s->streams_body) mark_ready(h2, s);
@@ -531,7 +544,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     /* Held body bytes will never be delivered now: their share of the
      * connection's window goes back, whoever still holds the exchange. */
     if (s->streams_body && s->body.len) release_held(s->h2, s);
-    if (!s->ready) settle_closed(s);  /* otherwise dispatch_ready does */
+    if (!s->ready) settle_closed(s); /* otherwise dispatch_ready does */
     return 0;
 }
 
@@ -587,7 +600,7 @@ static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *b
     if (n == avail && s->eof) {
         *data_flags |= NGHTTP2_DATA_FLAG_EOF;
         if (s->ex && s->ex->res.trailers.len && submit_trailers(s) == 0)
-            *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;  /* the trailers end it */
+            *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM; /* the trailers end it */
     }
     return (ssize_t)n;
 }
@@ -600,8 +613,10 @@ static xErrno frame_body(xH2Stream *s, xConn *conn, size_t n) {
     xErrno err = s->out_sealed ? xConnWriteRef(conn, piece, take, NULL, NULL) : xConnWrite(conn, piece, take);
     s->out_framed += take;
     if (s->out_framed == s->out.len) {
-        if (s->out_sealed) release_out(s);
-        else s->out.len = s->out_framed = 0;
+        if (s->out_sealed)
+            release_out(s);
+        else
+            s->out.len = s->out_framed = 0;
     }
     if (err == XOK && n > take) {
         err = xConnWriteRef(conn, s->ref + s->ref_framed, n - take, NULL, NULL);
@@ -611,8 +626,8 @@ static xErrno frame_body(xH2Stream *s, xConn *conn, size_t n) {
     return err;
 }
 
-static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const uint8_t *framehd,
-                        size_t length, nghttp2_data_source *source, void *user_data) {
+static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const uint8_t *framehd, size_t length,
+                        nghttp2_data_source *source, void *user_data) {
     xHttp2 *h2 = user_data;
     xH2Stream *s = source->ptr;
     /* nghttp2 offers this frame again later; nothing has been queued yet. */
@@ -636,7 +651,8 @@ static size_t add_lines(nghttp2_nv *nv, size_t n, xBuffer *lines) {
         char *eol = memchr(p, '\r', (size_t)(end - p));
         size_t name_len = (size_t)(colon - p);
         for (size_t i = 0; i < name_len; i++) p[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + 32 : p[i]);
-        nv[n++] = (nghttp2_nv){(uint8_t *)p, (uint8_t *)colon + 2, name_len, (size_t)(eol - colon - 2), NV_BORROWED};
+        nv[n++] = (nghttp2_nv){(uint8_t *)p, (uint8_t *)colon + 2, name_len, (size_t)(eol - colon - 2),
+                               NV_BORROWED};
         p = eol + 2;
     }
     return n;
@@ -655,7 +671,8 @@ static size_t response_fields(xH2Stream *s, nghttp2_nv *nv, bool with_length) {
     nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, XHTTP_DATE_LEN, NV_BORROWED};
     n = add_lines(nv, n, &ex->res.headers);
     if (with_length)
-        nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)s->length, 14, s->length_len, NV_BORROWED};
+        nv[n++] =
+            (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)s->length, 14, s->length_len, NV_BORROWED};
     return n;
 }
 
@@ -692,8 +709,8 @@ static void end_exchange(xH2Stream *s) {
     xConnRelease(conn);
 }
 
-static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy,
-                      void (*release)(void *), void *release_arg) {
+static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy, void (*release)(void *),
+                      void *release_arg) {
     xH2Stream *s = ex->proto;
     xErrno err = XOK;
     bool with_body = len && response_has_body(ex);
@@ -745,7 +762,8 @@ static xErrno h2_write(xHttpExchange *ex, const void *data, size_t len) {
 static xErrno h2_end(xHttpExchange *ex) {
     xH2Stream *s = ex->proto;
     xErrno err = XOK;
-    if (!ex->res.aborted && !s->closed && !ex->res.head_sent) err = submit_head(s, false, response_has_body(ex));
+    if (!ex->res.aborted && !s->closed && !ex->res.head_sent)
+        err = submit_head(s, false, response_has_body(ex));
     end_exchange(s);
     return err;
 }
@@ -754,7 +772,7 @@ static void h2_body_wanted(xHttpExchange *ex) {
     xH2Stream *s = ex->proto;
     xHttp2 *h2 = s->h2;
     if (h2->in_batch) {
-        mark_ready(h2, s);  /* the batch under way delivers */
+        mark_ready(h2, s); /* the batch under way delivers */
         return;
     }
     xConn *conn = h2->conn;
@@ -772,7 +790,7 @@ static const xHttpExchangeOps h2_ops = {h2_send, h2_write, h2_end, h2_body_wante
 
 /* The client owes a request, or the rest of a body someone takes. */
 static bool awaits_request(const xH2Stream *s) {
-    if (s->closed || s->waved_off) return false;  /* a reset on its way ends it */
+    if (s->closed || s->waved_off) return false; /* a reset on its way ends it */
     if (!s->dispatched) return !s->ready;
     return s->streams_body && !s->body_done && (s->ex->res.ended || xHttpExchangeWantsBody(s->ex));
 }
@@ -803,10 +821,10 @@ static void arm_timer(xHttp2 *h2) {
     if (wait == h2->waiting_for && h2->progress == h2->progress_at_arm && wait != XH2_WAIT_NOTHING) return;
     h2->waiting_for = wait;
     h2->progress_at_arm = h2->progress;
-    uint32_t ms = wait == XH2_WAIT_IDLE ? conf->idle_timeout_ms
-                : wait == XH2_WAIT_PEER ? conf->send_timeout_ms
-                : wait == XH2_WAIT_REQUEST ? (mid_headers ? conf->header_timeout_ms : conf->body_timeout_ms)
-                                           : 0;
+    uint32_t ms = wait == XH2_WAIT_IDLE      ? conf->idle_timeout_ms
+                  : wait == XH2_WAIT_PEER    ? conf->send_timeout_ms
+                  : wait == XH2_WAIT_REQUEST ? (mid_headers ? conf->header_timeout_ms : conf->body_timeout_ms)
+                                             : 0;
     xConnSetTimeout(conn, ms);
 }
 
@@ -842,8 +860,8 @@ static bool feed(xHttp2 *h2, const char *data, size_t len) {
     if (rv >= 0) return true;
     XLOG_DEBUG("nghttp2_session_mem_recv: %s", nghttp2_strerror((int)rv));
     /* A GOAWAY already queued (by nghttp2, or by on_begin_frame) stands. */
-    nghttp2_session_terminate_session(h2->session,
-                                      rv == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
+    nghttp2_session_terminate_session(h2->session, rv == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                                             : NGHTTP2_PROTOCOL_ERROR);
     nghttp2_session_send(h2->session);
     xConnCloseAfterFlush(h2->conn);
     return false;
@@ -869,8 +887,10 @@ static void on_readable(xConn *conn) {
     h2->in_batch = false;
     if (!conn->closed) {
         xBufferPoolRelease(&conn->net->buffers, &conn->in);
-        if (!conn->close_after_flush) pump(h2);
-        else xConnFlush(conn);
+        if (!conn->close_after_flush)
+            pump(h2);
+        else
+            xConnFlush(conn);
     }
     xConnRelease(conn);
 }
@@ -884,7 +904,8 @@ static void on_timeout(xConn *conn) {
         /* Requests whose bodies stopped coming are cancelled; the
          * connection and its other streams go on. */
         for (xH2Stream *s = h2->streams; s; s = s->next)
-            if (awaits_request(s)) nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+            if (awaits_request(s))
+                nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
         h2->waiting_for = XH2_WAIT_NOTHING;
         pump(h2);
         return;
@@ -898,8 +919,8 @@ static void on_timeout(xConn *conn) {
 
 static void on_goaway_timer(xEventLoop *loop, xTimer *timer) {
     xHttp2 *h2 = (xHttp2 *)((char *)timer - offsetof(xHttp2, goaway_timer));
-    nghttp2_submit_goaway(h2->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h2->session),
-                          NGHTTP2_NO_ERROR, NULL, 0);
+    nghttp2_submit_goaway(h2->session, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(h2->session), NGHTTP2_NO_ERROR, NULL, 0);
     pump(h2);
 }
 
@@ -910,9 +931,10 @@ static void on_drain(xConn *conn) {
     if (h2->draining) return;
     h2->draining = true;
     nghttp2_submit_shutdown_notice(h2->session);
-    xTimerStart(conn->net->loop, &h2->goaway_timer, XH2_GOAWAY_GRACE_MS < xHttpContextOf(conn)->conf->shutdown_timeout_ms / 2
-                                                        ? XH2_GOAWAY_GRACE_MS
-                                                        : xHttpContextOf(conn)->conf->shutdown_timeout_ms / 2);
+    xTimerStart(conn->net->loop, &h2->goaway_timer,
+                XH2_GOAWAY_GRACE_MS < xHttpContextOf(conn)->conf->shutdown_timeout_ms / 2
+                    ? XH2_GOAWAY_GRACE_MS
+                    : xHttpContextOf(conn)->conf->shutdown_timeout_ms / 2);
     pump(h2);
 }
 
@@ -930,7 +952,7 @@ static void on_close(xConn *conn) {
 
 static void on_free(xConn *conn) {
     xHttp2 *h2 = conn->proto_state;
-    while (h2->streams) stream_free(h2->streams);  /* the session's buffers first */
+    while (h2->streams) stream_free(h2->streams); /* the session's buffers first */
     while (h2->spare) {
         xH2Stream *s = h2->spare;
         h2->spare = s->next;
@@ -989,8 +1011,10 @@ static nghttp2_session *make_session(xHttp2 *h2, const xHttpServerConf *conf, xM
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, conf->http2_window},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)conf->max_header_size},
     };
-    if (nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, sizeof settings / sizeof *settings) != 0 ||
-        nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0, (int32_t)conf->http2_window) != 0) {
+    if (nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, sizeof settings / sizeof *settings) !=
+            0 ||
+        nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0, (int32_t)conf->http2_window) !=
+            0) {
         nghttp2_session_del(session);
         return NULL;
     }
@@ -1000,13 +1024,15 @@ static nghttp2_session *make_session(xHttp2 *h2, const xHttpServerConf *conf, xM
 /* Stream 1 is the HTTP/1.1 request that asked to upgrade. */
 static bool adopt_upgrade(xHttp2 *h2, const xHttp2Upgrade *up) {
     bool head = xStrEqualsC(up->method, "HEAD");
-    if (nghttp2_session_upgrade2(h2->session, (const uint8_t *)up->settings, up->settings_len, head, NULL) != 0)
+    if (nghttp2_session_upgrade2(h2->session, (const uint8_t *)up->settings, up->settings_len, head, NULL) !=
+        0)
         return false;
     xH2Stream *s = stream_new(h2, 1);
     if (!s) return false;
     nghttp2_session_set_stream_user_data(h2->session, 1, s);
     /* The target is path and query as sent: contiguous in the request line. */
-    size_t target_len = up->query.len ? (size_t)(up->query.data + up->query.len - up->path.data) : up->path.len;
+    size_t target_len =
+        up->query.len ? (size_t)(up->query.data + up->query.len - up->path.data) : up->path.len;
     size_t total = up->method.len + target_len;
     for (size_t i = 0; i < up->num_headers; i++) total += up->headers[i].name.len + up->headers[i].value.len;
     /* Room for everything first: the fields point into the strings. */
@@ -1021,7 +1047,7 @@ static bool adopt_upgrade(xHttp2 *h2, const xHttp2Upgrade *up) {
         f.value = append_string(s, up->headers[i].value.data, up->headers[i].value.len);
         ok = xBufferAppend(&s->fields, &f, sizeof f) == XOK;
     }
-    s->body_done = true;  /* an upgrade carries no body */
+    s->body_done = true; /* an upgrade carries no body */
     if (ok) mark_ready(h2, s);
     return ok;
 }
@@ -1030,7 +1056,7 @@ bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade) {
     xHttp2 *h2 = calloc(1, sizeof *h2);
     if (!h2 || !(h2->session = make_session(h2, xHttpContextOf(conn)->conf, conn->net->mem))) {
         free(h2);
-        return false;  /* the connection is still the caller's */
+        return false; /* the connection is still the caller's */
     }
     h2->conn = conn;
     h2->held_window.limit = xHttpContextOf(conn)->conf->http2_window;
@@ -1062,9 +1088,14 @@ long xHttp2DecodeSettings(xStr in, char *out) {
     long n = 0;
     for (size_t i = 0; i < in.len; i++) {
         char c = in.data[i];
-        int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
-              : c >= '0' && c <= '9' ? c - '0' + 52 : c == '-' ? 62 : c == '_' ? 63 : c == '=' ? -2 : -1;
-        if (v == -2) break;  /* padding ends it */
+        int v = c >= 'A' && c <= 'Z'   ? c - 'A'
+                : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                : c >= '0' && c <= '9' ? c - '0' + 52
+                : c == '-'             ? 62
+                : c == '_'             ? 63
+                : c == '='             ? -2
+                                       : -1;
+        if (v == -2) break; /* padding ends it */
         if (v < 0) return -1;
         acc = (acc << 6) | (uint32_t)v;
         bits += 6;

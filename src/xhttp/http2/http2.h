@@ -16,7 +16,7 @@
 
 /** An HTTP/1.1 request that asked for "Upgrade: h2c"; it becomes stream 1. */
 typedef struct xHttp2Upgrade {
-    const char *settings;      /**< decoded HTTP2-Settings payload */
+    const char *settings; /**< decoded HTTP2-Settings payload */
     size_t settings_len;
     xStr method, path, query;
     const xHttpField *headers;

@@ -31,7 +31,7 @@ static bool add_alpn(xUpgradePlan *plan, const char *name, size_t n, unsigned pr
         if (strlen(alpn_known[k].name) != n || memcmp(alpn_known[k].name, name, n) != 0) continue;
         if (!(protocols & alpn_known[k].proto_bit)) break;
         for (size_t i = 0; i < plan->num_alpn; i++)
-            if (plan->alpn[i] == alpn_known[k].name) return true;  /* named twice */
+            if (plan->alpn[i] == alpn_known[k].name) return true; /* named twice */
         if (plan->num_alpn == XTLS_ALPN_NAMES) return true;
         plan->alpn[plan->num_alpn] = alpn_known[k].name;
         plan->by_alpn[plan->num_alpn++] = alpn_known[k].speaks;
@@ -41,9 +41,12 @@ static bool add_alpn(xUpgradePlan *plan, const char *name, size_t n, unsigned pr
     return false;
 }
 
-bool xUpgradePlanListener(xUpgradePlan *plan, unsigned protocols, const char *alpn, char *err, size_t err_len) {
+bool xUpgradePlanListener(xUpgradePlan *plan, unsigned protocols, const char *alpn, char *err,
+                          size_t err_len) {
     bool h1 = protocols & XHTTP_PROTO_HTTP1, h2 = protocols & XHTTP_PROTO_HTTP2;
-    *plan = (xUpgradePlan){.cleartext = h1 && h2 ? XHTTP_SPEAKS_EITHER : h2 ? XHTTP_SPEAKS_HTTP2 : XHTTP_SPEAKS_HTTP1};
+    *plan = (xUpgradePlan){.cleartext = h1 && h2 ? XHTTP_SPEAKS_EITHER
+                                        : h2     ? XHTTP_SPEAKS_HTTP2
+                                                 : XHTTP_SPEAKS_HTTP1};
     if (!alpn) alpn = !h2 ? "http/1.1" : !h1 ? "h2" : "h2,http/1.1";
     for (const char *p = alpn; *p;) {
         size_t n = strcspn(p, ", ");
@@ -83,8 +86,10 @@ static void on_tls_plaintext(xConn *conn, void *arg) {
                                    "Connection: close\r\n"
                                    "\r\n"
                                    "This port expects HTTPS, not HTTP.\n";
-    if (xConnWrite(conn, response, sizeof response - 1) == XOK) xConnCloseAfterFlush(conn);
-    else xConnClose(conn);
+    if (xConnWrite(conn, response, sizeof response - 1) == XOK)
+        xConnCloseAfterFlush(conn);
+    else
+        xConnClose(conn);
 }
 
 xTlsListen xUpgradeTlsListen(const xUpgradePlan *plan) {
@@ -112,19 +117,19 @@ static void sniff(xConn *conn) {
         }
         if (n < 0) break;
         conn->in.len += (size_t)n;
-        if (memcmp(conn->in.data, XHTTP2_PREFACE, conn->in.len < XHTTP2_PREFACE_LEN ? conn->in.len
-                                                                                   : XHTTP2_PREFACE_LEN) != 0)
+        if (memcmp(conn->in.data, XHTTP2_PREFACE,
+                   conn->in.len < XHTTP2_PREFACE_LEN ? conn->in.len : XHTTP2_PREFACE_LEN) != 0)
             break;
     }
     if (conn->in.len == 0) {
         xBufferPoolRelease(&conn->net->buffers, &conn->in);
         return;
     }
-    bool preface = conn->in.len >= XHTTP2_PREFACE_LEN &&
-                   memcmp(conn->in.data, XHTTP2_PREFACE, XHTTP2_PREFACE_LEN) == 0;
+    bool preface =
+        conn->in.len >= XHTTP2_PREFACE_LEN && memcmp(conn->in.data, XHTTP2_PREFACE, XHTTP2_PREFACE_LEN) == 0;
     bool maybe = !preface && memcmp(conn->in.data, XHTTP2_PREFACE, conn->in.len) == 0 &&
                  conn->in.len < XHTTP2_PREFACE_LEN;
-    if (maybe) return;  /* a preface so far: wait for the rest */
+    if (maybe) return; /* a preface so far: wait for the rest */
     if (!start(conn, preface ? XHTTP_SPEAKS_HTTP2 : XHTTP_SPEAKS_HTTP1)) xConnClose(conn);
 }
 
@@ -132,7 +137,7 @@ static void sniff_timeout(xConn *conn) { xConnClose(conn); }
 
 static void sniff_nothing(xConn *conn) {}
 
-static const xConnProtocol sniff_protocol = {sniff, sniff_nothing, sniff_timeout,
+static const xConnProtocol sniff_protocol = {sniff,         sniff_nothing, sniff_timeout,
                                              sniff_timeout, sniff_nothing, sniff_nothing};
 
 bool xUpgradeAccept(xHttpContext *ctx, int fd, const xUpgradePlan *plan) {
@@ -180,8 +185,8 @@ static void *offer(xConn *conn, const xHttpRequest *req, bool has_body) {
 
 static bool take(xConn *conn, void *pending, const xHttpRequest *req, size_t start) {
     xH2cUpgrade *up = pending;
-    xHttp2Upgrade h2 = {up->settings, (size_t)up->settings_len, req->method, req->path,
-                        req->query,   req->headers,             req->num_headers};
+    xHttp2Upgrade h2 = {up->settings, (size_t)up->settings_len, req->method, req->path, req->query,
+                        req->headers, req->num_headers};
     bool ok = xHttp2Start(conn, start, &h2);
     free(up);
     return ok;

@@ -19,22 +19,23 @@
 typedef enum xHttpProtocol {
     XHTTP_SPEAKS_HTTP1,
     XHTTP_SPEAKS_HTTP2,
-    XHTTP_SPEAKS_EITHER,  /**< cleartext with both: the first bytes decide */
+    XHTTP_SPEAKS_EITHER, /**< cleartext with both: the first bytes decide */
 } xHttpProtocol;
 
 /** A listener's protocol choices, decided once. */
 typedef struct xUpgradePlan {
-    xHttpProtocol cleartext;               /**< on a plain listener */
-    const char *alpn[XTLS_ALPN_NAMES];     /**< what TLS offers, most preferred first */
-    xHttpProtocol by_alpn[XTLS_ALPN_NAMES];/**< what each of those leads to */
+    xHttpProtocol cleartext;                /**< on a plain listener */
+    const char *alpn[XTLS_ALPN_NAMES];      /**< what TLS offers, most preferred first */
+    xHttpProtocol by_alpn[XTLS_ALPN_NAMES]; /**< what each of those leads to */
     size_t num_alpn;
-    xHttpProtocol without_alpn;            /**< a TLS client that offered no ALPN */
+    xHttpProtocol without_alpn; /**< a TLS client that offered no ALPN */
 } xUpgradePlan;
 
 /** Fills plan for a server speaking protocols (XHTTP_PROTO_* bits); alpn is
  *  a TLS listener's list ("h2,http/1.1"), or NULL for the default. On a bad
  *  list returns false with the reason in err. */
-bool xUpgradePlanListener(xUpgradePlan *plan, unsigned protocols, const char *alpn, char *err, size_t err_len);
+bool xUpgradePlanListener(xUpgradePlan *plan, unsigned protocols, const char *alpn, char *err,
+                          size_t err_len);
 
 /** What a TLS listener with plan tells xnet/tls: the names to offer, and
  *  the callbacks that start the chosen protocol. plan must outlive it. */

@@ -25,7 +25,7 @@ typedef struct xTlsServer xTlsServer;
 
 /** What the listener's owner says and hears. */
 typedef struct xTlsListen {
-    const char *alpn[XTLS_ALPN_NAMES];  /**< protocols ALPN may choose, most preferred first */
+    const char *alpn[XTLS_ALPN_NAMES]; /**< protocols ALPN may choose, most preferred first */
     size_t num_alpn;
     /** The handshake is done: alpn is the index of the protocol ALPN chose
      *  in alpn[], or -1 when the client offered none. False closes conn. */

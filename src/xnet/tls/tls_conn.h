@@ -32,23 +32,23 @@ typedef struct xTlsSniCtx {
 /* The contexts made from one reading of the files. A reload makes a new
  * bundle; handshakes still running keep theirs until they end. */
 typedef struct xTlsBundle {
-    atomic_uint refs;  /* the server's, plus one per handshake in progress */
-    SSL_CTX *main;     /* the default certificate */
+    atomic_uint refs; /* the server's, plus one per handshake in progress */
+    SSL_CTX *main;    /* the default certificate */
     xTlsSniCtx *sni;
     size_t num_sni;
 } xTlsBundle;
 
 struct xTlsServer {
-    xTlsConf conf;                    /* strings point at copies owned here */
-    xTlsSniCert *sni;                 /* conf.sni, copied */
-    xTlsListen listen;                /* the caller's protocols and callbacks */
-    char *alpn_names[XTLS_ALPN_NAMES];/* listen.alpn, copied */
+    xTlsConf conf;                     /* strings point at copies owned here */
+    xTlsSniCert *sni;                  /* conf.sni, copied */
+    xTlsListen listen;                 /* the caller's protocols and callbacks */
+    char *alpn_names[XTLS_ALPN_NAMES]; /* listen.alpn, copied */
     size_t num_alpn;
-    unsigned char alpn[XTLS_ALPN_MAX];/* the same, in ALPN's wire format */
+    unsigned char alpn[XTLS_ALPN_MAX]; /* the same, in ALPN's wire format */
     size_t alpn_len;
-    pthread_mutex_t lock;             /* guards bundle and tickets */
+    pthread_mutex_t lock; /* guards bundle and tickets */
     xTlsBundle *bundle;
-    xTicketKey tickets[2];            /* [0] encrypts; [1], the one before, still decrypts */
+    xTicketKey tickets[2]; /* [0] encrypts; [1], the one before, still decrypts */
 };
 
 /* What the handshake shows of its keys and records, for our record layer:
@@ -66,13 +66,13 @@ typedef struct xTlsHandoff {
 typedef struct xTlsConn {
     SSL *ssl;
     xTlsServer *srv;
-    xTlsBundle *bundle;  /* held while handshaking: SNI picks a context from it */
+    xTlsBundle *bundle; /* held while handshaking: SNI picks a context from it */
     xTlsHandoff handoff;
-    bool drained;        /* the last socket read came back short or empty */
-    bool sniffed;        /* the first byte was looked at: TLS, or plain text? */
+    bool drained; /* the last socket read came back short or empty */
+    bool sniffed; /* the first byte was looked at: TLS, or plain text? */
     bool established;
-    bool failed;         /* the session broke: no close_notify */
-    bool shut;           /* close_notify sent */
+    bool failed; /* the session broke: no close_notify */
+    bool shut;   /* close_notify sent */
 } xTlsConn;
 
 /* tls_context.c */

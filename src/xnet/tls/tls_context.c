@@ -46,8 +46,10 @@ static void fail(char *err, size_t err_len, const char *fmt, ...) {
     va_end(ap);
     unsigned long e = ERR_peek_last_error();
     const char *reason = e ? ERR_reason_error_string(e) : NULL;
-    if (reason) snprintf(err, err_len, "tls: %s: %s", what, reason);
-    else snprintf(err, err_len, "tls: %s", what);
+    if (reason)
+        snprintf(err, err_len, "tls: %s: %s", what, reason);
+    else
+        snprintf(err, err_len, "tls: %s", what);
     ERR_clear_error();
 }
 
@@ -98,9 +100,9 @@ static bool load_cert(SSL_CTX *ctx, const xTlsCert *cert, char *err, size_t err_
     bool loaded = SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) == 1;
     SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
     if (!loaded) {
-        const char *why = cert->key_password ? "cannot decrypt it (wrong password?)"
-                        : file_mentions(key_file, "ENCRYPTED") ? "it is encrypted and no password was given"
-                                                              : "no usable PEM private key in it";
+        const char *why = cert->key_password                     ? "cannot decrypt it (wrong password?)"
+                          : file_mentions(key_file, "ENCRYPTED") ? "it is encrypted and no password was given"
+                                                                 : "no usable PEM private key in it";
         fail(err, err_len, "key %s: %s", key_file, why);
         return false;
     }
@@ -155,7 +157,7 @@ static void rotate_tickets(xTlsServer *srv, time_t now) {
     xTicketKey fresh = {.born = now};
     if (RAND_bytes(fresh.name, sizeof fresh.name) != 1 || RAND_bytes(fresh.aes, sizeof fresh.aes) != 1 ||
         RAND_bytes(fresh.hmac, sizeof fresh.hmac) != 1)
-        return;  /* keep the old key rather than issue a weak one */
+        return; /* keep the old key rather than issue a weak one */
     srv->tickets[1] = srv->tickets[0];
     srv->tickets[0] = fresh;
 }
@@ -178,7 +180,7 @@ static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
         }
     }
     pthread_mutex_unlock(&srv->lock);
-    if (!status) return 0;  /* unknown or retired key: a full handshake */
+    if (!status) return 0; /* unknown or retired key: a full handshake */
     if (encrypt) {
         if (RAND_bytes(iv, 16) != 1) return -1;
         memcpy(name, key.name, 16);
@@ -204,7 +206,8 @@ static bool set_client_verification(SSL_CTX *ctx, const xTlsConf *conf, char *er
         return false;
     }
     SSL_CTX_set_client_CA_list(ctx, names);
-    int mode = SSL_VERIFY_PEER | (conf->verify_client == XTLS_VERIFY_REQUIRED ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0);
+    int mode =
+        SSL_VERIFY_PEER | (conf->verify_client == XTLS_VERIFY_REQUIRED ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0);
     SSL_CTX_set_verify(ctx, mode, NULL);
     return true;
 }
@@ -214,16 +217,19 @@ static bool set_client_verification(SSL_CTX *ctx, const xTlsConf *conf, char *er
  * such module (after trying to load it), and with ENOTCONN when it has one.
  * Without it OpenSSL would try, and fail, twice per handshake. */
 bool xTlsKernelHasTls(void) {
-    static atomic_int known;  /* 0: not asked yet, 1: yes, 2: no */
+    static atomic_int known; /* 0: not asked yet, 1: yes, 2: no */
     int answer = atomic_load(&known);
     if (answer) return answer == 1;
 #if defined(OPENSSL_NO_KTLS) || !defined(TCP_ULP)
     answer = 2;
 #else
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    answer = fd >= 0 && setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof "tls") != 0 && errno == ENOENT ? 2 : 1;
-    if (fd < 0) answer = 2;
-    else close(fd);
+    answer =
+        fd >= 0 && setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof "tls") != 0 && errno == ENOENT ? 2 : 1;
+    if (fd < 0)
+        answer = 2;
+    else
+        close(fd);
 #endif
     atomic_store(&known, answer);
     return answer == 1;
@@ -252,11 +258,12 @@ static SSL_CTX *build_ctx(xTlsServer *srv, const xTlsCert *cert, char *err, size
      * the client's Finished, so that what follows is still in the socket. */
     SSL_CTX_set_read_ahead(ctx, conf->xkit_records ? 0 : 1);
     if (conf->xkit_records) SSL_CTX_set_keylog_callback(ctx, xTlsOnKeylog);
-    bool ok = SSL_CTX_set_min_proto_version(ctx, conf->min_version) == 1 &&
-              SSL_CTX_set_max_proto_version(ctx, conf->max_version) == 1 &&
-              SSL_CTX_set_ciphersuites(ctx, conf->ciphersuites ? conf->ciphersuites : XTLS_DEFAULT_SUITES) == 1 &&
-              SSL_CTX_set_cipher_list(ctx, conf->ciphers ? conf->ciphers : XTLS_DEFAULT_CIPHERS) == 1 &&
-              (!conf->groups || SSL_CTX_set1_groups_list(ctx, conf->groups) == 1);
+    bool ok =
+        SSL_CTX_set_min_proto_version(ctx, conf->min_version) == 1 &&
+        SSL_CTX_set_max_proto_version(ctx, conf->max_version) == 1 &&
+        SSL_CTX_set_ciphersuites(ctx, conf->ciphersuites ? conf->ciphersuites : XTLS_DEFAULT_SUITES) == 1 &&
+        SSL_CTX_set_cipher_list(ctx, conf->ciphers ? conf->ciphers : XTLS_DEFAULT_CIPHERS) == 1 &&
+        (!conf->groups || SSL_CTX_set1_groups_list(ctx, conf->groups) == 1);
     if (!ok) {
         fail(err, err_len, "protocol versions, ciphers or groups refused");
         SSL_CTX_free(ctx);
@@ -270,7 +277,8 @@ static SSL_CTX *build_ctx(xTlsServer *srv, const xTlsCert *cert, char *err, size
     SSL_CTX_set_tlsext_servername_callback(ctx, xTlsSniSelect);
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"xkit", 4);
     SSL_CTX_set_timeout(ctx, (long)conf->session_lifetime_s);
-    SSL_CTX_set_session_cache_mode(ctx, conf->session_cache_size ? SSL_SESS_CACHE_SERVER : SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_session_cache_mode(ctx,
+                                   conf->session_cache_size ? SSL_SESS_CACHE_SERVER : SSL_SESS_CACHE_OFF);
     if (conf->session_cache_size) SSL_CTX_sess_set_cache_size(ctx, conf->session_cache_size);
     /* TLS 1.3 resumes only through tickets (stateful ones when our keys are
      * off): one per handshake is enough for a client that reconnects. */
@@ -307,8 +315,10 @@ static xTlsBundle *bundle_build(xTlsServer *srv, char *err, size_t err_len) {
         sni->name = sni->ctx ? strdup(srv->sni[i].name) : NULL;
         if (sni->ctx && !sni->name) SSL_CTX_free(sni->ctx);
         ok = sni->name != NULL;
-        if (ok) bundle->num_sni++;
-        else if (sni->ctx) snprintf(err, err_len, "tls: out of memory");
+        if (ok)
+            bundle->num_sni++;
+        else if (sni->ctx)
+            snprintf(err, err_len, "tls: out of memory");
     }
     if (!ok) {
         xTlsBundleRelease(bundle);
@@ -332,7 +342,7 @@ static bool check_names(SSL_CTX *probe, const char *what, const char *list,
     char name[128];
     for (const char *p = list; *p;) {
         size_t n = strcspn(p, ":, ");
-        bool modifier = n > 0 && strchr("!-+@", *p);  /* "!aNULL", "@SECLEVEL=2": not a name */
+        bool modifier = n > 0 && strchr("!-+@", *p); /* "!aNULL", "@SECLEVEL=2": not a name */
         if (n > 0 && !modifier) {
             if (n >= sizeof name) n = sizeof name - 1;
             memcpy(name, p, n);
@@ -531,8 +541,11 @@ void xTlsLogKernelSupport(const xTlsConf *conf) {
 #ifdef OPENSSL_NO_KTLS
     XLOG_INFO("kTLS: this OpenSSL was built without it; records are encrypted in user space");
 #else
-    if (!conf->ktls) XLOG_INFO("kTLS: off by configuration; records are encrypted in user space");
-    else if (xTlsKernelHasTls()) XLOG_INFO("kTLS: available; records move to the kernel after each handshake");
-    else XLOG_INFO("kTLS: not available (this kernel has no tls module); records are encrypted in user space");
+    if (!conf->ktls)
+        XLOG_INFO("kTLS: off by configuration; records are encrypted in user space");
+    else if (xTlsKernelHasTls())
+        XLOG_INFO("kTLS: available; records move to the kernel after each handshake");
+    else
+        XLOG_INFO("kTLS: not available (this kernel has no tls module); records are encrypted in user space");
 #endif
 }

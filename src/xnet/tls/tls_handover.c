@@ -19,7 +19,7 @@ void xTlsOnKeylog(const SSL *ssl, const char *line) {
     xTlsConn *t = conn ? conn->transport_state : NULL;
     bool client = strncmp(line, "CLIENT_TRAFFIC_SECRET_0 ", 24) == 0;
     if (!t || (!client && strncmp(line, "SERVER_TRAFFIC_SECRET_0 ", 24) != 0)) return;
-    const char *hex = strchr(line + 24, ' ');  /* past the client random */
+    const char *hex = strchr(line + 24, ' '); /* past the client random */
     if (!hex) return;
     long len = 0;
     unsigned char *secret = OPENSSL_hexstr2buf(hex + 1, &len);
@@ -33,12 +33,13 @@ void xTlsOnKeylog(const SSL *ssl, const char *line) {
 /* Counts the records each way after the Finished message: their number is
  * the sequence number our record layer starts from. */
 void xTlsOnMessage(int write_p, int version, int content_type, const void *buf, size_t len, SSL *ssl,
-                       void *arg) {
+                   void *arg) {
     xTlsHandoff *h = arg;
     int way = write_p ? 1 : 0;
     if (content_type == SSL3_RT_HEADER && h->finished[way]) {
         h->records_after_finished[way]++;
-    } else if (content_type == SSL3_RT_HANDSHAKE && len > 0 && *(const unsigned char *)buf == SSL3_MT_FINISHED) {
+    } else if (content_type == SSL3_RT_HANDSHAKE && len > 0 &&
+               *(const unsigned char *)buf == SSL3_MT_FINISHED) {
         h->finished[way] = true;
         h->records_after_finished[way] = 0;
     }
@@ -71,11 +72,12 @@ static void summarize(SSL *ssl, xTlsSummary *summary) {
 static bool tls12_keys(SSL *ssl, const SSL_CIPHER *cipher, xTlsTraffic *traffic) {
     unsigned char master[SSL_MAX_MASTER_KEY_LENGTH], client_random[32], server_random[32];
     size_t master_len = SSL_SESSION_get_master_key(SSL_get_session(ssl), master, sizeof master);
-    const EVP_MD *md = SSL_CIPHER_get_handshake_digest(cipher);  /* the PRF's hash */
+    const EVP_MD *md = SSL_CIPHER_get_handshake_digest(cipher); /* the PRF's hash */
     SSL_get_client_random(ssl, client_random, sizeof client_random);
     SSL_get_server_random(ssl, server_random, sizeof server_random);
-    bool ok = md && master_len && xTlsDeriveTls12Keys(traffic, EVP_MD_get0_name(md), master, master_len,
-                                                      client_random, server_random);
+    bool ok =
+        md && master_len &&
+        xTlsDeriveTls12Keys(traffic, EVP_MD_get0_name(md), master, master_len, client_random, server_random);
     OPENSSL_cleanse(master, sizeof master);
     return ok;
 }
@@ -105,7 +107,7 @@ bool xTlsHandOver(xConn *conn, xTlsConn *t) {
         !xTlsAeadOfNid(SSL_CIPHER_get_cipher_nid(cipher), &traffic.aead) ||
         SSL_SESSION_get_max_fragment_length(session) != TLSEXT_max_fragment_length_DISABLED ||
         !h->finished[0] || !h->finished[1] || SSL_has_pending(ssl) || SSL_get_read_ahead(ssl))
-        return false;  /* (OpenSSL holding bytes past Finished would lose them) */
+        return false; /* (OpenSSL holding bytes past Finished would lose them) */
     bool ok;
     if (traffic.version == TLS1_3_VERSION) {
         /* Application records start at 0 after each side's Finished. */

@@ -55,8 +55,7 @@ static ssize_t tls_recv(xConn *conn, char *buf, size_t len) {
         conn->readable = false;
         errno = EAGAIN;
         return -1;
-    case SSL_ERROR_ZERO_RETURN:
-        return 0;  /* close_notify, or (IGNORE_UNEXPECTED_EOF) a bare FIN */
+    case SSL_ERROR_ZERO_RETURN: return 0; /* close_notify, or (IGNORE_UNEXPECTED_EOF) a bare FIN */
     case SSL_ERROR_SYSCALL:
         ERR_clear_error();
         t->failed = true;
@@ -91,9 +90,7 @@ static ssize_t tls_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
     int saved = errno;
     switch (SSL_get_error(t->ssl, 0)) {
     case SSL_ERROR_WANT_WRITE:
-    case SSL_ERROR_WANT_READ:
-        errno = EAGAIN;
-        return -1;
+    case SSL_ERROR_WANT_READ: errno = EAGAIN; return -1;
     default:
         ERR_clear_error();
         t->failed = true;
@@ -105,7 +102,7 @@ static ssize_t tls_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
 static void send_close_notify(xTlsConn *t) {
     if (!t->established || t->failed || t->shut) return;
     t->shut = true;
-    SSL_shutdown(t->ssl);  /* queues and tries to send; whether it went does not matter now */
+    SSL_shutdown(t->ssl); /* queues and tries to send; whether it went does not matter now */
     ERR_clear_error();
 }
 
@@ -168,8 +165,8 @@ static bool tls_info(const xConn *conn, xTlsInfo *info) {
     return true;
 }
 
-static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close, tls_free,
-                                         true, NULL, tls_info};
+static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close, tls_free, true,
+                                         NULL,     tls_info};
 
 /* ---- The handshake ---- */
 
@@ -180,8 +177,10 @@ static void not_tls(xConn *conn, xTlsConn *t) {
     xConnSetTransport(conn, &xConnPlainTransport, NULL);
     xTlsConnFree(t);
     conn->proto_state = NULL;
-    if (listen->on_plaintext) listen->on_plaintext(conn, listen->arg);
-    else xConnClose(conn);
+    if (listen->on_plaintext)
+        listen->on_plaintext(conn, listen->arg);
+    else
+        xConnClose(conn);
 }
 
 static void handshake_failed(xConn *conn, xTlsConn *t) {
@@ -215,7 +214,7 @@ static void established(xConn *conn, xTlsConn *t) {
 static bool sniff_plaintext(xConn *conn, xTlsConn *t) {
     unsigned char first;
     ssize_t n = recv(conn->fd, &first, 1, MSG_PEEK);
-    if (n == 0 || (n < 0 && errno == EAGAIN)) return false;  /* nothing yet: OpenSSL finds out */
+    if (n == 0 || (n < 0 && errno == EAGAIN)) return false; /* nothing yet: OpenSSL finds out */
     t->sniffed = true;
     return n == 1 && first >= 'A' && first <= 'Z';
 }
@@ -224,7 +223,7 @@ static bool sniff_plaintext(xConn *conn, xTlsConn *t) {
  * its state is the TLS connection. */
 static void handshake(xConn *conn) {
     xTlsConn *t = conn->proto_state;
-    if (!t || t->established) return;  /* answered in plaintext, or already handed on */
+    if (!t || t->established) return; /* answered in plaintext, or already handed on */
     if (!t->sniffed && sniff_plaintext(conn, t)) {
         not_tls(conn, t);
         return;
@@ -250,7 +249,7 @@ static void handshake_timeout(xConn *conn) {
 
 static void handshake_nothing(xConn *conn) {}
 
-static const xConnProtocol handshake_protocol = {handshake, handshake, handshake_timeout,
+static const xConnProtocol handshake_protocol = {handshake,         handshake,         handshake_timeout,
                                                  handshake_timeout, handshake_nothing, handshake_nothing};
 
 bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd) {

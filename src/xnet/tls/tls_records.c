@@ -27,7 +27,7 @@
 #define REC_HEADER 5
 #define REC_PLAIN_MAX 16384
 #define REC_TAG 16
-#define REC_EXPLICIT_NONCE 8  /* TLS 1.2 AES-GCM sends half its nonce */
+#define REC_EXPLICIT_NONCE 8 /* TLS 1.2 AES-GCM sends half its nonce */
 /* The largest record body a peer may send (RFC 8446 §5.2, RFC 5246 §6.2.3). */
 #define REC_BODY_MAX_13 (REC_PLAIN_MAX + 256)
 #define REC_BODY_MAX_12 (REC_PLAIN_MAX + 2048)
@@ -57,18 +57,18 @@ enum {
 enum { HS_CLIENT_HELLO = 1, HS_KEY_UPDATE = 24 };
 
 typedef struct xTlsRecords {
-    xTlsTraffic traffic;      /* keys wiped once in the cipher contexts; IVs, seqs, secrets kept */
+    xTlsTraffic traffic; /* keys wiped once in the cipher contexts; IVs, seqs, secrets kept */
     EVP_CIPHER_CTX *open, *seal;
-    char *in;                 /* bytes read and not yet opened; NULL when none */
+    char *in; /* bytes read and not yet opened; NULL when none */
     size_t in_start, in_end;
-    const char *plain;        /* an opened record's data not yet handed up (inside in) */
+    const char *plain; /* an opened record's data not yet handed up (inside in) */
     size_t plain_len;
-    char *out;                /* sealed bytes not yet written; NULL when none */
+    char *out; /* sealed bytes not yet written; NULL when none */
     size_t out_cap, out_start, out_end;
-    size_t out_covers;        /* plaintext those bytes carry, acknowledged once they are out */
-    unsigned idle_records;    /* records in a row that carried no data */
-    int error;                /* errno once the session broke */
-    bool eof;                 /* close_notify (or a bare FIN) came */
+    size_t out_covers;     /* plaintext those bytes carry, acknowledged once they are out */
+    unsigned idle_records; /* records in a row that carried no data */
+    int error;             /* errno once the session broke */
+    bool eof;              /* close_notify (or a bare FIN) came */
     bool close_notify_sent;
     xTlsSummary summary;
 } xTlsRecords;
@@ -81,7 +81,7 @@ static const xTransport records_transport;
  * one; what is fetched here once is only copied afterwards. */
 static struct {
     EVP_CIPHER *aead[3];
-    EVP_MAC_CTX *hmac_sha256, *hmac_sha384;  /* digest set, no key: templates to copy */
+    EVP_MAC_CTX *hmac_sha256, *hmac_sha384; /* digest set, no key: templates to copy */
     EVP_KDF *tls12_prf;
 } algorithms;
 static pthread_once_t algorithms_once = PTHREAD_ONCE_INIT;
@@ -106,7 +106,7 @@ static void fetch_algorithms(void) {
     EVP_MAC *hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
     algorithms.hmac_sha256 = hmac_template(hmac, "SHA256");
     algorithms.hmac_sha384 = hmac_template(hmac, "SHA384");
-    EVP_MAC_free(hmac);  /* the templates hold it */
+    EVP_MAC_free(hmac); /* the templates hold it */
     algorithms.tls12_prf = EVP_KDF_fetch(NULL, "TLS1-PRF", NULL);
 }
 
@@ -135,8 +135,8 @@ static bool expand_label(const xTlsTraffic *traffic, const unsigned char *secret
     memcpy(info + n, "tls13 ", 6);
     memcpy(info + n + 6, label, label_len);
     n += 6 + label_len;
-    info[n++] = 0;  /* no context */
-    info[n++] = 1;  /* the block counter */
+    info[n++] = 0; /* no context */
+    info[n++] = 1; /* the block counter */
     EVP_MAC_CTX *template = traffic->secret_len == 48 ? algorithms.hmac_sha384 : algorithms.hmac_sha256;
     EVP_MAC_CTX *hmac = template && out_len <= traffic->secret_len ? EVP_MAC_CTX_dup(template) : NULL;
     bool ok = hmac && EVP_MAC_init(hmac, secret, traffic->secret_len, NULL) == 1 &&
@@ -158,7 +158,7 @@ bool xTlsDeriveTls12Keys(xTlsTraffic *traffic, const char *digest, const unsigne
     pthread_once(&algorithms_once, fetch_algorithms);
     unsigned char seed[13 + 64], block[2 * 32 + 2 * 12];
     size_t key_len = key_length(traffic->aead);
-    size_t iv_len = traffic->aead == XTLS_AEAD_CHACHA20_POLY1305 ? 12 : 4;  /* GCM: the salt */
+    size_t iv_len = traffic->aead == XTLS_AEAD_CHACHA20_POLY1305 ? 12 : 4; /* GCM: the salt */
     memcpy(seed, "key expansion", 13);
     memcpy(seed + 13, server_random, 32);
     memcpy(seed + 45, client_random, 32);
@@ -171,7 +171,7 @@ bool xTlsDeriveTls12Keys(xTlsTraffic *traffic, const char *digest, const unsigne
     EVP_KDF_CTX *kdf = algorithms.tls12_prf ? EVP_KDF_CTX_new(algorithms.tls12_prf) : NULL;
     bool ok = kdf && EVP_KDF_derive(kdf, block, 2 * key_len + 2 * iv_len, params) == 1;
     EVP_KDF_CTX_free(kdf);
-    if (ok) {  /* client key, server key, client IV, server IV; we are the server */
+    if (ok) { /* client key, server key, client IV, server IV; we are the server */
         memcpy(traffic->read.key, block, key_len);
         memcpy(traffic->write.key, block + key_len, key_len);
         memcpy(traffic->read.iv, block + 2 * key_len, iv_len);
@@ -232,7 +232,7 @@ static bool seal(xTlsRecords *r, unsigned char *rec, size_t plain_len, int type,
     xTlsDirection *dir = &r->traffic.write;
     unsigned char *data = rec + REC_HEADER + explicit_nonce(r);
     size_t inner = plain_len;
-    if (tls13(r)) data[inner++] = (unsigned char)type;  /* the real type rides inside */
+    if (tls13(r)) data[inner++] = (unsigned char)type; /* the real type rides inside */
     size_t body = explicit_nonce(r) + inner + REC_TAG;
     rec[0] = (unsigned char)(tls13(r) ? CT_APPLICATION_DATA : type);
     rec[1] = 3;
@@ -243,8 +243,10 @@ static bool seal(xTlsRecords *r, unsigned char *rec, size_t plain_len, int type,
     size_t aad_len = REC_HEADER;
     if (explicit_nonce(r)) put_be64(rec + REC_HEADER, dir->seq);
     make_nonce(r, dir, rec + REC_HEADER, nonce);
-    if (tls13(r)) memcpy(aad, rec, REC_HEADER);
-    else aad_len = tls12_aad(dir->seq, type, plain_len, aad);
+    if (tls13(r))
+        memcpy(aad, rec, REC_HEADER);
+    else
+        aad_len = tls12_aad(dir->seq, type, plain_len, aad);
     dir->seq++;
     int n, last;
     *rec_len = REC_HEADER + body;
@@ -271,8 +273,10 @@ static int open_record(xTlsRecords *r, unsigned char *rec, size_t body_len, unsi
     unsigned char nonce[12], aad[13];
     size_t aad_len = REC_HEADER;
     make_nonce(r, dir, rec + REC_HEADER, nonce);
-    if (tls13(r)) memcpy(aad, rec, REC_HEADER);
-    else aad_len = tls12_aad(dir->seq, rec[0], cipher_len, aad);
+    if (tls13(r))
+        memcpy(aad, rec, REC_HEADER);
+    else
+        aad_len = tls12_aad(dir->seq, rec[0], cipher_len, aad);
     dir->seq++;
     int n, last;
     bool opened = EVP_DecryptInit_ex(r->open, NULL, NULL, NULL, nonce) == 1 &&
@@ -343,7 +347,7 @@ static bool send_control(xConn *conn, xTlsRecords *r, int type, const unsigned c
     r->out_end += rec_len;
     if (write_out(conn, r)) return true;
     if (errno != EAGAIN) return false;
-    xConnBlocked(conn);  /* the queue may be empty: this is what brings us back */
+    xConnBlocked(conn); /* the queue may be empty: this is what brings us back */
     return true;
 }
 
@@ -409,7 +413,7 @@ static ssize_t records_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
         left -= plain_len;
     }
     r->out_covers = total;
-    if (!write_out(conn, r)) return -1;  /* EAGAIN: they go on the next call */
+    if (!write_out(conn, r)) return -1; /* EAGAIN: they go on the next call */
     r->out_covers = 0;
     return (ssize_t)total;
 }
@@ -432,7 +436,7 @@ static bool next_keys(xTlsRecords *r, xTlsDirection *dir) {
 static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
     static const unsigned char not_requested[] = {HS_KEY_UPDATE, 0, 0, 1, 0};
     xTlsDirection read = r->traffic.read, write = r->traffic.write;
-    bool answer = update_requested && !r->close_notify_sent;  /* nothing is sent after close_notify */
+    bool answer = update_requested && !r->close_notify_sent; /* nothing is sent after close_notify */
     bool ok = next_keys(r, &read) && EVP_DecryptInit_ex(r->open, NULL, NULL, read.key, NULL) == 1 &&
               (!answer || next_keys(r, &write));
     if (ok && answer) {
@@ -449,7 +453,7 @@ static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
     OPENSSL_cleanse(&read, sizeof read);
     OPENSSL_cleanse(&write, sizeof write);
     if (!ok) {
-        r->error = EPROTO;  /* the keys are unknown now: not even an alert can be sealed */
+        r->error = EPROTO; /* the keys are unknown now: not even an alert can be sealed */
         errno = r->error;
         return -1;
     }
@@ -460,7 +464,9 @@ static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
  * record of its own; a TLS 1.2 ClientHello asks to renegotiate, which we do
  * not. */
 static int on_handshake(xConn *conn, xTlsRecords *r, const unsigned char *msg, size_t len) {
-    if (!tls13(r)) return fail(conn, r, len > 0 && msg[0] == HS_CLIENT_HELLO ? AD_NO_RENEGOTIATION : AD_UNEXPECTED_MESSAGE);
+    if (!tls13(r))
+        return fail(conn, r,
+                    len > 0 && msg[0] == HS_CLIENT_HELLO ? AD_NO_RENEGOTIATION : AD_UNEXPECTED_MESSAGE);
     if (len < 1 || msg[0] != HS_KEY_UPDATE) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
     if (len != 5 || msg[1] != 0 || msg[2] != 0 || msg[3] != 1) return fail(conn, r, AD_DECODE_ERROR);
     if (msg[4] > 1) return fail(conn, r, AD_ILLEGAL_PARAMETER);
@@ -475,7 +481,8 @@ static int on_alert(xConn *conn, xTlsRecords *r, const unsigned char *alert, siz
     }
     /* TLS 1.2 warnings may be ignored; TLS 1.3 ends on any other alert
      * (user_canceled is followed by a close_notify). */
-    if ((alert[1] == AD_USER_CANCELED && alert[0] == ALERT_WARNING) || (!tls13(r) && alert[0] == ALERT_WARNING))
+    if ((alert[1] == AD_USER_CANCELED && alert[0] == ALERT_WARNING) ||
+        (!tls13(r) && alert[0] == ALERT_WARNING))
         return 1;
     r->error = ECONNRESET;
     errno = r->error;
@@ -500,8 +507,10 @@ static int next_record(xConn *conn, xTlsRecords *r) {
     size_t len;
     int alert;
     int type = open_record(r, rec, body_len, &data, &len, &alert);
-    if (type == CT_APPLICATION_DATA && len > 0) r->idle_records = 0;
-    else if (type != -1 && ++r->idle_records > IDLE_RECORDS_MAX) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+    if (type == CT_APPLICATION_DATA && len > 0)
+        r->idle_records = 0;
+    else if (type != -1 && ++r->idle_records > IDLE_RECORDS_MAX)
+        return fail(conn, r, AD_UNEXPECTED_MESSAGE);
     switch (type) {
     case -1: return fail(conn, r, alert);
     case CT_APPLICATION_DATA:
@@ -521,7 +530,7 @@ static ssize_t fill_input(xConn *conn, xTlsRecords *r, size_t *room) {
         errno = ENOMEM;
         return -1;
     }
-    if (r->in_start > 0) {  /* nothing opened is waiting here: plain_len is 0 */
+    if (r->in_start > 0) { /* nothing opened is waiting here: plain_len is 0 */
         memmove(r->in, r->in + r->in_start, r->in_end - r->in_start);
         r->in_end -= r->in_start;
         r->in_start = 0;
@@ -543,7 +552,7 @@ static bool whole_record_waiting(const xTlsRecords *r) {
 static ssize_t records_recv(xConn *conn, char *buf, size_t len) {
     xTlsRecords *r = conn->transport_state;
     size_t n = 0;
-    bool drained = false;  /* a read came back short: the socket is empty for now */
+    bool drained = false; /* a read came back short: the socket is empty for now */
     while (n < len && !r->error && !r->eof) {
         if (r->plain_len) {
             size_t take = r->plain_len < len - n ? r->plain_len : len - n;
@@ -560,7 +569,7 @@ static ssize_t records_recv(xConn *conn, char *buf, size_t len) {
         size_t room;
         ssize_t got = fill_input(conn, r, &room);
         if (got == 0) {
-            r->eof = true;  /* a FIN without close_notify ends the stream all the same */
+            r->eof = true; /* a FIN without close_notify ends the stream all the same */
         } else if (got < 0 && errno == EAGAIN) {
             drained = true;
         } else if (got < 0 && errno != EINTR) {
@@ -595,7 +604,7 @@ static void send_close_notify(xConn *conn, xTlsRecords *r) {
     if (r->error || r->close_notify_sent) return;
     r->close_notify_sent = true;
     static const unsigned char close_notify[2] = {ALERT_WARNING, AD_CLOSE_NOTIFY};
-    send_control(conn, r, CT_ALERT, close_notify, sizeof close_notify);  /* if it goes, it goes */
+    send_control(conn, r, CT_ALERT, close_notify, sizeof close_notify); /* if it goes, it goes */
 }
 
 static void records_shutdown_write(xConn *conn) {
@@ -641,12 +650,13 @@ static bool records_tls_info(const xConn *conn, xTlsInfo *info) {
         .client_verified = s->client_verified,
         .xkit_records = true,
     };
-    if (s->client_subject) snprintf(info->client_subject, sizeof info->client_subject, "%s", s->client_subject);
+    if (s->client_subject)
+        snprintf(info->client_subject, sizeof info->client_subject, "%s", s->client_subject);
     return true;
 }
 
-static const xTransport records_transport = {records_recv,  records_sendv, records_shutdown_write,
-                                             records_close, records_free,  true,
+static const xTransport records_transport = {records_recv,  records_sendv,   records_shutdown_write,
+                                             records_close, records_free,    true,
                                              records_flush, records_tls_info};
 
 bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary) {
@@ -670,7 +680,7 @@ bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary) {
     }
     r->traffic = *traffic;
     OPENSSL_cleanse(traffic, sizeof *traffic);
-    OPENSSL_cleanse(r->traffic.read.key, sizeof r->traffic.read.key);   /* the contexts hold them now */
+    OPENSSL_cleanse(r->traffic.read.key, sizeof r->traffic.read.key); /* the contexts hold them now */
     OPENSSL_cleanse(r->traffic.write.key, sizeof r->traffic.write.key);
     r->summary = *summary;
     *summary = (xTlsSummary){0};

@@ -26,32 +26,32 @@ typedef enum xTlsAead {
     XTLS_AEAD_CHACHA20_POLY1305,
 } xTlsAead;
 
-#define XTLS_SECRET_MAX 48  /* SHA-384 */
+#define XTLS_SECRET_MAX 48 /* SHA-384 */
 
 /* One direction's keys. */
 typedef struct xTlsDirection {
-    unsigned char secret[XTLS_SECRET_MAX];  /* TLS 1.3 traffic secret (KeyUpdate derives from it) */
+    unsigned char secret[XTLS_SECRET_MAX]; /* TLS 1.3 traffic secret (KeyUpdate derives from it) */
     unsigned char key[32];
-    unsigned char iv[12];                   /* TLS 1.2 AES-GCM uses the first 4 (the salt) */
-    uint64_t seq;                           /* of the next record */
+    unsigned char iv[12]; /* TLS 1.2 AES-GCM uses the first 4 (the salt) */
+    uint64_t seq;         /* of the next record */
 } xTlsDirection;
 
 /* What the handshake left: enough to carry on. */
 typedef struct xTlsTraffic {
-    int version;           /* XTLS_VERSION_1_2 or XTLS_VERSION_1_3 */
+    int version; /* XTLS_VERSION_1_2 or XTLS_VERSION_1_3 */
     xTlsAead aead;
-    size_t secret_len;     /* TLS 1.3: the suite's hash length (32 or 48) */
+    size_t secret_len; /* TLS 1.3: the suite's hash length (32 or 48) */
     xTlsDirection read, write;
 } xTlsTraffic;
 
 /* What handlers may ask of a connection (xHttpRequestTls), copied out of the
  * SSL object before it goes. */
 typedef struct xTlsSummary {
-    const char *version;   /* static strings */
+    const char *version; /* static strings */
     const char *cipher;
     const char *alpn;
-    char *server_name;     /* owned; NULL when none was sent */
-    char *client_subject;  /* owned; NULL without a client certificate */
+    char *server_name;    /* owned; NULL when none was sent */
+    char *client_subject; /* owned; NULL without a client certificate */
     bool resumed;
     bool client_verified;
 } xTlsSummary;
