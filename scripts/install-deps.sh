@@ -20,6 +20,7 @@ needs=(
   nghttp2-client:h2load
   strace:strace
   g++:c++
+  clang-format-14:clang-format-14
 )
 
 missing=()
