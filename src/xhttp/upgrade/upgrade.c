@@ -109,7 +109,10 @@ static void sniff(xConn *conn) {
         xConnClose(conn);
         return;
     }
-    while (conn->in.len < XHTTP2_PREFACE_LEN) {
+    size_t seen = 0; /* bytes of conn->in that match the preface */
+    for (;;) {
+        seen = conn->in.len < XHTTP2_PREFACE_LEN ? conn->in.len : XHTTP2_PREFACE_LEN;
+        if (seen == XHTTP2_PREFACE_LEN || memcmp(conn->in.data, XHTTP2_PREFACE, seen) != 0) break;
         ssize_t n = xConnRecv(conn, conn->in.data + conn->in.len, conn->in.cap - conn->in.len);
         if (n == 0 || (n < 0 && errno != EAGAIN)) {
             xConnClose(conn);
@@ -117,19 +120,13 @@ static void sniff(xConn *conn) {
         }
         if (n < 0) break;
         conn->in.len += (size_t)n;
-        if (memcmp(conn->in.data, XHTTP2_PREFACE,
-                   conn->in.len < XHTTP2_PREFACE_LEN ? conn->in.len : XHTTP2_PREFACE_LEN) != 0)
-            break;
     }
     if (conn->in.len == 0) {
         xBufferPoolRelease(&conn->net->buffers, &conn->in);
         return;
     }
-    bool preface =
-        conn->in.len >= XHTTP2_PREFACE_LEN && memcmp(conn->in.data, XHTTP2_PREFACE, XHTTP2_PREFACE_LEN) == 0;
-    bool maybe = !preface && memcmp(conn->in.data, XHTTP2_PREFACE, conn->in.len) == 0 &&
-                 conn->in.len < XHTTP2_PREFACE_LEN;
-    if (maybe) return; /* a preface so far: wait for the rest */
+    bool preface = memcmp(conn->in.data, XHTTP2_PREFACE, seen) == 0;
+    if (preface && seen < XHTTP2_PREFACE_LEN) return; /* a preface so far: wait for the rest */
     if (!start(conn, preface ? XHTTP_SPEAKS_HTTP2 : XHTTP_SPEAKS_HTTP1)) xConnClose(conn);
 }
 
