@@ -370,22 +370,27 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
         }
         server->workers[i].listen_fds[slot] = fd;
     }
-    if (slot == 0) server->first_port = xListenerPort(server->workers[0].listen_fds[0]);
-    server->tls[slot] = tls;
-    server->plans[slot] = *plan;
-    server->nlisteners++;
-    server->last_error[0] = '\0';
     if (server->attached) {
         /* The caller may run its loop without xHttpServerRun: accept now. */
         xWorker *w = &server->workers[0];
-        return xEventLoopAdd(w->loop, w->listen_fds[slot], XEV_READ, on_accept, w);
+        err = xEventLoopAdd(w->loop, w->listen_fds[slot], XEV_READ, on_accept, w);
+        if (err != XOK) {
+            close(w->listen_fds[slot]); /* the slot stays free: the caller still owns tls */
+            w->listen_fds[slot] = -1;
+            return listen_failed(server, err, host, port);
+        }
     }
+    if (slot == 0) server->first_port = xListenerPort(server->workers[0].listen_fds[0]);
+    server->tls[slot] = tls;
+    if (plan != &server->plans[slot]) server->plans[slot] = *plan;
+    server->nlisteners++;
+    server->last_error[0] = '\0';
     return XOK;
 }
 
 xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port) {
     xUpgradePlan plan;
-    xUpgradePlanListener(&plan, server->conf.protocols, NULL, server->last_error, sizeof server->last_error);
+    xUpgradePlanCleartext(&plan, server->conf.protocols);
     return listen_on(server, host, port, NULL, &plan);
 }
 

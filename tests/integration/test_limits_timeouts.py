@@ -119,6 +119,19 @@ class ConfiguredLimitsTest(LimitAssertions, ServerTestCase):
         self.assert_refused(http_request("GET", "/ping", headers=headers_of_total_size(2048 + 100)), 431)
 
 
+class Http2OnlyTimeoutsTest(ServerTestCase):
+    """A cleartext HTTP/2-only server waits for a connection's first bytes
+    under the header timeout, as an HTTP/1.1 server does, not the idle one."""
+    HEADER, SLACK = 0.5, 2.0
+    server_args = ["--workers", "1", "--http2-only", "--idle-timeout", "30000", "--header-timeout", "500"]
+
+    def test_silent_connection_is_closed_after_header_timeout(self):
+        conn = self.connect()
+        started = time.monotonic()
+        self.assertEqual(conn.read_until_eof(self.HEADER + self.SLACK), b"")
+        self.assertGreaterEqual(time.monotonic() - started, self.HEADER * 0.8)
+
+
 class TimeoutsTest(ServerTestCase):
     IDLE, HEADER, BODY = 0.3, 0.5, 0.5
     server_args = ["--workers", "1", "--idle-timeout", "300", "--header-timeout", "500",

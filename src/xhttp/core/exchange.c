@@ -20,15 +20,6 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     } else if (!(ex = calloc(1, sizeof *ex))) {
         return NULL;
     }
-    if (ex->fields_cap < ctx->conf->max_headers) {
-        xHttpField *fields = realloc(ex->fields, ctx->conf->max_headers * sizeof *fields);
-        if (!fields) {
-            xHttpExchangeRelease(ctx, ex);
-            return NULL;
-        }
-        ex->fields = fields;
-        ex->fields_cap = ctx->conf->max_headers;
-    }
     xBuffer headers = ex->res.headers, trailers = ex->res.trailers; /* reuse their storage */
     headers.len = trailers.len = 0;
     memset(&ex->req, 0, sizeof ex->req);
@@ -45,6 +36,15 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     ex->reader_arg = NULL;
     ex->next_free = NULL;
     return ex;
+}
+
+bool xHttpExchangeReserveFields(xHttpContext *ctx, xHttpExchange *ex) {
+    if (ex->fields_cap >= ctx->conf->max_headers) return true;
+    xHttpField *fields = realloc(ex->fields, ctx->conf->max_headers * sizeof *fields);
+    if (!fields) return false;
+    ex->fields = fields;
+    ex->fields_cap = ctx->conf->max_headers;
+    return true;
 }
 
 void xHttpExchangeRelease(xHttpContext *ctx, xHttpExchange *ex) {

@@ -1,6 +1,6 @@
 /* exchange.h — one request and its response, independent of the protocol.
  *
- * A protocol (HTTP/1.1 now, HTTP/2 next) fills in the request, calls
+ * A protocol (HTTP/1.1, HTTP/2) fills in the request, calls
  * xHttpExchangeDispatch, and turns the handler's response calls into its own
  * framing through xHttpExchangeOps. Handlers only ever see xHttpRequest and
  * xHttpResponse, so they serve every protocol unchanged. */
@@ -88,6 +88,11 @@ struct xHttpExchange {
 
 /** Takes a reset exchange from ctx's pool (or malloc). NULL when out of memory. */
 xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx);
+
+/** Gives ex room for conf->max_headers request fields (kept while pooled).
+ *  Apart from Acquire, so a protocol that routes at the head holds no field
+ *  array while the body arrives. False when out of memory. */
+bool xHttpExchangeReserveFields(xHttpContext *ctx, xHttpExchange *ex);
 
 /** Returns an exchange to ctx's pool. */
 void xHttpExchangeRelease(xHttpContext *ctx, xHttpExchange *ex);

@@ -451,6 +451,10 @@ static xStep step_head(xHttp1 *h) {
         reject(h, 500);
         return XSTEP_STOP;
     }
+    if (!xHttpExchangeReserveFields(xHttpContextOf(conn), h->ex)) {
+        reject(h, 500);
+        return XSTEP_STOP;
+    }
     h->ex->ops = &h1_ops;
     h->ex->proto = h;
     h->ex->req.conn = conn;

@@ -66,7 +66,7 @@ typedef struct xH2Stream {
     int32_t id;
     struct xH2Stream *prev, *next; /* h2->streams */
     struct xH2Stream *next_ready;  /* h2->ready: complete, awaiting dispatch */
-    xHttpExchange *ex;             /* from dispatch until the stream is freed */
+    xHttpExchange *ex;             /* from dispatch (or a bodied request's head) until the stream is freed */
 
     xBuffer held;    /* nghttp2_rcbuf pointers the fields point into */
     xBuffer strings; /* an upgraded request's names and values */
@@ -131,7 +131,7 @@ static void pump(xHttp2 *h2);
 static size_t add_lines(nghttp2_nv *nv, size_t n, xBuffer *lines);
 
 /* Every response field lives until nghttp2 has framed it (static strings,
- * the stream's, the exchange's, the loop's Date), so nghttp2 need not copy. */
+ * the stream's, the exchange's, the worker's Date), so nghttp2 need not copy. */
 #define NV_BORROWED (NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE)
 
 /* ---- Streams ---- */
@@ -327,14 +327,14 @@ static void deliver_body(xHttp2 *h2, xH2Stream *s) {
 static void dispatch(xHttp2 *h2, xH2Stream *s) {
     xConn *conn = h2->conn;
     xHttpExchange *ex = s->ex ? s->ex : xHttpExchangeAcquire(xHttpContextOf(conn));
-    if (!ex) {
+    if (ex) s->ex = ex; /* released with the stream */
+    if (!ex || !xHttpExchangeReserveFields(xHttpContextOf(conn), ex)) {
         nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
         return;
     }
     ex->ops = &h2_ops;
     ex->proto = s;
     ex->req.conn = s->h2->conn;
-    s->ex = ex;
     s->dispatched = true;
     xConnRetain(conn); /* released with the stream, however late the response */
     if (!fill_request(s, ex)) {
@@ -463,7 +463,8 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, nghtt
 }
 
 /* Routes a request whose body is still to come: the stream takes its
- * exchange now, and dispatch later reuses the routing. */
+ * exchange now (without a field array: that waits for dispatch), and
+ * dispatch reuses the routing. */
 static bool route_at_head(xHttp2 *h2, xH2Stream *s) {
     if (!s->ex && !(s->ex = xHttpExchangeAcquire(xHttpContextOf(h2->conn)))) return false;
     s->ex->req.method = s->method.value;
@@ -471,9 +472,10 @@ static bool route_at_head(xHttp2 *h2, xH2Stream *s) {
     return true;
 }
 
-/* Answers early (413) and tells the client to stop sending the body. */
-static void refuse_body(xHttp2 *h2, xH2Stream *s) {
-    s->reject_status = 413;
+/* Answers early (413, or 500 when the request could not be routed for want
+ * of memory) and tells the client to stop sending the body. */
+static void refuse_body(xHttp2 *h2, xH2Stream *s, int status) {
+    s->reject_status = status;
     xBufferFree(&s->body);
     mark_ready(h2, s);
 }
@@ -482,11 +484,16 @@ static void refuse_body(xHttp2 *h2, xH2Stream *s) {
  * pieces (returns true); otherwise a declared body that cannot fit is
  * refused before it is sent. */
 static bool begin_body(xHttp2 *h2, xH2Stream *s) {
-    if (!s->reject_status && route_at_head(h2, s) && xHttpExchangeStreams(s->ex)) {
+    if (s->reject_status) return false;
+    if (!route_at_head(h2, s)) {
+        refuse_body(h2, s, 500);
+        return false;
+    }
+    if (xHttpExchangeStreams(s->ex)) {
         s->streams_body = true;
         return true;
     }
-    if (s->declared_length > (int64_t)xHttpContextOf(h2->conn)->conf->max_body_size) refuse_body(h2, s);
+    if (s->declared_length > (int64_t)xHttpContextOf(h2->conn)->conf->max_body_size) refuse_body(h2, s, 413);
     return false;
 }
 
@@ -511,7 +518,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
         nghttp2_session_consume(session, stream_id, len);
     if (!s || s->reject_status || s->streams_body) return 0;
     if (s->body.len + len > xHttpContextOf(h2->conn)->conf->max_body_size) {
-        refuse_body(h2, s);
+        refuse_body(h2, s, 413);
         return 0;
     }
     if (xBufferAppend(&s->body, data, len) != XOK) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;

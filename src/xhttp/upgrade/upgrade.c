@@ -41,12 +41,17 @@ static bool add_alpn(xUpgradePlan *plan, const char *name, size_t n, unsigned pr
     return false;
 }
 
-bool xUpgradePlanListener(xUpgradePlan *plan, unsigned protocols, const char *alpn, char *err,
-                          size_t err_len) {
+void xUpgradePlanCleartext(xUpgradePlan *plan, unsigned protocols) {
     bool h1 = protocols & XHTTP_PROTO_HTTP1, h2 = protocols & XHTTP_PROTO_HTTP2;
     *plan = (xUpgradePlan){.cleartext = h1 && h2 ? XHTTP_SPEAKS_EITHER
                                         : h2     ? XHTTP_SPEAKS_HTTP2
                                                  : XHTTP_SPEAKS_HTTP1};
+}
+
+bool xUpgradePlanListener(xUpgradePlan *plan, unsigned protocols, const char *alpn, char *err,
+                          size_t err_len) {
+    bool h1 = protocols & XHTTP_PROTO_HTTP1, h2 = protocols & XHTTP_PROTO_HTTP2;
+    xUpgradePlanCleartext(plan, protocols);
     if (!alpn) alpn = !h2 ? "http/1.1" : !h1 ? "h2" : "h2,http/1.1";
     for (const char *p = alpn; *p;) {
         size_t n = strcspn(p, ", ");
@@ -101,19 +106,25 @@ xTlsListen xUpgradeTlsListen(const xUpgradePlan *plan) {
     return listen;
 }
 
-/* Cleartext with both protocols: HTTP/2 with prior knowledge opens with its
- * preface, which no HTTP/1.1 request can start with, so the first bytes
- * decide. Until then the connection's protocol is this sniff. */
+/* A cleartext connection's protocol until its first bytes show what it
+ * speaks, under the header timeout. With both protocols, HTTP/2 with prior
+ * knowledge opens with its preface, which no HTTP/1.1 request can start
+ * with; an HTTP/2-only server lets HTTP/2 judge whatever comes (a bad
+ * preface gets GOAWAY). The state is the listener's plan. */
 static void sniff(xConn *conn) {
+    const xUpgradePlan *plan = conn->proto_state;
     if (xBufferPoolAcquire(&conn->net->buffers, &conn->in) != XOK) {
         xConnClose(conn);
         return;
     }
-    size_t seen = 0; /* bytes of conn->in that match the preface */
+    size_t seen = 0; /* bytes of conn->in compared with the preface */
     for (;;) {
         seen = conn->in.len < XHTTP2_PREFACE_LEN ? conn->in.len : XHTTP2_PREFACE_LEN;
-        if (seen == XHTTP2_PREFACE_LEN || memcmp(conn->in.data, XHTTP2_PREFACE, seen) != 0) break;
+        if (conn->in.len > 0 && (plan->cleartext == XHTTP_SPEAKS_HTTP2 || seen == XHTTP2_PREFACE_LEN ||
+                                 memcmp(conn->in.data, XHTTP2_PREFACE, seen) != 0))
+            break;
         ssize_t n = xConnRecv(conn, conn->in.data + conn->in.len, conn->in.cap - conn->in.len);
+        if (n < 0 && errno == EINTR) continue;
         if (n == 0 || (n < 0 && errno != EAGAIN)) {
             xConnClose(conn);
             return;
@@ -125,9 +136,10 @@ static void sniff(xConn *conn) {
         xBufferPoolRelease(&conn->net->buffers, &conn->in);
         return;
     }
-    bool preface = memcmp(conn->in.data, XHTTP2_PREFACE, seen) == 0;
-    if (preface && seen < XHTTP2_PREFACE_LEN) return; /* a preface so far: wait for the rest */
-    if (!start(conn, preface ? XHTTP_SPEAKS_HTTP2 : XHTTP_SPEAKS_HTTP1)) xConnClose(conn);
+    bool h2 = plan->cleartext == XHTTP_SPEAKS_HTTP2 || memcmp(conn->in.data, XHTTP2_PREFACE, seen) == 0;
+    if (h2 && plan->cleartext == XHTTP_SPEAKS_EITHER && seen < XHTTP2_PREFACE_LEN)
+        return; /* wait for the rest */
+    if (!start(conn, h2 ? XHTTP_SPEAKS_HTTP2 : XHTTP_SPEAKS_HTTP1)) xConnClose(conn);
 }
 
 static void sniff_timeout(xConn *conn) { xConnClose(conn); }
@@ -139,13 +151,9 @@ static const xConnProtocol sniff_protocol = {sniff,         sniff_nothing, sniff
 
 bool xUpgradeAccept(xHttpContext *ctx, int fd, const xUpgradePlan *plan) {
     if (plan->cleartext == XHTTP_SPEAKS_HTTP1) return xHttp1Accept(ctx, fd);
-    xConn *conn = xConnCreate(&ctx->net, fd, &sniff_protocol, NULL);
+    xConn *conn = xConnCreate(&ctx->net, fd, &sniff_protocol, (void *)plan);
     if (!conn) return false;
-    if (plan->cleartext == XHTTP_SPEAKS_HTTP2 && !xHttp2Start(conn, 0, NULL)) {
-        xConnClose(conn);
-        return true;
-    }
-    if (plan->cleartext == XHTTP_SPEAKS_EITHER) xConnSetTimeout(conn, ctx->conf->header_timeout_ms);
+    xConnSetTimeout(conn, ctx->conf->header_timeout_ms);
     return true;
 }
 

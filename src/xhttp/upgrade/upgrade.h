@@ -31,9 +31,12 @@ typedef struct xUpgradePlan {
     xHttpProtocol without_alpn; /**< a TLS client that offered no ALPN */
 } xUpgradePlan;
 
-/** Fills plan for a server speaking protocols (XHTTP_PROTO_* bits); alpn is
- *  a TLS listener's list ("h2,http/1.1"), or NULL for the default. On a bad
- *  list returns false with the reason in err. */
+/** Fills plan for a plain listener of a server speaking protocols
+ *  (XHTTP_PROTO_* bits). */
+void xUpgradePlanCleartext(xUpgradePlan *plan, unsigned protocols);
+
+/** Fills plan for a TLS listener; alpn is its list ("h2,http/1.1"), or NULL
+ *  for the default. On a bad list returns false with the reason in err. */
 bool xUpgradePlanListener(xUpgradePlan *plan, unsigned protocols, const char *alpn, char *err,
                           size_t err_len);
 
