@@ -10,8 +10,10 @@
  *  allocation failure. */
 bool xHttp1Accept(xHttpContext *ctx, int fd);
 
-/** Serves HTTP/1.1 on a connection another layer set up (TLS, after ALPN).
- *  Returns false on allocation failure; the connection is still the caller's. */
+/** Serves HTTP/1.1 on a connection another layer set up (TLS after ALPN, or
+ *  the cleartext sniff, which leaves the bytes it read in conn->in: they are
+ *  served first). Returns false on allocation failure; the connection is
+ *  still the caller's. */
 bool xHttp1Start(xConn *conn);
 
 #endif
