@@ -1,0 +1,468 @@
+/* hpack.c — HPACK (RFC 7541): primitives, the dynamic table, the decoder and
+ * the response encoder of hpack.h. The tables come from hpack_gen.py. */
+#include "xhttp/http2/hpack.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "xhttp/core/tokens.h"
+#include "xhttp/http2/hpack_tables.h"
+
+#define ENTRY_OVERHEAD 32 /* RFC 7541 §4.1 */
+#define STATIC_COUNT 61
+
+/* ---- primitives ---- */
+
+bool xHpackReadInt(const uint8_t **p, const uint8_t *end, int prefix_bits, uint32_t *value) {
+    const uint8_t *q = *p;
+    if (q >= end) return false;
+    uint32_t max = (1u << prefix_bits) - 1;
+    uint64_t v = *q++ & max;
+    if (v == max) {
+        for (int shift = 0;; shift += 7) {
+            /* Five continuation bytes carry 35 bits: more cannot fit 32. */
+            if (q >= end || shift > 28) return false;
+            uint8_t b = *q++;
+            v += (uint64_t)(b & 0x7f) << shift;
+            if (v > UINT32_MAX) return false;
+            if (!(b & 0x80)) break;
+        }
+    }
+    *p = q;
+    *value = (uint32_t)v;
+    return true;
+}
+
+uint8_t *xHpackWriteInt(uint8_t *p, uint8_t high_bits, int prefix_bits, uint32_t v) {
+    uint32_t max = (1u << prefix_bits) - 1;
+    if (v < max) {
+        *p++ = (uint8_t)(high_bits | v);
+        return p;
+    }
+    *p++ = (uint8_t)(high_bits | max);
+    v -= max;
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(0x80 | (v & 0x7f));
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+bool xHpackHuffmanDecode(const uint8_t *in, size_t n, char *out, size_t cap, size_t *len) {
+    unsigned state = 0;
+    bool accept = true;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (int half = 4; half >= 0; half -= 4) {
+            const xHpackHuffStep *s = &xHpackHuffDecode[state][(in[i] >> half) & 0xf];
+            if (s->flags & XHPACK_HUFF_FAIL) return false;
+            if (s->flags & XHPACK_HUFF_EMIT) {
+                if (k < cap) out[k] = (char)s->sym;
+                k++;
+            }
+            state = s->next;
+            accept = s->flags & XHPACK_HUFF_ACCEPT;
+        }
+    }
+    *len = k;
+    return accept;
+}
+
+size_t xHpackHuffmanLength(xStr s) {
+    uint64_t bits = 0;
+    for (size_t i = 0; i < s.len; i++) bits += xHpackHuffLen[(unsigned char)s.data[i]];
+    return (size_t)((bits + 7) / 8);
+}
+
+uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s) {
+    uint64_t acc = 0; /* pending bits, at most 7 + 30 */
+    unsigned nbits = 0;
+    for (size_t i = 0; i < s.len; i++) {
+        unsigned char c = (unsigned char)s.data[i];
+        acc = (acc << xHpackHuffLen[c]) | xHpackHuffCode[c];
+        nbits += xHpackHuffLen[c];
+        while (nbits >= 8) {
+            nbits -= 8;
+            *p++ = (uint8_t)(acc >> nbits);
+        }
+    }
+    if (nbits) *p++ = (uint8_t)((acc << (8 - nbits)) | (0xffu >> nbits)); /* EOS's prefix pads */
+    return p;
+}
+
+/* ---- verdicts ---- */
+
+static uint8_t name_verdict(xStr name) {
+    size_t i = name.len && name.data[0] == ':' ? 1 : 0;
+    if (i == name.len) return XHPACK_BAD_NAME;
+    for (; i < name.len; i++) {
+        unsigned char c = (unsigned char)name.data[i];
+        if (!xHttpIsTokenChar(c) || (c >= 'A' && c <= 'Z')) return XHPACK_BAD_NAME;
+    }
+    return 0;
+}
+
+static uint8_t value_verdict(xStr v) {
+    if (v.len &&
+        (v.data[0] == ' ' || v.data[0] == '\t' || v.data[v.len - 1] == ' ' || v.data[v.len - 1] == '\t'))
+        return XHPACK_BAD_VALUE;
+    for (size_t i = 0; i < v.len; i++) {
+        char c = v.data[i];
+        if (c == '\0' || c == '\r' || c == '\n') return XHPACK_BAD_VALUE;
+    }
+    return 0;
+}
+
+/* ---- the dynamic table ---- */
+
+static xHpackEntry *entry_at(const xHpackTable *t, size_t i) { /* i = 1 is the newest */
+    return &t->entries[(t->first + t->count - i) % t->slots];
+}
+
+static void evict_oldest(xHpackTable *t) {
+    xHpackEntry *e = &t->entries[t->first];
+    t->size -= e->name_len + e->value_len + ENTRY_OVERHEAD;
+    t->first = (t->first + 1) % t->slots;
+    t->count--;
+}
+
+static void table_resize(xHpackTable *t, size_t max) {
+    t->max = max;
+    while (t->size > t->max) evict_oldest(t);
+}
+
+static void ring_write(xHpackTable *t, size_t cap, const char *s, size_t n) {
+    size_t room = cap - t->head;
+    if (n <= room) {
+        memcpy(t->bytes + t->head, s, n);
+    } else {
+        memcpy(t->bytes + t->head, s, room);
+        memcpy(t->bytes, s + room, n - room);
+    }
+    t->head = (uint32_t)((t->head + n) % cap);
+}
+
+static void ring_read(const xHpackTable *t, size_t cap, size_t at, char *out, size_t n) {
+    size_t room = cap - at;
+    if (n <= room) {
+        memcpy(out, t->bytes + at, n);
+    } else {
+        memcpy(out, t->bytes + at, room);
+        memcpy(out + room, t->bytes, n - room);
+    }
+}
+
+/* RFC 7541 §4.4: evict until the entry fits; one larger than the table empties it.
+ * name and value never point into the ring. */
+static void table_insert(xHpackDecoder *d, xStr name, xStr value, uint16_t token, uint8_t flags) {
+    xHpackTable *t = &d->table;
+    size_t size = name.len + value.len + ENTRY_OVERHEAD;
+    while (t->count && t->size + size > t->max) evict_oldest(t);
+    if (size > t->max) return;
+    xHpackEntry *e = &t->entries[(t->first + t->count) % t->slots];
+    *e = (xHpackEntry){t->head, (uint32_t)name.len, (uint32_t)value.len, token, flags};
+    ring_write(t, d->capacity, name.data, name.len);
+    ring_write(t, d->capacity, value.data, value.len);
+    t->count++;
+    t->size += size;
+}
+
+int xHpackDecoderInit(xHpackDecoder *d, size_t limit) {
+    memset(d, 0, sizeof *d);
+    size_t slots = limit / ENTRY_OVERHEAD + 1;
+    d->table.bytes = malloc(limit + 1);
+    d->spill = malloc(limit + 1);
+    d->table.entries = malloc(slots * sizeof *d->table.entries);
+    if (!d->table.bytes || !d->spill || !d->table.entries) {
+        xHpackDecoderFree(d);
+        return -1;
+    }
+    d->table.slots = (uint32_t)slots;
+    d->capacity = limit + 1; /* the ring never needs to tell full from empty by offsets */
+    d->table.max = d->limit = d->lowest = limit;
+    return 0;
+}
+
+void xHpackDecoderFree(xHpackDecoder *d) {
+    free(d->table.bytes);
+    free(d->table.entries);
+    free(d->spill);
+    memset(d, 0, sizeof *d);
+}
+
+void xHpackDecoderSetLimit(xHpackDecoder *d, size_t limit) {
+    if (limit > d->capacity - 1) limit = d->capacity - 1;
+    if (limit < d->limit) {
+        d->update_due = true;
+        if (limit < d->lowest) d->lowest = limit;
+    }
+    d->limit = limit;
+}
+
+bool xHpackDecoderEntry(const xHpackDecoder *d, size_t index, char *buf, size_t cap, xStr *name,
+                        xStr *value) {
+    if (index <= STATIC_COUNT || index - STATIC_COUNT > d->table.count) return false;
+    const xHpackEntry *e = entry_at(&d->table, index - STATIC_COUNT);
+    if ((size_t)e->name_len + e->value_len > cap) return false;
+    ring_read(&d->table, d->capacity, e->at, buf, (size_t)e->name_len + e->value_len);
+    *name = (xStr){buf, e->name_len};
+    *value = (xStr){buf + e->name_len, e->value_len};
+    return true;
+}
+
+/* ---- the decoder ---- */
+
+/* Where decoded strings go while one block is decoded. */
+typedef struct Sink {
+    xHpackBlock *b;
+    size_t used;    /* bytes of scratch used */
+    size_t spilled; /* bytes of the decoder's spill used by the entry being read */
+    bool full;      /* the list is too large: fields are counted, not kept */
+} Sink;
+
+/* A string of the block being read; data is NULL when its bytes were not kept. */
+typedef xStr Str;
+
+/* Room for a string: what is left of scratch, or (once the list is too large, for a
+ * string the table needs) of spill. */
+static char *room(xHpackDecoder *d, Sink *k, bool for_table, size_t *left) {
+    if (!k->full) {
+        *left = k->b->scratch_size - k->used;
+        return k->b->scratch + k->used;
+    }
+    *left = for_table ? d->capacity - k->spilled : 0;
+    return d->spill + k->spilled;
+}
+
+/* Takes n bytes of the room just asked for, or marks the list too large. */
+static bool take(xHpackDecoder *d, Sink *k, size_t n, size_t left) {
+    if (n > left) {
+        k->full = true;
+        return false;
+    }
+    if (!k->full)
+        k->used += n;
+    else
+        k->spilled += n;
+    return true;
+}
+
+/* Room for n bytes: scratch, else spill when the table needs them, else NULL. */
+static char *place(xHpackDecoder *d, Sink *k, size_t n, bool for_table) {
+    for (;;) {
+        size_t left;
+        bool was_full = k->full;
+        char *dst = room(d, k, for_table, &left);
+        if (take(d, k, n, left)) return dst;
+        if (was_full) return NULL;
+    }
+}
+
+static bool read_string(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t *end, bool for_table,
+                        Str *out) {
+    if (*p >= end) return false;
+    bool huffman = **p & 0x80;
+    uint32_t n;
+    if (!xHpackReadInt(p, end, 7, &n) || n > (size_t)(end - *p)) return false;
+    const uint8_t *s = *p;
+    *p += n;
+    if (!huffman) {
+        *out = (Str){(const char *)s, n};
+        return true;
+    }
+    size_t left, len;
+    bool was_full = k->full;
+    char *dst = room(d, k, for_table, &left);
+    if (!xHpackHuffmanDecode(s, n, dst, left, &len)) return false;
+    if (take(d, k, len, left)) {
+        *out = (Str){dst, len};
+    } else if (!was_full && for_table) { /* scratch ran out just now: the table still needs it */
+        dst = room(d, k, for_table, &left);
+        xHpackHuffmanDecode(s, n, dst, left, &len);
+        *out = (Str){take(d, k, len, left) ? dst : NULL, len};
+    } else {
+        *out = (Str){NULL, len};
+    }
+    return true;
+}
+
+/* Copies a table entry's name (and value) where the block's fields can keep them. */
+static void copy_entry(xHpackDecoder *d, Sink *k, const xHpackEntry *e, bool with_value, bool for_table,
+                       Str *name, Str *value) {
+    size_t n = e->name_len + (with_value ? e->value_len : 0);
+    char *dst = place(d, k, n, for_table);
+    if (dst) ring_read(&d->table, d->capacity, e->at, dst, n);
+    *name = (Str){dst, e->name_len};
+    if (with_value) *value = (Str){dst ? dst + e->name_len : NULL, e->value_len};
+}
+
+static void emit(Sink *k, xStr name, xStr value, uint16_t token, uint8_t flags) {
+    xHpackBlock *b = k->b;
+    b->list_size += name.len + value.len + ENTRY_OVERHEAD;
+    if (b->list_size > b->max_list_size || b->count == b->max_fields || !name.data || !value.data)
+        k->full = true;
+    if (k->full) return;
+    b->fields[b->count++] = (xHpackField){name, value, token, flags};
+}
+
+static bool indexed(xHpackDecoder *d, Sink *k, uint32_t index) {
+    if (index == 0) return false;
+    if (index <= STATIC_COUNT) {
+        const xHpackStaticEntry *s = &xHpackStatic[index];
+        emit(k, s->name, s->value, (uint16_t)s->token, 0);
+        return true;
+    }
+    if (index - STATIC_COUNT > d->table.count) return false;
+    const xHpackEntry *e = entry_at(&d->table, index - STATIC_COUNT);
+    Str name, value;
+    copy_entry(d, k, e, true, false, &name, &value);
+    emit(k, name, value, e->token, e->flags); /* the verdict came with the entry */
+    return true;
+}
+
+/* Literal representations (RFC 7541 §6.2): prefix bits 6 (incremental indexing) or 4. */
+static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t *end) {
+    uint8_t first = **p;
+    bool index_it = (first & 0xc0) == 0x40;
+    uint8_t flags = (first & 0xf0) == 0x10 ? XHPACK_NEVER_INDEXED : 0;
+    uint32_t index;
+    if (!xHpackReadInt(p, end, index_it ? 6 : 4, &index)) return false;
+    Str name, value;
+    uint16_t token;
+    uint8_t verdict;
+    k->spilled = 0;
+    if (index == 0) {
+        if (!read_string(d, k, p, end, index_it, &name)) return false;
+        token = name.data ? (uint16_t)xHpackTokenOf(name.data, name.len) : XHPACK_TOKEN_NONE;
+        verdict = name.data ? name_verdict(name) : XHPACK_BAD_NAME;
+    } else if (index <= STATIC_COUNT) {
+        name = xHpackStatic[index].name;
+        token = (uint16_t)xHpackStatic[index].token;
+        verdict = 0;
+    } else if (index - STATIC_COUNT <= d->table.count) {
+        const xHpackEntry *e = entry_at(&d->table, index - STATIC_COUNT);
+        copy_entry(d, k, e, false, index_it, &name, NULL);
+        token = e->token;
+        verdict = e->flags & XHPACK_BAD_NAME;
+    } else {
+        return false;
+    }
+    if (!read_string(d, k, p, end, index_it, &value)) return false;
+    verdict |= value.data ? value_verdict(value) : XHPACK_BAD_VALUE;
+    emit(k, name, value, token, verdict | flags);
+    if (index_it) {
+        if (name.data && value.data) {
+            table_insert(d, name, value, token, verdict);
+        } else { /* too big to hold, so bigger than the table: it empties it (§4.4) */
+            xHpackTable *t = &d->table;
+            while (t->count) evict_oldest(t);
+        }
+    }
+    return true;
+}
+
+static bool size_update(xHpackDecoder *d, const uint8_t **p, const uint8_t *end) {
+    uint32_t size;
+    if (!xHpackReadInt(p, end, 5, &size) || size > d->limit) return false;
+    if (d->update_due && size > d->lowest) return false; /* §4.2: the smallest change first */
+    d->update_due = false;
+    d->lowest = d->limit;
+    table_resize(&d->table, size);
+    return true;
+}
+
+int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b) {
+    const uint8_t *p = in, *end = in + len;
+    Sink k = {b, 0, 0, false};
+    b->count = 0;
+    b->list_size = 0;
+    bool at_start = true;
+    while (p < end) {
+        uint8_t c = *p;
+        if ((c & 0xe0) == 0x20) { /* §6.3: only before the first field */
+            if (!at_start || !size_update(d, &p, end)) return XHPACK_ERROR;
+            continue;
+        }
+        if (d->update_due) return XHPACK_ERROR;
+        at_start = false;
+        if (c & 0x80) {
+            uint32_t index;
+            if (!xHpackReadInt(&p, end, 7, &index) || !indexed(d, &k, index)) return XHPACK_ERROR;
+        } else if (!literal(d, &k, &p, end)) {
+            return XHPACK_ERROR;
+        }
+    }
+    if (d->update_due) return XHPACK_ERROR;
+    return k.full ? XHPACK_TOO_LARGE : XHPACK_OK;
+}
+
+/* ---- the encoder ---- */
+
+void xHpackEncoderInit(xHpackEncoder *e) { *e = (xHpackEncoder){4096, false}; }
+
+void xHpackEncoderSetPeerTableSize(xHpackEncoder *e, size_t size) {
+    /* Our table is always empty, but a peer that lowers its limit waits for an update. */
+    if (size < e->peer_limit) e->update_due = true;
+    e->peer_limit = size;
+}
+
+uint8_t *xHpackEncodeBegin(xHpackEncoder *e, uint8_t *p) {
+    if (!e->update_due) return p;
+    e->update_due = false;
+    *p++ = 0x20; /* size update to 0: we never index */
+    return p;
+}
+
+static uint8_t *put_string(uint8_t *p, xStr s) {
+    size_t h = xHpackHuffmanLength(s);
+    if (h < s.len) return xHpackHuffmanEncode(xHpackWriteInt(p, 0x80, 7, (uint32_t)h), s);
+    p = xHpackWriteInt(p, 0, 7, (uint32_t)s.len);
+    memcpy(p, s.data, s.len);
+    return p + s.len;
+}
+
+uint8_t *xHpackEncodeStatus(uint8_t *p, int status) {
+    switch (status) {
+    case 200: *p++ = 0x80 | 8; return p;
+    case 204: *p++ = 0x80 | 9; return p;
+    case 206: *p++ = 0x80 | 10; return p;
+    case 304: *p++ = 0x80 | 11; return p;
+    case 400: *p++ = 0x80 | 12; return p;
+    case 404: *p++ = 0x80 | 13; return p;
+    case 500: *p++ = 0x80 | 14; return p;
+    default: break;
+    }
+    /* Literal without indexing, name :status (index 8), three raw digits. */
+    unsigned s = status < 100 || status > 999 ? 500u : (unsigned)status;
+    *p++ = 0x08;
+    *p++ = 3;
+    *p++ = (uint8_t)('0' + s / 100);
+    *p++ = (uint8_t)('0' + s / 10 % 10);
+    *p++ = (uint8_t)('0' + s % 10);
+    return p;
+}
+
+uint8_t *xHpackEncodeToken(uint8_t *p, xHpackToken token, xStr value) {
+    unsigned index = token > XHPACK_TOKEN_NONE && token < XHPACK_TOKEN_COUNT ? xHpackTokenIndex[token] : 0;
+    if (!index) {
+        p = xHpackWriteInt(p, 0x00, 4, 0);
+        p = put_string(p, xHpackTokenNames[token < XHPACK_TOKEN_COUNT ? token : 0]);
+    } else {
+        p = xHpackWriteInt(p, 0x00, 4, index); /* literal without indexing, indexed name */
+    }
+    return put_string(p, value);
+}
+
+uint8_t *xHpackEncodeField(uint8_t *p, xStr name, xStr value) {
+    xHpackToken token = xHpackTokenOf(name.data, name.len);
+    if (token != XHPACK_TOKEN_NONE) return xHpackEncodeToken(p, token, value);
+    *p++ = 0x00;
+    return put_string(put_string(p, name), value);
+}
+
+uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n) {
+    char digits[XHTTP_DECIMAL_MAX];
+    char *end = xHttpPutDecimal(digits, n);
+    return xHpackEncodeToken(p, XHPACK_TOKEN_CONTENT_LENGTH, (xStr){digits, (size_t)(end - digits)});
+}

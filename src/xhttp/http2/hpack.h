@@ -1,0 +1,227 @@
+/* hpack.h — HPACK (RFC 7541), xKit's own: a decoder that yields header fields
+ * with a token per well-known name and a verdict computed once, and an encoder
+ * for response heads.
+ *
+ * Decoding works on one whole header block (HEADERS plus its CONTINUATIONs,
+ * joined) and never allocates: plain literals are views into the block, Huffman
+ * strings and fields taken from the dynamic table are copied into the caller's
+ * scratch buffer, static fields point at the static table. A block whose header
+ * list is over the caller's limit is still decoded to its end, so the dynamic
+ * table stays in sync, and reported as XHPACK_TOO_LARGE (answer 431).
+ *
+ * The encoder never adds to the dynamic table: server responses repeat few
+ * fields, the static table names all the common ones, and a table would cost
+ * memory per connection and state the peer's settings could invalidate. It
+ * still honours the peer's SETTINGS_HEADER_TABLE_SIZE: after the peer lowers it,
+ * the next block starts with a dynamic table size update (RFC 7541 §4.2), to 0. */
+#ifndef XHTTP_HTTP2_HPACK_H
+#define XHTTP_HTTP2_HPACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <xbase/str.h>
+
+/** Well-known field names: every name of the static table (RFC 7541 Appendix A,
+ *  in its order, pseudo-headers without the colon), then the connection-specific
+ *  names RFC 9113 §8.2.2 forbids. hpack_gen.py names them, so they cannot drift. */
+typedef enum xHpackToken {
+    XHPACK_TOKEN_NONE,
+    XHPACK_TOKEN_AUTHORITY,
+    XHPACK_TOKEN_METHOD,
+    XHPACK_TOKEN_PATH,
+    XHPACK_TOKEN_SCHEME,
+    XHPACK_TOKEN_STATUS,
+    XHPACK_TOKEN_ACCEPT_CHARSET,
+    XHPACK_TOKEN_ACCEPT_ENCODING,
+    XHPACK_TOKEN_ACCEPT_LANGUAGE,
+    XHPACK_TOKEN_ACCEPT_RANGES,
+    XHPACK_TOKEN_ACCEPT,
+    XHPACK_TOKEN_ACCESS_CONTROL_ALLOW_ORIGIN,
+    XHPACK_TOKEN_AGE,
+    XHPACK_TOKEN_ALLOW,
+    XHPACK_TOKEN_AUTHORIZATION,
+    XHPACK_TOKEN_CACHE_CONTROL,
+    XHPACK_TOKEN_CONTENT_DISPOSITION,
+    XHPACK_TOKEN_CONTENT_ENCODING,
+    XHPACK_TOKEN_CONTENT_LANGUAGE,
+    XHPACK_TOKEN_CONTENT_LENGTH,
+    XHPACK_TOKEN_CONTENT_LOCATION,
+    XHPACK_TOKEN_CONTENT_RANGE,
+    XHPACK_TOKEN_CONTENT_TYPE,
+    XHPACK_TOKEN_COOKIE,
+    XHPACK_TOKEN_DATE,
+    XHPACK_TOKEN_ETAG,
+    XHPACK_TOKEN_EXPECT,
+    XHPACK_TOKEN_EXPIRES,
+    XHPACK_TOKEN_FROM,
+    XHPACK_TOKEN_HOST,
+    XHPACK_TOKEN_IF_MATCH,
+    XHPACK_TOKEN_IF_MODIFIED_SINCE,
+    XHPACK_TOKEN_IF_NONE_MATCH,
+    XHPACK_TOKEN_IF_RANGE,
+    XHPACK_TOKEN_IF_UNMODIFIED_SINCE,
+    XHPACK_TOKEN_LAST_MODIFIED,
+    XHPACK_TOKEN_LINK,
+    XHPACK_TOKEN_LOCATION,
+    XHPACK_TOKEN_MAX_FORWARDS,
+    XHPACK_TOKEN_PROXY_AUTHENTICATE,
+    XHPACK_TOKEN_PROXY_AUTHORIZATION,
+    XHPACK_TOKEN_RANGE,
+    XHPACK_TOKEN_REFERER,
+    XHPACK_TOKEN_REFRESH,
+    XHPACK_TOKEN_RETRY_AFTER,
+    XHPACK_TOKEN_SERVER,
+    XHPACK_TOKEN_SET_COOKIE,
+    XHPACK_TOKEN_STRICT_TRANSPORT_SECURITY,
+    XHPACK_TOKEN_TRANSFER_ENCODING,
+    XHPACK_TOKEN_USER_AGENT,
+    XHPACK_TOKEN_VARY,
+    XHPACK_TOKEN_VIA,
+    XHPACK_TOKEN_WWW_AUTHENTICATE,
+    XHPACK_TOKEN_CONNECTION,
+    XHPACK_TOKEN_KEEP_ALIVE,
+    XHPACK_TOKEN_PROXY_CONNECTION,
+    XHPACK_TOKEN_TE,
+    XHPACK_TOKEN_UPGRADE,
+    XHPACK_TOKEN_COUNT
+} xHpackToken;
+
+/** Each token's name, lower case (pseudo-headers with their colon). */
+extern const xStr xHpackTokenNames[XHPACK_TOKEN_COUNT];
+
+/** The token of a lower-case name, or XHPACK_TOKEN_NONE. */
+xHpackToken xHpackTokenOf(const char *name, size_t len);
+
+/** A field's verdict, computed once when it is decoded or enters the table. */
+enum {
+    XHPACK_BAD_NAME = 1,      /* not lower-case tchars (after a leading ':'), RFC 9113 §8.2.1 */
+    XHPACK_BAD_VALUE = 2,     /* NUL, CR or LF, or leading or trailing SP/HTAB */
+    XHPACK_NEVER_INDEXED = 4, /* sent as "never indexed" (RFC 7541 §6.2.3): forward it so */
+};
+
+/** A decoded field: views that live as long as the block and the scratch buffer. */
+typedef struct xHpackField {
+    xStr name;
+    xStr value;
+    uint16_t token; /* xHpackToken */
+    uint8_t flags;  /* XHPACK_BAD_NAME | XHPACK_BAD_VALUE | XHPACK_NEVER_INDEXED */
+} xHpackField;
+
+/** What xHpackDecode says of a block. */
+enum {
+    XHPACK_OK = 0,
+    XHPACK_TOO_LARGE = 1, /* decoded, table in sync, but the list is over max_list_size: 431 */
+    XHPACK_ERROR = -1,    /* malformed: a connection error of type COMPRESSION_ERROR */
+};
+
+/** One dynamic table entry; its bytes sit in the table's ring. */
+typedef struct xHpackEntry {
+    uint32_t at; /* offset of name then value in the ring */
+    uint32_t name_len, value_len;
+    uint16_t token;
+    uint8_t flags;
+} xHpackEntry;
+
+/** The decoder's dynamic table: entry metadata and bytes, both rings. */
+typedef struct xHpackTable {
+    char *bytes;          /* `limit` bytes: live entries never hold more (each costs 32 on top) */
+    xHpackEntry *entries; /* limit / 32 slots */
+    uint32_t slots, first, count;
+    uint32_t head; /* where the next entry's bytes go */
+    size_t size;   /* RFC 7541 §4.1: name + value + 32 per entry */
+    size_t max;    /* the size the encoder chose, at most our limit */
+} xHpackTable;
+
+/** A decoding context: one per connection. */
+typedef struct xHpackDecoder {
+    xHpackTable table;
+    size_t capacity; /* what Init allocated for */
+    size_t limit;    /* our SETTINGS_HEADER_TABLE_SIZE, as acknowledged */
+    size_t lowest;   /* the lowest limit since the encoder last updated */
+    bool update_due; /* the limit went down: the next block must start with an update */
+    char *spill;     /* `capacity` bytes: an entry's strings when scratch is full */
+} xHpackDecoder;
+
+/** Prepares d for a SETTINGS_HEADER_TABLE_SIZE of limit (4096 by default in HTTP/2);
+ *  allocates the table once. Returns 0, or -1 when out of memory. */
+int xHpackDecoderInit(xHpackDecoder *d, size_t limit);
+
+/** Frees what Init allocated. */
+void xHpackDecoderFree(xHpackDecoder *d);
+
+/** Applies a new SETTINGS_HEADER_TABLE_SIZE once the peer acknowledged it; at most the
+ *  size given to Init. A lower limit obliges the encoder to send a size update. */
+void xHpackDecoderSetLimit(xHpackDecoder *d, size_t limit);
+
+/** Where a block's fields go and the limits they meet. */
+typedef struct xHpackBlock {
+    xHpackField *fields; /* in: room for max_fields; out: count of them filled */
+    size_t max_fields;
+    size_t count;
+    char *scratch;        /* Huffman-decoded strings and copies of table fields; give it at */
+    size_t scratch_size;  /* least max_list_size bytes, so only a too-large list runs out */
+    size_t max_list_size; /* SETTINGS_MAX_HEADER_LIST_SIZE: name + value + 32 per field */
+    size_t list_size;     /* out: the whole block's list size, counted to its end */
+} xHpackBlock;
+
+/** Decodes one whole header block into b; returns XHPACK_OK, XHPACK_TOO_LARGE (too many
+ *  fields or bytes; the block is consumed all the same) or XHPACK_ERROR. After an
+ *  error the connection must end: the table is no longer in sync. */
+int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b);
+
+/** Copies the dynamic table's entry at index (62 is the newest) into buf, name then
+ *  value; false when there is none or it does not fit. For tests and debugging. */
+bool xHpackDecoderEntry(const xHpackDecoder *d, size_t index, char *buf, size_t cap, xStr *name, xStr *value);
+
+/** Integer primitive (RFC 7541 §5.1) with an n-bit prefix: reads one at *p, moving *p
+ *  past it; false when it runs past end or over 2^32 - 1. */
+bool xHpackReadInt(const uint8_t **p, const uint8_t *end, int prefix_bits, uint32_t *value);
+
+/** Writes v with an n-bit prefix after the bits already in *p's high bits; returns the end.
+ *  At most 6 bytes. */
+uint8_t *xHpackWriteInt(uint8_t *p, uint8_t high_bits, int prefix_bits, uint32_t v);
+
+/** Huffman-decodes in into out (cap bytes), counting the whole length in *len even past
+ *  cap; false on EOS, padding over 7 bits, or padding that is not EOS's prefix. */
+bool xHpackHuffmanDecode(const uint8_t *in, size_t n, char *out, size_t cap, size_t *len);
+
+/** The Huffman-coded length of s in bytes. */
+size_t xHpackHuffmanLength(xStr s);
+
+/** Huffman-encodes s at p; returns the end (xHpackHuffmanLength(s) bytes later). */
+uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s);
+
+/** Encoding context: only what the peer's settings oblige. */
+typedef struct xHpackEncoder {
+    size_t peer_limit; /* the peer's SETTINGS_HEADER_TABLE_SIZE */
+    bool update_due;
+} xHpackEncoder;
+
+/** The most bytes one field can take (prefix and length integers included). */
+#define XHPACK_FIELD_BOUND(name_len, value_len) ((name_len) + (value_len) + 12)
+
+/** Starts with the peer's default table size (4096). */
+void xHpackEncoderInit(xHpackEncoder *e);
+
+/** Records a SETTINGS_HEADER_TABLE_SIZE from the peer. */
+void xHpackEncoderSetPeerTableSize(xHpackEncoder *e, size_t size);
+
+/** Starts a block: writes the size update the peer's settings call for (at most 1 byte). */
+uint8_t *xHpackEncodeBegin(xHpackEncoder *e, uint8_t *p);
+
+/** Writes :status; 200, 204, 206, 304, 400, 404 and 500 take one byte. At most 5 bytes. */
+uint8_t *xHpackEncodeStatus(uint8_t *p, int status);
+
+/** Writes a field whose name is a token (server, date, content-type, ...): the name is a
+ *  static index, the value a literal, Huffman-coded when shorter. Never indexed. */
+uint8_t *xHpackEncodeToken(uint8_t *p, xHpackToken token, xStr value);
+
+/** Writes any field; name must be lower case. Known names go through xHpackEncodeToken. */
+uint8_t *xHpackEncodeField(uint8_t *p, xStr name, xStr value);
+
+/** Writes content-length: n. */
+uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n);
+
+#endif

@@ -1,0 +1,201 @@
+/* test_hpack_diff.c — our HPACK against nghttp2's on the same bytes: blocks from
+ * nghttp2's deflater at random table sizes, some with bytes mutated, must get the
+ * same verdict, the same fields and the same table size from both inflaters; and
+ * what our encoder writes must decode, in nghttp2, to the fields it was given. */
+#include <nghttp2/nghttp2.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "xhttp/http2/hpack.h"
+
+#define ITERATIONS 20000
+
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+static uint32_t next(void) { /* xorshift64: the same run every time */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+static const char *names[] = {":method",       ":path",        ":authority", "cookie",
+                              "user-agent",    "accept",       "x-custom",   "x-request-id",
+                              "cache-control", "content-type", "date",       "server"};
+static const char *values[] = {"GET",       "/", "/index.html", "www.example.com", "no-cache",
+                               "text/html", "",  "xkit"};
+
+static void random_value(char *buf, size_t *len) {
+    if (next() % 2) {
+        const char *v = values[next() % (sizeof values / sizeof *values)];
+        *len = strlen(v);
+        memcpy(buf, v, *len);
+        return;
+    }
+    *len = next() % 40;
+    for (size_t i = 0; i < *len; i++) buf[i] = (char)(next() % 3 ? 'a' + next() % 26 : next() % 256);
+}
+
+typedef struct Pair {
+    xHpackDecoder ours;
+    nghttp2_hd_inflater *theirs;
+} Pair;
+
+static void pair_init(Pair *p) {
+    xHpackDecoderInit(&p->ours, 4096);
+    nghttp2_hd_inflate_new(&p->theirs);
+}
+
+static void pair_free(Pair *p) {
+    xHpackDecoderFree(&p->ours);
+    nghttp2_hd_inflate_del(p->theirs);
+}
+
+/* Decodes with both; returns whether both accepted. Records a failure on any difference. */
+static bool compare(Pair *p, const uint8_t *in, size_t len, long iteration) {
+    static xHpackField fields[512];
+    static char scratch[1 << 16];
+    xHpackBlock b = {fields, 512, 0, scratch, sizeof scratch, 1 << 20, 0};
+    int ours = xHpackDecode(&p->ours, in, len, &b);
+    bool theirs_ok = true, fields_same = true;
+    size_t n = 0;
+    const uint8_t *q = in;
+    size_t left = len;
+    for (;;) {
+        nghttp2_nv nv;
+        int flags = 0;
+        ssize_t rv = nghttp2_hd_inflate_hd2(p->theirs, &nv, &flags, q, left, 1);
+        if (rv < 0) {
+            theirs_ok = false;
+            break;
+        }
+        q += rv;
+        left -= (size_t)rv;
+        if (flags & NGHTTP2_HD_INFLATE_EMIT) {
+            if (ours == XHPACK_OK &&
+                (n >= b.count || fields[n].name.len != nv.namelen || fields[n].value.len != nv.valuelen ||
+                 memcmp(fields[n].name.data, nv.name, nv.namelen) ||
+                 memcmp(fields[n].value.data, nv.value, nv.valuelen)))
+                fields_same = false;
+            n++;
+        }
+        if (flags & NGHTTP2_HD_INFLATE_FINAL) {
+            nghttp2_hd_inflate_end_headers(p->theirs);
+            break;
+        }
+    }
+    CHECK_MSG((ours == XHPACK_OK) == theirs_ok, "iteration %ld: ours %d, nghttp2 %s", iteration, ours,
+              theirs_ok ? "accepts" : "rejects");
+    if (ours == XHPACK_OK && theirs_ok) {
+        CHECK_MSG(fields_same && n == b.count, "iteration %ld: fields differ", iteration);
+        CHECK_MSG(p->ours.table.size == nghttp2_hd_inflate_get_dynamic_table_size(p->theirs),
+                  "iteration %ld: table %zu vs %zu", iteration, p->ours.table.size,
+                  nghttp2_hd_inflate_get_dynamic_table_size(p->theirs));
+    }
+    return ours == XHPACK_OK && theirs_ok;
+}
+
+static void test_decoders_agree_on_nghttp2_blocks_and_mutations(void) {
+    static const size_t sizes[] = {0, 32, 64, 256, 1024, 4096};
+    long accepted = 0, rejected = 0;
+    Pair p;
+    nghttp2_hd_deflater *def;
+    pair_init(&p);
+    nghttp2_hd_deflate_new(&def, 4096);
+    for (long it = 0; it < ITERATIONS; it++) {
+        if (next() % 50 == 0) nghttp2_hd_deflate_change_table_size(def, sizes[next() % 6]);
+        nghttp2_nv nv[16];
+        char bufs[16][64];
+        size_t n = 1 + next() % 12;
+        for (size_t i = 0; i < n; i++) {
+            const char *name = names[next() % (sizeof names / sizeof *names)];
+            size_t vlen;
+            random_value(bufs[i], &vlen);
+            uint8_t flags = next() % 8 == 0 ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE;
+            nv[i] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)bufs[i], strlen(name), vlen, flags};
+        }
+        uint8_t block[4096];
+        ssize_t len = nghttp2_hd_deflate_hd(def, block, sizeof block, nv, n);
+        CHECK(len >= 0);
+        bool mutate = next() % 3 == 0;
+        if (mutate && len > 0) {
+            for (int m = 1 + next() % 3; m > 0; m--)
+                block[next() % (size_t)len] ^= (uint8_t)(1u << next() % 8);
+            if (next() % 4 == 0) len = next() % (len + 1);
+        }
+        bool ok = compare(&p, block, (size_t)len, it);
+        ok ? accepted++ : rejected++;
+        if (mutate) { /* the deflater's table no longer matches: start a new connection */
+            pair_free(&p);
+            pair_init(&p);
+            nghttp2_hd_deflate_del(def);
+            nghttp2_hd_deflate_new(&def, 4096);
+        }
+    }
+    printf("decoders: %d blocks, %ld accepted by both, %ld rejected by both or disputed\n", ITERATIONS,
+           accepted, rejected);
+    nghttp2_hd_deflate_del(def);
+    pair_free(&p);
+}
+
+static void test_nghttp2_decodes_our_encoder(void) {
+    static const int statuses[] = {200, 204, 206, 304, 400, 404, 500, 302, 101, 503};
+    for (long it = 0; it < ITERATIONS / 4; it++) {
+        xHpackEncoder e;
+        xHpackEncoderInit(&e);
+        nghttp2_hd_inflater *inf;
+        nghttp2_hd_inflate_new(&inf);
+        size_t size = next() % 5000;
+        nghttp2_hd_inflate_change_table_size(inf, size);
+        xHpackEncoderSetPeerTableSize(&e, size);
+        uint8_t out[4096], *p = xHpackEncodeBegin(&e, out);
+        int status = statuses[next() % 10];
+        p = xHpackEncodeStatus(p, status);
+        char bufs[8][64];
+        xStr want_names[8], want_values[8];
+        size_t n = next() % 8;
+        for (size_t i = 0; i < n; i++) {
+            want_names[i] = xStrFromC(names[2 + next() % 10]);
+            size_t vlen;
+            random_value(bufs[i], &vlen);
+            want_values[i] = (xStr){bufs[i], vlen};
+            p = xHpackEncodeField(p, want_names[i], want_values[i]);
+        }
+        const uint8_t *q = out;
+        size_t left = (size_t)(p - out), got = 0;
+        bool same = true;
+        for (;;) {
+            nghttp2_nv nv;
+            int flags = 0;
+            ssize_t rv = nghttp2_hd_inflate_hd2(inf, &nv, &flags, q, left, 1);
+            if (rv < 0) {
+                same = false;
+                break;
+            }
+            q += rv;
+            left -= (size_t)rv;
+            if (flags & NGHTTP2_HD_INFLATE_EMIT) {
+                if (got == 0) {
+                    char st[4];
+                    snprintf(st, sizeof st, "%d", status);
+                    same &= nv.namelen == 7 && memcmp(nv.name, ":status", 7) == 0 && nv.valuelen == 3 &&
+                            memcmp(nv.value, st, 3) == 0;
+                } else if (got <= n) {
+                    xStr wn = want_names[got - 1], wv = want_values[got - 1];
+                    same &= nv.namelen == wn.len && memcmp(nv.name, wn.data, wn.len) == 0 &&
+                            nv.valuelen == wv.len && memcmp(nv.value, wv.data, wv.len) == 0;
+                }
+                got++;
+            }
+            if (flags & NGHTTP2_HD_INFLATE_FINAL) break;
+        }
+        CHECK_MSG(same && got == n + 1, "encoder iteration %ld", it);
+        nghttp2_hd_inflate_del(inf);
+    }
+    printf("encoder: %d blocks decoded by nghttp2\n", ITERATIONS / 4);
+}
+
+int main(void) {
+    RUN(test_decoders_agree_on_nghttp2_blocks_and_mutations);
+    RUN(test_nghttp2_decodes_our_encoder);
+    return CHECK_SUMMARY();
+}
