@@ -8,7 +8,9 @@
  *   - every view (method, target, path, query, host, each field) points
  *     inside the parsed head; the field count stays within max_headers and
  *     no slot past it is written;
- *   - the derived framing is coherent (content_length >= -1, minor 0 or 1);
+ *   - the derived framing is coherent (content_length >= -1, minor 0 or 1,
+ *     not both chunked and a length); method, target and (but for
+ *     CONNECT) path are non-empty;
  *   - parsing the first k bytes and then, if INCOMPLETE, the whole input
  *     with prev_len = k gives the same verdict and views as parsing whole,
  *     and a prefix never gives a verdict the whole does not. */
@@ -67,7 +69,10 @@ static void check_parse(const Parse *p, const xHttp1Limits *limits) {
     FUZZ_ASSERT(q->minor_version == 0 || q->minor_version == 1, "minor %d", q->minor_version);
     FUZZ_ASSERT(q->content_length >= -1, "content_length %lld", (long long)q->content_length);
     FUZZ_ASSERT(!(q->chunked && q->content_length >= 0), "both chunked and Content-Length");
-    FUZZ_ASSERT(q->method.len > 0 && q->target.len > 0 && q->path.len > 0, "empty request line part");
+    /* CONNECT's authority-form target has no path; every other target has one. */
+    bool connect = q->method.len == 7 && memcmp(q->method.data, "CONNECT", 7) == 0;
+    FUZZ_ASSERT(q->method.len > 0 && q->target.len > 0 && (connect || q->path.len > 0),
+                "empty request line part");
     check_view(p, q->method, "method");
     check_view(p, q->target, "target");
     check_view(p, q->path, "path");
