@@ -33,8 +33,8 @@ for corpus in "$fuzz"/corpus/*/; do
     failed+=("$name")
   fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  # Only what adds coverage joins the checked-in corpus, so it stays small.
-  "$bin" -merge=1 "${dict[@]}" -max_len=8192 "$corpus" "$scratch" >"$build/fuzz-$name.merge.log" 2>&1 || true
+  # Only what adds edge coverage (not hit counts) joins the checked-in corpus, so it stays small.
+  "$bin" -merge=1 -use_counters=0 "${dict[@]}" -max_len=8192 "$corpus" "$scratch" >"$build/fuzz-$name.merge.log" 2>&1 || true
   after=$(find "$corpus" -type f | wc -l)
   summary+=("$(printf '%-22s %5ss %12s execs %4d new corpus entries (%d now)  %s' "$name" "$seconds" \
     "${execs:-?}" $((after - before)) "$after" "$status")")
