@@ -1,9 +1,11 @@
 # The everyday commands. CMake does the building; this only names the tasks.
 BUILD      ?= build
 TEST_BUILD ?= build-test
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 JOBS       ?= $(shell nproc)
 
-.PHONY: all release test run bench deps clean
+.PHONY: all release test fuzz run bench deps clean
 
 all: release
 
@@ -22,6 +24,14 @@ test: deps
 	cmake --build $(TEST_BUILD) --parallel $(JOBS)
 	cd $(TEST_BUILD) && ctest --output-on-failure --timeout 600
 
+# Every libFuzzer harness (tests/fuzz/) for FUZZ_SECONDS each, built with clang in $(FUZZ_BUILD)/;
+# what adds coverage is merged into tests/fuzz/corpus/, a crash is left in $(FUZZ_BUILD)/crashes/.
+fuzz: deps
+	@scripts/install-fuzz-deps.sh
+	CC=clang-14 cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXK_BUILD_FUZZERS=ON
+	cmake --build $(FUZZ_BUILD) --parallel $(JOBS) --target fuzzers
+	scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 # The bench routes on :8080, one worker per available core.
 run: release
 	./$(BUILD)/bench/http_bench_server 8080
@@ -39,4 +49,4 @@ bench:
 	@python3 bench/xkbench suite --build-dir $(BUILD) $(ARGS)
 
 clean:
-	rm -rf $(BUILD) $(TEST_BUILD)
+	rm -rf $(BUILD) $(TEST_BUILD) $(FUZZ_BUILD)
