@@ -16,6 +16,7 @@ needs=(
   ca-certificates:/etc/ssl/certs/ca-certificates.crt
   libnghttp2-dev:/usr/include/nghttp2/nghttp2.h
   libssl-dev:/usr/include/openssl/ssl.h
+  liburing-dev:/usr/include/liburing.h
   openssl:openssl
   nghttp2-client:h2load
   strace:strace

@@ -1,4 +1,4 @@
-"""The servers measured, per protocol: xKit's bench servers (and its HTTP/1.1 baseline), the
+"""The servers measured, per protocol: xKit's bench servers (and its HTTP/1.1 baselines), the
 Go peers, and on request nginx and h2o from Debian's packages. Every one gets the same
 number of cores."""
 
@@ -13,7 +13,8 @@ NGINX_TEMPLATE = PEERS_DIR / "nginx" / "nginx.conf.in"
 H2O_TEMPLATE = PEERS_DIR / "h2o" / "h2o.conf.in"
 H2O_ECHO_BYTES = 4096   # h2o's /echo is one file of this size (bench/peers/h2o/h2o.conf.in)
 
-LABELS = {"xkit": "xKit", "go": "Go", "nginx": "nginx", "h2o": "h2o", "baseline": "baseline"}
+LABELS = {"xkit": "xKit", "go": "Go", "nginx": "nginx", "h2o": "h2o", "baseline": "baseline",
+          "baseline_uring": "io_uring baseline"}
 # What each peer serves: nginx answers GET /echo?size=N from files named by the size and
 # cannot echo a body; h2o's file handler ignores the query string, so it serves /ping only.
 KINDS = {"xkit": {"ping", "echo", "post"}, "go": {"ping", "echo", "post"},
@@ -83,14 +84,23 @@ def xkit_peer(protocol, context):
     return Peer("xkit", lambda port, _dir: [str(binary), str(port)] + workers)
 
 
-def baseline_peer(protocol, context):
+def baseline_peer(protocol, context, name="baseline", binary_name="baseline_responder"):
     """The floor for HTTP/1.1: one epoll thread that counts requests and answers pong."""
     if protocol not in ("http1", "pipeline"):
         return Missing("n/a", "the baseline speaks HTTP/1.1 only")
-    binary = server_binary(context, "baseline_responder")
+    binary = server_binary(context, binary_name)
     if isinstance(binary, Missing):
         return binary
-    return Peer("baseline", lambda port, _dir: [str(binary), str(port)])
+    return Peer(name, lambda port, _dir: [str(binary), str(port)])
+
+
+def baseline_uring_peer(protocol, context):
+    """The same floor on io_uring (multishot accept and recv, a provided buffer ring); built
+    only where CMake found liburing (Debian: liburing-dev)."""
+    peer = baseline_peer(protocol, context, "baseline_uring", "baseline_uring")
+    if isinstance(peer, Missing) and peer.status == "not built":
+        peer.reason += " (CMake builds it only with liburing: apt-get install liburing-dev)"
+    return peer
 
 
 def go_peer(protocol, context):
@@ -164,4 +174,4 @@ def h2o_peer(protocol, context):
 
 
 MAKERS = {"xkit": xkit_peer, "go": go_peer, "nginx": nginx_peer, "h2o": h2o_peer,
-          "baseline": baseline_peer}
+          "baseline": baseline_peer, "baseline_uring": baseline_uring_peer}

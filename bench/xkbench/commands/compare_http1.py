@@ -1,4 +1,5 @@
-"""compare http1: xKit's HTTP/1.1 claims against the baseline, nginx and Go on one machine.
+"""compare http1: xKit's HTTP/1.1 claims against the baselines (epoll and io_uring), nginx and
+Go on one machine.
 
 Every server runs with one worker pinned to --server-cpus while wrk (-t1) runs pinned to
 --client-cpus, so each side owns a core. Cases:
@@ -16,8 +17,9 @@ from ..rounds import failure_lines, runs_cell
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, prepare_peers, run_comparison
 
-HELP = "HTTP/1.1: xKit, the epoll baseline, nginx and Go under wrk; idle memory per connection"
-SERVERS = ("xkit", "baseline", "nginx", "go")
+HELP = ("HTTP/1.1: xKit, the epoll and io_uring baselines, nginx and Go under wrk; idle memory "
+        "per connection")
+SERVERS = ("xkit", "baseline", "baseline_uring", "nginx", "go")
 CASES = ("ping", "pipeline", "idle")
 THROUGHPUT_KEYS = ("req_per_s", "cpu_us_per_request", "softirq_us_per_request",
                    "server_busy", "client_busy", "others_busy")
@@ -99,17 +101,22 @@ def idle_table(by_server, summary, connections):
 
 
 def ratio_lines(summary):
-    """The claims: xKit's CPU per request against the floor and nginx, and its pipelined rate."""
+    """The claims: xKit's CPU per request against the floors and nginx, its pipelined rate, and
+    what io_uring saves the floor (the io_uring baseline's CPU per request over epoll's)."""
     claims = [
-        ("xkit CPU/req ÷ baseline", "cpu_us_per_request", "baseline", ("ping", "pipeline")),
-        ("xkit CPU/req ÷ nginx", "cpu_us_per_request", "nginx", ("ping", "pipeline")),
-        ("xkit req/s ÷ nginx", "req_per_s", "nginx", ("pipeline",)),
+        ("xkit CPU/req ÷ baseline", "cpu_us_per_request", "xkit", "baseline", ("ping", "pipeline")),
+        ("xkit CPU/req ÷ baseline_uring", "cpu_us_per_request", "xkit", "baseline_uring",
+         ("ping", "pipeline")),
+        ("baseline_uring CPU/req ÷ baseline", "cpu_us_per_request", "baseline_uring", "baseline",
+         ("ping", "pipeline")),
+        ("xkit CPU/req ÷ nginx", "cpu_us_per_request", "xkit", "nginx", ("ping", "pipeline")),
+        ("xkit req/s ÷ nginx", "req_per_s", "xkit", "nginx", ("pipeline",)),
     ]
     lines = ["### Ratios (of medians)", ""]
-    for label, key, peer, cases in claims:
+    for label, key, server, peer, cases in claims:
         parts = []
         for case in cases:
-            ours, theirs = summary_median(summary, case, "xkit", key), summary_median(summary, case, peer, key)
+            ours, theirs = summary_median(summary, case, server, key), summary_median(summary, case, peer, key)
             parts.append(f"{case} {ours / theirs:.2f}×" if ours and theirs else f"{case} n/a")
         lines.append(f"- {label}: " + ", ".join(parts))
     return lines
