@@ -1,5 +1,5 @@
 /* address.h — a connection's addresses in compact form: the peer's address
- * and port as accept(2) gave them, and the port it connected to. 24 bytes a
+ * and port as accept(2) gave them, and the port it connected to. 22 bytes a
  * connection instead of a 128-byte sockaddr_storage; the text form is made
  * only when asked for. No HTTP. */
 #ifndef XNET_ADDRESS_H
