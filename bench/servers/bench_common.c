@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <xbase/event.h>
 #include <xbase/log.h>
@@ -27,7 +28,10 @@ static const char routes_text[] =
     "        [&no_abort_callback=1]  ... finding out only when the hold ends that the client left\n"
     "GET  /delay?ms=N               'done' after N ms\n"
     "GET  /stream?chunks=N&size=M   a streamed body of N chunks of M bytes\n"
-    "                  [&trailer=V]  ... followed by the trailer X-Stream-Trailer: V\n";
+    "                  [&trailer=V]  ... followed by the trailer X-Stream-Trailer: V\n"
+    "GET  /tls                      how the connection is secured, as JSON\n"
+    "GET  /whoami[?q=V&cookie=NAME] the client's address and ports, the scheme, V decoded\n"
+    "                                and cookie NAME's value (default id), as JSON\n";
 
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out) {
     if (s.len == 0 || s.len > 10) return false;
@@ -266,6 +270,66 @@ static void on_tls(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xHttpResponseSend(res, body, n < (int)sizeof body ? (size_t)n : sizeof body - 1);
 }
 
+/* Appends v as a JSON string (quotes, backslashes and controls escaped) to
+ * out, which has room for at least 6 * v.len + 3 bytes; returns the end. */
+static char *put_json_string(char *out, xStr v) {
+    *out++ = '"';
+    for (size_t i = 0; i < v.len; i++) {
+        unsigned char c = (unsigned char)v.data[i];
+        if (c == '"' || c == '\\')
+            out += sprintf(out, "\\%c", c);
+        else if (c < 0x20)
+            out += sprintf(out, "\\u%04x", c);
+        else
+            *out++ = (char)c;
+    }
+    *out++ = '"';
+    return out;
+}
+
+/* GET /whoami[?q=V][&cookie=NAME]: who the client is as the server sees it,
+ * as JSON: its address and port, the port it reached, the scheme and
+ * protocol, q percent-decoded as a query value ('+' a space; null when
+ * absent, false when malformed), and cookie NAME's value (default "id"). */
+static void on_whoami(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    enum { MAX_VALUE = 256 };
+    char body[1024 + 2 * (6 * MAX_VALUE + 3)], decoded[MAX_VALUE];
+    xHttpPeer peer;
+    if (!xHttpRequestPeer(req, &peer)) {
+        xHttpResponseSetStatus(res, 500);
+        xHttpResponseSend(res, "peer unknown\n", 13);
+        return;
+    }
+    char *p = body + sprintf(body,
+                             "{\"family\":\"%s\",\"address\":\"%s\",\"port\":%u,\"local_port\":%u,"
+                             "\"scheme\":\"%s\",\"protocol\":\"%s\",\"q\":",
+                             peer.family == AF_INET6 ? "ipv6" : "ipv4", peer.address, peer.port,
+                             peer.local_port, xHttpRequestScheme(req), xHttpRequestProtocol(req));
+    xStr q, cookie_name = xStrFromC("id"), cookie;
+    size_t len;
+    if (!xHttpRequestQueryParam(req, "q", &q))
+        p += sprintf(p, "null");
+    else if (xHttpPercentDecode(q, decoded, sizeof decoded, XHTTP_DECODE_PLUS_SPACE, &len) != XOK)
+        p += sprintf(p, "false");
+    else
+        p = put_json_string(p, (xStr){decoded, len});
+    p += sprintf(p, ",\"cookie\":");
+    char name[64];
+    if (xHttpRequestQueryParam(req, "cookie", &cookie_name)) {
+        snprintf(name, sizeof name, "%.*s", (int)(cookie_name.len < 63 ? cookie_name.len : 63),
+                 cookie_name.data);
+    } else {
+        snprintf(name, sizeof name, "id");
+    }
+    if (xHttpRequestCookie(req, name, &cookie))
+        p = put_json_string(p, (xStr){cookie.data, cookie.len < MAX_VALUE ? cookie.len : MAX_VALUE});
+    else
+        p += sprintf(p, "null");
+    p += sprintf(p, "}\n");
+    xHttpResponseAddHeader(res, "Content-Type", "application/json");
+    xHttpResponseSend(res, body, (size_t)(p - body));
+}
+
 /* Set by --test-routes (the integration tests' harness passes it). */
 static bool test_routes;
 
@@ -283,6 +347,7 @@ void benchAddRoutes(xHttpServer *server) {
     xHttpServerRoute(server, "GET /delay", on_delay, NULL);
     xHttpServerRoute(server, "GET /stream", on_stream, NULL);
     xHttpServerRoute(server, "GET /tls", on_tls, NULL);
+    xHttpServerRoute(server, "GET /whoami", on_whoami, NULL);
     xHttpServerRouteStreaming(server, "POST /upload", on_upload, NULL);
 }
 

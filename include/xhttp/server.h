@@ -204,6 +204,59 @@ const char *xHttpRequestProtocol(const xHttpRequest *req);
 /** The loop the request is served on, for timers and deferred work. */
 xEventLoop *xHttpRequestLoop(const xHttpRequest *req);
 
+/* ---- The client and its values ---- */
+
+/** Where a request came from. Fields are only ever added at the end; the
+ *  library writes only what the caller's version has. */
+typedef struct xHttpPeer {
+    size_t struct_size;  /**< the caller's sizeof, set by xHttpRequestPeer */
+    int family;          /**< AF_INET or AF_INET6 (<sys/socket.h>); an IPv4 client
+                              of a dual-stack IPv6 listener is AF_INET */
+    char address[46];    /**< the client's address as text, "192.0.2.7" or
+                              "2001:db8::1" (INET6_ADDRSTRLEN), NUL-terminated */
+    uint16_t port;       /**< the client's port */
+    uint16_t local_port; /**< the port the client connected to: its listener's */
+} xHttpPeer;
+
+/** Fills the first size bytes of peer (the caller's sizeof(xHttpPeer)).
+ *  Call xHttpRequestPeer instead. */
+bool xHttpRequestPeerSized(const xHttpRequest *req, xHttpPeer *peer, size_t size);
+
+/** Fills the caller's peer with the client's address and port and the local
+ *  port, formatted now (the connection keeps them in binary); false when
+ *  they are unknown. The TCP peer: a proxy's forwarding headers are not read. */
+static inline bool xHttpRequestPeer(const xHttpRequest *req, xHttpPeer *peer) {
+    return xHttpRequestPeerSized(req, peer, sizeof *peer);
+}
+
+/** "https" when the request came over TLS, else "http" (static strings). */
+const char *xHttpRequestScheme(const xHttpRequest *req);
+
+/** Finds cookie name (compared exactly, case-sensitively) in the request's
+ *  Cookie fields, all of them in order (HTTP/2 clients send one a cookie):
+ *  RFC 6265 "name=value" pairs split by ';', spaces around them ignored,
+ *  pairs without '=' skipped. The first match wins; value is a view into the
+ *  request without the DQUOTEs that may surround it, not percent-decoded.
+ *  Returns false when absent. */
+bool xHttpRequestCookie(const xHttpRequest *req, const char *name, xStr *value);
+
+/** Options for xHttpPercentDecode. */
+enum {
+    XHTTP_DECODE_PLUS_SPACE = 1u << 0, /**< '+' is ' ': query values and form fields,
+                                            never paths */
+    XHTTP_DECODE_REFUSE_NUL = 1u << 1, /**< "%00" is an error: for values that become
+                                            C strings or file names */
+};
+
+/** Percent-decodes in (RFC 3986 §2.1) into out, which has room for cap bytes
+ *  and may be in.data itself (decoding never lengthens); *out_len gets the
+ *  decoded length, nothing is NUL-terminated. A '%' not followed by two hex
+ *  digits (including one cut off at the end) is XERR_INVALID rather than
+ *  kept as it is, so two readers can never disagree on what it means; so is
+ *  "%00" under XHTTP_DECODE_REFUSE_NUL. XERR_LIMIT when cap is too small
+ *  (cap >= in.len always suffices). On error out holds a partial result. */
+xErrno xHttpPercentDecode(xStr in, char *out, size_t cap, unsigned flags, size_t *out_len);
+
 /* ---- The response ---- */
 
 /** Sets the status code (default 200). Before the head is sent. */

@@ -61,8 +61,8 @@ struct xHttpServer {
     xTlsServer *tls[XSERVER_MAX_LISTENERS];    /* per listener; NULL: plain */
     xUpgradePlan plans[XSERVER_MAX_LISTENERS]; /* per listener: what its connections speak */
     char last_error[512];
-    uint16_t first_port;
-    bool attached; /* lives on a caller's loop */
+    uint16_t ports[XSERVER_MAX_LISTENERS]; /* per listener, known once bound: no getsockname per accept */
+    bool attached;                         /* lives on a caller's loop */
     bool running;
     bool runs_loop;         /* xHttpServerRun drives the caller's loop */
     int signal_fd;          /* attached mode: SIGINT/SIGTERM through the loop */
@@ -188,11 +188,13 @@ static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *ar
     while (slot < w->server->nlisteners - 1 && w->listen_fds[slot] != listen_fd) slot++;
     xTlsServer *tls = w->server->tls[slot];
     int fd;
-    while ((fd = xListenerAccept(listen_fd, &w->spare_fd)) >= 0) {
+    xNetAddr peer;
+    while ((fd = xListenerAccept(listen_fd, w->server->ports[slot], &w->spare_fd, &peer)) >= 0) {
         if (w->ctx.net.conn_count >= w->server->conf.max_connections || w->stopping) {
             close(fd);
             continue;
         }
+        xNetAccepted(&w->ctx.net, fd, &peer);
         if (tls)
             xTlsAccept(&w->ctx.net, tls, fd);
         else
@@ -353,7 +355,8 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
                              : errno == EADDRNOTAVAIL ? XERR_ADDR
                                                       : XERR_SYS,
                              host, port);
-    xListenerSetPort(&addr, xListenerPort(probe));
+    uint16_t bound_port = xListenerPort(probe);
+    xListenerSetPort(&addr, bound_port);
     close(probe);
 
     int slot = server->nlisteners;
@@ -370,6 +373,7 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
         }
         server->workers[i].listen_fds[slot] = fd;
     }
+    server->ports[slot] = bound_port; /* before the first accept, which reads it */
     if (server->attached) {
         /* The caller may run its loop without xHttpServerRun: accept now. */
         xWorker *w = &server->workers[0];
@@ -380,7 +384,6 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
             return listen_failed(server, err, host, port);
         }
     }
-    if (slot == 0) server->first_port = xListenerPort(server->workers[0].listen_fds[0]);
     server->tls[slot] = tls;
     if (plan != &server->plans[slot]) server->plans[slot] = *plan;
     server->nlisteners++;
@@ -439,11 +442,11 @@ xErrno xHttpServerReloadTls(xHttpServer *server) {
 
 const char *xHttpServerLastError(const xHttpServer *server) { return server->last_error; }
 
-uint16_t xHttpServerPort(const xHttpServer *server) { return server->first_port; }
+uint16_t xHttpServerPort(const xHttpServer *server) { return server->ports[0]; }
 
 uint16_t xHttpServerListenerPort(const xHttpServer *server, int index) {
     if (index < 0 || index >= server->nlisteners) return 0;
-    return xListenerPort(server->workers[0].listen_fds[index]);
+    return server->ports[index];
 }
 
 int xHttpServerWorkerCount(const xHttpServer *server) { return server->nworkers; }

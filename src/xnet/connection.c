@@ -51,6 +51,10 @@ xConn *xConnCreate(xNetContext *net, int fd, const xConnProtocol *proto, void *p
     conn->proto = proto;
     conn->proto_state = proto_state;
     conn->refs = 1;
+    if (fd == net->accepted_fd && net->accepted_addr.family) {
+        conn->addr = net->accepted_addr;
+        net->accepted_addr.family = 0; /* taken: a later socket with this number is another */
+    }
     xTimerInit(&conn->timer, on_timer);
     if (xEventLoopAdd(net->loop, fd, XEV_READ | XEV_WRITE, on_io, conn) != XOK) {
         close(fd);

@@ -16,6 +16,8 @@
 #include <xbase/event.h>
 #include <xbase/memcache.h>
 
+#include "xnet/address.h"
+
 /* Referenced bodies up to this size are copied: one contiguous send(2) costs
  * less than the extra iovec and sendmsg(2) a reference would need. */
 #define XCONN_COPY_BELOW 2048
@@ -34,6 +36,10 @@ typedef struct xNetContext {
     xConn *conns;             /* every open connection, for shutdown */
     size_t conn_count;
     void (*on_conn_gone)(struct xNetContext *net); /* after a connection is freed */
+    /* Set by xNetAccepted: the socket on its way from accept to whoever
+     * wraps it (plain or TLS, which calls xConnCreate), and its addresses. */
+    int accepted_fd;
+    xNetAddr accepted_addr;
 } xNetContext;
 
 typedef struct xConnProtocol {
@@ -106,7 +112,17 @@ struct xConn {
     size_t out_nrefs;
     size_t out_ref_index; /* first ref not fully sent */
     size_t out_ref_sent;  /* bytes of that ref already sent */
+    xNetAddr addr;        /* the peer's address and port, our port; family 0: unknown */
 };
+
+/** Notes where the accepted socket fd came from, before it is handed on:
+ *  the connection xConnCreate makes for fd (whichever layer calls it) takes
+ *  addr. So the acceptor, which alone knows it, need not thread it through
+ *  every transport's accept. */
+static inline void xNetAccepted(xNetContext *net, int fd, const xNetAddr *addr) {
+    net->accepted_fd = fd;
+    net->accepted_addr = *addr;
+}
 
 /** Wraps an accepted, non-blocking socket. Returns NULL (socket closed) on failure. */
 xConn *xConnCreate(xNetContext *net, int fd, const xConnProtocol *proto, void *proto_state);

@@ -64,12 +64,15 @@ static void shed_one(int listen_fd, int *spare_fd) {
     *spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-int xListenerAccept(int listen_fd, int *spare_fd) {
+int xListenerAccept(int listen_fd, uint16_t port, int *spare_fd, xNetAddr *peer) {
     for (;;) {
-        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage from;
+        socklen_t len = sizeof from;
+        int fd = accept4(listen_fd, (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            xNetAddrSet(peer, &from, port);
             return fd;
         }
         if (errno == EINTR || errno == ECONNABORTED) continue;

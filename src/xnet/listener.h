@@ -11,6 +11,8 @@
 
 #include <xbase/errno.h>
 
+#include "xnet/address.h"
+
 /** host:port as a socket address (host NULL or "": every IPv4 address).
  *  XERR_ADDR when it does not resolve. */
 xErrno xListenerResolve(const char *host, uint16_t port, struct sockaddr_storage *addr, socklen_t *len);
@@ -26,10 +28,11 @@ uint16_t xListenerPort(int fd);
 void xListenerSetPort(struct sockaddr_storage *addr, uint16_t port);
 
 /** The next pending connection, non-blocking with TCP_NODELAY, or -1 when
- *  none is left. At the descriptor limit a pending connection would stay in
- *  the backlog and, edge-triggered, never be reported again: the spare
- *  descriptor (*spare_fd, kept open for this) is given up to accept and
- *  close it, so its client sees a close rather than a hang. */
-int xListenerAccept(int listen_fd, int *spare_fd);
+ *  none is left. *peer gets its address, from accept itself (no extra
+ *  system call), and port, the listener's own, as the local port. At the descriptor limit a pending
+ * connection would stay in the backlog and, edge-triggered, never be reported again: the spare descriptor
+ * (*spare_fd, kept open for this) is given up to accept and close it, so its client sees a close rather than
+ * a hang. */
+int xListenerAccept(int listen_fd, uint16_t port, int *spare_fd, xNetAddr *peer);
 
 #endif

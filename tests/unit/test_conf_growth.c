@@ -10,6 +10,8 @@
 #include <xhttp/tls.h>
 
 #include "check.h"
+#include "xhttp/core/exchange.h"
+#include "xnet/connection.h"
 
 /* xHttpServerConf as an older header declared it: everything up to protocols. */
 typedef struct OldServerConf {
@@ -86,10 +88,38 @@ static void test_old_tls_conf_is_read_within_its_size(void) {
     free(old);
 }
 
+/* xHttpPeer as an older header might have declared it: no ports. */
+typedef struct OldPeer {
+    size_t struct_size;
+    int family;
+    char address[46];
+} OldPeer;
+
+static void test_old_peer_struct_is_written_within_its_size(void) {
+    xConn conn = {.transport = &xConnPlainTransport};
+    conn.addr = (xNetAddr){.bytes = {192, 0, 2, 7}, .port = 40000, .local_port = 8080, .family = AF_INET};
+    xHttpRequest req = {.conn = &conn};
+    OldPeer *old = malloc(sizeof *old);
+    CHECK(xHttpRequestPeerSized(&req, (xHttpPeer *)old, sizeof *old));
+    CHECK_EQ_INT(old->struct_size, sizeof *old);
+    CHECK_EQ_INT(old->family, AF_INET);
+    CHECK(strcmp(old->address, "192.0.2.7") == 0);
+    free(old);
+
+    xHttpPeer peer;
+    CHECK(xHttpRequestPeer(&req, &peer));
+    CHECK_EQ_INT(peer.struct_size, sizeof peer);
+    CHECK(peer.port == 40000 && peer.local_port == 8080);
+    CHECK(strcmp(xHttpRequestScheme(&req), "http") == 0);
+    conn.addr.family = 0; /* not from accept: unknown */
+    CHECK(!xHttpRequestPeer(&req, &peer));
+}
+
 int main(void) {
     RUN(test_old_server_conf_gets_defaults_in_its_own_size_only);
     RUN(test_server_reads_only_what_an_old_conf_has);
     RUN(test_current_conf_records_its_size);
     RUN(test_old_tls_conf_is_read_within_its_size);
+    RUN(test_old_peer_struct_is_written_within_its_size);
     return CHECK_SUMMARY();
 }

@@ -9,6 +9,9 @@
 
 #include "xbase/mem/sized.h"
 
+#include "xnet/address.h"
+#include "xhttp/core/cookie.h"
+
 /* Exchanges kept for reuse per worker; beyond this they go back to malloc. */
 #define XEXCHANGE_POOL_MAX 1024
 
@@ -200,6 +203,15 @@ bool xHttpRequestHeader(const xHttpRequest *req, const char *name, xStr *value) 
     return false;
 }
 
+bool xHttpRequestCookie(const xHttpRequest *req, const char *name, xStr *value) {
+    xStr wanted = xStrFromC(name);
+    for (size_t i = 0; i < req->num_headers; i++)
+        if (xHttpNameEquals(req->headers[i].name, "cookie") &&
+            xHttpCookieFind(req->headers[i].value, wanted, value))
+            return true;
+    return false;
+}
+
 bool xHttpRequestHeaderAt(const xHttpRequest *req, size_t i, xStr *name, xStr *value) {
     if (i >= req->num_headers) return false;
     *name = req->headers[i].name;
@@ -349,4 +361,19 @@ bool xHttpRequestTlsSized(const xHttpRequest *req, xTlsInfo *info, size_t size) 
     if (!xConnTlsInfo(req->conn, &full)) return false;
     xSizedExport(info, size, &full, sizeof full);
     return true;
+}
+
+/* ---- The connection's facts ---- */
+
+bool xHttpRequestPeerSized(const xHttpRequest *req, xHttpPeer *peer, size_t size) {
+    if (!req->conn) return false;
+    const xNetAddr *addr = &req->conn->addr;
+    xHttpPeer full = {.family = addr->family, .port = addr->port, .local_port = addr->local_port};
+    if (!xNetAddrFormat(addr, full.address, sizeof full.address)) return false;
+    xSizedExport(peer, size, &full, sizeof full);
+    return true;
+}
+
+const char *xHttpRequestScheme(const xHttpRequest *req) {
+    return req->conn && req->conn->transport->secure ? "https" : "http";
 }
