@@ -11,8 +11,8 @@ import struct
 import time
 import unittest
 
-from support.tls_fixtures import (HttpsTestCase, InteractiveSClient, ManualTls, TlsConn, client_context, curl_https,
-                                  h2_over_tls, http1_get, shared_certs, start_https)
+from support.tls_fixtures import (HttpsTestCase, InteractiveSClient, KeyedTls, ManualTls, TlsConn, client_context,
+                                  curl_https, h2_over_tls, http1_get, shared_certs, split_records, start_https)
 
 CERTS = None
 
@@ -28,8 +28,12 @@ AEAD_SUITES = (
 # A body that spans many records and many socket reads and writes.
 BODY = os.urandom(3 * 1024 * 1024 + 12345)
 
+TLS_CHANGE_CIPHER_SPEC = 20
+TLS_ALERT = 21
 TLS_HANDSHAKE = 22
 TLS_APPLICATION_DATA = 23
+PING = b"GET /ping HTTP/1.1\r\nHost: localhost\r\n\r\n"
+TLS_INFO = b"GET /tls HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 
 setUpModule, tearDownModule = shared_certs(__name__)
@@ -217,6 +221,48 @@ class RecordLayerTest(HttpsTestCase):
         for _ in range(count):
             resp = conn.read_response()
             self.assertEqual((resp.status, resp.body), (200, b"pong"))
+
+
+class HostileRecordsTest(HttpsTestCase):
+    """Records sealed by hand with the client's keys: what a careful TLS library never
+    sends but a hostile client may."""
+
+    def keyed(self, version=ssl.TLSVersion.TLSv1_3):
+        client = KeyedTls(self.server.port, client_context(version=version))
+        self.addCleanup(client.close)
+        return client
+
+    def handshake_with_split_tls12_finished(self, pieces):
+        """A TLS 1.2 handshake whose client Finished goes in len(pieces) records."""
+        client = self.keyed(ssl.TLSVersion.TLSv1_2)
+        while True:
+            try:
+                client.tls.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            flight = client.outgoing.read()
+            if any(rec[0] == TLS_CHANGE_CIPHER_SPEC for rec in split_records(flight)):
+                break
+            client.send_raw(flight)
+            client.read_raw()
+        client.derive_keys()
+        records = split_records(flight)
+        finished = client.open_tls12(records[-1], 0)
+        cuts = [0] + list(pieces) + [len(finished)]
+        client.seq = 0
+        split = b"".join(client.seal(TLS_HANDSHAKE, finished[a:b]) for a, b in zip(cuts, cuts[1:]))
+        client.send_raw(b"".join(records[:-1]) + split)
+        while True:
+            try:
+                client.tls.do_handshake()
+                return client
+            except ssl.SSLWantReadError:
+                self.assertTrue(client.read_raw(), "closed during the handshake")
+
+    def test_a_tls12_finished_split_over_records_is_followed_by_served_requests(self):
+        client = self.handshake_with_split_tls12_finished((4, 10))
+        client.send_raw(client.seal(TLS_APPLICATION_DATA, PING) + client.seal(TLS_APPLICATION_DATA, PING))
+        self.assertEqual(client.read_plain(lambda d: d.count(b"pong") == 2).count(b"HTTP/1.1 200"), 2)
 
 
 if __name__ == "__main__":
