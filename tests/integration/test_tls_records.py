@@ -264,6 +264,15 @@ class HostileRecordsTest(HttpsTestCase):
         client.send_raw(client.seal(TLS_APPLICATION_DATA, PING) + client.seal(TLS_APPLICATION_DATA, PING))
         self.assertEqual(client.read_plain(lambda d: d.count(b"pong") == 2).count(b"HTTP/1.1 200"), 2)
 
+    def test_a_tls12_finished_split_over_records_leaves_the_records_with_xkit(self):
+        """The hand-over counts the records the handshake really read under the new keys."""
+        client = self.handshake_with_split_tls12_finished((1, 2, 3))
+        client.send_raw(client.seal(TLS_APPLICATION_DATA, TLS_INFO))
+        info = client.read_plain(lambda d: d.endswith(b"}\n"))
+        self.assertIn(b'"xkit_records":true', info)
+        client.send_raw(client.seal(TLS_APPLICATION_DATA, PING))
+        self.assertIn(b"pong", client.read_plain(lambda d: b"pong" in d))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -56,8 +56,9 @@ void xTlsOnMessage(int write_p, int version, int content_type, const void *buf, 
 
 /* The sequence numbers our record layer starts from, if the two counts
  * agree with what the handshake sent: in TLS 1.3 the server's tickets, one
- * record each, and nothing from the client; in TLS 1.2 nothing after a
- * Finished that was one record after the ChangeCipherSpec. A count that is
+ * record each, and nothing from the client; in TLS 1.2 nothing after the
+ * Finished, which may have come in several records after the
+ * ChangeCipherSpec (every one of them under the new keys). A count that is
  * wrong would reuse an AES-GCM nonce, so on any doubt OpenSSL keeps the
  * records. */
 static bool starting_seqs(const xTlsHandoff *h, xTlsTraffic *traffic) {
@@ -69,11 +70,11 @@ static bool starting_seqs(const xTlsHandoff *h, xTlsTraffic *traffic) {
                h->records_after_finished[1] == h->tickets_after_finished[1];
     }
     for (int way = 0; way < 2; way++) {
-        if (!h->changed_cipher[way] || h->records_after_finished[way] != 0 || h->records_after_ccs[way] != 1)
+        if (!h->changed_cipher[way] || h->records_after_finished[way] != 0 || h->records_after_ccs[way] == 0)
             return false;
     }
-    /* The Finished message is record 0 under the new keys. */
-    traffic->read.seq = traffic->write.seq = 1;
+    traffic->read.seq = h->records_after_ccs[0];
+    traffic->write.seq = h->records_after_ccs[1];
     return true;
 }
 
