@@ -40,6 +40,8 @@
 #define OUT_CAP 65536
 /* Kept free in the output block for an alert or a KeyUpdate. */
 #define CONTROL_ROOM 64
+/* Records one AES-GCM key may seal: RFC 8446 §5.5 allows about 2^24.5. */
+#define AES_GCM_RECORDS_MAX ((uint64_t)1 << 24)
 
 enum { CT_ALERT = 21, CT_HANDSHAKE = 22, CT_APPLICATION_DATA = 23 };
 enum { ALERT_WARNING = 1, ALERT_FATAL = 2 };
@@ -183,6 +185,13 @@ bool xTlsDeriveTls12Keys(xTlsTraffic *traffic, const char *digest, const unsigne
 
 /* ---- Sealing and opening ---- */
 
+xTlsKeyUse xTlsKeyUseAt(xTlsAead aead, uint64_t seq) {
+    if (seq == UINT64_MAX) return XTLS_KEYS_LAST;
+    /* ChaCha20-Poly1305 keeps one number for the KeyUpdate that moves on. */
+    uint64_t limit = aead == XTLS_AEAD_CHACHA20_POLY1305 ? UINT64_MAX - 1 : AES_GCM_RECORDS_MAX;
+    return seq >= limit ? XTLS_KEYS_SPENT : XTLS_KEYS_USABLE;
+}
+
 static bool tls13(const xTlsRecords *r) { return r->traffic.version == XTLS_VERSION_1_3; }
 
 /* TLS 1.2 AES-GCM carries 8 bytes of nonce before the ciphertext. */
@@ -230,6 +239,7 @@ static size_t tls12_aad(uint64_t seq, int type, size_t plain_len, unsigned char 
  * into a record of content type type, in place; *rec_len is its size. */
 static bool seal(xTlsRecords *r, unsigned char *rec, size_t plain_len, int type, size_t *rec_len) {
     xTlsDirection *dir = &r->traffic.write;
+    if (xTlsKeyUseAt(r->traffic.aead, dir->seq) == XTLS_KEYS_LAST) return false; /* never wrap */
     unsigned char *data = rec + REC_HEADER + explicit_nonce(r);
     size_t inner = plain_len;
     if (tls13(r)) data[inner++] = (unsigned char)type; /* the real type rides inside */
@@ -264,6 +274,10 @@ static int open_record(xTlsRecords *r, unsigned char *rec, size_t body_len, unsi
                        int *alert) {
     xTlsDirection *dir = &r->traffic.read;
     size_t skip = explicit_nonce(r);
+    if (xTlsKeyUseAt(r->traffic.aead, dir->seq) == XTLS_KEYS_LAST) { /* never wrap */
+        *alert = AD_INTERNAL_ERROR;
+        return -1;
+    }
     if (body_len < skip + REC_TAG + (tls13(r) ? 1 : 0)) {
         *alert = tls13(r) ? AD_DECODE_ERROR : AD_BAD_RECORD_MAC;
         return -1;
@@ -362,6 +376,24 @@ static int fail(xConn *conn, xTlsRecords *r, int description) {
     return -1;
 }
 
+static bool next_keys(xTlsRecords *r, xTlsDirection *dir);
+static void send_close_notify(xConn *conn, xTlsRecords *r);
+
+/* TLS 1.3: announces new write keys in a KeyUpdate sealed at rec under the
+ * old ones, then moves to them (RFC 8446 §4.6.3). False when the keys are
+ * unknown now: the session is over. */
+static bool seal_key_update(xTlsRecords *r, unsigned char *rec, size_t *rec_len) {
+    static const unsigned char not_requested[] = {HS_KEY_UPDATE, 0, 0, 1, 0};
+    xTlsDirection write = r->traffic.write;
+    memcpy(rec + REC_HEADER, not_requested, sizeof not_requested);
+    bool ok = next_keys(r, &write) && seal(r, rec, sizeof not_requested, CT_HANDSHAKE, rec_len) &&
+              EVP_EncryptInit_ex(r->seal, NULL, NULL, write.key, NULL) == 1;
+    OPENSSL_cleanse(write.key, sizeof write.key);
+    if (ok) r->traffic.write = write;
+    OPENSSL_cleanse(&write, sizeof write);
+    return ok;
+}
+
 static ssize_t records_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
     xTlsRecords *r = conn->transport_state;
     if (r->error) {
@@ -398,6 +430,26 @@ static ssize_t records_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
     while (left > 0) {
         size_t plain_len = left < REC_PLAIN_MAX ? left : REC_PLAIN_MAX;
         unsigned char *rec = (unsigned char *)r->out + r->out_end;
+        if (xTlsKeyUseAt(r->traffic.aead, r->traffic.write.seq) != XTLS_KEYS_USABLE) {
+            size_t rec_len;
+            if (!tls13(r)) {
+                /* TLS 1.2 cannot change keys: what is sealed goes, then the session ends. */
+                total -= left;
+                if (total > 0) break;
+                release_out(conn, r);
+                send_close_notify(conn, r);
+                r->error = EPIPE;
+                errno = r->error;
+                return -1;
+            }
+            if (!seal_key_update(r, rec, &rec_len)) {
+                r->error = EPROTO;
+                errno = r->error;
+                return -1;
+            }
+            r->out_end += rec_len; /* in the block's control room: one per block at most */
+            rec += rec_len;
+        }
         unsigned char *data = rec + REC_HEADER + explicit_nonce(r);
         for (size_t copied = 0; copied < plain_len;) {
             size_t take = iov[v].iov_len - v_off;
