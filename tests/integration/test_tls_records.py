@@ -274,5 +274,76 @@ class HostileRecordsTest(HttpsTestCase):
         self.assertIn(b"pong", client.read_plain(lambda d: b"pong" in d))
 
 
+class AlertsTest(HttpsTestCase):
+    """The alerts RFC 5246 and RFC 8446 name for malformed records, some sealed by hand."""
+
+    def keyed(self, version=ssl.TLSVersion.TLSv1_3):
+        client = KeyedTls(self.server.port, client_context(version=version))
+        self.addCleanup(client.close)
+        client.handshake()
+        client.derive_keys()
+        client.seq = 0 if version == ssl.TLSVersion.TLSv1_3 else 1
+        return client
+
+    def alert_after(self, client, raw):
+        """Sends raw bytes; the alert the server answers with (ssl's reason), after it closed."""
+        client.send_raw(bytes(raw))
+        client.read_until_eof(timeout=10)
+        with self.assertRaises(ssl.SSLError) as caught:
+            while client.tls.read(65536):
+                pass
+        return caught.exception.reason or str(caught.exception)
+
+    def test_a_tls12_record_with_another_minor_version_is_refused(self):
+        client = KeyedTls(self.server.port, client_context(version=ssl.TLSVersion.TLSv1_2))
+        self.addCleanup(client.close)
+        client.handshake()
+        client.tls.write(PING)
+        raw = bytearray(client.outgoing.read())
+        raw[2] = 0x01
+        self.assertIn("PROTOCOL_VERSION", self.alert_after(client, raw))
+        self.assert_serves_ping()
+
+    def test_a_tls13_record_too_short_for_its_tag_is_bad_record_mac(self):
+        client = self.keyed()
+        raw = struct.pack("!BHH", TLS_APPLICATION_DATA, 0x0303, 16) + bytes(16)
+        self.assertIn("BAD_RECORD_MAC", self.alert_after(client, raw))
+        self.assert_serves_ping()
+
+    def test_an_empty_alert_record_is_unexpected_message(self):
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            with self.subTest(version=version):
+                client = self.keyed(version)
+                self.assertIn("UNEXPECTED_MESSAGE", self.alert_after(client, client.seal(TLS_ALERT, b"")))
+        self.assert_serves_ping()
+
+    def test_a_tls13_inner_plaintext_padded_past_its_limit_is_record_overflow(self):
+        client = self.keyed()
+        raw = client.seal(TLS_APPLICATION_DATA, b"x" * 16384, padding=1)
+        self.assertIn("RECORD_OVERFLOW", self.alert_after(client, raw))
+        self.assert_serves_ping()
+
+    def test_padding_within_the_tls13_limit_is_accepted(self):
+        client = self.keyed()
+        client.send_raw(client.seal(TLS_APPLICATION_DATA, PING, padding=16384 - len(PING)))
+        self.assertIn(b"pong", client.read_plain(lambda d: b"pong" in d))
+
+    def test_a_tls12_renegotiation_gets_a_warning_and_the_session_goes_on(self):
+        """The client's ssl would take the alert as an answer to a renegotiation it never
+        asked for, so the records are looked at raw: an alert, then the response."""
+        client = self.keyed(ssl.TLSVersion.TLSv1_2)
+        hello = b"\x01\x00\x00\x04" + bytes(4)
+        client.send_raw(client.seal(TLS_HANDSHAKE, hello) + client.seal(TLS_APPLICATION_DATA, PING))
+        start = len(client.received)
+        deadline = time.monotonic() + 10
+        while True:
+            records = split_records(bytes(client.received[start:]))
+            types = [rec[0] for rec in records]
+            if TLS_APPLICATION_DATA in types or time.monotonic() > deadline:
+                break
+            self.assertTrue(client.read_raw(), f"closed after records of types {types}")
+        self.assertEqual(types[:2], [TLS_ALERT, TLS_APPLICATION_DATA])
+
+
 if __name__ == "__main__":
     unittest.main()

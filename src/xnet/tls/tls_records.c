@@ -52,6 +52,7 @@ enum {
     AD_RECORD_OVERFLOW = 22,
     AD_ILLEGAL_PARAMETER = 47,
     AD_DECODE_ERROR = 50,
+    AD_PROTOCOL_VERSION = 70,
     AD_INTERNAL_ERROR = 80,
     AD_USER_CANCELED = 90,
     AD_NO_RENEGOTIATION = 100,
@@ -279,7 +280,7 @@ static int open_record(xTlsRecords *r, unsigned char *rec, size_t body_len, unsi
         return -1;
     }
     if (body_len < skip + REC_TAG + (tls13(r) ? 1 : 0)) {
-        *alert = tls13(r) ? AD_DECODE_ERROR : AD_BAD_RECORD_MAC;
+        *alert = AD_BAD_RECORD_MAC; /* it cannot be authentic (RFC 8446 §5.2) */
         return -1;
     }
     unsigned char *cipher = rec + REC_HEADER + skip;
@@ -304,6 +305,12 @@ static int open_record(xTlsRecords *r, unsigned char *rec, size_t body_len, unsi
     }
     int type = rec[0];
     if (tls13(r)) {
+        /* The encoded inner plaintext, padding included, holds at most
+         * 2^14 bytes and the type (RFC 8446 §5.4). */
+        if (cipher_len > REC_PLAIN_MAX + 1) {
+            *alert = AD_RECORD_OVERFLOW;
+            return -1;
+        }
         /* The real type is the last non-zero byte; zeros after it are padding. */
         while (cipher_len > 0 && cipher[cipher_len - 1] == 0) cipher_len--;
         if (cipher_len == 0) {
@@ -513,12 +520,17 @@ static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
 }
 
 /* After the handshake a client may only update its keys (TLS 1.3), in a
- * record of its own; a TLS 1.2 ClientHello asks to renegotiate, which we do
- * not. */
+ * record of its own; a TLS 1.2 ClientHello asks to renegotiate, which we
+ * decline with a warning (RFC 5246 §7.2.2: no_renegotiation is always one),
+ * as OpenSSL does, and the session goes on. */
 static int on_handshake(xConn *conn, xTlsRecords *r, const unsigned char *msg, size_t len) {
-    if (!tls13(r))
-        return fail(conn, r,
-                    len > 0 && msg[0] == HS_CLIENT_HELLO ? AD_NO_RENEGOTIATION : AD_UNEXPECTED_MESSAGE);
+    if (!tls13(r) && len > 0 && msg[0] == HS_CLIENT_HELLO) {
+        static const unsigned char no_renegotiation[2] = {ALERT_WARNING, AD_NO_RENEGOTIATION};
+        return send_control(conn, r, CT_ALERT, no_renegotiation, sizeof no_renegotiation)
+                   ? 1
+                   : fail(conn, r, AD_INTERNAL_ERROR);
+    }
+    if (!tls13(r)) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
     if (len < 1 || msg[0] != HS_KEY_UPDATE) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
     if (len != 5 || msg[1] != 0 || msg[2] != 0 || msg[3] != 1) return fail(conn, r, AD_DECODE_ERROR);
     if (msg[4] > 1) return fail(conn, r, AD_ILLEGAL_PARAMETER);
@@ -526,6 +538,7 @@ static int on_handshake(xConn *conn, xTlsRecords *r, const unsigned char *msg, s
 }
 
 static int on_alert(xConn *conn, xTlsRecords *r, const unsigned char *alert, size_t len) {
+    if (len == 0) return fail(conn, r, AD_UNEXPECTED_MESSAGE); /* as RFC 8446 §5.1 says of empty alerts */
     if (len != 2) return fail(conn, r, AD_DECODE_ERROR);
     if (alert[1] == AD_CLOSE_NOTIFY) {
         r->eof = true;
@@ -555,6 +568,9 @@ static int next_record(xConn *conn, xTlsRecords *r) {
     bool expected = tls13(r) ? rec[0] == CT_APPLICATION_DATA
                              : rec[0] == CT_APPLICATION_DATA || rec[0] == CT_ALERT || rec[0] == CT_HANDSHAKE;
     if (!expected || rec[1] != 3) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+    /* TLS 1.2 records carry the negotiated version (RFC 5246 §6.2.1); TLS
+     * 1.3 authenticates its legacy one. */
+    if (!tls13(r) && rec[2] != 3) return fail(conn, r, AD_PROTOCOL_VERSION);
     unsigned char *data;
     size_t len;
     int alert;
