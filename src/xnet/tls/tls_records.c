@@ -20,6 +20,7 @@
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/kdf.h>
 
 #include <xhttp/tls.h>
@@ -374,6 +375,7 @@ static bool send_control(xConn *conn, xTlsRecords *r, int type, const unsigned c
 
 /* Ends the session with a fatal alert (RFC 8446 §6.2); -1 with errno. */
 static int fail(xConn *conn, xTlsRecords *r, int description) {
+    ERR_clear_error(); /* what EVP left there would fail the next OpenSSL call on this thread */
     if (!r->error) {
         unsigned char alert[2] = {ALERT_FATAL, (unsigned char)description};
         send_control(conn, r, CT_ALERT, alert, sizeof alert);
@@ -512,6 +514,7 @@ static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
     OPENSSL_cleanse(&read, sizeof read);
     OPENSSL_cleanse(&write, sizeof write);
     if (!ok) {
+        ERR_clear_error();
         r->error = EPROTO; /* the keys are unknown now: not even an alert can be sealed */
         errno = r->error;
         return -1;
