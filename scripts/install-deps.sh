@@ -56,3 +56,10 @@ if ! command -v h2spec >/dev/null 2>&1 && [[ ! -x $gobin/h2spec ]]; then
   echo "installing: h2spec (go install into $gobin)"
   GOBIN=$gobin "$go" install github.com/summerwind/h2spec/cmd/h2spec@latest
 fi
+
+# The TLS tests seal records by hand (tests/integration/support/tls_fixtures.py)
+# with the AEADs of Python's cryptography package.
+if ! python3 -c "import cryptography.hazmat.primitives.ciphers.aead" >/dev/null 2>&1; then
+  echo "installing: cryptography (pip, for the TLS tests)"
+  python3 -m pip install --quiet cryptography
+fi

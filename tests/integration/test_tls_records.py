@@ -11,8 +11,8 @@ import struct
 import time
 import unittest
 
-from support.tls_fixtures import (HttpsTestCase, InteractiveSClient, ManualTls, TlsConn, client_context, curl_https,
-                                  h2_over_tls, http1_get, shared_certs, start_https)
+from support.tls_fixtures import (HttpsTestCase, InteractiveSClient, KeyedTls, ManualTls, TlsConn, client_context,
+                                  curl_https, h2_over_tls, http1_get, shared_certs, split_records, start_https)
 
 CERTS = None
 
@@ -28,8 +28,12 @@ AEAD_SUITES = (
 # A body that spans many records and many socket reads and writes.
 BODY = os.urandom(3 * 1024 * 1024 + 12345)
 
+TLS_CHANGE_CIPHER_SPEC = 20
+TLS_ALERT = 21
 TLS_HANDSHAKE = 22
 TLS_APPLICATION_DATA = 23
+PING = b"GET /ping HTTP/1.1\r\nHost: localhost\r\n\r\n"
+TLS_INFO = b"GET /tls HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 
 setUpModule, tearDownModule = shared_certs(__name__)
@@ -217,6 +221,128 @@ class RecordLayerTest(HttpsTestCase):
         for _ in range(count):
             resp = conn.read_response()
             self.assertEqual((resp.status, resp.body), (200, b"pong"))
+
+
+class HostileRecordsTest(HttpsTestCase):
+    """Records sealed by hand with the client's keys: what a careful TLS library never
+    sends but a hostile client may."""
+
+    def keyed(self, version=ssl.TLSVersion.TLSv1_3):
+        client = KeyedTls(self.server.port, client_context(version=version))
+        self.addCleanup(client.close)
+        return client
+
+    def handshake_with_split_tls12_finished(self, pieces):
+        """A TLS 1.2 handshake whose client Finished goes in len(pieces) records."""
+        client = self.keyed(ssl.TLSVersion.TLSv1_2)
+        while True:
+            try:
+                client.tls.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            flight = client.outgoing.read()
+            if any(rec[0] == TLS_CHANGE_CIPHER_SPEC for rec in split_records(flight)):
+                break
+            client.send_raw(flight)
+            client.read_raw()
+        client.derive_keys()
+        records = split_records(flight)
+        finished = client.open_tls12(records[-1], 0)
+        cuts = [0] + list(pieces) + [len(finished)]
+        client.seq = 0
+        split = b"".join(client.seal(TLS_HANDSHAKE, finished[a:b]) for a, b in zip(cuts, cuts[1:]))
+        client.send_raw(b"".join(records[:-1]) + split)
+        while True:
+            try:
+                client.tls.do_handshake()
+                return client
+            except ssl.SSLWantReadError:
+                self.assertTrue(client.read_raw(), "closed during the handshake")
+
+    def test_a_tls12_finished_split_over_records_is_followed_by_served_requests(self):
+        client = self.handshake_with_split_tls12_finished((4, 10))
+        client.send_raw(client.seal(TLS_APPLICATION_DATA, PING) + client.seal(TLS_APPLICATION_DATA, PING))
+        self.assertEqual(client.read_plain(lambda d: d.count(b"pong") == 2).count(b"HTTP/1.1 200"), 2)
+
+    def test_a_tls12_finished_split_over_records_leaves_the_records_with_xkit(self):
+        """The hand-over counts the records the handshake really read under the new keys."""
+        client = self.handshake_with_split_tls12_finished((1, 2, 3))
+        client.send_raw(client.seal(TLS_APPLICATION_DATA, TLS_INFO))
+        info = client.read_plain(lambda d: d.endswith(b"}\n"))
+        self.assertIn(b'"xkit_records":true', info)
+        client.send_raw(client.seal(TLS_APPLICATION_DATA, PING))
+        self.assertIn(b"pong", client.read_plain(lambda d: b"pong" in d))
+
+
+class AlertsTest(HttpsTestCase):
+    """The alerts RFC 5246 and RFC 8446 name for malformed records, some sealed by hand."""
+
+    def keyed(self, version=ssl.TLSVersion.TLSv1_3):
+        client = KeyedTls(self.server.port, client_context(version=version))
+        self.addCleanup(client.close)
+        client.handshake()
+        client.derive_keys()
+        client.seq = 0 if version == ssl.TLSVersion.TLSv1_3 else 1
+        return client
+
+    def alert_after(self, client, raw):
+        """Sends raw bytes; the alert the server answers with (ssl's reason), after it closed."""
+        client.send_raw(bytes(raw))
+        client.read_until_eof(timeout=10)
+        with self.assertRaises(ssl.SSLError) as caught:
+            while client.tls.read(65536):
+                pass
+        return caught.exception.reason or str(caught.exception)
+
+    def test_a_tls12_record_with_another_minor_version_is_refused(self):
+        client = KeyedTls(self.server.port, client_context(version=ssl.TLSVersion.TLSv1_2))
+        self.addCleanup(client.close)
+        client.handshake()
+        client.tls.write(PING)
+        raw = bytearray(client.outgoing.read())
+        raw[2] = 0x01
+        self.assertIn("PROTOCOL_VERSION", self.alert_after(client, raw))
+        self.assert_serves_ping()
+
+    def test_a_tls13_record_too_short_for_its_tag_is_bad_record_mac(self):
+        client = self.keyed()
+        raw = struct.pack("!BHH", TLS_APPLICATION_DATA, 0x0303, 16) + bytes(16)
+        self.assertIn("BAD_RECORD_MAC", self.alert_after(client, raw))
+        self.assert_serves_ping()
+
+    def test_an_empty_alert_record_is_unexpected_message(self):
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            with self.subTest(version=version):
+                client = self.keyed(version)
+                self.assertIn("UNEXPECTED_MESSAGE", self.alert_after(client, client.seal(TLS_ALERT, b"")))
+        self.assert_serves_ping()
+
+    def test_a_tls13_inner_plaintext_padded_past_its_limit_is_record_overflow(self):
+        client = self.keyed()
+        raw = client.seal(TLS_APPLICATION_DATA, b"x" * 16384, padding=1)
+        self.assertIn("RECORD_OVERFLOW", self.alert_after(client, raw))
+        self.assert_serves_ping()
+
+    def test_padding_within_the_tls13_limit_is_accepted(self):
+        client = self.keyed()
+        client.send_raw(client.seal(TLS_APPLICATION_DATA, PING, padding=16384 - len(PING)))
+        self.assertIn(b"pong", client.read_plain(lambda d: b"pong" in d))
+
+    def test_a_tls12_renegotiation_gets_a_warning_and_the_session_goes_on(self):
+        """The client's ssl would take the alert as an answer to a renegotiation it never
+        asked for, so the records are looked at raw: an alert, then the response."""
+        client = self.keyed(ssl.TLSVersion.TLSv1_2)
+        hello = b"\x01\x00\x00\x04" + bytes(4)
+        client.send_raw(client.seal(TLS_HANDSHAKE, hello) + client.seal(TLS_APPLICATION_DATA, PING))
+        start = len(client.received)
+        deadline = time.monotonic() + 10
+        while True:
+            records = split_records(bytes(client.received[start:]))
+            types = [rec[0] for rec in records]
+            if TLS_APPLICATION_DATA in types or time.monotonic() > deadline:
+                break
+            self.assertTrue(client.read_raw(), f"closed after records of types {types}")
+        self.assertEqual(types[:2], [TLS_ALERT, TLS_APPLICATION_DATA])
 
 
 if __name__ == "__main__":

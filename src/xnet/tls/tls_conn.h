@@ -53,12 +53,14 @@ struct xTlsServer {
 
 /* What the handshake shows of its keys and records, for our record layer:
  * the TLS 1.3 traffic secrets (OpenSSL's key log), and per direction
- * (0 read, 1 write) how many records followed the Finished message. */
+ * (0 read, 1 write) how many records followed the ChangeCipherSpec and the
+ * Finished message, and how many tickets followed the Finished: two counts
+ * of the same records, checked against each other before they are trusted. */
 typedef struct xTlsHandoff {
     unsigned char client_secret[XTLS_SECRET_MAX], server_secret[XTLS_SECRET_MAX];
     size_t client_secret_len, server_secret_len;
-    bool finished[2];
-    uint64_t records_after_finished[2];
+    bool changed_cipher[2], finished[2];
+    uint64_t records_after_ccs[2], records_after_finished[2], tickets_after_finished[2];
 } xTlsHandoff;
 
 /* A connection while OpenSSL holds it: its handshake protocol's state, then

@@ -156,16 +156,22 @@ static void rotate_tickets(xTlsServer *srv, time_t now) {
     if (srv->tickets[0].born && now - srv->tickets[0].born < (time_t)srv->conf.session_lifetime_s) return;
     xTicketKey fresh = {.born = now};
     if (RAND_bytes(fresh.name, sizeof fresh.name) != 1 || RAND_bytes(fresh.aes, sizeof fresh.aes) != 1 ||
-        RAND_bytes(fresh.hmac, sizeof fresh.hmac) != 1)
-        return; /* keep the old key rather than issue a weak one */
+        RAND_bytes(fresh.hmac, sizeof fresh.hmac) != 1) {
+        ERR_clear_error();
+        OPENSSL_cleanse(&fresh, sizeof fresh);
+        return; /* keep the old key (if any) rather than issue a weak one */
+    }
     srv->tickets[1] = srv->tickets[0];
     srv->tickets[0] = fresh;
+    OPENSSL_cleanse(&fresh, sizeof fresh);
 }
 
 /* Session tickets under keys of our own, rotated every session lifetime; a
  * ticket under either key resumes. Every resumption is answered with a fresh
  * ticket (return 2): TLS 1.3 clients use a ticket once (RFC 8446 §C.4), and
- * without a new one their next connection would need a full handshake. */
+ * without a new one their next connection would need a full handshake. Only
+ * a key that was generated issues or opens tickets (never the zeros of a
+ * slot RAND_bytes could not fill); the copy made here is wiped. */
 static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *cipher,
                      EVP_MAC_CTX *mac, int encrypt) {
     xTlsServer *srv = xTlsServerOf(ssl);
@@ -173,26 +179,26 @@ static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
     int status = 0;
     pthread_mutex_lock(&srv->lock);
     rotate_tickets(srv, time(NULL));
-    for (int i = 0; i < 2 && !status; i++) {
-        if (encrypt || (srv->tickets[i].born && memcmp(name, srv->tickets[i].name, 16) == 0)) {
+    for (int i = 0; i < (encrypt ? 1 : 2) && !status; i++) {
+        if (srv->tickets[i].born && (encrypt || memcmp(name, srv->tickets[i].name, 16) == 0)) {
             key = srv->tickets[i];
             status = encrypt ? 1 : 2;
         }
     }
     pthread_mutex_unlock(&srv->lock);
-    if (!status) return 0; /* unknown or retired key: a full handshake */
-    if (encrypt) {
-        if (RAND_bytes(iv, 16) != 1) return -1;
-        memcpy(name, key.name, 16);
-    }
+    if (!status) return 0; /* no key, or an unknown or retired one: no ticket, or a full handshake */
+    bool ok = !encrypt || RAND_bytes(iv, 16) == 1;
+    if (ok && encrypt) memcpy(name, key.name, 16);
     OSSL_PARAM params[] = {
         OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, key.hmac, sizeof key.hmac),
         OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0),
         OSSL_PARAM_construct_end(),
     };
-    if (!EVP_MAC_CTX_set_params(mac, params)) return -1;
-    int ok = encrypt ? EVP_EncryptInit_ex(cipher, EVP_aes_256_cbc(), NULL, key.aes, iv)
-                     : EVP_DecryptInit_ex(cipher, EVP_aes_256_cbc(), NULL, key.aes, iv);
+    ok = ok && EVP_MAC_CTX_set_params(mac, params) == 1 &&
+         (encrypt ? EVP_EncryptInit_ex(cipher, EVP_aes_256_cbc(), NULL, key.aes, iv)
+                  : EVP_DecryptInit_ex(cipher, EVP_aes_256_cbc(), NULL, key.aes, iv)) == 1;
+    OPENSSL_cleanse(&key, sizeof key);
+    if (!ok) ERR_clear_error(); /* OpenSSL ends this handshake; the next on the thread starts clean */
     return ok ? status : -1;
 }
 

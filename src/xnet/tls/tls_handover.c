@@ -30,19 +30,52 @@ void xTlsOnKeylog(const SSL *ssl, const char *line) {
     OPENSSL_clear_free(secret, secret ? (size_t)len : 0);
 }
 
-/* Counts the records each way after the Finished message: their number is
- * the sequence number our record layer starts from. */
+/* Counts the records each way after the ChangeCipherSpec and after the
+ * Finished message, and the tickets after the Finished: from these come the
+ * sequence numbers our record layer starts from. */
 void xTlsOnMessage(int write_p, int version, int content_type, const void *buf, size_t len, SSL *ssl,
                    void *arg) {
     xTlsHandoff *h = arg;
     int way = write_p ? 1 : 0;
-    if (content_type == SSL3_RT_HEADER && h->finished[way]) {
-        h->records_after_finished[way]++;
-    } else if (content_type == SSL3_RT_HANDSHAKE && len > 0 &&
-               *(const unsigned char *)buf == SSL3_MT_FINISHED) {
+    unsigned char first = len > 0 ? *(const unsigned char *)buf : 0;
+    if (content_type == SSL3_RT_HEADER && first == SSL3_RT_CHANGE_CIPHER_SPEC) {
+        /* A record header, seen both ways (a received ChangeCipherSpec
+         * message is not). */
+        h->changed_cipher[way] = true;
+        h->records_after_ccs[way] = 0;
+    } else if (content_type == SSL3_RT_HEADER) {
+        if (h->changed_cipher[way]) h->records_after_ccs[way]++;
+        if (h->finished[way]) h->records_after_finished[way]++;
+    } else if (content_type == SSL3_RT_HANDSHAKE && first == SSL3_MT_FINISHED) {
         h->finished[way] = true;
-        h->records_after_finished[way] = 0;
+        h->records_after_finished[way] = h->tickets_after_finished[way] = 0;
+    } else if (content_type == SSL3_RT_HANDSHAKE && first == SSL3_MT_NEWSESSION_TICKET && h->finished[way]) {
+        h->tickets_after_finished[way]++;
     }
+}
+
+/* The sequence numbers our record layer starts from, if the two counts
+ * agree with what the handshake sent: in TLS 1.3 the server's tickets, one
+ * record each, and nothing from the client; in TLS 1.2 nothing after the
+ * Finished, which may have come in several records after the
+ * ChangeCipherSpec (every one of them under the new keys). A count that is
+ * wrong would reuse an AES-GCM nonce, so on any doubt OpenSSL keeps the
+ * records. */
+static bool starting_seqs(const xTlsHandoff *h, xTlsTraffic *traffic) {
+    if (traffic->version == TLS1_3_VERSION) {
+        /* Application records start at 0 after each side's Finished. */
+        traffic->read.seq = h->records_after_finished[0];
+        traffic->write.seq = h->records_after_finished[1];
+        return h->records_after_finished[0] == 0 && h->tickets_after_finished[0] == 0 &&
+               h->records_after_finished[1] == h->tickets_after_finished[1];
+    }
+    for (int way = 0; way < 2; way++) {
+        if (!h->changed_cipher[way] || h->records_after_finished[way] != 0 || h->records_after_ccs[way] == 0)
+            return false;
+    }
+    traffic->read.seq = h->records_after_ccs[0];
+    traffic->write.seq = h->records_after_ccs[1];
+    return true;
 }
 
 static bool ktls_active(SSL *ssl) {
@@ -108,18 +141,10 @@ bool xTlsHandOver(xConn *conn, xTlsConn *t) {
         SSL_SESSION_get_max_fragment_length(session) != TLSEXT_max_fragment_length_DISABLED ||
         !h->finished[0] || !h->finished[1] || SSL_has_pending(ssl) || SSL_get_read_ahead(ssl))
         return false; /* (OpenSSL holding bytes past Finished would lose them) */
-    bool ok;
-    if (traffic.version == TLS1_3_VERSION) {
-        /* Application records start at 0 after each side's Finished. */
-        ok = tls13_keys(h, cipher, &traffic);
-        traffic.read.seq = h->records_after_finished[0];
-        traffic.write.seq = h->records_after_finished[1];
-    } else {
-        /* The Finished message is record 0 under the new keys. */
-        ok = traffic.version == TLS1_2_VERSION && tls12_keys(ssl, cipher, &traffic);
-        traffic.read.seq = 1 + h->records_after_finished[0];
-        traffic.write.seq = 1 + h->records_after_finished[1];
-    }
+    if (!starting_seqs(h, &traffic)) return false;
+    bool ok = traffic.version == TLS1_3_VERSION
+                  ? tls13_keys(h, cipher, &traffic)
+                  : traffic.version == TLS1_2_VERSION && tls12_keys(ssl, cipher, &traffic);
     xTlsSummary summary;
     summarize(ssl, &summary);
     if (!ok || !xTlsRecordsStart(conn, &traffic, &summary)) {

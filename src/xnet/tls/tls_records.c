@@ -20,6 +20,7 @@
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/kdf.h>
 
 #include <xhttp/tls.h>
@@ -40,6 +41,8 @@
 #define OUT_CAP 65536
 /* Kept free in the output block for an alert or a KeyUpdate. */
 #define CONTROL_ROOM 64
+/* Records one AES-GCM key may seal: RFC 8446 §5.5 allows about 2^24.5. */
+#define AES_GCM_RECORDS_MAX ((uint64_t)1 << 24)
 
 enum { CT_ALERT = 21, CT_HANDSHAKE = 22, CT_APPLICATION_DATA = 23 };
 enum { ALERT_WARNING = 1, ALERT_FATAL = 2 };
@@ -50,6 +53,7 @@ enum {
     AD_RECORD_OVERFLOW = 22,
     AD_ILLEGAL_PARAMETER = 47,
     AD_DECODE_ERROR = 50,
+    AD_PROTOCOL_VERSION = 70,
     AD_INTERNAL_ERROR = 80,
     AD_USER_CANCELED = 90,
     AD_NO_RENEGOTIATION = 100,
@@ -183,6 +187,13 @@ bool xTlsDeriveTls12Keys(xTlsTraffic *traffic, const char *digest, const unsigne
 
 /* ---- Sealing and opening ---- */
 
+xTlsKeyUse xTlsKeyUseAt(xTlsAead aead, uint64_t seq) {
+    if (seq == UINT64_MAX) return XTLS_KEYS_LAST;
+    /* ChaCha20-Poly1305 keeps one number for the KeyUpdate that moves on. */
+    uint64_t limit = aead == XTLS_AEAD_CHACHA20_POLY1305 ? UINT64_MAX - 1 : AES_GCM_RECORDS_MAX;
+    return seq >= limit ? XTLS_KEYS_SPENT : XTLS_KEYS_USABLE;
+}
+
 static bool tls13(const xTlsRecords *r) { return r->traffic.version == XTLS_VERSION_1_3; }
 
 /* TLS 1.2 AES-GCM carries 8 bytes of nonce before the ciphertext. */
@@ -230,6 +241,7 @@ static size_t tls12_aad(uint64_t seq, int type, size_t plain_len, unsigned char 
  * into a record of content type type, in place; *rec_len is its size. */
 static bool seal(xTlsRecords *r, unsigned char *rec, size_t plain_len, int type, size_t *rec_len) {
     xTlsDirection *dir = &r->traffic.write;
+    if (xTlsKeyUseAt(r->traffic.aead, dir->seq) == XTLS_KEYS_LAST) return false; /* never wrap */
     unsigned char *data = rec + REC_HEADER + explicit_nonce(r);
     size_t inner = plain_len;
     if (tls13(r)) data[inner++] = (unsigned char)type; /* the real type rides inside */
@@ -264,8 +276,12 @@ static int open_record(xTlsRecords *r, unsigned char *rec, size_t body_len, unsi
                        int *alert) {
     xTlsDirection *dir = &r->traffic.read;
     size_t skip = explicit_nonce(r);
+    if (xTlsKeyUseAt(r->traffic.aead, dir->seq) == XTLS_KEYS_LAST) { /* never wrap */
+        *alert = AD_INTERNAL_ERROR;
+        return -1;
+    }
     if (body_len < skip + REC_TAG + (tls13(r) ? 1 : 0)) {
-        *alert = tls13(r) ? AD_DECODE_ERROR : AD_BAD_RECORD_MAC;
+        *alert = AD_BAD_RECORD_MAC; /* it cannot be authentic (RFC 8446 §5.2) */
         return -1;
     }
     unsigned char *cipher = rec + REC_HEADER + skip;
@@ -290,6 +306,12 @@ static int open_record(xTlsRecords *r, unsigned char *rec, size_t body_len, unsi
     }
     int type = rec[0];
     if (tls13(r)) {
+        /* The encoded inner plaintext, padding included, holds at most
+         * 2^14 bytes and the type (RFC 8446 §5.4). */
+        if (cipher_len > REC_PLAIN_MAX + 1) {
+            *alert = AD_RECORD_OVERFLOW;
+            return -1;
+        }
         /* The real type is the last non-zero byte; zeros after it are padding. */
         while (cipher_len > 0 && cipher[cipher_len - 1] == 0) cipher_len--;
         if (cipher_len == 0) {
@@ -353,6 +375,7 @@ static bool send_control(xConn *conn, xTlsRecords *r, int type, const unsigned c
 
 /* Ends the session with a fatal alert (RFC 8446 §6.2); -1 with errno. */
 static int fail(xConn *conn, xTlsRecords *r, int description) {
+    ERR_clear_error(); /* what EVP left there would fail the next OpenSSL call on this thread */
     if (!r->error) {
         unsigned char alert[2] = {ALERT_FATAL, (unsigned char)description};
         send_control(conn, r, CT_ALERT, alert, sizeof alert);
@@ -360,6 +383,24 @@ static int fail(xConn *conn, xTlsRecords *r, int description) {
     }
     errno = r->error;
     return -1;
+}
+
+static bool next_keys(xTlsRecords *r, xTlsDirection *dir);
+static void send_close_notify(xConn *conn, xTlsRecords *r);
+
+/* TLS 1.3: announces new write keys in a KeyUpdate sealed at rec under the
+ * old ones, then moves to them (RFC 8446 §4.6.3). False when the keys are
+ * unknown now: the session is over. */
+static bool seal_key_update(xTlsRecords *r, unsigned char *rec, size_t *rec_len) {
+    static const unsigned char not_requested[] = {HS_KEY_UPDATE, 0, 0, 1, 0};
+    xTlsDirection write = r->traffic.write;
+    memcpy(rec + REC_HEADER, not_requested, sizeof not_requested);
+    bool ok = next_keys(r, &write) && seal(r, rec, sizeof not_requested, CT_HANDSHAKE, rec_len) &&
+              EVP_EncryptInit_ex(r->seal, NULL, NULL, write.key, NULL) == 1;
+    OPENSSL_cleanse(write.key, sizeof write.key);
+    if (ok) r->traffic.write = write;
+    OPENSSL_cleanse(&write, sizeof write);
+    return ok;
 }
 
 static ssize_t records_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
@@ -398,6 +439,26 @@ static ssize_t records_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
     while (left > 0) {
         size_t plain_len = left < REC_PLAIN_MAX ? left : REC_PLAIN_MAX;
         unsigned char *rec = (unsigned char *)r->out + r->out_end;
+        if (xTlsKeyUseAt(r->traffic.aead, r->traffic.write.seq) != XTLS_KEYS_USABLE) {
+            size_t rec_len;
+            if (!tls13(r)) {
+                /* TLS 1.2 cannot change keys: what is sealed goes, then the session ends. */
+                total -= left;
+                if (total > 0) break;
+                release_out(conn, r);
+                send_close_notify(conn, r);
+                r->error = EPIPE;
+                errno = r->error;
+                return -1;
+            }
+            if (!seal_key_update(r, rec, &rec_len)) {
+                r->error = EPROTO;
+                errno = r->error;
+                return -1;
+            }
+            r->out_end += rec_len; /* in the block's control room: one per block at most */
+            rec += rec_len;
+        }
         unsigned char *data = rec + REC_HEADER + explicit_nonce(r);
         for (size_t copied = 0; copied < plain_len;) {
             size_t take = iov[v].iov_len - v_off;
@@ -453,6 +514,7 @@ static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
     OPENSSL_cleanse(&read, sizeof read);
     OPENSSL_cleanse(&write, sizeof write);
     if (!ok) {
+        ERR_clear_error();
         r->error = EPROTO; /* the keys are unknown now: not even an alert can be sealed */
         errno = r->error;
         return -1;
@@ -461,12 +523,17 @@ static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
 }
 
 /* After the handshake a client may only update its keys (TLS 1.3), in a
- * record of its own; a TLS 1.2 ClientHello asks to renegotiate, which we do
- * not. */
+ * record of its own; a TLS 1.2 ClientHello asks to renegotiate, which we
+ * decline with a warning (RFC 5246 §7.2.2: no_renegotiation is always one),
+ * as OpenSSL does, and the session goes on. */
 static int on_handshake(xConn *conn, xTlsRecords *r, const unsigned char *msg, size_t len) {
-    if (!tls13(r))
-        return fail(conn, r,
-                    len > 0 && msg[0] == HS_CLIENT_HELLO ? AD_NO_RENEGOTIATION : AD_UNEXPECTED_MESSAGE);
+    if (!tls13(r) && len > 0 && msg[0] == HS_CLIENT_HELLO) {
+        static const unsigned char no_renegotiation[2] = {ALERT_WARNING, AD_NO_RENEGOTIATION};
+        return send_control(conn, r, CT_ALERT, no_renegotiation, sizeof no_renegotiation)
+                   ? 1
+                   : fail(conn, r, AD_INTERNAL_ERROR);
+    }
+    if (!tls13(r)) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
     if (len < 1 || msg[0] != HS_KEY_UPDATE) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
     if (len != 5 || msg[1] != 0 || msg[2] != 0 || msg[3] != 1) return fail(conn, r, AD_DECODE_ERROR);
     if (msg[4] > 1) return fail(conn, r, AD_ILLEGAL_PARAMETER);
@@ -474,6 +541,7 @@ static int on_handshake(xConn *conn, xTlsRecords *r, const unsigned char *msg, s
 }
 
 static int on_alert(xConn *conn, xTlsRecords *r, const unsigned char *alert, size_t len) {
+    if (len == 0) return fail(conn, r, AD_UNEXPECTED_MESSAGE); /* as RFC 8446 §5.1 says of empty alerts */
     if (len != 2) return fail(conn, r, AD_DECODE_ERROR);
     if (alert[1] == AD_CLOSE_NOTIFY) {
         r->eof = true;
@@ -503,6 +571,9 @@ static int next_record(xConn *conn, xTlsRecords *r) {
     bool expected = tls13(r) ? rec[0] == CT_APPLICATION_DATA
                              : rec[0] == CT_APPLICATION_DATA || rec[0] == CT_ALERT || rec[0] == CT_HANDSHAKE;
     if (!expected || rec[1] != 3) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+    /* TLS 1.2 records carry the negotiated version (RFC 5246 §6.2.1); TLS
+     * 1.3 authenticates its legacy one. */
+    if (!tls13(r) && rec[2] != 3) return fail(conn, r, AD_PROTOCOL_VERSION);
     unsigned char *data;
     size_t len;
     int alert;

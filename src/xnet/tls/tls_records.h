@@ -69,6 +69,18 @@ bool xTlsDeriveTls12Keys(xTlsTraffic *traffic, const char *digest, const unsigne
                          size_t master_len, const unsigned char client_random[32],
                          const unsigned char server_random[32]);
 
+/** What a direction's keys may still do before sealing or opening the
+ *  record with sequence number seq: RFC 8446 §5.5 limits AES-GCM keys to
+ *  about 2^24.5 full records (we stop at 2^24); ChaCha20-Poly1305's limit is
+ *  past 2^64, so for it only the sequence number must not wrap. */
+typedef enum xTlsKeyUse {
+    XTLS_KEYS_USABLE, /* seal or open with them */
+    XTLS_KEYS_SPENT,  /* TLS 1.3 moves to new keys (KeyUpdate); TLS 1.2 closes */
+    XTLS_KEYS_LAST,   /* seq is the last one before a wrap: nothing may be sealed or opened under it */
+} xTlsKeyUse;
+
+xTlsKeyUse xTlsKeyUseAt(xTlsAead aead, uint64_t seq);
+
 /** Puts conn on this record layer. traffic (keys included) and summary are
  *  taken: traffic is wiped, summary's strings belong to conn from now on.
  *  False (nothing changed, summary still the caller's) on allocation failure. */

@@ -8,6 +8,7 @@ https_bench_server (XK_HTTPS_SERVER) through harness.ServerProcess, so every
 server is checked for a clean exit with no sanitizer report.
 """
 
+import hmac
 import json
 import os
 import re
@@ -15,12 +16,15 @@ import select
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
 from dataclasses import dataclass
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
 from .h2client import H2Conn
 from .harness import (LISTEN_RE, SOCKET_TIMEOUT, START_TIMEOUT, Conn, ServerProcess, _binary_from_env,
@@ -497,6 +501,126 @@ class ManualTls:
         except (TimeoutError, socket.timeout):
             raise AssertionError(f"connection still open after {timeout}s") from None
         return bytes(self.received[start:])
+
+
+class KeyedTls(ManualTls):
+    """A ManualTls that also knows the client's write keys (from the key log that
+    Python's ssl writes), to seal records no TLS library would send: split
+    messages, odd alerts, padding. seq is the client's next write sequence number;
+    records sealed here and by self.tls must not be mixed after the handshake."""
+
+    def __init__(self, port, context=None, **kwargs):
+        context = context or client_context()
+        self._keylog = tempfile.NamedTemporaryFile(prefix="xkit-keylog-", delete=False)
+        self._keylog.close()
+        context.keylog_filename = self._keylog.name
+        super().__init__(port, context, **kwargs)
+        self.keys = None
+        self.seq = 0
+
+    def close(self):
+        super().close()
+        if os.path.exists(self._keylog.name):
+            os.unlink(self._keylog.name)
+
+    def _keylog_secret(self, label):
+        with open(self._keylog.name) as f:
+            lines = [line.split() for line in f if line.startswith(label + " ")]
+        if not lines:
+            raise AssertionError(f"no {label} in the key log")
+        return bytes.fromhex(lines[-1][2]), bytes.fromhex(lines[-1][1])
+
+    def derive_keys(self):
+        """The client's write key and IV for the negotiated suite (TLS 1.2 after its
+        ClientKeyExchange is written, TLS 1.3 after the handshake)."""
+        cipher = self.tls.cipher()[0]
+        sha384 = "SHA384" in cipher
+        key_len = 16 if "AES128" in cipher or "AES_128" in cipher else 32
+        self.aead = ChaCha20Poly1305 if "CHACHA20" in cipher else AESGCM
+        self.tls13 = self.tls.version() == "TLSv1.3"
+        if self.tls13:
+            secret, _ = self._keylog_secret("CLIENT_TRAFFIC_SECRET_0")
+            digest = "sha384" if sha384 else "sha256"
+            self.keys = (hkdf_expand_label(digest, secret, b"key", key_len),
+                         hkdf_expand_label(digest, secret, b"iv", 12))
+            return
+        master, client_random = self._keylog_secret("CLIENT_RANDOM")
+        server_random = bytes(self.received[11:43])  # in the ServerHello, the first record
+        iv_len = 12 if self.aead is ChaCha20Poly1305 else 4
+        block = tls12_prf("sha384" if sha384 else "sha256", master, b"key expansion",
+                          server_random + client_random, 2 * key_len + 2 * iv_len)
+        self.keys = (block[:key_len], block[2 * key_len:2 * key_len + iv_len])
+
+    def seal(self, content_type, data, padding=0, seq=None):
+        """One record of content_type carrying data, sealed under the next (or the given)
+        sequence number; TLS 1.3 records get padding zero bytes after the real type."""
+        key, iv = self.keys
+        seq = self.seq if seq is None else seq
+        self.seq = seq + 1
+        if self.tls13:
+            inner = data + bytes([content_type]) + bytes(padding)
+            header = struct.pack("!BHH", 23, 0x0303, len(inner) + 16)
+            nonce = bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big")))
+            return header + self.aead(key).encrypt(nonce, inner, header)
+        aad = seq.to_bytes(8, "big") + struct.pack("!BHH", content_type, 0x0303, len(data))
+        if self.aead is ChaCha20Poly1305:
+            nonce, explicit = bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big"))), b""
+        else:
+            explicit = seq.to_bytes(8, "big")
+            nonce = iv + explicit
+        body = explicit + self.aead(key).encrypt(nonce, data, aad)
+        return struct.pack("!BHH", content_type, 0x0303, len(body)) + body
+
+    def open_tls12(self, record, seq):
+        """The plaintext of one of the client's own TLS 1.2 records."""
+        key, iv = self.keys
+        content_type, _, length = struct.unpack("!BHH", record[:5])
+        body = record[5:5 + length]
+        aad = seq.to_bytes(8, "big") + struct.pack("!BHH", content_type, 0x0303, length - 16 - (
+            0 if self.aead is ChaCha20Poly1305 else 8))
+        if self.aead is ChaCha20Poly1305:
+            return self.aead(key).decrypt(bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big"))),
+                                          body, aad)
+        return self.aead(key).decrypt(iv + body[:8], body[8:], aad)
+
+    def read_plain(self, until, timeout=10):
+        """Application data from the server until until(data) holds; what came."""
+        self.sock.settimeout(timeout)
+        data = bytearray()
+        while not until(bytes(data)):
+            try:
+                data += self.tls.read(65536)
+            except ssl.SSLWantReadError:
+                if not self.read_raw():
+                    raise AssertionError(f"closed after {bytes(data)!r}")
+        return bytes(data)
+
+
+def split_records(data):
+    """Raw TLS bytes as a list of whole records."""
+    records = []
+    while data:
+        length = struct.unpack("!H", data[3:5])[0]
+        records.append(data[:5 + length])
+        data = data[5 + length:]
+    return records
+
+
+def hkdf_expand_label(digest, secret, label, length):
+    """RFC 8446 §7.1 with no context, for outputs of one hash block."""
+    full = b"tls13 " + label
+    info = struct.pack("!HB", length, len(full)) + full + b"\x00\x01"
+    return hmac.new(secret, info, digest).digest()[:length]
+
+
+def tls12_prf(digest, secret, label, seed, length):
+    """RFC 5246 §5: P_hash(secret, label + seed)."""
+    seed = label + seed
+    out, a = b"", seed
+    while len(out) < length:
+        a = hmac.new(secret, a, digest).digest()
+        out += hmac.new(secret, a + seed, digest).digest()
+    return out[:length]
 
 
 def client_hello(server_name="localhost", alpn=("h2", "http/1.1"), version=None):
