@@ -194,11 +194,10 @@ static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *ar
             close(fd);
             continue;
         }
-        xNetAccepted(&w->ctx.net, fd, &peer);
         if (tls)
-            xTlsAccept(&w->ctx.net, tls, fd);
+            xTlsAccept(&w->ctx.net, tls, fd, &peer);
         else
-            xUpgradeAccept(&w->ctx, fd, &w->server->plans[slot]);
+            xUpgradeAccept(&w->ctx, fd, &peer, &w->server->plans[slot]);
     }
 }
 

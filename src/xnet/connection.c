@@ -39,7 +39,8 @@ const xTransport xConnPlainTransport = {
 
 /* ---- Lifetime ---- */
 
-xConn *xConnCreate(xNetContext *net, int fd, const xConnProtocol *proto, void *proto_state) {
+xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnProtocol *proto,
+                   void *proto_state) {
     xConn *conn = calloc(1, sizeof *conn);
     if (!conn) {
         close(fd);
@@ -51,10 +52,7 @@ xConn *xConnCreate(xNetContext *net, int fd, const xConnProtocol *proto, void *p
     conn->proto = proto;
     conn->proto_state = proto_state;
     conn->refs = 1;
-    if (fd == net->accepted_fd && net->accepted_addr.family) {
-        conn->addr = net->accepted_addr;
-        net->accepted_addr.family = 0; /* taken: a later socket with this number is another */
-    }
+    if (addr) conn->addr = *addr;
     xTimerInit(&conn->timer, on_timer);
     if (xEventLoopAdd(net->loop, fd, XEV_READ | XEV_WRITE, on_io, conn) != XOK) {
         close(fd);

@@ -36,10 +36,6 @@ typedef struct xNetContext {
     xConn *conns;             /* every open connection, for shutdown */
     size_t conn_count;
     void (*on_conn_gone)(struct xNetContext *net); /* after a connection is freed */
-    /* Set by xNetAccepted: the socket on its way from accept to whoever
-     * wraps it (plain or TLS, which calls xConnCreate), and its addresses. */
-    int accepted_fd;
-    xNetAddr accepted_addr;
 } xNetContext;
 
 typedef struct xConnProtocol {
@@ -115,17 +111,11 @@ struct xConn {
     xNetAddr addr;        /* the peer's address and port, our port; family 0: unknown */
 };
 
-/** Notes where the accepted socket fd came from, before it is handed on:
- *  the connection xConnCreate makes for fd (whichever layer calls it) takes
- *  addr. So the acceptor, which alone knows it, need not thread it through
- *  every transport's accept. */
-static inline void xNetAccepted(xNetContext *net, int fd, const xNetAddr *addr) {
-    net->accepted_fd = fd;
-    net->accepted_addr = *addr;
-}
-
-/** Wraps an accepted, non-blocking socket. Returns NULL (socket closed) on failure. */
-xConn *xConnCreate(xNetContext *net, int fd, const xConnProtocol *proto, void *proto_state);
+/** Wraps an accepted, non-blocking socket; addr (copied; NULL: unknown) is
+ *  where it came from, as accept reported it. Returns NULL (socket closed)
+ *  on failure. */
+xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnProtocol *proto,
+                   void *proto_state);
 
 /** Puts conn on another transport (before any I/O): TLS over the socket. */
 void xConnSetTransport(xConn *conn, const xTransport *transport, void *state);

@@ -766,10 +766,10 @@ static void on_free(xConn *conn) {
 
 static const xConnProtocol h1_protocol = {on_readable, on_flushed, on_timeout, on_drain, on_close, on_free};
 
-bool xHttp1Accept(xHttpContext *ctx, int fd) {
+bool xHttp1Accept(xHttpContext *ctx, int fd, const xNetAddr *addr) {
     xHttp1 *h = calloc(1, sizeof *h);
     if (!h) return false;
-    xConn *conn = xConnCreate(&ctx->net, fd, &h1_protocol, h);
+    xConn *conn = xConnCreate(&ctx->net, fd, addr, &h1_protocol, h);
     if (!conn) {
         free(h);
         return false;

@@ -8,7 +8,7 @@
 
 /** Serves HTTP/1.1 on an accepted socket. Returns false (socket closed) on
  *  allocation failure. */
-bool xHttp1Accept(xHttpContext *ctx, int fd);
+bool xHttp1Accept(xHttpContext *ctx, int fd, const xNetAddr *addr);
 
 /** Serves HTTP/1.1 on a connection another layer set up (TLS after ALPN, or
  *  the cleartext sniff, which leaves the bytes it read in conn->in: they are

@@ -149,9 +149,9 @@ static void sniff_nothing(xConn *conn) {}
 static const xConnProtocol sniff_protocol = {sniff,         sniff_nothing, sniff_timeout,
                                              sniff_timeout, sniff_nothing, sniff_nothing};
 
-bool xUpgradeAccept(xHttpContext *ctx, int fd, const xUpgradePlan *plan) {
-    if (plan->cleartext == XHTTP_SPEAKS_HTTP1) return xHttp1Accept(ctx, fd);
-    xConn *conn = xConnCreate(&ctx->net, fd, &sniff_protocol, (void *)plan);
+bool xUpgradeAccept(xHttpContext *ctx, int fd, const xNetAddr *addr, const xUpgradePlan *plan) {
+    if (plan->cleartext == XHTTP_SPEAKS_HTTP1) return xHttp1Accept(ctx, fd, addr);
+    xConn *conn = xConnCreate(&ctx->net, fd, addr, &sniff_protocol, (void *)plan);
     if (!conn) return false;
     xConnSetTimeout(conn, ctx->conf->header_timeout_ms);
     return true;

@@ -46,7 +46,7 @@ xTlsListen xUpgradeTlsListen(const xUpgradePlan *plan);
 
 /** Serves an accepted cleartext socket as plan says. Returns false (socket
  *  closed) on allocation failure. */
-bool xUpgradeAccept(xHttpContext *ctx, int fd, const xUpgradePlan *plan);
+bool xUpgradeAccept(xHttpContext *ctx, int fd, const xNetAddr *addr, const xUpgradePlan *plan);
 
 /** The protocol changes HTTP/1.1 may ask for, for xHttpContext.upgrades. */
 extern const xHttpUpgrades xUpgradeRequests;

@@ -52,6 +52,6 @@ void xTlsLogKernelSupport(const xTlsConf *conf);
 
 /** Takes an accepted socket and handshakes; srv's callbacks say how it went.
  *  Returns false (socket closed) on allocation failure. */
-bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd);
+bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd, const xNetAddr *addr);
 
 #endif

@@ -252,7 +252,7 @@ static void handshake_nothing(xConn *conn) {}
 static const xConnProtocol handshake_protocol = {handshake,         handshake,         handshake_timeout,
                                                  handshake_timeout, handshake_nothing, handshake_nothing};
 
-bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd) {
+bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd, const xNetAddr *addr) {
     xTlsConn *t = calloc(1, sizeof *t);
     if (!t) {
         close(fd);
@@ -278,7 +278,7 @@ bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd) {
         SSL_set_msg_callback(t->ssl, xTlsOnMessage);
         SSL_set_msg_callback_arg(t->ssl, &t->handoff);
     }
-    xConn *conn = xConnCreate(net, fd, &handshake_protocol, t);
+    xConn *conn = xConnCreate(net, fd, addr, &handshake_protocol, t);
     if (!conn) {
         xTlsConnFree(t);
         return false;
