@@ -30,14 +30,18 @@ typedef struct xTlsListen {
     /** The handshake is done: alpn is the index of the protocol ALPN chose
      *  in alpn[], or -1 when the client offered none. False closes conn. */
     bool (*on_established)(xConn *conn, int alpn, void *arg);
-    /** The first bytes were not TLS; conn is back on the plain transport
-     *  with nothing read. NULL: close it. */
+    /** The first byte was plain text (a capital letter, as a request line
+     *  starts), not a TLS record; conn is back on the plain transport with
+     *  nothing read. Other bytes that are not TLS fail the handshake.
+     *  NULL: close it. */
     void (*on_plaintext)(xConn *conn, void *arg);
     void *arg;
 } xTlsListen;
 
-/** Builds the contexts for conf, reading every file. listen is copied. On
- *  failure returns NULL with the reason in err. */
+/** Builds the contexts for conf, reading every file. conf is this library's
+ *  own xTlsConf (its struct_size is sizeof(xTlsConf)), not a caller's, which
+ *  xHttpServerListenTls adopts first; listen is copied. On failure returns
+ *  NULL with the reason in err. */
 xTlsServer *xTlsServerCreate(const xTlsConf *conf, const xTlsListen *listen, char *err, size_t err_len);
 
 /** Reads the files again and swaps the contexts in for new connections;

@@ -80,7 +80,6 @@ typedef struct xTlsConn {
 /* tls_context.c */
 xTlsServer *xTlsServerOf(SSL *ssl);
 void xTlsBundleRelease(xTlsBundle *bundle);
-int xTlsSniSelect(SSL *ssl, int *alert, void *arg);
 bool xTlsKernelHasTls(void);
 
 /* tls_handshake.c */

@@ -138,7 +138,7 @@ xTlsServer *xTlsServerOf(SSL *ssl) {
     return ((xTlsConn *)conn->transport_state)->srv;
 }
 
-int xTlsSniSelect(SSL *ssl, int *alert, void *arg) {
+static int sni_select(SSL *ssl, int *alert, void *arg) {
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
     xConn *conn = SSL_get_app_data(ssl);
     xTlsConn *t = conn->transport_state;
@@ -280,7 +280,7 @@ static SSL_CTX *build_ctx(xTlsServer *srv, const xTlsCert *cert, char *err, size
         return NULL;
     }
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, srv);
-    SSL_CTX_set_tlsext_servername_callback(ctx, xTlsSniSelect);
+    SSL_CTX_set_tlsext_servername_callback(ctx, sni_select);
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"xkit", 4);
     SSL_CTX_set_timeout(ctx, (long)conf->session_lifetime_s);
     SSL_CTX_set_session_cache_mode(ctx,
@@ -437,7 +437,6 @@ static void free_conf(xTlsServer *srv) {
         free_cert(&srv->sni[i].cert);
     }
     free(srv->sni);
-    free((char *)conf->alpn);
     free((char *)conf->ciphersuites);
     free((char *)conf->ciphers);
     free((char *)conf->groups);
@@ -456,7 +455,7 @@ static bool copy_conf(xTlsServer *srv, const xTlsConf *src) {
     xTlsConf *conf = &srv->conf;
     *conf = *src;
     bool ok = true;
-    conf->alpn = copy(src->alpn, &ok);
+    conf->alpn = NULL; /* the caller's listener plan chose the names (xTlsListen) */
     conf->ciphersuites = copy(src->ciphersuites, &ok);
     conf->ciphers = copy(src->ciphers, &ok);
     conf->groups = copy(src->groups, &ok);
@@ -497,6 +496,10 @@ static bool set_alpn(xTlsServer *srv, const char *const *names, size_t count, ch
 }
 
 xTlsServer *xTlsServerCreate(const xTlsConf *conf, const xTlsListen *listen, char *err, size_t err_len) {
+    if (!listen->on_established) {
+        snprintf(err, err_len, "tls: the listener has no on_established callback");
+        return NULL;
+    }
     if (conf->num_sni && !conf->sni) {
         snprintf(err, err_len, "tls: num_sni is set but sni is NULL");
         return NULL;

@@ -22,8 +22,6 @@
 
 #define XTLS_RECORD_MAX 16384
 
-static const xConnProtocol handshake_protocol;
-
 static long on_bio(BIO *bio, int oper, const char *argp, size_t len, int argi, long argl, int ret,
                    size_t *processed) {
     if (oper == (BIO_CB_READ | BIO_CB_RETURN)) {
@@ -135,8 +133,9 @@ static const char *alpn_name(SSL *ssl, int *index) {
 }
 
 /* What a handler may ask of a connection, straight from its SSL object
- * (strings owned by it, or static). */
-static void describe(SSL *ssl, xTlsInfo *info) {
+ * (strings owned by it, static, or the listener's ALPN names, which live as
+ * long as the listener). */
+void xTlsDescribe(SSL *ssl, xTlsInfo *info) {
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
     *info = (xTlsInfo){
         .version = SSL_get_version(ssl),
@@ -152,11 +151,9 @@ static void describe(SSL *ssl, xTlsInfo *info) {
     }
 }
 
-void xTlsDescribe(SSL *ssl, xTlsInfo *info) { describe(ssl, info); }
-
 static bool tls_info(const xConn *conn, xTlsInfo *info) {
     SSL *ssl = ((const xTlsConn *)conn->transport_state)->ssl;
-    describe(ssl, info);
+    xTlsDescribe(ssl, info);
     if (!info->cipher) info->cipher = "";
 #ifndef OPENSSL_NO_KTLS
     info->ktls_send = BIO_get_ktls_send(SSL_get_wbio(ssl));

@@ -49,7 +49,7 @@ typedef struct xTlsTraffic {
 typedef struct xTlsSummary {
     const char *version; /* static strings */
     const char *cipher;
-    const char *alpn;
+    const char *alpn;     /* the listener's name for it: lives as long as the listener */
     char *server_name;    /* owned; NULL when none was sent */
     char *client_subject; /* owned; NULL without a client certificate */
     bool resumed;
