@@ -18,6 +18,7 @@
 #include <xbase/str.h>
 #include <xhttp/server.h>
 #include <xhttp/tls.h>
+#include <xhttp/tls_conf.h>
 
 #ifdef __cplusplus
 extern "C" {

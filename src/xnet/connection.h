@@ -23,7 +23,7 @@
 #define XCONN_COPY_BELOW 2048
 
 typedef struct xConn xConn;
-struct xTlsInfo; /* <xhttp/tls.h>: filled by a TLS transport */
+struct xTlsInfo; /* <xhttp/tls_conf.h>: filled by a TLS transport */
 
 /** What every connection of one worker shares: its loop, pools and the list
  *  of open connections. One per worker thread, so nothing here needs a lock.

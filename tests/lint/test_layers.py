@@ -20,8 +20,9 @@ LAYERS = {
     "xbase/io": (2, ("xbase",)),
     "xbase/loop": (3, ("xbase",)),
     "xnet": (4, ("xbase",)),
-    # TLS settings and the info a handler reads are public types in <xhttp/tls.h>.
-    "xnet/tls": (5, ("xbase", "xhttp/tls.h")),
+    # TLS settings and the info a handler reads are public types in <xhttp/tls_conf.h>,
+    # which names nothing of the HTTP server.
+    "xnet/tls": (5, ("xbase", "xhttp/tls_conf.h")),
     "xhttp/core": (6, ("xbase", "xhttp")),
     "xhttp/http1": (7, ("xbase", "xhttp")),
     "xhttp/http2": (7, ("xbase", "xhttp")),

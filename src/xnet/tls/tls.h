@@ -6,14 +6,14 @@
  * layer (tls_records.h), or stay with OpenSSL or the kernel, under the
  * connection's output queue. xnet/tls knows no HTTP: the caller names the
  * protocols ALPN offers and decides what a connection then speaks. It uses
- * <xhttp/tls.h> only for the public settings and info types. */
+ * <xhttp/tls_conf.h> only for the public settings and info types. */
 #ifndef XNET_TLS_TLS_H
 #define XNET_TLS_TLS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <xhttp/tls.h>
+#include <xhttp/tls_conf.h>
 
 #include "xnet/connection.h"
 

@@ -23,7 +23,7 @@
 #include <openssl/err.h>
 #include <openssl/kdf.h>
 
-#include <xhttp/tls.h>
+#include <xhttp/tls_conf.h>
 
 #define REC_HEADER 5
 #define REC_PLAIN_MAX 16384
