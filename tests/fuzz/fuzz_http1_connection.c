@@ -1,0 +1,466 @@
+/* fuzz_http1_connection.c — a whole cleartext connection, as a worker serves
+ * it, fed a client's bytes.
+ *
+ * The server end of a socketpair is accepted with xUpgradeAccept under a plan
+ * with both protocols (so the HTTP/2 preface and "Upgrade: h2c" switch
+ * protocols), on a context set up like a worker's with small limits, and
+ * routes that answer at once, echo the body, stream a response with a
+ * trailer, answer from a later loop iteration, and read a streamed request
+ * body. The real plain transport and the loop's epoll carry every byte.
+ *
+ * Input: byte 0 is the pace; the rest is what the client sends.
+ *   - bits 0-3: 0 sends everything in one write; 15 sends a piece up to
+ *     each "\r\n\r\n" (heads apart from their bodies); other n, pieces of
+ *     1 to 2^(n-1) bytes (sizes drawn from byte 0); the loop turns after each;
+ *   - bit 6: the client reads only once it has sent everything;
+ *   - bit 7: the server's send buffer is as small as the kernel allows, so
+ *     writes block and queued output waits.
+ * The client then half-closes, reads until the server's end of stream, and
+ * closes. Checked after every input:
+ *   - the server ends its output after the client's FIN, and the connection
+ *     is freed once the client closes: conn_count 0, no connection listed;
+ *   - the buffer pool keeps at most its maximum, and no pooled exchange is
+ *     lost (the pool never shrinks below what it held before);
+ *   - unless the client spoke HTTP/2 from the start, the output is a
+ *     sequence of whole HTTP/1.1 responses: a status line "HTTP/1.1 NNN
+ *     reason", well-formed fields, Content-Length or chunked framing that
+ *     matches the bytes (no body for 1xx, 204, 304, nor, where the input
+ *     holds a HEAD, for any sized response), nothing after "Connection:
+ *     close", and after a 101 an HTTP/2 SETTINGS frame; a response may be
+ *     cut short only when writes could block (bit 7), since a connection
+ *     that closes drops what it had not sent;
+ *   - no more final responses than request heads the input could hold
+ *     ("\r\n\r\n" count) plus one for garbage, no more 100s than heads.
+ * Leaks are LeakSanitizer's (the replay exits with every pool reachable).
+ * FUZZ_DUMP=1 in the environment prints each input and its output. */
+#define _GNU_SOURCE /* memmem */
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fuzz_check.h"
+#include "xhttp/core/context.h"
+#include "xhttp/core/exchange.h"
+#include "xhttp/http2/http2.h"
+#include "xhttp/upgrade/upgrade.h"
+
+#define MAX_PIECES 256   /* more pieces than this: the last takes the rest */
+#define SETTLE_TURNS 256 /* loop turns allowed for the server to finish */
+#define HANDLER_BODY "hello\n"
+
+static xHttpServerConf conf;
+static xHttpContext ctx;
+static xUpgradePlan plan;
+static xTimer tick;
+
+/* ---- Routes ---- */
+
+static void on_hello(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xHttpResponseAddHeader(res, "Content-Type", "text/plain");
+    xHttpResponseSend(res, HANDLER_BODY, sizeof HANDLER_BODY - 1);
+}
+
+static void on_echo(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xStr body = xHttpRequestBody(req);
+    xHttpResponseSend(res, body.data, body.len);
+}
+
+static void on_stream(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xHttpResponseAddHeader(res, "Trailer", "X-Sum");
+    xHttpResponseWrite(res, "first ", 6);
+    xHttpResponseWrite(res, "", 0);
+    xHttpResponseWrite(res, "second\n", 7);
+    xHttpResponseAddTrailer(res, "X-Sum", "13");
+    xHttpResponseEnd(res);
+}
+
+/* Answers from the next loop turn, whether or not the client is still there. */
+static void answer_later(xEventLoop *loop, void *res) { xHttpResponseSend(res, "later\n", 6); }
+
+static void on_later(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    if (xEventLoopPost(xHttpRequestLoop(req), answer_later, res) != XOK) answer_later(NULL, res);
+}
+
+/* A streamed body is counted; the count is the answer. "?refuse" answers
+ * from the head alone, leaving the body unread. */
+typedef struct Upload {
+    size_t bytes;
+} Upload;
+
+static void upload_gone(xHttpResponse *res, void *up) { free(up); }
+
+static void upload_read(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
+                        void *arg) {
+    Upload *up = arg;
+    up->bytes += len;
+    if (!end) return;
+    char text[32];
+    int n = snprintf(text, sizeof text, "%zu bytes\n", up->bytes);
+    free(up);
+    xHttpResponseOnAbort(res, NULL, NULL);
+    xHttpResponseSend(res, text, (size_t)n);
+}
+
+static void on_upload(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xStr query = xHttpRequestQuery(req);
+    if (xStrEqualsC(query, "refuse")) {
+        xHttpResponseSetStatus(res, 403);
+        xHttpResponseSend(res, "no\n", 3);
+        return;
+    }
+    Upload *up = calloc(1, sizeof *up);
+    FUZZ_ASSERT(up != NULL, "out of memory");
+    xHttpResponseOnAbort(res, upload_gone, up);
+    if (xHttpRequestReadBody(req, upload_read, up) != XOK) {
+        free(up);
+        xHttpResponseOnAbort(res, NULL, NULL);
+        xHttpResponseSend(res, "unread\n", 7);
+    }
+}
+
+static xHttpRouteTarget targets[] = {
+    {on_hello, NULL, false, NULL}, {on_echo, NULL, false, NULL},  {on_stream, NULL, false, NULL},
+    {on_later, NULL, false, NULL}, {on_upload, NULL, true, NULL},
+};
+static const char *const specs[] = {"GET /hello", "POST /echo", "GET /stream", "/later", "/upload"};
+
+static void on_tick(xEventLoop *loop, xTimer *timer) { xEventLoopStop(loop); }
+
+static void set_up(void) {
+    xHttpServerConfInit(&conf);
+    conf.max_request_line = 512;
+    conf.max_header_size = 1024;
+    conf.max_headers = 16;
+    conf.max_body_size = 4096;
+    /* No timer of the server's may fire within one input. */
+    conf.header_timeout_ms = conf.body_timeout_ms = conf.idle_timeout_ms = 600000;
+    conf.send_timeout_ms = 600000;
+    ctx.net.loop = xEventLoopCreate();
+    ctx.net.mem = xMemCacheCreate();
+    ctx.net.send_timeout_ms = conf.send_timeout_ms;
+    ctx.conf = &conf;
+    ctx.upgrades = &xUpgradeRequests;
+    xBufferPoolInit(&ctx.net.buffers, 16384, 8);
+    xRouter *router = xRouterCreate();
+    FUZZ_ASSERT(ctx.net.loop && ctx.net.mem && router, "set-up failed");
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+        FUZZ_ASSERT(xRouterAdd(router, specs[i], &targets[i], NULL) == XOK, "route %s", specs[i]);
+    ctx.router = router;
+    xUpgradePlanCleartext(&plan, XHTTP_PROTO_HTTP1 | XHTTP_PROTO_HTTP2);
+    xTimerInit(&tick, on_tick);
+}
+
+/* ---- The client's end ---- */
+
+typedef struct Client {
+    int fd;
+    char *out; /* what the server wrote */
+    size_t out_len, out_cap;
+    bool eof;
+} Client;
+
+/* One turn of the loop: whatever is ready, then due timers, without waiting. */
+static void turn(void) {
+    xTimerStart(ctx.net.loop, &tick, 0);
+    xEventLoopRun(ctx.net.loop);
+}
+
+static void client_read(Client *c) {
+    while (!c->eof) {
+        if (c->out_cap - c->out_len < 4096) {
+            c->out_cap = c->out_cap ? c->out_cap * 2 : 16384;
+            c->out = realloc(c->out, c->out_cap);
+            FUZZ_ASSERT(c->out != NULL, "out of memory");
+        }
+        ssize_t n = recv(c->fd, c->out + c->out_len, c->out_cap - c->out_len, MSG_DONTWAIT);
+        if (n > 0) {
+            c->out_len += (size_t)n;
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            c->eof = true; /* end of stream, or reset */
+        } else if (errno == EAGAIN) {
+            return;
+        }
+    }
+}
+
+/* Sends piece, turning the loop while the socket is full; false once the
+ * server is gone. */
+static bool client_send(Client *c, const char *piece, size_t len, bool read_now) {
+    for (int turns = 0; len > 0; turns++) {
+        ssize_t n = send(c->fd, piece, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
+        if (n > 0) {
+            piece += n;
+            len -= (size_t)n;
+            continue;
+        }
+        FUZZ_ASSERT(turns < SETTLE_TURNS, "the server takes no input");
+        turn();
+        client_read(c);
+    }
+    turn();
+    if (read_now) client_read(c);
+    turn();
+    if (read_now) client_read(c);
+    return true;
+}
+
+/* ---- What the server wrote ---- */
+
+typedef struct Head {
+    int status;
+    size_t end; /* just past the empty line */
+    bool sized, chunked, close;
+    uint64_t length;
+} Head;
+
+typedef enum Parsed { PARSED_OK, PARSED_SHORT, PARSED_BAD } Parsed;
+
+/* Where the line at pos ends (at its CR), or len when it does not. */
+static size_t line_end(const char *b, size_t len, size_t pos) {
+    for (size_t i = pos; i + 1 < len; i++)
+        if (b[i] == '\r' && b[i + 1] == '\n') return i;
+    return len;
+}
+
+static bool field_is(const char *line, size_t n, const char *name) {
+    size_t k = strlen(name);
+    return n > k + 1 && strncasecmp(line, name, k) == 0 && line[k] == ':' && line[k + 1] == ' ';
+}
+
+static Parsed parse_head(const char *b, size_t len, size_t pos, Head *h) {
+    memset(h, 0, sizeof *h);
+    size_t have = len - pos < 9 ? len - pos : 9;
+    if (memcmp(b + pos, "HTTP/1.1 ", have) != 0) return PARSED_BAD;
+    if (len - pos < 13) return PARSED_SHORT;
+    const char *s = b + pos + 9;
+    if (s[0] < '1' || s[0] > '5' || s[1] < '0' || s[1] > '9' || s[2] < '0' || s[2] > '9' || s[3] != ' ')
+        return PARSED_BAD;
+    h->status = (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0');
+    size_t at = line_end(b, len, pos);
+    if (at == len) return PARSED_SHORT;
+    bool seen_length = false;
+    for (at += 2;;) {
+        size_t e = line_end(b, len, at);
+        if (e == len) return PARSED_SHORT;
+        const char *line = b + at;
+        size_t n = e - at;
+        at = e + 2;
+        if (n == 0) break;
+        const char *colon = memchr(line, ':', n);
+        if (!colon || colon == line || memchr(line, '\n', n)) return PARSED_BAD;
+        if (field_is(line, n, "Content-Length")) {
+            if (seen_length) return PARSED_BAD;
+            seen_length = h->sized = true;
+            for (size_t i = 16; i < n; i++) {
+                if (line[i] < '0' || line[i] > '9') return PARSED_BAD;
+                h->length = h->length * 10 + (uint64_t)(line[i] - '0');
+            }
+        } else if (field_is(line, n, "Transfer-Encoding")) {
+            if (n != 26 || memcmp(line + 19, "chunked", 7) != 0) return PARSED_BAD;
+            h->chunked = true;
+        } else if (field_is(line, n, "Connection")) {
+            h->close = n == 17 && strncasecmp(line + 12, "close", 5) == 0;
+        }
+    }
+    h->end = at;
+    return h->sized && h->chunked ? PARSED_BAD : PARSED_OK;
+}
+
+/* A chunked body from pos: sets *end past its last CRLF. */
+static Parsed parse_chunked(const char *b, size_t len, size_t pos, size_t *end) {
+    for (;;) {
+        size_t e = line_end(b, len, pos);
+        if (e == len) return PARSED_SHORT;
+        if (e == pos || e - pos > 15) return PARSED_BAD;
+        uint64_t size = 0;
+        for (size_t i = pos; i < e; i++) {
+            int c = b[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (d < 0) return PARSED_BAD;
+            size = size * 16 + (uint64_t)d;
+        }
+        pos = e + 2;
+        if (size == 0) break;
+        if (len - pos < size + 2) return PARSED_SHORT;
+        if (b[pos + size] != '\r' || b[pos + size + 1] != '\n') return PARSED_BAD;
+        pos += size + 2;
+    }
+    for (;;) { /* trailer fields, then the empty line */
+        size_t e = line_end(b, len, pos);
+        if (e == len) return PARSED_SHORT;
+        bool empty = e == pos;
+        if (!empty && !memchr(b + pos, ':', e - pos)) return PARSED_BAD;
+        pos = e + 2;
+        if (empty) break;
+    }
+    *end = pos;
+    return PARSED_OK;
+}
+
+typedef struct Walk {
+    const char *b;
+    size_t len;
+    bool head_seen;        /* the input holds a HEAD: a sized response may have no body */
+    bool may_cut;          /* writes could block: the last response may be cut short */
+    unsigned char *failed; /* positions from which no reading works */
+    size_t finals, interims;
+} Walk;
+
+/* After a 101, HTTP/2 speaks: its first frame is the server's SETTINGS. */
+static bool h2_settings_at(const Walk *w, size_t pos) {
+    if (w->len == pos) return true;
+    if (w->len - pos < 9) return w->may_cut;
+    return w->b[pos + 3] == 4;
+}
+
+/* True when the output from pos reads as whole responses; the counts of
+ * the reading found are left in w. */
+static bool walk(Walk *w, size_t pos, size_t finals, size_t interims) {
+    if (pos == w->len) {
+        w->finals = finals;
+        w->interims = interims;
+        return true;
+    }
+    if (w->failed[pos]) return false;
+    Head h;
+    Parsed r = parse_head(w->b, w->len, pos, &h);
+    bool ok = false;
+    if (r == PARSED_SHORT) {
+        ok = w->may_cut;
+    } else if (r == PARSED_OK && h.status < 200) {
+        if (h.sized || h.chunked)
+            ok = false;
+        else if (h.status == 101)
+            ok = h2_settings_at(w, h.end) && walk(w, w->len, finals, interims);
+        else
+            ok = h.status == 100 && walk(w, h.end, finals, interims + 1);
+    } else if (r == PARSED_OK) {
+        size_t next[2], nnext = 0, end;
+        if (h.status == 204 || h.status == 304) {
+            next[nnext++] = h.end;
+        } else if (h.chunked) {
+            Parsed c = parse_chunked(w->b, w->len, h.end, &end);
+            if (c == PARSED_OK) next[nnext++] = end;
+            ok = c == PARSED_SHORT && w->may_cut;
+        } else if (h.sized) {
+            if (w->len - h.end >= h.length)
+                next[nnext++] = h.end + h.length;
+            else
+                ok = w->may_cut;
+            if (w->head_seen && h.length > 0) next[nnext++] = h.end;
+        } else {
+            next[nnext++] = h.close ? w->len : w->len + 1; /* the body ends with the connection */
+        }
+        for (size_t i = 0; i < nnext && !ok; i++) {
+            if (next[i] > w->len || (h.close && next[i] != w->len)) continue;
+            ok = walk(w, next[i], finals + 1, interims);
+        }
+    }
+    if (!ok) w->failed[pos] = 1;
+    return ok;
+}
+
+static void dump(const char *what, const char *b, size_t len) {
+    fprintf(stderr, "%s (%zu bytes): \"", what, len);
+    for (size_t i = 0; i < len && i < 2048; i++) {
+        unsigned char c = (unsigned char)b[i];
+        if (c >= 32 && c < 127 && c != '"' && c != '\\')
+            fputc(c, stderr);
+        else
+            fprintf(stderr, "\\x%02x", c);
+    }
+    fprintf(stderr, "\"%s\n", len > 2048 ? "..." : "");
+}
+
+static size_t count(const char *b, size_t len, const char *s) {
+    size_t n = 0, k = strlen(s);
+    for (size_t i = 0; i + k <= len; i++)
+        if (memcmp(b + i, s, k) == 0) n++;
+    return n;
+}
+
+static void check_output(const char *in, size_t in_len, const Client *c, bool may_cut) {
+    if (getenv("FUZZ_DUMP")) {
+        dump("input", in, in_len);
+        dump("output", c->out, c->out_len);
+    }
+    if (in_len >= XHTTP2_PREFACE_LEN && memcmp(in, XHTTP2_PREFACE, XHTTP2_PREFACE_LEN) == 0) {
+        Walk w = {c->out, c->out_len, false, may_cut, NULL, 0, 0};
+        FUZZ_ASSERT(h2_settings_at(&w, 0), "HTTP/2 output does not open with SETTINGS");
+        return;
+    }
+    Walk w = {c->out, c->out_len, count(in, in_len, "HEAD") > 0, may_cut, calloc(c->out_len + 1, 1), 0, 0};
+    FUZZ_ASSERT(w.failed != NULL, "out of memory");
+    bool ok = walk(&w, 0, 0, 0);
+    free(w.failed);
+    size_t heads = count(in, in_len, "\r\n\r\n");
+    if (!ok || w.finals > heads + 1 || w.interims > heads) {
+        dump("input", in, in_len);
+        dump("output", c->out, c->out_len);
+    }
+    FUZZ_ASSERT(ok, "the output is not a sequence of HTTP/1.1 responses");
+    FUZZ_ASSERT(w.finals <= heads + 1, "%zu responses to at most %zu requests", w.finals, heads + 1);
+    FUZZ_ASSERT(w.interims <= heads, "%zu interim responses to at most %zu requests", w.interims, heads);
+}
+
+/* ---- One connection ---- */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static bool ready;
+    if (!ready) {
+        set_up();
+        ready = true;
+    }
+    if (size < 1) return 0;
+    unsigned mode = data[0], shift = mode & 15;
+    bool read_as_we_go = !(mode & 0x40), small_sndbuf = mode & 0x80;
+    size_t n = size - 1;
+    char *in = fuzz_copy(data + 1, n);
+    size_t pooled = ctx.free_exchange_count;
+
+    int sv[2];
+    FUZZ_ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0, "socketpair: %s",
+                strerror(errno));
+    if (small_sndbuf) {
+        int one = 1;
+        setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof one);
+    }
+    FUZZ_ASSERT(xUpgradeAccept(&ctx, sv[0], NULL, &plan), "accept failed");
+    Client c = {.fd = sv[1]};
+
+    uint32_t rng = mode * 2654435761u + 1;
+    size_t pos = 0;
+    for (int pieces = 1; pos < n; pieces++) {
+        size_t take = n - pos;
+        if (shift == 15 && pieces < MAX_PIECES) {
+            const char *end = memmem(in + pos, n - pos, "\r\n\r\n", 4);
+            if (end) take = (size_t)(end - in - pos) + 4;
+        } else if (shift && pieces < MAX_PIECES) {
+            rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
+            size_t most = (size_t)1 << (shift - 1);
+            if (take > 1 + rng % most) take = 1 + rng % most;
+        }
+        if (!client_send(&c, in + pos, take, read_as_we_go)) break;
+        pos += take;
+    }
+    shutdown(c.fd, SHUT_WR);
+    for (int i = 0; i < SETTLE_TURNS && !c.eof; i++) {
+        turn();
+        client_read(&c);
+    }
+    FUZZ_ASSERT(c.eof, "the server keeps the connection open after the client's FIN");
+    close(c.fd);
+    for (int i = 0; i < SETTLE_TURNS && ctx.net.conn_count; i++) turn();
+    FUZZ_ASSERT(ctx.net.conn_count == 0 && ctx.net.conns == NULL, "%zu connections left", ctx.net.conn_count);
+    FUZZ_ASSERT(ctx.net.buffers.free_count <= ctx.net.buffers.max_free, "%zu pooled buffers",
+                ctx.net.buffers.free_count);
+    FUZZ_ASSERT(ctx.free_exchange_count >= pooled, "exchanges lost: %zu pooled, %zu before",
+                ctx.free_exchange_count, pooled);
+
+    check_output(in, n, &c, small_sndbuf);
+    free(c.out);
+    free(in);
+    return 0;
+}
