@@ -328,6 +328,24 @@ class AlertsTest(HttpsTestCase):
         client.send_raw(client.seal(TLS_APPLICATION_DATA, PING, padding=16384 - len(PING)))
         self.assertIn(b"pong", client.read_plain(lambda d: b"pong" in d))
 
+    def test_a_close_notify_in_the_same_read_as_a_request_is_answered_then_closed_at_once(self):
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            with self.subTest(version=version):
+                client = self.keyed(version)
+                client.send_raw(client.seal(TLS_APPLICATION_DATA, PING) + client.seal(TLS_ALERT, b"\x01\x00"))
+                self.assertIn(b"pong", client.read_plain(lambda d: b"pong" in d))
+                client.read_until_eof(timeout=2)
+        self.assert_serves_ping()
+
+    def test_a_fatal_alert_in_the_same_read_as_a_request_closes_at_once(self):
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            with self.subTest(version=version):
+                client = self.keyed(version)
+                alert = client.seal(TLS_ALERT, b"\x02\x28")  # handshake_failure
+                client.send_raw(client.seal(TLS_APPLICATION_DATA, PING) + alert)
+                client.read_until_eof(timeout=2)
+        self.assert_serves_ping()
+
     def test_a_tls12_renegotiation_gets_a_warning_and_the_session_goes_on(self):
         """The client's ssl would take the alert as an answer to a renegotiation it never
         asked for, so the records are looked at raw: an alert, then the response."""

@@ -656,8 +656,11 @@ static ssize_t records_recv(xConn *conn, char *buf, size_t len) {
         r->in = NULL;
         r->in_start = r->in_end = 0;
     }
-    /* More could be read only after a new readiness edge. */
-    if (drained && !r->plain_len && !whole_record_waiting(r)) conn->readable = false;
+    /* More could be read only after a new readiness edge; an end or error
+     * found behind the data keeps the connection readable, so the next read
+     * reports it and the connection closes now, not at a timeout. */
+    bool end_pending = r->eof || r->error;
+    if (drained && !r->plain_len && !whole_record_waiting(r) && !end_pending) conn->readable = false;
     if (n > 0) return (ssize_t)n;
     if (r->error) {
         errno = r->error;
