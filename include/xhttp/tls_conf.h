@@ -49,8 +49,9 @@ typedef struct xTlsConf {
     const xTlsSniCert *sni; /**< more certificates, chosen by SNI */
     size_t num_sni;
     const char *alpn;              /**< protocols offered, most preferred first, comma
-                                        separated: "h2,http/1.1" (default; HTTP/2 left
-                                        out when the server's conf.protocols lacks it) */
+                                        separated: "h2,http/1.1,http/1.0" (default;
+                                        HTTP/2 left out when the server's conf.protocols
+                                        lacks it; http/1.0 is served by HTTP/1.1) */
     int min_version;               /**< XTLS_VERSION_* (default 1.2) */
     int max_version;               /**< XTLS_VERSION_* (default 1.3) */
     const char *ciphersuites;      /**< TLS 1.3 suites, OpenSSL's names joined by ':',

@@ -114,6 +114,14 @@ class HttpsClientsTest(HttpsTestCase):
                 self.assertEqual(result.alpn, offered, result.text)
                 self.assertEqual(result.verify_code, 0, result.text)
 
+    def test_s_client_alpn_http10_negotiates_it_and_is_served_as_nginx_does(self):
+        request = b"GET /tls HTTP/1.0\r\nHost: localhost\r\n\r\n"
+        result = s_client(self.server.port, "-alpn", "http/1.0", request=request)
+        self.assertTrue(result.handshake_done, result.text)
+        self.assertEqual(result.alpn, "http/1.0", result.text)
+        self.assertTrue(result.body().startswith("HTTP/1.1 200"), result.out[-2000:])
+        self.assertEqual(result.json_body()["alpn"], "http/1.0")
+
     def test_the_servers_preference_for_h2_wins_when_both_are_offered(self):
         for offered in ("h2,http/1.1", "http/1.1,h2"):
             with self.subTest(alpn=offered):

@@ -110,6 +110,17 @@ class CipherSuitesTest(unittest.TestCase):
                 self.assertEqual(s_client(server.port, "-tls1_2", "-cipher", good).cipher, good)
         server.stop_and_check()
 
+    def test_a_tls12_client_offering_both_aes_gcm_sizes_gets_aes128_in_either_order(self):
+        """The TLS 1.2 list puts AES-128-GCM first, as the TLS 1.3 one does."""
+        for pair, auth in (("rsa", "RSA"), ("ec", "ECDSA")):
+            server = start_https(self, getattr(CERTS, pair), "--workers", "1")
+            aes128, aes256 = f"ECDHE-{auth}-AES128-GCM-SHA256", f"ECDHE-{auth}-AES256-GCM-SHA384"
+            for offered in (f"{aes256}:{aes128}", f"{aes128}:{aes256}"):
+                with self.subTest(certificate=pair, offered=offered):
+                    result = s_client(server.port, "-tls1_2", "-cipher", offered)
+                    self.assertEqual(result.cipher, aes128, result.text)
+            server.stop_and_check()
+
     def test_no_common_tls13_suite_is_refused_and_the_server_serves_on(self):
         server = start_https(self, CERTS.rsa, "--workers", "1",
                              "--ciphersuites", "TLS_AES_128_GCM_SHA256")

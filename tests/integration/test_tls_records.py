@@ -328,6 +328,44 @@ class AlertsTest(HttpsTestCase):
         client.send_raw(client.seal(TLS_APPLICATION_DATA, PING, padding=16384 - len(PING)))
         self.assertIn(b"pong", client.read_plain(lambda d: b"pong" in d))
 
+    def test_a_close_notify_in_the_same_read_as_a_request_is_answered_then_closed_at_once(self):
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            with self.subTest(version=version):
+                client = self.keyed(version)
+                client.send_raw(client.seal(TLS_APPLICATION_DATA, PING) + client.seal(TLS_ALERT, b"\x01\x00"))
+                self.assertIn(b"pong", client.read_plain(lambda d: b"pong" in d))
+                client.read_until_eof(timeout=2)
+        self.assert_serves_ping()
+
+    def test_a_fatal_alert_in_the_same_read_as_a_request_closes_at_once(self):
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            with self.subTest(version=version):
+                client = self.keyed(version)
+                alert = client.seal(TLS_ALERT, b"\x02\x28")  # handshake_failure
+                client.send_raw(client.seal(TLS_APPLICATION_DATA, PING) + alert)
+                client.read_until_eof(timeout=2)
+        self.assert_serves_ping()
+
+    def test_a_key_update_split_over_two_records_is_taken(self):
+        client = self.keyed()
+        client.send_raw(client.seal(TLS_HANDSHAKE, b"\x18\x00") + client.seal(TLS_HANDSHAKE, b"\x00\x01\x00"))
+        client.update_keys()
+        client.send_raw(client.seal(TLS_APPLICATION_DATA, PING))
+        self.assertIn(b"pong", client.read_plain(lambda d: b"pong" in d))
+
+    def test_data_between_the_pieces_of_a_key_update_is_unexpected_message(self):
+        client = self.keyed()
+        raw = client.seal(TLS_HANDSHAKE, b"\x18\x00") + client.seal(TLS_APPLICATION_DATA, PING)
+        self.assertIn("UNEXPECTED_MESSAGE", self.alert_after(client, raw))
+        self.assert_serves_ping()
+
+    def test_two_key_updates_in_one_record_are_unexpected_message(self):
+        """A KeyUpdate changes the keys, so it must end its record (RFC 8446 §5.1)."""
+        client = self.keyed()
+        raw = client.seal(TLS_HANDSHAKE, b"\x18\x00\x00\x01\x00" * 2)
+        self.assertIn("UNEXPECTED_MESSAGE", self.alert_after(client, raw))
+        self.assert_serves_ping()
+
     def test_a_tls12_renegotiation_gets_a_warning_and_the_session_goes_on(self):
         """The client's ssl would take the alert as an answer to a renegotiation it never
         asked for, so the records are looked at raw: an alert, then the response."""

@@ -23,7 +23,10 @@ static const struct {
 } alpn_known[] = {
     {"h2", XHTTP_PROTO_HTTP2, XHTTP_SPEAKS_HTTP2},
     {"http/1.1", XHTTP_PROTO_HTTP1, XHTTP_SPEAKS_HTTP1},
+    {"http/1.0", XHTTP_PROTO_HTTP1, XHTTP_SPEAKS_HTTP1}, /* as nginx accepts it */
 };
+_Static_assert(sizeof alpn_known / sizeof alpn_known[0] <= XTLS_ALPN_NAMES,
+               "a listener can offer every name this server knows");
 
 static bool add_alpn(xUpgradePlan *plan, const char *name, size_t n, unsigned protocols, char *err,
                      size_t err_len) {
@@ -52,7 +55,7 @@ bool xUpgradePlanListener(xUpgradePlan *plan, unsigned protocols, const char *al
                           size_t err_len) {
     bool h1 = protocols & XHTTP_PROTO_HTTP1, h2 = protocols & XHTTP_PROTO_HTTP2;
     xUpgradePlanCleartext(plan, protocols);
-    if (!alpn) alpn = !h2 ? "http/1.1" : !h1 ? "h2" : "h2,http/1.1";
+    if (!alpn) alpn = !h2 ? "http/1.1,http/1.0" : !h1 ? "h2" : "h2,http/1.1,http/1.0";
     for (const char *p = alpn; *p;) {
         size_t n = strcspn(p, ", ");
         if (n > 0 && !add_alpn(plan, p, n, protocols, err, err_len)) return false;

@@ -69,7 +69,9 @@ typedef struct xTlsRecords {
     size_t plain_len;
     char *out; /* sealed bytes not yet written; NULL when none */
     size_t out_cap, out_start, out_end;
-    size_t out_covers;     /* plaintext those bytes carry, acknowledged once they are out */
+    size_t out_covers;           /* plaintext those bytes carry, acknowledged once they are out */
+    unsigned char key_update[5]; /* TLS 1.3: a KeyUpdate's pieces so far */
+    size_t key_update_len;
     unsigned idle_records; /* records in a row that carried no data */
     int error;             /* errno once the session broke */
     bool eof;              /* close_notify (or a bare FIN) came */
@@ -533,11 +535,21 @@ static int on_handshake(xConn *conn, xTlsRecords *r, const unsigned char *msg, s
                    ? 1
                    : fail(conn, r, AD_INTERNAL_ERROR);
     }
-    if (!tls13(r)) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
-    if (len < 1 || msg[0] != HS_KEY_UPDATE) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
-    if (len != 5 || msg[1] != 0 || msg[2] != 0 || msg[3] != 1) return fail(conn, r, AD_DECODE_ERROR);
-    if (msg[4] > 1) return fail(conn, r, AD_ILLEGAL_PARAMETER);
-    return on_key_update(conn, r, msg[4] == 1);
+    if (!tls13(r) || len == 0) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+    /* A KeyUpdate may come in pieces over records (RFC 8446 §5.1); as it
+     * changes the keys, nothing may follow it in its record. */
+    size_t take = sizeof r->key_update - r->key_update_len;
+    if (take > len) take = len;
+    memcpy(r->key_update + r->key_update_len, msg, take);
+    r->key_update_len += take;
+    const unsigned char *m = r->key_update;
+    if (m[0] != HS_KEY_UPDATE) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+    if (r->key_update_len < sizeof r->key_update) return 1;
+    r->key_update_len = 0;
+    if (m[1] != 0 || m[2] != 0 || m[3] != 1) return fail(conn, r, AD_DECODE_ERROR);
+    if (len > take) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+    if (m[4] > 1) return fail(conn, r, AD_ILLEGAL_PARAMETER);
+    return on_key_update(conn, r, m[4] == 1);
 }
 
 static int on_alert(xConn *conn, xTlsRecords *r, const unsigned char *alert, size_t len) {
@@ -582,6 +594,8 @@ static int next_record(xConn *conn, xTlsRecords *r) {
         r->idle_records = 0;
     else if (type != -1 && ++r->idle_records > IDLE_RECORDS_MAX)
         return fail(conn, r, AD_UNEXPECTED_MESSAGE);
+    /* Other records may not come between a handshake message's pieces. */
+    if (type != -1 && type != CT_HANDSHAKE && r->key_update_len) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
     switch (type) {
     case -1: return fail(conn, r, alert);
     case CT_APPLICATION_DATA:
@@ -656,8 +670,11 @@ static ssize_t records_recv(xConn *conn, char *buf, size_t len) {
         r->in = NULL;
         r->in_start = r->in_end = 0;
     }
-    /* More could be read only after a new readiness edge. */
-    if (drained && !r->plain_len && !whole_record_waiting(r)) conn->readable = false;
+    /* More could be read only after a new readiness edge; an end or error
+     * found behind the data keeps the connection readable, so the next read
+     * reports it and the connection closes now, not at a timeout. */
+    bool end_pending = r->eof || r->error;
+    if (drained && !r->plain_len && !whole_record_waiting(r) && !end_pending) conn->readable = false;
     if (n > 0) return (ssize_t)n;
     if (r->error) {
         errno = r->error;

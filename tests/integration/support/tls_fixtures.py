@@ -540,9 +540,8 @@ class KeyedTls(ManualTls):
         self.tls13 = self.tls.version() == "TLSv1.3"
         if self.tls13:
             secret, _ = self._keylog_secret("CLIENT_TRAFFIC_SECRET_0")
-            digest = "sha384" if sha384 else "sha256"
-            self.keys = (hkdf_expand_label(digest, secret, b"key", key_len),
-                         hkdf_expand_label(digest, secret, b"iv", 12))
+            self._traffic = ("sha384" if sha384 else "sha256", secret, key_len)
+            self._keys_from_secret()
             return
         master, client_random = self._keylog_secret("CLIENT_RANDOM")
         server_random = bytes(self.received[11:43])  # in the ServerHello, the first record
@@ -550,6 +549,18 @@ class KeyedTls(ManualTls):
         block = tls12_prf("sha384" if sha384 else "sha256", master, b"key expansion",
                           server_random + client_random, 2 * key_len + 2 * iv_len)
         self.keys = (block[:key_len], block[2 * key_len:2 * key_len + iv_len])
+
+    def _keys_from_secret(self):
+        digest, secret, key_len = self._traffic
+        self.keys = (hkdf_expand_label(digest, secret, b"key", key_len),
+                     hkdf_expand_label(digest, secret, b"iv", 12))
+
+    def update_keys(self):
+        """TLS 1.3: the client's next write keys, after a KeyUpdate of its own (RFC 8446 §7.2)."""
+        digest, secret, key_len = self._traffic
+        self._traffic = (digest, hkdf_expand_label(digest, secret, b"traffic upd", len(secret)), key_len)
+        self._keys_from_secret()
+        self.seq = 0
 
     def seal(self, content_type, data, padding=0, seq=None):
         """One record of content_type carrying data, sealed under the next (or the given)
