@@ -3,6 +3,7 @@
 # Debian packages with apt-get, and h2spec with `go install`. Does nothing
 # (and needs no network) when all is present.
 set -euo pipefail
+. "$(dirname "$0")/apt-needs.sh"
 
 # package:command-or-file that proves it is installed
 needs=(
@@ -24,23 +25,7 @@ needs=(
   clang-format-14:clang-format-14
 )
 
-missing=()
-for need in "${needs[@]}"; do
-  pkg=${need%%:*} probe=${need#*:}
-  if [[ $probe == /* ]]; then [[ -e $probe ]] || missing+=("$pkg")
-  else command -v "$probe" >/dev/null 2>&1 || missing+=("$pkg"); fi
-done
-
-if ((${#missing[@]} > 0)); then
-  if [[ $(id -u) -ne 0 ]]; then
-    SUDO=sudo
-  else
-    SUDO=
-  fi
-  echo "installing: ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+install_needs "${needs[@]}"
 
 # h2spec, the HTTP/2 conformance suite the integration tests run, comes from
 # Go; tests/integration/test_h2spec.py looks for it on PATH and in ~/go/bin.
