@@ -19,6 +19,7 @@ COMMANDS = {
     "suite": "xkbench.commands.suite",
     "compare": "xkbench.commands.compare",
     "ciphers": "xkbench.commands.ciphers",
+    "instructions": "xkbench.commands.instructions",
 }
 
 
