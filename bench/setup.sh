@@ -26,6 +26,7 @@ needs=(
   libnghttp2-dev:/usr/include/nghttp2/nghttp2.h libssl-dev:/usr/include/openssl/ssl.h
   liburing-dev:/usr/include/liburing.h
   util-linux:taskset openssl:openssl wrk:wrk nghttp2-client:h2load
+  valgrind:callgrind_control
 )
 asked nginx && needs+=(nginx-light:/usr/sbin/nginx)
 asked h2o && needs+=(h2o:h2o)

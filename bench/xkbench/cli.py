@@ -19,6 +19,7 @@ COMMANDS = {
     "suite": "xkbench.commands.suite",
     "compare": "xkbench.commands.compare",
     "ciphers": "xkbench.commands.ciphers",
+    "instructions": "xkbench.commands.instructions",
 }
 
 
@@ -47,10 +48,10 @@ def cpu_set(text):
 
 def add_common_options(parser, *, runs=3, duration=5, first_port, server_cpus="1", client_cpus="0",
                        duration_help="seconds per measured run", cpus_help="", servers=None,
-                       cases=None):
-    """The options every subcommand has: the build, where reports go, runs, duration, the
-    cores of each side, the first port; and --servers and --cases where given as
-    (choices, default)."""
+                       cases=None, with_duration=True):
+    """The options every subcommand has: the build, where reports go, runs, duration (unless
+    not with_duration), the cores of each side, the first port; and --servers and --cases
+    where given as (choices, default)."""
     if servers:
         parser.add_argument("--servers", type=name_list(servers[0]), default=list(servers[1]),
                             help=",".join(servers[0]))
@@ -58,7 +59,8 @@ def add_common_options(parser, *, runs=3, duration=5, first_port, server_cpus="1
         parser.add_argument("--cases", type=name_list(cases[0]), default=list(cases[1]),
                             help=",".join(cases[0]))
     parser.add_argument("--runs", type=int, default=runs, help="rounds over every server (default 3)")
-    parser.add_argument("--duration", type=int, default=duration, help=duration_help)
+    if with_duration:
+        parser.add_argument("--duration", type=int, default=duration, help=duration_help)
     parser.add_argument("--server-cpus", type=cpu_set, default=server_cpus and parse_cpu_list(server_cpus),
                         help="taskset list for the servers " + (cpus_help or f"(default {server_cpus})"))
     parser.add_argument("--client-cpus", type=cpu_set, default=client_cpus and parse_cpu_list(client_cpus),

@@ -120,3 +120,18 @@ def parse_resumption(stdout):
         return None
     resumed, full = map(int, tally.groups())
     return resumed, resumed + full
+
+
+def parse_callgrind_events(text):
+    """{event: count} from a callgrind dump's "summary:" line (or, without one, its
+    "totals:" line), named by its "events:" line; {} when it has neither."""
+    names, counts = [], None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key == "events":
+            names = value.split()
+        elif key == "summary" or (key == "totals" and counts is None):
+            counts = [int(count) for count in value.split()]
+    if not names or counts is None:
+        return {}
+    return dict(zip(names, counts))

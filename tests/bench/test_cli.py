@@ -18,15 +18,28 @@ class SubcommandTableTest(unittest.TestCase):
         parser = build_parser()
         for argv in (["suite", "--full", "--only", "h2c", "--peers", "go,nginx,h2o"],
                      ["compare", "http1", "--cases", "ping"], ["compare", "h2c", "--servers", "xkit"],
-                     ["compare", "https", "--runs", "1"], ["ciphers", "--certs", "rsa"]):
+                     ["compare", "https", "--runs", "1"], ["ciphers", "--certs", "rsa"],
+                     ["instructions", "--cases", "h2c"]):
             with self.subTest(argv):
                 args = parser.parse_args(argv)
                 self.assertTrue(callable(args.run))
                 self.assertEqual(args.out_dir.name, "results")
 
     def test_the_tables_name_every_subcommand(self):
-        self.assertEqual(list(COMMANDS), ["suite", "compare", "ciphers"])
+        self.assertEqual(list(COMMANDS), ["suite", "compare", "ciphers", "instructions"])
         self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https"])
+
+    def test_instructions_takes_requests_runs_cases_builds_and_test_routes(self):
+        args = build_parser().parse_args(["instructions"])
+        self.assertEqual((args.requests, args.runs, args.cases), (20000, 3, ["http1", "h2c", "https1", "https2"]))
+        self.assertEqual((args.build_dir.name, args.compare_build, args.test_routes), ("build", None, False))
+        self.assertFalse(hasattr(args, "duration"))
+        args = build_parser().parse_args(["instructions", "--requests", "2000", "--runs", "1", "--cases",
+                                          "https2,http1", "--compare-build", "build-main", "--test-routes",
+                                          "--build-dir", "b", "--out-dir", "/tmp/x"])
+        self.assertEqual((args.requests, args.runs, args.cases), (2000, 1, ["http1", "https2"]))
+        self.assertEqual((str(args.compare_build), str(args.build_dir), str(args.out_dir)), ("build-main", "b", "/tmp/x"))
+        self.assertTrue(args.test_routes)
 
     def test_comparisons_pin_the_server_to_cpu_1_and_the_load_to_cpu_0(self):
         args = build_parser().parse_args(["compare", "http1"])

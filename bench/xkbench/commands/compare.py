@@ -68,11 +68,12 @@ def prepare_peers(args, work_dir, protocol, tls=False):
     return peers, skipped
 
 
-def run_comparison(args, name, tools, measure, fd_limit=None):
-    """The frame of the comparisons and of ciphers: checks, pins this process to the client's
-    cores, gives measure(bench) a private directory, prints the report it returns as
-    (markdown, data) and writes it under results/NAME/."""
-    check_at_least_one(args, "runs", "duration")
+def run_comparison(args, name, tools, measure, fd_limit=None, at_least_one=("runs", "duration")):
+    """The frame of the comparisons, of ciphers and of instructions: checks (the options in
+    at_least_one must be 1 or more), pins this process to the client's cores, gives
+    measure(bench) a private directory, prints the report it returns as (markdown, data)
+    and writes it under results/NAME/."""
+    check_at_least_one(args, *at_least_one)
     check_tools(tools)
     results.check_writable(args.out_dir)
     pin_self(args.client_cpus)
