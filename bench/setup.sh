@@ -4,6 +4,7 @@
 # checks for Python 3.11 and Go. Takes the suite's options (`bench/xkbench suite`) to see
 # which peers are asked for (--peers go,nginx,h2o; default go). Anything it cannot do, it says in one line.
 set -uo pipefail
+. "$(dirname "$0")/../scripts/apt-needs.sh"
 
 die() {
   echo "make bench: $*" >&2
@@ -31,25 +32,7 @@ needs=(
 asked nginx && needs+=(nginx-light:/usr/sbin/nginx)
 asked h2o && needs+=(h2o:h2o)
 
-missing=()
-for need in "${needs[@]}"; do
-  pkg=${need%%:*} probe=${need#*:}
-  if [[ $probe == /* ]]; then [[ -e $probe ]] || missing+=("$pkg")
-  else command -v "$probe" >/dev/null 2>&1 || missing+=("$pkg"); fi
-done
-
-if ((${#missing[@]} > 0)); then
-  sudo=
-  if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null 2>&1 || die "missing ${missing[*]}; run as root or install them: apt-get install ${missing[*]}"
-    sudo=sudo
-  fi
-  command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and there is no apt-get to install them with"
-  echo "make bench: installing ${missing[*]}"
-  $sudo apt-get update -qq || die "apt-get update failed (no network?); install by hand: apt-get install ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" ||
-    die "apt-get install ${missing[*]} failed (see above)"
-fi
+install_needs "make bench" "${needs[@]}" || exit 1
 
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
   die "bench/xkbench needs Python 3.11 or newer; python3 is $(python3 -V 2>&1)"

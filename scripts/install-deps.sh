@@ -25,7 +25,7 @@ needs=(
   clang-format-14:clang-format-14
 )
 
-install_needs "${needs[@]}"
+install_needs install-deps "${needs[@]}"
 
 # h2spec, the HTTP/2 conformance suite the integration tests run, comes from
 # Go; tests/integration/test_h2spec.py looks for it on PATH and in ~/go/bin.

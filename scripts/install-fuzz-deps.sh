@@ -13,4 +13,4 @@ needs=(
   libclang-rt-14-dev:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
 )
 
-install_needs "${needs[@]}"
+install_needs install-fuzz-deps "${needs[@]}"
