@@ -304,6 +304,31 @@ static void test_eviction_drops_the_oldest_first(void) {
     xHpackDecoderFree(&d);
 }
 
+/* Found by fuzz_hpack_diff against nghttp2: a limit above HTTP/2's initial 4096 lets
+ * the encoder grow its table, but only with a size update; until then entries are
+ * evicted at 4096. */
+static void test_table_grows_past_4096_only_by_a_size_update(void) {
+    xHpackDecoder d;
+    xHpackDecoderInit(&d, 65536);
+    CHECK_EQ_INT(d.table.max, XHPACK_INITIAL_TABLE_SIZE);
+    static uint8_t block[8192];
+    char value[101];
+    memset(value, 'v', 100);
+    value[100] = '\0';
+    uint8_t *p = block;
+    for (int i = 0; i < 40; i++) p = add_literal(p, "x", value); /* 133 bytes each: 30 fit in 4096 */
+    static xHpackField f[64];
+    size_t count;
+    CHECK(decode(&d, block, (size_t)(p - block), f, 64, 1 << 20, &count) == XHPACK_OK && count == 40);
+    CHECK_EQ_INT(d.table.count, 30);
+    p = block;
+    p = xHpackWriteInt(p, 0x20, 5, 8192); /* the encoder grows its table: 61 fit */
+    for (int i = 0; i < 40; i++) p = add_literal(p, "x", value);
+    CHECK(decode(&d, block, (size_t)(p - block), f, 64, 1 << 20, &count) == XHPACK_OK && count == 40);
+    CHECK(d.table.max == 8192 && d.table.count == 61);
+    xHpackDecoderFree(&d);
+}
+
 static void test_too_large_list_keeps_the_decoder_in_sync(void) {
     xHpackDecoder d;
     xHpackDecoderInit(&d, 4096);
@@ -391,6 +416,7 @@ int main(void) {
     RUN(test_huffman_rejects_eos_and_bad_padding);
     RUN(test_table_size_updates_only_first_and_within_limit);
     RUN(test_eviction_drops_the_oldest_first);
+    RUN(test_table_grows_past_4096_only_by_a_size_update);
     RUN(test_too_large_list_keeps_the_decoder_in_sync);
     RUN(test_verdicts_come_once_with_the_field);
     RUN(test_encoder_fast_paths_decode_back);

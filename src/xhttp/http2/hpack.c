@@ -180,7 +180,10 @@ int xHpackDecoderInit(xHpackDecoder *d, size_t limit) {
     }
     d->table.slots = (uint32_t)slots;
     d->capacity = limit + 1; /* the ring never needs to tell full from empty by offsets */
-    d->table.max = d->limit = d->lowest = limit;
+    d->limit = d->lowest = limit;
+    /* The encoder starts from HTTP/2's initial size (RFC 9113 §6.5.2) and uses more only
+     * after a size update, however much more our limit allows. */
+    d->table.max = limit < XHPACK_INITIAL_TABLE_SIZE ? limit : XHPACK_INITIAL_TABLE_SIZE;
     return 0;
 }
 
@@ -399,7 +402,7 @@ int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b
 
 /* ---- the encoder ---- */
 
-void xHpackEncoderInit(xHpackEncoder *e) { *e = (xHpackEncoder){4096, false}; }
+void xHpackEncoderInit(xHpackEncoder *e) { *e = (xHpackEncoder){XHPACK_INITIAL_TABLE_SIZE, false}; }
 
 void xHpackEncoderSetPeerTableSize(xHpackEncoder *e, size_t size) {
     /* Our table is always empty, but a peer that lowers its limit waits for an update. */

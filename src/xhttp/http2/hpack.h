@@ -125,6 +125,9 @@ typedef struct xHpackEntry {
 } xHpackEntry;
 
 /** The decoder's dynamic table: entry metadata and bytes, both rings. */
+/** The dynamic table's size before any SETTINGS or size update (RFC 9113 §6.5.2). */
+#define XHPACK_INITIAL_TABLE_SIZE 4096
+
 typedef struct xHpackTable {
     char *bytes;          /* `limit` bytes: live entries never hold more (each costs 32 on top) */
     xHpackEntry *entries; /* limit / 32 slots */
@@ -145,7 +148,9 @@ typedef struct xHpackDecoder {
 } xHpackDecoder;
 
 /** Prepares d for a SETTINGS_HEADER_TABLE_SIZE of limit (4096 by default in HTTP/2);
- *  allocates the table once. Returns 0, or -1 when out of memory. */
+ *  allocates the table once. The table itself starts at the smaller of limit and
+ *  XHPACK_INITIAL_TABLE_SIZE: the encoder grows it only with a size update. Returns 0,
+ *  or -1 when out of memory. */
 int xHpackDecoderInit(xHpackDecoder *d, size_t limit);
 
 /** Frees what Init allocated. */
