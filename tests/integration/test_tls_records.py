@@ -4,15 +4,22 @@ record and write sizes, that a tampered or oversized record gets its alert,
 and that OpenSSL keeps the records where it should (other suites, or the
 option off)."""
 
+import fcntl
 import json
 import os
 import ssl
 import struct
+import termios
 import time
 import unittest
 
+from cryptography.exceptions import InvalidTag
+from support.h2client import (ACK, DATA, DEFAULT_WINDOW, END_STREAM, GOAWAY, HEADERS, INITIAL_WINDOW_SIZE, PREFACE,
+                              RST_STREAM, SETTINGS, HpackDecoder, headers_frame, hpack_encode, request_headers,
+                              settings_frame, window_update_frame)
 from support.tls_fixtures import (HttpsTestCase, InteractiveSClient, KeyedTls, ManualTls, TlsConn, client_context,
-                                  curl_https, h2_over_tls, http1_get, shared_certs, split_records, start_https)
+                                  curl_https, h2_over_tls, hkdf_expand_label, http1_get, shared_certs, split_records,
+                                  start_https)
 
 CERTS = None
 
@@ -32,6 +39,8 @@ TLS_CHANGE_CIPHER_SPEC = 20
 TLS_ALERT = 21
 TLS_HANDSHAKE = 22
 TLS_APPLICATION_DATA = 23
+# KeyUpdate requests sent while the server's socket is full.
+KEY_UPDATE_REQUESTS = 30000
 PING = b"GET /ping HTTP/1.1\r\nHost: localhost\r\n\r\n"
 TLS_INFO = b"GET /tls HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
@@ -382,6 +391,124 @@ class AlertsTest(HttpsTestCase):
             self.assertTrue(client.read_raw(), f"closed after records of types {types}")
         self.assertEqual(types[:2], [TLS_ALERT, TLS_APPLICATION_DATA])
 
+
+    def test_key_update_requests_while_the_socket_is_full_get_one_answer(self):
+        """Over HTTP/2, which keeps reading while its output waits for the socket: three
+        KeyUpdates asking for ours, sent while a large response fills the socket, are owed
+        one answer (RFC 8446 §4.6.3), not three sealed at once into the output's reserve.
+        The server's records are opened here with its keys from the key log, so what it
+        sent is seen: the whole response, one KeyUpdate, and a further answer after it."""
+        client = KeyedTls(self.server.port, client_context(alpn=("h2",), version=ssl.TLSVersion.TLSv1_3),
+                          rcvbuf=4096)
+        self.addCleanup(client.close)
+        client.handshake()
+        self.assertEqual(client.tls.selected_alpn_protocol(), "h2")
+        client.derive_keys()
+        digest = client._traffic[0]
+        server_secret, _ = client._keylog_secret("SERVER_TRAFFIC_SECRET_0")
+        server = {"secret": server_secret, "seq": 0, "updates": 0, "opened": False}
+
+        def server_keys():
+            return (hkdf_expand_label(digest, server["secret"], b"key", client._traffic[2]),
+                    hkdf_expand_label(digest, server["secret"], b"iv", 12))
+
+        server["keys"] = server_keys()
+
+        def open_server_record(record):
+            """The inner type and plaintext of a server record; None for one of the handshake."""
+            key, iv = server["keys"]
+            nonce = bytes(a ^ b for a, b in zip(iv, bytes(4) + server["seq"].to_bytes(8, "big")))
+            try:
+                inner = client.aead(key).decrypt(nonce, record[5:], record[:5])
+            except InvalidTag:
+                self.assertFalse(server["opened"], "a server record that its keys do not open")
+                return None
+            server["opened"] = True
+            server["seq"] += 1
+            inner = inner.rstrip(b"\0")
+            return inner[-1], inner[:-1]
+
+        size = 16 * 1024 * 1024
+        window = (1 << 31) - 1
+        client.send_raw(client.seal(TLS_APPLICATION_DATA, PREFACE + settings_frame({INITIAL_WINDOW_SIZE: window}) +
+                                    window_update_frame(0, window - DEFAULT_WINDOW) +
+                                    headers_frame(1, hpack_encode(request_headers("GET", f"/echo?size={size}",
+                                                                                  scheme="https")))))
+        time.sleep(0.5)  # the response fills the socket both ways
+        # A socket that refused a write may take a few KiB later, once the peer has
+        # acknowledged what was in flight; answers sealed at once would fill that and
+        # then the reserve. Each request is followed by a frame of an unknown type (so
+        # ignored) that keeps them from being a row of records without data.
+        raw = bytearray()
+        for _ in range(KEY_UPDATE_REQUESTS):
+            raw += client.seal(TLS_HANDSHAKE, b"\x18\x00\x00\x01\x01")  # update_requested
+            client.update_keys()
+            raw += client.seal(TLS_APPLICATION_DATA, bytes([0, 0, 0, 0xfa, 0, 0, 0, 0, 0]))
+        client.send_raw(bytes(raw))
+        # Every request is in the server's hands (acknowledged), then given time to be
+        # taken while the socket stays full: all of them then owe the one answer.
+        deadline = time.monotonic() + 10
+        while struct.unpack("i", fcntl.ioctl(client.sock, termios.TIOCOUTQ, b"\0" * 4))[0]:
+            self.assertLess(time.monotonic(), deadline, "the server stopped taking the requests: the session ended")
+            time.sleep(0.05)
+        time.sleep(1)
+
+        h2 = bytearray()
+        streams = {}
+        decoder = HpackDecoder()
+        pos = 0  # of the next unread record in client.received
+        sent_second = False
+        client.sock.settimeout(10)
+        while 3 not in streams or not streams[3]["done"]:
+            data = bytes(client.received[pos:])
+            if len(data) < 5 or len(data) < 5 + struct.unpack("!H", data[3:5])[0]:
+                self.assertTrue(client.read_raw(), f"closed; streams {sorted(streams)}, "
+                                f"{server['updates']} KeyUpdates, {len(streams.get(1, {}).get('body', b''))} bytes")
+                continue
+            record = data[:5 + struct.unpack("!H", data[3:5])[0]]
+            pos += len(record)
+            if record[0] != TLS_APPLICATION_DATA:
+                continue  # the handshake's ServerHello and ChangeCipherSpec
+            opened = open_server_record(record)
+            if opened is None:
+                continue
+            inner_type, plain = opened
+            self.assertNotEqual(inner_type, TLS_ALERT, f"alert {plain!r}")
+            if inner_type == TLS_HANDSHAKE:
+                if plain[0] == 24:  # KeyUpdate: the server's write keys move on
+                    self.assertEqual(plain, b"\x18\x00\x00\x01\x00")
+                    server["updates"] += 1
+                    server["secret"] = hkdf_expand_label(digest, server["secret"], b"traffic upd",
+                                                         len(server["secret"]))
+                    server["keys"] = server_keys()
+                    server["seq"] = 0
+                continue  # NewSessionTicket
+            h2 += plain
+            while len(h2) >= 9 and len(h2) >= 9 + int.from_bytes(h2[:3], "big"):
+                length, ftype, flags = int.from_bytes(h2[:3], "big"), h2[3], h2[4]
+                stream_id = int.from_bytes(h2[5:9], "big") & 0x7fffffff
+                payload = bytes(h2[9:9 + length])
+                del h2[:9 + length]
+                self.assertNotIn(ftype, (GOAWAY, RST_STREAM), payload)
+                if ftype == SETTINGS and not flags & ACK:
+                    client.send_raw(client.seal(TLS_APPLICATION_DATA, settings_frame(ack=True)))
+                if ftype not in (HEADERS, DATA):
+                    continue
+                stream = streams.setdefault(stream_id, {"headers": None, "body": bytearray(), "done": False})
+                if ftype == HEADERS:
+                    stream["headers"] = dict(decoder.decode(payload))
+                else:
+                    stream["body"] += payload
+                stream["done"] = bool(flags & END_STREAM)
+            if 1 in streams and streams[1]["done"] and not sent_second:
+                sent_second = True  # a further request, under the client's keys of now
+                client.send_raw(client.seal(TLS_APPLICATION_DATA, headers_frame(
+                    3, hpack_encode(request_headers("GET", "/ping", scheme="https")))))
+        self.assertEqual(streams[1]["headers"][b":status"], b"200")
+        self.assertEqual(len(streams[1]["body"]), size)
+        self.assertEqual(bytes(streams[1]["body"]), b"x" * size)
+        self.assertEqual(server["updates"], 1)
+        self.assertEqual((streams[3]["headers"][b":status"], bytes(streams[3]["body"])), (b"200", b"pong"))
 
 if __name__ == "__main__":
     unittest.main()

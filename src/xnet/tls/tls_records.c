@@ -59,6 +59,8 @@ enum {
     AD_NO_RENEGOTIATION = 100,
 };
 enum { HS_CLIENT_HELLO = 1, HS_KEY_UPDATE = 24 };
+/* A TLS 1.3 KeyUpdate record: header, message, inner type, tag. */
+#define KEY_UPDATE_RECORD (REC_HEADER + 5 + 1 + REC_TAG)
 
 typedef struct xTlsRecords {
     xTlsTraffic traffic; /* keys wiped once in the cipher contexts; IVs, seqs, secrets kept */
@@ -72,6 +74,7 @@ typedef struct xTlsRecords {
     size_t out_covers;           /* plaintext those bytes carry, acknowledged once they are out */
     unsigned char key_update[5]; /* TLS 1.3: a KeyUpdate's pieces so far */
     size_t key_update_len;
+    bool key_update_owed;  /* the peer asked for new keys: a KeyUpdate precedes our next record */
     unsigned idle_records; /* records in a row that carried no data */
     int error;             /* errno once the session broke */
     bool eof;              /* close_notify (or a bare FIN) came */
@@ -355,20 +358,41 @@ static bool write_out(xConn *conn, xTlsRecords *r) {
     return true;
 }
 
-/* Seals a record of our own (an alert, a KeyUpdate) after whatever is
- * sealed already, and tries to send it. */
+static bool seal_key_update(xTlsRecords *r, unsigned char *rec, size_t *rec_len);
+
+/* The KeyUpdate the peer asked for (see on_key_update): sealed at the end of
+ * the output block, which has room for it, and our write keys move on. False
+ * when the keys are unknown now: the session is over. */
+static bool seal_owed_key_update(xTlsRecords *r) {
+    if (!r->key_update_owed) return true;
+    size_t rec_len;
+    if (!seal_key_update(r, (unsigned char *)r->out + r->out_end, &rec_len)) {
+        r->error = EPROTO;
+        return false;
+    }
+    r->out_end += rec_len;
+    r->key_update_owed = false;
+    return true;
+}
+
+/* Seals a record of our own (an alert; with type 0, none) after whatever is
+ * sealed already, preceded by an owed KeyUpdate, and tries to send them. */
 static bool send_control(xConn *conn, xTlsRecords *r, int type, const unsigned char *payload, size_t len) {
     if (!r->out) {
         r->out = xMemCacheAlloc(conn->net->mem, CONTROL_ROOM);
         if (!r->out) return false;
         r->out_cap = CONTROL_ROOM;
     }
-    if (r->out_cap - r->out_end < len + record_overhead(r)) return false;
-    unsigned char *rec = (unsigned char *)r->out + r->out_end;
-    memcpy(rec + REC_HEADER + explicit_nonce(r), payload, len);
-    size_t rec_len;
-    if (!seal(r, rec, len, type, &rec_len)) return false;
-    r->out_end += rec_len;
+    size_t need = (type ? len + record_overhead(r) : 0) + (r->key_update_owed ? KEY_UPDATE_RECORD : 0);
+    if (r->out_cap - r->out_end < need) return false;
+    if (!seal_owed_key_update(r)) return false;
+    if (type) {
+        unsigned char *rec = (unsigned char *)r->out + r->out_end;
+        memcpy(rec + REC_HEADER + explicit_nonce(r), payload, len);
+        size_t rec_len;
+        if (!seal(r, rec, len, type, &rec_len)) return false;
+        r->out_end += rec_len;
+    }
     if (write_out(conn, r)) return true;
     if (errno != EAGAIN) return false;
     xConnBlocked(conn); /* the queue may be empty: this is what brings us back */
@@ -436,6 +460,12 @@ static ssize_t records_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
         errno = ENOMEM;
         return -1;
     }
+    /* In the block's control room; our keys then start over, so no KeyUpdate
+     * for spent keys joins it there. */
+    if (!seal_owed_key_update(r)) {
+        errno = r->error;
+        return -1;
+    }
     int v = 0;
     size_t v_off = 0, left = total;
     while (left > 0) {
@@ -493,31 +523,30 @@ static bool next_keys(xTlsRecords *r, xTlsDirection *dir) {
     return ok && xTlsDeriveTrafficKeys(&r->traffic, dir);
 }
 
-/* TLS 1.3 KeyUpdate (RFC 8446 §4.6.3): our read keys move on; if the peer
- * asks, we announce and move our write keys too. Nothing changes unless
- * every step succeeds, so no key is ever used twice with one nonce. */
+/* TLS 1.3 KeyUpdate (RFC 8446 §4.6.3): our read keys move on. If the peer
+ * asks, we owe one KeyUpdate of our own, sealed just before the next record
+ * we send (at once when nothing waits for the socket): requests that come
+ * before it all get that one answer, which §4.6.3 allows, so a peer that
+ * asks again and again while our socket is full costs no room. Nothing
+ * changes unless every step succeeds, so no key is ever used twice with one
+ * nonce. */
 static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
-    static const unsigned char not_requested[] = {HS_KEY_UPDATE, 0, 0, 1, 0};
-    xTlsDirection read = r->traffic.read, write = r->traffic.write;
-    bool answer = update_requested && !r->close_notify_sent; /* nothing is sent after close_notify */
-    bool ok = next_keys(r, &read) && EVP_DecryptInit_ex(r->open, NULL, NULL, read.key, NULL) == 1 &&
-              (!answer || next_keys(r, &write));
-    if (ok && answer) {
-        /* The announcement goes under the old keys, then the new ones take over. */
-        ok = send_control(conn, r, CT_HANDSHAKE, not_requested, sizeof not_requested) &&
-             EVP_EncryptInit_ex(r->seal, NULL, NULL, write.key, NULL) == 1;
-    }
+    xTlsDirection read = r->traffic.read;
+    bool ok = next_keys(r, &read) && EVP_DecryptInit_ex(r->open, NULL, NULL, read.key, NULL) == 1;
     OPENSSL_cleanse(read.key, sizeof read.key);
-    OPENSSL_cleanse(write.key, sizeof write.key);
-    if (ok) {
-        r->traffic.read = read;
-        if (answer) r->traffic.write = write;
-    }
+    if (ok) r->traffic.read = read;
     OPENSSL_cleanse(&read, sizeof read);
-    OPENSSL_cleanse(&write, sizeof write);
     if (!ok) {
         ERR_clear_error();
         r->error = EPROTO; /* the keys are unknown now: not even an alert can be sealed */
+        errno = r->error;
+        return -1;
+    }
+    if (!update_requested || r->close_notify_sent) return 1; /* nothing is sent after close_notify */
+    r->key_update_owed = true;
+    if (!r->out && !send_control(conn, r, 0, NULL, 0)) {
+        ERR_clear_error();
+        if (!r->error) r->error = ENOMEM;
         errno = r->error;
         return -1;
     }
@@ -720,10 +749,21 @@ static void records_free(xConn *conn) {
     free(r);
 }
 
-/* Alerts and KeyUpdates that met a full socket go once it drains. */
+/* Alerts and KeyUpdates that met a full socket go once it drains, then a
+ * KeyUpdate still owed. */
 static bool records_flush(xConn *conn) {
     xTlsRecords *r = conn->transport_state;
-    return !r->out || write_out(conn, r);
+    if (r->out && !write_out(conn, r)) return false;
+    if (!r->key_update_owed || r->error) return true;
+    if (!send_control(conn, r, 0, NULL, 0)) {
+        ERR_clear_error();
+        if (!r->error) r->error = ENOMEM;
+        errno = r->error;
+        return false;
+    }
+    if (!r->out) return true;
+    errno = EAGAIN;
+    return false;
 }
 
 /* The handshake's facts, copied out before its SSL object went. */

@@ -430,8 +430,16 @@ class ManualTls:
     """A TLS client driven step by step over a raw socket (ssl.MemoryBIO), for what
     SSLSocket cannot do: stop mid-handshake, or send raw records after it."""
 
-    def __init__(self, port, context=None, server_name="localhost", timeout=SOCKET_TIMEOUT):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port, context=None, server_name="localhost", timeout=SOCKET_TIMEOUT, rcvbuf=None):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        if rcvbuf:  # before connecting, so the window the server sees is small from the start
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        try:
+            self.sock.connect(("127.0.0.1", port))
+        except BaseException:
+            self.sock.close()
+            raise
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         self.tls = (context or client_context()).wrap_bio(self.incoming, self.outgoing,
