@@ -10,7 +10,7 @@ import signal
 import time
 import unittest
 
-from support.harness import Conn, ServerProcess, http_request, raise_fd_limit
+from support.harness import Conn, ServerProcess, ServerTestCase, http_request, raise_fd_limit
 
 PONG = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\npong"
 PING = http_request("GET", "/ping")
@@ -32,31 +32,10 @@ def start_server():
     return ServerProcess(binary=baseline_uring_path(), port=0).start()
 
 
-class BaselineUringTest(unittest.TestCase):
-    server = None
-
+class BaselineUringTest(ServerTestCase):
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.server = start_server()
-
-    @classmethod
-    def tearDownClass(cls):
-        server, cls.server = cls.server, None
-        if server is not None:
-            try:
-                server.stop_and_check()
-            finally:
-                server.close()
-        super().tearDownClass()
-
-    def tearDown(self):
-        self.server.assert_running()
-
-    def connect(self):
-        conn = Conn(self.server.port, self.server.connect_host)
-        self.addCleanup(conn.close)
-        return conn
+    def start_shared_server(cls):
+        return start_server()
 
     def assert_answers(self, conn, count=1):
         self.assertEqual(conn.read_exactly(len(PONG) * count), PONG * count)

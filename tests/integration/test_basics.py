@@ -1,13 +1,12 @@
 """Routes, status codes and headers as a user of the bench server sees them."""
 
-import errno
 import os
 import socket
 import time
 import unittest
 
 from support.harness import (Conn, ServerTestCase, assert_standard_headers, hello_server_path, http_request,
-                             run_client, start_server)
+                             ipv6_loopback_or_skip, run_client, start_server)
 
 
 class RoutesTest(ServerTestCase):
@@ -250,15 +249,7 @@ class ServerOptionsTest(unittest.TestCase):
         self.assert_pings_then_stops(server)
 
     def test_ipv6_loopback_host_serves(self):
-        try:
-            with socket.socket(socket.AF_INET6) as probe:
-                probe.bind(("::1", 0))
-        except OSError as e:
-            # Only a machine without IPv6 (disabled, or a container without
-            # it) says this; any other error fails the test.
-            if e.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
-                raise
-            self.skipTest(f"no IPv6 loopback on this machine ({e.strerror})")
+        ipv6_loopback_or_skip(self)
         server = start_server(self, ["--workers", "1", "--host", "::1"])
         self.assertEqual(server.host, "::1")
         with Conn(server.port, "::1") as conn:

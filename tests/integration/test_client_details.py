@@ -3,29 +3,16 @@ bench servers: the peer's address and port (the client socket's own), the
 port it reached (the listener's, per listener), the scheme, a query value
 percent-decoded and a cookie, over IPv4 and IPv6, HTTP/1.1, h2c and HTTPS."""
 
-import errno
 import json
-import socket
 import unittest
 import urllib.parse
 
 from support.h2client import H2Conn
-from support.harness import Conn, ServerTestCase, run_client, start_server
+from support.harness import Conn, ServerTestCase, ipv6_loopback_or_skip, run_client, start_server
 from support.tls_fixtures import TlsConn, client_context, h2_over_tls, shared_certs, start_https
 
 CERTS = None
 setUpModule, tearDownModule = shared_certs(__name__)
-
-
-def ipv6_loopback_or_skip(test):
-    try:
-        with socket.socket(socket.AF_INET6) as probe:
-            probe.bind(("::1", 0))
-    except OSError as e:
-        # Only a machine without IPv6 says this; any other error fails the test.
-        if e.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
-            raise
-        test.skipTest(f"no IPv6 loopback on this machine ({e.strerror})")
 
 
 def whoami_http1(conn, target="/whoami", headers=None):

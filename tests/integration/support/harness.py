@@ -11,6 +11,7 @@ kill, so a hung server fails a test instead of hanging ctest.
 """
 
 import email.utils
+import errno
 import os
 import re
 import resource
@@ -575,6 +576,18 @@ def run_client(argv, timeout=60):
         raise AssertionError(MISSING_TOOL.format(argv[0])) from None
 
 
+def ipv6_loopback_or_skip(test):
+    """Skips test on a machine without IPv6 loopback (disabled, or a container
+    without it); any other error binding ::1 fails the test."""
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError as e:
+        if e.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+            raise
+        test.skipTest(f"no IPv6 loopback on this machine ({e.strerror})")
+
+
 class ServerTestCase(unittest.TestCase):
     """A class that shares one server. Each test checks the server is still
     alive (so a crash is pinned on the test that caused it); the class ends
@@ -584,9 +597,14 @@ class ServerTestCase(unittest.TestCase):
     server = None
 
     @classmethod
+    def start_shared_server(cls):
+        """The class's server; a class serving another binary overrides this."""
+        return ServerProcess(cls.server_args).start()
+
+    @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.server = ServerProcess(cls.server_args).start()
+        cls.server = cls.start_shared_server()
 
     @classmethod
     def tearDownClass(cls):
