@@ -16,6 +16,7 @@ needs=(
   wrk:wrk
   ca-certificates:/etc/ssl/certs/ca-certificates.crt
   libnghttp2-dev:/usr/include/nghttp2/nghttp2.h
+  libjansson-dev:/usr/include/jansson.h
   libssl-dev:/usr/include/openssl/ssl.h
   liburing-dev:/usr/include/liburing.h
   openssl:openssl
