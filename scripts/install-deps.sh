@@ -49,3 +49,9 @@ if ! python3 -c "import cryptography.hazmat.primitives.ciphers.aead" >/dev/null 
   echo "installing: cryptography (pip, for the TLS tests)"
   python3 -m pip install --quiet cryptography
 fi
+
+# The gRPC tests call the bench server's unary method with grpcio.
+if ! python3 -c "import grpc" >/dev/null 2>&1; then
+  echo "installing: grpcio (pip, for the gRPC tests)"
+  python3 -m pip install --quiet grpcio
+fi

@@ -8,6 +8,7 @@
 
 #include <xbase/event.h>
 #include <xbase/log.h>
+#include <xhttp/grpc.h>
 #include <xhttp/tls.h>
 
 #define ECHO_MAX_SIZE (16u << 20)
@@ -31,7 +32,9 @@ static const char routes_text[] =
     "                  [&trailer=V]  ... followed by the trailer X-Stream-Trailer: V\n"
     "GET  /tls                      how the connection is secured, as JSON\n"
     "GET  /whoami[?q=V&cookie=NAME] the client's address and ports, the scheme, V decoded\n"
-    "                                and cookie NAME's value (default id), as JSON\n";
+    "                                and cookie NAME's value (default id), as JSON\n"
+    "POST /benchmark.BenchmarkService/GetSum  gRPC (HTTP/2): SumRequest{int32 a=1; int32 b=2}\n"
+    "                                -> SumReply{int32 result=1}\n";
 
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out) {
     if (s.len == 0 || s.len > 10) return false;
@@ -330,6 +333,48 @@ static void on_whoami(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xHttpResponseSend(res, body, (size_t)(p - body));
 }
 
+/* Reads a protobuf varint at *p; false when it runs past end or past 10 bytes. */
+static bool read_varint(const unsigned char **p, const unsigned char *end, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70 && *p < end; shift += 7) {
+        unsigned char b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The arena's gRPC method: SumRequest{int32 a = 1; int32 b = 2} -> SumReply{int32 result = 1},
+ * protobuf decoded by hand (fields in any order, unknown varint fields skipped). */
+static void on_grpc_sum(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    (void)arg;
+    xStr msg;
+    if (!xGrpcRequestMessage(req, res, &msg)) return;
+    const unsigned char *p = (const unsigned char *)msg.data, *end = p + msg.len;
+    int32_t a = 0, b = 0;
+    while (p < end) {
+        uint64_t key, value;
+        if (!read_varint(&p, end, &key) || (key & 7) != 0 || !read_varint(&p, end, &value)) {
+            xGrpcFail(res, XGRPC_INVALID_ARGUMENT, "SumRequest: only varint fields are expected");
+            return;
+        }
+        if (key >> 3 == 1) a = (int32_t)value;
+        if (key >> 3 == 2) b = (int32_t)value;
+    }
+    /* int32 is sign-extended to 64 bits on the wire: a negative result takes ten bytes. */
+    uint64_t result = (uint64_t)(int64_t)(int32_t)((uint32_t)a + (uint32_t)b);
+    unsigned char reply[11] = {0x08};
+    size_t n = 1;
+    do {
+        reply[n++] = (unsigned char)((result & 0x7f) | (result > 0x7f ? 0x80 : 0));
+        result >>= 7;
+    } while (result);
+    xGrpcReply(res, reply, n);
+}
+
 /* Set by --test-routes (the integration tests' harness passes it). */
 static bool test_routes;
 
@@ -349,6 +394,7 @@ void benchAddRoutes(xHttpServer *server) {
     xHttpServerRoute(server, "GET /tls", on_tls, NULL);
     xHttpServerRoute(server, "GET /whoami", on_whoami, NULL);
     xHttpServerRouteStreaming(server, "POST /upload", on_upload, NULL);
+    xHttpServerRoute(server, "POST /benchmark.BenchmarkService/GetSum", on_grpc_sum, NULL);
 }
 
 const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
