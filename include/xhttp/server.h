@@ -126,6 +126,12 @@ xErrno xHttpServerRouteStreaming(xHttpServer *server, const char *spec, xHttpHan
  *  when the address is in use: XERR_BUSY, XERR_ADDR, XERR_SYS. */
 xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port);
 
+/** Like xHttpServerListen, speaking only protocols (XHTTP_PROTO_* bits, all
+ *  of them spoken by the server): XHTTP_PROTO_HTTP2 alone serves HTTP/2 with
+ *  prior knowledge only, and an HTTP/1.1 request there gets no answer but a
+ *  closed connection. XERR_INVALID for none, or one the server does not speak. */
+xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_t port, unsigned protocols);
+
 /** What went wrong in the last failed xHttpServerListen, xHttpServerListenTls
  *  or xHttpServerReloadTls, in words (e.g. "tls: key key.pem does not match
  *  certificate cert.pem"); "" after a success. Valid until the next such call. */

@@ -391,8 +391,19 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
 }
 
 xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port) {
+    return xHttpServerListenProtocols(server, host, port, server->conf.protocols);
+}
+
+xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_t port, unsigned protocols) {
+    unsigned known = XHTTP_PROTO_HTTP1 | XHTTP_PROTO_HTTP2;
+    if (!(protocols & known) || (protocols & ~(server->conf.protocols & known))) {
+        snprintf(server->last_error, sizeof server->last_error,
+                 "listen: protocols 0x%x are none, or not all spoken by the server (0x%x)", protocols,
+                 server->conf.protocols);
+        return XERR_INVALID;
+    }
     xUpgradePlan plan;
-    xUpgradePlanCleartext(&plan, server->conf.protocols);
+    xUpgradePlanCleartext(&plan, protocols);
     return listen_on(server, host, port, NULL, &plan);
 }
 

@@ -1,0 +1,392 @@
+/* main.c — xKit's HttpArena entry: every endpoint of the arena's contract
+ * (../shared/arena/CONTRACT.md in the xKit workspace; the arena's own
+ * scripts/validate.sh is the judge) on its four ports, written on xKit's
+ * public API only, as a user would write it.
+ *
+ *   8080  HTTP/1.1 and h2c: /baseline11, /pipeline, /delay/{ms}, /json, /echo, gRPC GetSum
+ *   8081  TLS, ALPN http/1.1: /json/{count}, /echo
+ *   8082  h2c with prior knowledge only: /baseline2, /json/{count}
+ *   8443  TLS, ALPN h2: /baseline2, gRPC GetSum
+ * Every route answers on every port; the ports differ in protocol only.
+ *
+ * Environment: DATA_DIR (dataset.json; default /data), CERTS_DIR (server.crt,
+ * server.key; default /certs), ARENA_PORTS ("8080,8081,8082,8443", to run
+ * beside other servers). Workers: one per CPU this process may run on. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include <xbase/json.h>
+#include <xhttp/grpc.h>
+#include <xhttp/server.h>
+#include <xhttp/tls.h>
+
+/* The longest /delay a client may ask for. */
+#define MAX_DELAY_MS 60000
+
+/* Connections a worker takes: the async profile holds 32,000 per server. */
+#define MAX_CONNECTIONS_PER_WORKER 65536
+
+/* ---- The dataset, read once at start ---- */
+
+typedef struct Item {
+    long long id, price, quantity, score, rating_count;
+    const char *name, *category; /* owned by the jansson tree, kept for the process */
+    size_t name_len, category_len;
+    bool active;
+    const char **tags;
+    size_t *tag_lens, num_tags;
+} Item;
+
+static Item *items;
+static size_t num_items;
+
+static bool field_int(json_t *obj, const char *name, long long *out) {
+    json_t *v = json_object_get(obj, name);
+    if (!json_is_integer(v)) return false;
+    *out = json_integer_value(v);
+    return true;
+}
+
+static bool field_str(json_t *obj, const char *name, const char **out, size_t *len) {
+    json_t *v = json_object_get(obj, name);
+    if (!json_is_string(v)) return false;
+    *out = json_string_value(v);
+    *len = json_string_length(v);
+    return true;
+}
+
+static bool read_item(json_t *obj, Item *it) {
+    json_t *tags = json_object_get(obj, "tags"), *rating = json_object_get(obj, "rating");
+    json_t *active = json_object_get(obj, "active");
+    if (!json_is_array(tags) || !json_is_object(rating) || !json_is_boolean(active)) return false;
+    if (!field_int(obj, "id", &it->id) || !field_int(obj, "price", &it->price) ||
+        !field_int(obj, "quantity", &it->quantity) || !field_str(obj, "name", &it->name, &it->name_len) ||
+        !field_str(obj, "category", &it->category, &it->category_len) ||
+        !field_int(rating, "score", &it->score) || !field_int(rating, "count", &it->rating_count)) {
+        return false;
+    }
+    it->active = json_is_true(active);
+    it->num_tags = json_array_size(tags);
+    it->tags = calloc(it->num_tags + 1, sizeof *it->tags);
+    it->tag_lens = calloc(it->num_tags + 1, sizeof *it->tag_lens);
+    if (!it->tags || !it->tag_lens) return false;
+    for (size_t i = 0; i < it->num_tags; i++) {
+        json_t *tag = json_array_get(tags, i);
+        if (!json_is_string(tag)) return false;
+        it->tags[i] = json_string_value(tag);
+        it->tag_lens[i] = json_string_length(tag);
+    }
+    return true;
+}
+
+static bool load_dataset(const char *path) {
+    json_error_t error;
+    json_t *root = json_load_file(path, 0, &error); /* kept: items point into it */
+    if (!root) {
+        fprintf(stderr, "arena: %s:%d: %s\n", path, error.line, error.text);
+        return false;
+    }
+    if (!json_is_array(root) || !(items = calloc(json_array_size(root) + 1, sizeof *items))) {
+        fprintf(stderr, "arena: %s: not an array of items\n", path);
+        return false;
+    }
+    for (num_items = 0; num_items < json_array_size(root); num_items++) {
+        if (!read_item(json_array_get(root, num_items), &items[num_items])) {
+            fprintf(stderr, "arena: %s: item %zu lacks a field of the contract's shape\n", path, num_items);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- Handlers ---- */
+
+static void send_text(xHttpResponse *res, int status, const char *text, size_t len) {
+    xHttpResponseSetStatus(res, status);
+    xHttpResponseAddHeader(res, "Content-Type", "text/plain");
+    xHttpResponseSend(res, text, len);
+}
+
+/* A decimal integer, optionally signed, filling all of s. */
+static bool parse_int(xStr s, long long *out) {
+    size_t i = s.len && (s.data[0] == '-' || s.data[0] == '+') ? 1 : 0;
+    if (i == s.len || s.len - i > 18) return false;
+    long long v = 0;
+    for (size_t k = i; k < s.len; k++) {
+        if (s.data[k] < '0' || s.data[k] > '9') return false;
+        v = v * 10 + (s.data[k] - '0');
+    }
+    *out = s.data[0] == '-' ? -v : v;
+    return true;
+}
+
+/* The sum of every integer query value, plus the body's integer on a POST. */
+static void on_baseline(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    (void)arg;
+    xStr q = xHttpRequestQuery(req);
+    long long sum = 0, v;
+    for (size_t at = 0; at < q.len;) {
+        const char *amp = memchr(q.data + at, '&', q.len - at);
+        size_t end = amp ? (size_t)(amp - q.data) : q.len;
+        const char *eq = memchr(q.data + at, '=', end - at);
+        if (eq && parse_int((xStr){eq + 1, (size_t)(q.data + end - eq - 1)}, &v)) sum += v;
+        at = end + 1;
+    }
+    xStr body = xHttpRequestBody(req);
+    while (body.len && (body.data[body.len - 1] == '\n' || body.data[body.len - 1] == '\r')) body.len--;
+    if (body.len && parse_int(body, &v)) sum += v;
+    char text[24];
+    int n = snprintf(text, sizeof text, "%lld", sum);
+    send_text(res, 200, text, (size_t)n);
+}
+
+static void on_pipeline(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    (void)req;
+    (void)arg;
+    xHttpResponseAddHeader(res, "Content-Type", "text/plain");
+    xHttpResponseSendRef(res, "ok", 2, NULL, NULL);
+}
+
+typedef struct Delayed {
+    xTimer timer; /* first: the timer callback gets this */
+    xHttpResponse *res;
+    xEventLoop *loop;
+    unsigned ms;
+} Delayed;
+
+static void on_delay_abort(xHttpResponse *res, void *arg) {
+    (void)res;
+    Delayed *d = arg;
+    xTimerStop(d->loop, &d->timer);
+    free(d);
+}
+
+static void on_delay_done(xEventLoop *loop, xTimer *timer) {
+    (void)loop;
+    Delayed *d = (Delayed *)timer;
+    char text[12];
+    int n = snprintf(text, sizeof text, "%u", d->ms);
+    send_text(d->res, 200, text, (size_t)n);
+    free(d);
+}
+
+static void on_delay(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    (void)arg;
+    long long ms;
+    if (!parse_int(xHttpRequestParam(req, "ms"), &ms) || ms < 0 || ms > MAX_DELAY_MS) {
+        static const char why[] = "ms must be an integer from 0 to 60000\n";
+        send_text(res, 400, why, sizeof why - 1);
+        return;
+    }
+    Delayed *d = malloc(sizeof *d);
+    if (!d) {
+        send_text(res, 503, "", 0);
+        return;
+    }
+    d->res = res;
+    d->loop = xHttpRequestLoop(req);
+    d->ms = (unsigned)ms;
+    xHttpResponseOnAbort(res, on_delay_abort, d);
+    xTimerInit(&d->timer, on_delay_done);
+    xTimerStart(d->loop, &d->timer, (uint64_t)ms);
+}
+
+static void write_item(xJsonWriter *w, const Item *it, long long m) {
+    xJsonBeginObject(w);
+    xJsonKey(w, "id", 2);
+    xJsonInt(w, it->id);
+    xJsonKey(w, "name", 4);
+    xJsonString(w, it->name, it->name_len);
+    xJsonKey(w, "category", 8);
+    xJsonString(w, it->category, it->category_len);
+    xJsonKey(w, "price", 5);
+    xJsonInt(w, it->price);
+    xJsonKey(w, "quantity", 8);
+    xJsonInt(w, it->quantity);
+    xJsonKey(w, "active", 6);
+    xJsonBool(w, it->active);
+    xJsonKey(w, "tags", 4);
+    xJsonBeginArray(w);
+    for (size_t i = 0; i < it->num_tags; i++) xJsonString(w, it->tags[i], it->tag_lens[i]);
+    xJsonEndArray(w);
+    xJsonKey(w, "rating", 6);
+    xJsonBeginObject(w);
+    xJsonKey(w, "score", 5);
+    xJsonInt(w, it->score);
+    xJsonKey(w, "count", 5);
+    xJsonInt(w, it->rating_count);
+    xJsonEndObject(w);
+    xJsonKey(w, "total", 5);
+    xJsonInt(w, it->price * it->quantity * m);
+    xJsonEndObject(w);
+}
+
+/* The first count items with their totals, serialized for this request into
+ * a buffer the response then owns (sent by reference, freed once sent). */
+static void on_json(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    (void)arg;
+    long long count, m = 1;
+    xStr mv;
+    if (!parse_int(xHttpRequestParam(req, "count"), &count) || count < 0 ||
+        (xHttpRequestQueryParam(req, "m", &mv) && !parse_int(mv, &m))) {
+        static const char why[] = "GET /json/{count}?m={m}: integers\n";
+        send_text(res, 400, why, sizeof why - 1);
+        return;
+    }
+    if ((size_t)count > num_items) count = (long long)num_items;
+    xBuffer out = {0};
+    xJsonWriter w;
+    xJsonInit(&w, &out);
+    xJsonBeginObject(&w);
+    xJsonKey(&w, "items", 5);
+    xJsonBeginArray(&w);
+    for (long long i = 0; i < count; i++) write_item(&w, &items[i], m);
+    xJsonEndArray(&w);
+    xJsonKey(&w, "count", 5);
+    xJsonInt(&w, count);
+    xJsonEndObject(&w);
+    if (xJsonFinish(&w) != XOK) {
+        xBufferFree(&out);
+        send_text(res, 500, "", 0);
+        return;
+    }
+    xHttpResponseAddHeader(res, "Content-Type", "application/json");
+    xHttpResponseSendRef(res, out.data, out.len, free, out.data);
+}
+
+static void on_echo(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    (void)arg;
+    xStr body = xHttpRequestBody(req);
+    xHttpResponseAddHeader(res, "Content-Type", "application/octet-stream");
+    xHttpResponseSend(res, body.data, body.len);
+}
+
+/* Reads a protobuf varint at *p; false when it runs past end or past 10 bytes. */
+static bool read_varint(const unsigned char **p, const unsigned char *end, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70 && *p < end; shift += 7) {
+        unsigned char b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* benchmark.BenchmarkService/GetSum: SumRequest{int32 a = 1; int32 b = 2} ->
+ * SumReply{int32 result = 1}, protobuf by hand. */
+static void on_get_sum(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    (void)arg;
+    xStr msg;
+    if (!xGrpcRequestMessage(req, res, &msg)) return;
+    const unsigned char *p = (const unsigned char *)msg.data, *end = p + msg.len;
+    int32_t a = 0, b = 0;
+    while (p < end) {
+        uint64_t key, value;
+        if (!read_varint(&p, end, &key) || (key & 7) != 0 || !read_varint(&p, end, &value)) {
+            xGrpcFail(res, XGRPC_INVALID_ARGUMENT, "SumRequest holds varint fields only");
+            return;
+        }
+        if (key >> 3 == 1) a = (int32_t)value;
+        if (key >> 3 == 2) b = (int32_t)value;
+    }
+    uint64_t result = (uint64_t)(int64_t)(int32_t)((uint32_t)a + (uint32_t)b);
+    unsigned char reply[11] = {0x08};
+    size_t n = 1;
+    do {
+        reply[n++] = (unsigned char)((result & 0x7f) | (result > 0x7f ? 0x80 : 0));
+        result >>= 7;
+    } while (result);
+    xGrpcReply(res, reply, n);
+}
+
+/* ---- Start ---- */
+
+static const char *env_or(const char *name, const char *fallback) {
+    const char *v = getenv(name);
+    return v && *v ? v : fallback;
+}
+
+/* Opens as many files as the hard limit allows: each held connection is one. */
+static void raise_fd_limit(void) {
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &lim);
+    }
+}
+
+static bool add_routes(xHttpServer *server) {
+    static const struct {
+        const char *spec;
+        xHttpHandler handler;
+    } routes[] = {
+        {"GET /baseline11", on_baseline},
+        {"POST /baseline11", on_baseline},
+        {"GET /baseline2", on_baseline},
+        {"POST /baseline2", on_baseline},
+        {"GET /pipeline", on_pipeline},
+        {"GET /delay/:ms", on_delay},
+        {"GET /json/:count", on_json},
+        {"POST /echo", on_echo},
+        {"POST /benchmark.BenchmarkService/GetSum", on_get_sum},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        if (xHttpServerRoute(server, routes[i].spec, routes[i].handler, NULL) != XOK) {
+            fprintf(stderr, "arena: cannot add route %s\n", routes[i].spec);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool listen_tls(xHttpServer *server, uint16_t port, const char *alpn, const char *certs_dir) {
+    char cert[4096], key[4096];
+    snprintf(cert, sizeof cert, "%s/server.crt", certs_dir);
+    snprintf(key, sizeof key, "%s/server.key", certs_dir);
+    xTlsConf tls;
+    xTlsConfInit(&tls);
+    tls.cert.cert_file = cert;
+    tls.cert.key_file = key;
+    tls.alpn = alpn;
+    return xHttpServerListenTls(server, "0.0.0.0", port, &tls) == XOK;
+}
+
+int main(void) {
+    const char *data_dir = env_or("DATA_DIR", "/data"), *certs_dir = env_or("CERTS_DIR", "/certs");
+    unsigned ports[4];
+    if (sscanf(env_or("ARENA_PORTS", "8080,8081,8082,8443"), "%u,%u,%u,%u", &ports[0], &ports[1], &ports[2],
+               &ports[3]) != 4) {
+        fprintf(stderr, "arena: ARENA_PORTS must be four ports: h1+h2c,tls-h1,h2c,tls-h2\n");
+        return 2;
+    }
+    char dataset[4096];
+    snprintf(dataset, sizeof dataset, "%s/dataset.json", data_dir);
+    if (!load_dataset(dataset)) return 1;
+    raise_fd_limit();
+
+    xHttpServerConf conf;
+    xHttpServerConfInit(&conf);
+    conf.max_connections = MAX_CONNECTIONS_PER_WORKER;
+    xHttpServer *server = xHttpServerCreate(NULL, &conf);
+    if (!server || !add_routes(server)) return 1;
+    bool ok = xHttpServerListen(server, "0.0.0.0", (uint16_t)ports[0]) == XOK &&
+              listen_tls(server, (uint16_t)ports[1], "http/1.1", certs_dir) &&
+              xHttpServerListenProtocols(server, "0.0.0.0", (uint16_t)ports[2], XHTTP_PROTO_HTTP2) == XOK &&
+              listen_tls(server, (uint16_t)ports[3], "h2", certs_dir);
+    if (!ok) {
+        fprintf(stderr, "arena: %s\n", xHttpServerLastError(server));
+        return 1;
+    }
+    printf("xkit-arena: %d workers on ports %u %u %u %u\n", xHttpServerWorkerCount(server), ports[0],
+           ports[1], ports[2], ports[3]);
+    fflush(stdout);
+    xErrno err = xHttpServerRun(server);
+    xHttpServerDestroy(server);
+    return err == XOK ? 0 : 1;
+}
