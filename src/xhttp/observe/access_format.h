@@ -35,7 +35,7 @@ typedef struct xAccessRecord {
  *  (local time). */
 typedef struct xAccessClock {
     time_t second; /* the second the strings show; -1: none yet */
-    char clf[96]; /* room for any int snprintf could write */
+    char clf[96];  /* room for any int snprintf could write */
     char iso[96];
 } xAccessClock;
 
