@@ -338,6 +338,7 @@ static bool test_routes;
 static const char *access_log;
 static xHttpLogFormat log_format = XHTTP_LOG_COMBINED;
 static bool metrics;
+static unsigned long log_flush_ms = 100;
 
 /* Turns on what --access-log and --metrics asked for. */
 static bool add_observers(xHttpServer *server) {
@@ -347,6 +348,7 @@ static bool add_observers(xHttpServer *server) {
     xHttpAccessLogOptsInit(&opts);
     opts.path = access_log;
     opts.format = log_format;
+    opts.flush_ms = (uint32_t)log_flush_ms;
     if (xHttpServerAccessLog(server, &opts) == XOK) return true;
     fprintf(stderr, "%s\n", xHttpServerLastError(server));
     return false;
@@ -372,12 +374,12 @@ bool benchAddRoutes(xHttpServer *server) {
     return true;
 }
 
-const char benchCommonUsage[] =
-    "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
-    "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
-    "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
-    "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
-    "       [--access-log PATH] [--log-format common|combined|json] [--metrics]\n";
+const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
+                                "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
+                                "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
+                                "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
+                                "       [--access-log PATH] [--log-format common|combined|json]\n"
+                                "       [--log-flush-ms MS] [--metrics]\n";
 
 typedef struct Option {
     const char *flag;
@@ -428,6 +430,10 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
             while (f < 3 && strcmp(name, formats[f]) != 0) f++;
             if (f == 3) return false;
             log_format = (xHttpLogFormat)f;
+            continue;
+        }
+        if (strcmp(argv[i], "--log-flush-ms") == 0 && i + 1 < argc) {
+            if (!benchParseSize(xStrFromC(argv[++i]), 86400000, &log_flush_ms)) return false;
             continue;
         }
         if (strcmp(argv[i], "--no-http2") == 0 || strcmp(argv[i], "--http2-only") == 0) {

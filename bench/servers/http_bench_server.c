@@ -5,7 +5,7 @@
  *       [--header-timeout MS] [--body-timeout MS] [--max-body BYTES]
  *       [--max-header-size BYTES] [--max-connections N] [--shutdown-timeout MS]
  *       [--send-timeout MS] [--max-streams N] [--no-http2 | --http2-only] [--test-routes]
- *       [--access-log PATH] [--log-format common|combined|json] [--metrics]
+ *       [--access-log PATH] [--log-format common|combined|json] [--log-flush-ms MS] [--metrics]
  *
  * HTTP/1.1 and cleartext HTTP/2 (prior knowledge or Upgrade: h2c) share the port.
  */
