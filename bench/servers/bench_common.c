@@ -9,6 +9,7 @@
 #include <xbase/event.h>
 #include <xbase/log.h>
 #include <xhttp/grpc.h>
+#include <xhttp/log.h>
 #include <xhttp/tls.h>
 
 #define ECHO_MAX_SIZE (16u << 20)
@@ -378,14 +379,35 @@ static void on_grpc_sum(xHttpRequest *req, xHttpResponse *res, void *arg) {
 /* Set by --test-routes (the integration tests' harness passes it). */
 static bool test_routes;
 
-void benchAddRoutes(xHttpServer *server) {
+/* Set by --access-log PATH, --log-format and --metrics. */
+static const char *access_log;
+static xHttpLogFormat log_format = XHTTP_LOG_COMBINED;
+static bool metrics;
+static unsigned long log_flush_ms = 100;
+
+/* Turns on what --access-log and --metrics asked for. */
+static bool add_observers(xHttpServer *server) {
+    if (metrics) xHttpServerMetricsRoute(server, "/metrics");
+    if (!access_log) return true;
+    xHttpAccessLogOpts opts;
+    xHttpAccessLogOptsInit(&opts);
+    opts.path = access_log;
+    opts.format = log_format;
+    opts.flush_ms = (uint32_t)log_flush_ms;
+    if (xHttpServerAccessLog(server, &opts) == XOK) return true;
+    fprintf(stderr, "%s\n", xHttpServerLastError(server));
+    return false;
+}
+
+bool benchAddRoutes(xHttpServer *server) {
     memset(echo_bytes, 'x', sizeof echo_bytes);
     xHttpServerRoute(server, "GET /ping", on_ping, NULL);
     xHttpServerRoute(server, "GET /echo", on_echo_get, NULL);
     xHttpServerRoute(server, "POST /echo", on_echo_post, NULL);
     xHttpServerRoute(server, "GET /", on_index, NULL);
     xHttpServerRoute(server, "POST /", on_index, NULL);
-    if (!test_routes) return;
+    if (!add_observers(server)) return false;
+    if (!test_routes) return true;
     /* Each literal first segment is one more edge at the router's root, which every request
      * searches: about 5 ns more per GET /ping (bench/README.md), so not in measured runs. */
     crc32_init();
@@ -395,12 +417,15 @@ void benchAddRoutes(xHttpServer *server) {
     xHttpServerRoute(server, "GET /whoami", on_whoami, NULL);
     xHttpServerRouteStreaming(server, "POST /upload", on_upload, NULL);
     xHttpServerRoute(server, "POST /benchmark.BenchmarkService/GetSum", on_grpc_sum, NULL);
+    return true;
 }
 
 const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
                                 "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
                                 "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
-                                "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n";
+                                "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
+                                "       [--access-log PATH] [--log-format common|combined|json]\n"
+                                "       [--log-flush-ms MS] [--metrics]\n";
 
 typedef struct Option {
     const char *flag;
@@ -434,6 +459,27 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--test-routes") == 0) {
             test_routes = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--metrics") == 0) {
+            metrics = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--access-log") == 0 && i + 1 < argc) {
+            access_log = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--log-format") == 0 && i + 1 < argc) {
+            static const char *const formats[] = {"common", "combined", "json"};
+            const char *name = argv[++i];
+            int f = 0;
+            while (f < 3 && strcmp(name, formats[f]) != 0) f++;
+            if (f == 3) return false;
+            log_format = (xHttpLogFormat)f;
+            continue;
+        }
+        if (strcmp(argv[i], "--log-flush-ms") == 0 && i + 1 < argc) {
+            if (!benchParseSize(xStrFromC(argv[++i]), 86400000, &log_flush_ms)) return false;
             continue;
         }
         if (strcmp(argv[i], "--no-http2") == 0 || strcmp(argv[i], "--http2-only") == 0) {

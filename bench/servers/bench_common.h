@@ -12,9 +12,11 @@
 /** Parses a non-negative decimal no larger than max; false otherwise. */
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
 
-/** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /), and
- *  the test-only ones (/delay, /stream, /upload, /tls) after --test-routes. */
-void benchAddRoutes(xHttpServer *server);
+/** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /),
+ *  GET /metrics after --metrics, the access log after --access-log, and the test-only
+ *  routes (/delay, /stream, /upload, /tls, /whoami) after --test-routes. False (said on
+ *  stderr) when the access log cannot be opened. */
+bool benchAddRoutes(xHttpServer *server);
 
 /** A server flag the common parser does not know: the caller's. Returns how
  *  many arguments it took from argv[i] on (1 or more), or 0 for unknown. */

@@ -5,6 +5,7 @@
  *       [--header-timeout MS] [--body-timeout MS] [--max-body BYTES]
  *       [--max-header-size BYTES] [--max-connections N] [--shutdown-timeout MS]
  *       [--send-timeout MS] [--max-streams N] [--no-http2 | --http2-only] [--test-routes]
+ *       [--access-log PATH] [--log-format common|combined|json] [--log-flush-ms MS] [--metrics]
  *
  * HTTP/1.1 and cleartext HTTP/2 (prior knowledge or Upgrade: h2c) share the port.
  */
@@ -32,7 +33,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cannot create the server\n");
         return 1;
     }
-    benchAddRoutes(server);
+    if (!benchAddRoutes(server)) {
+        xHttpServerDestroy(server);
+        return 1;
+    }
     if (xHttpServerListen(server, host, (uint16_t)port) != XOK) {
         fprintf(stderr, "http_bench_server: %s\n", xHttpServerLastError(server));
         xHttpServerDestroy(server);

@@ -80,8 +80,9 @@ typedef struct xHttpServerConf {
                                       CVE-2024-27316) */
     uint32_t http2_max_control_queue; /**< PING/SETTINGS acks waiting for a client
                                       that does not read, before GOAWAY (1000) */
-    bool handle_signals;              /**< xHttpServerRun stops on SIGINT/SIGTERM and
-                                           reloads TLS certificates on SIGHUP (true);
+    bool handle_signals;              /**< xHttpServerRun stops on SIGINT/SIGTERM,
+                                           reloads TLS certificates on SIGHUP and reopens
+                                           the access log on SIGUSR1 (true);
                                            they are blocked in the creating thread from
                                            Create until Destroy */
 } xHttpServerConf;

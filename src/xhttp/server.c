@@ -5,6 +5,7 @@
  * listeners, their handshakes) over workers, and nothing on the request path
  * is shared but the read-only routes. */
 #define _GNU_SOURCE
+#include <xhttp/log.h>
 #include <xhttp/server.h>
 #include <xhttp/tls.h>
 
@@ -33,6 +34,8 @@
 #include "xhttp/core/context.h"
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/router.h"
+#include "xhttp/observe/access_log.h"
+#include "xhttp/observe/prometheus.h"
 #include "xhttp/upgrade/upgrade.h"
 
 #define XSERVER_MAX_LISTENERS 8
@@ -49,6 +52,7 @@ typedef struct xWorker {
     xTimer deadline; /* graceful stop gives up here */
     pthread_t thread;
     bool stopping;
+    xAccessLog log; /* this worker's lines, when the server logs */
 } xWorker;
 
 struct xHttpServer {
@@ -67,9 +71,12 @@ struct xHttpServer {
     bool runs_loop;         /* xHttpServerRun drives the caller's loop */
     int signal_fd;          /* attached mode: SIGINT/SIGTERM through the loop */
     int wake_fd;            /* workers mode: wakes the supervising thread */
-    sigset_t stop_signals;  /* SIGINT, SIGTERM (stop) and SIGHUP (reload), when handle_signals */
+    sigset_t stop_signals;  /* SIGINT, SIGTERM (stop), SIGHUP (reload) and SIGUSR1 (reopen
+                               logs), when handle_signals */
     sigset_t previous_mask; /* the creating thread's mask before Create */
     atomic_bool stop_requested;
+    bool logging;                /* the access log is on: log_opts hold its settings */
+    xHttpAccessLogOpts log_opts; /* log_opts.path is ours (strdup) */
 };
 
 void xHttpServerConfInitSized(xHttpServerConf *conf, size_t size) {
@@ -240,6 +247,7 @@ static void worker_destroy(xWorker *w) {
         close_listeners(w);
         for_each_conn(w, xConnClose);
         if (w->stop_fd >= 0) xEventLoopRemove(w->loop, w->stop_fd);
+        xAccessLogClose(&w->log); /* after the last request's line */
     }
     if (w->stop_fd >= 0) close(w->stop_fd);
     if (w->spare_fd >= 0) close(w->spare_fd);
@@ -265,6 +273,7 @@ xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
         sigaddset(&server->stop_signals, SIGINT);
         sigaddset(&server->stop_signals, SIGTERM);
         sigaddset(&server->stop_signals, SIGHUP);
+        sigaddset(&server->stop_signals, SIGUSR1);
         pthread_sigmask(SIG_BLOCK, &server->stop_signals, &server->previous_mask);
     }
     if (server->conf.max_headers == 0) server->conf.max_headers = 1;
@@ -293,6 +302,7 @@ void xHttpServerDestroy(xHttpServer *server) {
         free(server->targets);
         server->targets = next;
     }
+    free((char *)server->log_opts.path);
     if (server->wake_fd >= 0) close(server->wake_fd);
     if (server->conf.handle_signals) pthread_sigmask(SIG_SETMASK, &server->previous_mask, NULL);
     free(server);
@@ -470,9 +480,13 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-/* SIGHUP rereads the certificates, as nginx does; the others stop. Returns
- * true for a stop. */
+/* SIGHUP rereads the certificates and SIGUSR1 reopens the logs, as nginx
+ * does; the others stop. Returns true for a stop. */
 static bool handle_signal(xHttpServer *server, unsigned signo) {
+    if (signo == SIGUSR1) {
+        xHttpServerReopenLogs(server);
+        return false;
+    }
     if (signo != SIGHUP) {
         XLOG_INFO("signal %u: stopping gracefully", signo);
         return true;
@@ -546,4 +560,99 @@ xErrno xHttpServerRun(xHttpServer *server) {
     xErrno err = server->attached ? run_attached(server) : run_workers(server);
     server->running = false;
     return err;
+}
+
+/* ---- Access log and metrics ---- */
+
+void xHttpAccessLogOptsInitSized(xHttpAccessLogOpts *opts, size_t size) {
+    xHttpAccessLogOpts defaults = {
+        .fd = -1,
+        .format = XHTTP_LOG_COMBINED,
+        .buffer_size = 64u << 10,
+        .flush_ms = 100,
+    };
+    xSizedInit(opts, size, &defaults, sizeof defaults);
+}
+
+xErrno xHttpServerAccessLog(xHttpServer *server, const xHttpAccessLogOpts *opts) {
+    if (server->running || server->logging) return XERR_STATE;
+    if (!opts) return XERR_INVALID;
+    xHttpAccessLogOpts *own = &server->log_opts;
+    xHttpAccessLogOptsInit(own);
+    xSizedAdopt(own, opts, sizeof *own);
+    if ((!own->path && own->fd < 0) || own->format > XHTTP_LOG_JSON) return XERR_INVALID;
+    if (own->path && !(own->path = strdup(own->path))) return XERR_NOMEM;
+    for (int i = 0; i < server->nworkers; i++) {
+        xWorker *w = &server->workers[i];
+        if (xAccessLogOpen(&w->log, w->loop, own) != XOK) {
+            snprintf(server->last_error, sizeof server->last_error, "access log: cannot open %s: %s",
+                     own->path, strerror(errno));
+            while (i-- > 0) xAccessLogClose(&server->workers[i].log);
+            free((char *)own->path);
+            own->path = NULL;
+            return XERR_SYS;
+        }
+    }
+    for (int i = 0; i < server->nworkers; i++) {
+        server->workers[i].ctx.on_finished = xAccessLogFinished;
+        server->workers[i].ctx.on_finished_arg = &server->workers[i].log;
+    }
+    server->logging = true;
+    return XOK;
+}
+
+static void reopen_on_worker(xEventLoop *loop, void *arg) { xAccessLogReopen(&((xWorker *)arg)->log); }
+
+xErrno xHttpServerReopenLogs(xHttpServer *server) {
+    if (!server->logging || !server->log_opts.path) return XOK;
+    xErrno err = XOK;
+    for (int i = 0; i < server->nworkers; i++) {
+        xErrno posted = xEventLoopPost(server->workers[i].loop, reopen_on_worker, &server->workers[i]);
+        if (posted != XOK) err = posted;
+    }
+    return err;
+}
+
+void xHttpServerMetricsSized(const xHttpServer *server, xHttpMetrics *out, size_t size) {
+    xHttpMetrics sum = {.struct_size = sizeof sum};
+    for (int i = 0; i < server->nworkers; i++) {
+        const xHttpCounters *c = &server->workers[i].ctx.counters;
+        const xNetCounters *n = &server->workers[i].ctx.net.counters;
+        for (int p = 0; p < XHTTP_METRIC_PROTOCOLS; p++)
+            for (int k = 0; k < XHTTP_METRIC_STATUS_CLASSES; k++)
+                sum.requests[p][k] += xCounterRead(&c->requests[p][k]);
+        sum.http2_streams += xCounterRead(&c->http2_streams);
+        /* closed first: whatever it counts, accepted counted before */
+        uint64_t closed = xCounterRead(&n->closed);
+        uint64_t accepted = xCounterRead(&n->accepted);
+        sum.connections_open += accepted - closed;
+        sum.connections_accepted += accepted;
+        sum.bytes_in += xCounterRead(&n->bytes_in);
+        sum.bytes_out += xCounterRead(&n->bytes_out);
+        sum.tls_handshakes += xCounterRead(&n->tls_handshakes);
+        sum.tls_failures += xCounterRead(&n->tls_failures);
+    }
+    xSizedExport(out, size, &sum, sizeof sum);
+}
+
+static void on_metrics(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xHttpMetrics m;
+    xHttpServerMetrics(arg, &m);
+    xBuffer text = {0};
+    if (xPrometheusFormat(&m, &text) != XOK) {
+        xBufferFree(&text);
+        xHttpResponseSetStatus(res, 500);
+        xHttpResponseSend(res, NULL, 0);
+        return;
+    }
+    xHttpResponseAddHeader(res, "Content-Type", XPROMETHEUS_CONTENT_TYPE);
+    xHttpResponseSend(res, text.data, text.len);
+    xBufferFree(&text);
+}
+
+xErrno xHttpServerMetricsRoute(xHttpServer *server, const char *path) {
+    if (!path || path[0] != '/') return XERR_INVALID;
+    char spec[1024];
+    if (snprintf(spec, sizeof spec, "GET %s", path) >= (int)sizeof spec) return XERR_INVALID;
+    return xHttpServerRoute(server, spec, on_metrics, server);
 }

@@ -63,6 +63,7 @@ xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnPr
     if (net->conns) net->conns->prev = conn;
     net->conns = conn;
     net->conn_count++;
+    xCounterAdd(&net->counters.accepted, 1);
     return conn;
 }
 
@@ -102,12 +103,17 @@ void xConnRelease(xConn *conn) {
         net->conns = conn->next;
     if (conn->next) conn->next->prev = conn->prev;
     net->conn_count--;
+    xCounterAdd(&net->counters.closed, 1);
     free(conn->out_refs);
     free(conn);
     if (net->on_conn_gone) net->on_conn_gone(net);
 }
 
-ssize_t xConnRecv(xConn *conn, char *buf, size_t len) { return conn->transport->recv(conn, buf, len); }
+ssize_t xConnRecv(xConn *conn, char *buf, size_t len) {
+    ssize_t n = conn->transport->recv(conn, buf, len);
+    if (n > 0) xCounterAdd(&conn->net->counters.bytes_in, (uint64_t)n);
+    return n;
+}
 
 size_t xConnPending(const xConn *conn) { return conn->out_pending; }
 
@@ -240,6 +246,7 @@ void xConnFlush(xConn *conn) {
             return;
         }
         advance(conn, (size_t)w);
+        xCounterAdd(&conn->net->counters.bytes_out, (uint64_t)w);
     }
     if (conn->transport->flush && !conn->transport->flush(conn)) {
         if (errno == EAGAIN)

@@ -16,6 +16,7 @@
 #include <xbase/event.h>
 #include <xbase/memcache.h>
 
+#include "xbase/mem/counter.h"
 #include "xnet/address.h"
 
 /* Referenced bodies up to this size are copied: one contiguous send(2) costs
@@ -24,6 +25,17 @@
 
 typedef struct xConn xConn;
 struct xTlsInfo; /* <xhttp/tls_conf.h>: filled by a TLS transport */
+
+/** What a worker's connections did, for metrics: written by the worker,
+ *  read from any thread (xCounter). Open connections are accepted - closed. */
+typedef struct xNetCounters {
+    xCounter accepted;       /* connections wrapped by xConnCreate */
+    xCounter closed;         /* connections freed */
+    xCounter bytes_in;       /* read through xConnRecv (plaintext on TLS) */
+    xCounter bytes_out;      /* sent by xConnFlush (plaintext on TLS) */
+    xCounter tls_handshakes; /* TLS handshakes completed */
+    xCounter tls_failures;   /* TLS handshakes failed or timed out */
+} xNetCounters;
 
 /** What every connection of one worker shares: its loop, pools and the list
  *  of open connections. One per worker thread, so nothing here needs a lock.
@@ -36,6 +48,7 @@ typedef struct xNetContext {
     xConn *conns;             /* every open connection, for shutdown */
     size_t conn_count;
     void (*on_conn_gone)(struct xNetContext *net); /* after a connection is freed */
+    xNetCounters counters;
 } xNetContext;
 
 typedef struct xConnProtocol {

@@ -28,6 +28,7 @@ LAYERS = {
     "xhttp/http2": (7, ("xbase", "xhttp")),
     "xhttp/upgrade": (8, ("xbase", "xhttp")),
     "xhttp/grpc": (8, ("xbase", "xhttp")),
+    "xhttp/observe": (8, ("xbase", "xhttp")),
     "xhttp": (9, ("xbase", "xhttp", "xkit.h")),
 }
 

@@ -14,6 +14,7 @@ when --compare-build holds the code before the change.
 """
 
 import dataclasses
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -49,6 +50,9 @@ def add_arguments(parser):
     parser.add_argument("--compare-build", type=Path, default=None,
                         help="a second build (the one before a change) measured beside --build-dir's")
     parser.add_argument("--test-routes", action="store_true", help="start the servers with --test-routes")
+    parser.add_argument("--server-args", default="",
+                        help="more flags for --build-dir's servers only, e.g. \"--access-log /tmp/a.log\": "
+                             "what a feature costs against --compare-build without it")
 
 
 def h2load_requests_argv(case, port, requests):
@@ -59,9 +63,10 @@ def h2load_requests_argv(case, port, requests):
             f"{scheme}://127.0.0.1:{port}/ping"]
 
 
-def under_callgrind(peer, test_routes):
-    """The peer run by valgrind --tool=callgrind, dumping into its private directory."""
-    flags = ["--test-routes"] if test_routes else []
+def under_callgrind(peer, test_routes, extra=()):
+    """The peer run by valgrind --tool=callgrind, dumping into its private directory,
+    with extra flags after its own."""
+    flags = (["--test-routes"] if test_routes else []) + list(extra)
 
     def command(port, run_dir):
         return (["valgrind", "--tool=callgrind", f"--callgrind-out-file={run_dir}/callgrind.out.%p"]
@@ -117,8 +122,8 @@ def measure_case(server, case, args):
     return {"requests": result.requests, "ir": ir, "ir_per_request": per_request(ir, result.requests)}
 
 
-def build_peers(build_dir, cert, args):
-    """({case: Peer under callgrind}, {case: why not}) for one build."""
+def build_peers(build_dir, cert, args, extra=()):
+    """({case: Peer under callgrind}, {case: why not}) for one build, its servers given extra."""
     context = PeerContext(build_dir=build_dir.resolve(), workers=1, cert=cert[0], key=cert[1])
     peers, missing = {}, {}
     for case in args.cases:
@@ -126,7 +131,7 @@ def build_peers(build_dir, cert, args):
         if isinstance(peer, Missing):
             missing[case] = peer.reason
         else:
-            peers[case] = under_callgrind(peer, args.test_routes)
+            peers[case] = under_callgrind(peer, args.test_routes, extra)
     return peers, missing
 
 
@@ -178,7 +183,8 @@ def machine_description(args):
         builds += f" (after), compared with {shown(args.compare_build)} (before)"
     return (f"{environment.host_line()}; {tools}. {builds}. Server: one worker under valgrind "
             f"--tool=callgrind on CPU {environment.cpu_list(args.server_cpus)}"
-            f"{', with --test-routes' if args.test_routes else ''}; h2load -c{CONNECTIONS} (--h1 or "
+            f"{', with --test-routes' if args.test_routes else ''}"
+            f"{f'; --build-dir servers with {args.server_args}' if args.server_args else ''}; h2load -c{CONNECTIONS} (--h1 or "
             f"-m{STREAMS}) GET /ping on CPU {environment.cpu_list(args.client_cpus)}: {WARMUP_REQUESTS} "
             f"requests of warm-up, counters zeroed, {args.requests:,} measured. Ir/req = instructions the "
             f"server executed (all threads) ÷ requests, the HTTPS cases' {CONNECTIONS} full handshakes "
@@ -210,7 +216,8 @@ def run(args):
         for build, build_dir in dirs.items():
             if build_dir is None:
                 continue
-            peers[build], missing = build_peers(build_dir, cert, args)
+            extra = shlex.split(args.server_args) if build == "build" else ()
+            peers[build], missing = build_peers(build_dir, cert, args, extra)
             skipped.update({f"{build} {case}": reason for case, reason in missing.items()})
         plan = {case: [build for build in peers if case in peers[build]] for case in args.cases}
         by_key = bench.rounds(plan, lambda case, build: bench.run_once(

@@ -8,8 +8,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <xhttp/log.h>
 #include <xhttp/server.h>
 
+#include "xbase/mem/counter.h"
 #include "xnet/connection.h"
 #include "xhttp/core/date.h"
 #include "xhttp/core/router.h"
@@ -32,6 +34,18 @@ typedef struct xHttpUpgrades {
     void (*drop)(void *pending);
 } xHttpUpgrades;
 
+/** What a worker's requests did, beside its connections' xNetCounters:
+ *  written by the worker, read from any thread (xCounter). */
+typedef struct xHttpCounters {
+    xCounter requests[XHTTP_METRIC_PROTOCOLS][XHTTP_METRIC_STATUS_CLASSES];
+    xCounter http2_streams; /* request streams opened */
+} xHttpCounters;
+
+/** Told of every request as its response ends (observe/'s access log; set by
+ *  server.c, which names every layer): status as logged, body_len the body
+ *  bytes the handler gave. The request's views are still valid. */
+typedef void (*xHttpFinishedFn)(void *arg, const xHttpExchange *ex, int status, uint64_t body_len);
+
 typedef struct xHttpContext {
     xNetContext net; /* first: a connection's net is its HTTP context */
     const xHttpServerConf *conf;
@@ -42,6 +56,9 @@ typedef struct xHttpContext {
     xHttpDateCache date; /* this worker's Date header */
     bool draining;       /* graceful stop in progress */
     void *owner;         /* the worker that owns this context */
+    xHttpCounters counters;
+    xHttpFinishedFn on_finished; /* NULL: no access log, one branch per request */
+    void *on_finished_arg;
 } xHttpContext;
 
 /** The HTTP context of a connection an HTTP protocol serves. */

@@ -11,6 +11,7 @@
 
 #include "xnet/address.h"
 #include "xhttp/core/cookie.h"
+#include "xhttp/core/finished.h"
 
 /* Exchanges kept for reuse per worker; beyond this they go back to malloc. */
 #define XEXCHANGE_POOL_MAX 1024
@@ -31,6 +32,7 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     ex->res.trailers = trailers;
     ex->res.status = 200;
     ex->req.loop = ctx->net.loop;
+    if (ctx->on_finished) ex->req.start_ms = xEventLoopNowMs(ctx->net.loop);
     ex->router = ctx->router;
     ex->routed = false;
     ex->match.num_params = 0;
@@ -126,6 +128,7 @@ void xHttpExchangeSendStatus(xHttpExchange *ex, int status) {
     body[n++] = '\n';
     ex->res.status = status;
     xBufferAppend(&ex->res.headers, "Content-Type: text/plain\r\n", 26);
+    xHttpExchangeFinished(ex, status, n);
     ex->ops->send(ex, body, n, true, NULL, NULL);
 }
 
@@ -281,6 +284,7 @@ xErrno xHttpResponseAddTrailer(xHttpResponse *res, const char *name, const char 
 xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len) {
     if (res->head_sent || res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
+    xHttpExchangeFinished(ex, res->status, len);
     return ex->ops->send(ex, body, len, true, NULL, NULL);
 }
 
@@ -288,18 +292,21 @@ xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len, vo
                             void *release_arg) {
     if (res->head_sent || res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
+    xHttpExchangeFinished(ex, res->status, len);
     return ex->ops->send(ex, body, len, false, release, release_arg);
 }
 
 xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len) {
     if (res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
+    res->body_len += len;
     return ex->ops->write(ex, data, len);
 }
 
 xErrno xHttpResponseEnd(xHttpResponse *res) {
     if (res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
+    xHttpExchangeFinished(ex, res->status, res->body_len);
     return ex->ops->end(ex);
 }
 
@@ -312,6 +319,7 @@ void xHttpResponseOnAbort(xHttpResponse *res, void (*fn)(xHttpResponse *res, voi
 
 bool xHttpExchangeAbort(xHttpExchange *ex) {
     ex->res.aborted = true;
+    xHttpExchangeFinished(ex, ex->res.head_sent ? ex->res.status : 499, ex->res.body_len);
     if (!ex->res.on_abort) return false;
     ex->res.on_abort(&ex->res, ex->res.on_abort_arg);
     return true;

@@ -52,7 +52,8 @@ struct xHttpRequest {
     xEventLoop *loop;
     const xRouteParam *params;
     size_t num_params;
-    xConn *conn; /* what it came on, for connection-level facts (TLS) */
+    xConn *conn;       /* what it came on, for connection-level facts (TLS) */
+    uint64_t start_ms; /* loop time at its first byte; kept only for an access log */
 };
 
 struct xHttpResponse {
@@ -64,6 +65,8 @@ struct xHttpResponse {
     bool aborted; /* the client is gone; output is discarded */
     void (*on_abort)(xHttpResponse *res, void *arg);
     void *on_abort_arg;
+    uint64_t body_len; /* streamed body bytes so far, for the log */
+    bool finished;     /* counted and logged (core/finished.h) */
 };
 
 struct xHttpExchange {

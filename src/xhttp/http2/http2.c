@@ -410,6 +410,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     xH2Stream *s = stream_new(h2, frame->hd.stream_id);
     if (!s) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    xCounterAdd(&xHttpContextOf(h2->conn)->counters.http2_streams, 1); /* metrics (observe/) */
     nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
     h2->receiving = s;
     return 0;

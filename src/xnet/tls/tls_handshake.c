@@ -185,11 +185,13 @@ static void handshake_failed(xConn *conn, xTlsConn *t) {
     XLOG_DEBUG("TLS handshake failed: %s", e ? ERR_reason_error_string(e) : strerror(errno));
     ERR_clear_error();
     t->failed = true;
+    xCounterAdd(&conn->net->counters.tls_failures, 1);
     xConnClose(conn);
 }
 
 static void established(xConn *conn, xTlsConn *t) {
     t->established = true;
+    xCounterAdd(&conn->net->counters.tls_handshakes, 1);
     xTlsBundleRelease(t->bundle);
     t->bundle = NULL;
     xConnSetTimeout(conn, 0);
@@ -240,7 +242,10 @@ static void handshake(xConn *conn) {
 
 static void handshake_timeout(xConn *conn) {
     xTlsConn *t = conn->proto_state;
-    if (t) t->failed = true;
+    if (t) {
+        t->failed = true;
+        xCounterAdd(&conn->net->counters.tls_failures, 1);
+    }
     xConnClose(conn);
 }
 
