@@ -42,6 +42,7 @@ typedef struct Item {
 
 static Item *items;
 static size_t num_items;
+static json_t *dataset_root; /* the items' strings point into it */
 
 static bool field_int(json_t *obj, const char *name, long long *out) {
     json_t *v = json_object_get(obj, name);
@@ -84,7 +85,7 @@ static bool read_item(json_t *obj, Item *it) {
 
 static bool load_dataset(const char *path) {
     json_error_t error;
-    json_t *root = json_load_file(path, 0, &error); /* kept: items point into it */
+    json_t *root = dataset_root = json_load_file(path, 0, &error);
     if (!root) {
         fprintf(stderr, "arena: %s:%d: %s\n", path, error.line, error.text);
         return false;
@@ -100,6 +101,15 @@ static bool load_dataset(const char *path) {
         }
     }
     return true;
+}
+
+static void free_dataset(void) {
+    for (size_t i = 0; items && i < json_array_size(dataset_root); i++) {
+        free(items[i].tags);
+        free(items[i].tag_lens);
+    }
+    free(items);
+    json_decref(dataset_root);
 }
 
 /* ---- Handlers ---- */
@@ -367,26 +377,27 @@ int main(void) {
     }
     char dataset[4096];
     snprintf(dataset, sizeof dataset, "%s/dataset.json", data_dir);
-    if (!load_dataset(dataset)) return 1;
     raise_fd_limit();
-
     xHttpServerConf conf;
     xHttpServerConfInit(&conf);
     conf.max_connections = MAX_CONNECTIONS_PER_WORKER;
-    xHttpServer *server = xHttpServerCreate(NULL, &conf);
-    if (!server || !add_routes(server)) return 1;
-    bool ok = xHttpServerListen(server, "0.0.0.0", (uint16_t)ports[0]) == XOK &&
-              listen_tls(server, (uint16_t)ports[1], "http/1.1", certs_dir) &&
-              xHttpServerListenProtocols(server, "0.0.0.0", (uint16_t)ports[2], XHTTP_PROTO_HTTP2) == XOK &&
-              listen_tls(server, (uint16_t)ports[3], "h2", certs_dir);
-    if (!ok) {
+    xHttpServer *server = load_dataset(dataset) ? xHttpServerCreate(NULL, &conf) : NULL;
+    bool ok = server && add_routes(server);
+    ok = ok && xHttpServerListen(server, "0.0.0.0", (uint16_t)ports[0]) == XOK &&
+         listen_tls(server, (uint16_t)ports[1], "http/1.1", certs_dir) &&
+         xHttpServerListenProtocols(server, "0.0.0.0", (uint16_t)ports[2], XHTTP_PROTO_HTTP2) == XOK &&
+         listen_tls(server, (uint16_t)ports[3], "h2", certs_dir);
+    xErrno err = XERR_STATE;
+    if (ok) {
+        /* The first line in the form every xKit server prints (the tests read it). */
+        printf("listening on 0.0.0.0:%u (%d workers)\n", ports[0], xHttpServerWorkerCount(server));
+        printf("and on %u (TLS, http/1.1), %u (h2c only), %u (TLS, h2)\n", ports[1], ports[2], ports[3]);
+        fflush(stdout);
+        err = xHttpServerRun(server);
+    } else if (server) {
         fprintf(stderr, "arena: %s\n", xHttpServerLastError(server));
-        return 1;
     }
-    printf("xkit-arena: %d workers on ports %u %u %u %u\n", xHttpServerWorkerCount(server), ports[0],
-           ports[1], ports[2], ports[3]);
-    fflush(stdout);
-    xErrno err = xHttpServerRun(server);
-    xHttpServerDestroy(server);
+    if (server) xHttpServerDestroy(server);
+    free_dataset();
     return err == XOK ? 0 : 1;
 }

@@ -73,8 +73,9 @@ def raise_fd_limit(wanted):
 class ServerProcess:
     """One server process: started on port 0, its port read from stdout."""
 
-    def __init__(self, args=(), binary=None, port=0):
+    def __init__(self, args=(), binary=None, port=0, env=None):
         binary = binary or bench_server_path()
+        self.env = env or {}
         self.argv = [binary, str(port), *map(str, args)]
         # The bench servers register their diagnostic routes (/delay, /stream,
         # /upload, /tls) only when asked: the tests use them.
@@ -86,7 +87,7 @@ class ServerProcess:
         self._drainer = None
 
     def start(self):
-        env = dict(os.environ)
+        env = dict(os.environ, **self.env)
         # Leaks are only reported at exit; make sure nothing turned that off.
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")

@@ -1,0 +1,268 @@
+"""xKit's HttpArena entry (build/arena/xkit-arena) checked the way the arena's
+validation checks an entry (../shared/arena/CONTRACT.md, "What validation
+checks"): sums with fixed and random values over every port and protocol, POST
+bodies with Content-Length and chunked, requests in fragments and split at
+every byte offset, pipelining, real delays, JSON compared field by field with
+the dataset, byte-exact echo, gRPC, and what each TLS port negotiates.
+
+The entry reads a dataset made here (the contract's shape, random values) and
+a certificate from the TLS fixtures, on four free ports."""
+import concurrent.futures
+import json
+import os
+import random
+import shutil
+import socket
+import ssl
+import struct
+import tempfile
+import time
+import unittest
+
+import grpc
+
+from support.harness import Conn, ServerProcess, chunked, http_request, run_client
+from support.tls_fixtures import TlsConn, client_context, shared_certs
+
+CERTS = None
+setUpModule, tearDownModule = shared_certs(__name__)
+
+TAGS = ["sale", "new", "popular", "heavy-duty", "wireless", "fast", "eco", "premium"]
+
+
+def make_dataset(n=50, seed=7):
+    rng = random.Random(seed)
+    return [{"id": i + 1, "name": f"Item {i + 1} \u00e9\"q\"", "category": rng.choice(["tools", "toys", "food"]),
+             "price": rng.randint(1, 1000), "quantity": rng.randint(0, 200), "active": rng.random() < 0.5,
+             "tags": rng.sample(TAGS, rng.randint(0, 4)),
+             "rating": {"score": rng.randint(0, 50), "count": rng.randint(0, 1000)}} for i in range(n)]
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def arena_binary():
+    path = os.environ.get("XK_ARENA")
+    if not path:
+        raise AssertionError("XK_ARENA is not set: run through ctest (make test), which builds xkit-arena")
+    return path
+
+
+def sum_request(a, b):
+    def varint(v):
+        v &= (1 << 64) - 1
+        out = bytearray()
+        while True:
+            out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+            v >>= 7
+            if not v:
+                return bytes(out)
+    return b"\x08" + varint(a) + b"\x10" + varint(b)
+
+
+class ArenaEntryTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="xkit-arena-")
+        data, certs = os.path.join(cls.tmp.name, "data"), os.path.join(cls.tmp.name, "certs")
+        os.makedirs(data)
+        os.makedirs(certs)
+        cls.dataset = make_dataset()
+        with open(os.path.join(data, "dataset.json"), "w") as f:
+            json.dump(cls.dataset, f, indent=2)
+        shutil.copy(CERTS.rsa.cert, os.path.join(certs, "server.crt"))
+        shutil.copy(CERTS.rsa.key, os.path.join(certs, "server.key"))
+        cls.h1, cls.tls_h1, cls.h2c, cls.tls_h2 = free_ports(4)
+        env = {"DATA_DIR": data, "CERTS_DIR": certs,
+               "ARENA_PORTS": f"{cls.h1},{cls.tls_h1},{cls.h2c},{cls.tls_h2}"}
+        cls.server = ServerProcess(binary=arena_binary(), env=env).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.server.stop_and_check()
+        finally:
+            cls.server.close()
+            cls.tmp.cleanup()
+
+    def tearDown(self):
+        self.server.assert_running()
+
+    def get(self, target, port=None, **kwargs):
+        with Conn(port or self.h1) as conn:
+            conn.request("GET", target, **kwargs)
+            return conn.read_response()
+
+    def post(self, target, body, headers=None, port=None):
+        with Conn(port or self.h1) as conn:
+            conn.request("POST", target, headers=headers, body=body)
+            return conn.read_response()
+
+    def curl(self, *args):
+        result = run_client(["curl", "-sS", "--max-time", "20", *args])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return result.stdout
+
+    # ---- /baseline11 and /baseline2 ----
+
+    def test_baseline_sums_query_values_and_the_body(self):
+        resp = self.get("/baseline11?a=13&b=42")
+        self.assertEqual((resp.status, resp.body), (200, b"55"))
+        self.assertEqual(resp.header("content-type"), "text/plain")
+        self.assertEqual(self.post("/baseline11?a=13&b=42", b"20").body, b"75")
+        body = chunked(b"20", [1, 1])
+        self.assertEqual(self.post("/baseline11?a=13&b=42", body, {"transfer-encoding": "chunked"}).body, b"75")
+        for _ in range(5):
+            a, b, c = (random.randint(-10**6, 10**6) for _ in range(3))
+            self.assertEqual(self.get(f"/baseline11?a={a}&b={b}").body, str(a + b).encode())
+            self.assertEqual(self.post(f"/baseline11?a={a}&b={b}", str(c).encode()).body, str(a + b + c).encode())
+
+    def test_requests_in_fragments_and_split_at_every_byte(self):
+        raw = http_request("POST", "/baseline11?a=13&b=42", headers=[("connection", "close")], body=b"20",
+                           host="localhost")
+        with Conn(self.h1) as conn:
+            for piece in (raw[:10], raw[10:30], raw[30:-2], raw[-2:]):
+                conn.send(piece)
+                time.sleep(0.03)
+            answer = conn.read_until_eof()
+        self.assertTrue(answer.endswith(b"\r\n\r\n75"), answer)
+        for at in range(1, len(raw)):
+            with Conn(self.h1) as conn:
+                conn.send(raw[:at])
+                conn.send(raw[at:])
+                answer = conn.read_until_eof()
+            self.assertTrue(answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"75"), (at, answer))
+
+    def test_baseline2_over_h2_tls_and_h2c_prior_knowledge(self):
+        out = self.curl("--http2", "--cacert", CERTS.ca, "-w", " %{http_version}",
+                        f"https://localhost:{self.tls_h2}/baseline2?a=13&b=42")
+        self.assertEqual(out, b"55 2")
+        out = self.curl("--http2-prior-knowledge", "-w", " %{http_version}",
+                        f"http://127.0.0.1:{self.h2c}/baseline2?a=20&b=22")
+        self.assertEqual(out, b"42 2")
+
+    def test_the_h2c_port_does_not_answer_http11(self):
+        result = run_client(["curl", "-sS", "--max-time", "5", "--http1.1", "-o", "/dev/null", "-w",
+                             "%{http_code}", f"http://127.0.0.1:{self.h2c}/baseline2?a=1&b=1"])
+        self.assertNotEqual(result.returncode, 0)
+        self.assertEqual(result.stdout, b"000")
+
+    # ---- /pipeline and /delay ----
+
+    def test_sixteen_pipelined_requests_get_sixteen_answers(self):
+        with Conn(self.h1) as conn:
+            conn.send(http_request("GET", "/pipeline") * 16)
+            bodies = [conn.read_response().body for _ in range(16)]
+        self.assertEqual(bodies, [b"ok"] * 16)
+
+    def test_delay_waits_and_answers_its_own_value(self):
+        self.assertEqual(self.get("/delay/0").body, b"0")
+        start = time.monotonic()
+        self.assertEqual(self.get("/delay/300").body, b"300")
+        self.assertGreaterEqual(time.monotonic() - start, 0.27)
+        values = [random.randint(1, 400) for _ in range(32)]
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            answers = list(pool.map(lambda ms: self.get(f"/delay/{ms}").body, values))
+        self.assertEqual(answers, [str(v).encode() for v in values])
+
+    # ---- /json ----
+
+    def check_json(self, body, count, m):
+        doc = json.loads(body)
+        self.assertEqual(doc["count"], count)
+        expected = [dict(item, total=item["price"] * item["quantity"] * m) for item in self.dataset[:count]]
+        self.assertEqual(doc["items"], expected)
+
+    def test_json_is_the_dataset_with_totals(self):
+        for count, m in ((1, 1), (12, 3), (50, 5), (0, 2)):
+            resp = self.get(f"/json/{count}?m={m}")
+            self.assertEqual(resp.header("content-type"), "application/json")
+            self.check_json(resp.body, count, m)
+        self.check_json(self.get("/json/7").body, 7, 1)
+
+    def test_json_over_tls_http11_and_h2c(self):
+        context = client_context(alpn=("h2", "http/1.1"))
+        with TlsConn(self.tls_h1, context) as conn:
+            self.assertEqual(conn.sock.selected_alpn_protocol(), "http/1.1")
+            self.assertEqual(conn.sock.version(), "TLSv1.3")
+            conn.request("GET", "/json/20?m=4")
+            self.check_json(conn.read_response().body, 20, 4)
+        body = self.curl("--http2-prior-knowledge", f"http://127.0.0.1:{self.h2c}/json/31?m=2")
+        self.check_json(body, 31, 2)
+
+    # ---- /echo ----
+
+    def test_echo_is_byte_exact(self):
+        for size in (1, 100, 4096, 65536, 100 * 1024):
+            data = os.urandom(size)
+            resp = self.post("/echo", data)
+            self.assertEqual((resp.status, resp.body), (200, data))
+            self.assertEqual(resp.header("content-type"), "application/octet-stream")
+        data = os.urandom(30000)
+        resp = self.post("/echo", chunked(data, [1000, 29000]), {"transfer-encoding": "chunked"})
+        self.assertEqual(resp.body, data)
+        self.assertEqual(self.post("/echo", b"").body, b"")
+        with TlsConn(self.tls_h1, client_context()) as conn:
+            conn.request("POST", "/echo", body=data)
+            self.assertEqual(conn.read_response().body, data)
+
+    # ---- gRPC ----
+
+    def test_grpc_get_sum_over_h2c_and_tls(self):
+        def call(channel):
+            method = channel.unary_unary("/benchmark.BenchmarkService/GetSum",
+                                         request_serializer=lambda m: m, response_deserializer=lambda m: m)
+            return method(sum_request(13, 42), timeout=10)
+
+        with grpc.insecure_channel(f"127.0.0.1:{self.h1}") as channel:
+            self.assertEqual(call(channel), b"\x08\x37")
+        with open(CERTS.ca, "rb") as f:
+            credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+        with grpc.secure_channel(f"localhost:{self.tls_h2}", credentials) as channel:
+            self.assertEqual(call(channel), b"\x08\x37")
+
+    # ---- TLS ----
+
+    def test_tls_ports_serve_the_mounted_certificate_with_tls13_and_alpn_as_offered(self):
+        for port, offered, chosen in ((self.tls_h1, ("h2", "http/1.1"), "http/1.1"),
+                                      (self.tls_h2, ("h2", "http/1.1"), "h2")):
+            context = client_context(alpn=offered)
+            with socket.create_connection(("127.0.0.1", port)) as raw:
+                with context.wrap_socket(raw, server_hostname="localhost") as tls:
+                    self.assertEqual(tls.version(), "TLSv1.3")
+                    self.assertEqual(tls.selected_alpn_protocol(), chosen)
+                    self.assertIn(tls.cipher()[0], ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
+                                                    "TLS_CHACHA20_POLY1305_SHA256"))
+                    with open(CERTS.rsa.cert, "rb") as f:
+                        pem = f.read().decode()
+                    self.assertEqual(tls.getpeercert(binary_form=True), ssl.PEM_cert_to_DER_cert(pem))
+
+    def test_tls_never_names_a_protocol_the_client_did_not_offer(self):
+        context = client_context(alpn=("http/1.1",))
+        try:
+            with socket.create_connection(("127.0.0.1", self.tls_h2)) as raw:
+                with context.wrap_socket(raw, server_hostname="localhost") as tls:
+                    self.assertIn(tls.selected_alpn_protocol(), (None, "http/1.1"))
+        except ssl.SSLError as e:
+            self.assertIn("no application protocol", str(e).lower())
+
+    def test_old_tls_versions_are_refused(self):
+        for version in (ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1):
+            context = client_context(verify=False)
+            context.minimum_version = context.maximum_version = version
+            context.set_ciphers("ALL:@SECLEVEL=0")
+            with self.assertRaises(ssl.SSLError):
+                with socket.create_connection(("127.0.0.1", self.tls_h1)) as raw:
+                    context.wrap_socket(raw, server_hostname="localhost").close()
+
+
+if __name__ == "__main__":
+    unittest.main()
