@@ -37,6 +37,8 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     ex->streams_body = ex->body_paused = ex->body_ended = false;
     ex->reader = NULL;
     ex->reader_arg = NULL;
+    ex->filter = ctx->filter;
+    ex->filter_state = NULL;
     ex->next_free = NULL;
     return ex;
 }
@@ -51,6 +53,7 @@ bool xHttpExchangeReserveFields(xHttpContext *ctx, xHttpExchange *ex) {
 }
 
 void xHttpExchangeRelease(xHttpContext *ctx, xHttpExchange *ex) {
+    if (ex->filter_state) ex->filter->drop(ex);
     if (ctx->free_exchange_count >= XEXCHANGE_POOL_MAX) {
         xBufferFree(&ex->res.headers);
         xBufferFree(&ex->res.trailers);
@@ -100,6 +103,7 @@ void xHttpExchangeDispatch(xHttpExchange *ex) {
         ex->req.params = ex->match.params;
         ex->req.num_params = ex->match.num_params;
         ex->streams_body = target->streams_body;
+        if (target->unfiltered) ex->filter = NULL;
         target->handler(&ex->req, &ex->res, target->arg);
         return;
     }
@@ -129,10 +133,8 @@ void xHttpExchangeSendStatus(xHttpExchange *ex, int status) {
     ex->ops->send(ex, body, n, true, NULL, NULL);
 }
 
-/* The xHttpResponse is the exchange's second member; handlers only hold it. */
-static xHttpExchange *exchange_of(xHttpResponse *res) {
-    return (xHttpExchange *)((char *)res - offsetof(xHttpExchange, res));
-}
+/* Handlers only hold the response. */
+static xHttpExchange *exchange_of(xHttpResponse *res) { return xHttpExchangeOfResponse(res); }
 
 /* ---- Request accessors ---- */
 
@@ -281,6 +283,7 @@ xErrno xHttpResponseAddTrailer(xHttpResponse *res, const char *name, const char 
 xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len) {
     if (res->head_sent || res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
+    if (ex->filter) return ex->filter->send(ex, body, len, true, NULL, NULL);
     return ex->ops->send(ex, body, len, true, NULL, NULL);
 }
 
@@ -288,18 +291,21 @@ xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len, vo
                             void *release_arg) {
     if (res->head_sent || res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
+    if (ex->filter) return ex->filter->send(ex, body, len, false, release, release_arg);
     return ex->ops->send(ex, body, len, false, release, release_arg);
 }
 
 xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len) {
     if (res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
+    if (ex->filter) return ex->filter->write(ex, data, len);
     return ex->ops->write(ex, data, len);
 }
 
 xErrno xHttpResponseEnd(xHttpResponse *res) {
     if (res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
+    if (ex->filter) return ex->filter->end(ex);
     return ex->ops->end(ex);
 }
 
