@@ -16,6 +16,7 @@
 #include <xbase/log.h>
 #include <xbase/memcache.h>
 #include <xbase/str.h>
+#include <xhttp/compress.h>
 #include <xhttp/server.h>
 #include <xhttp/tls.h>
 #include <xhttp/tls_conf.h>

@@ -12,9 +12,14 @@
 /** Parses a non-negative decimal no larger than max; false otherwise. */
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
 
-/** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /), and
- *  the test-only ones (/delay, /stream, /upload, /tls) after --test-routes. */
+/** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /, and
+ *  with --compress GET /json, compression turned on with the defaults), and the test-only
+ *  ones (/delay, /stream, /upload, /tls, /json, /text, /drip, ...) after --test-routes. */
 void benchAddRoutes(xHttpServer *server);
+
+/** The 8 KiB JSON document GET /json answers with (static; *len its size), the same bytes
+ *  in every process: what bench/compress_bench compresses beside the server. */
+const char *benchJsonBody(size_t *len);
 
 /** A server flag the common parser does not know: the caller's. Returns how
  *  many arguments it took from argv[i] on (1 or more), or 0 for unknown. */
