@@ -17,6 +17,7 @@
 #include <xbase/memcache.h>
 #include <xbase/str.h>
 #include <xhttp/log.h>
+#include <xhttp/compress.h>
 #include <xhttp/server.h>
 #include <xhttp/tls.h>
 #include <xhttp/tls_conf.h>

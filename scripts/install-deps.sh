@@ -18,6 +18,8 @@ needs=(
   libnghttp2-dev:/usr/include/nghttp2/nghttp2.h
   libjansson-dev:/usr/include/jansson.h
   libssl-dev:/usr/include/openssl/ssl.h
+  zlib1g-dev:/usr/include/zlib.h
+  libbrotli-dev:/usr/include/brotli/encode.h
   liburing-dev:/usr/include/liburing.h
   openssl:openssl
   nghttp2-client:h2load
@@ -41,6 +43,12 @@ if ! command -v h2spec >/dev/null 2>&1 && [[ ! -x $gobin/h2spec ]]; then
   fi
   echo "installing: h2spec (go install into $gobin)"
   GOBIN=$gobin "$go" install github.com/summerwind/h2spec/cmd/h2spec@latest
+fi
+
+# The compression tests decode Brotli with the brotli package (gzip is in Python).
+if ! python3 -c "import brotli" >/dev/null 2>&1; then
+  echo "installing: brotli (pip, for the compression tests)"
+  python3 -m pip install --quiet brotli
 fi
 
 # The TLS tests seal records by hand (tests/integration/support/tls_fixtures.py)

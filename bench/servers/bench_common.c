@@ -10,6 +10,7 @@
 #include <xbase/log.h>
 #include <xhttp/grpc.h>
 #include <xhttp/log.h>
+#include <xhttp/compress.h>
 #include <xhttp/tls.h>
 
 #define ECHO_MAX_SIZE (16u << 20)
@@ -35,7 +36,17 @@ static const char routes_text[] =
     "GET  /whoami[?q=V&cookie=NAME] the client's address and ports, the scheme, V decoded\n"
     "                                and cookie NAME's value (default id), as JSON\n"
     "POST /benchmark.BenchmarkService/GetSum  gRPC (HTTP/2): SumRequest{int32 a=1; int32 b=2}\n"
-    "                                -> SumReply{int32 result=1}\n";
+    "                                -> SumReply{int32 result=1}\n"
+    "GET  /json                     an 8 KiB JSON document (also without --test-routes\n"
+    "                                when --compress is given)\n"
+    "GET  /text?size=N              N bytes (<= 64 KiB) of text, sent whole:\n"
+    "        [&type=T]               ... as Content-Type T (text/plain)\n"
+    "        [&status=S]             ... with status S\n"
+    "        [&encoding=E&etag=V]    ... with Content-Encoding E, with ETag V\n"
+    "        [&ref=1&no_compress=1]  ... with SendRef; never compressed (xHttpResponseNoCompress)\n"
+    "GET  /drip?pieces=N&ms=M       N lines of text streamed, one each M ms\n"
+    "GET  /uncompressed             4 KiB of text on a route added with\n"
+    "                                xHttpServerRouteUncompressed\n";
 
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out) {
     if (s.len == 0 || s.len > 10) return false;
@@ -378,6 +389,126 @@ static void on_grpc_sum(xHttpRequest *req, xHttpResponse *res, void *arg) {
 
 /* Set by --test-routes (the integration tests' harness passes it). */
 static bool test_routes;
+/* ---- What compression measures and the tests check ---- */
+
+#define JSON_SIZE 8192
+#define TEXT_MAX (64u << 10)
+#define DRIP_MAX_PIECES 1000
+
+static char json_body[JSON_SIZE];
+static size_t json_len;
+static char text_bytes[TEXT_MAX];
+
+/* The same document every run: an array of user records, as an API returns. */
+static void make_bodies(void) {
+    size_t n = 0;
+    for (unsigned i = 0; n < JSON_SIZE - 160; i++)
+        n += (size_t)snprintf(json_body + n, JSON_SIZE - n,
+                              "%s{\"id\":%u,\"name\":\"user %u\",\"email\":\"user%u@example.com\","
+                              "\"active\":%s,\"score\":%u,\"tags\":[\"t%u\",\"t%u\"]}",
+                              i ? "," : "[", i, i * 7919 % 10007, i * 31 % 1009, i % 3 ? "true" : "false",
+                              i * 7919 % 1000, i % 17, i % 5);
+    json_body[n++] = ']';
+    json_len = n;
+    for (size_t i = 0; i < TEXT_MAX; i++) text_bytes[i] = json_body[i % json_len];
+}
+
+const char *benchJsonBody(size_t *len) {
+    if (!json_len) make_bodies();
+    *len = json_len;
+    return json_body;
+}
+
+static void on_json(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xHttpResponseAddHeader(res, "Content-Type", "application/json");
+    xHttpResponseSendRef(res, json_body, json_len, NULL, NULL);
+}
+
+/* Copies query parameter name, if present, into out as a C string. */
+static bool query_text(xHttpRequest *req, const char *name, char *out, size_t cap) {
+    xStr v;
+    if (!xHttpRequestQueryParam(req, name, &v) || v.len >= cap) return false;
+    memcpy(out, v.data, v.len);
+    out[v.len] = '\0';
+    return true;
+}
+
+static void on_text(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    unsigned long size, status, flag;
+    char type[128] = "text/plain", value[128];
+    if (!query_size(req, "size", TEXT_MAX, &size)) {
+        bad_request(res, "size must be an integer from 0 to 65536\n");
+        return;
+    }
+    if (query_size(req, "status", 999, &status)) xHttpResponseSetStatus(res, (int)status);
+    query_text(req, "type", type, sizeof type);
+    xHttpResponseAddHeader(res, "Content-Type", type);
+    if (query_text(req, "encoding", value, sizeof value))
+        xHttpResponseAddHeader(res, "Content-Encoding", value);
+    if (query_text(req, "etag", value, sizeof value)) xHttpResponseAddHeader(res, "ETag", value);
+    if (query_size(req, "no_compress", 1, &flag) && flag) xHttpResponseNoCompress(res);
+    if (query_size(req, "ref", 1, &flag) && flag)
+        xHttpResponseSendRef(res, text_bytes, size, NULL, NULL);
+    else
+        xHttpResponseSend(res, text_bytes, size);
+}
+
+static void on_uncompressed(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xHttpResponseAddHeader(res, "Content-Type", "text/plain");
+    xHttpResponseSendRef(res, text_bytes, 4096, NULL, NULL);
+}
+
+/* GET /drip: a streamed body written a line at a time, with a pause before
+ * each, so a client can show it decodes each line before the next exists. */
+typedef struct Drip {
+    xTimer timer; /* first member: the timer callback finds the drip */
+    xHttpResponse *res;
+    xEventLoop *loop;
+    unsigned long pieces, sent, ms;
+} Drip;
+
+static void on_drip_abort(xHttpResponse *res, void *arg) {
+    Drip *d = arg;
+    xTimerStop(d->loop, &d->timer);
+    free(d);
+}
+
+static void on_drip_tick(xEventLoop *loop, xTimer *timer) {
+    Drip *d = (Drip *)timer;
+    char line[96];
+    int n = snprintf(line, sizeof line, "piece %lu of %lu: the quick brown fox jumps over the lazy dog\n",
+                     d->sent + 1, d->pieces);
+    xHttpResponseWrite(d->res, line, (size_t)n);
+    if (++d->sent < d->pieces) {
+        xTimerStart(loop, &d->timer, d->ms);
+        return;
+    }
+    xHttpResponseEnd(d->res);
+    free(d);
+}
+
+static void on_drip(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    unsigned long pieces, ms;
+    if (!query_size(req, "pieces", DRIP_MAX_PIECES, &pieces) || !pieces ||
+        !query_size(req, "ms", DELAY_MAX_MS, &ms)) {
+        bad_request(res, "pieces (1 to 1000) and ms (<= 60000) are required\n");
+        return;
+    }
+    Drip *d = calloc(1, sizeof *d);
+    if (!d) {
+        xHttpResponseSetStatus(res, 503);
+        xHttpResponseSend(res, NULL, 0);
+        return;
+    }
+    *d = (Drip){.res = res, .loop = xHttpRequestLoop(req), .pieces = pieces, .ms = ms};
+    xHttpResponseAddHeader(res, "Content-Type", "text/plain; charset=utf-8");
+    xHttpResponseOnAbort(res, on_drip_abort, d);
+    xTimerInit(&d->timer, on_drip_tick);
+    on_drip_tick(d->loop, &d->timer);
+}
+
+/* Set by --test-routes (the integration tests' harness passes it), and --compress. */
+static bool test_routes, compress;
 
 /* Set by --access-log PATH, --log-format and --metrics. */
 static const char *access_log;
@@ -401,6 +532,13 @@ static bool add_observers(xHttpServer *server) {
 
 bool benchAddRoutes(xHttpServer *server) {
     memset(echo_bytes, 'x', sizeof echo_bytes);
+    size_t unused;
+    benchJsonBody(&unused);
+    if (compress) {
+        xErrno err = xHttpServerCompress(server, NULL);
+        if (err != XOK) fprintf(stderr, "compression stays off: %s\n", xErrnoString(err));
+    }
+    if (compress || test_routes) xHttpServerRoute(server, "GET /json", on_json, NULL);
     xHttpServerRoute(server, "GET /ping", on_ping, NULL);
     xHttpServerRoute(server, "GET /echo", on_echo_get, NULL);
     xHttpServerRoute(server, "POST /echo", on_echo_post, NULL);
@@ -417,6 +555,9 @@ bool benchAddRoutes(xHttpServer *server) {
     xHttpServerRoute(server, "GET /whoami", on_whoami, NULL);
     xHttpServerRouteStreaming(server, "POST /upload", on_upload, NULL);
     xHttpServerRoute(server, "POST /benchmark.BenchmarkService/GetSum", on_grpc_sum, NULL);
+    xHttpServerRoute(server, "GET /text", on_text, NULL);
+    xHttpServerRoute(server, "GET /drip", on_drip, NULL);
+    xHttpServerRouteUncompressed(server, "GET /uncompressed", on_uncompressed, NULL);
     return true;
 }
 
@@ -425,7 +566,8 @@ const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout
                                 "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
                                 "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
                                 "       [--access-log PATH] [--log-format common|combined|json]\n"
-                                "       [--log-flush-ms MS] [--metrics]\n";
+                                "       [--log-flush-ms MS] [--metrics]\n"
+                                "       [--compress]\n";
 
 typedef struct Option {
     const char *flag;
@@ -480,6 +622,10 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--log-flush-ms") == 0 && i + 1 < argc) {
             if (!benchParseSize(xStrFromC(argv[++i]), 86400000, &log_flush_ms)) return false;
+            continue;
+        }
+        if (strcmp(argv[i], "--compress") == 0) {
+            compress = true;
             continue;
         }
         if (strcmp(argv[i], "--no-http2") == 0 || strcmp(argv[i], "--http2-only") == 0) {

@@ -13,10 +13,15 @@
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
 
 /** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /),
- *  GET /metrics after --metrics, the access log after --access-log, and the test-only
- *  routes (/delay, /stream, /upload, /tls, /whoami) after --test-routes. False (said on
- *  stderr) when the access log cannot be opened. */
+ *  with --compress GET /json, compression turned on with the defaults), GET /metrics after
+ *  --metrics, the access log after --access-log, and the test-only routes (/delay, /stream,
+ *  /upload, /tls, /whoami, /json, /text, /drip, gRPC GetSum, ...) after --test-routes. False
+ *  (said on stderr) when the access log cannot be opened. */
 bool benchAddRoutes(xHttpServer *server);
+
+/** The 8 KiB JSON document GET /json answers with (static; *len its size), the same bytes
+ *  in every process: what bench/compress_bench compresses beside the server. */
+const char *benchJsonBody(size_t *len);
 
 /** A server flag the common parser does not know: the caller's. Returns how
  *  many arguments it took from argv[i] on (1 or more), or 0 for unknown. */

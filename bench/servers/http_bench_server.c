@@ -6,6 +6,7 @@
  *       [--max-header-size BYTES] [--max-connections N] [--shutdown-timeout MS]
  *       [--send-timeout MS] [--max-streams N] [--no-http2 | --http2-only] [--test-routes]
  *       [--access-log PATH] [--log-format common|combined|json] [--log-flush-ms MS] [--metrics]
+ *       [--compress]
  *
  * HTTP/1.1 and cleartext HTTP/2 (prior knowledge or Upgrade: h2c) share the port.
  */

@@ -6,6 +6,7 @@
  * is shared but the read-only routes. */
 #define _GNU_SOURCE
 #include <xhttp/log.h>
+#include <xhttp/compress.h>
 #include <xhttp/server.h>
 #include <xhttp/tls.h>
 
@@ -36,6 +37,7 @@
 #include "xhttp/core/router.h"
 #include "xhttp/observe/access_log.h"
 #include "xhttp/observe/prometheus.h"
+#include "xhttp/filter/compress.h"
 #include "xhttp/upgrade/upgrade.h"
 
 #define XSERVER_MAX_LISTENERS 8
@@ -59,6 +61,7 @@ struct xHttpServer {
     xHttpServerConf conf;
     xRouter *router;
     xHttpRouteTarget *targets; /* what the router's routes lead to */
+    xCompressConf *compress;   /* xHttpServerCompress's settings; NULL: off */
     xWorker *workers;
     int nworkers;
     int nlisteners;
@@ -254,6 +257,7 @@ static void worker_destroy(xWorker *w) {
     xBufferPoolDestroy(&w->ctx.net.buffers);
     xHttpExchangePoolDestroy(&w->ctx);
     xMemCacheDestroy(w->ctx.net.mem);
+    xCompressFilterDestroy(w->ctx.filter);
     if (w->loop && !w->server->attached) xEventLoopDestroy(w->loop);
 }
 
@@ -297,6 +301,7 @@ void xHttpServerDestroy(xHttpServer *server) {
     free(server->workers);
     for (int i = 0; i < server->nlisteners; i++) xTlsServerDestroy(server->tls[i]);
     xRouterDestroy(server->router);
+    xCompressConfDestroy(server->compress);
     while (server->targets) {
         xHttpRouteTarget *next = server->targets->next;
         free(server->targets);
@@ -309,12 +314,16 @@ void xHttpServerDestroy(xHttpServer *server) {
 }
 
 static xErrno add_route(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg,
-                        bool streams_body) {
+                        bool streams_body, bool unfiltered) {
     if (server->running) return XERR_STATE;
     if (!spec || !handler) return XERR_INVALID;
     xHttpRouteTarget *target = malloc(sizeof *target);
     if (!target) return XERR_NOMEM;
-    *target = (xHttpRouteTarget){handler, arg, streams_body, server->targets};
+    *target = (xHttpRouteTarget){.handler = handler,
+                                 .arg = arg,
+                                 .streams_body = streams_body,
+                                 .unfiltered = unfiltered,
+                                 .next = server->targets};
     xErrno err = xRouterAdd(server->router, spec, target, NULL);
     if (err != XOK) {
         free(target);
@@ -325,11 +334,32 @@ static xErrno add_route(xHttpServer *server, const char *spec, xHttpHandler hand
 }
 
 xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
-    return add_route(server, spec, handler, arg, false);
+    return add_route(server, spec, handler, arg, false, false);
 }
 
 xErrno xHttpServerRouteStreaming(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
-    return add_route(server, spec, handler, arg, true);
+    return add_route(server, spec, handler, arg, true, false);
+}
+
+xErrno xHttpServerRouteUncompressed(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
+    return add_route(server, spec, handler, arg, false, true);
+}
+
+/* ---- Compression ---- */
+
+xErrno xHttpServerCompress(xHttpServer *server, const xHttpCompressOptions *opts) {
+    if (server->running || server->compress) return XERR_STATE;
+    xErrno err = xCompressConfCreate(opts, &server->compress);
+    for (int i = 0; err == XOK && i < server->nworkers; i++)
+        if (!(server->workers[i].ctx.filter = xCompressFilterCreate(server->compress))) err = XERR_NOMEM;
+    if (err == XOK) return XOK;
+    for (int i = 0; server->compress && i < server->nworkers; i++) {
+        xCompressFilterDestroy(server->workers[i].ctx.filter);
+        server->workers[i].ctx.filter = NULL;
+    }
+    xCompressConfDestroy(server->compress);
+    server->compress = NULL;
+    return err;
 }
 
 /* ---- Listening ---- */

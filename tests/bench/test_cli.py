@@ -19,14 +19,14 @@ class SubcommandTableTest(unittest.TestCase):
         for argv in (["suite", "--full", "--only", "h2c", "--peers", "go,nginx,h2o"],
                      ["compare", "http1", "--cases", "ping"], ["compare", "h2c", "--servers", "xkit"],
                      ["compare", "https", "--runs", "1"], ["ciphers", "--certs", "rsa"],
-                     ["instructions", "--cases", "h2c"]):
+                     ["instructions", "--cases", "h2c"], ["compress", "--cases", "gzip,br"]):
             with self.subTest(argv):
                 args = parser.parse_args(argv)
                 self.assertTrue(callable(args.run))
                 self.assertEqual(args.out_dir.name, "results")
 
     def test_the_tables_name_every_subcommand(self):
-        self.assertEqual(list(COMMANDS), ["suite", "compare", "ciphers", "instructions"])
+        self.assertEqual(list(COMMANDS), ["suite", "compare", "ciphers", "instructions", "compress"])
         self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https"])
 
     def test_instructions_takes_requests_runs_cases_builds_and_test_routes(self):
@@ -42,8 +42,20 @@ class SubcommandTableTest(unittest.TestCase):
         self.assertTrue(args.test_routes)
 
     def test_comparisons_pin_the_server_to_cpu_1_and_the_load_to_cpu_0(self):
-        args = build_parser().parse_args(["compare", "http1"])
-        self.assertEqual((args.server_cpus, args.client_cpus), ({1}, {0}))
+        for argv in (["compare", "http1"], ["compress"]):
+            args = build_parser().parse_args(argv)
+            self.assertEqual((args.server_cpus, args.client_cpus), ({1}, {0}))
+
+    def test_compress_reports_xkit_over_the_library_alone_from_medians(self):
+        from xkbench.commands import compress
+        args = build_parser().parse_args(["compress"])
+        self.assertEqual(args.cases, ["gzip", "br", "identity"])
+        server = [{"ok": True, "req_per_s": 9000.0, "cpu_us_per_request": us, "server_busy": 1.0,
+                   "client_busy": 0.2, "others_busy": 0.0} for us in (110.0, 105.0, 130.0)]
+        library = [{"ok": True, "line": "gzip level 6: 100 ops, 100.00 us/op, 8126 -> 1281 bytes",
+                    "cpu_us_per_request": us} for us in (100.0, 90.0, 120.0)]
+        markdown, _summary = compress.render({"gzip": {"xkit": server, "library": library}}, {}, args, "m")
+        self.assertIn("| gzip | 9,000 | 110.00 | 100.00 | 1.10× | xkit 3/3 ok / library 3/3 ok |", markdown)
 
 
 class ReportNamesTest(unittest.TestCase):

@@ -29,6 +29,7 @@ LAYERS = {
     "xhttp/upgrade": (8, ("xbase", "xhttp")),
     "xhttp/grpc": (8, ("xbase", "xhttp")),
     "xhttp/observe": (8, ("xbase", "xhttp")),
+    "xhttp/filter": (8, ("xbase", "xhttp")),
     "xhttp": (9, ("xbase", "xhttp", "xkit.h")),
 }
 

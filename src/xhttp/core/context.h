@@ -45,12 +45,29 @@ typedef struct xHttpCounters {
  *  server.c, which names every layer): status as logged, body_len the body
  *  bytes the handler gave. The request's views are still valid. */
 typedef void (*xHttpFinishedFn)(void *arg, const xHttpExchange *ex, int status, uint64_t body_len);
+/** A response filter (compression): filter/ fills one per worker and core's
+ *  response calls go through it, before the protocol's framing, when a
+ *  worker has one. Each call ends in ex->ops, with the body as it is or
+ *  transformed. */
+typedef struct xHttpFilter {
+    /** The whole body at once; the arguments are xHttpExchangeOps.send's. */
+    xErrno (*send)(xHttpExchange *ex, const void *body, size_t len, bool copy, void (*release)(void *),
+                   void *release_arg);
+    /** A piece of a streamed body. */
+    xErrno (*write)(xHttpExchange *ex, const void *data, size_t len);
+    /** The end of a streamed body. */
+    xErrno (*end)(xHttpExchange *ex);
+    /** Frees ex->filter_state of a response that will not end through the
+     *  filter (the client left). */
+    void (*drop)(xHttpExchange *ex);
+} xHttpFilter;
 
 typedef struct xHttpContext {
     xNetContext net; /* first: a connection's net is its HTTP context */
     const xHttpServerConf *conf;
     const xRouter *router;
     const xHttpUpgrades *upgrades;
+    xHttpFilter *filter;           /* this worker's response filter; NULL: none */
     xHttpExchange *free_exchanges; /* pooled request/response objects */
     size_t free_exchange_count;
     xHttpDateCache date; /* this worker's Date header */

@@ -39,6 +39,8 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     ex->streams_body = ex->body_paused = ex->body_ended = false;
     ex->reader = NULL;
     ex->reader_arg = NULL;
+    ex->filter = ctx->filter;
+    ex->filter_state = NULL;
     ex->next_free = NULL;
     return ex;
 }
@@ -53,6 +55,7 @@ bool xHttpExchangeReserveFields(xHttpContext *ctx, xHttpExchange *ex) {
 }
 
 void xHttpExchangeRelease(xHttpContext *ctx, xHttpExchange *ex) {
+    if (ex->filter_state) ex->filter->drop(ex);
     if (ctx->free_exchange_count >= XEXCHANGE_POOL_MAX) {
         xBufferFree(&ex->res.headers);
         xBufferFree(&ex->res.trailers);
@@ -102,6 +105,7 @@ void xHttpExchangeDispatch(xHttpExchange *ex) {
         ex->req.params = ex->match.params;
         ex->req.num_params = ex->match.num_params;
         ex->streams_body = target->streams_body;
+        if (target->unfiltered) ex->filter = NULL;
         target->handler(&ex->req, &ex->res, target->arg);
         return;
     }
@@ -132,10 +136,8 @@ void xHttpExchangeSendStatus(xHttpExchange *ex, int status) {
     ex->ops->send(ex, body, n, true, NULL, NULL);
 }
 
-/* The xHttpResponse is the exchange's second member; handlers only hold it. */
-static xHttpExchange *exchange_of(xHttpResponse *res) {
-    return (xHttpExchange *)((char *)res - offsetof(xHttpExchange, res));
-}
+/* Handlers only hold the response. */
+static xHttpExchange *exchange_of(xHttpResponse *res) { return xHttpExchangeOfResponse(res); }
 
 /* ---- Request accessors ---- */
 
@@ -285,6 +287,7 @@ xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len) {
     if (res->head_sent || res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
     xHttpExchangeFinished(ex, res->status, len);
+    if (ex->filter) return ex->filter->send(ex, body, len, true, NULL, NULL);
     return ex->ops->send(ex, body, len, true, NULL, NULL);
 }
 
@@ -293,6 +296,7 @@ xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len, vo
     if (res->head_sent || res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
     xHttpExchangeFinished(ex, res->status, len);
+    if (ex->filter) return ex->filter->send(ex, body, len, false, release, release_arg);
     return ex->ops->send(ex, body, len, false, release, release_arg);
 }
 
@@ -300,6 +304,7 @@ xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len) {
     if (res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
     res->body_len += len;
+    if (ex->filter) return ex->filter->write(ex, data, len);
     return ex->ops->write(ex, data, len);
 }
 
@@ -307,6 +312,7 @@ xErrno xHttpResponseEnd(xHttpResponse *res) {
     if (res->ended) return XERR_STATE;
     xHttpExchange *ex = exchange_of(res);
     xHttpExchangeFinished(ex, res->status, res->body_len);
+    if (ex->filter) return ex->filter->end(ex);
     return ex->ops->end(ex);
 }
 

@@ -39,6 +39,7 @@ typedef struct xHttpRouteTarget {
     void *arg;
     bool streams_body;             /* runs at the head; the body follows in pieces */
     struct xHttpRouteTarget *next; /* the server's list, for freeing */
+    bool unfiltered;               /* its responses bypass the worker's filter */
 } xHttpRouteTarget;
 
 struct xHttpRequest {
@@ -86,8 +87,15 @@ struct xHttpExchange {
     bool body_ended; /* the reader had its last piece */
     xHttpBodyReader reader;
     void *reader_arg;
+    xHttpFilter *filter; /* the worker's response filter, or NULL: none for this response */
+    void *filter_state;  /* the filter's, while it transforms a streamed body */
     xHttpExchange *next_free;
 };
+
+/** The exchange a handler's response belongs to (its second member). */
+static inline xHttpExchange *xHttpExchangeOfResponse(xHttpResponse *res) {
+    return (xHttpExchange *)((char *)res - offsetof(xHttpExchange, res));
+}
 
 /** Takes a reset exchange from ctx's pool (or malloc). NULL when out of memory. */
 xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx);
