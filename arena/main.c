@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 
 #include <xbase/json.h>
+#include <xhttp/compress.h>
 #include <xhttp/grpc.h>
 #include <xhttp/server.h>
 #include <xhttp/tls.h>
@@ -382,7 +383,9 @@ int main(void) {
     xHttpServerConfInit(&conf);
     conf.max_connections = MAX_CONNECTIONS_PER_WORKER;
     xHttpServer *server = load_dataset(dataset) ? xHttpServerCreate(NULL, &conf) : NULL;
-    bool ok = server && add_routes(server);
+    /* gzip or Brotli where the client asks (JSON is compressible; the short text/plain
+     * answers are under the size threshold, octet-stream and gRPC are not compressible types). */
+    bool ok = server && add_routes(server) && xHttpServerCompress(server, NULL) == XOK;
     ok = ok && xHttpServerListen(server, "0.0.0.0", (uint16_t)ports[0]) == XOK &&
          listen_tls(server, (uint16_t)ports[1], "http/1.1", certs_dir) &&
          xHttpServerListenProtocols(server, "0.0.0.0", (uint16_t)ports[2], XHTTP_PROTO_HTTP2) == XOK &&

@@ -8,6 +8,7 @@ the dataset, byte-exact echo, gRPC, and what each TLS port negotiates.
 The entry reads a dataset made here (the contract's shape, random values) and
 a certificate from the TLS fixtures, on four free ports."""
 import concurrent.futures
+import gzip
 import json
 import os
 import random
@@ -19,6 +20,7 @@ import tempfile
 import time
 import unittest
 
+import brotli
 import grpc
 
 from support.harness import Conn, ServerProcess, chunked, http_request, run_client
@@ -197,6 +199,20 @@ class ArenaEntryTest(unittest.TestCase):
             self.check_json(conn.read_response().body, 20, 4)
         body = self.curl("--http2-prior-knowledge", f"http://127.0.0.1:{self.h2c}/json/31?m=2")
         self.check_json(body, 31, 2)
+
+    def test_json_is_compressed_only_when_asked(self):
+        resp = self.get("/json/50?m=1", headers={"Accept-Encoding": "gzip, br"})
+        self.assertIn(resp.header("content-encoding"), ("gzip", "br"))
+        decode = brotli.decompress if resp.header("content-encoding") == "br" else gzip.decompress
+        self.check_json(decode(resp.body), 50, 1)
+        resp = self.get("/json/25?m=3", headers={"Accept-Encoding": "gzip"})
+        self.assertEqual(resp.header("content-encoding"), "gzip")
+        self.check_json(gzip.decompress(resp.body), 25, 3)
+        resp = self.get("/json/50?m=1")
+        self.assertIsNone(resp.header("content-encoding"))
+        self.check_json(resp.body, 50, 1)
+        self.assertIsNone(self.get("/baseline11?a=1&b=2", headers={"Accept-Encoding": "gzip, br"})
+                          .header("content-encoding"))
 
     # ---- /echo ----
 
