@@ -13,7 +13,7 @@ from pathlib import Path
 from .paths import DEFAULT_BUILD_DIR, RESULTS_DIR
 from .servers import parse_cpu_list
 
-# A new measurement (static files, WebSocket, the arena allocator) is a module in commands/
+# A new measurement (static files, WebSocket) is a module in commands/
 # and one line here; its reports go to results/<its name>/.
 COMMANDS = {
     "suite": "xkbench.commands.suite",
@@ -21,6 +21,7 @@ COMMANDS = {
     "ciphers": "xkbench.commands.ciphers",
     "instructions": "xkbench.commands.instructions",
     "compress": "xkbench.commands.compress",
+    "arena": "xkbench.commands.arena",
 }
 
 

@@ -38,7 +38,8 @@ class Peer:
     the processes that serve are the started one's children (nginx's workers; its
     master sleeps). serving_children_named: the started process serves, and so do its
     children of that name (h2o's neverbleed child, which signs handshakes; its perl crash
-    helper sleeps and is left out)."""
+    helper sleeps and is left out). probe_path: what the HTTP/1.1 probe asks for (the
+    arena's servers have no /ping)."""
 
     name: str
     command: Callable[[int, "os.PathLike"], list]
@@ -47,6 +48,7 @@ class Peer:
     http1_probe: bool = True
     workers_are_children: bool = False
     serving_children_named: str | None = None
+    probe_path: str = "/ping"
 
 
 def find_tool(name, usual_path):
@@ -253,8 +255,8 @@ def parse_cpu_list(text):
 
 
 def wait_until_serving(server):
-    """Waits until GET /ping answers 200 (or, for a peer that speaks no HTTP/1.1 there, until
-    the port accepts), so a server that listens but cannot yet serve fails here."""
+    """Waits until GET probe_path (/ping) answers 200 (or, for a peer that speaks no HTTP/1.1
+    there, until the port accepts), so a server that listens but cannot yet serve fails here."""
     deadline = time.monotonic() + START_TIMEOUT
     problem = "never accepted a connection"
     while time.monotonic() < deadline:
@@ -266,11 +268,12 @@ def wait_until_serving(server):
                 socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
                 server.pids = server.find_serving_pids()
                 return
-            status_line = first_response_line(server.port, server.peer.tls, PING_REQUEST)
+            request = f"GET {server.peer.probe_path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+            status_line = first_response_line(server.port, server.peer.tls, request)
             if status_line.startswith(b"HTTP/1.1 200"):
                 server.pids = server.find_serving_pids()
                 return
-            problem = f"answered GET /ping with {status_line[:60]!r}"
+            problem = f"answered GET {server.peer.probe_path} with {status_line[:60]!r}"
         except OSError as error:
             problem = str(error)
         time.sleep(0.05)

@@ -19,14 +19,15 @@ class SubcommandTableTest(unittest.TestCase):
         for argv in (["suite", "--full", "--only", "h2c", "--peers", "go,nginx,h2o"],
                      ["compare", "http1", "--cases", "ping"], ["compare", "h2c", "--servers", "xkit"],
                      ["compare", "https", "--runs", "1"], ["ciphers", "--certs", "rsa"],
-                     ["instructions", "--cases", "h2c"], ["compress", "--cases", "gzip,br"]):
+                     ["instructions", "--cases", "h2c"], ["compress", "--cases", "gzip,br"],
+                     ["arena", "--cases", "baseline,unary-grpc", "--scale", "32"]):
             with self.subTest(argv):
                 args = parser.parse_args(argv)
                 self.assertTrue(callable(args.run))
                 self.assertEqual(args.out_dir.name, "results")
 
     def test_the_tables_name_every_subcommand(self):
-        self.assertEqual(list(COMMANDS), ["suite", "compare", "ciphers", "instructions", "compress"])
+        self.assertEqual(list(COMMANDS), ["suite", "compare", "ciphers", "instructions", "compress", "arena"])
         self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https"])
 
     def test_instructions_takes_requests_runs_cases_builds_and_test_routes(self):
@@ -42,7 +43,7 @@ class SubcommandTableTest(unittest.TestCase):
         self.assertTrue(args.test_routes)
 
     def test_comparisons_pin_the_server_to_cpu_1_and_the_load_to_cpu_0(self):
-        for argv in (["compare", "http1"], ["compress"]):
+        for argv in (["compare", "http1"], ["compress"], ["arena"]):
             args = build_parser().parse_args(argv)
             self.assertEqual((args.server_cpus, args.client_cpus), ({1}, {0}))
 
@@ -57,8 +58,27 @@ class SubcommandTableTest(unittest.TestCase):
         markdown, _summary = compress.render({"gzip": {"xkit": server, "library": library}}, {}, args, "m")
         self.assertIn("| gzip | 9,000 | 110.00 | 100.00 | 1.10× | xkit 3/3 ok / library 3/3 ok |", markdown)
 
+    def test_arena_scales_the_arenas_connections_and_reports_xkit_over_go(self):
+        from xkbench.commands import arena
+        args = build_parser().parse_args(["arena", "--cases", "async,baseline-h2"])
+        self.assertEqual(args.cases, ["async", "baseline-h2"])
+        self.assertEqual([arena.connections(arena.PROFILES[name], args) for name in args.cases], [500, 16])
+        self.assertEqual(arena.connections(arena.PROFILES["baseline"], build_parser().parse_args(
+            ["arena", "--scale", "4096"])), arena.MIN_CONNECTIONS)
+        argv = arena.load_argv(arena.PROFILES["unary-grpc-tls"], {"tls-h2": 8443}, 5, args, "/tmp/req")
+        self.assertEqual(argv, ["h2load", "-t1", "-c16", "-m100", "-D", "5", "--npn-list=h2", "-d", "/tmp/req",
+                                "-H", "content-type: application/grpc", "-H", "te: trailers",
+                                "https://127.0.0.1:8443/benchmark.BenchmarkService/GetSum"])
 
-class ReportNamesTest(unittest.TestCase):
+        def runs(rate, us):
+            return [{"ok": True, "req_per_s": rate, "cpu_us_per_request": us, "server_busy": 1.0,
+                     "client_busy": 1.0, "others_busy": 0.1}] * 3
+        markdown, _summary = arena.render({"async": {"xkit": runs(30000.0, 10.0), "go": runs(15000.0, 40.0)}},
+                                          {}, args, "m")
+        self.assertIn("| async | 500 | 30,000 | 15,000 | 2.00× | 10.00 | 40.00 | 0.25× | xKit 3/3 ok / Go 3/3 ok |",
+                      markdown)
+
+
     def test_a_days_second_report_is_numbered(self):
         with tempfile.TemporaryDirectory() as tmp:
             first = results.write(tmp, "compare/h2c", "# one\n", {"n": 1}, date="2026-11-23")
