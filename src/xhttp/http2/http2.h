@@ -1,6 +1,7 @@
-/* http2.h — HTTP/2 (RFC 9113) on an xConn, with nghttp2 doing framing, HPACK
- * and flow-control bookkeeping, and this layer doing buffering, batching and
- * the bridge to the exchange API. */
+/* http2.h — HTTP/2 (RFC 9113) on an xConn, all of it xKit's own: framing
+ * (frame.h), HPACK (hpack.h), streams (stream_table.h), request checks
+ * (request.h), and in http2.c the session, flow control and the bridge to
+ * the exchange API. */
 #ifndef XHTTP_HTTP2_HTTP2_H
 #define XHTTP_HTTP2_HTTP2_H
 
