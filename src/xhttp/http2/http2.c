@@ -96,6 +96,7 @@ typedef struct xH2Stream {
     uint32_t recv_consumed;  /* consumed since the last WINDOW_UPDATE */
     int reject_status;       /* answer this instead of dispatching */
     bool streams_body;       /* a streaming route: dispatched at the head */
+    bool tunnel;             /* an extended CONNECT (RFC 8441): answered at the head */
     bool body_done;          /* the client ended its side of the stream */
     bool waved_off;          /* RST_STREAM(NO_ERROR) sent for the rest of the body */
 
@@ -517,6 +518,9 @@ static bool begin_body(xHttp2 *h2, xH2Stream *s) {
         s->streams_body = true;
         return true;
     }
+    /* A tunnel's bytes are no body to wait for: a route that does not
+     * stream answers now, and the answer waves the rest off. */
+    if (s->tunnel) return true;
     if (s->declared_length > (int64_t)h2->conf->max_body_size) refuse_body(h2, s, 413);
     return false;
 }
@@ -586,6 +590,7 @@ static bool keep_fields(xH2Stream *s, const xHpackField *f, size_t n, const xH2R
     if (head->protocol.len) *out++ = (xH2Field){{":protocol", 9}, head->protocol};
     s->fields.len = (size_t)((char *)out - s->fields.data);
     s->declared_length = head->content_length;
+    s->tunnel = head->protocol.len > 0;
     return true;
 }
 
@@ -616,7 +621,7 @@ static bool open_stream(xHttp2 *h2, int32_t id, uint8_t flags, const xHpackBlock
     if (flags & XH2_FLAG_END_STREAM)
         remote_end(h2, s);
     else if (begin_body(h2, s))
-        mark_ready(h2, s); /* a streaming route: dispatched now */
+        mark_ready(h2, s); /* a streaming route, or a tunnel: dispatched now */
     return true;
 }
 
@@ -1432,6 +1437,39 @@ bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade) {
     }
     xConnRelease(conn);
     return true;
+}
+
+static const char *stream_invariant(const xHttp2 *h2, const xH2Stream *s, size_t *open, size_t *returned) {
+    if (!s->closed && xH2TableFind(&h2->table, s->id) != s) return "an open stream is not in the table";
+    if (s->send_window > XH2_MAX_WINDOW) return "a stream's send window is over 2^31-1";
+    if (s->recv_window < 0 || s->recv_window > h2->stream_window)
+        return "a stream's receive window is out of range";
+    if (s->held_share.returned > s->body.len) return "a stream returned more than it holds";
+    if (s->out_framed > s->out.len || s->ref_framed > s->ref_len) return "framed past a body's end";
+    if (s->id > h2->highest_id) return "a stream above the highest id";
+    *open += !s->closed;
+    *returned += s->held_share.returned;
+    return NULL;
+}
+
+const char *xHttp2BrokenInvariant(const xConn *conn) {
+    if (conn->proto != &h2_protocol) return NULL;
+    const xHttp2 *h2 = conn->proto_state;
+    size_t open = 0, returned = 0;
+    for (const xH2Stream *s = h2->streams; s; s = s->next) {
+        const char *broken = stream_invariant(h2, s, &open, &returned);
+        if (broken) return broken;
+    }
+    if (open != h2->table.count) return "the table's count is not the open streams'";
+    if (open > h2->conf->http2_max_streams) return "more open streams than allowed";
+    if (h2->spare_count > XH2_SPARE_STREAMS) return "too many spare streams";
+    if (h2->send_window > XH2_MAX_WINDOW) return "the connection's send window is over 2^31-1";
+    if (h2->recv_window < 0 || h2->recv_window > h2->conn_window) return "the receive window is out of range";
+    if (returned != h2->held_window.returned || returned > h2->held_window.limit)
+        return "held bytes returned do not add up";
+    if (h2->block.len > (size_t)(h2->conf->http2_max_continuations + 1) * XH2_DEFAULT_FRAME_SIZE)
+        return "a header block grew past its frames";
+    return NULL;
 }
 
 long xHttp2DecodeSettings(xStr in, char *out) {

@@ -31,6 +31,12 @@ typedef struct xHttp2Upgrade {
  *  up and the connection is still the caller's. */
 bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade);
 
+/** For tests and fuzzers: the first invariant of conn's HTTP/2 session that
+ *  does not hold (windows within their bounds, the stream table agreeing
+ *  with the streams, held request bytes accounted), or NULL when all hold or
+ *  conn does not speak HTTP/2. */
+const char *xHttp2BrokenInvariant(const xConn *conn);
+
 /** Decodes a base64url HTTP2-Settings value into out (at least 3/4 of
  *  in_len bytes). Returns the decoded length, or -1 when malformed. */
 long xHttp2DecodeSettings(xStr in, char *out);
