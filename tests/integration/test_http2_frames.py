@@ -9,7 +9,7 @@ import unittest
 
 from support.h2client import (CANCEL, CONTINUATION, DATA, END_HEADERS, END_STREAM, FLOW_CONTROL_ERROR,
                               FRAME_SIZE_ERROR, HEADERS, INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_WINDOW,
-                              NO_ERROR, PADDED, PING, PRIORITY, PRIORITY_FLAG, PROTOCOL_ERROR, PUSH_PROMISE,
+                              ENHANCE_YOUR_CALM, NO_ERROR, PADDED, PING, PRIORITY, PRIORITY_FLAG, PROTOCOL_ERROR, PUSH_PROMISE,
                               RST_STREAM, SETTINGS, STREAM_CLOSED, WINDOW_UPDATE, COMPRESSION_ERROR,
                               ENABLE_PUSH, HEADER_TABLE_SIZE, H2ServerTestCase, continuation_frame,
                               data_frame, encode_integer, error_name, frame, goaway_frame, headers_frame,
@@ -426,6 +426,34 @@ class HpackInStepTest(FrameTestCase):
         resp = conn.read_response(3)
         self.assertEqual((resp.status, resp.body), (200, b"pong"))
         self.assertEqual(conn.goaways, [])
+
+
+class FloodTest(FrameTestCase):
+    """The rest of the 2019 set (CVE-2019-9514, 9518): frames that cost the
+    server work or owed replies but carry nothing."""
+
+    def test_a_flood_of_empty_data_frames_gets_enhance_your_calm(self):
+        conn = self.h2connect()
+        opened = headers_frame(1, block("POST", "/echo"), end_stream=False)
+        conn.flood(opened + data_frame(1, b"") * 100000)
+        self.assertEqual([error_name(g.error_code()) for g in conn.goaways][-1:], ["ENHANCE_YOUR_CALM"])
+        self.assert_serves_both()
+
+    def test_resets_owed_to_a_client_that_does_not_read_are_bounded(self):
+        # DATA after the client ended its side: each earns RST_STREAM(STREAM_CLOSED).
+        conn = self.h2connect(rcvbuf=4096, auto_ack=False)
+        conn.flood(b"".join(headers_frame(sid, block()) + data_frame(sid, b"x") for sid in range(1, 2000001, 2)),
+                   quiet=3)
+        self.assertTrue(conn.eof, "still open")
+        self.assertEqual([error_name(g.error_code()) for g in conn.goaways][-1:], ["ENHANCE_YOUR_CALM"])
+        self.assert_serves_both()
+
+    def test_empty_header_blocks_are_reset_and_then_cut_off(self):
+        conn = self.h2connect(rcvbuf=4096, auto_ack=False)
+        conn.flood(b"".join(headers_frame(sid, b"") for sid in range(1, 400001, 2)), quiet=3)
+        self.assertTrue(conn.eof, "still open")
+        self.assertEqual([error_name(g.error_code()) for g in conn.goaways][-1:], ["ENHANCE_YOUR_CALM"])
+        self.assert_serves_both()
 
 
 if __name__ == "__main__":

@@ -864,7 +864,7 @@ static long process(xHttp2 *h2, const uint8_t *data, size_t len) {
     if (!len) return 0;
     if (h2->preface_left) {
         size_t n = len < h2->preface_left ? len : h2->preface_left;
-        const char *want = XHTTP2_PREFACE + XHTTP2_PREFACE_LEN - h2->preface_left;
+        const char *want = &XHTTP2_PREFACE[XHTTP2_PREFACE_LEN - h2->preface_left];
         if (memcmp(data, want, n) != 0) return conn_error(h2, XH2_PROTOCOL_ERROR), -1;
         h2->preface_left -= n;
         at = n;
