@@ -772,12 +772,12 @@ static bool apply_setting(xHttp2 *h2, uint16_t id, uint32_t value) {
         if (value > XH2_MAX_WINDOW) return conn_error(h2, XH2_FLOW_CONTROL_ERROR);
         /* §6.9.2: every stream's window moves by the change, and may go negative. */
         int64_t delta = (int64_t)value - h2->peer_window;
+        for (const xH2Stream *s = h2->streams; s; s = s->next)
+            if (!s->closed && s->send_window + delta > XH2_MAX_WINDOW)
+                return conn_error(h2, XH2_FLOW_CONTROL_ERROR);
         h2->peer_window = value;
-        for (xH2Stream *s = h2->streams; s; s = s->next) {
-            if (s->closed) continue;
-            s->send_window += delta;
-            if (s->send_window > XH2_MAX_WINDOW) return conn_error(h2, XH2_FLOW_CONTROL_ERROR);
-        }
+        for (xH2Stream *s = h2->streams; s; s = s->next)
+            if (!s->closed) s->send_window += delta;
         return true;
     }
     default: return true; /* the rest is advice, and unknown ones are ignored */
@@ -823,14 +823,15 @@ static bool on_window_update(xHttp2 *h2, const xH2Frame *f) {
     uint32_t inc = xH2Get32(f->payload) & 0x7fffffffu;
     if (!f->stream_id) {
         if (!inc) return conn_error(h2, XH2_PROTOCOL_ERROR);
+        if (h2->send_window + inc > XH2_MAX_WINDOW) return conn_error(h2, XH2_FLOW_CONTROL_ERROR);
         h2->send_window += inc;
-        return h2->send_window <= XH2_MAX_WINDOW || conn_error(h2, XH2_FLOW_CONTROL_ERROR);
+        return true;
     }
     xH2Stream *s = xH2TableFind(&h2->table, f->stream_id);
     if (!s) return !is_idle(h2, f->stream_id) || conn_error(h2, XH2_PROTOCOL_ERROR);
     if (!inc) return stream_error(h2, s->id, XH2_PROTOCOL_ERROR);
+    if (s->send_window + inc > XH2_MAX_WINDOW) return stream_error(h2, s->id, XH2_FLOW_CONTROL_ERROR);
     s->send_window += inc;
-    if (s->send_window > XH2_MAX_WINDOW) return stream_error(h2, s->id, XH2_FLOW_CONTROL_ERROR);
     return true;
 }
 
