@@ -731,11 +731,13 @@ static bool on_continuation(xHttp2 *h2, const xH2Frame *f) {
 /* RFC 9218 replaces RFC 7540's priorities, which we announce we ignore; a
  * PRIORITY frame is still checked. */
 static bool on_priority(xHttp2 *h2, const xH2Frame *f) {
+    xH2Error error = f->length != 5                                                  ? XH2_FRAME_SIZE_ERROR
+                     : (int32_t)(xH2Get32(f->payload) & 0x7fffffffu) == f->stream_id ? XH2_PROTOCOL_ERROR
+                                                                                     : XH2_NO_ERROR;
     if (!f->stream_id) return conn_error(h2, XH2_PROTOCOL_ERROR);
-    if (f->length != 5) return stream_error(h2, f->stream_id, XH2_FRAME_SIZE_ERROR);
-    if ((int32_t)(xH2Get32(f->payload) & 0x7fffffffu) == f->stream_id)
-        return stream_error(h2, f->stream_id, XH2_PROTOCOL_ERROR);
-    return true;
+    if (error == XH2_NO_ERROR) return true;
+    /* A stream error, but never a reset of an id only we could open. */
+    return f->stream_id & 1 ? stream_error(h2, f->stream_id, error) : conn_error(h2, error);
 }
 
 /* CVE-2023-44487: a token bucket of resets, burst and rate from the conf. */
