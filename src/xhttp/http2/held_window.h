@@ -18,7 +18,7 @@
  * Σ (held - returned), and what readers hold stays under two windows: one
  * returned early, one the client could not send past.
  *
- * Only arithmetic lives here; http2.c tells nghttp2 what to reopen. */
+ * Only arithmetic lives here; http2.c sends the WINDOW_UPDATEs. */
 #ifndef XHTTP_HTTP2_HELD_WINDOW_H
 #define XHTTP_HTTP2_HELD_WINDOW_H
 

@@ -1,27 +1,30 @@
-/* http2.c — HTTP/2 over a connection, nghttp2 underneath.
+/* http2.c — HTTP/2 on a connection (RFC 9113): the session. Frames are read
+ * in place from the connection's input and handled by a table indexed by
+ * type; streams live in an id-indexed table (stream_table.h) and move through
+ * RFC 9113's states; flow-control windows are plain integers; header blocks
+ * are HPACK-decoded (hpack.h) and checked (request.h) before a stream opens.
  *
- * One read is fed to nghttp2 whole; the requests it completes are collected
- * and only then handed to their handlers, so handlers never run inside an
- * nghttp2 callback. Responses are submitted as handlers produce them, and the
- * frames of everything produced in one loop turn leave in one write.
+ * A read is handled whole; the requests it completes are collected and only
+ * then handed to their handlers, so handlers never run in the middle of a
+ * frame. Every frame of a loop turn (acks, resets, window updates, response
+ * heads and bodies) is written straight into the connection's output queue
+ * (frame.h), which is flushed once at the end of the turn.
  *
- * A stream holds its request's header fields (nghttp2's reference-counted
- * buffers, kept until the stream ends), its body, and the pending bytes of its
- * response. nghttp2 frames those without copying (NGHTTP2_DATA_FLAG_NO_COPY):
- * a whole body (xHttpResponseSend's copy, or SendRef's memory) is queued on
- * the connection by reference, and handed over for release once the last of
- * it is queued, so a response body is copied at most once. Streamed pieces,
- * which grow the buffer they sit in, are copied into the queue.
+ * A stream holds its request's header fields (copied out of the decoder's
+ * scratch into one buffer), its body, and the pending bytes of its response.
+ * A whole body (xHttpResponseSend's copy, or SendRef's memory) is framed by
+ * reference and handed over for release once the last of it is queued, so a
+ * response body is copied at most once; streamed pieces, which grow the buffer
+ * they sit in, are copied into the queue.
  *
- * Flow control is ours to drive (no automatic WINDOW_UPDATE): a buffered
- * request body counts as consumed as it arrives, bounded by max_body_size; a
- * streaming route's body only once its reader has taken it, so a paused or
- * slow reader holds the client to its stream's window; the connection's
- * window is accounted in held_window.h. */
+ * Flow control: a buffered request body counts as consumed as it arrives,
+ * bounded by max_body_size; a streaming route's body only once its reader has
+ * taken it, so a paused or slow reader holds the client to its stream's
+ * window; the connection's window is accounted in held_window.h. A window is
+ * returned by WINDOW_UPDATE once half of it is consumed. */
 #include "xhttp/http2/http2.h"
 
 #include <errno.h>
-#include <nghttp2/nghttp2.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +32,11 @@
 
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/tokens.h"
+#include "xhttp/http2/frame.h"
 #include "xhttp/http2/held_window.h"
+#include "xhttp/http2/hpack.h"
+#include "xhttp/http2/request.h"
+#include "xhttp/http2/stream_table.h"
 
 /* Stop framing into the output queue beyond this; resume once it drains. */
 #define XH2_OUTPUT_HIGH_WATER (1u << 20)
@@ -37,12 +44,22 @@
 #define XH2_GOAWAY_GRACE_MS 1000
 /* Ranges of stream ids a client skipped, remembered to reject their later use. */
 #define XH2_SKIPPED_RANGES 8
+/* Streams we reset, remembered so frames the client sent before it saw the
+ * reset are dropped quietly (RFC 9113 §5.4.2). */
+#define XH2_RESET_MEMORY 32
 /* Finished streams kept per connection, buffers and all, for the next ones. */
 #define XH2_SPARE_STREAMS 32
 /* A spare stream keeps a request body buffer up to this size. */
 #define XH2_SPARE_BODY_CAP (64u << 10)
-/* Fields in one response head or trailer block, ours included. */
-#define XH2_MAX_RESPONSE_FIELDS 64
+/* The largest response header block we send (its frames included). */
+#define XH2_MAX_SEND_BLOCK (64u << 10)
+/* Entries of one SETTINGS frame before it counts as abuse. */
+#define XH2_MAX_SETTINGS_ENTRIES 32
+/* Frames that carry nothing (empty DATA, empty CONTINUATION) tolerated
+ * between two requests: CVE-2019-9518. */
+#define XH2_MAX_EMPTY_FRAMES 1024
+/* Pseudo-headers a request may add to its regular fields. */
+#define XH2_PSEUDO_FIELDS 8
 
 typedef struct xHttp2 xHttp2;
 
@@ -54,9 +71,8 @@ typedef enum xH2Wait {
     XH2_WAIT_PEER,    /* flow control holds our output: the send timeout */
 } xH2Wait;
 
-/* A request header as handlers see it. Its bytes are nghttp2's own
- * (reference-counted buffers the stream holds until it ends, so nothing is
- * copied), or, for a request upgraded from HTTP/1.1, the stream's strings. */
+/* A request header as handlers see it: views into the stream's strings, or,
+ * for a request upgraded from HTTP/1.1, the same. */
 typedef struct xH2Field {
     xStr name, value;
 } xH2Field;
@@ -68,22 +84,22 @@ typedef struct xH2Stream {
     struct xH2Stream *next_ready;  /* h2->ready: complete, awaiting dispatch */
     xHttpExchange *ex;             /* from dispatch (or a bodied request's head) until the stream is freed */
 
-    xBuffer held;    /* nghttp2_rcbuf pointers the fields point into */
-    xBuffer strings; /* an upgraded request's names and values */
+    xBuffer strings; /* the request's names and values */
     xBuffer fields;  /* xH2Field entries of regular headers */
-    xH2Field method, path, authority;
-    size_t header_bytes;
+    xStr method, path, authority;
     int64_t declared_length; /* content-length, or -1 */
+    uint64_t received;       /* DATA payload bytes so far */
     xBuffer body;            /* the whole body, or a streamed one's undelivered part */
     xH2HeldShare held_share; /* a streamed body's part: its connection window (held_window.h) */
+    int64_t send_window;     /* what we may still send */
+    int64_t recv_window;     /* what the client may still send */
+    uint32_t recv_consumed;  /* consumed since the last WINDOW_UPDATE */
     int reject_status;       /* answer this instead of dispatching */
     bool streams_body;       /* a streaming route: dispatched at the head */
+    bool tunnel;             /* an extended CONNECT (RFC 8441): answered at the head */
     bool body_done;          /* the client ended its side of the stream */
     bool waved_off;          /* RST_STREAM(NO_ERROR) sent for the rest of the body */
 
-    char status[3]; /* the response's fields, kept until framed */
-    char length[20];
-    size_t length_len;
     xBuffer out; /* response bytes not yet framed */
     size_t out_framed;
     bool out_sealed; /* out holds a whole body and never grows */
@@ -91,12 +107,13 @@ typedef struct xH2Stream {
     size_t ref_len, ref_framed;
     void (*ref_release)(void *);
     void *ref_arg;
-    bool headers_done; /* the request's header block ended */
+    bool head_written; /* the response's HEADERS is queued */
     bool eof;          /* the response has no more bytes coming */
-    bool deferred;     /* nghttp2 waits for xHttp2 to resume it */
+    bool end_sent;     /* our side of the stream is ended */
+    bool in_op;        /* inside an exchange op: closing waits for it */
     bool ready;
     bool dispatched;
-    bool closed; /* nghttp2 closed the stream */
+    bool closed;
 } xH2Stream;
 
 /* Client stream ids never opened: [first, last], both odd. */
@@ -104,17 +121,44 @@ typedef struct xH2IdRange {
     int32_t first, last;
 } xH2IdRange;
 
+typedef bool (*xH2Handler)(xHttp2 *h2, const xH2Frame *f);
+
 struct xHttp2 {
     xConn *conn;
-    int32_t highest_id; /* highest client stream id opened */
-    xH2IdRange skipped[XH2_SKIPPED_RANGES];
-    size_t skipped_next; /* ring: the oldest range is forgotten */
-    nghttp2_session *session;
-    xH2Stream *streams;
-    xH2Stream *spare; /* finished streams for reuse (next links) */
+    const xHttpServerConf *conf;
+    xH2StreamTable table; /* streams not yet closed, by id */
+    xH2Stream *streams;   /* every stream the connection holds, closed ones too */
+    xH2Stream *spare;     /* finished streams for reuse (next links) */
     size_t spare_count;
     xH2Stream *ready, *ready_tail;
-    xH2Stream *receiving;      /* the stream whose request header block is being read */
+    int32_t highest_id; /* highest client stream id opened */
+    int32_t last_id;    /* the last stream we serve, once the final GOAWAY is out */
+    xH2IdRange skipped[XH2_SKIPPED_RANGES];
+    size_t skipped_next;
+    int32_t reset[XH2_RESET_MEMORY];
+    size_t reset_next;
+    xHpackDecoder decoder;
+    xHpackEncoder encoder;
+
+    int32_t block_id;       /* the stream whose header block is open, 0 if none */
+    uint8_t block_flags;    /* its HEADERS frame's flags */
+    bool block_self_dep;    /* its priority names itself: a stream error once decoded */
+    uint32_t continuations; /* CONTINUATION frames in the open block */
+    xBuffer block;          /* the block's fragments, when it spans frames */
+
+    size_t preface_left;    /* preface bytes still to match */
+    bool settings_seen;     /* the client's first SETTINGS came */
+    int64_t peer_window;    /* the client's SETTINGS_INITIAL_WINDOW_SIZE */
+    int64_t send_window;    /* the connection's, for what we send */
+    int64_t recv_window;    /* the connection's, for what the client sends */
+    uint32_t recv_consumed; /* connection bytes consumed since the last WINDOW_UPDATE */
+    uint32_t conn_window;   /* the connection window we keep open */
+    uint32_t stream_window; /* our SETTINGS_INITIAL_WINDOW_SIZE */
+    size_t control_queued;  /* acks and resets queued while output waits */
+    size_t empty_frames;    /* frames with nothing in them since the last request */
+    double reset_tokens;    /* client resets allowed now (a token bucket) */
+    uint64_t reset_refill_ms;
+
     xTimer goaway_timer;       /* second step of a graceful GOAWAY */
     uint64_t progress;         /* request bytes taken plus response bytes framed */
     xH2HeldWindow held_window; /* held streamed bodies' connection window (held_window.h) */
@@ -122,17 +166,17 @@ struct xHttp2 {
     xH2Wait waiting_for; /* what the armed timer measures */
     bool in_batch;
     bool draining;
+    bool final_goaway; /* GOAWAY with last_id is out: no new streams */
+    bool peer_goaway;  /* the client will open no more streams */
+    bool failed;       /* a connection error ended it */
 };
 
 static const xConnProtocol h2_protocol;
 static const xHttpExchangeOps h2_ops;
 
 static void pump(xHttp2 *h2);
-static size_t add_lines(nghttp2_nv *nv, size_t n, xBuffer *lines);
-
-/* Every response field lives until nghttp2 has framed it (static strings,
- * the stream's, the exchange's, the worker's Date), so nghttp2 need not copy. */
-#define NV_BORROWED (NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE)
+static void frame_stream(xH2Stream *s);
+static void settle_closed(xH2Stream *s);
 
 /* ---- Streams ---- */
 
@@ -142,21 +186,29 @@ static xH2Stream *stream_new(xHttp2 *h2, int32_t id) {
         /* Reuse it whole: its buffers keep their storage, emptied. */
         h2->spare = s->next;
         h2->spare_count--;
-        xBuffer held = s->held, strings = s->strings, fields = s->fields, body = s->body;
+        xBuffer strings = s->strings, fields = s->fields, body = s->body;
         memset(s, 0, sizeof *s);
-        s->held = (xBuffer){held.data, 0, held.cap};
         s->strings = (xBuffer){strings.data, 0, strings.cap};
         s->fields = (xBuffer){fields.data, 0, fields.cap};
         s->body = (xBuffer){body.data, 0, body.cap};
     } else if (!(s = calloc(1, sizeof *s))) {
         return NULL;
     }
+    if (!xH2TableAdd(&h2->table, id, s)) {
+        s->next = h2->spare; /* back where it came from, or onto the list */
+        h2->spare = s;
+        h2->spare_count++;
+        return NULL;
+    }
     s->h2 = h2;
     s->id = id;
     s->declared_length = -1;
+    s->send_window = h2->peer_window;
+    s->recv_window = h2->stream_window;
     s->next = h2->streams;
     if (h2->streams) h2->streams->prev = s;
     h2->streams = s;
+    xCounterAdd(&xHttpContextOf(h2->conn)->counters.http2_streams, 1); /* metrics (observe/) */
     return s;
 }
 
@@ -181,19 +233,10 @@ static void release_out(xH2Stream *s) {
 }
 
 static void stream_destroy(xH2Stream *s) {
-    xBufferFree(&s->held);
     xBufferFree(&s->strings);
     xBufferFree(&s->fields);
     xBufferFree(&s->body);
     free(s);
-}
-
-/* Lets go of the nghttp2 buffers the request's fields point into; before
- * the session goes, whose allocator they belong to. */
-static void release_fields(xH2Stream *s) {
-    nghttp2_rcbuf **held = (nghttp2_rcbuf **)s->held.data;
-    for (size_t i = 0; i < s->held.len / sizeof *held; i++) nghttp2_rcbuf_decref(held[i]);
-    s->held.len = 0;
 }
 
 /* Takes a stream out of the ready queue. */
@@ -209,22 +252,42 @@ static void unqueue(xHttp2 *h2, xH2Stream *s) {
     s->ready = false;
 }
 
+/* ---- Flow control ---- */
+
+/* The client's bytes were consumed: its window comes back once half of ours
+ * is used up, in one WINDOW_UPDATE. */
+static void consume_conn(xHttp2 *h2, size_t n) {
+    h2->recv_consumed += (uint32_t)n;
+    if (h2->recv_consumed < h2->conn_window / 2 || h2->failed) return;
+    xH2WriteWindowUpdate(h2->conn, 0, h2->recv_consumed);
+    h2->recv_window += h2->recv_consumed;
+    h2->recv_consumed = 0;
+}
+
+static void consume_stream(xH2Stream *s, size_t n) {
+    if (s->closed || s->body_done) return; /* no more is coming */
+    s->recv_consumed += (uint32_t)n;
+    if (s->recv_consumed < s->h2->stream_window / 2 || s->h2->failed) return;
+    xH2WriteWindowUpdate(s->h2->conn, s->id, s->recv_consumed);
+    s->recv_window += s->recv_consumed;
+    s->recv_consumed = 0;
+}
+
 /* A streamed body's held part leaves (taken, or dropped): the connection's
  * window comes back for what did not get it back on arrival. */
 static void release_held(xHttp2 *h2, xH2Stream *s) {
     size_t due = xH2HeldRelease(&h2->held_window, &s->held_share, s->body.len);
-    if (due && h2->session) nghttp2_session_consume_connection(h2->session, due);
+    if (due) consume_conn(h2, due);
     s->body.len = 0;
 }
 
 /* Ends a stream: what it holds is released, and it becomes a spare. */
 static void stream_free(xH2Stream *s) {
     xHttp2 *h2 = s->h2;
-    if (h2->receiving == s) h2->receiving = NULL;
     if (s->ready) unqueue(h2, s); /* rare: ended from another stream's handler */
     /* A streamed body nobody took may still hold the connection's window. */
     if (s->streams_body && s->body.len) release_held(h2, s);
-    if (h2->session && !s->closed) nghttp2_session_set_stream_user_data(h2->session, s->id, NULL);
+    if (!s->closed) xH2TableRemove(&h2->table, s->id);
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -233,11 +296,10 @@ static void stream_free(xH2Stream *s) {
     release_ref(s);
     release_out(s);
     if (s->ex) xHttpExchangeRelease(xHttpContextOf(h2->conn), s->ex);
-    release_fields(s);
     bool held_conn = s->dispatched;
     xConn *conn = h2->conn;
     if (s->body.cap > XH2_SPARE_BODY_CAP) xBufferFree(&s->body);
-    if (h2->spare_count < XH2_SPARE_STREAMS && h2->session) {
+    if (h2->spare_count < XH2_SPARE_STREAMS) {
         s->next = h2->spare;
         h2->spare = s;
         h2->spare_count++;
@@ -247,13 +309,68 @@ static void stream_free(xH2Stream *s) {
     if (held_conn) xConnRelease(conn); /* may free h2 */
 }
 
-/* Copies p into the stream's strings, which must have room (no move). */
-static xStr append_string(xH2Stream *s, const char *p, size_t n) {
-    xStr copy = {s->strings.data + s->strings.len, n};
-    memcpy(s->strings.data + s->strings.len, p, n);
-    s->strings.len += n;
-    return copy;
+/* The stream leaves RFC 9113's open states: frames on its id no longer
+ * reach it, and, unless a handler or the ready queue still has it, it goes. */
+static void close_stream(xH2Stream *s) {
+    if (s->closed) return;
+    s->closed = true;
+    xH2TableRemove(&s->h2->table, s->id);
+    /* Held body bytes will never be delivered now: their share of the
+     * connection's window goes back, whoever still holds the exchange. */
+    if (s->streams_body && s->body.len) release_held(s->h2, s);
+    if (!s->ready && !s->in_op) settle_closed(s); /* otherwise dispatch_ready or the op does */
 }
+
+/* ---- Errors ---- */
+
+/* A connection error (RFC 9113 §5.4.1): GOAWAY, then the connection ends
+ * once it is out. Returns false, so handlers can return it. */
+static bool conn_error(xHttp2 *h2, xH2Error code) {
+    if (h2->failed) return false;
+    XLOG_DEBUG("http2: connection error %d", (int)code);
+    h2->failed = true;
+    xH2WriteGoaway(h2->conn, h2->highest_id, code);
+    xConnCloseAfterFlush(h2->conn);
+    return false;
+}
+
+/* Acks and resets the client makes us owe: bounded while our output waits
+ * (CVE-2019-9512, 9514, 9515). */
+static bool owe_control(xHttp2 *h2) {
+    if (++h2->control_queued > h2->conf->http2_max_control_queue)
+        return conn_error(h2, XH2_ENHANCE_YOUR_CALM);
+    return true;
+}
+
+static void remember_reset(xHttp2 *h2, int32_t id) {
+    h2->reset[h2->reset_next] = id;
+    h2->reset_next = (h2->reset_next + 1) % XH2_RESET_MEMORY;
+}
+
+static bool was_reset(const xHttp2 *h2, int32_t id) {
+    for (size_t i = 0; i < XH2_RESET_MEMORY; i++)
+        if (h2->reset[i] == id) return true;
+    return false;
+}
+
+/* A stream error (RFC 9113 §5.4.2): RST_STREAM, and the stream (if we have
+ * it) closes. False only when the reset itself was one too many. */
+static bool stream_error(xHttp2 *h2, int32_t id, xH2Error code) {
+    xH2WriteReset(h2->conn, id, code);
+    remember_reset(h2, id);
+    xH2Stream *s = xH2TableFind(&h2->table, id);
+    if (s) close_stream(s);
+    return owe_control(h2);
+}
+
+static bool was_skipped(const xHttp2 *h2, int32_t id) {
+    for (size_t i = 0; i < XH2_SKIPPED_RANGES; i++)
+        if (h2->skipped[i].first && id >= h2->skipped[i].first && id <= h2->skipped[i].last) return true;
+    return false;
+}
+
+/* RFC 9113 §5.1: a stream id above every one the client opened is idle. */
+static bool is_idle(const xHttp2 *h2, int32_t id) { return !(id & 1) || id > h2->highest_id; }
 
 /* ---- Requests ---- */
 
@@ -269,7 +386,7 @@ static void mark_ready(xHttp2 *h2, xH2Stream *s) {
 
 /* The path of a request target, without its query. */
 static xStr path_of(xStr target) {
-    const char *q = memchr(target.data, '?', target.len);
+    const char *q = target.len ? memchr(target.data, '?', target.len) : NULL;
     return (xStr){target.data, q ? (size_t)(q - target.data) : target.len};
 }
 
@@ -282,16 +399,16 @@ static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
         ex->fields[i].name = f[i].name;
         ex->fields[i].value = f[i].value;
     }
-    xStr target = s->path.value;
-    ex->req.method = s->method.value;
+    xStr target = s->path;
+    ex->req.method = s->method;
     ex->req.path = path_of(target);
     bool has_query = ex->req.path.len < target.len;
-    ex->req.query.data = target.data + ex->req.path.len + has_query;
+    ex->req.query.data = has_query ? target.data + ex->req.path.len + 1 : "";
     ex->req.query.len = has_query ? target.len - ex->req.path.len - 1 : 0;
     /* HTTP/2 carries the host in :authority; handlers look for Host. */
-    if (s->authority.value.len && n < ex->fields_cap) {
+    if (s->authority.len && n < ex->fields_cap) {
         ex->fields[n].name = (xStr){"host", 4};
-        ex->fields[n++].value = s->authority.value;
+        ex->fields[n++].value = s->authority;
     }
     ex->req.headers = ex->fields;
     ex->req.num_headers = n;
@@ -316,7 +433,7 @@ static void deliver_body(xHttp2 *h2, xH2Stream *s) {
     /* Taken before the reader runs: it may answer, and so come back here.
      * A dropped body's stream gets no more window: the answer's
      * RST_STREAM(NO_ERROR) ends it. */
-    if (len && !discard) nghttp2_session_consume_stream(h2->session, s->id, len);
+    if (len && !discard) consume_stream(s, len);
     if (len) release_held(h2, s);
     if (discard)
         ex->body_ended = s->body_done;
@@ -329,7 +446,7 @@ static void dispatch(xHttp2 *h2, xH2Stream *s) {
     xHttpExchange *ex = s->ex ? s->ex : xHttpExchangeAcquire(xHttpContextOf(conn));
     if (ex) s->ex = ex; /* released with the stream */
     if (!ex || !xHttpExchangeReserveFields(xHttpContextOf(conn), ex)) {
-        nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        stream_error(h2, s->id, XH2_INTERNAL_ERROR);
         return;
     }
     ex->ops = &h2_ops;
@@ -363,7 +480,7 @@ static void dispatch_ready(xHttp2 *h2) {
         s->ready = false;
         s->next_ready = NULL;
         if (s->closed)
-            settle_closed(s); /* reset by the client before we got to it */
+            settle_closed(s); /* reset before we got to it */
         else if (!s->dispatched)
             dispatch(h2, s);
         else
@@ -371,105 +488,13 @@ static void dispatch_ready(xHttp2 *h2) {
     }
 }
 
-/* ---- nghttp2 callbacks: input ---- */
-
-static xH2Stream *stream_of(nghttp2_session *session, int32_t id) {
-    return nghttp2_session_get_stream_user_data(session, id);
-}
-
-static bool was_skipped(const xHttp2 *h2, int32_t id) {
-    for (size_t i = 0; i < XH2_SKIPPED_RANGES; i++)
-        if (h2->skipped[i].first && id >= h2->skipped[i].first && id <= h2->skipped[i].last) return true;
-    return false;
-}
-
-/* RFC 9113 §5.1.1: a new stream's id must exceed every id the client used
- * before. nghttp2 ignores a HEADERS on a lower id it does not know, since
- * that may be a stream it forgot; a skipped id, though, was never opened, so
- * a HEADERS on one is the connection error the RFC asks for. */
-static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *user_data) {
-    xHttp2 *h2 = user_data;
-    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1)) return 0;
-    if (hd->stream_id > h2->highest_id) {
-        if (hd->stream_id > h2->highest_id + 2) {
-            h2->skipped[h2->skipped_next] = (xH2IdRange){h2->highest_id + 2, hd->stream_id - 2};
-            h2->skipped_next = (h2->skipped_next + 1) % XH2_SKIPPED_RANGES;
-        }
-        h2->highest_id = hd->stream_id;
-        return 0;
-    }
-    if (was_skipped(h2, hd->stream_id)) {
-        nghttp2_session_terminate_session(session, NGHTTP2_PROTOCOL_ERROR);
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
-    }
-    return 0;
-}
-
-static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
-    xHttp2 *h2 = user_data;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-    xH2Stream *s = stream_new(h2, frame->hd.stream_id);
-    if (!s) return NGHTTP2_ERR_CALLBACK_FAILURE;
-    xCounterAdd(&xHttpContextOf(h2->conn)->counters.http2_streams, 1); /* metrics (observe/) */
-    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
-    h2->receiving = s;
-    return 0;
-}
-
-static bool name_is(const uint8_t *name, size_t len, const char *want) {
-    size_t n = strlen(want);
-    return len == n && memcmp(name, want, n) == 0;
-}
-
-/* Keeps an nghttp2 buffer for as long as the stream; static-table ones live forever. */
-static bool hold(xH2Stream *s, nghttp2_rcbuf *buf) {
-    if (nghttp2_rcbuf_is_static(buf)) return true;
-    if (xBufferAppend(&s->held, &buf, sizeof buf) != XOK) return false;
-    nghttp2_rcbuf_incref(buf);
-    return true;
-}
-
-static int on_header(nghttp2_session *session, const nghttp2_frame *frame, nghttp2_rcbuf *name_buf,
-                     nghttp2_rcbuf *value_buf, uint8_t flags, void *user_data) {
-    xHttp2 *h2 = user_data;
-    /* A header block's fields arrive together: no stream lookup per field. */
-    xH2Stream *s = h2->receiving && h2->receiving->id == frame->hd.stream_id
-                       ? h2->receiving
-                       : stream_of(session, frame->hd.stream_id);
-    if (!s || frame->hd.type != NGHTTP2_HEADERS) return 0; /* trailers are dropped */
-    nghttp2_vec name = nghttp2_rcbuf_get_buf(name_buf), value = nghttp2_rcbuf_get_buf(value_buf);
-    /* Counted as HPACK would size them (RFC 9113 §6.5.2); past the limit we
-     * stop storing and answer 431 once the block ends. */
-    h2->progress += name.len + value.len;
-    s->header_bytes += name.len + value.len + 32;
-    if (s->header_bytes > xHttpContextOf(h2->conn)->conf->max_header_size) {
-        s->reject_status = 431;
-        return 0;
-    }
-    if (!hold(s, name_buf) || !hold(s, value_buf)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    xH2Field f = {{(const char *)name.base, name.len}, {(const char *)value.base, value.len}};
-    if (name.base[0] != ':') {
-        if (xBufferAppend(&s->fields, &f, sizeof f) != XOK) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-        /* nghttp2 has validated it: digits only, consistent with the DATA. */
-        if (name_is(name.base, name.len, "content-length"))
-            s->declared_length = strtoll((const char *)value.base, NULL, 10);
-    } else if (name_is(name.base, name.len, ":method")) {
-        s->method = f;
-    } else if (name_is(name.base, name.len, ":path")) {
-        s->path = f;
-    } else if (name_is(name.base, name.len, ":authority")) {
-        s->authority = f;
-    }
-    return 0;
-}
-
 /* Routes a request whose body is still to come: the stream takes its
  * exchange now (without a field array: that waits for dispatch), and
  * dispatch reuses the routing. */
 static bool route_at_head(xHttp2 *h2, xH2Stream *s) {
     if (!s->ex && !(s->ex = xHttpExchangeAcquire(xHttpContextOf(h2->conn)))) return false;
-    s->ex->req.method = s->method.value;
-    s->ex->req.path = path_of(s->path.value);
+    s->ex->req.method = s->method;
+    s->ex->req.path = path_of(s->path);
     return true;
 }
 
@@ -494,126 +519,468 @@ static bool begin_body(xHttp2 *h2, xH2Stream *s) {
         s->streams_body = true;
         return true;
     }
-    if (s->declared_length > (int64_t)xHttpContextOf(h2->conn)->conf->max_body_size) refuse_body(h2, s, 413);
+    /* A tunnel's bytes are no body to wait for: a route that does not
+     * stream answers now, and the answer waves the rest off. */
+    if (s->tunnel) return true;
+    if (s->declared_length > (int64_t)h2->conf->max_body_size) refuse_body(h2, s, 413);
     return false;
 }
 
-static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data,
-                         size_t len, void *user_data) {
-    xHttp2 *h2 = user_data;
-    xH2Stream *s = stream_of(session, stream_id);
+/* Request body bytes for s, already counted against both windows. */
+static bool take_data(xHttp2 *h2, xH2Stream *s, const uint8_t *data, size_t len) {
     h2->progress += len;
-    if (s && s->streams_body && !(s->ex && s->ex->res.ended)) {
+    if (s->streams_body && !(s->ex && s->ex->res.ended)) {
         /* Held until its reader takes it: the stream's window reopens then;
          * the connection's now, while the readers hold under one window. */
-        if (xBufferAppend(&s->body, data, len) != XOK) return NGHTTP2_ERR_CALLBACK_FAILURE;
-        if (xH2HeldArrive(&h2->held_window, &s->held_share, len))
-            nghttp2_session_consume_connection(session, len);
+        if (xBufferAppend(&s->body, data, len) != XOK) return stream_error(h2, s->id, XH2_INTERNAL_ERROR);
+        if (xH2HeldArrive(&h2->held_window, &s->held_share, len)) consume_conn(h2, len);
         if (s->dispatched) mark_ready(h2, s);
-        return 0;
+        return true;
     }
     /* Bytes nobody will read reopen only the connection's window. */
-    if (s && (s->reject_status || (s->ex && s->ex->res.ended)))
-        nghttp2_session_consume_connection(session, len);
-    else
-        nghttp2_session_consume(session, stream_id, len);
-    if (!s || s->reject_status || s->streams_body) return 0;
-    if (s->body.len + len > xHttpContextOf(h2->conn)->conf->max_body_size) {
+    consume_conn(h2, len);
+    if (s->reject_status || (s->ex && s->ex->res.ended) || s->streams_body) return true;
+    consume_stream(s, len);
+    if (s->body.len + len > h2->conf->max_body_size) {
         refuse_body(h2, s, 413);
-        return 0;
+        return true;
     }
-    if (xBufferAppend(&s->body, data, len) != XOK) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    return 0;
+    if (xBufferAppend(&s->body, data, len) != XOK) return stream_error(h2, s->id, XH2_INTERNAL_ERROR);
+    return true;
 }
 
-static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
-    xHttp2 *h2 = user_data;
-    xH2Stream *s = stream_of(session, frame->hd.stream_id);
-    if (!s) return 0;
-    bool end_stream = (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
-                      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
-    if (frame->hd.type == NGHTTP2_HEADERS) s->headers_done = true;
-    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST && !end_stream &&
-        begin_body(h2, s))
-        mark_ready(h2, s); /* a streaming route: dispatched now */
-    if (end_stream) {
-        s->body_done = true;
-        if (!s->dispatched || s->streams_body) mark_ready(h2, s);
+/* The client ended its side of s. */
+static void remote_end(xHttp2 *h2, xH2Stream *s) {
+    s->body_done = true;
+    if (!s->dispatched || s->streams_body) mark_ready(h2, s);
+    if (s->end_sent) close_stream(s);
+}
+
+/* ---- Header blocks ---- */
+
+/* Copies a valid request's fields out of the decoder's scratch (and the
+ * input) into the stream, which keeps them until it ends. */
+static bool keep_fields(xH2Stream *s, const xHpackField *f, size_t n, const xH2RequestHead *head) {
+    size_t total = 0, regular = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += f[i].name.len + f[i].value.len;
+        regular += f[i].name.data[0] != ':';
     }
-    return 0;
+    if (head->protocol.len) regular++;
+    /* Room for everything first: the fields point into the strings. */
+    if (xBufferReserve(&s->strings, total + 9) != XOK ||
+        xBufferReserve(&s->fields, regular * sizeof(xH2Field)) != XOK)
+        return false;
+    xH2Field *out = (xH2Field *)s->fields.data;
+    for (size_t i = 0; i < n; i++) {
+        char *at = s->strings.data + s->strings.len;
+        memcpy(at, f[i].name.data, f[i].name.len);
+        memcpy(at + f[i].name.len, f[i].value.data, f[i].value.len);
+        s->strings.len += f[i].name.len + f[i].value.len;
+        xStr name = {at, f[i].name.len}, value = {at + f[i].name.len, f[i].value.len};
+        switch (f[i].token) {
+        case XHPACK_TOKEN_METHOD: s->method = value; break;
+        case XHPACK_TOKEN_PATH: s->path = value; break;
+        case XHPACK_TOKEN_AUTHORITY: s->authority = value; break;
+        default:
+            if (name.data[0] != ':') *out++ = (xH2Field){name, value};
+            break;
+        }
+    }
+    /* RFC 8441: an extended CONNECT's protocol reaches the handler as a field. */
+    if (head->protocol.len) *out++ = (xH2Field){{":protocol", 9}, head->protocol};
+    s->fields.len = (size_t)((char *)out - s->fields.data);
+    s->declared_length = head->content_length;
+    s->tunnel = head->protocol.len > 0;
+    return true;
 }
 
-static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
-                           void *user_data) {
-    xH2Stream *s = stream_of(session, stream_id);
-    if (!s) return 0;
-    s->closed = true;
-    nghttp2_session_set_stream_user_data(session, stream_id, NULL);
-    /* Held body bytes will never be delivered now: their share of the
-     * connection's window goes back, whoever still holds the exchange. */
-    if (s->streams_body && s->body.len) release_held(s->h2, s);
-    if (!s->ready) settle_closed(s); /* otherwise dispatch_ready does */
-    return 0;
+/* A new stream's header block, decoded (rv from xHpackDecode). */
+static bool open_stream(xHttp2 *h2, int32_t id, uint8_t flags, const xHpackBlock *b, int rv) {
+    if (id <= h2->highest_id) {
+        if (was_reset(h2, id)) return true; /* sent before our reset reached it */
+        return conn_error(h2, was_skipped(h2, id) ? XH2_PROTOCOL_ERROR : XH2_STREAM_CLOSED);
+    }
+    if (h2->final_goaway && id > h2->last_id) return true; /* after our GOAWAY: ignored */
+    if (id > h2->highest_id + 2) {
+        h2->skipped[h2->skipped_next] = (xH2IdRange){h2->highest_id + 2, id - 2};
+        h2->skipped_next = (h2->skipped_next + 1) % XH2_SKIPPED_RANGES;
+    }
+    h2->highest_id = id;
+    h2->empty_frames = 0;
+    if (h2->block_self_dep) return stream_error(h2, id, XH2_PROTOCOL_ERROR);
+    if (h2->table.count >= h2->conf->http2_max_streams) return stream_error(h2, id, XH2_REFUSED_STREAM);
+    xH2RequestHead head = {.content_length = -1};
+    if (rv == XHPACK_OK && !xH2CheckRequest(b->fields, b->count, true, &head))
+        return stream_error(h2, id, XH2_PROTOCOL_ERROR);
+    xH2Stream *s = stream_new(h2, id);
+    if (!s) return stream_error(h2, id, XH2_INTERNAL_ERROR);
+    if (rv == XHPACK_TOO_LARGE)
+        s->reject_status = 431; /* the decoder stayed in sync; the stream is answered */
+    else if (!keep_fields(s, b->fields, b->count, &head))
+        return stream_error(h2, id, XH2_INTERNAL_ERROR);
+    if (flags & XH2_FLAG_END_STREAM)
+        remote_end(h2, s);
+    else if (begin_body(h2, s))
+        mark_ready(h2, s); /* a streaming route, or a tunnel: dispatched now */
+    return true;
 }
 
-/* ---- nghttp2 callbacks: output ---- */
-
-static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t len, int flags,
-                       void *user_data) {
-    xHttp2 *h2 = user_data;
-    if (xConnPending(h2->conn) > XH2_OUTPUT_HIGH_WATER) return NGHTTP2_ERR_WOULDBLOCK;
-    if (xConnWrite(h2->conn, data, len) != XOK) return NGHTTP2_ERR_CALLBACK_FAILURE;
-    return (ssize_t)len;
+/* A header block on a stream already open: trailers, which must end it. */
+static bool take_trailers(xHttp2 *h2, xH2Stream *s, uint8_t flags, const xHpackBlock *b, int rv) {
+    if (s->body_done) return stream_error(h2, s->id, XH2_STREAM_CLOSED);
+    if (!(flags & XH2_FLAG_END_STREAM) || (rv == XHPACK_OK && !xH2CheckTrailers(b->fields, b->count)))
+        return stream_error(h2, s->id, XH2_PROTOCOL_ERROR);
+    if (s->declared_length >= 0 && s->received != (uint64_t)s->declared_length)
+        return stream_error(h2, s->id, XH2_PROTOCOL_ERROR);
+    remote_end(h2, s); /* the fields themselves are dropped */
+    return true;
 }
+
+/* A whole header block: decoded whatever becomes of it, so the decoder's
+ * table stays in step with the client's encoder. */
+static bool end_block(xHttp2 *h2, const uint8_t *data, size_t len) {
+    int32_t id = h2->block_id;
+    uint8_t flags = h2->block_flags;
+    h2->block_id = 0;
+    xBufferPool *pool = &xHttpContextOf(h2->conn)->net.buffers;
+    xBuffer fields = {0}, scratch = {0};
+    if (xBufferPoolAcquire(pool, &fields) != XOK || xBufferPoolAcquire(pool, &scratch) != XOK) {
+        xBufferPoolRelease(pool, &fields);
+        return conn_error(h2, XH2_INTERNAL_ERROR);
+    }
+    size_t max_fields = h2->conf->max_headers + XH2_PSEUDO_FIELDS;
+    if (max_fields > fields.cap / sizeof(xHpackField)) max_fields = fields.cap / sizeof(xHpackField);
+    xHpackBlock b = {(xHpackField *)fields.data, max_fields, 0, scratch.data, scratch.cap,
+                     h2->conf->max_header_size,  0};
+    int rv = xHpackDecode(&h2->decoder, data, len, &b);
+    bool ok;
+    if (rv == XHPACK_ERROR) {
+        ok = conn_error(h2, XH2_COMPRESSION_ERROR);
+    } else {
+        h2->progress += len;
+        xH2Stream *s = xH2TableFind(&h2->table, id);
+        ok = s ? take_trailers(h2, s, flags, &b, rv) : open_stream(h2, id, flags, &b, rv);
+    }
+    xBufferPoolRelease(pool, &fields);
+    xBufferPoolRelease(pool, &scratch);
+    h2->block.len = 0;
+    if (h2->block.cap > XH2_DEFAULT_FRAME_SIZE) xBufferFree(&h2->block);
+    return ok;
+}
+
+/* ---- Frame handlers: one per type, each given a whole frame ---- */
+
+static bool on_data(xHttp2 *h2, const xH2Frame *f) {
+    const uint8_t *p;
+    size_t n;
+    if (!f->stream_id || !xH2Unpad(f, 0, &p, &n)) return conn_error(h2, XH2_PROTOCOL_ERROR);
+    xH2Stream *s = xH2TableFind(&h2->table, f->stream_id);
+    if (!s && is_idle(h2, f->stream_id)) return conn_error(h2, XH2_PROTOCOL_ERROR);
+    if (f->length > h2->recv_window) return conn_error(h2, XH2_FLOW_CONTROL_ERROR);
+    h2->recv_window -= f->length;
+    if (!s || s->body_done) {
+        consume_conn(h2, f->length); /* counted, and given back */
+        if (!s && was_reset(h2, f->stream_id)) return true;
+        return stream_error(h2, f->stream_id, XH2_STREAM_CLOSED);
+    }
+    if (f->length > s->recv_window) {
+        consume_conn(h2, f->length);
+        return stream_error(h2, s->id, XH2_FLOW_CONTROL_ERROR);
+    }
+    s->recv_window -= f->length;
+    if (f->length > n) { /* padding is consumed at once */
+        consume_conn(h2, f->length - n);
+        consume_stream(s, f->length - n);
+    }
+    bool end = f->flags & XH2_FLAG_END_STREAM;
+    if (!n && !end && ++h2->empty_frames > XH2_MAX_EMPTY_FRAMES) return conn_error(h2, XH2_ENHANCE_YOUR_CALM);
+    s->received += n;
+    if (s->declared_length >= 0 && (s->received > (uint64_t)s->declared_length ||
+                                    (end && s->received != (uint64_t)s->declared_length))) {
+        consume_conn(h2, n);
+        return stream_error(h2, s->id, XH2_PROTOCOL_ERROR);
+    }
+    if (n && !take_data(h2, s, p, n)) return false;
+    if (end && !s->closed) remote_end(h2, s);
+    return true;
+}
+
+static bool on_headers(xHttp2 *h2, const xH2Frame *f) {
+    const uint8_t *p;
+    size_t n;
+    size_t skip = f->flags & XH2_FLAG_PRIORITY ? 5 : 0;
+    if (!(f->stream_id & 1) || !xH2Unpad(f, skip, &p, &n)) return conn_error(h2, XH2_PROTOCOL_ERROR);
+    h2->block_id = f->stream_id;
+    h2->block_flags = f->flags;
+    h2->block_self_dep = skip && (int32_t)(xH2Get32(p) & 0x7fffffffu) == f->stream_id;
+    h2->continuations = 0;
+    if (f->flags & XH2_FLAG_END_HEADERS) return end_block(h2, p + skip, n - skip);
+    if (xBufferAppend(&h2->block, p + skip, n - skip) != XOK) return conn_error(h2, XH2_INTERNAL_ERROR);
+    return true;
+}
+
+static bool on_continuation(xHttp2 *h2, const xH2Frame *f) {
+    if (!h2->block_id || f->stream_id != h2->block_id) return conn_error(h2, XH2_PROTOCOL_ERROR);
+    /* CVE-2024-27316: a block may not go on and on. */
+    if (++h2->continuations > h2->conf->http2_max_continuations) return conn_error(h2, XH2_ENHANCE_YOUR_CALM);
+    if (xBufferAppend(&h2->block, f->payload, f->length) != XOK) return conn_error(h2, XH2_INTERNAL_ERROR);
+    if (f->flags & XH2_FLAG_END_HEADERS) return end_block(h2, (const uint8_t *)h2->block.data, h2->block.len);
+    return true;
+}
+
+/* RFC 9218 replaces RFC 7540's priorities, which we announce we ignore; a
+ * PRIORITY frame is still checked. */
+static bool on_priority(xHttp2 *h2, const xH2Frame *f) {
+    xH2Error error = f->length != 5                                                  ? XH2_FRAME_SIZE_ERROR
+                     : (int32_t)(xH2Get32(f->payload) & 0x7fffffffu) == f->stream_id ? XH2_PROTOCOL_ERROR
+                                                                                     : XH2_NO_ERROR;
+    if (!f->stream_id) return conn_error(h2, XH2_PROTOCOL_ERROR);
+    if (error == XH2_NO_ERROR) return true;
+    /* A stream error, but never a reset of an id only we could open. */
+    return f->stream_id & 1 ? stream_error(h2, f->stream_id, error) : conn_error(h2, error);
+}
+
+/* CVE-2023-44487: a token bucket of resets, burst and rate from the conf. */
+static bool take_reset_token(xHttp2 *h2) {
+    uint64_t now = xEventLoopNowMs(h2->conn->net->loop);
+    h2->reset_tokens += (double)(now - h2->reset_refill_ms) * h2->conf->http2_reset_rate / 1000.0;
+    h2->reset_refill_ms = now;
+    if (h2->reset_tokens > h2->conf->http2_reset_burst) h2->reset_tokens = h2->conf->http2_reset_burst;
+    if (h2->reset_tokens < 1) return false;
+    h2->reset_tokens -= 1;
+    return true;
+}
+
+static bool on_rst_stream(xHttp2 *h2, const xH2Frame *f) {
+    if (f->length != 4) return conn_error(h2, XH2_FRAME_SIZE_ERROR);
+    if (!f->stream_id || is_idle(h2, f->stream_id)) return conn_error(h2, XH2_PROTOCOL_ERROR);
+    xH2Stream *s = xH2TableFind(&h2->table, f->stream_id);
+    if (!s) return true;
+    if (!take_reset_token(h2)) return conn_error(h2, XH2_ENHANCE_YOUR_CALM);
+    close_stream(s);
+    return true;
+}
+
+/* One setting from the client (a SETTINGS frame or HTTP2-Settings). */
+static bool apply_setting(xHttp2 *h2, uint16_t id, uint32_t value) {
+    switch (id) {
+    case XH2_SETTINGS_HEADER_TABLE_SIZE: xHpackEncoderSetPeerTableSize(&h2->encoder, value); return true;
+    case XH2_SETTINGS_ENABLE_PUSH:
+    case XH2_SETTINGS_ENABLE_CONNECT_PROTOCOL: return value <= 1 || conn_error(h2, XH2_PROTOCOL_ERROR);
+    case XH2_SETTINGS_MAX_FRAME_SIZE:
+        return (value >= XH2_DEFAULT_FRAME_SIZE && value <= XH2_MAX_FRAME_SIZE_LIMIT) ||
+               conn_error(h2, XH2_PROTOCOL_ERROR);
+    case XH2_SETTINGS_INITIAL_WINDOW_SIZE: {
+        if (value > XH2_MAX_WINDOW) return conn_error(h2, XH2_FLOW_CONTROL_ERROR);
+        /* §6.9.2: every stream's window moves by the change, and may go negative. */
+        int64_t delta = (int64_t)value - h2->peer_window;
+        for (const xH2Stream *s = h2->streams; s; s = s->next)
+            if (!s->closed && s->send_window + delta > XH2_MAX_WINDOW)
+                return conn_error(h2, XH2_FLOW_CONTROL_ERROR);
+        h2->peer_window = value;
+        for (xH2Stream *s = h2->streams; s; s = s->next)
+            if (!s->closed) s->send_window += delta;
+        return true;
+    }
+    default: return true; /* the rest is advice, and unknown ones are ignored */
+    }
+}
+
+static bool apply_settings(xHttp2 *h2, const uint8_t *p, size_t len) {
+    for (size_t at = 0; at + 6 <= len; at += 6)
+        if (!apply_setting(h2, (uint16_t)(p[at] << 8 | p[at + 1]), xH2Get32(p + at + 2))) return false;
+    return true;
+}
+
+static bool on_settings(xHttp2 *h2, const xH2Frame *f) {
+    if (f->stream_id) return conn_error(h2, XH2_PROTOCOL_ERROR);
+    if (f->flags & XH2_FLAG_ACK) return f->length == 0 || conn_error(h2, XH2_FRAME_SIZE_ERROR);
+    if (f->length % 6) return conn_error(h2, XH2_FRAME_SIZE_ERROR);
+    if (f->length / 6 > XH2_MAX_SETTINGS_ENTRIES) return conn_error(h2, XH2_ENHANCE_YOUR_CALM);
+    if (!apply_settings(h2, f->payload, f->length)) return false;
+    h2->settings_seen = true;
+    xH2WriteFrame(h2->conn, XH2_SETTINGS, XH2_FLAG_ACK, 0, NULL, 0);
+    return owe_control(h2);
+}
+
+static bool on_push_promise(xHttp2 *h2, const xH2Frame *f) { return conn_error(h2, XH2_PROTOCOL_ERROR); }
+
+static bool on_ping(xHttp2 *h2, const xH2Frame *f) {
+    if (f->stream_id) return conn_error(h2, XH2_PROTOCOL_ERROR);
+    if (f->length != 8) return conn_error(h2, XH2_FRAME_SIZE_ERROR);
+    if (f->flags & XH2_FLAG_ACK) return true;
+    xH2WriteFrame(h2->conn, XH2_PING, XH2_FLAG_ACK, 0, f->payload, 8);
+    return owe_control(h2);
+}
+
+static bool on_goaway(xHttp2 *h2, const xH2Frame *f) {
+    if (f->stream_id) return conn_error(h2, XH2_PROTOCOL_ERROR);
+    if (f->length < 8) return conn_error(h2, XH2_FRAME_SIZE_ERROR);
+    h2->peer_goaway = true; /* the streams in flight finish; then the connection ends */
+    return true;
+}
+
+static bool on_window_update(xHttp2 *h2, const xH2Frame *f) {
+    if (f->length != 4) return conn_error(h2, XH2_FRAME_SIZE_ERROR);
+    uint32_t inc = xH2Get32(f->payload) & 0x7fffffffu;
+    if (!f->stream_id) {
+        if (!inc) return conn_error(h2, XH2_PROTOCOL_ERROR);
+        if (h2->send_window + inc > XH2_MAX_WINDOW) return conn_error(h2, XH2_FLOW_CONTROL_ERROR);
+        h2->send_window += inc;
+        return true;
+    }
+    xH2Stream *s = xH2TableFind(&h2->table, f->stream_id);
+    if (!s) return !is_idle(h2, f->stream_id) || conn_error(h2, XH2_PROTOCOL_ERROR);
+    if (!inc) return stream_error(h2, s->id, XH2_PROTOCOL_ERROR);
+    if (s->send_window + inc > XH2_MAX_WINDOW) return stream_error(h2, s->id, XH2_FLOW_CONTROL_ERROR);
+    s->send_window += inc;
+    return true;
+}
+
+static const xH2Handler handlers[XH2_FRAME_TYPES] = {
+    [XH2_DATA] = on_data,
+    [XH2_HEADERS] = on_headers,
+    [XH2_PRIORITY] = on_priority,
+    [XH2_RST_STREAM] = on_rst_stream,
+    [XH2_SETTINGS] = on_settings,
+    [XH2_PUSH_PROMISE] = on_push_promise,
+    [XH2_PING] = on_ping,
+    [XH2_GOAWAY] = on_goaway,
+    [XH2_WINDOW_UPDATE] = on_window_update,
+    [XH2_CONTINUATION] = on_continuation,
+};
+
+static bool handle_frame(xHttp2 *h2, const xH2Frame *f) {
+    /* §6.10: nothing may come between a block's frames. */
+    if (h2->block_id && f->type != XH2_CONTINUATION) return conn_error(h2, XH2_PROTOCOL_ERROR);
+    /* §3.4: the preface's SETTINGS comes first. */
+    if (!h2->settings_seen && (f->type != XH2_SETTINGS || (f->flags & XH2_FLAG_ACK)))
+        return conn_error(h2, XH2_PROTOCOL_ERROR);
+    if (f->type >= XH2_FRAME_TYPES) return true; /* §5.5: unknown types are ignored */
+    return handlers[f->type](h2, f);
+}
+
+/* Handles every whole frame in data[0, len): returns the bytes used, or -1
+ * once the connection has failed. */
+static long process(xHttp2 *h2, const uint8_t *data, size_t len) {
+    size_t at = 0;
+    if (!len) return 0;
+    if (h2->preface_left) {
+        size_t n = len < h2->preface_left ? len : h2->preface_left;
+        const char *want = &XHTTP2_PREFACE[XHTTP2_PREFACE_LEN - h2->preface_left];
+        if (memcmp(data, want, n) != 0) return conn_error(h2, XH2_PROTOCOL_ERROR), -1;
+        h2->preface_left -= n;
+        at = n;
+    }
+    while (len - at >= XH2_FRAME_HEADER_LEN) {
+        xH2Frame f = xH2ReadFrame(data + at);
+        if (f.length > XH2_DEFAULT_FRAME_SIZE) return conn_error(h2, XH2_FRAME_SIZE_ERROR), -1;
+        if (len - at - XH2_FRAME_HEADER_LEN < f.length) break;
+        at += XH2_FRAME_HEADER_LEN + f.length;
+        if (!handle_frame(h2, &f) || h2->failed) return -1;
+    }
+    return (long)at;
+}
+
+/* ---- Output ---- */
 
 static size_t pending_out(const xH2Stream *s) {
     return (s->out.len - s->out_framed) + (s->ref_len - s->ref_framed);
 }
 
+/* Splits an encoded block of len bytes at p + 9 into HEADERS and
+ * CONTINUATION frames in place (the room after it was reserved); returns
+ * the bytes of all its frames. */
+static size_t frame_block(uint8_t *p, size_t len, int32_t id, uint8_t flags) {
+    size_t frames = len ? (len + XH2_DEFAULT_FRAME_SIZE - 1) / XH2_DEFAULT_FRAME_SIZE : 1;
+    for (size_t i = frames; i-- > 1;) { /* the last piece moves furthest: move it first */
+        size_t from = i * XH2_DEFAULT_FRAME_SIZE,
+               n = len - from < XH2_DEFAULT_FRAME_SIZE ? len - from : XH2_DEFAULT_FRAME_SIZE;
+        uint8_t *to = p + i * (XH2_FRAME_HEADER_LEN + XH2_DEFAULT_FRAME_SIZE);
+        memmove(to + XH2_FRAME_HEADER_LEN, p + XH2_FRAME_HEADER_LEN + from, n);
+        xH2PutFrameHeader(to, (uint32_t)n, XH2_CONTINUATION, i == frames - 1 ? XH2_FLAG_END_HEADERS : 0, id);
+    }
+    size_t first = len < XH2_DEFAULT_FRAME_SIZE ? len : XH2_DEFAULT_FRAME_SIZE;
+    flags |= frames == 1 ? XH2_FLAG_END_HEADERS : 0;
+    xH2PutFrameHeader(p, (uint32_t)first, XH2_HEADERS, flags, id);
+    return len + frames * XH2_FRAME_HEADER_LEN;
+}
+
+/* Encodes "Name: value\r\n" lines. Response field names must be lower case
+ * in HTTP/2 (RFC 9113 §8.2.1); handlers write them as they like, so they are
+ * folded where they lie: the exchange's header lines are HTTP/2's alone. */
+static uint8_t *encode_lines(uint8_t *p, xBuffer *lines) {
+    char *at = lines->data, *end = at + lines->len;
+    while (at < end) {
+        char *colon = memchr(at, ':', (size_t)(end - at));
+        char *eol = memchr(at, '\r', (size_t)(end - at));
+        size_t name_len = (size_t)(colon - at);
+        for (size_t i = 0; i < name_len; i++)
+            at[i] = (char)(at[i] >= 'A' && at[i] <= 'Z' ? at[i] + 32 : at[i]);
+        p = xHpackEncodeField(p, (xStr){at, name_len}, (xStr){colon + 2, (size_t)(eol - colon - 2)});
+        at = eol + 2;
+    }
+    return p;
+}
+
+/* Queues a header block for s: the response head (:status, server, date,
+ * the handler's fields, content-length when with_length) or, when trailers,
+ * the trailer lines. */
+static xErrno write_block(xH2Stream *s, bool trailers, bool with_length, size_t length, uint8_t flags) {
+    xHttp2 *h2 = s->h2;
+    xHttpExchange *ex = s->ex;
+    xBuffer *lines = trailers ? &ex->res.trailers : &ex->res.headers;
+    /* Each line takes at most its bytes plus 12 (XHPACK_FIELD_BOUND); a line is at least 4. */
+    size_t bound = 128 + XHTTP_DATE_LEN + XHTTP_DECIMAL_MAX + lines->len * 4;
+    if (bound > XH2_MAX_SEND_BLOCK) return XERR_STATE;
+    bound += (bound / XH2_DEFAULT_FRAME_SIZE + 1) * XH2_FRAME_HEADER_LEN;
+    uint8_t *base = (uint8_t *)xConnReserve(h2->conn, bound);
+    if (!base) return XERR_NOMEM;
+    uint8_t *p = xHpackEncodeBegin(&h2->encoder, base + XH2_FRAME_HEADER_LEN);
+    if (!trailers) {
+        p = xHpackEncodeStatus(p, ex->res.status);
+        p = xHpackEncodeToken(p, XHPACK_TOKEN_SERVER, (xStr){"xkit", 4});
+        const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, ex->req.loop);
+        p = xHpackEncodeToken(p, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN});
+    }
+    p = encode_lines(p, lines);
+    if (with_length) p = xHpackEncodeContentLength(p, length);
+    size_t len = (size_t)(p - base - XH2_FRAME_HEADER_LEN);
+    xConnCommit(h2->conn, frame_block(base, len, s->id, flags));
+    return XOK;
+}
+
 /* RFC 9113 §8.1: a response complete before its request asks the client,
  * by RST_STREAM(NO_ERROR), to stop sending the rest of the body, which would
  * only be dropped here (a rejected upload, or a streaming handler that
- * answered early). Only once the frame that ends the response is out: a
- * reset submitted earlier makes nghttp2 drop the frames still queued. */
-static void wave_off_body(xH2Stream *s) {
-    if (s->body_done || s->waved_off) return;
-    s->waved_off = nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR) == 0;
-}
-
-/* Responses that end on a HEADERS frame (no body, or trailers); those that
- * end on DATA are waved off as that frame is written (on_send_data). */
-static int on_frame_sent(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
-    if (frame->hd.type != NGHTTP2_HEADERS || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
-    xH2Stream *s = stream_of(session, frame->hd.stream_id);
-    if (s) wave_off_body(s);
-    return 0;
-}
-
-static int submit_trailers(xH2Stream *s) {
-    nghttp2_nv nv[XH2_MAX_RESPONSE_FIELDS];
-    size_t n = add_lines(nv, 0, &s->ex->res.trailers);
-    return nghttp2_submit_trailer(s->h2->session, s->id, nv, n);
-}
-
-static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
-                         uint32_t *data_flags, nghttp2_data_source *source, void *user_data) {
-    xH2Stream *s = source->ptr;
-    size_t avail = pending_out(s);
-    if (avail == 0 && !s->eof) {
-        s->deferred = true;
-        return NGHTTP2_ERR_DEFERRED;
+ * answered early). It follows the frame that ended the response. */
+static void local_end(xH2Stream *s) {
+    s->end_sent = true;
+    if (s->body_done) {
+        close_stream(s);
+    } else if (!s->waved_off) {
+        s->waved_off = true;
+        stream_error(s->h2, s->id, XH2_NO_ERROR);
     }
-    size_t n = avail < length ? avail : length;
-    *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-    if (n == avail && s->eof) {
-        *data_flags |= NGHTTP2_DATA_FLAG_EOF;
-        if (s->ex && s->ex->res.trailers.len && submit_trailers(s) == 0)
-            *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM; /* the trailers end it */
-    }
-    return (ssize_t)n;
 }
 
-/* Frames n pending bytes: the buffered ones first, then the reference. */
+static xErrno submit_head(xH2Stream *s, bool with_length, size_t length, bool with_body) {
+    s->ex->res.head_sent = true;
+    xErrno err = write_block(s, false, with_length, length, with_body ? 0 : XH2_FLAG_END_STREAM);
+    if (err != XOK) {
+        stream_error(s->h2, s->id, XH2_INTERNAL_ERROR);
+        return err;
+    }
+    s->head_written = true;
+    if (!with_body) {
+        s->eof = true;
+        local_end(s);
+    }
+    return XOK;
+}
+
+/* Queues n pending bytes: the buffered ones first, then the reference. */
 static xErrno frame_body(xH2Stream *s, xConn *conn, size_t n) {
     size_t buffered = s->out.len - s->out_framed;
     size_t take = buffered < n ? buffered : n;
@@ -634,70 +1001,58 @@ static xErrno frame_body(xH2Stream *s, xConn *conn, size_t n) {
     return err;
 }
 
-static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const uint8_t *framehd, size_t length,
-                        nghttp2_data_source *source, void *user_data) {
-    xHttp2 *h2 = user_data;
-    xH2Stream *s = source->ptr;
-    /* nghttp2 offers this frame again later; nothing has been queued yet. */
-    if (xConnPending(h2->conn) > XH2_OUTPUT_HIGH_WATER) return NGHTTP2_ERR_WOULDBLOCK;
-    if (xConnWrite(h2->conn, framehd, 9) != XOK || frame_body(s, h2->conn, length) != XOK)
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
-    h2->progress += length;
-    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) wave_off_body(s);
-    return 0;
-}
-
-/* ---- Responses ---- */
-
-/* Response field names must be lower case in HTTP/2 (RFC 9113 §8.2.1);
- * handlers write them as they like, so they are folded where they lie: the
- * exchange's header lines are HTTP/2's alone and outlive the frame. */
-static size_t add_lines(nghttp2_nv *nv, size_t n, xBuffer *lines) {
-    char *p = lines->data, *end = p + lines->len;
-    while (p < end && n < XH2_MAX_RESPONSE_FIELDS - 1) {
-        char *colon = memchr(p, ':', (size_t)(end - p));
-        char *eol = memchr(p, '\r', (size_t)(end - p));
-        size_t name_len = (size_t)(colon - p);
-        for (size_t i = 0; i < name_len; i++) p[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + 32 : p[i]);
-        nv[n++] = (nghttp2_nv){(uint8_t *)p, (uint8_t *)colon + 2, name_len, (size_t)(eol - colon - 2),
-                               NV_BORROWED};
-        p = eol + 2;
+/* Frames what s has to send as far as the windows and the output's
+ * high-water mark allow, ending the stream (END_STREAM, or trailers) once
+ * the response is complete. May close s, and free it unless in an op. */
+static void frame_stream(xH2Stream *s) {
+    xHttp2 *h2 = s->h2;
+    xConn *conn = h2->conn;
+    if (s->closed || s->end_sent || !s->head_written || conn->closed || h2->failed) return;
+    bool trailers = s->ex && s->ex->res.trailers.len;
+    for (;;) {
+        size_t avail = pending_out(s);
+        if (!avail && !s->eof) return;
+        if (xConnPending(conn) > XH2_OUTPUT_HIGH_WATER) return;
+        int64_t window = s->send_window < h2->send_window ? s->send_window : h2->send_window;
+        size_t n = avail < XH2_DEFAULT_FRAME_SIZE ? avail : XH2_DEFAULT_FRAME_SIZE;
+        if ((int64_t)n > window) n = window > 0 ? (size_t)window : 0;
+        if (!n && avail) return; /* the client's window holds it */
+        bool last = s->eof && n == avail;
+        if (n || !trailers) {
+            uint8_t *p = (uint8_t *)xConnReserve(conn, XH2_FRAME_HEADER_LEN);
+            if (!p) return;
+            xH2PutFrameHeader(p, (uint32_t)n, XH2_DATA, last && !trailers ? XH2_FLAG_END_STREAM : 0, s->id);
+            xConnCommit(conn, XH2_FRAME_HEADER_LEN);
+            if (n && frame_body(s, conn, n) != XOK) return;
+            s->send_window -= (int64_t)n;
+            h2->send_window -= (int64_t)n;
+            h2->progress += n;
+        }
+        if (last) {
+            if (trailers) write_block(s, true, false, 0, XH2_FLAG_END_STREAM);
+            local_end(s);
+            return;
+        }
     }
-    return n;
 }
 
-static size_t response_fields(xH2Stream *s, nghttp2_nv *nv, bool with_length) {
-    xHttpExchange *ex = s->ex;
-    size_t n = 0;
-    int code = ex->res.status;
-    s->status[0] = (char)('0' + code / 100 % 10);
-    s->status[1] = (char)('0' + code / 10 % 10);
-    s->status[2] = (char)('0' + code % 10);
-    nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)s->status, 7, 3, NV_BORROWED};
-    nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"xkit", 6, 4, NV_BORROWED};
-    const char *date = xHttpDate(&xHttpContextOf(s->h2->conn)->date, ex->req.loop);
-    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date, 4, XHTTP_DATE_LEN, NV_BORROWED};
-    n = add_lines(nv, n, &ex->res.headers);
-    if (with_length)
-        nv[n++] =
-            (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)s->length, 14, s->length_len, NV_BORROWED};
-    return n;
+/* Frames every stream that has something to send. */
+static void frame_all(xHttp2 *h2) {
+    xH2Stream *next;
+    for (xH2Stream *s = h2->streams; s; s = next) {
+        next = s->next;
+        if (!s->closed && s->head_written && !s->end_sent && (pending_out(s) || s->eof)) frame_stream(s);
+    }
 }
+
+/* ---- The exchange's ops ---- */
 
 static bool response_has_body(const xHttpExchange *ex) {
     return xHttpStatusHasBody(ex->res.status) && !xStrEqualsC(ex->req.method, "HEAD");
 }
 
-static xErrno submit_head(xH2Stream *s, bool with_length, bool with_body) {
-    nghttp2_nv nv[XH2_MAX_RESPONSE_FIELDS];
-    size_t n = response_fields(s, nv, with_length);
-    nghttp2_data_provider provider = {.source.ptr = s, .read_callback = read_body};
-    s->ex->res.head_sent = true;
-    int rv = nghttp2_submit_response(s->h2->session, s->id, nv, n, with_body ? &provider : NULL);
-    return rv == 0 ? XOK : XERR_STATE;
-}
-
-/* The handler is done with the exchange; a closed stream can go now. */
+/* The handler is done with the exchange: what is left is framed, and a
+ * closed stream goes. */
 static void end_exchange(xH2Stream *s) {
     xHttp2 *h2 = s->h2;
     s->ex->res.ended = true;
@@ -705,15 +1060,12 @@ static void end_exchange(xH2Stream *s) {
     /* What came of a streamed body is dropped, and its window given back, so
      * the client can finish sending and the stream can close. */
     if (s->ex->streams_body) deliver_body(h2, s);
-    if (s->deferred) {
-        s->deferred = false;
-        nghttp2_session_resume_data(h2->session, s->id);
-    }
-    bool in_batch = h2->in_batch;
     xConn *conn = h2->conn;
     xConnRetain(conn);
+    frame_stream(s);
+    s->in_op = false;
     if (s->closed) stream_free(s);
-    if (!in_batch && !conn->closed) pump(h2);
+    if (!h2->in_batch && !conn->closed) pump(h2);
     xConnRelease(conn);
 }
 
@@ -722,10 +1074,10 @@ static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy
     xH2Stream *s = ex->proto;
     xErrno err = XOK;
     bool with_body = len && response_has_body(ex);
+    s->in_op = true;
     if (ex->res.aborted || s->closed) {
         err = XERR_CLOSED;
     } else {
-        s->length_len = (size_t)(xHttpPutDecimal(s->length, len) - s->length);
         if (with_body && copy) {
             /* A whole body: a block from the worker's cache, handed to the
              * output queue by reference and released by it. */
@@ -745,7 +1097,7 @@ static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy
             release = NULL;
         }
         /* HEAD gets the length GET would have; 1xx, 204 and 304 get none. */
-        if (err == XOK) err = submit_head(s, xHttpStatusHasBody(ex->res.status), with_body);
+        if (err == XOK) err = submit_head(s, xHttpStatusHasBody(ex->res.status), len, with_body);
     }
     if (!copy && release) release(release_arg);
     end_exchange(s);
@@ -756,22 +1108,23 @@ static xErrno h2_write(xHttpExchange *ex, const void *data, size_t len) {
     xH2Stream *s = ex->proto;
     if (ex->res.aborted || s->closed) return XERR_CLOSED;
     xErrno err = XOK;
-    if (!ex->res.head_sent) err = submit_head(s, false, response_has_body(ex));
-    if (err != XOK || !len || !response_has_body(ex)) return err;
-    err = xBufferAppend(&s->out, data, len);
-    if (s->deferred) {
-        s->deferred = false;
-        nghttp2_session_resume_data(s->h2->session, s->id);
+    s->in_op = true;
+    if (!ex->res.head_sent) err = submit_head(s, false, 0, response_has_body(ex));
+    if (err == XOK && len && response_has_body(ex)) {
+        err = xBufferAppend(&s->out, data, len);
+        if (!s->h2->in_batch) pump(s->h2);
     }
-    if (!s->h2->in_batch) pump(s->h2);
+    s->in_op = false;
+    if (s->closed) settle_closed(s);
     return err;
 }
 
 static xErrno h2_end(xHttpExchange *ex) {
     xH2Stream *s = ex->proto;
     xErrno err = XOK;
+    s->in_op = true;
     if (!ex->res.aborted && !s->closed && !ex->res.head_sent)
-        err = submit_head(s, false, response_has_body(ex));
+        err = submit_head(s, false, 0, response_has_body(ex));
     end_exchange(s);
     return err;
 }
@@ -794,7 +1147,7 @@ static void h2_body_wanted(xHttpExchange *ex) {
 
 static const xHttpExchangeOps h2_ops = {h2_send, h2_write, h2_end, h2_body_wanted};
 
-/* ---- Driving the session ---- */
+/* ---- Driving the connection ---- */
 
 /* The client owes a request, or the rest of a body someone takes. */
 static bool awaits_request(const xH2Stream *s) {
@@ -804,14 +1157,13 @@ static bool awaits_request(const xH2Stream *s) {
 }
 
 static xH2Wait current_wait(const xHttp2 *h2, bool *mid_headers) {
-    xH2Wait wait = h2->streams ? XH2_WAIT_NOTHING : XH2_WAIT_IDLE;
+    *mid_headers = h2->block_id != 0;
+    xH2Wait wait = *mid_headers ? XH2_WAIT_REQUEST : h2->streams ? XH2_WAIT_NOTHING : XH2_WAIT_IDLE;
     for (const xH2Stream *s = h2->streams; s; s = s->next) {
-        if (awaits_request(s)) {
-            *mid_headers |= !s->headers_done;
+        if (awaits_request(s))
             wait = XH2_WAIT_REQUEST;
-        } else if (wait == XH2_WAIT_NOTHING && pending_out(s) > 0 && !s->closed) {
+        else if (wait == XH2_WAIT_NOTHING && pending_out(s) > 0 && !s->closed)
             wait = XH2_WAIT_PEER;
-        }
     }
     return wait;
 }
@@ -822,9 +1174,9 @@ static xH2Wait current_wait(const xHttp2 *h2, bool *mid_headers) {
  * dropped; the timer is left alone while the same wait makes no progress. */
 static void arm_timer(xHttp2 *h2) {
     xConn *conn = h2->conn;
-    const xHttpServerConf *conf = xHttpContextOf(conn)->conf;
+    const xHttpServerConf *conf = h2->conf;
     if (conn->closed || conn->write_blocked || conn->lingering) return;
-    bool mid_headers = false;
+    bool mid_headers;
     xH2Wait wait = current_wait(h2, &mid_headers);
     if (wait == h2->waiting_for && h2->progress == h2->progress_at_arm && wait != XH2_WAIT_NOTHING) return;
     h2->waiting_for = wait;
@@ -836,43 +1188,49 @@ static void arm_timer(xHttp2 *h2) {
     xConnSetTimeout(conn, ms);
 }
 
-/* Frames whatever nghttp2 has to send, flushes, and closes when the session
- * is over (GOAWAY both ways, or a fatal error). */
+/* The connection is over once no stream is left after a GOAWAY either way. */
+static bool finished(const xHttp2 *h2) { return (h2->final_goaway || h2->peer_goaway) && !h2->streams; }
+
+/* Frames what waits, flushes, and closes when the connection is done. */
 static void pump(xHttp2 *h2) {
     xConn *conn = h2->conn;
     if (conn->closed) return;
-    /* nghttp2 stops at our output high-water mark; when the socket takes it
+    xConnRetain(conn);
+    /* Framing stops at our output high-water mark; when the socket takes it
      * all at once no writable event will come, so go round again. */
-    for (int round = 0; round < 64; round++) {
-        int rv = nghttp2_session_send(h2->session);
-        if (rv != 0) {
-            XLOG_DEBUG("nghttp2_session_send: %s", nghttp2_strerror(rv));
-            xConnClose(conn);
-            return;
-        }
+    for (int round = 0; round < 64 && !conn->closed; round++) {
+        frame_all(h2);
         xConnFlush(conn);
-        if (conn->closed) return;
-        if (conn->write_blocked || xConnPending(conn) || !nghttp2_session_want_write(h2->session)) break;
+        if (conn->closed || conn->write_blocked || xConnPending(conn)) break;
+        h2->control_queued = 0;
+        if (h2->send_window <= 0) break;
+        bool more = false;
+        for (const xH2Stream *s = h2->streams; s && !more; s = s->next)
+            more = !s->closed && s->head_written && !s->end_sent && pending_out(s) && s->send_window > 0;
+        if (!more) break;
     }
-    if (!nghttp2_session_want_read(h2->session) && !nghttp2_session_want_write(h2->session)) {
-        xConnCloseAfterFlush(conn);
-        return;
+    if (!conn->closed && !conn->close_after_flush) {
+        if (finished(h2))
+            xConnCloseAfterFlush(conn);
+        else
+            arm_timer(h2);
     }
-    arm_timer(h2);
+    xConnRelease(conn);
 }
 
-/* Feeds bytes to nghttp2. A fatal verdict (flood, bad preface, protocol
- * error) has nghttp2 queue a GOAWAY; it is sent, then the connection ends. */
-static bool feed(xHttp2 *h2, const char *data, size_t len) {
-    ssize_t rv = nghttp2_session_mem_recv(h2->session, (const uint8_t *)data, len);
-    if (rv >= 0) return true;
-    XLOG_DEBUG("nghttp2_session_mem_recv: %s", nghttp2_strerror((int)rv));
-    /* A GOAWAY already queued (by nghttp2, or by on_begin_frame) stands. */
-    nghttp2_session_terminate_session(h2->session, rv == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM
-                                                                             : NGHTTP2_PROTOCOL_ERROR);
-    nghttp2_session_send(h2->session);
-    xConnCloseAfterFlush(h2->conn);
-    return false;
+/* Handles what conn->in holds; a partial frame stays for the next read. */
+static bool take_input(xHttp2 *h2) {
+    xConn *conn = h2->conn;
+    long used = process(h2, (const uint8_t *)conn->in.data, conn->in.len);
+    if (used < 0) return false;
+    xBufferConsume(&conn->in, (size_t)used);
+    /* A frame larger than the room left grows the buffer to hold it whole. */
+    if (conn->in.len >= XH2_FRAME_HEADER_LEN) {
+        size_t need = XH2_FRAME_HEADER_LEN + xH2ReadFrame((const uint8_t *)conn->in.data).length;
+        if (need > conn->in.cap && xBufferReserve(&conn->in, need - conn->in.len) != XOK)
+            return conn_error(h2, XH2_INTERNAL_ERROR);
+    }
+    return true;
 }
 
 static void on_readable(xConn *conn) {
@@ -882,10 +1240,17 @@ static void on_readable(xConn *conn) {
     bool ok = true;
     while (ok && conn->readable && !conn->closed && !conn->close_after_flush) {
         if (xBufferPoolAcquire(&conn->net->buffers, &conn->in) != XOK) break;
-        ssize_t n = xConnRecv(conn, conn->in.data, conn->in.cap);
+        ssize_t n = xConnRecv(conn, conn->in.data + conn->in.len, conn->in.cap - conn->in.len);
         if (n > 0) {
-            ok = feed(h2, conn->in.data, (size_t)n);
+            conn->in.len += (size_t)n;
+            ok = take_input(h2);
             dispatch_ready(h2);
+            /* Owed acks go out while the client reads them; a client that
+             * does not is found out by the count. */
+            if (ok && h2->control_queued && !conn->closed) {
+                xConnFlush(conn);
+                if (!conn->closed && !xConnPending(conn)) h2->control_queued = 0;
+            }
         } else if (n == 0) {
             xConnCloseAfterFlush(conn);
         } else if (errno != EAGAIN && errno != EINTR) {
@@ -894,7 +1259,7 @@ static void on_readable(xConn *conn) {
     }
     h2->in_batch = false;
     if (!conn->closed) {
-        xBufferPoolRelease(&conn->net->buffers, &conn->in);
+        if (!conn->in.len) xBufferPoolRelease(&conn->net->buffers, &conn->in);
         if (!conn->close_after_flush)
             pump(h2);
         else
@@ -907,28 +1272,31 @@ static void on_flushed(xConn *conn) { pump(conn->proto_state); }
 
 static void on_timeout(xConn *conn) {
     xHttp2 *h2 = conn->proto_state;
-    bool mid_headers = false;
+    bool mid_headers;
     if (current_wait(h2, &mid_headers) == XH2_WAIT_REQUEST && !mid_headers) {
         /* Requests whose bodies stopped coming are cancelled; the
          * connection and its other streams go on. */
-        for (xH2Stream *s = h2->streams; s; s = s->next)
-            if (awaits_request(s))
-                nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+        xConnRetain(conn);
+        xH2Stream *next;
+        for (xH2Stream *s = h2->streams; s; s = next) {
+            next = s->next;
+            if (awaits_request(s)) stream_error(h2, s->id, XH2_CANCEL);
+        }
         h2->waiting_for = XH2_WAIT_NOTHING;
         pump(h2);
+        xConnRelease(conn);
         return;
     }
     /* Idle, a header block that never ends (nothing else may be sent in
      * its middle), or a peer that stopped taking the data it asked for. */
-    nghttp2_session_terminate_session(h2->session, mid_headers ? NGHTTP2_PROTOCOL_ERROR : NGHTTP2_NO_ERROR);
-    nghttp2_session_send(h2->session);
-    xConnCloseAfterFlush(conn);
+    conn_error(h2, mid_headers ? XH2_PROTOCOL_ERROR : XH2_NO_ERROR);
 }
 
 static void on_goaway_timer(xEventLoop *loop, xTimer *timer) {
     xHttp2 *h2 = (xHttp2 *)((char *)timer - offsetof(xHttp2, goaway_timer));
-    nghttp2_submit_goaway(h2->session, NGHTTP2_FLAG_NONE,
-                          nghttp2_session_get_last_proc_stream_id(h2->session), NGHTTP2_NO_ERROR, NULL, 0);
+    h2->final_goaway = true;
+    h2->last_id = h2->highest_id;
+    xH2WriteGoaway(h2->conn, h2->last_id, XH2_NO_ERROR);
     pump(h2);
 }
 
@@ -936,13 +1304,11 @@ static void on_goaway_timer(xEventLoop *loop, xTimer *timer) {
  * a moment to arrive, then name the last stream we will serve. */
 static void on_drain(xConn *conn) {
     xHttp2 *h2 = conn->proto_state;
-    if (h2->draining) return;
+    if (h2->draining || h2->failed) return;
     h2->draining = true;
-    nghttp2_submit_shutdown_notice(h2->session);
-    xTimerStart(conn->net->loop, &h2->goaway_timer,
-                XH2_GOAWAY_GRACE_MS < xHttpContextOf(conn)->conf->shutdown_timeout_ms / 2
-                    ? XH2_GOAWAY_GRACE_MS
-                    : xHttpContextOf(conn)->conf->shutdown_timeout_ms / 2);
+    xH2WriteGoaway(conn, XH2_MAX_WINDOW, XH2_NO_ERROR);
+    uint32_t half = h2->conf->shutdown_timeout_ms / 2;
+    xTimerStart(conn->net->loop, &h2->goaway_timer, XH2_GOAWAY_GRACE_MS < half ? XH2_GOAWAY_GRACE_MS : half);
     pump(h2);
 }
 
@@ -953,20 +1319,22 @@ static void on_close(xConn *conn) {
     xH2Stream *next;
     for (xH2Stream *s = h2->streams; s; s = next) {
         next = s->next;
-        s->closed = true;
-        settle_closed(s);
+        s->ready = false;
+        close_stream(s);
     }
 }
 
 static void on_free(xConn *conn) {
     xHttp2 *h2 = conn->proto_state;
-    while (h2->streams) stream_free(h2->streams); /* the session's buffers first */
+    while (h2->streams) stream_free(h2->streams);
     while (h2->spare) {
         xH2Stream *s = h2->spare;
         h2->spare = s->next;
         stream_destroy(s);
     }
-    nghttp2_session_del(h2->session);
+    xH2TableFree(&h2->table);
+    xHpackDecoderFree(&h2->decoder);
+    xBufferFree(&h2->block);
     free(h2);
 }
 
@@ -974,120 +1342,138 @@ static const xConnProtocol h2_protocol = {on_readable, on_flushed, on_timeout, o
 
 /* ---- Starting ---- */
 
-static nghttp2_session_callbacks *make_callbacks(void) {
-    nghttp2_session_callbacks *cb;
-    if (nghttp2_session_callbacks_new(&cb) != 0) return NULL;
-    nghttp2_session_callbacks_set_send_callback(cb, on_send);
-    nghttp2_session_callbacks_set_send_data_callback(cb, on_send_data);
-    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback2(cb, on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
-    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_sent);
-    return cb;
-}
-
-/* nghttp2 allocates per stream and per header; the worker's cache serves it. */
-static void *mem_malloc(size_t size, void *cache) { return xMemCacheAlloc(cache, size); }
-static void mem_free(void *ptr, void *cache) { xMemCacheFree(cache, ptr); }
-static void *mem_calloc(size_t n, size_t size, void *cache) { return xMemCacheCalloc(cache, n, size); }
-static void *mem_realloc(void *ptr, size_t size, void *cache) { return xMemCacheRealloc(cache, ptr, size); }
-
-static nghttp2_session *make_session(xHttp2 *h2, const xHttpServerConf *conf, xMemCache *cache) {
-    nghttp2_session_callbacks *cb = make_callbacks();
-    nghttp2_option *opt;
-    nghttp2_session *session = NULL;
-    if (!cb || nghttp2_option_new(&opt) != 0) {
-        nghttp2_session_callbacks_del(cb);
-        return NULL;
-    }
-    nghttp2_option_set_stream_reset_rate_limit(opt, conf->http2_reset_burst, conf->http2_reset_rate);
-    nghttp2_option_set_max_continuations(opt, conf->http2_max_continuations);
-    nghttp2_option_set_max_outbound_ack(opt, conf->http2_max_control_queue);
-    nghttp2_option_set_max_settings(opt, 32);
-    nghttp2_option_set_max_send_header_block_length(opt, 64 * 1024);
-    nghttp2_option_set_no_auto_window_update(opt, 1);
-    nghttp2_mem mem = {cache, mem_malloc, mem_free, mem_calloc, mem_realloc};
-    nghttp2_session_server_new3(&session, cb, h2, opt, &mem);
-    nghttp2_option_del(opt);
-    nghttp2_session_callbacks_del(cb);
-    if (!session) return NULL;
-    nghttp2_settings_entry settings[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conf->http2_max_streams},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, conf->http2_window},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)conf->max_header_size},
+/* Our SETTINGS, and the connection window opened to match the streams'. */
+static bool greet(xHttp2 *h2) {
+    const uint32_t settings[][2] = {
+        {XH2_SETTINGS_MAX_CONCURRENT_STREAMS, h2->conf->http2_max_streams},
+        {XH2_SETTINGS_INITIAL_WINDOW_SIZE, h2->stream_window},
+        {XH2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)h2->conf->max_header_size},
+        {XH2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1},
+        {XH2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
-    if (nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, sizeof settings / sizeof *settings) !=
-            0 ||
-        nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0, (int32_t)conf->http2_window) !=
-            0) {
-        nghttp2_session_del(session);
-        return NULL;
-    }
-    return session;
+    if (xH2WriteSettings(h2->conn, settings, sizeof settings / sizeof *settings) != XOK) return false;
+    if (h2->conn_window > XH2_DEFAULT_WINDOW &&
+        xH2WriteWindowUpdate(h2->conn, 0, h2->conn_window - XH2_DEFAULT_WINDOW) != XOK)
+        return false;
+    return true;
 }
 
-/* Stream 1 is the HTTP/1.1 request that asked to upgrade. */
+/* Stream 1 is the HTTP/1.1 request that asked to upgrade; its
+ * HTTP2-Settings are the client's first settings (RFC 7540 §3.2.1). */
 static bool adopt_upgrade(xHttp2 *h2, const xHttp2Upgrade *up) {
-    bool head = xStrEqualsC(up->method, "HEAD");
-    if (nghttp2_session_upgrade2(h2->session, (const uint8_t *)up->settings, up->settings_len, head, NULL) !=
-        0)
+    if (up->settings_len % 6 || !apply_settings(h2, (const uint8_t *)up->settings, up->settings_len))
         return false;
     xH2Stream *s = stream_new(h2, 1);
     if (!s) return false;
-    nghttp2_session_set_stream_user_data(h2->session, 1, s);
+    h2->highest_id = 1;
     /* The target is path and query as sent: contiguous in the request line. */
     size_t target_len =
         up->query.len ? (size_t)(up->query.data + up->query.len - up->path.data) : up->path.len;
     size_t total = up->method.len + target_len;
     for (size_t i = 0; i < up->num_headers; i++) total += up->headers[i].name.len + up->headers[i].value.len;
     /* Room for everything first: the fields point into the strings. */
-    bool ok = xBufferReserve(&s->strings, total) == XOK;
-    if (ok) {
-        s->method.value = append_string(s, up->method.data, up->method.len);
-        s->path.value = append_string(s, up->path.data, target_len);
+    if (xBufferReserve(&s->strings, total) != XOK ||
+        xBufferReserve(&s->fields, up->num_headers * sizeof(xH2Field)) != XOK)
+        return false;
+    char *at = s->strings.data;
+    memcpy(at, up->method.data, up->method.len);
+    s->method = (xStr){at, up->method.len};
+    at += up->method.len;
+    memcpy(at, up->path.data, target_len);
+    s->path = (xStr){at, target_len};
+    at += target_len;
+    xH2Field *f = (xH2Field *)s->fields.data;
+    for (size_t i = 0; i < up->num_headers; i++) {
+        xStr name = up->headers[i].name, value = up->headers[i].value;
+        memcpy(at, name.data, name.len);
+        memcpy(at + name.len, value.data, value.len);
+        f[i] = (xH2Field){{at, name.len}, {at + name.len, value.len}};
+        at += name.len + value.len;
     }
-    for (size_t i = 0; ok && i < up->num_headers; i++) {
-        xH2Field f;
-        f.name = append_string(s, up->headers[i].name.data, up->headers[i].name.len);
-        f.value = append_string(s, up->headers[i].value.data, up->headers[i].value.len);
-        ok = xBufferAppend(&s->fields, &f, sizeof f) == XOK;
-    }
+    s->strings.len = total;
+    s->fields.len = up->num_headers * sizeof(xH2Field);
     s->body_done = true; /* an upgrade carries no body */
-    if (ok) mark_ready(h2, s);
-    return ok;
+    mark_ready(h2, s);
+    return true;
+}
+
+static xHttp2 *session_new(xConn *conn) {
+    xHttp2 *h2 = calloc(1, sizeof *h2);
+    if (!h2) return NULL;
+    if (xHpackDecoderInit(&h2->decoder, XHPACK_INITIAL_TABLE_SIZE) != 0) {
+        free(h2);
+        return NULL;
+    }
+    xHpackEncoderInit(&h2->encoder);
+    h2->conn = conn;
+    h2->conf = xHttpContextOf(conn)->conf;
+    h2->preface_left = XHTTP2_PREFACE_LEN;
+    h2->peer_window = h2->send_window = XH2_DEFAULT_WINDOW;
+    h2->stream_window = h2->conf->http2_window < XH2_MAX_WINDOW ? h2->conf->http2_window : XH2_MAX_WINDOW;
+    h2->conn_window = h2->stream_window > XH2_DEFAULT_WINDOW ? h2->stream_window : XH2_DEFAULT_WINDOW;
+    h2->recv_window = h2->conn_window;
+    h2->held_window.limit = h2->conn_window;
+    h2->reset_tokens = h2->conf->http2_reset_burst;
+    h2->reset_refill_ms = xEventLoopNowMs(conn->net->loop);
+    xTimerInit(&h2->goaway_timer, on_goaway_timer);
+    return h2;
 }
 
 bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade) {
-    xHttp2 *h2 = calloc(1, sizeof *h2);
-    if (!h2 || !(h2->session = make_session(h2, xHttpContextOf(conn)->conf, conn->net->mem))) {
-        free(h2);
-        return false; /* the connection is still the caller's */
-    }
-    h2->conn = conn;
-    h2->held_window.limit = xHttpContextOf(conn)->conf->http2_window;
-    xTimerInit(&h2->goaway_timer, on_goaway_timer);
+    xHttp2 *h2 = session_new(conn);
+    if (!h2) return false; /* the connection is still the caller's */
     conn->proto = &h2_protocol;
     conn->proto_state = h2;
-    if (upgrade && !adopt_upgrade(h2, upgrade)) {
+    if (!greet(h2) || (upgrade && !adopt_upgrade(h2, upgrade))) {
         xConnClose(conn);
         return true;
     }
     xConnRetain(conn);
     h2->in_batch = true;
-    bool ok = conn->in.len <= start || feed(h2, conn->in.data + start, conn->in.len - start);
-    if (ok) dispatch_ready(h2);
+    xBufferConsume(&conn->in, start < conn->in.len ? start : conn->in.len);
+    bool ok = take_input(h2);
+    dispatch_ready(h2);
     h2->in_batch = false;
-    conn->in.len = 0;
     if (!conn->closed) {
-        xBufferPoolRelease(&conn->net->buffers, &conn->in);
+        if (!conn->in.len) xBufferPoolRelease(&conn->net->buffers, &conn->in);
         if (ok) pump(h2);
         if (ok && conn->readable && !conn->closed) on_readable(conn);
     }
     xConnRelease(conn);
     return true;
+}
+
+static const char *stream_invariant(const xHttp2 *h2, const xH2Stream *s, size_t *open, size_t *returned) {
+    if (!s->closed && xH2TableFind(&h2->table, s->id) != s) return "an open stream is not in the table";
+    if (s->send_window > XH2_MAX_WINDOW) return "a stream's send window is over 2^31-1";
+    if (s->recv_window < 0 || s->recv_window > h2->stream_window)
+        return "a stream's receive window is out of range";
+    if (s->held_share.returned > s->body.len) return "a stream returned more than it holds";
+    if (s->out_framed > s->out.len || s->ref_framed > s->ref_len) return "framed past a body's end";
+    if (s->id > h2->highest_id) return "a stream above the highest id";
+    *open += !s->closed;
+    *returned += s->held_share.returned;
+    return NULL;
+}
+
+const char *xHttp2BrokenInvariant(const xConn *conn) {
+    if (conn->proto != &h2_protocol) return NULL;
+    const xHttp2 *h2 = conn->proto_state;
+    size_t open = 0, returned = 0;
+    for (const xH2Stream *s = h2->streams; s; s = s->next) {
+        const char *broken = stream_invariant(h2, s, &open, &returned);
+        if (broken) return broken;
+    }
+    if (open != h2->table.count) return "the table's count is not the open streams'";
+    if (open > h2->conf->http2_max_streams) return "more open streams than allowed";
+    if (h2->spare_count > XH2_SPARE_STREAMS) return "too many spare streams";
+    if (h2->send_window > XH2_MAX_WINDOW) return "the connection's send window is over 2^31-1";
+    if (h2->recv_window < 0 || h2->recv_window > h2->conn_window) return "the receive window is out of range";
+    if (returned != h2->held_window.returned || returned > h2->held_window.limit)
+        return "held bytes returned do not add up";
+    if (h2->block.len > (size_t)(h2->conf->http2_max_continuations + 1) * XH2_DEFAULT_FRAME_SIZE)
+        return "a header block grew past its frames";
+    return NULL;
 }
 
 long xHttp2DecodeSettings(xStr in, char *out) {

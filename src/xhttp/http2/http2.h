@@ -1,6 +1,7 @@
-/* http2.h — HTTP/2 (RFC 9113) on an xConn, with nghttp2 doing framing, HPACK
- * and flow-control bookkeeping, and this layer doing buffering, batching and
- * the bridge to the exchange API. */
+/* http2.h — HTTP/2 (RFC 9113) on an xConn, all of it xKit's own: framing
+ * (frame.h), HPACK (hpack.h), streams (stream_table.h), request checks
+ * (request.h), and in http2.c the session, flow control and the bridge to
+ * the exchange API. */
 #ifndef XHTTP_HTTP2_HTTP2_H
 #define XHTTP_HTTP2_HTTP2_H
 
@@ -29,6 +30,12 @@ typedef struct xHttp2Upgrade {
  *  then ended it, say for a bad preface); false when HTTP/2 could not be set
  *  up and the connection is still the caller's. */
 bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade);
+
+/** For tests and fuzzers: the first invariant of conn's HTTP/2 session that
+ *  does not hold (windows within their bounds, the stream table agreeing
+ *  with the streams, held request bytes accounted), or NULL when all hold or
+ *  conn does not speak HTTP/2. */
+const char *xHttp2BrokenInvariant(const xConn *conn);
 
 /** Decodes a base64url HTTP2-Settings value into out (at least 3/4 of
  *  in_len bytes). Returns the decoded length, or -1 when malformed. */

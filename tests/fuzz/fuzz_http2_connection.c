@@ -1,0 +1,320 @@
+/* fuzz_http2_connection.c — a whole HTTP/2 connection, as a worker serves it,
+ * fed a client's bytes.
+ *
+ * The server end of a socketpair is accepted with xUpgradeAccept under an
+ * HTTP/2-only plan, on a context set up like a worker's with small limits
+ * (8 streams, 64 KiB windows, 1 KiB header lists), and routes that answer at
+ * once, echo the body, stream a response with a trailer, answer from a later
+ * loop iteration, and read a streamed request body. The real plain transport
+ * and the loop's epoll carry every byte.
+ *
+ * Input: byte 0 is the pace; the rest is what the client sends.
+ *   - bits 0-3: 0 sends everything in one write; other n, pieces of 1 to
+ *     2^(n-1) bytes (sizes drawn from byte 0); the loop turns after each;
+ *   - bit 4: the input is sent as it is; otherwise the client preface and an
+ *     empty SETTINGS go first, so the rest can be frames alone;
+ *   - bit 6: the client reads only once it has sent everything;
+ *   - bit 7: the server's send buffer is as small as the kernel allows, so
+ *     writes block and queued output waits.
+ * The client then half-closes, reads until the server's end of stream, and
+ * closes. Checked after every piece: the session's own invariants
+ * (xHttp2BrokenInvariant: windows within 0 and 2^31-1, the stream table
+ * agreeing with the streams and within the stream limit, held body bytes
+ * accounted). Checked after every input:
+ *   - the server ends its output after the client's FIN, and the connection
+ *     is freed once the client closes: conn_count 0, no connection listed;
+ *   - the buffer pool keeps at most its maximum, and no pooled exchange is
+ *     lost;
+ *   - the output is a sequence of whole frames, at most 16 KiB each, of the
+ *     types a server sends, opening with SETTINGS; stream frames (HEADERS,
+ *     CONTINUATION, DATA, RST_STREAM) on odd ids; nothing after a GOAWAY that
+ *     reports an error but that GOAWAY. A frame may be cut short only when
+ *     writes could block (bit 7).
+ * Leaks are LeakSanitizer's. FUZZ_DUMP=1 prints each input and its output. */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fuzz_check.h"
+#include "xhttp/core/context.h"
+#include "xhttp/core/exchange.h"
+#include "xhttp/http2/http2.h"
+#include "xhttp/upgrade/upgrade.h"
+
+#define MAX_PIECES 256   /* more pieces than this: the last takes the rest */
+#define SETTLE_TURNS 256 /* loop turns allowed for the server to finish */
+#define HANDLER_BODY "hello\n"
+#define CLIENT_START XHTTP2_PREFACE "\0\0\0\4\0\0\0\0\0"
+
+static xHttpServerConf conf;
+static xHttpContext ctx;
+static xUpgradePlan plan;
+static xTimer tick;
+
+/* ---- Routes ---- */
+
+static void on_hello(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xHttpResponseAddHeader(res, "Content-Type", "text/plain");
+    xHttpResponseSend(res, HANDLER_BODY, sizeof HANDLER_BODY - 1);
+}
+
+static void on_echo(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xStr body = xHttpRequestBody(req);
+    xHttpResponseSend(res, body.data, body.len);
+}
+
+static void on_stream(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xHttpResponseAddHeader(res, "Trailer", "X-Sum");
+    xHttpResponseWrite(res, "first ", 6);
+    xHttpResponseWrite(res, "", 0);
+    xHttpResponseWrite(res, "second\n", 7);
+    xHttpResponseAddTrailer(res, "X-Sum", "13");
+    xHttpResponseEnd(res);
+}
+
+/* Answers from the next loop turn, whether or not the client is still there. */
+static void answer_later(xEventLoop *loop, void *res) { xHttpResponseSend(res, "later\n", 6); }
+
+static void on_later(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    if (xEventLoopPost(xHttpRequestLoop(req), answer_later, res) != XOK) answer_later(NULL, res);
+}
+
+/* A streamed body is counted; the count is the answer. "?refuse" answers
+ * from the head alone, leaving the body unread. */
+typedef struct Upload {
+    size_t bytes;
+} Upload;
+
+static void upload_gone(xHttpResponse *res, void *up) { free(up); }
+
+static void upload_read(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
+                        void *arg) {
+    Upload *up = arg;
+    up->bytes += len;
+    if (!end) return;
+    char text[32];
+    int n = snprintf(text, sizeof text, "%zu bytes\n", up->bytes);
+    free(up);
+    xHttpResponseOnAbort(res, NULL, NULL);
+    xHttpResponseSend(res, text, (size_t)n);
+}
+
+static void on_upload(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xStr query = xHttpRequestQuery(req);
+    if (xStrEqualsC(query, "refuse")) {
+        xHttpResponseSetStatus(res, 403);
+        xHttpResponseSend(res, "no\n", 3);
+        return;
+    }
+    Upload *up = calloc(1, sizeof *up);
+    FUZZ_ASSERT(up != NULL, "out of memory");
+    xHttpResponseOnAbort(res, upload_gone, up);
+    if (xHttpRequestReadBody(req, upload_read, up) != XOK) {
+        free(up);
+        xHttpResponseOnAbort(res, NULL, NULL);
+        xHttpResponseSend(res, "unread\n", 7);
+    }
+}
+
+static xHttpRouteTarget targets[] = {
+    {on_hello, NULL, false, NULL, false},  {on_echo, NULL, false, NULL, false},
+    {on_stream, NULL, false, NULL, false}, {on_later, NULL, false, NULL, false},
+    {on_upload, NULL, true, NULL, false},
+};
+static const char *const specs[] = {"GET /hello", "POST /echo", "GET /stream", "/later", "/upload"};
+
+static void on_tick(xEventLoop *loop, xTimer *timer) { xEventLoopStop(loop); }
+
+static void set_up(void) {
+    xHttpServerConfInit(&conf);
+    conf.max_header_size = 1024;
+    conf.max_headers = 16;
+    conf.max_body_size = 4096;
+    conf.http2_max_streams = 8;
+    conf.http2_window = 65535;
+    conf.http2_max_continuations = 4;
+    conf.http2_max_control_queue = 64;
+    /* No timer of the server's may fire within one input. */
+    conf.header_timeout_ms = conf.body_timeout_ms = conf.idle_timeout_ms = 600000;
+    conf.send_timeout_ms = 600000;
+    ctx.net.loop = xEventLoopCreate();
+    ctx.net.mem = xMemCacheCreate();
+    ctx.net.send_timeout_ms = conf.send_timeout_ms;
+    ctx.conf = &conf;
+    ctx.upgrades = &xUpgradeRequests;
+    xBufferPoolInit(&ctx.net.buffers, 16384, 8);
+    xRouter *router = xRouterCreate();
+    FUZZ_ASSERT(ctx.net.loop && ctx.net.mem && router, "set-up failed");
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+        FUZZ_ASSERT(xRouterAdd(router, specs[i], &targets[i], NULL) == XOK, "route %s", specs[i]);
+    ctx.router = router;
+    xUpgradePlanCleartext(&plan, XHTTP_PROTO_HTTP2);
+    xTimerInit(&tick, on_tick);
+}
+
+/* ---- The client's end ---- */
+
+typedef struct Client {
+    int fd;
+    char *out; /* what the server wrote */
+    size_t out_len, out_cap;
+    bool eof;
+} Client;
+
+/* The session's invariants, on every connection the context holds. */
+static void check_sessions(void) {
+    for (xConn *conn = ctx.net.conns; conn; conn = conn->next) {
+        const char *broken = xHttp2BrokenInvariant(conn);
+        FUZZ_ASSERT(!broken, "%s", broken);
+    }
+}
+
+/* One turn of the loop: whatever is ready, then due timers, without waiting. */
+static void turn(void) {
+    xTimerStart(ctx.net.loop, &tick, 0);
+    xEventLoopRun(ctx.net.loop);
+    check_sessions();
+}
+
+static void client_read(Client *c) {
+    while (!c->eof) {
+        if (c->out_cap - c->out_len < 4096) {
+            c->out_cap = c->out_cap ? c->out_cap * 2 : 16384;
+            c->out = realloc(c->out, c->out_cap);
+            FUZZ_ASSERT(c->out != NULL, "out of memory");
+        }
+        ssize_t n = recv(c->fd, c->out + c->out_len, c->out_cap - c->out_len, MSG_DONTWAIT);
+        if (n > 0) {
+            c->out_len += (size_t)n;
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            c->eof = true; /* end of stream, or reset */
+        } else if (errno == EAGAIN) {
+            return;
+        }
+    }
+}
+
+/* Sends piece, turning the loop while the socket is full; false once the
+ * server is gone. */
+static bool client_send(Client *c, const char *piece, size_t len, bool read_now) {
+    for (int turns = 0; len > 0; turns++) {
+        ssize_t n = send(c->fd, piece, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
+        if (n > 0) {
+            piece += n;
+            len -= (size_t)n;
+            continue;
+        }
+        FUZZ_ASSERT(turns < SETTLE_TURNS, "the server takes no input");
+        turn();
+        client_read(c);
+    }
+    turn();
+    if (read_now) client_read(c);
+    turn();
+    if (read_now) client_read(c);
+    return true;
+}
+
+/* ---- What the server wrote ---- */
+
+static void dump(const char *what, const char *b, size_t len) {
+    fprintf(stderr, "%s (%zu bytes): \"", what, len);
+    for (size_t i = 0; i < len && i < 4096; i++) {
+        unsigned char c = (unsigned char)b[i];
+        if (c >= 32 && c < 127 && c != '"' && c != '\\')
+            fputc(c, stderr);
+        else
+            fprintf(stderr, "\\x%02x", c);
+    }
+    fprintf(stderr, "\"%s\n", len > 4096 ? "..." : "");
+}
+
+static void check_output(const Client *c, bool may_cut) {
+    const unsigned char *b = (const unsigned char *)c->out;
+    size_t pos = 0;
+    bool failed_goaway = false;
+    for (int n = 0; pos < c->out_len; n++) {
+        FUZZ_ASSERT(!failed_goaway, "frames after a GOAWAY with an error");
+        if (c->out_len - pos < 9) break;
+        size_t len = (size_t)b[pos] << 16 | (size_t)b[pos + 1] << 8 | b[pos + 2];
+        unsigned type = b[pos + 3];
+        uint32_t id = ((uint32_t)b[pos + 5] << 24 | (uint32_t)b[pos + 6] << 16 | (uint32_t)b[pos + 7] << 8 |
+                       b[pos + 8]) &
+                      0x7fffffffu;
+        FUZZ_ASSERT(len <= 16384, "a %zu-byte frame", len);
+        FUZZ_ASSERT(n > 0 || type == 4, "the output does not open with SETTINGS");
+        FUZZ_ASSERT(type <= 9 && type != 2 && type != 5, "frame type %u from a server", type);
+        bool on_stream = type == 0 || type == 1 || type == 3 || type == 9;
+        FUZZ_ASSERT(!on_stream || (id & 1), "type %u on stream %u", type, id);
+        FUZZ_ASSERT(on_stream || type == 8 || id == 0, "type %u on stream %u", type, id);
+        if (c->out_len - pos - 9 < len) break;
+        if (type == 7 && len >= 8) failed_goaway = b[pos + 15] || b[pos + 14] || b[pos + 13] || b[pos + 12];
+        pos += 9 + len;
+    }
+    FUZZ_ASSERT(pos == c->out_len || may_cut, "the output ends in a partial frame");
+}
+
+/* ---- One connection ---- */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static bool ready;
+    if (!ready) {
+        set_up();
+        ready = true;
+    }
+    if (size < 1) return 0;
+    unsigned mode = data[0], shift = mode & 15;
+    bool raw = mode & 0x10, read_as_we_go = !(mode & 0x40), small_sndbuf = mode & 0x80;
+    size_t start = raw ? 0 : sizeof CLIENT_START - 1, n = start + size - 1;
+    char *in = malloc(n ? n : 1);
+    FUZZ_ASSERT(in != NULL, "out of memory");
+    memcpy(in, CLIENT_START, start);
+    memcpy(in + start, data + 1, size - 1);
+    size_t pooled = ctx.free_exchange_count;
+
+    int sv[2];
+    FUZZ_ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0, "socketpair: %s",
+                strerror(errno));
+    if (small_sndbuf) {
+        int one = 1;
+        setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof one);
+    }
+    FUZZ_ASSERT(xUpgradeAccept(&ctx, sv[0], NULL, &plan), "accept failed");
+    Client c = {.fd = sv[1]};
+
+    uint32_t rng = mode * 2654435761u + 1;
+    size_t pos = 0;
+    for (int pieces = 1; pos < n; pieces++) {
+        size_t take = n - pos;
+        if (shift && pieces < MAX_PIECES) {
+            rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
+            size_t most = (size_t)1 << (shift - 1);
+            if (take > 1 + rng % most) take = 1 + rng % most;
+        }
+        if (!client_send(&c, in + pos, take, read_as_we_go)) break;
+        pos += take;
+    }
+    shutdown(c.fd, SHUT_WR);
+    for (int i = 0; i < SETTLE_TURNS && !c.eof; i++) {
+        turn();
+        client_read(&c);
+    }
+    FUZZ_ASSERT(c.eof, "the server keeps the connection open after the client's FIN");
+    close(c.fd);
+    for (int i = 0; i < SETTLE_TURNS && ctx.net.conn_count; i++) turn();
+    FUZZ_ASSERT(ctx.net.conn_count == 0 && ctx.net.conns == NULL, "%zu connections left", ctx.net.conn_count);
+    FUZZ_ASSERT(ctx.net.buffers.free_count <= ctx.net.buffers.max_free, "%zu pooled buffers",
+                ctx.net.buffers.free_count);
+    FUZZ_ASSERT(ctx.free_exchange_count >= pooled, "exchanges lost: %zu pooled, %zu before",
+                ctx.free_exchange_count, pooled);
+    if (getenv("FUZZ_DUMP")) {
+        dump("input", in, n);
+        dump("output", c.out, c.out_len);
+    }
+    check_output(&c, small_sndbuf);
+    free(c.out);
+    free(in);
+    return 0;
+}
