@@ -17,6 +17,7 @@ needs=(
   ca-certificates:/etc/ssl/certs/ca-certificates.crt
   libnghttp2-dev:/usr/include/nghttp2/nghttp2.h
   libssl-dev:/usr/include/openssl/ssl.h
+  zlib1g-dev:/usr/include/zlib.h
   liburing-dev:/usr/include/liburing.h
   openssl:openssl
   nghttp2-client:h2load
@@ -47,4 +48,11 @@ fi
 if ! python3 -c "import cryptography.hazmat.primitives.ciphers.aead" >/dev/null 2>&1; then
   echo "installing: cryptography (pip, for the TLS tests)"
   python3 -m pip install --quiet cryptography
+fi
+
+# The WebSocket tests (tests/integration/test_websocket.py) drive the server
+# with Python's websockets package as one of their clients.
+if ! python3 -c "import websockets" >/dev/null 2>&1; then
+  echo "installing: websockets (pip, for the WebSocket tests)"
+  python3 -m pip install --quiet websockets
 fi

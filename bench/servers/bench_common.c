@@ -332,6 +332,7 @@ static void on_whoami(xHttpRequest *req, xHttpResponse *res, void *arg) {
 
 /* Set by --test-routes (the integration tests' harness passes it). */
 static bool test_routes;
+static bool ws_deflate;
 
 void benchAddRoutes(xHttpServer *server) {
     memset(echo_bytes, 'x', sizeof echo_bytes);
@@ -340,6 +341,7 @@ void benchAddRoutes(xHttpServer *server) {
     xHttpServerRoute(server, "POST /echo", on_echo_post, NULL);
     xHttpServerRoute(server, "GET /", on_index, NULL);
     xHttpServerRoute(server, "POST /", on_index, NULL);
+    benchAddWebSocket(server, ws_deflate, test_routes);
     if (!test_routes) return;
     /* Each literal first segment is one more edge at the router's root, which every request
      * searches: about 5 ns more per GET /ping (bench/README.md), so not in measured runs. */
@@ -354,7 +356,8 @@ void benchAddRoutes(xHttpServer *server) {
 const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
                                 "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
                                 "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
-                                "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n";
+                                "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
+                                "       [--ws-deflate]\n";
 
 typedef struct Option {
     const char *flag;
@@ -388,6 +391,10 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--test-routes") == 0) {
             test_routes = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--ws-deflate") == 0) {
+            ws_deflate = true;
             continue;
         }
         if (strcmp(argv[i], "--no-http2") == 0 || strcmp(argv[i], "--http2-only") == 0) {

@@ -16,6 +16,10 @@ bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
  *  the test-only ones (/delay, /stream, /upload, /tls) after --test-routes. */
 void benchAddRoutes(xHttpServer *server);
 
+/** Adds /ws (echo; permessage-deflate offered when deflate) and, with
+ *  test_routes, /ws-test (bench_websocket.c). */
+void benchAddWebSocket(xHttpServer *server, bool deflate, bool test_routes);
+
 /** A server flag the common parser does not know: the caller's. Returns how
  *  many arguments it took from argv[i] on (1 or more), or 0 for unknown. */
 typedef int (*BenchExtraFlag)(int argc, char **argv, int i, void *arg);

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <xhttp/server.h>
 #include <xhttp/tls.h>
+#include <xhttp/websocket.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +35,7 @@
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/router.h"
 #include "xhttp/upgrade/upgrade.h"
+#include "xhttp/websocket/websocket.h"
 
 #define XSERVER_MAX_LISTENERS 8
 #define XSERVER_BACKLOG 4096
@@ -290,6 +292,7 @@ void xHttpServerDestroy(xHttpServer *server) {
     xRouterDestroy(server->router);
     while (server->targets) {
         xHttpRouteTarget *next = server->targets->next;
+        xWsRouteFree(server->targets->websocket);
         free(server->targets);
         server->targets = next;
     }
@@ -299,12 +302,12 @@ void xHttpServerDestroy(xHttpServer *server) {
 }
 
 static xErrno add_route(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg,
-                        bool streams_body) {
+                        bool streams_body, xWsRoute *websocket) {
     if (server->running) return XERR_STATE;
     if (!spec || !handler) return XERR_INVALID;
     xHttpRouteTarget *target = malloc(sizeof *target);
     if (!target) return XERR_NOMEM;
-    *target = (xHttpRouteTarget){handler, arg, streams_body, server->targets};
+    *target = (xHttpRouteTarget){handler, arg, streams_body, server->targets, websocket};
     xErrno err = xRouterAdd(server->router, spec, target, NULL);
     if (err != XOK) {
         free(target);
@@ -315,11 +318,23 @@ static xErrno add_route(xHttpServer *server, const char *spec, xHttpHandler hand
 }
 
 xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
-    return add_route(server, spec, handler, arg, false);
+    return add_route(server, spec, handler, arg, false, NULL);
 }
 
 xErrno xHttpServerRouteStreaming(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
-    return add_route(server, spec, handler, arg, true);
+    return add_route(server, spec, handler, arg, true, NULL);
+}
+
+xErrno xHttpServerWebSocket(xHttpServer *server, const char *path, const xWebSocketConf *conf, void *arg) {
+    if (server->running) return XERR_STATE;
+    char spec[1024];
+    if (!path || snprintf(spec, sizeof spec, "GET %s", path) >= (int)sizeof spec) return XERR_INVALID;
+    xErrno err;
+    xWsRoute *route = xWsRouteCreate(conf, arg, &err);
+    if (!route) return err;
+    err = add_route(server, spec, xWsRouteHandler, route, false, route);
+    if (err != XOK) xWsRouteFree(route);
+    return err;
 }
 
 /* ---- Listening ---- */

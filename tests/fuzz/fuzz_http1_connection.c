@@ -121,8 +121,9 @@ static void on_upload(xHttpRequest *req, xHttpResponse *res, void *arg) {
 }
 
 static xHttpRouteTarget targets[] = {
-    {on_hello, NULL, false, NULL}, {on_echo, NULL, false, NULL},  {on_stream, NULL, false, NULL},
-    {on_later, NULL, false, NULL}, {on_upload, NULL, true, NULL},
+    {on_hello, NULL, false, NULL, NULL},  {on_echo, NULL, false, NULL, NULL},
+    {on_stream, NULL, false, NULL, NULL}, {on_later, NULL, false, NULL, NULL},
+    {on_upload, NULL, true, NULL, NULL},
 };
 static const char *const specs[] = {"GET /hello", "POST /echo", "GET /stream", "/later", "/upload"};
 

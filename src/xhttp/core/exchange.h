@@ -39,6 +39,7 @@ typedef struct xHttpRouteTarget {
     void *arg;
     bool streams_body;             /* runs at the head; the body follows in pieces */
     struct xHttpRouteTarget *next; /* the server's list, for freeing */
+    struct xWsRoute *websocket;    /* a WebSocket route's settings (websocket/), else NULL */
 } xHttpRouteTarget;
 
 struct xHttpRequest {

@@ -1,0 +1,87 @@
+/* bench_websocket.c — the bench servers' WebSocket routes: /ws echoes every
+ * message back as it came (text or binary), the endpoint our WebSocket
+ * reports measure; with --test-routes, /ws-test adds what the integration
+ * tests drive (a refusal, a subprotocol, a small limit, a server close, a
+ * reply sent later from a timer). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <xhttp/websocket.h>
+
+#include "bench_common.h"
+
+#define TEST_MAX_MESSAGE 65536
+#define LATER_MS 20
+
+static void on_echo(xWebSocket *ws, const char *data, size_t len, bool binary, void *arg) {
+    if (binary)
+        xWebSocketSendBinary(ws, data, len);
+    else
+        xWebSocketSendText(ws, data, len);
+}
+
+/* ?refuse=STATUS refuses; a client offering "chat" gets it. */
+static int on_test_open(xWebSocket *ws, xWebSocketOpen *open, void *arg) {
+    xStr refuse;
+    if (xHttpRequestQueryParam(open->req, "refuse", &refuse)) return atoi(refuse.data);
+    xStr offered = open->protocols;
+    for (const char *p = offered.data; p && p < offered.data + offered.len; p++) {
+        if (strncmp(p, "chat", 4) == 0 &&
+            (p + 4 == offered.data + offered.len || p[4] == ',' || p[4] == ' ')) {
+            open->protocol = "chat";
+            break;
+        }
+        p = memchr(p, ',', offered.data + offered.len - p);
+    }
+    return 0;
+}
+
+typedef struct Later {
+    xTimer timer; /* first: the timer callback finds its Later */
+    xWebSocket *ws;
+    size_t len;
+    char data[];
+} Later;
+
+static void on_later(xEventLoop *loop, xTimer *timer) {
+    Later *later = (Later *)timer;
+    xWebSocketSendText(later->ws, later->data, later->len); /* XERR_CLOSED if it went */
+    xWebSocketRelease(later->ws);
+    free(later);
+}
+
+/* "close" closes with 4000 "bye"; "later:TEXT" answers TEXT after a while;
+ * "protocol" answers the chosen subprotocol; anything else is echoed. */
+static void on_test_message(xWebSocket *ws, const char *data, size_t len, bool binary, void *arg) {
+    if (!binary && len == 5 && memcmp(data, "close", 5) == 0) {
+        xWebSocketClose(ws, 4000, "bye");
+    } else if (!binary && len == 8 && memcmp(data, "protocol", 8) == 0) {
+        const char *p = xWebSocketProtocol(ws);
+        xWebSocketSendText(ws, p, strlen(p));
+    } else if (!binary && len >= 6 && memcmp(data, "later:", 6) == 0) {
+        Later *later = malloc(sizeof *later + len - 6);
+        if (!later) return;
+        later->ws = ws;
+        later->len = len - 6;
+        memcpy(later->data, data + 6, len - 6);
+        xWebSocketRetain(ws);
+        xTimerInit(&later->timer, on_later);
+        xTimerStart(xWebSocketLoop(ws), &later->timer, LATER_MS);
+    } else {
+        on_echo(ws, data, len, binary, arg);
+    }
+}
+
+void benchAddWebSocket(xHttpServer *server, bool deflate, bool test_routes) {
+    xWebSocketConf conf;
+    xWebSocketConfInit(&conf);
+    conf.on_message = on_echo;
+    conf.deflate = deflate;
+    xHttpServerWebSocket(server, "/ws", &conf, NULL);
+    if (!test_routes) return;
+    conf.on_open = on_test_open;
+    conf.on_message = on_test_message;
+    conf.max_message_size = TEST_MAX_MESSAGE;
+    conf.close_timeout_ms = 1000;
+    xHttpServerWebSocket(server, "/ws-test", &conf, NULL);
+}
