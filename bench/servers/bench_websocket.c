@@ -24,14 +24,12 @@ static void on_echo(xWebSocket *ws, const char *data, size_t len, bool binary, v
 static int on_test_open(xWebSocket *ws, xWebSocketOpen *open, void *arg) {
     xStr refuse;
     if (xHttpRequestQueryParam(open->req, "refuse", &refuse)) return atoi(refuse.data);
-    xStr offered = open->protocols;
-    for (const char *p = offered.data; p && p < offered.data + offered.len; p++) {
-        if (strncmp(p, "chat", 4) == 0 &&
-            (p + 4 == offered.data + offered.len || p[4] == ',' || p[4] == ' ')) {
-            open->protocol = "chat";
-            break;
-        }
-        p = memchr(p, ',', offered.data + offered.len - p);
+    const char *p = open->protocols.data, *end = p + open->protocols.len;
+    while (p < end) { /* a comma-separated list of tokens */
+        while (p < end && (*p == ',' || *p == ' ')) p++;
+        const char *name = p;
+        while (p < end && *p != ',' && *p != ' ') p++;
+        if (p - name == 4 && memcmp(name, "chat", 4) == 0) open->protocol = "chat";
     }
     return 0;
 }

@@ -232,7 +232,7 @@ static xErrno put_close(xWebSocket *ws, uint16_t code, const char *reason, size_
     if (code != XWS_CLOSE_NO_STATUS) {
         payload[0] = (char)(code >> 8);
         payload[1] = (char)code;
-        memcpy(payload + 2, reason, reason_len);
+        if (reason_len) memcpy(payload + 2, reason, reason_len);
         n = 2 + reason_len;
     }
     ws->close_sent = true;
@@ -245,7 +245,7 @@ static xErrno send_message(xWebSocket *ws, unsigned opcode, const void *data, si
     bool rsv1 = false;
     if (ws->conn->closed || ws->close_sent) {
         err = XERR_CLOSED;
-    } else if (ws->deflate) {
+    } else if (ws->deflate && len > 0) { /* an empty message is sent as it is (RFC 7692 §6) */
         const char *zipped;
         size_t zipped_len;
         if (!xWsDeflateCompress(ws->deflate, data, len, &zipped, &zipped_len)) err = XERR_NOMEM;
