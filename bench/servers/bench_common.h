@@ -17,7 +17,7 @@ bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
 void benchAddRoutes(xHttpServer *server);
 
 /** Adds /ws (echo; permessage-deflate offered when deflate) and, with
- *  test_routes, /ws-test (bench_websocket.c). */
+ *  test_routes, /ws-test and /ws-idle (bench_websocket.c). */
 void benchAddWebSocket(xHttpServer *server, bool deflate, bool test_routes);
 
 /** A server flag the common parser does not know: the caller's. Returns how

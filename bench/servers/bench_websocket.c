@@ -2,7 +2,7 @@
  * message back as it came (text or binary), the endpoint our WebSocket
  * reports measure; with --test-routes, /ws-test adds what the integration
  * tests drive (a refusal, a subprotocol, a small limit, a server close, a
- * reply sent later from a timer). */
+ * reply sent later from a timer) and /ws-idle (pings and the idle limit). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +12,8 @@
 
 #define TEST_MAX_MESSAGE 65536
 #define LATER_MS 20
+#define TEST_PING_MS 200
+#define TEST_IDLE_MS 1000
 
 static void on_echo(xWebSocket *ws, const char *data, size_t len, bool binary, void *arg) {
     if (binary)
@@ -82,4 +84,9 @@ void benchAddWebSocket(xHttpServer *server, bool deflate, bool test_routes) {
     conf.max_message_size = TEST_MAX_MESSAGE;
     conf.close_timeout_ms = 1000;
     xHttpServerWebSocket(server, "/ws-test", &conf, NULL);
+    xWebSocketConfInit(&conf);
+    conf.on_message = on_echo;
+    conf.ping_interval_ms = TEST_PING_MS;
+    conf.idle_timeout_ms = TEST_IDLE_MS;
+    xHttpServerWebSocket(server, "/ws-idle", &conf, NULL);
 }

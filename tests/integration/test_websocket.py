@@ -252,7 +252,38 @@ class FramesTest(ServerTestCase):
         time.sleep(0.1)
         self.test_reply_sent_later_from_the_loop()
 
-    def test_frames_from_one_read_are_answered_in_one_write(self):
+    def test_frames_sent_with_the_handshake_are_served(self):
+        request, _ = handshake_request()
+        sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=SOCKET_TIMEOUT)
+        sock.sendall(request + frame(OP_TEXT, b"early") + frame(OP_PING, b"p"))
+        ws = WsConn.__new__(WsConn)
+        ws.sock, ws.buf = sock, b""
+        self.addCleanup(ws.close)
+        self.assertIn(b" 101 ", ws.read_head())
+        self.assertEqual(ws.read_frame(), (True, 0, OP_TEXT, b"early"))
+        self.assertEqual(ws.read_frame(), (True, 0, OP_PONG, b"p"))
+
+    def test_a_silent_client_is_pinged_then_closed_1001(self):
+        ws = self.ws("/ws-idle")  # pings after 200 ms of silence, closes after 1000 ms
+        started = time.monotonic()
+        self.assertEqual(ws.read_frame()[2], OP_PING)
+        self.assertEqual(ws.read_close(), 1001)
+        self.assertGreater(time.monotonic() - started, 0.9)
+        self.assertTrue(ws.at_eof())
+
+    def test_a_client_that_answers_pings_stays(self):
+        ws = self.ws("/ws-idle")
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            _, _, opcode, payload = ws.read_frame()
+            self.assertEqual(opcode, OP_PING)
+            ws.send_frame(OP_PONG, payload)
+        ws.send_frame(OP_TEXT, b"alive")
+        while (frame_ := ws.read_frame())[2] == OP_PING:
+            pass
+        self.assertEqual(frame_[3], b"alive")
+
+    def test_fifty_frames_in_one_write_are_echoed_in_order(self):
         ws = self.ws()
         ws.send(b"".join(frame(OP_TEXT, b"m%d" % i) for i in range(50)))
         got = [ws.read_frame()[3] for _ in range(50)]

@@ -94,9 +94,11 @@ static void deliver(xWsReader *r, xWsEvent *ev) {
 /* Takes what has arrived of an open data frame's payload. */
 static size_t take_payload(xWsReader *r, char *in, size_t len, xWsEvent *ev) {
     size_t n = r->frame_left < len ? (size_t)r->frame_left : len;
-    char *dst = r->msg + r->msg_len;
-    memcpy(dst, in, n);
-    unmask(dst, n, r->mask, r->mask_pos);
+    char *dst = r->msg + r->msg_len; /* r->msg is NULL while every frame so far was empty */
+    if (n) {
+        memcpy(dst, in, n);
+        unmask(dst, n, r->mask, r->mask_pos);
+    }
     r->mask_pos = (uint8_t)((r->mask_pos + n) & 3);
     r->msg_len += n;
     r->frame_left -= n;

@@ -1,5 +1,6 @@
 // Command ws_echo_server is the gorilla/websocket peer for xKit's WebSocket
-// benchmarks: /ws echoes every message as it came. Usage: ws_echo_server PORT.
+// benchmarks: /ws echoes every message as it came; /ping
+// answers "pong" (how xkbench sees it serving). Usage: ws_echo_server PORT.
 // GOMAXPROCS in the environment sets its cores.
 package main
 
@@ -33,5 +34,6 @@ func echo(w http.ResponseWriter, r *http.Request) {
 func main() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", echo)
+	mux.HandleFunc("/ping", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("pong")) })
 	log.Fatal(http.ListenAndServe(routes.ListenAddress(), mux))
 }
