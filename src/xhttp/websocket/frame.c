@@ -94,15 +94,15 @@ static void deliver(xWsReader *r, xWsEvent *ev) {
 /* Takes what has arrived of an open data frame's payload. */
 static size_t take_payload(xWsReader *r, char *in, size_t len, xWsEvent *ev) {
     size_t n = r->frame_left < len ? (size_t)r->frame_left : len;
-    char *dst = r->msg + r->msg_len; /* r->msg is NULL while every frame so far was empty */
-    if (n) {
+    if (n) { /* r->msg is NULL while every frame so far was empty */
+        char *dst = r->msg + r->msg_len;
         memcpy(dst, in, n);
         unmask(dst, n, r->mask, r->mask_pos);
+        r->mask_pos = (uint8_t)((r->mask_pos + n) & 3);
+        r->msg_len += n;
+        r->frame_left -= n;
+        if (checks_utf8(r) && !xUtf8Feed(&r->utf8, (const uint8_t *)dst, n)) return fail(ev, 1007, n);
     }
-    r->mask_pos = (uint8_t)((r->mask_pos + n) & 3);
-    r->msg_len += n;
-    r->frame_left -= n;
-    if (checks_utf8(r) && !xUtf8Feed(&r->utf8, (const uint8_t *)dst, n)) return fail(ev, 1007, n);
     if (r->frame_left > 0) {
         ev->type = XWS_EV_NEED_MORE;
         return n;
