@@ -58,7 +58,8 @@ typedef struct xWebSocketOpen {
 typedef struct xWebSocketConf {
     size_t struct_size; /**< the caller's sizeof, set by xWebSocketConfInit */
     /** A client asks to open: return 0 to accept, or an HTTP status
-     *  (400..599) to refuse with. NULL accepts every client. Must not retain ws. */
+     *  (400..599) to refuse with (on_close then never runs for ws). NULL
+     *  accepts every client. Must not retain ws. */
     int (*on_open)(xWebSocket *ws, xWebSocketOpen *open, void *arg);
     /** A whole message (reassembled, decompressed; text is valid UTF-8).
      *  data is valid during the call only. */

@@ -18,7 +18,8 @@ class SubcommandTableTest(unittest.TestCase):
         parser = build_parser()
         for argv in (["suite", "--full", "--only", "h2c", "--peers", "go,nginx,h2o"],
                      ["compare", "http1", "--cases", "ping"], ["compare", "h2c", "--servers", "xkit"],
-                     ["compare", "https", "--runs", "1"], ["ciphers", "--certs", "rsa"],
+                     ["compare", "https", "--runs", "1"], ["compare", "websocket", "--cases", "hello"],
+                     ["ciphers", "--certs", "rsa"],
                      ["instructions", "--cases", "h2c"]):
             with self.subTest(argv):
                 args = parser.parse_args(argv)
@@ -27,7 +28,7 @@ class SubcommandTableTest(unittest.TestCase):
 
     def test_the_tables_name_every_subcommand(self):
         self.assertEqual(list(COMMANDS), ["suite", "compare", "ciphers", "instructions"])
-        self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https"])
+        self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https", "websocket"])
 
     def test_instructions_takes_requests_runs_cases_builds_and_test_routes(self):
         args = build_parser().parse_args(["instructions"])
@@ -44,6 +45,21 @@ class SubcommandTableTest(unittest.TestCase):
     def test_comparisons_pin_the_server_to_cpu_1_and_the_load_to_cpu_0(self):
         args = build_parser().parse_args(["compare", "http1"])
         self.assertEqual((args.server_cpus, args.client_cpus), ({1}, {0}))
+
+
+class WebSocketLoadTest(unittest.TestCase):
+    """compare websocket reads ws_load's last line; a run with a wrong echo is a failed run."""
+
+    def test_messages_and_rate_are_read_and_errors_fail_the_run(self):
+        from xkbench.commands.compare_websocket import parse
+        from xkbench.loadgen import Run
+        from xkbench.servers import RunFailed
+        self.assertEqual(parse(Run("messages=1200 seconds=2.000 rate=600 errors=0\n", 0, False)), (1200, 600.0))
+        for run in (Run("messages=10 seconds=1.000 rate=10 errors=1\n", 1, False),
+                    Run("connection 3: echo 0 differs\n", 1, False),
+                    Run("messages=10 seconds=1.000 rate=10 errors=0\n", 0, True)):
+            with self.subTest(run.output), self.assertRaises(RunFailed):
+                parse(run)
 
 
 class ReportNamesTest(unittest.TestCase):

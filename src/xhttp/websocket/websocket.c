@@ -120,6 +120,8 @@ static void accept_key(xStr key, char out[28]) {
     xBase64Encode(digest, sizeof digest, out);
 }
 
+static void tell(xWebSocket *ws, uint16_t code, xStr reason);
+
 static xWebSocket *ws_create(xConn *conn, const xWsRoute *route) {
     xWebSocket *ws = calloc(1, sizeof *ws);
     if (!ws) return NULL;
@@ -182,6 +184,7 @@ xWsOfferResult xWsOffer(xConn *conn, const xWsRoute *route, const xHttpRequest *
     xWebSocketOpen open = {.req = req};
     if (!xHttpRequestHeader(req, "sec-websocket-protocol", &open.protocols)) open.protocols = (xStr){"", 0};
     int status = route->conf.on_open ? route->conf.on_open(ws, &open, route->arg) : 0;
+    bool accepted = status == 0;
     if (status == 0 && open.protocol) {
         size_t n = strlen(open.protocol);
         if (n >= XWS_MAX_PROTOCOL || !xHttpListHasToken(open.protocols, open.protocol))
@@ -194,6 +197,7 @@ xWsOfferResult xWsOffer(xConn *conn, const xWsRoute *route, const xHttpRequest *
     if (status == 0 && !queue_switch(conn, key, ws->protocol, ext)) status = 500;
     if (status != 0) {
         if (status < 400 || status > 599) status = 500;
+        if (accepted) tell(ws, XWS_CLOSE_ABNORMAL, (xStr){"", 0}); /* on_open said yes: it hears the end */
         ws_free(ws);
         queue_refusal(conn, status);
         return XWS_REFUSED;
