@@ -1,8 +1,9 @@
 """compare websocket: xKit's WebSocket echo against Go's gorilla/websocket on one machine.
 
 Each server runs with one worker (GOMAXPROCS=1 for Go) pinned to --server-cpus while
-bench/peers/go/ws_load runs pinned to --client-cpus. ws_load keeps N connections with K
-"hello" text messages in flight on each and checks every echo. Cases:
+bench/peers/go/ws_load -raw runs pinned to --client-cpus. ws_load keeps N connections with K
+"hello" text messages in flight on each, writes the messages that are due in one write (so
+16 in flight arrive together, as from a pipelining client), and checks every echo. Cases:
   hello       512 connections, 1 message in flight
   inflight16  512 connections, 16 in flight
   reupgrade   512 connections, 1 in flight, a new connection and handshake every 10 messages
@@ -55,7 +56,7 @@ def add_arguments(parser):
 
 
 def load_argv(load, server, case, seconds):
-    return [str(load), "-url", f"ws://127.0.0.1:{server.port}/ws", "-conns", str(case.connections),
+    return [str(load), "-raw", "-url", f"ws://127.0.0.1:{server.port}/ws", "-conns", str(case.connections),
             "-inflight", str(case.inflight), "-reupgrade", str(case.reupgrade), "-duration", f"{seconds}s"]
 
 
