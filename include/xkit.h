@@ -19,6 +19,7 @@
 #include <xhttp/server.h>
 #include <xhttp/tls.h>
 #include <xhttp/tls_conf.h>
+#include <xhttp/websocket.h>
 
 #ifdef __cplusplus
 extern "C" {
