@@ -3,6 +3,7 @@
  * reports measure; with --test-routes, /ws-test adds what the integration
  * tests drive (a refusal, a subprotocol, a small limit, a server close, a
  * reply sent later from a timer) and /ws-idle (pings and the idle limit). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,14 +51,31 @@ static void on_later(xEventLoop *loop, xTimer *timer) {
     free(later);
 }
 
+/* "big:N" sends N KiB of binary by reference, then "pending=BYTES": what
+ * was still queued for the client right after. */
+static void send_big(xWebSocket *ws, const char *count, size_t len) {
+    size_t kib = 0;
+    for (size_t i = 0; i < len && kib < 65536; i++) kib = kib * 10 + (size_t)(count[i] - '0');
+    char *data = malloc(kib * 1024 + 1);
+    if (!data) return;
+    for (size_t i = 0; i < kib * 1024; i++) data[i] = (char)(i % 251);
+    xWebSocketSendRef(ws, data, kib * 1024, true, free, data);
+    char line[48];
+    int n = snprintf(line, sizeof line, "pending=%zu", xWebSocketPending(ws));
+    xWebSocketSendText(ws, line, (size_t)n);
+}
+
 /* "close" closes with 4000 "bye"; "later:TEXT" answers TEXT after a while;
- * "protocol" answers the chosen subprotocol; anything else is echoed. */
+ * "protocol" answers the chosen subprotocol; "big:N" see send_big;
+ * anything else is echoed. */
 static void on_test_message(xWebSocket *ws, const char *data, size_t len, bool binary, void *arg) {
     if (!binary && len == 5 && memcmp(data, "close", 5) == 0) {
         xWebSocketClose(ws, 4000, "bye");
     } else if (!binary && len == 8 && memcmp(data, "protocol", 8) == 0) {
         const char *p = xWebSocketProtocol(ws);
         xWebSocketSendText(ws, p, strlen(p));
+    } else if (!binary && len >= 4 && memcmp(data, "big:", 4) == 0) {
+        send_big(ws, data + 4, len - 4);
     } else if (!binary && len >= 6 && memcmp(data, "later:", 6) == 0) {
         Later *later = malloc(sizeof *later + len - 6);
         if (!later) return;

@@ -8,6 +8,7 @@ backpressure, 10,000 connections, and clients that vanish mid-message."""
 import asyncio
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -331,6 +332,38 @@ class BackpressureTest(unittest.TestCase):
         self.assertTrue(ws.at_eof(), "a client that takes nothing was not dropped")
         server.assert_running()
         server.stop_and_check()
+
+
+class SendsTest(ServerTestCase):
+    server_args = ("--workers", "1")
+
+    def test_a_message_sent_by_reference_arrives_whole_and_pending_counts_it(self):
+        ws = WsConn(self.server.port, "/ws-test")
+        self.addCleanup(ws.close)
+        ws.send_frame(OP_TEXT, b"big:4096")  # 4 MiB by reference, then what was still queued
+        fin, _, opcode, payload = ws.read_frame()
+        self.assertEqual((fin, opcode, len(payload)), (True, OP_BINARY, 4 << 20))
+        self.assertEqual(payload, bytes(i % 251 for i in range(4 << 20)))
+        _, _, opcode, line = ws.read_frame()
+        self.assertEqual(opcode, OP_TEXT)
+        pending = int(line.decode().removeprefix("pending="))
+        self.assertGreater(pending, 1 << 20, "the 4 MiB queued in the same batch is not counted")
+        self.assertLessEqual(pending, (4 << 20) + 16)
+
+
+class ShutdownTest(unittest.TestCase):
+    def test_a_graceful_stop_closes_open_websockets_with_1001(self):
+        server = ServerProcess(["--workers", "1"]).start()
+        self.addCleanup(server.close)
+        ws = WsConn(server.port)
+        self.addCleanup(ws.close)
+        ws.send_frame(OP_TEXT, b"before")
+        self.assertEqual(ws.read_frame()[3], b"before")
+        server.send_signal(signal.SIGTERM)
+        self.assertEqual(ws.read_close(), 1001)
+        ws.send_frame(OP_CLOSE, close_payload(1001))
+        self.assertTrue(ws.at_eof())
+        server.assert_clean_exit(server.wait_exit(15))
 
 
 class PythonClientTest(ServerTestCase):
