@@ -6,6 +6,7 @@ gorilla/websocket as clients, permessage-deflate with several windows,
 backpressure, 10,000 connections, and clients that vanish mid-message."""
 
 import asyncio
+import glob
 import os
 import shutil
 import signal
@@ -16,9 +17,11 @@ import tempfile
 import time
 import unittest
 
+import test_keepalive_pipelining as pipelining
 import websockets
 
-from support.harness import (SOCKET_TIMEOUT, Conn, ServerProcess, ServerTestCase, raise_fd_limit, run_client)
+from support.harness import (SOCKET_TIMEOUT, Conn, ServerProcess, ServerTestCase, raise_fd_limit, require_tool,
+                             run_client)
 from support.tls_fixtures import client_context, shared_certs, start_https
 from support.wsclient import (OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT, WsConn, accept_for,
                               close_payload, frame, handshake_request)
@@ -283,6 +286,42 @@ class FramesTest(ServerTestCase):
         while (frame_ := ws.read_frame())[2] == OP_PING:
             pass
         self.assertEqual(frame_[3], b"alive")
+
+    def test_frames_from_one_read_are_answered_in_one_write(self):
+        # Counted with strace as for pipelined HTTP/1.1: no more writes than
+        # reads that brought frames (only this connection is busy meanwhile).
+        strace = require_tool(self, "strace")
+        ws = self.ws()
+        ws.send_frame(OP_TEXT, b"warm")
+        self.assertEqual(ws.read_frame()[3], b"warm")
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        errors = open(os.path.join(tmp, "stderr"), "w+")
+        self.addCleanup(errors.close)
+        tracer = subprocess.Popen([strace, "-qq", "-ff", "-s", "8", "-o", os.path.join(tmp, "t"), "-e",
+                                   "trace=" + ",".join(pipelining.IO_CALLS), "-p", str(self.server.pid)],
+                                  stdout=subprocess.DEVNULL, stderr=errors)
+        self.addCleanup(tracer.wait, 10)
+        self.addCleanup(tracer.kill)
+        if not pipelining.KeepAlivePipeliningTest.wait_traced(self, tracer):
+            errors.seek(0)
+            said = errors.read().strip()
+            if "Operation not permitted" in said:  # the machine's ptrace policy, as there
+                self.skipTest(f"this machine does not allow ptrace, so strace cannot count writes: {said}")
+            self.fail(f"strace did not attach to every server thread: {said or 'it said nothing'}")
+        ws.send(b"".join(frame(OP_TEXT, b"m%d" % i) for i in range(50)))
+        self.assertEqual([ws.read_frame()[3] for _ in range(50)], [b"m%d" % i for i in range(50)])
+        tracer.send_signal(signal.SIGTERM)
+        tracer.wait(10)
+        reads = writes = 0
+        for path in glob.glob(os.path.join(tmp, "t.*")):
+            with open(path, errors="replace") as f:
+                for match in filter(None, map(pipelining.IO_CALL_RE.match, f)):
+                    if int(match.group(3)) > 0:
+                        reads += match.group(1).startswith(("read", "recv"))
+                        writes += match.group(1).startswith(("write", "send"))
+        self.assertGreaterEqual(reads, 1, "strace saw no read of the frames")
+        self.assertLessEqual(writes, reads, f"{writes} writes answered frames from {reads} reads")
 
     def test_fifty_frames_in_one_write_are_echoed_in_order(self):
         ws = self.ws()

@@ -252,10 +252,13 @@ static xErrno send_message(xWebSocket *ws, unsigned opcode, const void *data, si
     } else if (ws->deflate && len > 0) { /* an empty message is sent as it is (RFC 7692 §6) */
         const char *zipped;
         size_t zipped_len;
-        if (!xWsDeflateCompress(ws->deflate, data, len, &zipped, &zipped_len)) err = XERR_NOMEM;
-        data = zipped;
-        len = zipped_len;
-        rsv1 = true;
+        if (xWsDeflateCompress(ws->deflate, data, len, &zipped, &zipped_len)) {
+            data = zipped;
+            len = zipped_len;
+            rsv1 = true;
+        } else {
+            err = XERR_NOMEM;
+        }
     }
     if (err == XOK && release && !rsv1) {
         uint8_t head[XWS_MAX_HEADER];
