@@ -458,6 +458,22 @@ class PythonClientTest(ServerTestCase):
         ws.send_frame(OP_TEXT, b"\xff\xff\xff\xff", rsv=4)
         self.assertEqual(ws.read_close(), 1007)
 
+    def test_clients_vanishing_with_compression_state_leave_the_server_serving(self):
+        # The class's clean stop (ASan's leak check included) covers what they held.
+        for cut in (False, True):
+            ws = WsConn(self.server.port, extra="Sec-WebSocket-Extensions: permessage-deflate\r\n")
+            ws.send_frame(OP_TEXT, b"b" * 20000)
+            self.assertEqual(ws.read_frame()[1], 4)  # a compressed echo: both zlib streams exist
+            ws.send(frame(OP_TEXT, b"\xf2\x48\xcd\xc9\xc9\x07\x00" * 50, rsv=4, fin=False)[:200] if cut
+                    else frame(OP_TEXT, b"\xf2\x48", rsv=4, fin=False))
+            ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            ws.close()
+        time.sleep(0.2)
+        ws = WsConn(self.server.port, extra="Sec-WebSocket-Extensions: permessage-deflate\r\n")
+        self.addCleanup(ws.close)
+        ws.send_frame(OP_TEXT, b"still here")
+        self.assertEqual(ws.read_frame()[1], 4)
+
     def test_unacceptable_offer_is_declined_not_failed(self):
         ws = WsConn(self.server.port, extra="Sec-WebSocket-Extensions: permessage-deflate; bogus=1, x-other\r\n")
         self.addCleanup(ws.close)
