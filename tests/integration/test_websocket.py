@@ -80,6 +80,15 @@ class HandshakeTest(ServerTestCase):
         self.assertEqual(resp.status, 426)
         self.assertEqual(resp.header("Upgrade"), "websocket")
 
+    def test_websocket_route_over_http2_is_426_without_an_upgrade_header(self):
+        # WebSocket over HTTP/2 (RFC 8441) is not served yet; the answer must still be valid HTTP/2.
+        result = run_client(["curl", "-sS", "--http2-prior-knowledge", "-D", "-", "-o", "/dev/null",
+                             self.server.url("/ws")], timeout=30)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        head = result.stdout.decode().lower()
+        self.assertTrue(head.startswith("http/2 426"), head)
+        self.assertNotIn("\nupgrade:", head)
+
     def test_other_version_is_426_naming_13(self):
         resp = self.raw(handshake_request(version="8")[0])
         self.assertEqual(resp.status, 426)

@@ -97,7 +97,9 @@ void xWsRouteHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xStr version;
     if (status == 0) status = 400; /* a handshake with a body, or not on HTTP/1.1 */
     if (status == 426) {
-        xHttpResponseAddHeader(res, "Upgrade", "websocket");
+        /* Upgrade is HTTP/1.1's alone: an HTTP/2 response may not carry it (RFC 9113 §8.2.2). */
+        if (strcmp(xHttpRequestProtocol(req), "HTTP/2") != 0)
+            xHttpResponseAddHeader(res, "Upgrade", "websocket");
         if (xHttpRequestHeader(req, "sec-websocket-version", &version))
             xHttpResponseAddHeader(res, "Sec-WebSocket-Version", "13");
     }
