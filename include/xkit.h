@@ -21,6 +21,7 @@
 #include <xhttp/server.h>
 #include <xhttp/tls.h>
 #include <xhttp/tls_conf.h>
+#include <xhttp/websocket.h>
 
 #ifdef __cplusplus
 extern "C" {

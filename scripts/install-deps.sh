@@ -63,3 +63,10 @@ if ! python3 -c "import grpc" >/dev/null 2>&1; then
   echo "installing: grpcio (pip, for the gRPC tests)"
   python3 -m pip install --quiet grpcio
 fi
+
+# The WebSocket tests (tests/integration/test_websocket.py) drive the server
+# with Python's websockets package as one of their clients.
+if ! python3 -c "import websockets" >/dev/null 2>&1; then
+  echo "installing: websockets (pip, for the WebSocket tests)"
+  python3 -m pip install --quiet websockets
+fi

@@ -389,6 +389,9 @@ static void on_grpc_sum(xHttpRequest *req, xHttpResponse *res, void *arg) {
 
 /* Set by --test-routes (the integration tests' harness passes it). */
 static bool test_routes;
+/* Set by --ws-deflate: /ws offers permessage-deflate. */
+static bool ws_deflate;
+
 /* ---- What compression measures and the tests check ---- */
 
 #define JSON_SIZE 8192
@@ -545,6 +548,7 @@ bool benchAddRoutes(xHttpServer *server) {
     xHttpServerRoute(server, "GET /", on_index, NULL);
     xHttpServerRoute(server, "POST /", on_index, NULL);
     if (!add_observers(server)) return false;
+    benchAddWebSocket(server, ws_deflate, test_routes);
     if (!test_routes) return true;
     /* Each literal first segment is one more edge at the router's root, which every request
      * searches: about 5 ns more per GET /ping (bench/README.md), so not in measured runs. */
@@ -567,7 +571,7 @@ const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout
                                 "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
                                 "       [--access-log PATH] [--log-format common|combined|json]\n"
                                 "       [--log-flush-ms MS] [--metrics]\n"
-                                "       [--compress]\n";
+                                "       [--compress] [--ws-deflate]\n";
 
 typedef struct Option {
     const char *flag;
@@ -626,6 +630,10 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--compress") == 0) {
             compress = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--ws-deflate") == 0) {
+            ws_deflate = true;
             continue;
         }
         if (strcmp(argv[i], "--no-http2") == 0 || strcmp(argv[i], "--http2-only") == 0) {

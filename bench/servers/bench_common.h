@@ -23,6 +23,10 @@ bool benchAddRoutes(xHttpServer *server);
  *  in every process: what bench/compress_bench compresses beside the server. */
 const char *benchJsonBody(size_t *len);
 
+/** Adds /ws (echo; permessage-deflate offered when deflate) and, with
+ *  test_routes, /ws-test and /ws-idle (bench_websocket.c). */
+void benchAddWebSocket(xHttpServer *server, bool deflate, bool test_routes);
+
 /** A server flag the common parser does not know: the caller's. Returns how
  *  many arguments it took from argv[i] on (1 or more), or 0 for unknown. */
 typedef int (*BenchExtraFlag)(int argc, char **argv, int i, void *arg);

@@ -21,7 +21,7 @@ KINDS = {"xkit": {"ping", "echo", "post"}, "go": {"ping", "echo", "post"},
          "nginx": {"ping", "echo"}, "h2o": {"ping"}}
 GO_PEER_FOR = {"http1": "http_bench_server", "pipeline": "http_bench_server",
                "h2c": "h2c_bench_server", "https1": "https_bench_server",
-               "https2": "https_bench_server"}
+               "https2": "https_bench_server", "websocket": "ws_echo_server"}
 
 
 @dataclass

@@ -9,6 +9,7 @@
 #include <xhttp/compress.h>
 #include <xhttp/server.h>
 #include <xhttp/tls.h>
+#include <xhttp/websocket.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +40,7 @@
 #include "xhttp/observe/prometheus.h"
 #include "xhttp/filter/compress.h"
 #include "xhttp/upgrade/upgrade.h"
+#include "xhttp/websocket/websocket.h"
 
 #define XSERVER_MAX_LISTENERS 8
 #define XSERVER_BACKLOG 4096
@@ -304,6 +306,7 @@ void xHttpServerDestroy(xHttpServer *server) {
     xCompressConfDestroy(server->compress);
     while (server->targets) {
         xHttpRouteTarget *next = server->targets->next;
+        xWsRouteFree(server->targets->websocket);
         free(server->targets);
         server->targets = next;
     }
@@ -314,7 +317,7 @@ void xHttpServerDestroy(xHttpServer *server) {
 }
 
 static xErrno add_route(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg,
-                        bool streams_body, bool unfiltered) {
+                        bool streams_body, bool unfiltered, xWsRoute *websocket) {
     if (server->running) return XERR_STATE;
     if (!spec || !handler) return XERR_INVALID;
     xHttpRouteTarget *target = malloc(sizeof *target);
@@ -323,6 +326,7 @@ static xErrno add_route(xHttpServer *server, const char *spec, xHttpHandler hand
                                  .arg = arg,
                                  .streams_body = streams_body,
                                  .unfiltered = unfiltered,
+                                 .websocket = websocket,
                                  .next = server->targets};
     xErrno err = xRouterAdd(server->router, spec, target, NULL);
     if (err != XOK) {
@@ -334,15 +338,15 @@ static xErrno add_route(xHttpServer *server, const char *spec, xHttpHandler hand
 }
 
 xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
-    return add_route(server, spec, handler, arg, false, false);
+    return add_route(server, spec, handler, arg, false, false, NULL);
 }
 
 xErrno xHttpServerRouteStreaming(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
-    return add_route(server, spec, handler, arg, true, false);
+    return add_route(server, spec, handler, arg, true, false, NULL);
 }
 
 xErrno xHttpServerRouteUncompressed(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
-    return add_route(server, spec, handler, arg, false, true);
+    return add_route(server, spec, handler, arg, false, true, NULL);
 }
 
 /* ---- Compression ---- */
@@ -359,6 +363,20 @@ xErrno xHttpServerCompress(xHttpServer *server, const xHttpCompressOptions *opts
     }
     xCompressConfDestroy(server->compress);
     server->compress = NULL;
+    return err;
+}
+
+/* ---- WebSocket ---- */
+
+xErrno xHttpServerWebSocket(xHttpServer *server, const char *path, const xWebSocketConf *conf, void *arg) {
+    if (server->running) return XERR_STATE;
+    char spec[1024];
+    if (!path || snprintf(spec, sizeof spec, "GET %s", path) >= (int)sizeof spec) return XERR_INVALID;
+    xErrno err;
+    xWsRoute *route = xWsRouteCreate(conf, arg, &err);
+    if (!route) return err;
+    err = add_route(server, spec, xWsRouteHandler, route, false, true, route);
+    if (err != XOK) xWsRouteFree(route);
     return err;
 }
 

@@ -18,7 +18,8 @@ class SubcommandTableTest(unittest.TestCase):
         parser = build_parser()
         for argv in (["suite", "--full", "--only", "h2c", "--peers", "go,nginx,h2o"],
                      ["compare", "http1", "--cases", "ping"], ["compare", "h2c", "--servers", "xkit"],
-                     ["compare", "https", "--runs", "1"], ["ciphers", "--certs", "rsa"],
+                     ["compare", "https", "--runs", "1"], ["compare", "websocket", "--cases", "hello"],
+                     ["ciphers", "--certs", "rsa"],
                      ["instructions", "--cases", "h2c"], ["compress", "--cases", "gzip,br"],
                      ["arena", "--cases", "baseline,unary-grpc", "--scale", "32"]):
             with self.subTest(argv):
@@ -28,7 +29,7 @@ class SubcommandTableTest(unittest.TestCase):
 
     def test_the_tables_name_every_subcommand(self):
         self.assertEqual(list(COMMANDS), ["suite", "compare", "ciphers", "instructions", "compress", "arena"])
-        self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https"])
+        self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https", "websocket"])
 
     def test_instructions_takes_requests_runs_cases_builds_and_test_routes(self):
         args = build_parser().parse_args(["instructions"])
@@ -79,6 +80,22 @@ class SubcommandTableTest(unittest.TestCase):
                       markdown)
 
 
+class WebSocketLoadTest(unittest.TestCase):
+    """compare websocket reads ws_load's last line; a run with a wrong echo is a failed run."""
+
+    def test_messages_and_rate_are_read_and_errors_fail_the_run(self):
+        from xkbench.commands.compare_websocket import parse
+        from xkbench.loadgen import Run
+        from xkbench.servers import RunFailed
+        self.assertEqual(parse(Run("messages=1200 seconds=2.000 rate=600 errors=0\n", 0, False)), (1200, 600.0))
+        for run in (Run("messages=10 seconds=1.000 rate=10 errors=1\n", 1, False),
+                    Run("connection 3: echo 0 differs\n", 1, False),
+                    Run("messages=10 seconds=1.000 rate=10 errors=0\n", 0, True)):
+            with self.subTest(run.output), self.assertRaises(RunFailed):
+                parse(run)
+
+
+class ReportNamesTest(unittest.TestCase):
     def test_a_days_second_report_is_numbered(self):
         with tempfile.TemporaryDirectory() as tmp:
             first = results.write(tmp, "compare/h2c", "# one\n", {"n": 1}, date="2026-11-23")

@@ -121,9 +121,11 @@ static void on_upload(xHttpRequest *req, xHttpResponse *res, void *arg) {
 }
 
 static xHttpRouteTarget targets[] = {
-    {on_hello, NULL, false, NULL, false},  {on_echo, NULL, false, NULL, false},
-    {on_stream, NULL, false, NULL, false}, {on_later, NULL, false, NULL, false},
-    {on_upload, NULL, true, NULL, false},
+    {.handler = on_hello},
+    {.handler = on_echo},
+    {.handler = on_stream},
+    {.handler = on_later},
+    {.handler = on_upload, .streams_body = true},
 };
 static const char *const specs[] = {"GET /hello", "POST /echo", "GET /stream", "/later", "/upload"};
 

@@ -50,7 +50,7 @@ class InstallTest(unittest.TestCase):
     def test_headers_libraries_and_package_files_are_installed(self):
         for header in ("xkit.h", "xbase/event.h", "xbase/errno.h", "xbase/buffer.h", "xbase/log.h",
                        "xbase/memcache.h", "xbase/str.h", "xhttp/server.h", "xhttp/tls.h",
-                       "xhttp/tls_conf.h"):
+                       "xhttp/tls_conf.h", "xhttp/websocket.h"):
             self.assertTrue(os.path.exists(os.path.join(self.prefix, "include", header)), header)
         for lib in ("libxkit.a", "libxkit.so", "libxkit.so.0.2"):
             self.assertTrue(os.path.exists(os.path.join(self.libdir, lib)), lib)

@@ -26,6 +26,7 @@ LAYERS = {
     "xhttp/core": (6, ("xbase", "xhttp")),
     "xhttp/http1": (7, ("xbase", "xhttp")),
     "xhttp/http2": (7, ("xbase", "xhttp")),
+    "xhttp/websocket": (7, ("xbase", "xhttp")),
     "xhttp/upgrade": (8, ("xbase", "xhttp")),
     "xhttp/grpc": (8, ("xbase", "xhttp")),
     "xhttp/observe": (8, ("xbase", "xhttp")),

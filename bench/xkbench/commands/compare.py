@@ -14,11 +14,12 @@ from ..prepare import SetupFailed, build_go_peers, check_tools, make_certificate
 from ..rounds import run_rounds
 from ..servers import PortPicker, RunFailed, pin_self, raise_fd_limit, running
 
-HELP = "xKit against its peers in depth: compare http1, compare h2c or compare https"
+HELP = "xKit against its peers in depth: compare http1, h2c, https or websocket"
 COMPARISONS = {
     "http1": "xkbench.commands.compare_http1",
     "h2c": "xkbench.commands.compare_h2c",
     "https": "xkbench.commands.compare_https",
+    "websocket": "xkbench.commands.compare_websocket",
 }
 WARMUP_SECONDS = 1
 
@@ -48,7 +49,7 @@ class Bench:
         return run_rounds(self.args.runs, plan, measure)
 
 
-def prepare_peers(args, work_dir, protocol, tls=False):
+def prepare_peers(args, work_dir, protocol, tls=False, extra_go=()):
     """({name: Peer}, {name: why skipped}) for args.servers, one worker each, building the
     Go peer for protocol only and, with tls, sharing one RSA-2048 certificate."""
     context = PeerContext(build_dir=args.build_dir.resolve(), workers=1)
@@ -59,7 +60,7 @@ def prepare_peers(args, work_dir, protocol, tls=False):
             context.cert_problem = str(error)
     if "go" in args.servers:
         try:
-            context.go_bin = build_go_peers(work_dir / "go", (GO_PEER_FOR[protocol],))
+            context.go_bin = build_go_peers(work_dir / "go", (GO_PEER_FOR[protocol], *extra_go))
         except SetupFailed as error:
             context.go_problem = str(error)
     peers, skipped = find_peers(args.servers, protocol, context)

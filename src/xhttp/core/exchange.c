@@ -358,6 +358,7 @@ const char *xHttpStatusReason(int status) {
     case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
     case 417: return "Expectation Failed";
+    case 426: return "Upgrade Required";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";

@@ -40,6 +40,7 @@ typedef struct xHttpRouteTarget {
     bool streams_body;             /* runs at the head; the body follows in pieces */
     struct xHttpRouteTarget *next; /* the server's list, for freeing */
     bool unfiltered;               /* its responses bypass the worker's filter */
+    struct xWsRoute *websocket;    /* a WebSocket route's settings (websocket/), else NULL */
 } xHttpRouteTarget;
 
 struct xHttpRequest {

@@ -10,6 +10,7 @@
 #include "xhttp/core/tokens.h"
 #include "xhttp/http1/http1.h"
 #include "xhttp/http2/http2.h"
+#include "xhttp/websocket/websocket.h"
 
 /* HTTP2-Settings carries a few 6-byte settings; more is not a real client. */
 #define XUPGRADE_MAX_H2C_SETTINGS 192
@@ -162,24 +163,27 @@ bool xUpgradeAccept(xHttpContext *ctx, int fd, const xNetAddr *addr, const xUpgr
 
 /* ---- HTTP/1.1's Upgrade ---- */
 
-typedef struct xH2cUpgrade {
+/* A switch decided while the request was read, made after its batch. */
+typedef struct xPendingSwitch {
+    enum { XSWITCH_H2C, XSWITCH_WEBSOCKET, XSWITCH_REFUSED } to;
+    xWebSocket *ws;
     long settings_len;
     char settings[XUPGRADE_MAX_H2C_SETTINGS];
-} xH2cUpgrade;
+} xPendingSwitch;
 
 /* "Upgrade: h2c" (RFC 7540 §3.2) on a request without a body: answer 101 and
  * let HTTP/2 serve this request as stream 1. Anything off, and the request is
  * simply served over HTTP/1.1, as the RFC allows. */
-static void *offer(xConn *conn, const xHttpRequest *req, bool has_body) {
-    xStr upgrade, settings;
+static xPendingSwitch *offer_h2c(xConn *conn, const xHttpRequest *req, bool has_body, xStr upgrade) {
+    xStr settings;
     /* h2c is cleartext only (RFC 9113 §3.1): over TLS, ALPN chose HTTP/1.1. */
     if (has_body || !(xHttpContextOf(conn)->conf->protocols & XHTTP_PROTO_HTTP2) || conn->transport->secure ||
-        !xHttpRequestHeader(req, "upgrade", &upgrade) || !xHttpListHasToken(upgrade, "h2c") ||
-        !xHttpRequestHeader(req, "http2-settings", &settings) ||
+        !xHttpListHasToken(upgrade, "h2c") || !xHttpRequestHeader(req, "http2-settings", &settings) ||
         settings.len > XUPGRADE_MAX_H2C_SETTINGS * 4 / 3)
         return NULL;
-    xH2cUpgrade *up = malloc(sizeof *up);
+    xPendingSwitch *up = malloc(sizeof *up);
     if (!up) return NULL;
+    up->to = XSWITCH_H2C;
     up->settings_len = xHttp2DecodeSettings(settings, up->settings);
     static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
                                     "Upgrade: h2c\r\n\r\n";
@@ -191,13 +195,57 @@ static void *offer(xConn *conn, const xHttpRequest *req, bool has_body) {
     return up;
 }
 
+/* "Upgrade: websocket" (RFC 6455 §4) to a WebSocket route: the websocket
+ * module checks it and answers 101, or on_open's refusal, after which
+ * HTTP/1.1 goes on. Anything else is served as a request, which the route
+ * answers 400 or 426. */
+static xPendingSwitch *offer_websocket(xConn *conn, const xHttpRequest *req, bool has_body) {
+    xRouteMatch match;
+    if (has_body || !xStrEqualsC(req->method, "GET") ||
+        xRouterMatch(xHttpContextOf(conn)->router, req->method, req->path, &match) != XROUTE_FOUND)
+        return NULL;
+    const xHttpRouteTarget *target = match.handler;
+    if (!target->websocket) return NULL;
+    xPendingSwitch *up = malloc(sizeof *up);
+    if (!up) return NULL;
+    xWsOfferResult result = xWsOffer(conn, target->websocket, req, &up->ws);
+    if (result == XWS_DECLINED) {
+        free(up);
+        return NULL;
+    }
+    up->to = result == XWS_ACCEPTED ? XSWITCH_WEBSOCKET : XSWITCH_REFUSED;
+    return up;
+}
+
+static void *offer(xConn *conn, const xHttpRequest *req, bool has_body) {
+    xStr upgrade;
+    if (!xHttpRequestHeader(req, "upgrade", &upgrade)) return NULL;
+    if (xHttpListHasToken(upgrade, "websocket")) return offer_websocket(conn, req, has_body);
+    return offer_h2c(conn, req, has_body, upgrade);
+}
+
 static bool take(xConn *conn, void *pending, const xHttpRequest *req, size_t start) {
-    xH2cUpgrade *up = pending;
-    xHttp2Upgrade h2 = {up->settings, (size_t)up->settings_len, req->method, req->path, req->query,
-                        req->headers, req->num_headers};
-    bool ok = xHttp2Start(conn, start, &h2);
+    xPendingSwitch *up = pending;
+    bool ok = true;
+    if (up->to == XSWITCH_H2C) {
+        xHttp2Upgrade h2 = {up->settings, (size_t)up->settings_len, req->method, req->path, req->query,
+                            req->headers, req->num_headers};
+        ok = xHttp2Start(conn, start, &h2);
+    } else if (up->to == XSWITCH_WEBSOCKET) {
+        xWsStart(conn, up->ws, start);
+    } else { /* refused: HTTP/1.1 serves what followed the request */
+        memmove(conn->in.data, conn->in.data + start, conn->in.len - start);
+        conn->in.len -= start;
+        ok = xHttp1Start(conn);
+    }
     free(up);
     return ok;
 }
 
-const xHttpUpgrades xUpgradeRequests = {offer, take, free};
+static void drop(void *pending) {
+    xPendingSwitch *up = pending;
+    if (up->to == XSWITCH_WEBSOCKET) xWsDrop(up->ws);
+    free(up);
+}
+
+const xHttpUpgrades xUpgradeRequests = {offer, take, drop};

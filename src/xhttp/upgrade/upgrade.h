@@ -4,7 +4,7 @@
  * and each ALPN protocol lead to. Then per connection: the cleartext preface
  * sniff (HTTP/1.1 or HTTP/2 with prior knowledge), the start of what ALPN
  * chose after a TLS handshake, plain HTTP on a TLS port, and HTTP/1.1's
- * "Upgrade:" (h2c now, WebSocket next), which HTTP/1.1 reaches through the
+ * "Upgrade:" (h2c, and WebSocket on its routes), which HTTP/1.1 reaches through the
  * context's xHttpUpgrades table since protocols sit above this module. */
 #ifndef XHTTP_UPGRADE_UPGRADE_H
 #define XHTTP_UPGRADE_UPGRADE_H

@@ -1,0 +1,124 @@
+"""compare websocket: xKit's WebSocket echo against Go's gorilla/websocket on one machine.
+
+Each server runs with one worker (GOMAXPROCS=1 for Go) pinned to --server-cpus while
+bench/peers/go/ws_load -raw runs pinned to --client-cpus. ws_load keeps N connections with K
+"hello" text messages in flight on each, writes the messages that are due in one write (so
+16 in flight arrive together, as from a pipelining client), and checks every echo. Cases:
+  hello       512 connections, 1 message in flight
+  inflight16  512 connections, 16 in flight
+  reupgrade   512 connections, 1 in flight, a new connection and handshake every 10 messages
+The server's CPU per message comes from /proc/PID/stat over the whole run. A fresh server
+per run, round after round (the order reversed every other round); medians.
+"""
+
+import re
+from dataclasses import dataclass
+
+from .. import environment
+from ..cli import add_common_options
+from ..loadgen import run_measured, run_tool
+from ..rounds import failure_lines
+from ..servers import RunFailed, find_tool
+from ..stats import summarize_rounds, summary_median
+from .compare import WARMUP_SECONDS, prepare_peers, run_comparison
+from .compare_http1 import cpu_table
+
+HELP = "WebSocket echo: xKit and Go's gorilla/websocket under bench/peers/go/ws_load"
+SERVERS = ("xkit", "go")
+LOAD = "ws_load"
+KEYS = ("req_per_s", "cpu_us_per_request", "softirq_us_per_request", "server_busy", "client_busy",
+        "others_busy")
+RESULT_RE = re.compile(r"messages=(\d+) seconds=([\d.]+) rate=(\d+) errors=(\d+)")
+
+
+@dataclass(frozen=True)
+class Case:
+    title: str
+    connections: int
+    inflight: int
+    reupgrade: int
+
+
+CASES = {
+    "hello": Case('"hello" echo, 512 connections, 1 in flight', 512, 1, 0),
+    "inflight16": Case('"hello" echo, 512 connections, 16 in flight', 512, 16, 0),
+    "reupgrade": Case('"hello" echo, 512 connections, 1 in flight, re-upgrading every 10 messages',
+                      512, 1, 10),
+}
+
+# Bounds on xKit's CPU µs per message ÷ Go's (issue 15's targets).
+CLAIMS = {"hello": 0.33, "inflight16": 0.25, "reupgrade": 0.5}
+
+
+def add_arguments(parser):
+    add_common_options(parser, first_port=23000, servers=(SERVERS, SERVERS),
+                       cases=(tuple(CASES), tuple(CASES)))
+
+
+def load_argv(load, server, case, seconds):
+    return [str(load), "-raw", "-url", f"ws://127.0.0.1:{server.port}/ws", "-conns", str(case.connections),
+            "-inflight", str(case.inflight), "-reupgrade", str(case.reupgrade), "-duration", f"{seconds}s"]
+
+
+def parse(run):
+    match = RESULT_RE.search(run.output)
+    if run.timed_out or run.returncode != 0 or not match or int(match.group(4)):
+        raise RunFailed(f"ws_load failed: {run.output.strip().splitlines()[-1:] or run.returncode}")
+    return int(match.group(1)), float(match.group(3))
+
+
+def measure_case(case_name, server, args, load):
+    """A warm-up run, then the measured one; the server's CPU over the whole measured run."""
+    case = CASES[case_name]
+    parse(run_tool(load_argv(load, server, case, WARMUP_SECONDS), args.client_cpus, WARMUP_SECONDS))
+    run = run_measured(load_argv(load, server, case, args.duration), args.client_cpus, args.duration, server)
+    messages, rate = parse(run)
+    return {"requests": messages, "req_per_s": rate, **run.per_request(messages)}
+
+
+def ratio_lines(summary):
+    lines = ["### xKit's CPU µs/message ÷ Go's (of medians)", "", "| Case | xkit ÷ go |", "|---|---|"]
+    for case in summary:
+        ours = summary_median(summary, case, "xkit", "cpu_us_per_request")
+        theirs = summary_median(summary, case, "go", "cpu_us_per_request")
+        if not ours or not theirs:
+            lines.append(f"| {case} | n/a |")
+            continue
+        ratio, bound = ours / theirs, CLAIMS[case]
+        lines.append(f"| {case} | {ratio:.2f}× (target ≤ {bound:.2f}×: {'met' if ratio <= bound else 'not met'}) |")
+    return lines
+
+
+def machine_description(args):
+    go = find_tool("go", "/usr/local/go/bin/go") or "go"
+    return (f"{environment.host_line()}; {environment.first_line([go, 'version'])}, gorilla/websocket "
+            f"v1.5.3. Servers on CPU {environment.cpu_list(args.server_cpus)} with one worker, ws_load "
+            f"on CPU {environment.cpu_list(args.client_cpus)}; {args.duration} s per run after "
+            f"{WARMUP_SECONDS} s warm-up, {args.runs} runs, medians. Req/s below are messages/s.")
+
+
+def render(results, skipped, machine):
+    summary = summarize_rounds(results, lambda case: KEYS)
+    lines = ["## WebSocket comparison", "", machine, ""]
+    for case, by_server in results.items():
+        lines += [f"### {CASES[case].title}", ""] + cpu_table(by_server, summary[case], LOAD) + [""]
+    lines += ratio_lines(summary) + [""]
+    lines += failure_lines(results, skipped)
+    return "\n".join(lines).rstrip() + "\n", summary
+
+
+def run(args):
+    def measure(bench):
+        machine = machine_description(args)
+        args.servers = list(dict.fromkeys([*args.servers, "go"]))  # go builds ws_load too
+        peers, skipped = prepare_peers(args, bench.work_dir, "websocket", extra_go=(LOAD,))
+        if "go" in skipped:
+            raise RunFailed(f"ws_load (Go) could not be built: {skipped['go']}")
+        load = bench.work_dir / "go" / LOAD
+        plan = {case: list(peers) for case in args.cases}
+        results = bench.rounds(plan, lambda case, name: bench.run_once(
+            peers[name], case, lambda server: measure_case(case, server, args, load)))
+        markdown, summary = render(results, skipped, machine)
+        return markdown, {"machine": machine, "skipped": skipped, "results": results, "summary": summary}
+
+    return run_comparison(args, "compare/websocket", ["taskset"], measure, fd_limit=4096)

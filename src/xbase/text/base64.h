@@ -1,0 +1,21 @@
+/* base64.h — RFC 4648 base64 with padding, for handshake keys and headers. */
+#ifndef XBASE_TEXT_BASE64_H
+#define XBASE_TEXT_BASE64_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/** Characters xBase64Encode writes for len bytes (no NUL). */
+static inline size_t xBase64EncodedLen(size_t len) { return (len + 2) / 3 * 4; }
+
+/** Encodes in[0, len) into out (room for xBase64EncodedLen(len) bytes;
+ *  no NUL is written) and returns the characters written. */
+size_t xBase64Encode(const void *in, size_t len, char *out);
+
+/** Decodes text[0, len) into out, which has room for cap bytes. Strict: the
+ *  length is a multiple of 4, padding only at the end, unused bits zero.
+ *  Returns the bytes decoded, or -1 when text is not canonical base64 or
+ *  does not fit. */
+long xBase64Decode(const char *text, size_t len, void *out, size_t cap);
+
+#endif
