@@ -3,7 +3,7 @@
  * scripts/validate.sh is the judge) on its four ports, written on xKit's
  * public API only, as a user would write it.
  *
- *   8080  HTTP/1.1 and h2c: /baseline11, /pipeline, /delay/{ms}, /json, /echo, gRPC GetSum
+ *   8080  HTTP/1.1 and h2c: /baseline11, /pipeline, /delay/{ms}, /json, /echo, gRPC GetSum, /ws
  *   8081  TLS, ALPN http/1.1: /json/{count}, /echo
  *   8082  h2c with prior knowledge only: /baseline2, /json/{count}
  *   8443  TLS, ALPN h2: /baseline2, gRPC GetSum
@@ -23,6 +23,7 @@
 #include <xhttp/grpc.h>
 #include <xhttp/server.h>
 #include <xhttp/tls.h>
+#include <xhttp/websocket.h>
 
 /* The longest /delay a client may ask for. */
 #define MAX_DELAY_MS 60000
@@ -316,6 +317,17 @@ static void on_get_sum(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xGrpcReply(res, reply, n);
 }
 
+/* WebSocket /ws: every text or binary message back as it came, in order; the close
+ * handshake (1000 back for a 1000) is the library's. */
+static void on_ws_message(xWebSocket *ws, const char *data, size_t len, bool binary, void *arg) {
+    (void)arg;
+    if (binary) {
+        xWebSocketSendBinary(ws, data, len);
+    } else {
+        xWebSocketSendText(ws, data, len);
+    }
+}
+
 /* ---- Start ---- */
 
 static const char *env_or(const char *name, const char *fallback) {
@@ -352,6 +364,13 @@ static bool add_routes(xHttpServer *server) {
             fprintf(stderr, "arena: cannot add route %s\n", routes[i].spec);
             return false;
         }
+    }
+    xWebSocketConf ws;
+    xWebSocketConfInit(&ws);
+    ws.on_message = on_ws_message;
+    if (xHttpServerWebSocket(server, "/ws", &ws, NULL) != XOK) {
+        fprintf(stderr, "arena: cannot add the WebSocket route /ws\n");
+        return false;
     }
     return true;
 }

@@ -22,6 +22,7 @@ import unittest
 
 import brotli
 import grpc
+from websockets.sync.client import connect as ws_connect
 
 from support.harness import Conn, ServerProcess, chunked, http_request, run_client
 from support.tls_fixtures import TlsConn, client_context, shared_certs
@@ -244,6 +245,23 @@ class ArenaEntryTest(unittest.TestCase):
             credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
         with grpc.secure_channel(f"localhost:{self.tls_h2}", credentials) as channel:
             self.assertEqual(call(channel), b"\x08\x37")
+
+    # ---- WebSocket ----
+
+    def test_websocket_echoes_in_order_and_answers_close_1000(self):
+        with ws_connect(f"ws://127.0.0.1:{self.h1}/ws", compression=None) as ws:
+            for i in range(16):  # 16 in flight, as the echo-ws-pipeline profile sends them
+                ws.send(f"hello {i}")
+            self.assertEqual([ws.recv(timeout=10) for _ in range(16)], [f"hello {i}" for i in range(16)])
+            data = os.urandom(70000)
+            ws.send(data)
+            self.assertEqual(ws.recv(timeout=10), data)
+            ws.close(1000)
+            self.assertEqual(ws.protocol.close_rcvd.code, 1000)
+
+    def test_a_plain_get_of_ws_is_a_4xx(self):
+        status = self.get("/ws").status
+        self.assertTrue(400 <= status < 500, status)
 
     # ---- TLS ----
 
