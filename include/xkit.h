@@ -17,6 +17,7 @@
 #include <xbase/memcache.h>
 #include <xbase/str.h>
 #include <xhttp/server.h>
+#include <xhttp/static.h>
 #include <xhttp/tls.h>
 #include <xhttp/tls_conf.h>
 

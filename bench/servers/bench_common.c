@@ -8,6 +8,7 @@
 
 #include <xbase/event.h>
 #include <xbase/log.h>
+#include <xhttp/static.h>
 #include <xhttp/tls.h>
 
 #define ECHO_MAX_SIZE (16u << 20)
@@ -31,7 +32,8 @@ static const char routes_text[] =
     "                  [&trailer=V]  ... followed by the trailer X-Stream-Trailer: V\n"
     "GET  /tls                      how the connection is secured, as JSON\n"
     "GET  /whoami[?q=V&cookie=NAME] the client's address and ports, the scheme, V decoded\n"
-    "                                and cookie NAME's value (default id), as JSON\n";
+    "                                and cookie NAME's value (default id), as JSON\n"
+    "GET  /static/*                 the files under --static DIR (with or without --test-routes)\n";
 
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out) {
     if (s.len == 0 || s.len > 10) return false;
@@ -333,14 +335,26 @@ static void on_whoami(xHttpRequest *req, xHttpResponse *res, void *arg) {
 /* Set by --test-routes (the integration tests' harness passes it). */
 static bool test_routes;
 
-void benchAddRoutes(xHttpServer *server) {
+/* --static DIR and its options; files is made by benchAddRoutes. */
+static xHttpStaticConf static_conf;
+static xHttpStatic *static_files;
+
+bool benchAddRoutes(xHttpServer *server) {
+    if (static_conf.root) {
+        xErrno err = xHttpStaticCreate(&static_conf, &static_files);
+        if (err != XOK) {
+            fprintf(stderr, "--static %s: %s\n", static_conf.root, xErrnoString(err));
+            return false;
+        }
+        xHttpServerRoute(server, "GET /static/*", xHttpStaticHandler, static_files);
+    }
     memset(echo_bytes, 'x', sizeof echo_bytes);
     xHttpServerRoute(server, "GET /ping", on_ping, NULL);
     xHttpServerRoute(server, "GET /echo", on_echo_get, NULL);
     xHttpServerRoute(server, "POST /echo", on_echo_post, NULL);
     xHttpServerRoute(server, "GET /", on_index, NULL);
     xHttpServerRoute(server, "POST /", on_index, NULL);
-    if (!test_routes) return;
+    if (!test_routes) return true;
     /* Each literal first segment is one more edge at the router's root, which every request
      * searches: about 5 ns more per GET /ping (bench/README.md), so not in measured runs. */
     crc32_init();
@@ -349,12 +363,19 @@ void benchAddRoutes(xHttpServer *server) {
     xHttpServerRoute(server, "GET /tls", on_tls, NULL);
     xHttpServerRoute(server, "GET /whoami", on_whoami, NULL);
     xHttpServerRouteStreaming(server, "POST /upload", on_upload, NULL);
+    return true;
+}
+
+void benchFreeRoutes(void) {
+    xHttpStaticDestroy(static_files);
+    static_files = NULL;
 }
 
 const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
                                 "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
                                 "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
-                                "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n";
+                                "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
+                                "       [--static DIR [--static-no-twins] [--static-cache-control VALUE]]\n";
 
 typedef struct Option {
     const char *flag;
@@ -380,10 +401,23 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
     };
     xHttpServerConfInit(conf);
     conf->max_body_size = ECHO_MAX_BODY;
+    xHttpStaticConfInit(&static_conf);
     *host = "0.0.0.0";
     for (int i = first; i < argc; i++) {
         if (strcmp(argv[i], "--host") == 0 && i + 1 < argc) {
             *host = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--static") == 0 && i + 1 < argc) {
+            static_conf.root = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--static-cache-control") == 0 && i + 1 < argc) {
+            static_conf.cache_control = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--static-no-twins") == 0) {
+            static_conf.precompressed = false;
             continue;
         }
         if (strcmp(argv[i], "--test-routes") == 0) {

@@ -12,9 +12,13 @@
 /** Parses a non-negative decimal no larger than max; false otherwise. */
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
 
-/** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /), and
- *  the test-only ones (/delay, /stream, /upload, /tls) after --test-routes. */
-void benchAddRoutes(xHttpServer *server);
+/** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /, and
+ *  GET /static/… after --static DIR), and the test-only ones (/delay, /stream, /upload, /tls)
+ *  after --test-routes. False (said on stderr) when --static's directory cannot be served. */
+bool benchAddRoutes(xHttpServer *server);
+
+/** Frees what benchAddRoutes made, once the server is destroyed. */
+void benchFreeRoutes(void);
 
 /** A server flag the common parser does not know: the caller's. Returns how
  *  many arguments it took from argv[i] on (1 or more), or 0 for unknown. */

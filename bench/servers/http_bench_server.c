@@ -5,6 +5,7 @@
  *       [--header-timeout MS] [--body-timeout MS] [--max-body BYTES]
  *       [--max-header-size BYTES] [--max-connections N] [--shutdown-timeout MS]
  *       [--send-timeout MS] [--max-streams N] [--no-http2 | --http2-only] [--test-routes]
+ *       [--static DIR [--static-no-twins] [--static-cache-control V]]
  *
  * HTTP/1.1 and cleartext HTTP/2 (prior knowledge or Upgrade: h2c) share the port.
  */
@@ -32,14 +33,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cannot create the server\n");
         return 1;
     }
-    benchAddRoutes(server);
+    if (!benchAddRoutes(server)) {
+        xHttpServerDestroy(server);
+        return 1;
+    }
     if (xHttpServerListen(server, host, (uint16_t)port) != XOK) {
         fprintf(stderr, "http_bench_server: %s\n", xHttpServerLastError(server));
         xHttpServerDestroy(server);
+        benchFreeRoutes();
         return 1;
     }
     benchPrintListening(host, server);
     xErrno err = xHttpServerRun(server);
     xHttpServerDestroy(server);
+    benchFreeRoutes();
     return err == XOK ? 0 : 1;
 }

@@ -130,11 +130,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "https_bench_server: cannot create the server\n");
         return 1;
     }
-    benchAddRoutes(server);
+    if (!benchAddRoutes(server)) {
+        xHttpServerDestroy(server);
+        return 1;
+    }
     if (xHttpServerListenTls(server, host, (uint16_t)port, &flags.tls) != XOK ||
         (flags.plain_port >= 0 && xHttpServerListen(server, host, (uint16_t)flags.plain_port) != XOK)) {
         fprintf(stderr, "https_bench_server: %s\n", xHttpServerLastError(server));
         xHttpServerDestroy(server);
+        benchFreeRoutes();
         return 1;
     }
     benchPrintListening(host, server);
@@ -144,5 +148,6 @@ int main(int argc, char **argv) {
     }
     xErrno err = xHttpServerRun(server);
     xHttpServerDestroy(server);
+    benchFreeRoutes();
     return err == XOK ? 0 : 1;
 }

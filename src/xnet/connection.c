@@ -4,11 +4,16 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #define XCONN_IOV_MAX 64
 #define XCONN_LINGER_MS 2000
+
+/* How much of queued files one send takes on a transport without sendfile:
+ * two TLS records' worth, read onto the stack. */
+#define XCONN_FILE_PIECE (32u << 10)
 
 static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg);
 static void on_timer(xEventLoop *loop, xTimer *timer);
@@ -34,8 +39,13 @@ static void plain_shutdown_write(xConn *conn) { shutdown(conn->fd, SHUT_WR); }
 
 static void plain_nothing(xConn *conn) {}
 
-const xTransport xConnPlainTransport = {
-    plain_recv, plain_sendv, plain_shutdown_write, plain_nothing, plain_nothing, false, NULL, NULL};
+static ssize_t plain_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
+    return sendfile(conn->fd, fd, &offset, len);
+}
+
+const xTransport xConnPlainTransport = {plain_recv,    plain_sendv,   plain_shutdown_write,
+                                        plain_nothing, plain_nothing, false,
+                                        NULL,          NULL,          plain_sendfile};
 
 /* ---- Lifetime ---- */
 
@@ -155,8 +165,8 @@ xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)
         if (marker) return XERR_NOMEM; /* keep the memory: queued bytes may point into it */
         err = xConnWrite(conn, bytes, len);
     } else {
-        conn->out_refs[conn->out_nrefs++] =
-            (xOutRef){.data = bytes, .len = len, .mark = conn->out.len, .release = release, .arg = arg};
+        conn->out_refs[conn->out_nrefs++] = (xOutRef){
+            .data = bytes, .len = len, .mark = conn->out.len, .release = release, .arg = arg, .fd = -1};
         conn->out_pending += len;
         return XOK;
     }
@@ -164,12 +174,65 @@ xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)
     return err;
 }
 
+/* Reads len bytes of fd from offset into buf; false when the file ended (or
+ * failed) first, with *got what was read. */
+static bool read_file(int fd, off_t offset, char *buf, size_t len, size_t *got) {
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(fd, buf + done, len - done, offset + (off_t)done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += (size_t)n;
+    }
+    *got = done;
+    return done == len;
+}
+
+xErrno xConnWriteFile(xConn *conn, int fd, off_t offset, size_t len, void (*release)(void *), void *arg) {
+    xErrno err = XOK;
+    if (conn->closed) {
+        err = XERR_CLOSED;
+    } else if (len <= XCONN_FILE_COPY_MAX) {
+        char *dst = len ? xConnReserve(conn, len) : NULL;
+        size_t got = 0;
+        if (len && !dst) {
+            err = XERR_NOMEM;
+        } else if (len && !read_file(fd, offset, dst, len, &got)) {
+            xConnCommit(conn, got);
+            xConnCloseAfterFlush(conn);
+            err = XERR_CLOSED;
+        } else {
+            xConnCommit(conn, len);
+        }
+    } else if (!grow_refs(conn)) {
+        err = XERR_NOMEM;
+    } else {
+        conn->out_refs[conn->out_nrefs++] = (xOutRef){
+            .len = len, .mark = conn->out.len, .release = release, .arg = arg, .fd = fd, .offset = offset};
+        conn->out_pending += len;
+        return XOK;
+    }
+    if (release) release(arg);
+    return err;
+}
+
+/* Where gather stopped short of the queue's end. */
+typedef enum xGatherStop {
+    XGATHER_DONE,      /* everything, or all the iovecs and piece room there are */
+    XGATHER_AT_FILE,   /* at a file the transport may send itself (nothing before it) */
+    XGATHER_FILE_SHORT /* a queued file ended before its range did */
+} xGatherStop;
+
 /* Gathers the unsent bytes in order: buffered bytes up to each ref's mark,
- * then the ref, then the buffered bytes after it. */
-static int gather(const xConn *conn, struct iovec *iov) {
+ * then the ref, then the buffered bytes after it. A file's bytes are read
+ * into piece (cap bytes in all); with use_sendfile, gathering stops at a
+ * file instead, which the caller sends once everything before it is out. */
+static int gather(const xConn *conn, struct iovec *iov, char *piece, size_t cap, bool use_sendfile,
+                  xGatherStop *stop) {
     int n = 0;
     size_t pos = conn->out_sent;
     size_t i = conn->out_ref_index;
+    *stop = XGATHER_DONE;
     for (; i < conn->out_nrefs && n < XCONN_IOV_MAX - 1; i++) {
         const xOutRef *ref = &conn->out_refs[i];
         if (ref->mark > pos) {
@@ -177,12 +240,36 @@ static int gather(const xConn *conn, struct iovec *iov) {
             pos = ref->mark;
         }
         size_t skip = i == conn->out_ref_index ? conn->out_ref_sent : 0;
-        if (ref->len > skip) iov[n++] = (struct iovec){(void *)(ref->data + skip), ref->len - skip};
+        if (ref->len == skip) continue;
+        if (ref->data) {
+            iov[n++] = (struct iovec){(void *)(ref->data + skip), ref->len - skip};
+            continue;
+        }
+        if (use_sendfile) {
+            if (n == 0) *stop = XGATHER_AT_FILE;
+            return n;
+        }
+        size_t want = ref->len - skip < cap ? ref->len - skip : cap, got;
+        if (want == 0) return n;
+        bool whole = read_file(ref->fd, ref->offset + (off_t)skip, piece, want, &got);
+        if (got) iov[n++] = (struct iovec){piece, got};
+        if (!whole) *stop = XGATHER_FILE_SHORT;
+        if (!whole || got < ref->len - skip) return n; /* its rest comes on a later send */
+        piece += got;
+        cap -= got;
     }
     /* The buffered tail only once every reference before it is gathered. */
     if (i == conn->out_nrefs && conn->out.len > pos && n < XCONN_IOV_MAX)
         iov[n++] = (struct iovec){conn->out.data + pos, conn->out.len - pos};
     return n;
+}
+
+/* Sends the file at the queue's front through the transport's own sendfile:
+ * the bytes sent, 0 when the file ended first, or -1 with errno. */
+static ssize_t send_front_file(xConn *conn) {
+    const xOutRef *ref = &conn->out_refs[conn->out_ref_index];
+    size_t skip = conn->out_ref_sent;
+    return conn->transport->sendfile(conn, ref->fd, ref->offset + (off_t)skip, ref->len - skip);
 }
 
 /* Accounts for sent bytes, releasing each reference (and each marker) as
@@ -228,9 +315,24 @@ void xConnBlocked(xConn *conn) {
 void xConnFlush(xConn *conn) {
     if (conn->closed || conn->write_blocked) return;
     struct iovec iov[XCONN_IOV_MAX];
-    int n;
-    while ((n = gather(conn, iov)) > 0) {
-        ssize_t w = conn->transport->sendv(conn, iov, n);
+    char piece[XCONN_FILE_PIECE];
+    bool use_sendfile = conn->transport->sendfile != NULL;
+    for (;;) {
+        xGatherStop stop;
+        int n = gather(conn, iov, piece, sizeof piece, use_sendfile, &stop);
+        ssize_t w;
+        if (stop == XGATHER_AT_FILE) {
+            w = send_front_file(conn);
+            if (w < 0 && errno == EOPNOTSUPP) {
+                use_sendfile = false; /* this connection's transport cannot now */
+                continue;
+            }
+            if (w == 0) stop = XGATHER_FILE_SHORT;
+        } else if (n > 0) {
+            w = conn->transport->sendv(conn, iov, n);
+        } else {
+            w = 0;
+        }
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN)
@@ -240,6 +342,13 @@ void xConnFlush(xConn *conn) {
             return;
         }
         advance(conn, (size_t)w);
+        if (stop == XGATHER_FILE_SHORT) {
+            /* The file shrank under a response that promised its length:
+             * what was read has gone out, nothing true can follow it. */
+            xConnClose(conn);
+            return;
+        }
+        if (n == 0 && stop == XGATHER_DONE) break;
     }
     if (conn->transport->flush && !conn->transport->flush(conn)) {
         if (errno == EAGAIN)

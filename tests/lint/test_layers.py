@@ -27,6 +27,7 @@ LAYERS = {
     "xhttp/http1": (7, ("xbase", "xhttp")),
     "xhttp/http2": (7, ("xbase", "xhttp")),
     "xhttp/upgrade": (8, ("xbase", "xhttp")),
+    "xhttp/handler": (8, ("xbase", "xhttp")),
     "xhttp": (9, ("xbase", "xhttp", "xkit.h")),
 }
 

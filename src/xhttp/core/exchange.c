@@ -129,11 +129,6 @@ void xHttpExchangeSendStatus(xHttpExchange *ex, int status) {
     ex->ops->send(ex, body, n, true, NULL, NULL);
 }
 
-/* The xHttpResponse is the exchange's second member; handlers only hold it. */
-static xHttpExchange *exchange_of(xHttpResponse *res) {
-    return (xHttpExchange *)((char *)res - offsetof(xHttpExchange, res));
-}
-
 /* ---- Request accessors ---- */
 
 static xHttpExchange *exchange_of_request(xHttpRequest *req) {
@@ -280,26 +275,26 @@ xErrno xHttpResponseAddTrailer(xHttpResponse *res, const char *name, const char 
 
 xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len) {
     if (res->head_sent || res->ended) return XERR_STATE;
-    xHttpExchange *ex = exchange_of(res);
+    xHttpExchange *ex = xHttpExchangeOf(res);
     return ex->ops->send(ex, body, len, true, NULL, NULL);
 }
 
 xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len, void (*release)(void *),
                             void *release_arg) {
     if (res->head_sent || res->ended) return XERR_STATE;
-    xHttpExchange *ex = exchange_of(res);
+    xHttpExchange *ex = xHttpExchangeOf(res);
     return ex->ops->send(ex, body, len, false, release, release_arg);
 }
 
 xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len) {
     if (res->ended) return XERR_STATE;
-    xHttpExchange *ex = exchange_of(res);
+    xHttpExchange *ex = xHttpExchangeOf(res);
     return ex->ops->write(ex, data, len);
 }
 
 xErrno xHttpResponseEnd(xHttpResponse *res) {
     if (res->ended) return XERR_STATE;
-    xHttpExchange *ex = exchange_of(res);
+    xHttpExchange *ex = xHttpExchangeOf(res);
     return ex->ops->end(ex);
 }
 
@@ -343,6 +338,7 @@ const char *xHttpStatusReason(int status) {
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
+    case 416: return "Range Not Satisfiable";
     case 417: return "Expectation Failed";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";

@@ -86,8 +86,11 @@ typedef struct xH2Stream {
     size_t length_len;
     xBuffer out; /* response bytes not yet framed */
     size_t out_framed;
-    bool out_sealed; /* out holds a whole body and never grows */
-    const char *ref; /* or: a body sent by reference */
+    bool out_sealed;  /* out holds a whole body and never grows */
+    const char *ref;  /* or: a body sent by reference, in memory or in a file */
+    bool ref_is_file; /* ref is NULL: the body is ref_len bytes of file_fd at file_offset */
+    int file_fd;
+    off_t file_offset;
     size_t ref_len, ref_framed;
     void (*ref_release)(void *);
     void *ref_arg;
@@ -626,7 +629,11 @@ static xErrno frame_body(xH2Stream *s, xConn *conn, size_t n) {
             s->out.len = s->out_framed = 0;
     }
     if (err == XOK && n > take) {
-        err = xConnWriteRef(conn, s->ref + s->ref_framed, n - take, NULL, NULL);
+        /* A frame's worth of file (up to XCONN_FILE_COPY_MAX) is read into
+         * the queue now; the file stays open until the last frame is out. */
+        err = s->ref_is_file ? xConnWriteFile(conn, s->file_fd, s->file_offset + (off_t)s->ref_framed,
+                                              n - take, NULL, NULL)
+                             : xConnWriteRef(conn, s->ref + s->ref_framed, n - take, NULL, NULL);
         s->ref_framed += n - take;
         if (s->ref_framed == s->ref_len) release_ref(s);
     }
@@ -751,6 +758,31 @@ static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy
     return err;
 }
 
+static xErrno h2_send_file(xHttpExchange *ex, int fd, off_t offset, size_t len, void (*release)(void *),
+                           void *release_arg) {
+    xH2Stream *s = ex->proto;
+    xErrno err = XOK;
+    bool with_body = len && response_has_body(ex);
+    if (ex->res.aborted || s->closed) {
+        err = XERR_CLOSED;
+    } else {
+        s->length_len = (size_t)(xHttpPutDecimal(s->length, len) - s->length);
+        if (with_body) {
+            s->ref_is_file = true;
+            s->file_fd = fd;
+            s->file_offset = offset;
+            s->ref_len = len;
+            s->ref_release = release;
+            s->ref_arg = release_arg;
+            release = NULL;
+        }
+        err = submit_head(s, xHttpStatusHasBody(ex->res.status), with_body);
+    }
+    if (release) release(release_arg);
+    end_exchange(s);
+    return err;
+}
+
 static xErrno h2_write(xHttpExchange *ex, const void *data, size_t len) {
     xH2Stream *s = ex->proto;
     if (ex->res.aborted || s->closed) return XERR_CLOSED;
@@ -791,7 +823,7 @@ static void h2_body_wanted(xHttpExchange *ex) {
     xConnRelease(conn);
 }
 
-static const xHttpExchangeOps h2_ops = {h2_send, h2_write, h2_end, h2_body_wanted};
+static const xHttpExchangeOps h2_ops = {h2_send, h2_send_file, h2_write, h2_end, h2_body_wanted};
 
 /* ---- Driving the session ---- */
 

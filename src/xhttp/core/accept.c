@@ -1,0 +1,64 @@
+/* accept.c — Accept-Encoding qvalues, read in place. */
+#include "xhttp/core/accept.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "xhttp/core/tokens.h"
+
+static bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+static xStr trim(const char *p, const char *end) {
+    while (p < end && is_space(*p)) p++;
+    while (end > p && is_space(end[-1])) end--;
+    return (xStr){p, (size_t)(end - p)};
+}
+
+/* RFC 9110 §12.4.2: qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ).
+ * Returns the thousandths, or -1 when v is not a qvalue. */
+static int parse_qvalue(xStr v) {
+    if (v.len == 0 || v.len > 5 || (v.data[0] != '0' && v.data[0] != '1')) return -1;
+    if (v.len > 1 && v.data[1] != '.') return -1;
+    int q = (v.data[0] - '0') * 1000, scale = 100;
+    for (size_t i = 2; i < v.len; i++, scale /= 10) {
+        if (v.data[i] < '0' || v.data[i] > '9') return -1;
+        q += (v.data[i] - '0') * scale;
+    }
+    return q > 1000 ? -1 : q;
+}
+
+/* The qvalue of one entry's parameters ("; q=0.5"): 1000 when none is q,
+ * -1 when q is malformed. */
+static int entry_quality(const char *p, const char *end) {
+    while (p < end) {
+        const char *semi = memchr(p, ';', (size_t)(end - p));
+        const char *param_end = semi ? semi : end;
+        xStr param = trim(p, param_end);
+        if (param.len >= 2 && (param.data[0] == 'q' || param.data[0] == 'Q')) {
+            xStr rest = trim(param.data + 1, param.data + param.len);
+            if (rest.len && rest.data[0] == '=')
+                return parse_qvalue(trim(rest.data + 1, rest.data + rest.len));
+        }
+        p = semi ? semi + 1 : end;
+    }
+    return 1000;
+}
+
+int xHttpAcceptQuality(xStr field, const char *coding) {
+    size_t coding_len = strlen(coding);
+    int any = XHTTP_Q_UNSTATED;
+    const char *p = field.data, *end = field.data + field.len;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *entry_end = comma ? comma : end;
+        const char *semi = memchr(p, ';', (size_t)(entry_end - p));
+        xStr name = trim(p, semi ? semi : entry_end);
+        int q = name.len ? entry_quality(semi ? semi + 1 : entry_end, entry_end) : -1;
+        if (q >= 0) {
+            if (name.len == coding_len && xHttpSameLower(name.data, coding, coding_len)) return q;
+            if (name.len == 1 && name.data[0] == '*' && any == XHTTP_Q_UNSTATED) any = q;
+        }
+        p = comma ? comma + 1 : end;
+    }
+    return any;
+}

@@ -1,0 +1,412 @@
+/* static.c — the static file handler: a request's path to a file under one
+ * root, opened and read anew for every request (see <xhttp/static.h>). */
+#include <xhttp/static.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "xbase/mem/sized.h"
+
+#include "xhttp/core/accept.h"
+#include "xhttp/core/date.h"
+#include "xhttp/core/exchange.h"
+#include "xhttp/core/tokens.h"
+#include "xhttp/handler/static_headers.h"
+
+struct xHttpStatic {
+    int root_fd;
+    bool beneath; /* openat2 keeps every lookup under root */
+    bool precompressed;
+    char *index; /* NULL: none */
+    char *cache_control;
+    xHttpStaticType *types; /* the caller's, before the built-in table */
+    size_t num_types;
+};
+
+/* Room for a decoded path, then the index name or a twin's suffix. */
+#define NAME_ROOM (PATH_MAX + NAME_MAX + 4)
+
+/* ETag "\"<size>-<seconds>.<nanoseconds>-<coding>\"" in hex. */
+#define ETAG_ROOM 64
+
+/* Files served as a twin, in the order a tie between the client's qvalues is
+ * broken: brotli is the smaller. */
+static const struct {
+    const char *coding;
+    const char *suffix;
+} twins[] = {{"br", ".br"}, {"gzip", ".gz"}};
+
+void xHttpStaticConfInitSized(xHttpStaticConf *conf, size_t size) {
+    xHttpStaticConf defaults = {
+        .index = "index.html",
+        .precompressed = true,
+    };
+    xSizedInit(conf, size, &defaults, sizeof defaults);
+}
+
+/* Copies the caller's media types: XERR_INVALID when one is not a plain
+ * extension and a one-line value. */
+static xErrno copy_types(xHttpStatic *files, const xHttpStaticType *types, size_t n) {
+    if (n == 0) return XOK;
+    if (!types) return XERR_INVALID;
+    for (size_t i = 0; i < n; i++)
+        if (!types[i].extension || !*types[i].extension || strpbrk(types[i].extension, "./") ||
+            !types[i].type || !*types[i].type || strpbrk(types[i].type, "\r\n"))
+            return XERR_INVALID;
+    if (!(files->types = calloc(n, sizeof *files->types))) return XERR_NOMEM;
+    files->num_types = n;
+    for (size_t i = 0; i < n; i++) {
+        files->types[i].extension = strdup(types[i].extension);
+        files->types[i].type = strdup(types[i].type);
+        if (!files->types[i].extension || !files->types[i].type) return XERR_NOMEM;
+    }
+    return XOK;
+}
+
+static char *copy_or_null(const char *s, bool *failed) {
+    if (!s) return NULL;
+    char *copy = strdup(s);
+    if (!copy) *failed = true;
+    return copy;
+}
+
+/* openat2 may be missing (before Linux 5.6) or refused by a seccomp filter
+ * (older container runtimes answer ENOSYS or EPERM): then lookups fall back
+ * to openat, with the lexical checks alone keeping them under root. */
+static bool has_openat2(int root_fd) {
+    struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_BENEATH};
+    int fd = (int)syscall(SYS_openat2, root_fd, ".", &how, sizeof how);
+    if (fd < 0) return false;
+    close(fd);
+    return true;
+}
+
+xErrno xHttpStaticCreate(const xHttpStaticConf *user, xHttpStatic **out) {
+    xHttpStaticConf conf;
+    xHttpStaticConfInit(&conf);
+    if (!user || !out) return XERR_INVALID;
+    xSizedAdopt(&conf, user, sizeof conf);
+    if (!conf.root || !*conf.root ||
+        (conf.index && (!*conf.index || strchr(conf.index, '/') || strlen(conf.index) > NAME_MAX)))
+        return XERR_INVALID;
+    xHttpStatic *files = calloc(1, sizeof *files);
+    if (!files) return XERR_NOMEM;
+    bool failed = false;
+    files->root_fd = -1;
+    files->index = copy_or_null(conf.index, &failed);
+    files->cache_control = copy_or_null(conf.cache_control, &failed);
+    files->precompressed = conf.precompressed;
+    xErrno err = failed ? XERR_NOMEM : copy_types(files, conf.types, conf.num_types);
+    if (err != XOK) {
+        xHttpStaticDestroy(files);
+        return err;
+    }
+    files->root_fd = open(conf.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (files->root_fd < 0) {
+        int saved = errno;
+        xHttpStaticDestroy(files);
+        errno = saved;
+        return XERR_SYS;
+    }
+    files->beneath = has_openat2(files->root_fd);
+    *out = files;
+    return XOK;
+}
+
+void xHttpStaticDestroy(xHttpStatic *files) {
+    if (!files) return;
+    if (files->root_fd >= 0) close(files->root_fd);
+    free(files->index);
+    free(files->cache_control);
+    for (size_t i = 0; i < files->num_types; i++) {
+        free((char *)files->types[i].extension);
+        free((char *)files->types[i].type);
+    }
+    free(files->types);
+    free(files);
+}
+
+/* O_NONBLOCK: opening a FIFO someone left under root must not wait for a
+ * writer (it is refused as not a regular file right after). */
+#define OPEN_FLAGS (O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+
+/* Without openat2: one component at a time, none of them a symbolic link
+ * (O_NOFOLLOW), so no link can lead out; links inside root are refused too. */
+static int open_walking(int root_fd, char *name) {
+    int dir = root_fd;
+    char *p = name;
+    for (;;) {
+        char *slash = strchr(p, '/');
+        if (slash) *slash = '\0';
+        int fd =
+            openat(dir, p, slash ? O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC : OPEN_FLAGS | O_NOFOLLOW);
+        int saved = errno;
+        if (dir != root_fd) close(dir);
+        if (slash) *slash = '/';
+        errno = saved;
+        if (fd < 0 || !slash) return fd;
+        dir = fd;
+        p = slash + 1;
+    }
+}
+
+static int open_file(const xHttpStatic *files, char *name) {
+    if (!files->beneath) return open_walking(files->root_fd, name);
+    struct open_how how = {.flags = OPEN_FLAGS, .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    return (int)syscall(SYS_openat2, files->root_fd, name, &how, sizeof how);
+}
+
+/* The route's "*" capture, or the path without its '/' on a route without one. */
+static xStr file_path(const xHttpRequest *req) {
+    for (size_t i = 0; i < req->num_params; i++)
+        if (xStrEqualsC(req->params[i].name, "*")) return req->params[i].value;
+    xStr path = req->path;
+    return path.len ? (xStr){path.data + 1, path.len - 1} : path;
+}
+
+/* The qvalue the request's Accept-Encoding fields give coding: the first
+ * field that states one (a client may split the list over several). */
+static int accept_quality(const xHttpRequest *req, const char *coding) {
+    for (size_t i = 0; i < req->num_headers; i++) {
+        if (!xHttpNameEquals(req->headers[i].name, "accept-encoding")) continue;
+        int q = xHttpAcceptQuality(req->headers[i].value, coding);
+        if (q != XHTTP_Q_UNSTATED) return q;
+    }
+    return XHTTP_Q_UNSTATED;
+}
+
+/* A file picked for the answer. */
+typedef struct File {
+    int fd;
+    struct stat st;
+    const char *coding; /* a twin's Content-Encoding; NULL: the file itself */
+} File;
+
+static bool newer_or_same(const struct stat *a, const struct stat *b) {
+    return a->st_mtim.tv_sec > b->st_mtim.tv_sec ||
+           (a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec >= b->st_mtim.tv_nsec);
+}
+
+/* Swaps f for name's twin in the coding the client prefers, if there is one
+ * it accepts that is a regular file not older than f (an older one would
+ * hide a file replaced since). name has room for a suffix at len. */
+static void pick_twin(const xHttpStatic *files, const xHttpRequest *req, char *name, size_t len, File *f) {
+    int q[2], identity = accept_quality(req, "identity");
+    for (int i = 0; i < 2; i++) q[i] = accept_quality(req, twins[i].coding);
+    int order[2] = {q[1] > q[0], q[1] <= q[0]};
+    for (int k = 0; k < 2; k++) {
+        int i = order[k];
+        if (q[i] <= 0 || q[i] < identity) continue;
+        memcpy(name + len, twins[i].suffix, 4);
+        int fd = open_file(files, name);
+        struct stat st;
+        bool usable = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && newer_or_same(&st, &f->st);
+        if (usable) {
+            close(f->fd);
+            *f = (File){fd, st, twins[i].coding};
+            break;
+        }
+        if (fd >= 0) close(fd);
+    }
+    name[len] = '\0';
+}
+
+static void send_status(xHttpResponse *res, int status) {
+    xHttpExchangeSendStatus(xHttpExchangeOf(res), status);
+}
+
+/* A directory named without its final '/': where its index is. */
+static void redirect_to_directory(const xHttpRequest *req, xHttpResponse *res) {
+    size_t cap = req->path.len + req->query.len + 3;
+    char *location = malloc(cap);
+    if (!location) {
+        send_status(res, 500);
+        return;
+    }
+    char *p = location;
+    memcpy(p, req->path.data, req->path.len);
+    p += req->path.len;
+    *p++ = '/';
+    if (req->query.len) {
+        *p++ = '?';
+        memcpy(p, req->query.data, req->query.len);
+        p += req->query.len;
+    }
+    *p = '\0';
+    xHttpResponseAddHeader(res, "Location", location);
+    free(location);
+    send_status(res, 301);
+}
+
+static char *put_hex(char *p, uint64_t v) {
+    char tmp[16];
+    int n = 0;
+    do tmp[n++] = "0123456789abcdef"[v & 15];
+    while ((v >>= 4) != 0);
+    while (n) *p++ = tmp[--n];
+    return p;
+}
+
+static void format_etag(char out[ETAG_ROOM], const File *f) {
+    char *p = out;
+    *p++ = '"';
+    p = put_hex(p, (uint64_t)f->st.st_size);
+    *p++ = '-';
+    p = put_hex(p, (uint64_t)f->st.st_mtim.tv_sec);
+    *p++ = '.';
+    p = put_hex(p, (uint64_t)f->st.st_mtim.tv_nsec);
+    if (f->coding) {
+        *p++ = '-';
+        size_t n = strlen(f->coding);
+        memcpy(p, f->coding, n);
+        p += n;
+    }
+    *p++ = '"';
+    *p = '\0';
+}
+
+/* RFC 9110 §13.1.2 and §13.1.3: If-None-Match, or without it an
+ * If-Modified-Since equal to our Last-Modified. */
+static bool not_modified(const xHttpRequest *req, const char *etag, const char *last_modified) {
+    xStr value;
+    if (xHttpRequestHeader(req, "if-none-match", &value))
+        return xHttpStaticEtagListMatches(value, xStrFromC(etag));
+    return xHttpRequestHeader(req, "if-modified-since", &value) && xStrEqualsC(value, last_modified);
+}
+
+/* RFC 9110 §13.1.5: a Range applies when If-Range is absent or names this
+ * very version, by strong ETag or by the exact Last-Modified date. */
+static bool range_applies(const xHttpRequest *req, const char *etag, const char *last_modified) {
+    xStr value;
+    return !xHttpRequestHeader(req, "if-range", &value) || xStrEqualsC(value, etag) ||
+           xStrEqualsC(value, last_modified);
+}
+
+static void add_content_range(xHttpResponse *res, uint64_t start, uint64_t len, uint64_t size) {
+    char value[3 * XHTTP_DECIMAL_MAX + 16], *p = value;
+    memcpy(p, "bytes ", 6);
+    p += 6;
+    if (len) {
+        p = xHttpPutDecimal(p, start);
+        *p++ = '-';
+        p = xHttpPutDecimal(p, start + len - 1);
+    } else {
+        *p++ = '*';
+    }
+    *p++ = '/';
+    p = xHttpPutDecimal(p, size);
+    *p = '\0';
+    xHttpResponseAddHeader(res, "Content-Range", value);
+}
+
+static void close_file(void *arg) { close((int)(intptr_t)arg); }
+
+static const char *media_type(const xHttpStatic *files, const char *name) {
+    xStr ext = xHttpStaticExtension(xStrFromC(name));
+    for (size_t i = 0; i < files->num_types; i++)
+        if (xHttpNameEquals(ext, files->types[i].extension)) return files->types[i].type;
+    return xHttpStaticMediaType(ext);
+}
+
+/* Answers from the open file f, whose name gives the type; f->fd is the
+ * response's to close. */
+static void serve(const xHttpStatic *files, const xHttpRequest *req, xHttpResponse *res, const File *f,
+                  const char *name) {
+    char etag[ETAG_ROOM], last_modified[XHTTP_DATE_LEN + 1];
+    format_etag(etag, f);
+    xHttpFormatDate(last_modified, f->st.st_mtim.tv_sec);
+    xHttpResponseAddHeader(res, "ETag", etag);
+    xHttpResponseAddHeader(res, "Last-Modified", last_modified);
+    if (files->precompressed) xHttpResponseAddHeader(res, "Vary", "Accept-Encoding");
+    if (files->cache_control) xHttpResponseAddHeader(res, "Cache-Control", files->cache_control);
+    if (not_modified(req, etag, last_modified)) {
+        close(f->fd);
+        xHttpResponseSetStatus(res, 304);
+        xHttpResponseSend(res, NULL, 0);
+        return;
+    }
+
+    uint64_t size = (uint64_t)f->st.st_size, start = 0, len = size;
+    xHttpStaticRange range = XSTATIC_RANGE_WHOLE;
+    xStr value;
+    if (xStrEqualsC(req->method, "GET") && xHttpRequestHeader(req, "range", &value) &&
+        range_applies(req, etag, last_modified))
+        range = xHttpStaticParseRange(value, size, &start, &len);
+    if (range == XSTATIC_RANGE_UNSATISFIABLE) {
+        close(f->fd);
+        add_content_range(res, 0, 0, size);
+        send_status(res, 416);
+        return;
+    }
+    xHttpResponseAddHeader(res, "Content-Type", media_type(files, name));
+    if (f->coding) xHttpResponseAddHeader(res, "Content-Encoding", f->coding);
+    xHttpResponseAddHeader(res, "Accept-Ranges", "bytes");
+    if (range == XSTATIC_RANGE_PART) {
+        add_content_range(res, start, len, size);
+        xHttpResponseSetStatus(res, 206);
+    }
+    xHttpResponseSendFile(res, f->fd, (off_t)start, (size_t)len, close_file, (void *)(intptr_t)f->fd);
+}
+
+xErrno xHttpResponseSendFile(xHttpResponse *res, int fd, off_t offset, size_t len, void (*release)(void *),
+                             void *release_arg) {
+    if (res->head_sent || res->ended) {
+        if (release) release(release_arg);
+        return XERR_STATE;
+    }
+    xHttpExchange *ex = xHttpExchangeOf(res);
+    return ex->ops->send_file(ex, fd, offset, len, release, release_arg);
+}
+
+/* Why a name could not be served: 404 when there is nothing (or nothing
+ * under root) by that name, 403 when there is but it may not be read. */
+static int refusal(int open_errno) { return open_errno == EACCES || open_errno == EPERM ? 403 : 404; }
+
+void xHttpStaticHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    const xHttpStatic *files = arg;
+    if (!xStrEqualsC(req->method, "GET") && !xStrEqualsC(req->method, "HEAD")) {
+        xHttpResponseAddHeader(res, "Allow", "GET, HEAD");
+        send_status(res, 405);
+        return;
+    }
+    char name[NAME_ROOM];
+    size_t len;
+    xStr raw = file_path(req);
+    if (raw.len > PATH_MAX || xHttpPercentDecode(raw, name, PATH_MAX, XHTTP_DECODE_REFUSE_NUL, &len) != XOK ||
+        !xHttpStaticPathIsSafe((xStr){name, len})) {
+        send_status(res, 404);
+        return;
+    }
+    bool directory_named = len == 0 || name[len - 1] == '/';
+    if (directory_named) {
+        if (!files->index) {
+            send_status(res, 403); /* a directory, but no listing */
+            return;
+        }
+        size_t n = strlen(files->index);
+        memcpy(name + len, files->index, n);
+        len += n;
+    }
+    name[len] = '\0';
+    File f = {open_file(files, name), {0}, NULL};
+    int status = f.fd < 0 ? refusal(errno) : fstat(f.fd, &f.st) != 0 ? 404 : 0;
+    if (status == 0 && !S_ISREG(f.st.st_mode)) status = S_ISDIR(f.st.st_mode) && !directory_named ? 301 : 403;
+    if (status) {
+        if (f.fd >= 0) close(f.fd);
+        if (status == 301 && files->index)
+            redirect_to_directory(req, res);
+        else
+            send_status(res, status == 301 ? 403 : status);
+        return;
+    }
+    if (files->precompressed) pick_twin(files, req, name, len, &f);
+    serve(files, req, res, &f, name);
+}
