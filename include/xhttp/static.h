@@ -57,9 +57,10 @@ typedef struct xHttpStaticConf {
                                        a directory named without its '/' is redirected
                                        there (301). NULL: directories are 403 */
     bool precompressed;           /**< NAME.br and NAME.gz, when present and not older
-                                       than NAME, are served with Content-Encoding to a
-                                       client whose Accept-Encoding prefers them, and
-                                       every answer says "Vary: Accept-Encoding" (true) */
+                                       than NAME (in whole seconds), are served with
+                                       Content-Encoding to a client whose
+                                       Accept-Encoding prefers them, and every answer
+                                       says "Vary: Accept-Encoding" (true) */
     const char *cache_control;    /**< a Cache-Control value for every file, e.g.
                                        "max-age=3600"; NULL: none (NULL) */
     const xHttpStaticType *types; /**< media types consulted before the built-in

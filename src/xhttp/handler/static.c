@@ -190,14 +190,11 @@ typedef struct File {
     const char *coding; /* a twin's Content-Encoding; NULL: the file itself */
 } File;
 
-static bool newer_or_same(const struct stat *a, const struct stat *b) {
-    return a->st_mtim.tv_sec > b->st_mtim.tv_sec ||
-           (a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec >= b->st_mtim.tv_nsec);
-}
-
 /* Swaps f for name's twin in the coding the client prefers, if there is one
- * it accepts that is a regular file not older than f (an older one would
- * hide a file replaced since). name has room for a suffix at len. */
+ * it accepts that is a regular file not older than f: an older one would
+ * hide a file replaced since. Whole seconds: `gzip -k` and `brotli -k` give
+ * the twin the file's time, brotli to the second only. name has room for a
+ * suffix at len. */
 static void pick_twin(const xHttpStatic *files, const xHttpRequest *req, char *name, size_t len, File *f) {
     int q[2], identity = accept_quality(req, "identity");
     for (int i = 0; i < 2; i++) q[i] = accept_quality(req, twins[i].coding);
@@ -208,7 +205,8 @@ static void pick_twin(const xHttpStatic *files, const xHttpRequest *req, char *n
         memcpy(name + len, twins[i].suffix, 4);
         int fd = open_file(files, name);
         struct stat st;
-        bool usable = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && newer_or_same(&st, &f->st);
+        bool usable = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                      st.st_mtim.tv_sec >= f->st.st_mtim.tv_sec;
         if (usable) {
             close(f->fd);
             *f = (File){fd, st, twins[i].coding};
