@@ -20,19 +20,7 @@
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/tokens.h"
 #include "xhttp/handler/static_headers.h"
-
-struct xHttpStatic {
-    int root_fd;
-    bool beneath; /* openat2 keeps every lookup under root */
-    bool precompressed;
-    char *index; /* NULL: none */
-    char *cache_control;
-    xHttpStaticType *types; /* the caller's, before the built-in table */
-    size_t num_types;
-};
-
-/* Room for a decoded path, then the index name or a twin's suffix. */
-#define NAME_ROOM (PATH_MAX + NAME_MAX + 4)
+#include "xhttp/handler/static_internal.h"
 
 /* ETag "\"<size>-<seconds>.<nanoseconds>-<coding>\"" in hex. */
 #define ETAG_ROOM 64
@@ -368,6 +356,38 @@ xErrno xHttpResponseSendFile(xHttpResponse *res, int fd, off_t offset, size_t le
  * under root) by that name, 403 when there is but it may not be read. */
 static int refusal(int open_errno) { return open_errno == EACCES || open_errno == EPERM ? 403 : 404; }
 
+void xHttpStaticResolve(const xHttpStatic *files, xStr raw, xHttpStaticTarget *t) {
+    t->fd = -1;
+    t->status = 404;
+    if (raw.len > PATH_MAX ||
+        xHttpPercentDecode(raw, t->name, PATH_MAX, XHTTP_DECODE_REFUSE_NUL, &t->len) != XOK ||
+        !xHttpStaticPathIsSafe((xStr){t->name, t->len}))
+        return;
+    bool directory_named = t->len == 0 || t->name[t->len - 1] == '/';
+    if (directory_named) {
+        if (!files->index) {
+            t->status = 403; /* a directory, but no listing */
+            return;
+        }
+        size_t n = strlen(files->index);
+        memcpy(t->name + t->len, files->index, n);
+        t->len += n;
+    }
+    t->name[t->len] = '\0';
+    t->fd = open_file(files, t->name);
+    if (t->fd < 0) {
+        t->status = refusal(errno);
+        return;
+    }
+    if (fstat(t->fd, &t->st) == 0 && S_ISREG(t->st.st_mode)) {
+        t->status = 0;
+        return;
+    }
+    t->status = S_ISDIR(t->st.st_mode) && !directory_named && files->index ? 301 : 403;
+    close(t->fd);
+    t->fd = -1;
+}
+
 void xHttpStaticHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     const xHttpStatic *files = arg;
     if (!xStrEqualsC(req->method, "GET") && !xStrEqualsC(req->method, "HEAD")) {
@@ -375,36 +395,17 @@ void xHttpStaticHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
         send_status(res, 405);
         return;
     }
-    char name[NAME_ROOM];
-    size_t len;
-    xStr raw = file_path(req);
-    if (raw.len > PATH_MAX || xHttpPercentDecode(raw, name, PATH_MAX, XHTTP_DECODE_REFUSE_NUL, &len) != XOK ||
-        !xHttpStaticPathIsSafe((xStr){name, len})) {
-        send_status(res, 404);
+    xHttpStaticTarget t;
+    xHttpStaticResolve(files, file_path(req), &t);
+    if (t.status == 301) {
+        redirect_to_directory(req, res);
         return;
     }
-    bool directory_named = len == 0 || name[len - 1] == '/';
-    if (directory_named) {
-        if (!files->index) {
-            send_status(res, 403); /* a directory, but no listing */
-            return;
-        }
-        size_t n = strlen(files->index);
-        memcpy(name + len, files->index, n);
-        len += n;
-    }
-    name[len] = '\0';
-    File f = {open_file(files, name), {0}, NULL};
-    int status = f.fd < 0 ? refusal(errno) : fstat(f.fd, &f.st) != 0 ? 404 : 0;
-    if (status == 0 && !S_ISREG(f.st.st_mode)) status = S_ISDIR(f.st.st_mode) && !directory_named ? 301 : 403;
-    if (status) {
-        if (f.fd >= 0) close(f.fd);
-        if (status == 301 && files->index)
-            redirect_to_directory(req, res);
-        else
-            send_status(res, status == 301 ? 403 : status);
+    if (t.status) {
+        send_status(res, t.status);
         return;
     }
-    if (files->precompressed) pick_twin(files, req, name, len, &f);
-    serve(files, req, res, &f, name);
+    File f = {t.fd, t.st, NULL};
+    if (files->precompressed) pick_twin(files, req, t.name, t.len, &f);
+    serve(files, req, res, &f, t.name);
 }
