@@ -20,6 +20,7 @@ COMMANDS = {
     "compare": "xkbench.commands.compare",
     "ciphers": "xkbench.commands.ciphers",
     "instructions": "xkbench.commands.instructions",
+    "static": "xkbench.commands.static",
 }
 
 
