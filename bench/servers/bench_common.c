@@ -375,7 +375,8 @@ const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout
                                 "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
                                 "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
                                 "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
-                                "       [--static DIR [--static-no-twins] [--static-cache-control VALUE]]\n";
+                                "       [--static DIR [--static-no-twins] [--static-cache-ms MS]\n"
+                                "        [--static-cache-control VALUE]]\n";
 
 typedef struct Option {
     const char *flag;
@@ -414,6 +415,12 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--static-cache-control") == 0 && i + 1 < argc) {
             static_conf.cache_control = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--static-cache-ms") == 0 && i + 1 < argc) {
+            unsigned long ms;
+            if (!benchParseSize(xStrFromC(argv[++i]), 86400000, &ms)) return false;
+            static_conf.cache_ms = (uint32_t)ms;
             continue;
         }
         if (strcmp(argv[i], "--static-no-twins") == 0) {

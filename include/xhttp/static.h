@@ -17,9 +17,13 @@
  * followed at all. A file that may not be read, or is not a regular file, is
  * 403; neither answer says more than its status.
  *
- * Every request opens the file anew and nothing of it is kept: a file
- * replaced on disk is served new at once. The body is not read into memory
- * but sent from the file as the client takes it (xHttpResponseSendFile).
+ * No content is kept: the body is sent from the file as the client takes it
+ * (xHttpResponseSendFile), never read into memory whole. What each worker
+ * keeps, for cache_ms (1 s), is the open file and its metadata, as nginx's
+ * open_file_cache does: a file replaced on disk is served new within that,
+ * at once with cache_ms 0. A file rewritten in place meanwhile is read as
+ * it now is, under the length first seen (a shorter one cuts the response
+ * short).
  *
  * Responses carry Content-Type (from the name's extension), Last-Modified, a
  * strong ETag (the size and the modification time in nanoseconds), and
@@ -32,6 +36,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <xbase/errno.h>
@@ -68,6 +73,12 @@ typedef struct xHttpStaticConf {
                                        webp, woff2, wasm, mp4, …; anything else is
                                        application/octet-stream); copied (NULL) */
     size_t num_types;             /**< how many types has (0) */
+    uint32_t cache_ms;            /**< how long each worker keeps a file it opened (its
+                                       descriptor, status and validators, or that it is
+                                       missing) for the requests that follow, so a file
+                                       replaced on disk is served new within this; 0:
+                                       every request opens its file (1000) */
+    uint32_t cache_entries;       /**< the most files each worker keeps open (1024) */
 } xHttpStaticConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is

@@ -1,5 +1,5 @@
 /* fuzz_static_path.c — the static file handler's path resolution
- * (xHttpStaticResolve) on arbitrary request paths, against a real directory.
+ * (xHttpStaticName and xHttpStaticOpen) on arbitrary request paths, against a real directory.
  *
  * Made once in a temporary directory: top/secret.txt, and top/root/ (the
  * served root) with files, a subdirectory with an index, and symbolic links
@@ -94,13 +94,29 @@ static bool is_inside(const struct stat *st) {
     return false;
 }
 
-static void check(const xHttpStaticTarget *t, const char *how, xStr raw) {
-    FUZZ_ASSERT(t->status == 0 || t->status == 301 || t->status == 403 || t->status == 404, "%s: status %d",
-                how, t->status);
-    FUZZ_ASSERT((t->status == 0) == (t->fd >= 0), "%s: status %d with fd %d", how, t->status, t->fd);
-    if (t->status) return;
+/* Resolves raw as the handler does, without the cache: the name, then the
+ * file. Returns the file (NULL: the name was refused, *status says why). */
+static xStaticFile *resolve(const xHttpStatic *files, xStr raw, int *status) {
+    static char name[XSTATIC_NAME_ROOM];
+    size_t len;
+    bool directory_named;
+    *status = xHttpStaticName(files, raw, name, &len, &directory_named);
+    FUZZ_ASSERT(*status == 0 || *status == 403 || *status == 404, "name status %d", *status);
+    if (*status) return NULL;
+    FUZZ_ASSERT(len < XSTATIC_NAME_ROOM && strlen(name) == len, "name of %zu bytes", len);
+    xStaticFile *f = xHttpStaticOpen(files, name, len, directory_named, NULL);
+    FUZZ_ASSERT(f != NULL, "out of memory");
+    *status = f->status;
+    return f;
+}
+
+static void check(const xStaticFile *f, int status, const char *how, xStr raw) {
+    FUZZ_ASSERT(status == 0 || status == 301 || status == 403 || status == 404, "%s: status %d", how, status);
+    if (!f) return;
+    FUZZ_ASSERT((status == 0) == (f->fd >= 0), "%s: status %d with fd %d", how, status, f->fd);
+    if (status) return;
     struct stat st;
-    FUZZ_ASSERT(fstat(t->fd, &st) == 0, "fstat");
+    FUZZ_ASSERT(fstat(f->fd, &st) == 0, "fstat");
     FUZZ_ASSERT(!(st.st_dev == secret.st_dev && st.st_ino == secret.st_ino), "%s: \"%.*s\" opened the secret",
                 how, (int)raw.len, raw.data);
     FUZZ_ASSERT(is_inside(&st), "%s: \"%.*s\" opened a file not under root", how, (int)raw.len, raw.data);
@@ -112,17 +128,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_ASSERT(copy != NULL, "out of memory");
     memcpy(copy, data, size);
     xStr raw = {copy, size};
-    static xHttpStaticTarget a, b;
-    xHttpStaticResolve(beneath, raw, &a);
-    xHttpStaticResolve(walking, raw, &b);
-    check(&a, "openat2", raw);
-    check(&b, "walk", raw);
-    if (b.status == 0) {
-        FUZZ_ASSERT(a.status == 0 && a.st.st_ino == b.st.st_ino, "the walk opened \"%.*s\", openat2 did not",
-                    (int)size, copy);
+    int a_status, b_status;
+    xStaticFile *a = resolve(beneath, raw, &a_status);
+    xStaticFile *b = resolve(walking, raw, &b_status);
+    check(a, a_status, "openat2", raw);
+    check(b, b_status, "walk", raw);
+    if (b_status == 0) {
+        FUZZ_ASSERT(a_status == 0 && a->st.st_ino == b->st.st_ino,
+                    "the walk opened \"%.*s\", openat2 did not", (int)size, copy);
     }
-    if (a.fd >= 0) close(a.fd);
-    if (b.fd >= 0) close(b.fd);
+    if (a) xHttpStaticPut(a);
+    if (b) xHttpStaticPut(b);
     free(copy);
     return 0;
 }

@@ -103,11 +103,13 @@ def sha256_file(path):
 
 
 class StaticTestCase(ServerTestCase):
+    extra_args = ()
+
     @classmethod
     def start_shared_server(cls):
         cls.top = tempfile.mkdtemp(prefix="xk-static-")
         cls.root, cls.files = build_tree(cls.top)
-        return ServerProcess(["--static", cls.root, "--workers", "1"]).start()
+        return ServerProcess(["--static", cls.root, "--workers", "1", *cls.extra_args]).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -124,6 +126,18 @@ class StaticTestCase(ServerTestCase):
 
     def url(self, target):
         return self.server.url(target)
+
+    def served_within(self, target, expected, seconds, key=lambda resp: resp.body):
+        """How long GET target took to show expected (key of the response), failing
+        after seconds."""
+        start = time.monotonic()
+        while True:
+            got = key(self.get(target))
+            if got == expected:
+                return time.monotonic() - start
+            if time.monotonic() - start > seconds:
+                self.fail(f"{target} still gave {got!r} after {seconds} s, not {expected!r}")
+            time.sleep(0.05)
 
 
 class FilesTest(StaticTestCase):
@@ -196,13 +210,43 @@ class FilesTest(StaticTestCase):
         resp = self.get("/static/empty.txt")
         self.assertEqual((resp.status, resp.header("Content-Length"), resp.body), (200, "0", b""))
 
-    def test_a_file_replaced_on_disk_is_served_new_at_once(self):
+    def test_a_file_replaced_on_disk_is_served_new_within_a_second(self):
         target = self.path("replaced.txt")
         self.assertEqual(self.get("/static/replaced.txt").body, b"first version\n")
         fresh = target + ".new"
         with open(fresh, "wb") as f:
             f.write(b"second version, longer\n")
         os.replace(fresh, target)
+        self.assertLess(self.served_within("/static/replaced.txt", b"second version, longer\n", 3), 1.5)
+        created = self.path("created.txt")
+        self.assertEqual(self.get("/static/created.txt").status, 404)
+        with open(created, "wb") as f:
+            f.write(b"new file\n")
+        self.assertLess(self.served_within("/static/created.txt", b"new file\n", 3), 1.5)
+        os.unlink(created)
+        self.assertLess(self.served_within("/static/created.txt", 404, 3, key=lambda r: r.status), 1.5)
+
+    def test_files_kept_open_are_closed_once_their_time_is_over(self):
+        baseline = self.server.settle_fd_baseline()
+        for target in ("/static/page.css", "/static/app.js", "/static/nope", "/static/sub",
+                       "/static/pipe", "/static/big.bin"):
+            self.fetch("HEAD" if "big" in target else "GET", target, head_only="big" in target)
+        time.sleep(1.2)
+        self.assertEqual(self.get("/static/nope.txt").status, 404)  # a missing file keeps no descriptor
+        self.server.wait_fd_count(baseline)
+
+
+class UncachedTest(StaticTestCase):
+    """--static-cache-ms 0: every request opens its file."""
+
+    extra_args = ("--static-cache-ms", "0")
+
+    def test_a_file_replaced_on_disk_is_served_new_at_once(self):
+        target = self.path("replaced.txt")
+        self.assertEqual(self.get("/static/replaced.txt").body, b"first version\n")
+        with open(target + ".new", "wb") as f:
+            f.write(b"second version, longer\n")
+        os.replace(target + ".new", target)
         self.assertEqual(self.get("/static/replaced.txt").body, b"second version, longer\n")
         with open(target, "wb") as f:  # rewritten in place, same length
             f.write(b"third  version, longer\n")
@@ -218,6 +262,11 @@ class FilesTest(StaticTestCase):
         self.assertEqual(conn.read_response().status, 206)
         conn.close()
         self.server.wait_fd_count(baseline)
+
+    def test_twins_and_ranges_work_uncached(self):
+        resp = self.get("/static/app.js", {"Accept-Encoding": "br;q=1, gzip;q=0.8", "Range": "bytes=0-9"})
+        with open(self.path("app.js.br"), "rb") as f:
+            self.assertEqual((resp.status, resp.header("Content-Encoding"), resp.body), (206, "br", f.read(10)))
 
 
 class TraversalTest(StaticTestCase):
@@ -292,8 +341,10 @@ class ConditionalTest(StaticTestCase):
     def test_a_replaced_file_has_a_new_etag(self):
         target = self.path("replaced.txt")
         etag, _ = self.validators("replaced.txt")
-        with open(target, "ab") as f:
-            f.write(b"more\n")
+        with open(target + ".new", "wb") as f:
+            f.write(b"other content\n")
+        os.replace(target + ".new", target)
+        self.served_within("/static/replaced.txt", b"other content\n", 3)
         self.assertNotEqual(self.validators("replaced.txt")[0], etag)
         self.assertEqual(self.get("/static/replaced.txt", {"If-None-Match": etag}).status, 200)
 
@@ -486,7 +537,7 @@ class LargeFilesTest(StaticTestCase):
         head, body = data.split(b"\r\n\r\n", 1)
         self.assertIn(b"Content-Length: %d" % BIG_SIZE, head)
         self.assertEqual(hashlib.sha256(body).hexdigest(), expected)
-        self.assertEqual(self.get("/static/moving.bin").body, b"replacement\n")
+        self.served_within("/static/moving.bin", b"replacement\n", 3)
 
     def test_a_file_cut_short_during_a_download_ends_the_connection(self):
         work = self.path("shrinking.bin")

@@ -1,5 +1,5 @@
-/* static.c — the static file handler: a request's path to a file under one
- * root, opened and read anew for every request (see <xhttp/static.h>). */
+/* static.c — the static file handler: settings, and the answer for a file
+ * (validators, ranges, twins), sent from the file (see <xhttp/static.h>). */
 #include <xhttp/static.h>
 
 #include <errno.h>
@@ -22,9 +22,6 @@
 #include "xhttp/handler/static_headers.h"
 #include "xhttp/handler/static_internal.h"
 
-/* ETag "\"<size>-<seconds>.<nanoseconds>-<coding>\"" in hex. */
-#define ETAG_ROOM 64
-
 /* Files served as a twin, in the order a tie between the client's qvalues is
  * broken: brotli is the smaller. */
 static const struct {
@@ -36,6 +33,8 @@ void xHttpStaticConfInitSized(xHttpStaticConf *conf, size_t size) {
     xHttpStaticConf defaults = {
         .index = "index.html",
         .precompressed = true,
+        .cache_ms = 1000,
+        .cache_entries = 1024,
     };
     xSizedInit(conf, size, &defaults, sizeof defaults);
 }
@@ -92,7 +91,10 @@ xErrno xHttpStaticCreate(const xHttpStaticConf *user, xHttpStatic **out) {
     files->index = copy_or_null(conf.index, &failed);
     files->cache_control = copy_or_null(conf.cache_control, &failed);
     files->precompressed = conf.precompressed;
+    files->cache_ms = conf.cache_ms;
+    files->cache_entries = conf.cache_entries;
     xErrno err = failed ? XERR_NOMEM : copy_types(files, conf.types, conf.num_types);
+    if (err == XOK) err = xHttpStaticCachesInit(files);
     if (err != XOK) {
         xHttpStaticDestroy(files);
         return err;
@@ -111,6 +113,7 @@ xErrno xHttpStaticCreate(const xHttpStaticConf *user, xHttpStatic **out) {
 
 void xHttpStaticDestroy(xHttpStatic *files) {
     if (!files) return;
+    xHttpStaticCachesFree(files);
     if (files->root_fd >= 0) close(files->root_fd);
     free(files->index);
     free(files->cache_control);
@@ -120,36 +123,6 @@ void xHttpStaticDestroy(xHttpStatic *files) {
     }
     free(files->types);
     free(files);
-}
-
-/* O_NONBLOCK: opening a FIFO someone left under root must not wait for a
- * writer (it is refused as not a regular file right after). */
-#define OPEN_FLAGS (O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
-
-/* Without openat2: one component at a time, none of them a symbolic link
- * (O_NOFOLLOW), so no link can lead out; links inside root are refused too. */
-static int open_walking(int root_fd, char *name) {
-    int dir = root_fd;
-    char *p = name;
-    for (;;) {
-        char *slash = strchr(p, '/');
-        if (slash) *slash = '\0';
-        int fd =
-            openat(dir, p, slash ? O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC : OPEN_FLAGS | O_NOFOLLOW);
-        int saved = errno;
-        if (dir != root_fd) close(dir);
-        if (slash) *slash = '/';
-        errno = saved;
-        if (fd < 0 || !slash) return fd;
-        dir = fd;
-        p = slash + 1;
-    }
-}
-
-static int open_file(const xHttpStatic *files, char *name) {
-    if (!files->beneath) return open_walking(files->root_fd, name);
-    struct open_how how = {.flags = OPEN_FLAGS, .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-    return (int)syscall(SYS_openat2, files->root_fd, name, &how, sizeof how);
 }
 
 /* The route's "*" capture, or the path without its '/' on a route without one. */
@@ -171,19 +144,13 @@ static int accept_quality(const xHttpRequest *req, const char *coding) {
     return XHTTP_Q_UNSTATED;
 }
 
-/* A file picked for the answer. */
-typedef struct File {
-    int fd;
-    struct stat st;
-    const char *coding; /* a twin's Content-Encoding; NULL: the file itself */
-} File;
-
-/* Swaps f for name's twin in the coding the client prefers, if there is one
- * it accepts that is a regular file not older than f: an older one would
- * hide a file replaced since. Whole seconds: `gzip -k` and `brotli -k` give
- * the twin the file's time, brotli to the second only. name has room for a
- * suffix at len. */
-static void pick_twin(const xHttpStatic *files, const xHttpRequest *req, char *name, size_t len, File *f) {
+/* Swaps f for its twin in the coding the client prefers, if there is one it
+ * accepts that is a regular file not older than f: an older one would hide a
+ * file replaced since. Whole seconds: `gzip -k` and `brotli -k` give the twin
+ * the file's time, brotli to the second only. name has room for a suffix at
+ * len. */
+static xStaticFile *pick_twin(const xHttpStatic *files, const xHttpRequest *req, char *name, size_t len,
+                              xStaticFile *f) {
     int q[2], identity = accept_quality(req, "identity");
     for (int i = 0; i < 2; i++) q[i] = accept_quality(req, twins[i].coding);
     int order[2] = {q[1] > q[0], q[1] <= q[0]};
@@ -191,18 +158,15 @@ static void pick_twin(const xHttpStatic *files, const xHttpRequest *req, char *n
         int i = order[k];
         if (q[i] <= 0 || q[i] < identity) continue;
         memcpy(name + len, twins[i].suffix, 4);
-        int fd = open_file(files, name);
-        struct stat st;
-        bool usable = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                      st.st_mtim.tv_sec >= f->st.st_mtim.tv_sec;
-        if (usable) {
-            close(f->fd);
-            *f = (File){fd, st, twins[i].coding};
-            break;
+        xStaticFile *twin = xHttpStaticGet(files, req->loop, name, len + 3, false, twins[i].coding);
+        name[len] = '\0';
+        if (twin && twin->status == 0 && twin->st.st_mtim.tv_sec >= f->st.st_mtim.tv_sec) {
+            xHttpStaticPut(f);
+            return twin;
         }
-        if (fd >= 0) close(fd);
+        if (twin) xHttpStaticPut(twin);
     }
-    name[len] = '\0';
+    return f;
 }
 
 static void send_status(xHttpResponse *res, int status) {
@@ -230,33 +194,6 @@ static void redirect_to_directory(const xHttpRequest *req, xHttpResponse *res) {
     xHttpResponseAddHeader(res, "Location", location);
     free(location);
     send_status(res, 301);
-}
-
-static char *put_hex(char *p, uint64_t v) {
-    char tmp[16];
-    int n = 0;
-    do tmp[n++] = "0123456789abcdef"[v & 15];
-    while ((v >>= 4) != 0);
-    while (n) *p++ = tmp[--n];
-    return p;
-}
-
-static void format_etag(char out[ETAG_ROOM], const File *f) {
-    char *p = out;
-    *p++ = '"';
-    p = put_hex(p, (uint64_t)f->st.st_size);
-    *p++ = '-';
-    p = put_hex(p, (uint64_t)f->st.st_mtim.tv_sec);
-    *p++ = '.';
-    p = put_hex(p, (uint64_t)f->st.st_mtim.tv_nsec);
-    if (f->coding) {
-        *p++ = '-';
-        size_t n = strlen(f->coding);
-        memcpy(p, f->coding, n);
-        p += n;
-    }
-    *p++ = '"';
-    *p = '\0';
 }
 
 /* RFC 9110 §13.1.2 and §13.1.3: If-None-Match, or without it an
@@ -293,8 +230,6 @@ static void add_content_range(xHttpResponse *res, uint64_t start, uint64_t len, 
     xHttpResponseAddHeader(res, "Content-Range", value);
 }
 
-static void close_file(void *arg) { close((int)(intptr_t)arg); }
-
 static const char *media_type(const xHttpStatic *files, const char *name) {
     xStr ext = xHttpStaticExtension(xStrFromC(name));
     for (size_t i = 0; i < files->num_types; i++)
@@ -302,19 +237,16 @@ static const char *media_type(const xHttpStatic *files, const char *name) {
     return xHttpStaticMediaType(ext);
 }
 
-/* Answers from the open file f, whose name gives the type; f->fd is the
- * response's to close. */
-static void serve(const xHttpStatic *files, const xHttpRequest *req, xHttpResponse *res, const File *f,
+/* Answers from f, whose name gives the type; the reference to f is the
+ * response's. */
+static void serve(const xHttpStatic *files, const xHttpRequest *req, xHttpResponse *res, xStaticFile *f,
                   const char *name) {
-    char etag[ETAG_ROOM], last_modified[XHTTP_DATE_LEN + 1];
-    format_etag(etag, f);
-    xHttpFormatDate(last_modified, f->st.st_mtim.tv_sec);
-    xHttpResponseAddHeader(res, "ETag", etag);
-    xHttpResponseAddHeader(res, "Last-Modified", last_modified);
+    xHttpResponseAddHeader(res, "ETag", f->etag);
+    xHttpResponseAddHeader(res, "Last-Modified", f->last_modified);
     if (files->precompressed) xHttpResponseAddHeader(res, "Vary", "Accept-Encoding");
     if (files->cache_control) xHttpResponseAddHeader(res, "Cache-Control", files->cache_control);
-    if (not_modified(req, etag, last_modified)) {
-        close(f->fd);
+    if (not_modified(req, f->etag, f->last_modified)) {
+        xHttpStaticPut(f);
         xHttpResponseSetStatus(res, 304);
         xHttpResponseSend(res, NULL, 0);
         return;
@@ -324,10 +256,10 @@ static void serve(const xHttpStatic *files, const xHttpRequest *req, xHttpRespon
     xHttpStaticRange range = XSTATIC_RANGE_WHOLE;
     xStr value;
     if (xStrEqualsC(req->method, "GET") && xHttpRequestHeader(req, "range", &value) &&
-        range_applies(req, etag, last_modified))
+        range_applies(req, f->etag, f->last_modified))
         range = xHttpStaticParseRange(value, size, &start, &len);
     if (range == XSTATIC_RANGE_UNSATISFIABLE) {
-        close(f->fd);
+        xHttpStaticPut(f);
         add_content_range(res, 0, 0, size);
         send_status(res, 416);
         return;
@@ -339,7 +271,7 @@ static void serve(const xHttpStatic *files, const xHttpRequest *req, xHttpRespon
         add_content_range(res, start, len, size);
         xHttpResponseSetStatus(res, 206);
     }
-    xHttpResponseSendFile(res, f->fd, (off_t)start, (size_t)len, close_file, (void *)(intptr_t)f->fd);
+    xHttpResponseSendFile(res, f->fd, (off_t)start, (size_t)len, xHttpStaticPut, f);
 }
 
 xErrno xHttpResponseSendFile(xHttpResponse *res, int fd, off_t offset, size_t len, void (*release)(void *),
@@ -352,42 +284,6 @@ xErrno xHttpResponseSendFile(xHttpResponse *res, int fd, off_t offset, size_t le
     return ex->ops->send_file(ex, fd, offset, len, release, release_arg);
 }
 
-/* Why a name could not be served: 404 when there is nothing (or nothing
- * under root) by that name, 403 when there is but it may not be read. */
-static int refusal(int open_errno) { return open_errno == EACCES || open_errno == EPERM ? 403 : 404; }
-
-void xHttpStaticResolve(const xHttpStatic *files, xStr raw, xHttpStaticTarget *t) {
-    t->fd = -1;
-    t->status = 404;
-    if (raw.len > PATH_MAX ||
-        xHttpPercentDecode(raw, t->name, PATH_MAX, XHTTP_DECODE_REFUSE_NUL, &t->len) != XOK ||
-        !xHttpStaticPathIsSafe((xStr){t->name, t->len}))
-        return;
-    bool directory_named = t->len == 0 || t->name[t->len - 1] == '/';
-    if (directory_named) {
-        if (!files->index) {
-            t->status = 403; /* a directory, but no listing */
-            return;
-        }
-        size_t n = strlen(files->index);
-        memcpy(t->name + t->len, files->index, n);
-        t->len += n;
-    }
-    t->name[t->len] = '\0';
-    t->fd = open_file(files, t->name);
-    if (t->fd < 0) {
-        t->status = refusal(errno);
-        return;
-    }
-    if (fstat(t->fd, &t->st) == 0 && S_ISREG(t->st.st_mode)) {
-        t->status = 0;
-        return;
-    }
-    t->status = S_ISDIR(t->st.st_mode) && !directory_named && files->index ? 301 : 403;
-    close(t->fd);
-    t->fd = -1;
-}
-
 void xHttpStaticHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     const xHttpStatic *files = arg;
     if (!xStrEqualsC(req->method, "GET") && !xStrEqualsC(req->method, "HEAD")) {
@@ -395,17 +291,20 @@ void xHttpStaticHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
         send_status(res, 405);
         return;
     }
-    xHttpStaticTarget t;
-    xHttpStaticResolve(files, file_path(req), &t);
-    if (t.status == 301) {
-        redirect_to_directory(req, res);
+    char name[XSTATIC_NAME_ROOM];
+    size_t len;
+    bool directory_named;
+    int status = xHttpStaticName(files, file_path(req), name, &len, &directory_named);
+    xStaticFile *f = status ? NULL : xHttpStaticGet(files, req->loop, name, len, directory_named, NULL);
+    if (!status) status = !f ? 500 : f->status;
+    if (status) {
+        if (f) xHttpStaticPut(f);
+        if (status == 301)
+            redirect_to_directory(req, res);
+        else
+            send_status(res, status);
         return;
     }
-    if (t.status) {
-        send_status(res, t.status);
-        return;
-    }
-    File f = {t.fd, t.st, NULL};
-    if (files->precompressed) pick_twin(files, req, t.name, t.len, &f);
-    serve(files, req, res, &f, t.name);
+    if (files->precompressed) f = pick_twin(files, req, name, len, f);
+    serve(files, req, res, f, name);
 }
