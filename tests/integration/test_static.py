@@ -7,9 +7,10 @@ several ranges answered whole, If-Range); .br/.gz twins chosen by
 Accept-Encoding q-values and decoded by curl to the original; index files and
 the directory redirect; traversal attempts (raw, percent-encoded, symbolic
 links out of the root) that all end in 404/403/400 without a byte from
-outside; files replaced or cut short during a download; 0-byte and 100 MiB
-files by hash; a slow reader of a large file costing the server no memory;
-and no file descriptor left open."""
+outside; files replaced on disk served new within a second (at once without
+the open-file cache), or replaced or cut short during a download; 0-byte and
+100 MiB files by hash; a slow reader of a large file costing the server no
+memory; and no file descriptor left open once the cache lets go."""
 
 import email.utils
 import gzip
@@ -598,6 +599,13 @@ class TlsTest(unittest.TestCase):
             conn.request("GET", "/static/page.css")
             resp = conn.read_response()
             self.assertEqual((resp.status, resp.body), (200, self.files["page.css"]))
+        require_tool(self, "nghttp")
+        done = run_client(["nghttp", "-v", "-H", "accept-encoding: br",
+                           f"https://127.0.0.1:{server.port}/static/app.js"])
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertTrue(b"content-encoding: br" in done.stdout, done.stdout[:3000])
+        with open(os.path.join(self.root, "app.js.br"), "rb") as f:
+            self.assertTrue(f.read() in done.stdout, "the .br file's bytes over HTTPS/2")
         server.stop_and_check()
 
     def test_xkit_records(self):
