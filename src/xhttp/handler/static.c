@@ -3,20 +3,15 @@
 #include <xhttp/static.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "xbase/mem/sized.h"
 
 #include "xhttp/core/accept.h"
-#include "xhttp/core/date.h"
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/tokens.h"
 #include "xhttp/handler/static_headers.h"
@@ -65,17 +60,6 @@ static char *copy_or_null(const char *s, bool *failed) {
     return copy;
 }
 
-/* openat2 may be missing (before Linux 5.6) or refused by a seccomp filter
- * (older container runtimes answer ENOSYS or EPERM): then lookups fall back
- * to openat, with the lexical checks alone keeping them under root. */
-static bool has_openat2(int root_fd) {
-    struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_BENEATH};
-    int fd = (int)syscall(SYS_openat2, root_fd, ".", &how, sizeof how);
-    if (fd < 0) return false;
-    close(fd);
-    return true;
-}
-
 xErrno xHttpStaticCreate(const xHttpStaticConf *user, xHttpStatic **out) {
     xHttpStaticConf conf;
     xHttpStaticConfInit(&conf);
@@ -99,14 +83,12 @@ xErrno xHttpStaticCreate(const xHttpStaticConf *user, xHttpStatic **out) {
         xHttpStaticDestroy(files);
         return err;
     }
-    files->root_fd = open(conf.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (files->root_fd < 0) {
+    if (xHttpStaticOpenRoot(files, conf.root) != XOK) {
         int saved = errno;
         xHttpStaticDestroy(files);
         errno = saved;
         return XERR_SYS;
     }
-    files->beneath = has_openat2(files->root_fd);
     *out = files;
     return XOK;
 }

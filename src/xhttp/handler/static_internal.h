@@ -37,6 +37,10 @@ struct xHttpStatic {
 /* ETag "\"<size>-<seconds>.<nanoseconds>-<coding>\"" in hex. */
 #define XSTATIC_ETAG_ROOM 64
 
+/** Opens root for files, and finds whether openat2 may look under it.
+ *  XERR_SYS (errno set) when it is not a directory that can be opened. */
+xErrno xHttpStaticOpenRoot(xHttpStatic *files, const char *root);
+
 /** Turns raw, the path as the request has it (not yet percent-decoded), into
  *  a name under the root in name (XSTATIC_NAME_ROOM bytes, NUL-terminated):
  *  decoded, checked (xHttpStaticPathIsSafe), with the index added where raw

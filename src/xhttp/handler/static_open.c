@@ -43,6 +43,24 @@ int xHttpStaticName(const xHttpStatic *files, xStr raw, char *name, size_t *len,
     return 0;
 }
 
+/* openat2 may be missing (before Linux 5.6) or refused by a seccomp filter
+ * (older container runtimes answer ENOSYS or EPERM): then lookups walk the
+ * name a component at a time and follow no symbolic link (open_walking). */
+static bool has_openat2(int root_fd) {
+    struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_BENEATH};
+    int fd = (int)syscall(SYS_openat2, root_fd, ".", &how, sizeof how);
+    if (fd < 0) return false;
+    close(fd);
+    return true;
+}
+
+xErrno xHttpStaticOpenRoot(xHttpStatic *files, const char *root) {
+    files->root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (files->root_fd < 0) return XERR_SYS;
+    files->beneath = has_openat2(files->root_fd);
+    return XOK;
+}
+
 /* Without openat2: one component at a time, none of them a symbolic link
  * (O_NOFOLLOW), so no link can lead out; links inside root are refused too. */
 static int open_walking(int root_fd, char *name) {
