@@ -336,8 +336,20 @@ static void on_whoami(xHttpRequest *req, xHttpResponse *res, void *arg) {
 static bool test_routes;
 
 /* --static DIR and its options; files is made by benchAddRoutes. */
+#define MAX_STATIC_TYPES 8
 static xHttpStaticConf static_conf;
+static xHttpStaticType static_types[MAX_STATIC_TYPES];
 static xHttpStatic *static_files;
+
+/* --static-type EXT=TYPE, split in place. */
+static bool add_static_type(char *spec) {
+    char *eq = strchr(spec, '=');
+    if (!eq || static_conf.num_types == MAX_STATIC_TYPES) return false;
+    *eq = '\0';
+    static_types[static_conf.num_types++] = (xHttpStaticType){spec, eq + 1};
+    static_conf.types = static_types;
+    return true;
+}
 
 bool benchAddRoutes(xHttpServer *server) {
     if (static_conf.root) {
@@ -376,7 +388,7 @@ const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout
                                 "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
                                 "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
                                 "       [--static DIR [--static-no-twins] [--static-cache-ms MS]\n"
-                                "        [--static-cache-control VALUE]]\n";
+                                "        [--static-cache-control VALUE] [--static-type EXT=TYPE]...]\n";
 
 typedef struct Option {
     const char *flag;
@@ -421,6 +433,10 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
             unsigned long ms;
             if (!benchParseSize(xStrFromC(argv[++i]), 86400000, &ms)) return false;
             static_conf.cache_ms = (uint32_t)ms;
+            continue;
+        }
+        if (strcmp(argv[i], "--static-type") == 0 && i + 1 < argc) {
+            if (!add_static_type(argv[++i])) return false;
             continue;
         }
         if (strcmp(argv[i], "--static-no-twins") == 0) {

@@ -5,7 +5,8 @@
  *       [--header-timeout MS] [--body-timeout MS] [--max-body BYTES]
  *       [--max-header-size BYTES] [--max-connections N] [--shutdown-timeout MS]
  *       [--send-timeout MS] [--max-streams N] [--no-http2 | --http2-only] [--test-routes]
- *       [--static DIR [--static-no-twins] [--static-cache-ms MS] [--static-cache-control V]]
+ *       [--static DIR [--static-no-twins] [--static-cache-ms MS] [--static-cache-control V]
+ *        [--static-type EXT=TYPE]...]
  *
  * HTTP/1.1 and cleartext HTTP/2 (prior knowledge or Upgrade: h2c) share the port.
  */

@@ -270,6 +270,41 @@ class UncachedTest(StaticTestCase):
             self.assertEqual((resp.status, resp.header("Content-Encoding"), resp.body), (206, "br", f.read(10)))
 
 
+class SettingsTest(StaticTestCase):
+    """The settings a bench server passes on: Cache-Control, media types over
+    the built-in ones, and twins turned off."""
+
+    extra_args = ("--static-cache-control", "public, max-age=60", "--static-type", "CSS=text/x-css",
+                  "--static-type", "md=text/markdown; charset=utf-8", "--static-no-twins")
+
+    def test_cache_control_and_types_come_from_the_settings(self):
+        with open(self.path("notes.md"), "wb") as f:
+            f.write(b"# notes\n")
+        resp = self.get("/static/notes.md")
+        self.assertEqual(resp.header("Content-Type"), "text/markdown; charset=utf-8")
+        self.assertEqual(resp.header("Cache-Control"), "public, max-age=60")
+        self.assertEqual(self.get("/static/page.css").header("Content-Type"), "text/x-css")
+        self.assertEqual(self.get("/static/app.js").header("Content-Type"), "application/javascript")
+        etag = resp.header("ETag")
+        resp = self.get("/static/notes.md", {"If-None-Match": etag})
+        self.assertEqual((resp.status, resp.header("Cache-Control"), resp.header("Content-Type")),
+                         (304, "public, max-age=60", None))
+
+    def test_without_twins_the_file_itself_is_sent_with_no_vary(self):
+        resp = self.get("/static/app.js", {"Accept-Encoding": "br, gzip"})
+        self.assertIsNone(resp.header("Content-Encoding"))
+        self.assertIsNone(resp.header("Vary"))
+        self.assertEqual(resp.body, self.files["app.js"])
+
+    def test_a_bad_setting_stops_the_server_from_starting(self):
+        done = run_client([self.server.argv[0], "0", "--static", self.root, "--static-type", "x=bad\x01type"])
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn(b"--static", done.stderr)
+        done = run_client([self.server.argv[0], "0", "--static", os.path.join(self.root, "page.css")])
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn(b"--static", done.stderr)
+
+
 class TraversalTest(StaticTestCase):
     ATTEMPTS = [
         "/static/../outside.txt", "/static/..%2foutside.txt", "/static/..%2Foutside.txt",

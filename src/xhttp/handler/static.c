@@ -34,14 +34,23 @@ void xHttpStaticConfInitSized(xHttpStaticConf *conf, size_t size) {
     xSizedInit(conf, size, &defaults, sizeof defaults);
 }
 
+/* True for a header value the handler may send as it is: no control
+ * characters but tab (RFC 9110 §5.5), and not empty. */
+static bool is_field_value(const char *value) {
+    if (!value || !*value) return false;
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+        if ((*p < 0x20 && *p != '\t') || *p == 0x7f) return false;
+    return true;
+}
+
 /* Copies the caller's media types: XERR_INVALID when one is not a plain
- * extension and a one-line value. */
+ * extension and a field value. */
 static xErrno copy_types(xHttpStatic *files, const xHttpStaticType *types, size_t n) {
     if (n == 0) return XOK;
     if (!types) return XERR_INVALID;
     for (size_t i = 0; i < n; i++)
         if (!types[i].extension || !*types[i].extension || strpbrk(types[i].extension, "./") ||
-            !types[i].type || !*types[i].type || strpbrk(types[i].type, "\r\n"))
+            !is_field_value(types[i].type))
             return XERR_INVALID;
     if (!(files->types = calloc(n, sizeof *files->types))) return XERR_NOMEM;
     files->num_types = n;
@@ -66,7 +75,8 @@ xErrno xHttpStaticCreate(const xHttpStaticConf *user, xHttpStatic **out) {
     if (!user || !out) return XERR_INVALID;
     xSizedAdopt(&conf, user, sizeof conf);
     if (!conf.root || !*conf.root ||
-        (conf.index && (!*conf.index || strchr(conf.index, '/') || strlen(conf.index) > NAME_MAX)))
+        (conf.index && (!*conf.index || strchr(conf.index, '/') || strlen(conf.index) > NAME_MAX)) ||
+        (conf.cache_control && !is_field_value(conf.cache_control)))
         return XERR_INVALID;
     xHttpStatic *files = calloc(1, sizeof *files);
     if (!files) return XERR_NOMEM;
@@ -115,15 +125,43 @@ static xStr file_path(const xHttpRequest *req) {
     return path.len ? (xStr){path.data + 1, path.len - 1} : path;
 }
 
-/* The qvalue the request's Accept-Encoding fields give coding: the first
- * field that states one (a client may split the list over several). */
-static int accept_quality(const xHttpRequest *req, const char *coding) {
+/* What a request asks of a file, read in one pass over its fields. */
+typedef struct Asked {
+    xStr if_none_match, if_modified_since, range, if_range;
+    bool has_if_none_match, has_if_modified_since, has_range, has_if_range;
+    int q[3]; /* the qvalues of twins[0], twins[1] and identity */
+} Asked;
+
+/* Keeps value in *to when name (of lower's length) is lower and no field
+ * of that name came before. */
+static void take(xStr name, const char *lower, xStr value, xStr *to, bool *has) {
+    if (*has || !xHttpSameLower(name.data, lower, name.len)) return;
+    *to = value;
+    *has = true;
+}
+
+/* The first of each field; each Accept-Encoding field until one states a
+ * coding's qvalue (a client may split the list over several). */
+static void read_request(const xHttpRequest *req, Asked *a) {
+    static const char *const codings[3] = {"br", "gzip", "identity"};
+    memset(a, 0, sizeof *a);
+    for (int i = 0; i < 3; i++) a->q[i] = XHTTP_Q_UNSTATED;
     for (size_t i = 0; i < req->num_headers; i++) {
-        if (!xHttpNameEquals(req->headers[i].name, "accept-encoding")) continue;
-        int q = xHttpAcceptQuality(req->headers[i].value, coding);
-        if (q != XHTTP_Q_UNSTATED) return q;
+        xStr name = req->headers[i].name, value = req->headers[i].value;
+        switch (name.len) {
+        case 5: take(name, "range", value, &a->range, &a->has_range); break;
+        case 8: take(name, "if-range", value, &a->if_range, &a->has_if_range); break;
+        case 13: take(name, "if-none-match", value, &a->if_none_match, &a->has_if_none_match); break;
+        case 17:
+            take(name, "if-modified-since", value, &a->if_modified_since, &a->has_if_modified_since);
+            break;
+        case 15:
+            if (!xHttpSameLower(name.data, "accept-encoding", 15)) break;
+            for (int k = 0; k < 3; k++)
+                if (a->q[k] == XHTTP_Q_UNSTATED) a->q[k] = xHttpAcceptQuality(value, codings[k]);
+            break;
+        }
     }
-    return XHTTP_Q_UNSTATED;
 }
 
 /* Swaps f for its twin in the coding the client prefers, if there is one it
@@ -131,10 +169,9 @@ static int accept_quality(const xHttpRequest *req, const char *coding) {
  * file replaced since. Whole seconds: `gzip -k` and `brotli -k` give the twin
  * the file's time, brotli to the second only. name has room for a suffix at
  * len. */
-static xStaticFile *pick_twin(const xHttpStatic *files, const xHttpRequest *req, char *name, size_t len,
-                              xStaticFile *f) {
-    int q[2], identity = accept_quality(req, "identity");
-    for (int i = 0; i < 2; i++) q[i] = accept_quality(req, twins[i].coding);
+static xStaticFile *pick_twin(const xHttpStatic *files, const xHttpRequest *req, const Asked *a, char *name,
+                              size_t len, xStaticFile *f) {
+    const int *q = a->q, identity = a->q[2];
     int order[2] = {q[1] > q[0], q[1] <= q[0]};
     for (int k = 0; k < 2; k++) {
         int i = order[k];
@@ -180,19 +217,16 @@ static void redirect_to_directory(const xHttpRequest *req, xHttpResponse *res) {
 
 /* RFC 9110 §13.1.2 and §13.1.3: If-None-Match, or without it an
  * If-Modified-Since equal to our Last-Modified. */
-static bool not_modified(const xHttpRequest *req, const char *etag, const char *last_modified) {
-    xStr value;
-    if (xHttpRequestHeader(req, "if-none-match", &value))
-        return xHttpStaticEtagListMatches(value, xStrFromC(etag));
-    return xHttpRequestHeader(req, "if-modified-since", &value) && xStrEqualsC(value, last_modified);
+static bool not_modified(const Asked *a, const xStaticFile *f) {
+    if (a->has_if_none_match) return xHttpStaticEtagListMatches(a->if_none_match, xStrFromC(f->etag));
+    return a->has_if_modified_since && xStrEqualsC(a->if_modified_since, f->last_modified);
 }
 
 /* RFC 9110 §13.1.5: a Range applies when If-Range is absent or names this
  * very version, by strong ETag or by the exact Last-Modified date. */
-static bool range_applies(const xHttpRequest *req, const char *etag, const char *last_modified) {
-    xStr value;
-    return !xHttpRequestHeader(req, "if-range", &value) || xStrEqualsC(value, etag) ||
-           xStrEqualsC(value, last_modified);
+static bool range_applies(const Asked *a, const xStaticFile *f) {
+    return !a->has_if_range || xStrEqualsC(a->if_range, f->etag) ||
+           xStrEqualsC(a->if_range, f->last_modified);
 }
 
 static void add_content_range(xHttpResponse *res, uint64_t start, uint64_t len, uint64_t size) {
@@ -212,43 +246,27 @@ static void add_content_range(xHttpResponse *res, uint64_t start, uint64_t len, 
     xHttpResponseAddHeader(res, "Content-Range", value);
 }
 
-static const char *media_type(const xHttpStatic *files, const char *name) {
-    xStr ext = xHttpStaticExtension(xStrFromC(name));
-    for (size_t i = 0; i < files->num_types; i++)
-        if (xHttpNameEquals(ext, files->types[i].extension)) return files->types[i].type;
-    return xHttpStaticMediaType(ext);
-}
-
-/* Answers from f, whose name gives the type; the reference to f is the
- * response's. */
-static void serve(const xHttpStatic *files, const xHttpRequest *req, xHttpResponse *res, xStaticFile *f,
-                  const char *name) {
-    xHttpResponseAddHeader(res, "ETag", f->etag);
-    xHttpResponseAddHeader(res, "Last-Modified", f->last_modified);
-    if (files->precompressed) xHttpResponseAddHeader(res, "Vary", "Accept-Encoding");
-    if (files->cache_control) xHttpResponseAddHeader(res, "Cache-Control", files->cache_control);
-    if (not_modified(req, f->etag, f->last_modified)) {
+/* Answers from f; the reference to f is the response's. */
+static void serve(const xHttpRequest *req, const Asked *a, xHttpResponse *res, xStaticFile *f) {
+    if (not_modified(a, f)) {
+        xBufferAppend(&res->headers, f->head, f->validators_len);
         xHttpStaticPut(f);
         xHttpResponseSetStatus(res, 304);
         xHttpResponseSend(res, NULL, 0);
         return;
     }
-
     uint64_t size = (uint64_t)f->st.st_size, start = 0, len = size;
     xHttpStaticRange range = XSTATIC_RANGE_WHOLE;
-    xStr value;
-    if (xStrEqualsC(req->method, "GET") && xHttpRequestHeader(req, "range", &value) &&
-        range_applies(req, f->etag, f->last_modified))
-        range = xHttpStaticParseRange(value, size, &start, &len);
+    if (a->has_range && range_applies(a, f) && xStrEqualsC(req->method, "GET"))
+        range = xHttpStaticParseRange(a->range, size, &start, &len);
     if (range == XSTATIC_RANGE_UNSATISFIABLE) {
+        xBufferAppend(&res->headers, f->head, f->validators_len);
         xHttpStaticPut(f);
         add_content_range(res, 0, 0, size);
         send_status(res, 416);
         return;
     }
-    xHttpResponseAddHeader(res, "Content-Type", media_type(files, name));
-    if (f->coding) xHttpResponseAddHeader(res, "Content-Encoding", f->coding);
-    xHttpResponseAddHeader(res, "Accept-Ranges", "bytes");
+    xBufferAppend(&res->headers, f->head, f->head_len);
     if (range == XSTATIC_RANGE_PART) {
         add_content_range(res, start, len, size);
         xHttpResponseSetStatus(res, 206);
@@ -287,6 +305,8 @@ void xHttpStaticHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
             send_status(res, status);
         return;
     }
-    if (files->precompressed) f = pick_twin(files, req, name, len, f);
-    serve(files, req, res, f, name);
+    Asked asked;
+    read_request(req, &asked);
+    if (files->precompressed) f = pick_twin(files, req, &asked, name, len, f);
+    serve(req, &asked, res, f);
 }

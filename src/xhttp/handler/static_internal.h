@@ -57,6 +57,11 @@ typedef struct xStaticFile {
     const char *coding; /**< the Content-Encoding of a twin; NULL: the file itself */
     char etag[XSTATIC_ETAG_ROOM];
     char last_modified[XHTTP_DATE_LEN + 1];
+    char *head; /**< the answer's header lines, made once per opening:
+                     the validators (and Vary, Cache-Control), then
+                     Content-Type, Content-Encoding, Accept-Ranges */
+    size_t head_len;
+    size_t validators_len; /**< the part of head a 304 or 416 repeats */
     unsigned refs;
     uint64_t expires_ms; /* in a cache: reused until the loop's clock reaches this */
     uint32_t hash;

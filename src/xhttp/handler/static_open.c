@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "xhttp/core/tokens.h"
 #include "xhttp/handler/static_headers.h"
 #include "xhttp/handler/static_internal.h"
 
@@ -96,6 +97,43 @@ static char *put_hex(char *p, uint64_t v) {
     return p;
 }
 
+static const char *media_type(const xHttpStatic *files, xStr name) {
+    xStr ext = xHttpStaticExtension(name);
+    for (size_t i = 0; i < files->num_types; i++)
+        if (xHttpNameEquals(ext, files->types[i].extension)) return files->types[i].type;
+    return xHttpStaticMediaType(ext);
+}
+
+static char *put_line(char *p, const char *name, const char *value) {
+    size_t n = strlen(name), v = strlen(value);
+    memcpy(p, name, n);
+    memcpy(p + n, ": ", 2);
+    memcpy(p + n + 2, value, v);
+    memcpy(p + n + 2 + v, "\r\n", 2);
+    return p + n + v + 4;
+}
+
+/* The header lines of every answer from f, made once per opening rather than
+ * per response; a twin's type is its file's. Their values were checked when
+ * files was made, so they go in as they are. False when out of memory. */
+static bool make_head(const xHttpStatic *files, xStaticFile *f) {
+    const char *type = media_type(files, (xStr){f->name, f->name_len - (f->coding ? 3 : 0)});
+    size_t cap = 128 + strlen(f->etag) + XHTTP_DATE_LEN + strlen(type) +
+                 (files->cache_control ? strlen(files->cache_control) + 20 : 0);
+    char *p = f->head = malloc(cap);
+    if (!p) return false;
+    p = put_line(p, "ETag", f->etag);
+    p = put_line(p, "Last-Modified", f->last_modified);
+    if (files->precompressed) p = put_line(p, "Vary", "Accept-Encoding");
+    if (files->cache_control) p = put_line(p, "Cache-Control", files->cache_control);
+    f->validators_len = (size_t)(p - f->head);
+    p = put_line(p, "Content-Type", type);
+    if (f->coding) p = put_line(p, "Content-Encoding", f->coding);
+    p = put_line(p, "Accept-Ranges", "bytes");
+    f->head_len = (size_t)(p - f->head);
+    return true;
+}
+
 /* The validators, formatted once per opening rather than per response. */
 static void format_validators(xStaticFile *f) {
     char *p = f->etag;
@@ -131,6 +169,7 @@ xStaticFile *xHttpStaticOpen(const xHttpStatic *files, const char *name, size_t 
     f->coding = coding;
     f->refs = 1;
     f->next = NULL;
+    f->head = NULL;
     f->fd = open_beneath(files, f->name);
     if (f->fd < 0) {
         f->status = refusal(errno);
@@ -139,7 +178,9 @@ xStaticFile *xHttpStaticOpen(const xHttpStatic *files, const char *name, size_t 
     if (fstat(f->fd, &f->st) == 0 && S_ISREG(f->st.st_mode)) {
         f->status = 0;
         format_validators(f);
-        return f;
+        if (make_head(files, f)) return f;
+        xHttpStaticPut(f);
+        return NULL;
     }
     f->status = S_ISDIR(f->st.st_mode) && !directory_named && files->index ? 301 : 403;
     close(f->fd);
@@ -151,6 +192,7 @@ void xHttpStaticPut(void *file) {
     xStaticFile *f = file;
     if (--f->refs) return;
     if (f->fd >= 0) close(f->fd);
+    free(f->head);
     free(f);
 }
 
