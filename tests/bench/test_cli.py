@@ -19,14 +19,14 @@ class SubcommandTableTest(unittest.TestCase):
         for argv in (["suite", "--full", "--only", "h2c", "--peers", "go,nginx,h2o"],
                      ["compare", "http1", "--cases", "ping"], ["compare", "h2c", "--servers", "xkit"],
                      ["compare", "https", "--runs", "1"], ["ciphers", "--certs", "rsa"],
-                     ["instructions", "--cases", "h2c"]):
+                     ["instructions", "--cases", "h2c"], ["static", "--cases", "h2c-6k", "--servers", "xkit"]):
             with self.subTest(argv):
                 args = parser.parse_args(argv)
                 self.assertTrue(callable(args.run))
                 self.assertEqual(args.out_dir.name, "results")
 
     def test_the_tables_name_every_subcommand(self):
-        self.assertEqual(list(COMMANDS), ["suite", "compare", "ciphers", "instructions"])
+        self.assertEqual(list(COMMANDS), ["suite", "compare", "ciphers", "instructions", "static"])
         self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https"])
 
     def test_instructions_takes_requests_runs_cases_builds_and_test_routes(self):
