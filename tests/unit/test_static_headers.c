@@ -148,6 +148,23 @@ static void test_accept_encoding_qvalues(void) {
     CHECK_EQ_INT(xHttpAcceptQuality(guarded("gzip;q=1.5, *;q=0.1"), "gzip"), 100);
 }
 
+static void test_accept_encoding_qualities_at_once_match_one_by_one(void) {
+    const char *const codings[] = {"br", "gzip", "identity", "zstd"};
+    const char *fields[] = {
+        "br;q=1, gzip;q=0.8", "*;q=0.2, gzip",           "gzip, gzip;q=0", "identity;q=0, *", "",
+        "BR;q=0.5,br;q=1",    "x;q=9, gzip;q=0.7, *;q=0"};
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+        int q[4];
+        xHttpAcceptQualities(guarded(fields[f]), codings, 4, q);
+        for (int i = 0; i < 4; i++)
+            CHECK_MSG(q[i] == xHttpAcceptQuality(guarded(fields[f]), codings[i]), "%s / %s: %d", fields[f],
+                      codings[i], q[i]);
+    }
+    int q[2];
+    xHttpAcceptQualities(guarded("gzip;q=0.3"), codings, 2, q);
+    CHECK(q[0] == XHTTP_Q_UNSTATED && q[1] == 300);
+}
+
 int main(void) {
     RUN(test_safe_paths_stay_below_the_root);
     RUN(test_extensions_are_the_last_segment_s);
@@ -157,5 +174,6 @@ int main(void) {
     RUN(test_what_is_not_one_range_is_the_whole_file);
     RUN(test_etag_lists_match_weakly);
     RUN(test_accept_encoding_qvalues);
+    RUN(test_accept_encoding_qualities_at_once_match_one_by_one);
     return CHECK_SUMMARY();
 }

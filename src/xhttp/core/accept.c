@@ -44,21 +44,31 @@ static int entry_quality(const char *p, const char *end) {
     return 1000;
 }
 
-int xHttpAcceptQuality(xStr field, const char *coding) {
-    size_t coding_len = strlen(coding);
+void xHttpAcceptQualities(xStr field, const char *const *codings, size_t n, int *q) {
     int any = XHTTP_Q_UNSTATED;
+    for (size_t i = 0; i < n; i++) q[i] = XHTTP_Q_UNSTATED;
     const char *p = field.data, *end = field.data + field.len;
     while (p < end) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         const char *entry_end = comma ? comma : end;
         const char *semi = memchr(p, ';', (size_t)(entry_end - p));
         xStr name = trim(p, semi ? semi : entry_end);
-        int q = name.len ? entry_quality(semi ? semi + 1 : entry_end, entry_end) : -1;
-        if (q >= 0) {
-            if (name.len == coding_len && xHttpSameLower(name.data, coding, coding_len)) return q;
-            if (name.len == 1 && name.data[0] == '*' && any == XHTTP_Q_UNSTATED) any = q;
+        int entry_q = name.len ? entry_quality(semi ? semi + 1 : entry_end, entry_end) : -1;
+        if (entry_q >= 0) {
+            if (name.len == 1 && name.data[0] == '*' && any == XHTTP_Q_UNSTATED) any = entry_q;
+            for (size_t i = 0; i < n; i++)
+                if (q[i] == XHTTP_Q_UNSTATED && name.len == strlen(codings[i]) &&
+                    xHttpSameLower(name.data, codings[i], name.len))
+                    q[i] = entry_q;
         }
         p = comma ? comma + 1 : end;
     }
-    return any;
+    for (size_t i = 0; i < n; i++)
+        if (q[i] == XHTTP_Q_UNSTATED) q[i] = any;
+}
+
+int xHttpAcceptQuality(xStr field, const char *coding) {
+    int q;
+    xHttpAcceptQualities(field, &coding, 1, &q);
+    return q;
 }

@@ -3,6 +3,8 @@
 #ifndef XHTTP_CORE_ACCEPT_H
 #define XHTTP_CORE_ACCEPT_H
 
+#include <stddef.h>
+
 #include <xbase/str.h>
 
 /** What a field says of a coding it does not name, nor "*". */
@@ -14,5 +16,9 @@
  *  entry without "q=" is 1000; an entry whose q is malformed counts as absent,
  *  so a client's typo never selects a coding it did not ask for. */
 int xHttpAcceptQuality(xStr field, const char *coding);
+
+/** The same for n codings at once, in one reading of field: q[i] is what
+ *  xHttpAcceptQuality(field, codings[i]) would return. */
+void xHttpAcceptQualities(xStr field, const char *const *codings, size_t n, int *q);
 
 #endif

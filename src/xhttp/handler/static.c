@@ -155,11 +155,14 @@ static void read_request(const xHttpRequest *req, Asked *a) {
         case 17:
             take(name, "if-modified-since", value, &a->if_modified_since, &a->has_if_modified_since);
             break;
-        case 15:
+        case 15: {
             if (!xHttpSameLower(name.data, "accept-encoding", 15)) break;
+            int q[3];
+            xHttpAcceptQualities(value, codings, 3, q);
             for (int k = 0; k < 3; k++)
-                if (a->q[k] == XHTTP_Q_UNSTATED) a->q[k] = xHttpAcceptQuality(value, codings[k]);
+                if (a->q[k] == XHTTP_Q_UNSTATED) a->q[k] = q[k];
             break;
+        }
         }
     }
 }
