@@ -12,8 +12,11 @@
 #define XCONN_LINGER_MS 2000
 
 /* How much of queued files one send takes on a transport without sendfile:
- * two TLS records' worth, read onto the stack. */
+ * two TLS records' worth. The transport has taken (sealed or copied) the
+ * bytes when sendv returns, so one buffer per thread serves every
+ * connection; off the stack, a flush without files pays nothing for it. */
 #define XCONN_FILE_PIECE (32u << 10)
+static __thread char file_piece[XCONN_FILE_PIECE];
 
 static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg);
 static void on_timer(xEventLoop *loop, xTimer *timer);
@@ -216,23 +219,13 @@ xErrno xConnWriteFile(xConn *conn, int fd, off_t offset, size_t len, void (*rele
     return err;
 }
 
-/* Where gather stopped short of the queue's end. */
-typedef enum xGatherStop {
-    XGATHER_DONE,      /* everything, or all the iovecs and piece room there are */
-    XGATHER_AT_FILE,   /* at a file the transport may send itself (nothing before it) */
-    XGATHER_FILE_SHORT /* a queued file ended before its range did */
-} xGatherStop;
-
 /* Gathers the unsent bytes in order: buffered bytes up to each ref's mark,
- * then the ref, then the buffered bytes after it. A file's bytes are read
- * into piece (cap bytes in all); with use_sendfile, gathering stops at a
- * file instead, which the caller sends once everything before it is out. */
-static int gather(const xConn *conn, struct iovec *iov, char *piece, size_t cap, bool use_sendfile,
-                  xGatherStop *stop) {
+ * then the ref, then the buffered bytes after it; up to a file's range, which
+ * send_file takes once everything before it is out. */
+static int gather(const xConn *conn, struct iovec *iov) {
     int n = 0;
     size_t pos = conn->out_sent;
     size_t i = conn->out_ref_index;
-    *stop = XGATHER_DONE;
     for (; i < conn->out_nrefs && n < XCONN_IOV_MAX - 1; i++) {
         const xOutRef *ref = &conn->out_refs[i];
         if (ref->mark > pos) {
@@ -240,23 +233,8 @@ static int gather(const xConn *conn, struct iovec *iov, char *piece, size_t cap,
             pos = ref->mark;
         }
         size_t skip = i == conn->out_ref_index ? conn->out_ref_sent : 0;
-        if (ref->len == skip) continue;
-        if (ref->data) {
-            iov[n++] = (struct iovec){(void *)(ref->data + skip), ref->len - skip};
-            continue;
-        }
-        if (use_sendfile) {
-            if (n == 0) *stop = XGATHER_AT_FILE;
-            return n;
-        }
-        size_t want = ref->len - skip < cap ? ref->len - skip : cap, got;
-        if (want == 0) return n;
-        bool whole = read_file(ref->fd, ref->offset + (off_t)skip, piece, want, &got);
-        if (got) iov[n++] = (struct iovec){piece, got};
-        if (!whole) *stop = XGATHER_FILE_SHORT;
-        if (!whole || got < ref->len - skip) return n; /* its rest comes on a later send */
-        piece += got;
-        cap -= got;
+        if (!ref->data && ref->len > skip) return n;
+        if (ref->len > skip) iov[n++] = (struct iovec){(void *)(ref->data + skip), ref->len - skip};
     }
     /* The buffered tail only once every reference before it is gathered. */
     if (i == conn->out_nrefs && conn->out.len > pos && n < XCONN_IOV_MAX)
@@ -264,12 +242,25 @@ static int gather(const xConn *conn, struct iovec *iov, char *piece, size_t cap,
     return n;
 }
 
-/* Sends the file at the queue's front through the transport's own sendfile:
- * the bytes sent, 0 when the file ended first, or -1 with errno. */
-static ssize_t send_front_file(xConn *conn) {
+/* Sends some of the file range at the queue's front (gather found nothing
+ * before it): through the transport's sendfile where it has one and can on
+ * this connection (*use_sendfile), else read into a piece for sendv. The
+ * bytes sent; 0 when the file ended first; -1 with errno. */
+static ssize_t send_file(xConn *conn, bool *use_sendfile) {
     const xOutRef *ref = &conn->out_refs[conn->out_ref_index];
-    size_t skip = conn->out_ref_sent;
-    return conn->transport->sendfile(conn, ref->fd, ref->offset + (off_t)skip, ref->len - skip);
+    size_t skip = conn->out_ref_sent, left = ref->len - skip;
+    off_t at = ref->offset + (off_t)skip;
+    if (*use_sendfile) {
+        ssize_t w = conn->transport->sendfile(conn, ref->fd, at, left);
+        if (w >= 0 || errno != EOPNOTSUPP) return w;
+        *use_sendfile = false; /* this connection's transport cannot now */
+    }
+    /* A short read sends what it got; the next call finds the end. */
+    size_t got;
+    read_file(ref->fd, at, file_piece, left < XCONN_FILE_PIECE ? left : XCONN_FILE_PIECE, &got);
+    if (got == 0) return 0;
+    struct iovec iov = {file_piece, got};
+    return conn->transport->sendv(conn, &iov, 1);
 }
 
 /* Accounts for sent bytes, releasing each reference (and each marker) as
@@ -315,23 +306,22 @@ void xConnBlocked(xConn *conn) {
 void xConnFlush(xConn *conn) {
     if (conn->closed || conn->write_blocked) return;
     struct iovec iov[XCONN_IOV_MAX];
-    char piece[XCONN_FILE_PIECE];
     bool use_sendfile = conn->transport->sendfile != NULL;
     for (;;) {
-        xGatherStop stop;
-        int n = gather(conn, iov, piece, sizeof piece, use_sendfile, &stop);
+        int n = gather(conn, iov);
         ssize_t w;
-        if (stop == XGATHER_AT_FILE) {
-            w = send_front_file(conn);
-            if (w < 0 && errno == EOPNOTSUPP) {
-                use_sendfile = false; /* this connection's transport cannot now */
-                continue;
-            }
-            if (w == 0) stop = XGATHER_FILE_SHORT;
-        } else if (n > 0) {
+        if (n > 0) {
             w = conn->transport->sendv(conn, iov, n);
+        } else if (conn->out_ref_index < conn->out_nrefs && !conn->out_refs[conn->out_ref_index].data &&
+                   conn->out_sent == conn->out_refs[conn->out_ref_index].mark) {
+            if ((w = send_file(conn, &use_sendfile)) == 0) {
+                /* The file shrank under a response that promised its length:
+                 * nothing true can follow what was sent of it. */
+                xConnClose(conn);
+                return;
+            }
         } else {
-            w = 0;
+            break;
         }
         if (w < 0) {
             if (errno == EINTR) continue;
@@ -342,13 +332,6 @@ void xConnFlush(xConn *conn) {
             return;
         }
         advance(conn, (size_t)w);
-        if (stop == XGATHER_FILE_SHORT) {
-            /* The file shrank under a response that promised its length:
-             * what was read has gone out, nothing true can follow it. */
-            xConnClose(conn);
-            return;
-        }
-        if (n == 0 && stop == XGATHER_DONE) break;
     }
     if (conn->transport->flush && !conn->transport->flush(conn)) {
         if (errno == EAGAIN)
