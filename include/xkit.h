@@ -19,6 +19,7 @@
 #include <xhttp/log.h>
 #include <xhttp/compress.h>
 #include <xhttp/server.h>
+#include <xhttp/static.h>
 #include <xhttp/tls.h>
 #include <xhttp/tls_conf.h>
 #include <xhttp/websocket.h>

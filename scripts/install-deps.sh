@@ -26,6 +26,7 @@ needs=(
   strace:strace
   g++:c++
   clang-format-14:clang-format-14
+  brotli:brotli
 )
 
 install_needs install-deps "${needs[@]}"

@@ -11,6 +11,7 @@
 #include <xhttp/grpc.h>
 #include <xhttp/log.h>
 #include <xhttp/compress.h>
+#include <xhttp/static.h>
 #include <xhttp/tls.h>
 
 #define ECHO_MAX_SIZE (16u << 20)
@@ -46,7 +47,8 @@ static const char routes_text[] =
     "        [&ref=1&no_compress=1]  ... with SendRef; never compressed (xHttpResponseNoCompress)\n"
     "GET  /drip?pieces=N&ms=M       N lines of text streamed, one each M ms\n"
     "GET  /uncompressed             4 KiB of text on a route added with\n"
-    "                                xHttpServerRouteUncompressed\n";
+    "                                xHttpServerRouteUncompressed\n"
+    "GET  /static/*                 the files under --static DIR (with or without --test-routes)\n";
 
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out) {
     if (s.len == 0 || s.len > 10) return false;
@@ -533,7 +535,31 @@ static bool add_observers(xHttpServer *server) {
     return false;
 }
 
+/* --static DIR and its options; files is made by benchAddRoutes. */
+#define MAX_STATIC_TYPES 8
+static xHttpStaticConf static_conf;
+static xHttpStaticType static_types[MAX_STATIC_TYPES];
+static xHttpStatic *static_files;
+
+/* --static-type EXT=TYPE, split in place. */
+static bool add_static_type(char *spec) {
+    char *eq = strchr(spec, '=');
+    if (!eq || static_conf.num_types == MAX_STATIC_TYPES) return false;
+    *eq = '\0';
+    static_types[static_conf.num_types++] = (xHttpStaticType){spec, eq + 1};
+    static_conf.types = static_types;
+    return true;
+}
+
 bool benchAddRoutes(xHttpServer *server) {
+    if (static_conf.root) {
+        xErrno err = xHttpStaticCreate(&static_conf, &static_files);
+        if (err != XOK) {
+            fprintf(stderr, "--static %s: %s\n", static_conf.root, xErrnoString(err));
+            return false;
+        }
+        xHttpServerRoute(server, "GET /static/*", xHttpStaticHandler, static_files);
+    }
     memset(echo_bytes, 'x', sizeof echo_bytes);
     size_t unused;
     benchJsonBody(&unused);
@@ -565,13 +591,20 @@ bool benchAddRoutes(xHttpServer *server) {
     return true;
 }
 
+void benchFreeRoutes(void) {
+    xHttpStaticDestroy(static_files);
+    static_files = NULL;
+}
+
 const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
                                 "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
                                 "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
                                 "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
                                 "       [--access-log PATH] [--log-format common|combined|json]\n"
                                 "       [--log-flush-ms MS] [--metrics]\n"
-                                "       [--compress] [--ws-deflate]\n";
+                                "       [--compress] [--ws-deflate]\n"
+                                "       [--static DIR [--static-no-twins] [--static-cache-ms MS]\n"
+                                "        [--static-cache-control VALUE] [--static-type EXT=TYPE]...]\n";
 
 typedef struct Option {
     const char *flag;
@@ -597,10 +630,33 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
     };
     xHttpServerConfInit(conf);
     conf->max_body_size = ECHO_MAX_BODY;
+    xHttpStaticConfInit(&static_conf);
     *host = "0.0.0.0";
     for (int i = first; i < argc; i++) {
         if (strcmp(argv[i], "--host") == 0 && i + 1 < argc) {
             *host = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--static") == 0 && i + 1 < argc) {
+            static_conf.root = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--static-cache-control") == 0 && i + 1 < argc) {
+            static_conf.cache_control = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--static-cache-ms") == 0 && i + 1 < argc) {
+            unsigned long ms;
+            if (!benchParseSize(xStrFromC(argv[++i]), 86400000, &ms)) return false;
+            static_conf.cache_ms = (uint32_t)ms;
+            continue;
+        }
+        if (strcmp(argv[i], "--static-type") == 0 && i + 1 < argc) {
+            if (!add_static_type(argv[++i])) return false;
+            continue;
+        }
+        if (strcmp(argv[i], "--static-no-twins") == 0) {
+            static_conf.precompressed = false;
             continue;
         }
         if (strcmp(argv[i], "--test-routes") == 0) {

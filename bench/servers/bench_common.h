@@ -12,11 +12,12 @@
 /** Parses a non-negative decimal no larger than max; false otherwise. */
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
 
-/** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /),
- *  with --compress GET /json, compression turned on with the defaults), GET /metrics after
- *  --metrics, the access log after --access-log, and the test-only routes (/delay, /stream,
- *  /upload, /tls, /whoami, /json, /text, /drip, gRPC GetSum, ...) after --test-routes. False
- *  (said on stderr) when the access log cannot be opened. */
+/** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /,
+ *  GET /static/… after --static DIR, with --compress GET /json and compression on with the
+ *  defaults, /ws), GET /metrics after --metrics, the access log after --access-log, and the
+ *  test-only routes (/delay, /stream, /upload, /tls, /whoami, /json, /text, /drip, gRPC
+ *  GetSum, /ws-test, ...) after --test-routes. False (said on stderr) when the access log
+ *  cannot be opened or --static's directory cannot be served. */
 bool benchAddRoutes(xHttpServer *server);
 
 /** The 8 KiB JSON document GET /json answers with (static; *len its size), the same bytes
@@ -26,6 +27,9 @@ const char *benchJsonBody(size_t *len);
 /** Adds /ws (echo; permessage-deflate offered when deflate) and, with
  *  test_routes, /ws-test and /ws-idle (bench_websocket.c). */
 void benchAddWebSocket(xHttpServer *server, bool deflate, bool test_routes);
+
+/** Frees what benchAddRoutes made, once the server is destroyed. */
+void benchFreeRoutes(void);
 
 /** A server flag the common parser does not know: the caller's. Returns how
  *  many arguments it took from argv[i] on (1 or more), or 0 for unknown. */

@@ -7,6 +7,8 @@
  *       [--send-timeout MS] [--max-streams N] [--no-http2 | --http2-only] [--test-routes]
  *       [--access-log PATH] [--log-format common|combined|json] [--log-flush-ms MS] [--metrics]
  *       [--compress]
+ *       [--static DIR [--static-no-twins] [--static-cache-ms MS] [--static-cache-control V]
+ *        [--static-type EXT=TYPE]...]
  *
  * HTTP/1.1 and cleartext HTTP/2 (prior knowledge or Upgrade: h2c) share the port.
  */
@@ -41,10 +43,12 @@ int main(int argc, char **argv) {
     if (xHttpServerListen(server, host, (uint16_t)port) != XOK) {
         fprintf(stderr, "http_bench_server: %s\n", xHttpServerLastError(server));
         xHttpServerDestroy(server);
+        benchFreeRoutes();
         return 1;
     }
     benchPrintListening(host, server);
     xErrno err = xHttpServerRun(server);
     xHttpServerDestroy(server);
+    benchFreeRoutes();
     return err == XOK ? 0 : 1;
 }

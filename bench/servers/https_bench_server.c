@@ -138,6 +138,7 @@ int main(int argc, char **argv) {
         (flags.plain_port >= 0 && xHttpServerListen(server, host, (uint16_t)flags.plain_port) != XOK)) {
         fprintf(stderr, "https_bench_server: %s\n", xHttpServerLastError(server));
         xHttpServerDestroy(server);
+        benchFreeRoutes();
         return 1;
     }
     benchPrintListening(host, server);
@@ -147,5 +148,6 @@ int main(int argc, char **argv) {
     }
     xErrno err = xHttpServerRun(server);
     xHttpServerDestroy(server);
+    benchFreeRoutes();
     return err == XOK ? 0 : 1;
 }

@@ -22,6 +22,7 @@ COMMANDS = {
     "instructions": "xkbench.commands.instructions",
     "compress": "xkbench.commands.compress",
     "arena": "xkbench.commands.arena",
+    "static": "xkbench.commands.static",
 }
 
 

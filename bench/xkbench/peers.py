@@ -45,6 +45,7 @@ class PeerContext:
     cert_problem: str = "no certificate"
     go_bin: Path | None = None
     go_problem: str = "the Go peers were not built"
+    static_dir: Path | None = None  # served at /static/ by every peer (xkbench static)
 
 
 def make_peer(name, protocol, context):
@@ -78,6 +79,8 @@ def xkit_peer(protocol, context):
     if isinstance(binary, Missing):
         return binary
     workers = ["--workers", str(context.workers)]
+    if context.static_dir:
+        workers += ["--static", str(context.static_dir)]
     if tls:
         return Peer("xkit", lambda port, _dir: [str(binary), str(port), str(context.cert),
                                                  str(context.key)] + workers, tls=True)
@@ -114,6 +117,29 @@ def go_peer(protocol, context):
     return Peer("go", lambda port, _dir: [str(binary), str(port)], env)
 
 
+# The /static/ location of `xkbench static` in each peer's configuration, as the peer's
+# own documentation tunes it for files: nginx sends them with sendfile and keeps their
+# descriptors and metadata for a second (open_file_cache, as the arena rules allow), and
+# gzip_static serves .gz twins (Debian's nginx has no brotli); h2o serves .br and .gz twins.
+NGINX_STATIC = """location /static/ {
+            alias @DIR@/;
+            sendfile on;
+            tcp_nopush on;
+            open_file_cache max=1000 inactive=20s;
+            open_file_cache_valid 1s;
+            gzip_static on;
+            gzip_vary on;
+            etag on;
+        }"""
+H2O_STATIC = """      /static:
+        file.dir: @DIR@
+        file.send-compressed: ON"""
+
+
+def static_block(template, context):
+    return template.replace("@DIR@", str(context.static_dir)) if context.static_dir else ""
+
+
 def fill_template(template, values):
     text = template.read_text()
     for key, value in values.items():
@@ -141,7 +167,7 @@ def nginx_peer(protocol, context):
             (run_dir / "echo" / str(size)).write_bytes(b"x" * size)
         conf = fill_template(NGINX_TEMPLATE, {
             "WORKERS": str(context.workers), "PORT": str(port), "RUNDIR": str(run_dir),
-            "LISTEN_FLAGS": flags, "TLS": tls_lines})
+            "LISTEN_FLAGS": flags, "TLS": tls_lines, "STATIC": static_block(NGINX_STATIC, context)})
         (run_dir / "nginx.conf").write_text(conf)
         return [nginx, "-c", str(run_dir / "nginx.conf"), "-p", str(run_dir), "-e", "stderr"]
 
@@ -165,7 +191,7 @@ def h2o_peer(protocol, context):
         (run_dir / "echo4k").write_bytes(b"x" * H2O_ECHO_BYTES)
         conf = fill_template(H2O_TEMPLATE, {
             "THREADS": str(context.workers), "PORT": str(port), "RUNDIR": str(run_dir),
-            "TLS": tls_lines})
+            "TLS": tls_lines, "STATIC": static_block(H2O_STATIC, context)})
         (run_dir / "h2o.conf").write_text(conf)
         return [h2o, "-c", str(run_dir / "h2o.conf")]
 

@@ -4,11 +4,19 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #define XCONN_IOV_MAX 64
 #define XCONN_LINGER_MS 2000
+
+/* How much of queued files one send takes on a transport without sendfile:
+ * two TLS records' worth. The transport has taken (sealed or copied) the
+ * bytes when sendv returns, so one buffer per thread serves every
+ * connection; off the stack, a flush without files pays nothing for it. */
+#define XCONN_FILE_PIECE (32u << 10)
+static __thread char file_piece[XCONN_FILE_PIECE];
 
 static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg);
 static void on_timer(xEventLoop *loop, xTimer *timer);
@@ -34,8 +42,13 @@ static void plain_shutdown_write(xConn *conn) { shutdown(conn->fd, SHUT_WR); }
 
 static void plain_nothing(xConn *conn) {}
 
-const xTransport xConnPlainTransport = {
-    plain_recv, plain_sendv, plain_shutdown_write, plain_nothing, plain_nothing, false, NULL, NULL};
+static ssize_t plain_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
+    return sendfile(conn->fd, fd, &offset, len);
+}
+
+const xTransport xConnPlainTransport = {plain_recv,    plain_sendv,   plain_shutdown_write,
+                                        plain_nothing, plain_nothing, false,
+                                        NULL,          NULL,          plain_sendfile};
 
 /* ---- Lifetime ---- */
 
@@ -161,8 +174,50 @@ xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)
         if (marker) return XERR_NOMEM; /* keep the memory: queued bytes may point into it */
         err = xConnWrite(conn, bytes, len);
     } else {
-        conn->out_refs[conn->out_nrefs++] =
-            (xOutRef){.data = bytes, .len = len, .mark = conn->out.len, .release = release, .arg = arg};
+        conn->out_refs[conn->out_nrefs++] = (xOutRef){
+            .data = bytes, .len = len, .mark = conn->out.len, .release = release, .arg = arg, .fd = -1};
+        conn->out_pending += len;
+        return XOK;
+    }
+    if (release) release(arg);
+    return err;
+}
+
+/* Reads len bytes of fd from offset into buf; false when the file ended (or
+ * failed) first, with *got what was read. */
+static bool read_file(int fd, off_t offset, char *buf, size_t len, size_t *got) {
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(fd, buf + done, len - done, offset + (off_t)done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += (size_t)n;
+    }
+    *got = done;
+    return done == len;
+}
+
+xErrno xConnWriteFile(xConn *conn, int fd, off_t offset, size_t len, void (*release)(void *), void *arg) {
+    xErrno err = XOK;
+    if (conn->closed) {
+        err = XERR_CLOSED;
+    } else if (len <= XCONN_FILE_COPY_MAX) {
+        char *dst = len ? xConnReserve(conn, len) : NULL;
+        size_t got = 0;
+        if (len && !dst) {
+            err = XERR_NOMEM;
+        } else if (len && !read_file(fd, offset, dst, len, &got)) {
+            xConnCommit(conn, got);
+            xConnCloseAfterFlush(conn);
+            err = XERR_CLOSED;
+        } else {
+            xConnCommit(conn, len);
+        }
+    } else if (!grow_refs(conn)) {
+        err = XERR_NOMEM;
+    } else {
+        conn->out_refs[conn->out_nrefs++] = (xOutRef){
+            .len = len, .mark = conn->out.len, .release = release, .arg = arg, .fd = fd, .offset = offset};
         conn->out_pending += len;
         return XOK;
     }
@@ -171,7 +226,8 @@ xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)
 }
 
 /* Gathers the unsent bytes in order: buffered bytes up to each ref's mark,
- * then the ref, then the buffered bytes after it. */
+ * then the ref, then the buffered bytes after it; up to a file's range, which
+ * send_file takes once everything before it is out. */
 static int gather(const xConn *conn, struct iovec *iov) {
     int n = 0;
     size_t pos = conn->out_sent;
@@ -183,12 +239,34 @@ static int gather(const xConn *conn, struct iovec *iov) {
             pos = ref->mark;
         }
         size_t skip = i == conn->out_ref_index ? conn->out_ref_sent : 0;
+        if (!ref->data && ref->len > skip) return n;
         if (ref->len > skip) iov[n++] = (struct iovec){(void *)(ref->data + skip), ref->len - skip};
     }
     /* The buffered tail only once every reference before it is gathered. */
     if (i == conn->out_nrefs && conn->out.len > pos && n < XCONN_IOV_MAX)
         iov[n++] = (struct iovec){conn->out.data + pos, conn->out.len - pos};
     return n;
+}
+
+/* Sends some of the file range at the queue's front (gather found nothing
+ * before it): through the transport's sendfile where it has one and can on
+ * this connection (*use_sendfile), else read into a piece for sendv. The
+ * bytes sent; 0 when the file ended first; -1 with errno. */
+static ssize_t send_file(xConn *conn, bool *use_sendfile) {
+    const xOutRef *ref = &conn->out_refs[conn->out_ref_index];
+    size_t skip = conn->out_ref_sent, left = ref->len - skip;
+    off_t at = ref->offset + (off_t)skip;
+    if (*use_sendfile) {
+        ssize_t w = conn->transport->sendfile(conn, ref->fd, at, left);
+        if (w >= 0 || errno != EOPNOTSUPP) return w;
+        *use_sendfile = false; /* this connection's transport cannot now */
+    }
+    /* A short read sends what it got; the next call finds the end. */
+    size_t got;
+    read_file(ref->fd, at, file_piece, left < XCONN_FILE_PIECE ? left : XCONN_FILE_PIECE, &got);
+    if (got == 0) return 0;
+    struct iovec iov = {file_piece, got};
+    return conn->transport->sendv(conn, &iov, 1);
 }
 
 /* Accounts for sent bytes, releasing each reference (and each marker) as
@@ -234,9 +312,23 @@ void xConnBlocked(xConn *conn) {
 void xConnFlush(xConn *conn) {
     if (conn->closed || conn->write_blocked) return;
     struct iovec iov[XCONN_IOV_MAX];
-    int n;
-    while ((n = gather(conn, iov)) > 0) {
-        ssize_t w = conn->transport->sendv(conn, iov, n);
+    bool use_sendfile = conn->transport->sendfile != NULL;
+    for (;;) {
+        int n = gather(conn, iov);
+        ssize_t w;
+        if (n > 0) {
+            w = conn->transport->sendv(conn, iov, n);
+        } else if (conn->out_ref_index < conn->out_nrefs && !conn->out_refs[conn->out_ref_index].data &&
+                   conn->out_sent == conn->out_refs[conn->out_ref_index].mark) {
+            if ((w = send_file(conn, &use_sendfile)) == 0) {
+                /* The file shrank under a response that promised its length:
+                 * nothing true can follow what was sent of it. */
+                xConnClose(conn);
+                return;
+            }
+        } else {
+            break;
+        }
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN)

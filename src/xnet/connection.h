@@ -23,6 +23,12 @@
  * less than the extra iovec and sendmsg(2) a reference would need. */
 #define XCONN_COPY_BELOW 2048
 
+/* File ranges up to this size (an HTTP/2 DATA frame's default most) are read
+ * into the buffer when queued: the response then leaves in one send with
+ * what surrounds it, where sendfile(2) would need a send (and a packet) of
+ * its own for the head. */
+#define XCONN_FILE_COPY_MAX (16u << 10)
+
 typedef struct xConn xConn;
 struct xTlsInfo; /* <xhttp/tls_conf.h>: filled by a TLS transport */
 
@@ -78,19 +84,27 @@ typedef struct xTransport {
     /** Fills what a handler may learn of the connection's TLS session; NULL
      *  on a transport without one. */
     bool (*tls_info)(const xConn *conn, struct xTlsInfo *info);
+    /** Sends up to len bytes of file fd from offset without them passing
+     *  through user space, like sendfile(2): bytes sent, 0 when the file ends
+     *  first, -1 with errno (EAGAIN; EOPNOTSUPP: not on this connection, so
+     *  the bytes go through sendv instead). NULL: never. */
+    ssize_t (*sendfile)(xConn *conn, int fd, off_t offset, size_t len);
 } xTransport;
 
 /** The socket itself, every connection's transport until told otherwise. */
 extern const xTransport xConnPlainTransport;
 
 /* Bytes queued by reference rather than copied: sent after the buffered
- * bytes before position mark, then released. */
+ * bytes before position mark, then released. They are in memory at data, or
+ * (data NULL) in file fd from offset. */
 typedef struct xOutRef {
     const char *data;
     size_t len;
     size_t mark;
     void (*release)(void *);
     void *arg;
+    int fd;
+    off_t offset;
 } xOutRef;
 
 struct xConn {
@@ -158,6 +172,16 @@ xErrno xConnWrite(xConn *conn, const void *bytes, size_t len);
  *  release(arg) runs once everything queued before it is sent: how a
  *  protocol frees memory that earlier references still point into. */
 xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)(void *), void *arg);
+
+/** Queues len bytes of file fd from offset by reference. They are read only
+ *  as the socket takes them (sendfile(2) where the transport can, else read
+ *  into the send path a piece at a time), so a large file costs no memory and
+ *  a slow peer holds back the reading; up to XCONN_FILE_COPY_MAX bytes are
+ *  read now instead. release(arg) runs once they are sent or dropped (the
+ *  caller's fd stays open until then). The peer was promised len bytes: if
+ *  the file ends before them, the connection closes, so the peer sees the
+ *  response cut short rather than bytes that are not the file's. */
+xErrno xConnWriteFile(xConn *conn, int fd, off_t offset, size_t len, void (*release)(void *), void *arg);
 
 /** Room to format up to len bytes straight into the output queue; commit with
  *  xConnCommit. NULL on allocation failure. */

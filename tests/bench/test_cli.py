@@ -21,14 +21,16 @@ class SubcommandTableTest(unittest.TestCase):
                      ["compare", "https", "--runs", "1"], ["compare", "websocket", "--cases", "hello"],
                      ["ciphers", "--certs", "rsa"],
                      ["instructions", "--cases", "h2c"], ["compress", "--cases", "gzip,br"],
-                     ["arena", "--cases", "baseline,unary-grpc", "--scale", "32"]):
+                     ["arena", "--cases", "baseline,unary-grpc", "--scale", "32"],
+                     ["static", "--cases", "h2c-6k", "--servers", "xkit"]):
             with self.subTest(argv):
                 args = parser.parse_args(argv)
                 self.assertTrue(callable(args.run))
                 self.assertEqual(args.out_dir.name, "results")
 
     def test_the_tables_name_every_subcommand(self):
-        self.assertEqual(list(COMMANDS), ["suite", "compare", "ciphers", "instructions", "compress", "arena"])
+        self.assertEqual(list(COMMANDS),
+                         ["suite", "compare", "ciphers", "instructions", "compress", "arena", "static"])
         self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https", "websocket"])
 
     def test_instructions_takes_requests_runs_cases_builds_and_test_routes(self):

@@ -31,6 +31,7 @@ LAYERS = {
     "xhttp/grpc": (8, ("xbase", "xhttp")),
     "xhttp/observe": (8, ("xbase", "xhttp")),
     "xhttp/filter": (8, ("xbase", "xhttp")),
+    "xhttp/handler": (8, ("xbase", "xhttp")),
     "xhttp": (9, ("xbase", "xhttp", "xkit.h")),
 }
 

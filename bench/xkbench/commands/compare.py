@@ -49,10 +49,11 @@ class Bench:
         return run_rounds(self.args.runs, plan, measure)
 
 
-def prepare_peers(args, work_dir, protocol, tls=False, extra_go=()):
+def prepare_peers(args, work_dir, protocol, tls=False, extra_go=(), static_dir=None):
     """({name: Peer}, {name: why skipped}) for args.servers, one worker each, building the
-    Go peer for protocol only and, with tls, sharing one RSA-2048 certificate."""
-    context = PeerContext(build_dir=args.build_dir.resolve(), workers=1)
+    Go peer for protocol only and, with tls, sharing one RSA-2048 certificate; with
+    static_dir, every peer serves it at /static/."""
+    context = PeerContext(build_dir=args.build_dir.resolve(), workers=1, static_dir=static_dir)
     if tls:
         try:
             context.cert, context.key = make_certificate(work_dir)

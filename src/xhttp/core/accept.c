@@ -1,67 +1,78 @@
-/* accept.c — Accept-Encoding's q-values (accept.h). */
+/* accept.c — Accept-Encoding qvalues, read in place. */
 #include "xhttp/core/accept.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "xhttp/core/tokens.h"
 
-static const char *skip_space(const char *p, const char *end) {
-    while (p < end && (*p == ' ' || *p == '\t')) p++;
-    return p;
+static bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+static xStr trim(const char *p, const char *end) {
+    while (p < end && is_space(*p)) p++;
+    while (end > p && is_space(end[-1])) end--;
+    return (xStr){p, (size_t)(end - p)};
 }
 
-/* qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ), as
- * thousandths; -1 when v is not one. */
-static int parse_qvalue(const char *p, const char *end) {
-    if (p == end || (*p != '0' && *p != '1')) return -1;
-    int q = (*p++ - '0') * 1000, scale = 100, digits = 0;
-    if (p < end && *p == '.') {
-        for (p++; p < end && *p >= '0' && *p <= '9' && digits < 3; p++, digits++, scale /= 10)
-            q += (*p - '0') * scale;
+/* RFC 9110 §12.4.2: qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ).
+ * Returns the thousandths, or -1 when v is not a qvalue. */
+static int parse_qvalue(xStr v) {
+    if (v.len == 0 || v.len > 5 || (v.data[0] != '0' && v.data[0] != '1')) return -1;
+    if (v.len > 1 && v.data[1] != '.') return -1;
+    int q = (v.data[0] - '0') * 1000, scale = 100;
+    for (size_t i = 2; i < v.len; i++, scale /= 10) {
+        if (v.data[i] < '0' || v.data[i] > '9') return -1;
+        q += (v.data[i] - '0') * scale;
     }
-    return p == end && q <= 1000 ? q : -1;
+    return q > 1000 ? -1 : q;
 }
 
-/* The q-value among one entry's parameters (";q=0.5"): 1000 when none is
- * given, -1 when one is malformed. */
+/* The qvalue of one entry's parameters, p just after its first ';' ("q=0.5"):
+ * 1000 when none is q, -1 when q is malformed or a parameter is empty
+ * ("gzip;", "gzip;;q=1"). */
 static int entry_quality(const char *p, const char *end) {
     int q = 1000;
-    while (p < end) {
-        p = skip_space(p, end);
-        if (p == end) break;
-        if (*p != ';') return -1;
-        p = skip_space(p + 1, end);
-        const char *name = p;
-        while (p < end && *p != '=' && *p != ';' && *p != ' ' && *p != '\t') p++;
-        const char *name_end = p;
-        p = skip_space(p, end);
-        if (p == end || *p != '=') return -1;
-        p = skip_space(p + 1, end);
-        const char *value = p;
-        while (p < end && *p != ';' && *p != ' ' && *p != '\t') p++;
-        if (name_end - name == 1 && (*name == 'q' || *name == 'Q') && (q = parse_qvalue(value, p)) < 0)
-            return -1;
+    for (;;) {
+        const char *semi = memchr(p, ';', (size_t)(end - p));
+        const char *param_end = semi ? semi : end;
+        xStr param = trim(p, param_end);
+        if (param.len == 0) return -1; /* a ';' promises a parameter and gives none */
+        if (param.data[0] == 'q' || param.data[0] == 'Q') {
+            xStr rest = trim(param.data + 1, param.data + param.len);
+            if (rest.len == 0) return -1; /* "q" without its value */
+            if (rest.data[0] == '=' && (q = parse_qvalue(trim(rest.data + 1, rest.data + rest.len))) < 0)
+                return -1;
+        }
+        if (!semi) return q;
+        p = semi + 1;
     }
-    return q;
 }
 
-int xHttpAcceptEncodingQuality(xStr field, const char *coding) {
-    size_t coding_len = strlen(coding);
-    int star = -1;
-    const char *p = field.data, *end = p + field.len;
+void xHttpAcceptQualities(xStr field, const char *const *codings, size_t n, int *q) {
+    int any = XHTTP_Q_UNSTATED;
+    for (size_t i = 0; i < n; i++) q[i] = XHTTP_Q_UNSTATED;
+    const char *p = field.data, *end = field.data + field.len;
     while (p < end) {
-        const char *entry_end = memchr(p, ',', (size_t)(end - p));
-        if (!entry_end) entry_end = end;
-        const char *name = skip_space(p, entry_end), *name_end = name;
-        while (name_end < entry_end && xHttpIsTokenChar((unsigned char)*name_end)) name_end++;
-        xStr n = {name, (size_t)(name_end - name)};
-        p = entry_end + 1;
-        if (n.len == 0) continue;
-        int q = entry_quality(name_end, entry_end);
-        if (q < 0) continue;
-        if (n.len == coding_len && xHttpNameEquals(n, coding)) return q;
-        if (n.len == 1 && *name == '*') star = q;
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *entry_end = comma ? comma : end;
+        const char *semi = memchr(p, ';', (size_t)(entry_end - p));
+        xStr name = trim(p, semi ? semi : entry_end);
+        int entry_q = !name.len ? -1 : semi ? entry_quality(semi + 1, entry_end) : 1000;
+        if (entry_q >= 0) {
+            if (name.len == 1 && name.data[0] == '*' && any == XHTTP_Q_UNSTATED) any = entry_q;
+            for (size_t i = 0; i < n; i++)
+                if (q[i] == XHTTP_Q_UNSTATED && name.len == strlen(codings[i]) &&
+                    xHttpSameLower(name.data, codings[i], name.len))
+                    q[i] = entry_q;
+        }
+        p = comma ? comma + 1 : end;
     }
-    if (star >= 0) return star;
-    return xHttpNameEquals((xStr){coding, coding_len}, "identity") ? 1000 : 0;
+    for (size_t i = 0; i < n; i++)
+        if (q[i] == XHTTP_Q_UNSTATED) q[i] = any;
+}
+
+int xHttpAcceptQuality(xStr field, const char *coding) {
+    int q;
+    xHttpAcceptQualities(field, &coding, 1, &q);
+    return q;
 }

@@ -357,6 +357,7 @@ const char *xHttpStatusReason(int status) {
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
+    case 416: return "Range Not Satisfiable";
     case 417: return "Expectation Failed";
     case 426: return "Upgrade Required";
     case 429: return "Too Many Requests";

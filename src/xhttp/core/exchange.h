@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <xbase/buffer.h>
 #include <xhttp/server.h>
@@ -24,6 +25,11 @@ typedef struct xHttpExchangeOps {
      *  before returning; otherwise release(release_arg) once it is sent. */
     xErrno (*send)(xHttpExchange *ex, const void *body, size_t len, bool copy, void (*release)(void *),
                    void *release_arg);
+    /** The whole body from len bytes of file fd at offset, read as the
+     *  client takes them; release(release_arg) once they are sent or dropped
+     *  (it closes fd), at once when the answer has no body. */
+    xErrno (*send_file)(xHttpExchange *ex, int fd, off_t offset, size_t len, void (*release)(void *),
+                        void *release_arg);
     /** A piece of a streamed body; the head goes first on the first call. */
     xErrno (*write)(xHttpExchange *ex, const void *data, size_t len);
     /** The end of a streamed body. */

@@ -173,20 +173,41 @@ static void finish(xHttp1 *h) {
     }
 }
 
+/* Queues the head of a whole response of len body bytes: true when the
+ * body is to follow it (not for HEAD, 204 or 304, nor after an error). */
+static bool start_whole(xHttp1 *h, xHttpExchange *ex, size_t len, xErrno *err) {
+    *err = ex->res.aborted ? XERR_CLOSED : write_sized_head(h, ex->res.status, &ex->res.headers, len);
+    return *err == XOK && len && !h->head_request && xHttpStatusHasBody(ex->res.status);
+}
+
+static void end_whole(xHttp1 *h, xHttpExchange *ex) {
+    ex->res.head_sent = ex->res.ended = true;
+    finish(h);
+}
+
 static xErrno h1_send(xHttpExchange *ex, const void *body, size_t len, bool copy, void (*release)(void *),
                       void *release_arg) {
     xHttp1 *h = ex->proto;
-    xErrno err = XOK;
-    bool with_body = len && !h->head_request && xHttpStatusHasBody(ex->res.status);
-    if (ex->res.aborted) {
-        err = XERR_CLOSED;
-    } else if ((err = write_sized_head(h, ex->res.status, &ex->res.headers, len)) == XOK && with_body) {
+    xErrno err;
+    if (start_whole(h, ex, len, &err)) {
         err = copy ? xConnWrite(h->conn, body, len) : xConnWriteRef(h->conn, body, len, release, release_arg);
         release = NULL; /* now the connection's to call */
     }
     if (!copy && release) release(release_arg);
-    ex->res.head_sent = ex->res.ended = true;
-    finish(h);
+    end_whole(h, ex);
+    return err;
+}
+
+static xErrno h1_send_file(xHttpExchange *ex, int fd, off_t offset, size_t len, void (*release)(void *),
+                           void *release_arg) {
+    xHttp1 *h = ex->proto;
+    xErrno err;
+    if (start_whole(h, ex, len, &err)) {
+        err = xConnWriteFile(h->conn, fd, offset, len, release, release_arg);
+        release = NULL;
+    }
+    if (release) release(release_arg);
+    end_whole(h, ex);
     return err;
 }
 
@@ -259,7 +280,7 @@ static void h1_body_wanted(xHttpExchange *ex) {
     if (!h->in_batch) process(h); /* otherwise the batch under way delivers */
 }
 
-static const xHttpExchangeOps h1_ops = {h1_send, h1_write, h1_end, h1_body_wanted};
+static const xHttpExchangeOps h1_ops = {h1_send, h1_send_file, h1_write, h1_end, h1_body_wanted};
 
 /* ---- Requests ---- */
 

@@ -102,8 +102,11 @@ typedef struct xH2Stream {
 
     xBuffer out; /* response bytes not yet framed */
     size_t out_framed;
-    bool out_sealed; /* out holds a whole body and never grows */
-    const char *ref; /* or: a body sent by reference */
+    bool out_sealed;  /* out holds a whole body and never grows */
+    const char *ref;  /* or: a body sent by reference, in memory or in a file */
+    bool ref_is_file; /* ref is NULL: the body is ref_len bytes of file_fd at file_offset */
+    int file_fd;
+    off_t file_offset;
     size_t ref_len, ref_framed;
     void (*ref_release)(void *);
     void *ref_arg;
@@ -222,6 +225,7 @@ static void release_ref(xH2Stream *s) {
     hand_over(s, s->ref_release, s->ref_arg);
     s->ref_release = NULL;
     s->ref = NULL;
+    s->ref_is_file = false;
 }
 
 static void release_out(xH2Stream *s) {
@@ -994,7 +998,11 @@ static xErrno frame_body(xH2Stream *s, xConn *conn, size_t n) {
             s->out.len = s->out_framed = 0;
     }
     if (err == XOK && n > take) {
-        err = xConnWriteRef(conn, s->ref + s->ref_framed, n - take, NULL, NULL);
+        /* A frame's worth of file (up to XCONN_FILE_COPY_MAX) is read into
+         * the queue now; the file stays open until the last frame is out. */
+        err = s->ref_is_file ? xConnWriteFile(conn, s->file_fd, s->file_offset + (off_t)s->ref_framed,
+                                              n - take, NULL, NULL)
+                             : xConnWriteRef(conn, s->ref + s->ref_framed, n - take, NULL, NULL);
         s->ref_framed += n - take;
         if (s->ref_framed == s->ref_len) release_ref(s);
     }
@@ -1104,6 +1112,32 @@ static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy
     return err;
 }
 
+static xErrno h2_send_file(xHttpExchange *ex, int fd, off_t offset, size_t len, void (*release)(void *),
+                           void *release_arg) {
+    xH2Stream *s = ex->proto;
+    xErrno err = XOK;
+    bool with_body = len && response_has_body(ex);
+    s->in_op = true;
+    if (ex->res.aborted || s->closed) {
+        err = XERR_CLOSED;
+    } else {
+        if (with_body) {
+            /* Framed like a body by reference, read from the file as each DATA frame goes. */
+            s->ref_is_file = true;
+            s->file_fd = fd;
+            s->file_offset = offset;
+            s->ref_len = len;
+            s->ref_release = release;
+            s->ref_arg = release_arg;
+            release = NULL;
+        }
+        err = submit_head(s, xHttpStatusHasBody(ex->res.status), len, with_body);
+    }
+    if (release) release(release_arg);
+    end_exchange(s);
+    return err;
+}
+
 static xErrno h2_write(xHttpExchange *ex, const void *data, size_t len) {
     xH2Stream *s = ex->proto;
     if (ex->res.aborted || s->closed) return XERR_CLOSED;
@@ -1145,7 +1179,7 @@ static void h2_body_wanted(xHttpExchange *ex) {
     xConnRelease(conn);
 }
 
-static const xHttpExchangeOps h2_ops = {h2_send, h2_write, h2_end, h2_body_wanted};
+static const xHttpExchangeOps h2_ops = {h2_send, h2_send_file, h2_write, h2_end, h2_body_wanted};
 
 /* ---- Driving the connection ---- */
 

@@ -162,8 +162,25 @@ static bool tls_info(const xConn *conn, xTlsInfo *info) {
     return true;
 }
 
-static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close, tls_free, true,
-                                         NULL,     tls_info};
+/* With kTLS sending, the kernel seals what sendfile(2) takes from the file. */
+static ssize_t tls_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
+#ifndef OPENSSL_NO_KTLS
+    xTlsConn *t = conn->transport_state;
+    if (BIO_get_ktls_send(SSL_get_wbio(t->ssl))) {
+        ossl_ssize_t n = SSL_sendfile(t->ssl, fd, offset, len, 0);
+        if (n >= 0) return (ssize_t)n;
+        int saved = errno;
+        ERR_clear_error();
+        errno = saved == EAGAIN || saved == EINTR ? saved : (saved ? saved : EPIPE);
+        return -1;
+    }
+#endif
+    errno = EOPNOTSUPP;
+    return -1;
+}
+
+static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close,   tls_free,
+                                         true,     NULL,      tls_info,           tls_sendfile};
 
 /* ---- The handshake ---- */
 

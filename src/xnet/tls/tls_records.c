@@ -783,9 +783,9 @@ static bool records_tls_info(const xConn *conn, xTlsInfo *info) {
     return true;
 }
 
-static const xTransport records_transport = {records_recv,  records_sendv,   records_shutdown_write,
-                                             records_close, records_free,    true,
-                                             records_flush, records_tls_info};
+static const xTransport records_transport = {records_recv,  records_sendv,    records_shutdown_write,
+                                             records_close, records_free,     true,
+                                             records_flush, records_tls_info, NULL};
 
 bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary) {
     pthread_once(&algorithms_once, fetch_algorithms);

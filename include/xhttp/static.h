@@ -1,0 +1,124 @@
+/* xhttp/static.h — serving files from a directory.
+ *
+ *   xHttpStaticConf conf;
+ *   xHttpStaticConfInit(&conf);
+ *   conf.root = "/srv/www";
+ *   xHttpStatic *files;
+ *   if (xHttpStaticCreate(&conf, &files) != XOK) ...;
+ *   xHttpServerRoute(server, "GET /static/" "*", xHttpStaticHandler, files);
+ *
+ * The file is what the route's final "*" captures ("/static/css/a.css" →
+ * root/css/a.css), or the whole path without its leading '/' on a route
+ * without one. It is percent-decoded ("%2e", "%2f" and the like become what
+ * they name, then face the same rules); a path with a "..", "." or empty
+ * segment or a "%00" is 404, and so is a symbolic link that leads out of
+ * root: openat2's RESOLVE_BENEATH (Linux 5.6) checks every lookup, and where
+ * the kernel or a seccomp filter refuses openat2, no symbolic link is
+ * followed at all. A file that may not be read, or is not a regular file, is
+ * 403; neither answer says more than its status.
+ *
+ * No content is kept: the body is sent from the file as the client takes it
+ * (xHttpResponseSendFile), never read into memory whole. What each worker
+ * keeps, for cache_ms (1 s), is the open file and its metadata, as nginx's
+ * open_file_cache does: a file replaced on disk is served new within that,
+ * at once with cache_ms 0. A file rewritten in place meanwhile is read as
+ * it now is, under the length first seen (a shorter one cuts the response
+ * short).
+ *
+ * Responses carry Content-Type (from the name's extension), Last-Modified, a
+ * strong ETag (the size and the modification time in nanoseconds), and
+ * Accept-Ranges. If-None-Match (weak comparison) and If-Modified-Since (the
+ * exact Last-Modified text, as nginx does by default) answer 304; one "bytes"
+ * range in Range answers 206, or 416 when it starts beyond the end; several
+ * ranges, or a Range that If-Range does not match, get the whole file. */
+#ifndef XHTTP_STATIC_H
+#define XHTTP_STATIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <xbase/errno.h>
+#include <xhttp/server.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A media type for files whose name ends in "." extension. */
+typedef struct xHttpStaticType {
+    const char *extension; /**< without the '.', compared without regard to case: "md" */
+    const char *type;      /**< the Content-Type: "text/markdown; charset=utf-8" */
+} xHttpStaticType;
+
+/** Static file settings. Start from xHttpStaticConfInit's defaults; fields
+ *  are only ever added at the end. */
+typedef struct xHttpStaticConf {
+    size_t struct_size;           /**< the caller's sizeof, set by xHttpStaticConfInit */
+    const char *root;             /**< the directory served (no default: required);
+                                       opened once, by xHttpStaticCreate */
+    const char *index;            /**< served for a path ending in '/' ("index.html");
+                                       a directory named without its '/' is redirected
+                                       there (301). NULL: directories are 403 */
+    bool precompressed;           /**< NAME.br and NAME.gz, when present and not older
+                                       than NAME (in whole seconds), are served with
+                                       Content-Encoding to a client whose
+                                       Accept-Encoding prefers them, and every answer
+                                       says "Vary: Accept-Encoding" (true) */
+    const char *cache_control;    /**< a Cache-Control value for every file, e.g.
+                                       "max-age=3600"; NULL: none (NULL) */
+    const xHttpStaticType *types; /**< media types consulted before the built-in
+                                       table (html, css, js, json, svg, png, jpg,
+                                       webp, woff2, wasm, mp4, …; anything else is
+                                       application/octet-stream); copied (NULL) */
+    size_t num_types;             /**< how many types has (0) */
+    uint32_t cache_ms;            /**< how long each worker keeps a file it opened (its
+                                       descriptor, status and validators, or that it is
+                                       missing) for the requests that follow, so a file
+                                       replaced on disk is served new within this; 0:
+                                       every request opens its file (1000) */
+    uint32_t cache_entries;       /**< the most files each worker keeps open (1024) */
+} xHttpStaticConf;
+
+/** Fills the first size bytes of conf with the defaults noted above; size is
+ *  the caller's sizeof(xHttpStaticConf). Call xHttpStaticConfInit instead. */
+void xHttpStaticConfInitSized(xHttpStaticConf *conf, size_t size);
+
+/** Fills conf with the defaults noted above. */
+static inline void xHttpStaticConfInit(xHttpStaticConf *conf) {
+    xHttpStaticConfInitSized(conf, sizeof *conf);
+}
+
+/** A directory being served; read-only once made, so one serves every worker. */
+typedef struct xHttpStatic xHttpStatic;
+
+/** Opens conf->root and keeps what conf says (its strings are copied), for
+ *  xHttpStaticHandler. XERR_INVALID when root is missing or the index is not
+ *  a file name (empty, a '/' in it, longer than NAME_MAX); XERR_SYS (errno set) when root cannot be opened as
+ * a directory; XERR_NOMEM. */
+xErrno xHttpStaticCreate(const xHttpStaticConf *conf, xHttpStatic **out);
+
+/** Frees what xHttpStaticCreate made, after the server that used it. */
+void xHttpStaticDestroy(xHttpStatic *files);
+
+/** Answers with status and headers as set, and a body of len bytes of
+ *  file fd from offset (Content-Length: len), read only as the client takes
+ *  them: sendfile(2) on plain connections (and kTLS), pieces sealed by the
+ *  record layer on TLS, DATA frames within the flow-control windows on
+ *  HTTP/2; HEAD, 204 and 304 send none. release(release_arg) runs once the
+ *  bytes are sent or dropped, or at once when there are none: it typically
+ *  closes fd, which must stay open until then. A file that ends before
+ *  offset + len cuts the response short (the connection, or the HTTP/2
+ *  stream, is closed). XERR_STATE (release run) once the head is sent. */
+xErrno xHttpResponseSendFile(xHttpResponse *res, int fd, off_t offset, size_t len, void (*release)(void *),
+                             void *release_arg);
+
+/** The handler to route to, with the xHttpStatic as its arg: route it for
+ *  GET, which brings HEAD; any other method it is routed with gets 405. */
+void xHttpStaticHandler(xHttpRequest *req, xHttpResponse *res, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
