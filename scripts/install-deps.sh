@@ -71,3 +71,10 @@ if ! python3 -c "import websockets" >/dev/null 2>&1; then
   echo "installing: websockets (pip, for the WebSocket tests)"
   python3 -m pip install --quiet websockets
 fi
+
+# The HTTP/2 WebSocket tests (tests/integration/test_websocket_h2.py) script
+# Python's h2 package, which speaks RFC 8441, as an independent client.
+if ! python3 -c "import h2" >/dev/null 2>&1; then
+  echo "installing: h2 (pip, for the HTTP/2 WebSocket tests)"
+  python3 -m pip install --quiet h2
+fi

@@ -2,11 +2,14 @@
  * permessage-deflate (RFC 7692) when enabled.
  *
  * xHttpServerWebSocket makes a path a WebSocket endpoint. A client's
- * HTTP/1.1 "Upgrade: websocket" request (plain or TLS) goes to on_open,
+ * HTTP/1.1 "Upgrade: websocket" request, or its HTTP/2 extended CONNECT with
+ * ":protocol websocket" (RFC 8441; h2c or TLS), goes to on_open,
  * which accepts (optionally picking a subprotocol) or refuses with a status;
  * once accepted the connection speaks WebSocket frames: whole messages come
  * to on_message, and the xWebSocket handle sends text, binary, pings and the
- * close. A plain GET to the path is answered 426 with "Upgrade: websocket".
+ * close. Over HTTP/2 the answer is :status 200 and the stream's DATA carries
+ * the frames, within HTTP/2 flow control. A plain GET to the path is
+ * answered 426 (with "Upgrade: websocket" on HTTP/1.1).
  *
  * Lifetimes: callbacks run on the loop of the worker that owns the
  * connection. An xWebSocket is valid from on_open until on_close returns.

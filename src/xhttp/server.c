@@ -376,8 +376,14 @@ xErrno xHttpServerWebSocket(xHttpServer *server, const char *path, const xWebSoc
     xWsRoute *route = xWsRouteCreate(conf, arg, &err);
     if (!route) return err;
     err = add_route(server, spec, xWsRouteHandler, route, false, true, route);
-    if (err != XOK) xWsRouteFree(route);
-    return err;
+    if (err != XOK) {
+        xWsRouteFree(route);
+        return err;
+    }
+    /* RFC 8441 over HTTP/2: an extended CONNECT to the same path, its
+     * stream carrying the frames (the GET target owns the route). */
+    snprintf(spec, sizeof spec, "CONNECT %s", path);
+    return add_route(server, spec, xWsTunnelHandler, route, true, true, NULL);
 }
 
 /* ---- Listening ---- */

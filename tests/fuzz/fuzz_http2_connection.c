@@ -5,7 +5,8 @@
  * HTTP/2-only plan, on a context set up like a worker's with small limits
  * (8 streams, 64 KiB windows, 1 KiB header lists), and routes that answer at
  * once, echo the body, stream a response with a trailer, answer from a later
- * loop iteration, and read a streamed request body. The real plain transport
+ * loop iteration, read a streamed request body, and a WebSocket echo that
+ * an extended CONNECT (RFC 8441) opens on its stream. The real plain transport
  * and the loop's epoll carry every byte.
  *
  * Input: byte 0 is the pace; the rest is what the client sends.
@@ -41,6 +42,7 @@
 #include "xhttp/core/exchange.h"
 #include "xhttp/http2/http2.h"
 #include "xhttp/upgrade/upgrade.h"
+#include "xhttp/websocket/websocket.h"
 
 #define MAX_PIECES 256   /* more pieces than this: the last takes the rest */
 #define SETTLE_TURNS 256 /* loop turns allowed for the server to finish */
@@ -117,14 +119,26 @@ static void on_upload(xHttpRequest *req, xHttpResponse *res, void *arg) {
     }
 }
 
+static void on_ws_message(xWebSocket *ws, const char *data, size_t len, bool binary, void *arg) {
+    if (binary)
+        xWebSocketSendBinary(ws, data, len);
+    else
+        xWebSocketSendText(ws, data, len);
+}
+
+/* The WebSocket route's two targets, as xHttpServerWebSocket makes them;
+ * their argument, the route, is set up with the context. */
 static xHttpRouteTarget targets[] = {
     {.handler = on_hello},
     {.handler = on_echo},
     {.handler = on_stream},
     {.handler = on_later},
     {.handler = on_upload, .streams_body = true},
+    {.handler = xWsRouteHandler, .unfiltered = true},
+    {.handler = xWsTunnelHandler, .streams_body = true, .unfiltered = true},
 };
-static const char *const specs[] = {"GET /hello", "POST /echo", "GET /stream", "/later", "/upload"};
+static const char *const specs[] = {"GET /hello", "POST /echo", "GET /stream", "/later",
+                                    "/upload",    "GET /ws",    "CONNECT /ws"};
 
 static void on_tick(xEventLoop *loop, xTimer *timer) { xEventLoopStop(loop); }
 
@@ -151,6 +165,17 @@ static void set_up(void) {
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
         FUZZ_ASSERT(xRouterAdd(router, specs[i], &targets[i], NULL) == XOK, "route %s", specs[i]);
     ctx.router = router;
+    xWebSocketConf ws_conf;
+    xWebSocketConfInit(&ws_conf);
+    ws_conf.on_message = on_ws_message;
+    ws_conf.deflate = true;
+    ws_conf.idle_timeout_ms = 0; /* no timer may fire within one input */
+    ws_conf.max_pending = 4096;  /* small, so backpressure holds streams */
+    xErrno err;
+    xWsRoute *ws_route = xWsRouteCreate(&ws_conf, NULL, &err);
+    FUZZ_ASSERT(ws_route, "WebSocket route: %d", (int)err);
+    targets[5].arg = targets[6].arg = ws_route;
+    targets[5].websocket = ws_route;
     xUpgradePlanCleartext(&plan, XHTTP_PROTO_HTTP2);
     xTimerInit(&tick, on_tick);
 }

@@ -81,7 +81,8 @@ class HandshakeTest(ServerTestCase):
         self.assertEqual(resp.header("Upgrade"), "websocket")
 
     def test_websocket_route_over_http2_is_426_without_an_upgrade_header(self):
-        # WebSocket over HTTP/2 (RFC 8441) is not served yet; the answer must still be valid HTTP/2.
+        # Over HTTP/2 a WebSocket opens with an extended CONNECT (test_websocket_h2.py); a GET is
+        # told so, in a valid HTTP/2 answer.
         result = run_client(["curl", "-sS", "--http2-prior-knowledge", "-D", "-", "-o", "/dev/null",
                              self.server.url("/ws")], timeout=30)
         self.assertEqual(result.returncode, 0, result.stderr)

@@ -41,6 +41,7 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     ex->reader_arg = NULL;
     ex->filter = ctx->filter;
     ex->filter_state = NULL;
+    ex->tunnel = (xHttpTunnel){0};
     ex->next_free = NULL;
     return ex;
 }

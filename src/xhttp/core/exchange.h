@@ -39,6 +39,22 @@ typedef struct xHttpExchangeOps {
     void (*body_wanted)(xHttpExchange *ex);
 } xHttpExchangeOps;
 
+/** An extended CONNECT (RFC 8441) kept open as a tunnel past its response
+ *  head: what the protocol carrying it and the handler holding it tell each
+ *  other beyond xHttpExchangeOps (HTTP/2 carries WebSocket this way). */
+typedef struct xHttpTunnel {
+    /** Set by the protocol before dispatch when the request is a tunnel it
+     *  can carry, else NULL: response bytes written and not yet framed
+     *  (flow control holds them). */
+    size_t (*pending)(const xHttpExchange *ex);
+    /** Set by the holder while it waits; the protocol clears it and calls it
+     *  once pending is 0. */
+    void (*drained)(xHttpExchange *ex, void *arg);
+    /** Set by the holder: the server stops gracefully, end the tunnel soon. */
+    void (*stopping)(xHttpExchange *ex, void *arg);
+    void *arg;
+} xHttpTunnel;
+
 /** What a route leads to (the router's opaque handler). */
 typedef struct xHttpRouteTarget {
     xHttpHandler handler;
@@ -96,6 +112,7 @@ struct xHttpExchange {
     void *reader_arg;
     xHttpFilter *filter; /* the worker's response filter, or NULL: none for this response */
     void *filter_state;  /* the filter's, while it transforms a streamed body */
+    xHttpTunnel tunnel;  /* an extended CONNECT's, when the protocol carries one */
     xHttpExchange *next_free;
 };
 

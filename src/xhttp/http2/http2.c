@@ -180,6 +180,7 @@ static const xHttpExchangeOps h2_ops;
 static void pump(xHttp2 *h2);
 static void frame_stream(xH2Stream *s);
 static void settle_closed(xH2Stream *s);
+static size_t tunnel_pending(const xHttpExchange *ex);
 
 /* ---- Streams ---- */
 
@@ -466,6 +467,7 @@ static void dispatch(xHttp2 *h2, xH2Stream *s) {
         xHttpExchangeSendStatus(ex, s->reject_status);
         return;
     }
+    if (s->tunnel) ex->tunnel.pending = tunnel_pending;
     xHttpExchangeDispatch(ex);
     if (ex->streams_body) deliver_body(h2, s);
 }
@@ -1181,11 +1183,51 @@ static void h2_body_wanted(xHttpExchange *ex) {
 
 static const xHttpExchangeOps h2_ops = {h2_send, h2_send_file, h2_write, h2_end, h2_body_wanted};
 
+/* ---- Tunnels (RFC 8441): an extended CONNECT's holder (a WebSocket) ---- */
+
+static size_t tunnel_pending(const xHttpExchange *ex) { return pending_out(ex->proto); }
+
+/* Tells the holders of tunnels whose output is all framed that they may
+ * write more; true when one was told. In a batch, so what they resume is
+ * delivered here and what they write is framed by the caller. */
+static bool wake_tunnels(xHttp2 *h2) {
+    bool woke = false, was_in_batch = h2->in_batch;
+    h2->in_batch = true;
+    xH2Stream *next;
+    for (xH2Stream *s = h2->streams; s; s = next) {
+        next = s->next;
+        xHttpExchange *ex = s->ex;
+        if (s->closed || !s->dispatched || !ex->tunnel.drained || pending_out(s)) continue;
+        void (*drained)(xHttpExchange *, void *) = ex->tunnel.drained;
+        ex->tunnel.drained = NULL;
+        drained(ex, ex->tunnel.arg);
+        woke = true;
+    }
+    dispatch_ready(h2);
+    h2->in_batch = was_in_batch;
+    return woke;
+}
+
+/* A graceful stop: each tunnel's holder ends it its own way (a WebSocket
+ * with its close handshake), since a tunnel never finishes by itself. */
+static void stop_tunnels(xHttp2 *h2) {
+    bool was_in_batch = h2->in_batch;
+    h2->in_batch = true;
+    xH2Stream *next;
+    for (xH2Stream *s = h2->streams; s; s = next) {
+        next = s->next;
+        if (!s->closed && s->dispatched && !s->ex->res.ended && s->ex->tunnel.stopping)
+            s->ex->tunnel.stopping(s->ex, s->ex->tunnel.arg);
+    }
+    h2->in_batch = was_in_batch;
+}
+
 /* ---- Driving the connection ---- */
 
 /* The client owes a request, or the rest of a body someone takes. */
 static bool awaits_request(const xH2Stream *s) {
-    if (s->closed || s->waved_off) return false; /* a reset on its way ends it */
+    if (s->closed || s->waved_off) return false;    /* a reset on its way ends it */
+    if (s->tunnel && s->head_written) return false; /* an open tunnel times itself out */
     if (!s->dispatched) return !s->ready;
     return s->streams_body && !s->body_done && (s->ex->res.ended || xHttpExchangeWantsBody(s->ex));
 }
@@ -1234,6 +1276,7 @@ static void pump(xHttp2 *h2) {
      * all at once no writable event will come, so go round again. */
     for (int round = 0; round < 64 && !conn->closed; round++) {
         frame_all(h2);
+        if (wake_tunnels(h2)) frame_all(h2);
         xConnFlush(conn);
         if (conn->closed || conn->write_blocked || xConnPending(conn)) break;
         h2->control_queued = 0;
@@ -1341,6 +1384,7 @@ static void on_drain(xConn *conn) {
     if (h2->draining || h2->failed) return;
     h2->draining = true;
     xH2WriteGoaway(conn, XH2_MAX_WINDOW, XH2_NO_ERROR);
+    stop_tunnels(h2);
     uint32_t half = h2->conf->shutdown_timeout_ms / 2;
     xTimerStart(conn->net->loop, &h2->goaway_timer, XH2_GOAWAY_GRACE_MS < half ? XH2_GOAWAY_GRACE_MS : half);
     pump(h2);

@@ -1,7 +1,7 @@
 /* frame.h — RFC 6455 frames, apart from any transport: a reader that takes
  * a client's bytes and yields whole messages and control frames (checking
  * every rule a server must), and the header of a frame the server sends.
- * It reads and writes plain memory, so HTTP/1.1's upgrade and, later,
+ * It reads and writes plain memory, so HTTP/1.1's upgrade and
  * an HTTP/2 stream (RFC 8441) can both feed it. */
 #ifndef XHTTP_WEBSOCKET_FRAME_H
 #define XHTTP_WEBSOCKET_FRAME_H

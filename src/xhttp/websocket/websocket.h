@@ -1,8 +1,11 @@
-/* websocket.h — WebSocket connections (RFC 6455) on an xConn: the opening
- * handshake's checks and answer, then frames both ways (frame.h), with
- * permessage-deflate (deflate.h). HTTP/1.1's Upgrade reaches it through the
- * upgrade module; the connection side reads and writes only through the
- * xConn, so an HTTP/2 stream (RFC 8441) can carry it later. */
+/* websocket.h — WebSocket connections (RFC 6455): the opening handshake's
+ * checks and answer, then frames both ways (frame.h), with
+ * permessage-deflate (deflate.h). Frames travel over a small transport
+ * table with two members: an HTTP/1.1 connection taken over after its 101
+ * (HTTP/1.1's Upgrade reaches it through the upgrade module), and an HTTP/2
+ * stream opened by an extended CONNECT (RFC 8441), reached as a streaming
+ * route through the exchange and its xHttpTunnel, so neither protocol's
+ * code names the other. */
 #ifndef XHTTP_WEBSOCKET_WEBSOCKET_H
 #define XHTTP_WEBSOCKET_WEBSOCKET_H
 
@@ -29,6 +32,13 @@ void xWsRouteFree(xWsRoute *route);
  *  426 with "Upgrade: websocket" for a plain request, 426 with
  *  "Sec-WebSocket-Version: 13" for another version, 400 for a bad key. */
 void xWsRouteHandler(xHttpRequest *req, xHttpResponse *res, void *arg);
+
+/** The handler of a WebSocket route's "CONNECT path" (a streaming route):
+ *  an RFC 8441 extended CONNECT with :protocol websocket, on a protocol that
+ *  carries tunnels (xHttpTunnel.pending set), becomes a WebSocket on its
+ *  stream after on_open (200, no Sec-WebSocket-Accept); anything else is
+ *  answered 400 (501 for another :protocol). arg is the route. */
+void xWsTunnelHandler(xHttpRequest *req, xHttpResponse *res, void *arg);
 
 /** What xWsOffer decided. */
 typedef enum xWsOfferResult {
