@@ -4,12 +4,12 @@
  * public API only, as a user would write it.
  *
  *   8080  HTTP/1.1 and h2c: /baseline11, /pipeline, /delay/{ms}, /json, /echo, gRPC GetSum, /ws
- *   8081  TLS, ALPN http/1.1: /json/{count}, /echo
+ *   8081  TLS, ALPN http/1.1: /json/{count}, /echo, /static/...
  *   8082  h2c with prior knowledge only: /baseline2, /json/{count}
- *   8443  TLS, ALPN h2: /baseline2, gRPC GetSum
+ *   8443  TLS, ALPN h2: /baseline2, gRPC GetSum, /static/...
  * Every route answers on every port; the ports differ in protocol only.
  *
- * Environment: DATA_DIR (dataset.json; default /data), CERTS_DIR (server.crt,
+ * Environment: DATA_DIR (dataset.json and static/; default /data), CERTS_DIR (server.crt,
  * server.key; default /certs), ARENA_PORTS ("8080,8081,8082,8443", to run
  * beside other servers). Workers: one per CPU this process may run on. */
 #include <jansson.h>
@@ -22,6 +22,7 @@
 #include <xhttp/compress.h>
 #include <xhttp/grpc.h>
 #include <xhttp/server.h>
+#include <xhttp/static.h>
 #include <xhttp/tls.h>
 #include <xhttp/websocket.h>
 
@@ -375,6 +376,24 @@ static bool add_routes(xHttpServer *server) {
     return true;
 }
 
+/* /static/<file> from DATA_DIR/static: sent from the file, .br/.gz twins when the client
+ * prefers them, a file replaced on disk served new within the open-file cache's second. */
+static xHttpStatic *static_files;
+
+static bool add_static(xHttpServer *server, const char *data_dir) {
+    char root[4096];
+    snprintf(root, sizeof root, "%s/static", data_dir);
+    xHttpStaticConf conf;
+    xHttpStaticConfInit(&conf);
+    conf.root = root;
+    conf.index = NULL;
+    if (xHttpStaticCreate(&conf, &static_files) != XOK) {
+        fprintf(stderr, "arena: cannot serve %s\n", root);
+        return false;
+    }
+    return xHttpServerRoute(server, "GET /static/*", xHttpStaticHandler, static_files) == XOK;
+}
+
 static bool listen_tls(xHttpServer *server, uint16_t port, const char *alpn, const char *certs_dir) {
     char cert[4096], key[4096];
     snprintf(cert, sizeof cert, "%s/server.crt", certs_dir);
@@ -404,7 +423,8 @@ int main(void) {
     xHttpServer *server = load_dataset(dataset) ? xHttpServerCreate(NULL, &conf) : NULL;
     /* gzip or Brotli where the client asks (JSON is compressible; the short text/plain
      * answers are under the size threshold, octet-stream and gRPC are not compressible types). */
-    bool ok = server && add_routes(server) && xHttpServerCompress(server, NULL) == XOK;
+    bool ok = server && add_routes(server) && add_static(server, data_dir) &&
+              xHttpServerCompress(server, NULL) == XOK;
     ok = ok && xHttpServerListen(server, "0.0.0.0", (uint16_t)ports[0]) == XOK &&
          listen_tls(server, (uint16_t)ports[1], "http/1.1", certs_dir) &&
          xHttpServerListenProtocols(server, "0.0.0.0", (uint16_t)ports[2], XHTTP_PROTO_HTTP2) == XOK &&
@@ -420,6 +440,7 @@ int main(void) {
         fprintf(stderr, "arena: %s\n", xHttpServerLastError(server));
     }
     if (server) xHttpServerDestroy(server);
+    if (static_files) xHttpStaticDestroy(static_files);
     free_dataset();
     return err == XOK ? 0 : 1;
 }

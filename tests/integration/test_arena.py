@@ -41,6 +41,30 @@ def make_dataset(n=50, seed=7):
              "rating": {"score": rng.randint(0, 50), "count": rng.randint(0, 1000)}} for i in range(n)]
 
 
+STATIC_TYPES = {"app.js": "application/javascript", "reset.css": "text/css", "index.html": "text/html",
+                "manifest.json": "application/json", "logo.svg": "image/svg+xml", "hero.webp": "image/webp",
+                "bold.woff2": "font/woff2"}
+STATIC_TEXT = ("app.js", "reset.css", "index.html", "manifest.json", "logo.svg")
+
+
+def make_static_files(root):
+    """The arena's kinds of files; the text ones with .gz and .br twins made after them."""
+    os.makedirs(root)
+    rng = random.Random(3)
+    for name in STATIC_TYPES:
+        if name in STATIC_TEXT:
+            data = "".join(f"line {i} of {name}: {rng.random()}\n" for i in range(2000)).encode()
+        else:
+            data = bytes(rng.getrandbits(8) for _ in range(20000))
+        with open(os.path.join(root, name), "wb") as f:
+            f.write(data)
+        if name in STATIC_TEXT:
+            with open(os.path.join(root, name + ".gz"), "wb") as f:
+                f.write(gzip.compress(data))
+            with open(os.path.join(root, name + ".br"), "wb") as f:
+                f.write(brotli.compress(data))
+
+
 def free_ports(n):
     socks = [socket.socket() for _ in range(n)]
     try:
@@ -81,6 +105,8 @@ class ArenaEntryTest(unittest.TestCase):
         cls.dataset = make_dataset()
         with open(os.path.join(data, "dataset.json"), "w") as f:
             json.dump(cls.dataset, f, indent=2)
+        cls.static_dir = os.path.join(data, "static")
+        make_static_files(cls.static_dir)
         shutil.copy(CERTS.rsa.cert, os.path.join(certs, "server.crt"))
         shutil.copy(CERTS.rsa.key, os.path.join(certs, "server.key"))
         cls.h1, cls.tls_h1, cls.h2c, cls.tls_h2 = free_ports(4)
@@ -245,6 +271,61 @@ class ArenaEntryTest(unittest.TestCase):
             credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
         with grpc.secure_channel(f"localhost:{self.tls_h2}", credentials) as channel:
             self.assertEqual(call(channel), b"\x08\x37")
+
+    # ---- /static ----
+
+    def static_bytes(self, name):
+        with open(os.path.join(self.static_dir, name), "rb") as f:
+            return f.read()
+
+    def test_static_files_have_their_sizes_and_types(self):
+        for name, media_type in STATIC_TYPES.items():
+            resp = self.get(f"/static/{name}")
+            self.assertEqual(resp.status, 200, name)
+            self.assertEqual(resp.body, self.static_bytes(name))
+            self.assertEqual(resp.header("content-type").split(";")[0], media_type)
+            self.assertIsNone(resp.header("content-encoding"))
+        self.assertEqual(self.get("/static/nonexistent.txt").status, 404)
+
+    def test_static_twins_as_the_client_prefers_them(self):
+        for accept, coding, decode in (("br;q=1, gzip;q=0.8", "br", brotli.decompress),
+                                       ("gzip", "gzip", gzip.decompress)):
+            resp = self.get("/static/app.js", headers={"Accept-Encoding": accept})
+            self.assertEqual(resp.header("content-encoding"), coding)
+            self.assertEqual(decode(resp.body), self.static_bytes("app.js"))
+        self.assertIsNone(self.get("/static/hero.webp", headers={"Accept-Encoding": "br, gzip"})
+                          .header("content-encoding"))
+
+    def test_static_over_tls_h1_and_h2(self):
+        with TlsConn(self.tls_h1, client_context()) as conn:
+            conn.request("GET", "/static/reset.css")
+            self.assertEqual(conn.read_response().body, self.static_bytes("reset.css"))
+        out = self.curl("--http2", "--cacert", CERTS.ca, "-H", "Accept-Encoding: br;q=1, gzip;q=0.8",
+                        "-D", "-", f"https://localhost:{self.tls_h2}/static/logo.svg")
+        head, body = out.split(b"\r\n\r\n", 1)
+        self.assertIn(b"content-encoding: br", head.lower())
+        self.assertEqual(brotli.decompress(body), self.static_bytes("logo.svg"))
+
+    def test_a_file_replaced_on_disk_is_served_new_within_two_seconds(self):
+        path = os.path.join(self.static_dir, "manifest.json")
+        original = self.static_bytes("manifest.json")
+        self.assertEqual(self.get("/static/manifest.json").body, original)
+        try:
+            with open(path + ".new", "wb") as f:
+                f.write(b'{"replaced": true}')
+            os.replace(path + ".new", path)
+            deadline = time.monotonic() + 2.0
+            while self.get("/static/manifest.json").body != b'{"replaced": true}':
+                self.assertLess(time.monotonic(), deadline, "the replaced file was not served within 2 s")
+                time.sleep(0.1)
+        finally:
+            with open(path + ".new", "wb") as f:
+                f.write(original)
+            os.replace(path + ".new", path)
+        deadline = time.monotonic() + 2.0
+        while self.get("/static/manifest.json").body != original:
+            self.assertLess(time.monotonic(), deadline, "the restored file was not served within 2 s")
+            time.sleep(0.1)
 
     # ---- WebSocket ----
 
