@@ -133,3 +133,68 @@ def is_closed_by_peer(sock):
 def close_all(socks):
     for sock in socks:
         sock.close()
+
+
+class FloodResult:
+    def __init__(self):
+        self.sent = 0             # bytes the kernel took
+        self.received = bytearray()  # the first KEEP bytes the server sent
+        self.closed_at = None     # when the server closed (EOF, reset or hang-up)
+        self.last_taken = None    # when the kernel last took bytes
+
+
+KEEP = 1 << 16
+
+
+def flood(socks, payload, read=True, seconds=10.0, until_closed=True):
+    """Sends `payload` on every socket at once from one epoll loop, for at most
+    `seconds`: as fast as the server takes it, reading what it answers when
+    `read` (else never: a client that does not read). Returns a FloodResult per
+    socket; closed_at is None for a connection the server still holds. Without
+    until_closed it returns once every payload is sent."""
+    view = memoryview(payload)
+    results = [FloodResult() for _ in socks]
+    by_fd = {}
+    poller = select.epoll()
+    hangup = select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR
+    try:
+        for i, sock in enumerate(socks):
+            sock.setblocking(False)
+            by_fd[sock.fileno()] = i
+            poller.register(sock.fileno(), select.EPOLLOUT | hangup | (select.EPOLLIN if read else 0))
+        open_count = unsent = len(socks)
+        deadline = time.monotonic() + seconds
+        while open_count and unsent and time.monotonic() < deadline:
+            for fd, events in poller.poll(0.1):
+                i, result = by_fd[fd], results[by_fd[fd]]
+                sock = socks[i]
+                if events & select.EPOLLIN:
+                    try:
+                        data = sock.recv(1 << 20)
+                        if len(result.received) < KEEP:
+                            result.received += data[:KEEP - len(result.received)]
+                        if not data:
+                            events |= select.EPOLLHUP
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        events |= select.EPOLLHUP
+                if events & select.EPOLLOUT and not events & (select.EPOLLHUP | select.EPOLLERR):
+                    try:
+                        result.sent += sock.send(view[result.sent:result.sent + (1 << 18)])
+                        result.last_taken = time.monotonic()
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        events |= select.EPOLLHUP
+                    if result.sent >= len(payload):
+                        poller.modify(fd, hangup | (select.EPOLLIN if read else 0))
+                        if not until_closed:
+                            unsent -= 1
+                if events & (select.EPOLLHUP | select.EPOLLERR | select.EPOLLRDHUP):
+                    result.closed_at = time.monotonic()
+                    poller.unregister(fd)
+                    open_count -= 1
+    finally:
+        poller.close()
+    return results
