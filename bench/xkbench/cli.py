@@ -22,6 +22,7 @@ COMMANDS = {
     "instructions": "xkbench.commands.instructions",
     "compress": "xkbench.commands.compress",
     "arena": "xkbench.commands.arena",
+    "soak": "xkbench.commands.soak",
 }
 
 
