@@ -23,6 +23,7 @@ COMMANDS = {
     "compress": "xkbench.commands.compress",
     "arena": "xkbench.commands.arena",
     "static": "xkbench.commands.static",
+    "soak": "xkbench.commands.soak",
 }
 
 

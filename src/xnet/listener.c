@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <xbase/log.h>
@@ -57,11 +58,32 @@ int xListenerOpen(const struct sockaddr_storage *addr, socklen_t len, bool reuse
     return fd;
 }
 
-static void shed_one(int listen_fd, int *spare_fd) {
+/* One line a second at most: a flood at the limit must not flood the log too. */
+static void warn_shed(void) {
+    static _Thread_local time_t warned_at;
+    static _Thread_local unsigned long shed;
+    shed++;
+    time_t now = time(NULL);
+    if (now == warned_at) return;
+    XLOG_WARN("out of file descriptors; refused %lu connection%s", shed, shed == 1 ? "" : "s");
+    warned_at = now;
+    shed = 0;
+}
+
+/* accept(2) takes a descriptor before it looks for a connection, so EMFILE does not mean one is pending.
+ * Gives up the spare to accept one and close it; false when none was pending (or the spare is gone, taken
+ * by another thread), and the caller must stop: retrying would spin. */
+static bool shed_one(int listen_fd, int *spare_fd) {
+    if (*spare_fd < 0) *spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (*spare_fd < 0) return false;
     close(*spare_fd);
-    int fd = accept(listen_fd, NULL, NULL);
-    if (fd >= 0) close(fd);
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        warn_shed();
+    }
     *spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0;
 }
 
 int xListenerAccept(int listen_fd, uint16_t port, int *spare_fd, xNetAddr *peer) {
@@ -76,10 +98,9 @@ int xListenerAccept(int listen_fd, uint16_t port, int *spare_fd, xNetAddr *peer)
             return fd;
         }
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        if ((errno == EMFILE || errno == ENFILE) && *spare_fd >= 0) {
-            XLOG_WARN("out of file descriptors; refusing a connection");
-            shed_one(listen_fd, spare_fd);
-            continue;
+        if (errno == EMFILE || errno == ENFILE) {
+            if (shed_one(listen_fd, spare_fd)) continue;
+            return -1;
         }
         if (errno != EAGAIN) XLOG_ERROR("accept: %s", strerror(errno));
         return -1;

@@ -32,7 +32,8 @@ void xListenerSetPort(struct sockaddr_storage *addr, uint16_t port);
  *  system call), and port, the listener's own, as the local port. At the descriptor limit a pending
  * connection would stay in the backlog and, edge-triggered, never be reported again: the spare descriptor
  * (*spare_fd, kept open for this) is given up to accept and close it, so its client sees a close rather than
- * a hang. */
+ * a hang; -1 once none is pending, so a full server never spins. Refusals are logged once a second at most.
+ */
 int xListenerAccept(int listen_fd, uint16_t port, int *spare_fd, xNetAddr *peer);
 
 #endif

@@ -22,7 +22,7 @@ class SubcommandTableTest(unittest.TestCase):
                      ["ciphers", "--certs", "rsa"],
                      ["instructions", "--cases", "h2c"], ["compress", "--cases", "gzip,br"],
                      ["arena", "--cases", "baseline,unary-grpc", "--scale", "32"],
-                     ["static", "--cases", "h2c-6k", "--servers", "xkit"]):
+                     ["static", "--cases", "h2c-6k", "--servers", "xkit"], ["soak", "--minutes", "5"]):
             with self.subTest(argv):
                 args = parser.parse_args(argv)
                 self.assertTrue(callable(args.run))
@@ -30,7 +30,7 @@ class SubcommandTableTest(unittest.TestCase):
 
     def test_the_tables_name_every_subcommand(self):
         self.assertEqual(list(COMMANDS),
-                         ["suite", "compare", "ciphers", "instructions", "compress", "arena", "static"])
+                         ["suite", "compare", "ciphers", "instructions", "compress", "arena", "static", "soak"])
         self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https", "websocket"])
 
     def test_instructions_takes_requests_runs_cases_builds_and_test_routes(self):
@@ -44,6 +44,19 @@ class SubcommandTableTest(unittest.TestCase):
         self.assertEqual((args.requests, args.runs, args.cases), (2000, 1, ["http1", "https2"]))
         self.assertEqual((str(args.compare_build), str(args.build_dir), str(args.out_dir)), ("build-main", "b", "/tmp/x"))
         self.assertTrue(args.test_routes)
+
+    def test_soak_runs_an_hour_by_default_and_judges_flatness_after_the_warm_up(self):
+        from xkbench.commands import soak
+        args = build_parser().parse_args(["soak"])
+        self.assertEqual((args.minutes, args.round, args.sample), (60.0, 20, 5.0))
+        self.assertEqual(build_parser().parse_args(["soak", "--minutes", "5"]).minutes, 5.0)
+        samples = [{"t": t, "rss_kib": 100000 + (t if t < 60 else 0), "fds": 12, "idle": t % 20 == 0}
+                   for t in range(0, 300, 5)]
+        flat = soak.flatness(samples, 60)
+        self.assertTrue(flat["rss_flat"] and flat["fds_flat"], flat)
+        growing = [dict(s, rss_kib=s["rss_kib"] + 100 * s["t"], fds=12 + s["t"] // 100) for s in samples]
+        flat = soak.flatness(growing, 60)
+        self.assertFalse(flat["rss_flat"] or flat["fds_flat"], flat)
 
     def test_comparisons_pin_the_server_to_cpu_1_and_the_load_to_cpu_0(self):
         for argv in (["compare", "http1"], ["compress"], ["arena"]):
