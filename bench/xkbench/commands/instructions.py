@@ -8,7 +8,8 @@ callgrind_control -d (a dump). The dump's summary (or totals) line gives Ir, the
 instructions the server executed meanwhile, every thread's; Ir ÷ requests is the figure.
 Cases: http1 (h2load --h1) and h2c (-m10) on http_bench_server, https1 (--h1) and https2
 (-m10) on https_bench_server with a self-signed RSA-2048 certificate; GET /ping each, on a
-fresh server per run. --compare-build measures a second build beside the first, the order
+fresh server per run. h2c-echo4k (not run unless named in --cases) is h2c's with GET
+/echo?size=4096, a referenced body framed as DATA. --compare-build measures a second build beside the first, the order
 alternating by round, and reports --build-dir's medians ÷ --compare-build's: after ÷ before
 when --compare-build holds the code before the change.
 """
@@ -31,9 +32,13 @@ from ..stats import ratio, spread_of
 from .compare import run_comparison
 
 HELP = "instructions per request (callgrind's Ir) of xKit's bench servers, deterministic where wall-clock time is noisy"
-CASES = ("http1", "h2c", "https1", "https2")
+CASES = ("http1", "h2c", "https1", "https2", "h2c-echo4k")
+DEFAULT_CASES = ("http1", "h2c", "https1", "https2")
 # What h2load must have spoken in each case, and how it is told to.
-PROTOCOLS = {"http1": "http/1.1", "h2c": "h2c", "https1": "http/1.1", "https2": "h2"}
+PROTOCOLS = {"http1": "http/1.1", "h2c": "h2c", "https1": "http/1.1", "https2": "h2", "h2c-echo4k": "h2c"}
+# The server each case runs, where it is not the case's own name, and the path it asks for.
+PEER_CASES = {"h2c-echo4k": "h2c"}
+PATHS = {"h2c-echo4k": "/echo?size=4096"}
 CONNECTIONS = 10
 STREAMS = 10
 WARMUP_REQUESTS = 500
@@ -45,7 +50,7 @@ BUILDS = ("build", "compare")
 
 
 def add_arguments(parser):
-    add_common_options(parser, with_duration=False, first_port=24000, cases=(CASES, CASES))
+    add_common_options(parser, with_duration=False, first_port=24000, cases=(CASES, DEFAULT_CASES))
     parser.add_argument("--requests", type=int, default=20000, help="measured requests per run (default 20000)")
     parser.add_argument("--compare-build", type=Path, default=None,
                         help="a second build (the one before a change) measured beside --build-dir's")
@@ -60,7 +65,7 @@ def h2load_requests_argv(case, port, requests):
     scheme = "https" if case.startswith("https") else "http"
     speak = ["--h1"] if PROTOCOLS[case] == "http/1.1" else [f"-m{STREAMS}"]
     return ["h2load", "-t1", f"-c{CONNECTIONS}", "-n", str(requests), *speak,
-            f"{scheme}://127.0.0.1:{port}/ping"]
+            f"{scheme}://127.0.0.1:{port}{PATHS.get(case, '/ping')}"]
 
 
 def under_callgrind(peer, test_routes, extra=()):
@@ -127,7 +132,7 @@ def build_peers(build_dir, cert, args, extra=()):
     context = PeerContext(build_dir=build_dir.resolve(), workers=1, cert=cert[0], key=cert[1])
     peers, missing = {}, {}
     for case in args.cases:
-        peer = make_peer("xkit", case, context)
+        peer = make_peer("xkit", PEER_CASES.get(case, case), context)
         if isinstance(peer, Missing):
             missing[case] = peer.reason
         else:
@@ -185,7 +190,7 @@ def machine_description(args):
             f"--tool=callgrind on CPU {environment.cpu_list(args.server_cpus)}"
             f"{', with --test-routes' if args.test_routes else ''}"
             f"{f'; --build-dir servers with {args.server_args}' if args.server_args else ''}; h2load -c{CONNECTIONS} (--h1 or "
-            f"-m{STREAMS}) GET /ping on CPU {environment.cpu_list(args.client_cpus)}: {WARMUP_REQUESTS} "
+            f"-m{STREAMS}) GET /ping (h2c-echo4k: /echo?size=4096) on CPU {environment.cpu_list(args.client_cpus)}: {WARMUP_REQUESTS} "
             f"requests of warm-up, counters zeroed, {args.requests:,} measured. Ir/req = instructions the "
             f"server executed (all threads) ÷ requests, the HTTPS cases' {CONNECTIONS} full handshakes "
             f"included; medians of {args.runs} runs.")
