@@ -76,16 +76,27 @@ size_t xHpackHuffmanLength(xStr s) {
 }
 
 uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s) {
-    uint64_t acc = 0; /* pending bits, at most 7 + 30 */
+    uint64_t acc = 0; /* pending bits in the low nbits, at most 31 + 30; those above are spent */
     unsigned nbits = 0;
     for (size_t i = 0; i < s.len; i++) {
         unsigned char c = (unsigned char)s.data[i];
         acc = (acc << xHpackHuffLen[c]) | xHpackHuffCode[c];
         nbits += xHpackHuffLen[c];
-        while (nbits >= 8) {
-            nbits -= 8;
-            *p++ = (uint8_t)(acc >> nbits);
+        /* Four bytes at a time: one test per code, not a loop per byte (a response's
+         * date, server and content-type are Huffman-coded on every request). */
+        if (nbits >= 32) {
+            nbits -= 32;
+            uint32_t word = (uint32_t)(acc >> nbits);
+            p[0] = (uint8_t)(word >> 24);
+            p[1] = (uint8_t)(word >> 16);
+            p[2] = (uint8_t)(word >> 8);
+            p[3] = (uint8_t)word;
+            p += 4;
         }
+    }
+    while (nbits >= 8) {
+        nbits -= 8;
+        *p++ = (uint8_t)(acc >> nbits);
     }
     if (nbits) *p++ = (uint8_t)((acc << (8 - nbits)) | (0xffu >> nbits)); /* EOS's prefix pads */
     return p;
