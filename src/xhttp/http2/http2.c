@@ -142,6 +142,11 @@ struct xHttp2 {
     size_t reset_next;
     xHpackDecoder decoder;
     xHpackEncoder encoder;
+    /* server and date as HPACK fields, Huffman-coded once per second: every
+     * response head of that second on this connection copies the same bytes */
+    uint8_t fixed_fields[64];
+    size_t fixed_len;
+    time_t fixed_second;
 
     int32_t block_id;       /* the stream whose header block is open, 0 if none */
     uint8_t block_flags;    /* its HEADERS frame's flags */
@@ -930,6 +935,24 @@ static uint8_t *encode_lines(uint8_t *p, xBuffer *lines) {
     return p;
 }
 
+_Static_assert(sizeof(((xHttp2 *)0)->fixed_fields) >=
+                   XHPACK_FIELD_BOUND(0, 4) + XHPACK_FIELD_BOUND(0, XHTTP_DATE_LEN),
+               "room for server and date, each at its worst");
+
+/* Writes server and date at p, encoding them only when the second changed. */
+static uint8_t *put_fixed_fields(xHttp2 *h2, uint8_t *p, const xEventLoop *loop) {
+    time_t now = xEventLoopWallSeconds(loop);
+    if (!h2->fixed_len || now != h2->fixed_second) {
+        const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, loop);
+        uint8_t *end = xHpackEncodeToken(h2->fixed_fields, XHPACK_TOKEN_SERVER, (xStr){"xkit", 4});
+        end = xHpackEncodeToken(end, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN});
+        h2->fixed_len = (size_t)(end - h2->fixed_fields);
+        h2->fixed_second = now;
+    }
+    memcpy(p, h2->fixed_fields, h2->fixed_len);
+    return p + h2->fixed_len;
+}
+
 /* Queues a header block for s: the response head (:status, server, date,
  * the handler's fields, content-length when with_length) or, when trailers,
  * the trailer lines. */
@@ -946,9 +969,7 @@ static xErrno write_block(xH2Stream *s, bool trailers, bool with_length, size_t 
     uint8_t *p = xHpackEncodeBegin(&h2->encoder, base + XH2_FRAME_HEADER_LEN);
     if (!trailers) {
         p = xHpackEncodeStatus(p, ex->res.status);
-        p = xHpackEncodeToken(p, XHPACK_TOKEN_SERVER, (xStr){"xkit", 4});
-        const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, ex->req.loop);
-        p = xHpackEncodeToken(p, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN});
+        p = put_fixed_fields(h2, p, ex->req.loop);
     }
     p = encode_lines(p, lines);
     if (with_length) p = xHpackEncodeContentLength(p, length);
