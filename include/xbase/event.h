@@ -29,6 +29,10 @@ enum {
     XEV_WRITE = 1u << 1, /**< writable */
     XEV_ERROR = 1u << 2, /**< error or hang-up on the descriptor */
     XEV_EOF = 1u << 3,   /**< the peer closed its side: reads will reach the end */
+    /** For xEventLoopAdd: every read of fd goes through xEventLoopRecv, so a
+     *  completion backend may receive ahead into its own buffers (XEV_READ
+     *  then says bytes wait there). Never reported. */
+    XEV_RECV = 1u << 4,
 };
 
 /** Called when fd becomes ready; events holds XEV_* bits. */
@@ -74,6 +78,10 @@ void xEventLoopRemove(xEventLoop *loop, int fd);
 /** recv() through the loop's backend. Returns bytes read, 0 at end of stream,
  *  or -1 with errno set (EAGAIN when nothing is there yet). */
 ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len);
+
+/** Takes back XEV_RECV for fd before the loop next waits: something else
+ *  (OpenSSL's handshake) will read the socket itself. */
+void xEventLoopRecvDirect(xEventLoop *loop, int fd);
 
 /** Gathered send through the loop's backend, never raising SIGPIPE. Same
  *  return convention as xEventLoopRecv. */

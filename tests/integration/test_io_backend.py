@@ -12,7 +12,9 @@ import re
 import time
 import unittest
 
-from support.harness import Conn, ServerProcess, http_request
+import socket
+
+from support.harness import Conn, ServerProcess, http_request, raise_fd_limit
 
 PING = http_request("GET", "/ping")
 IO_LINE = re.compile(r"\bio: (.*)$", re.M)
@@ -75,6 +77,60 @@ class IoBackendTest(unittest.TestCase):
     def test_io_uring_asked_for_but_refused_still_serves_on_epoll(self):
         server = self.start("io_uring", refused=True)
         self.assert_says(server, "epoll (io_uring_setup: Operation not permitted)")
+
+
+
+class IoUnderPressureTest(unittest.TestCase):
+    """Run in both passes: io_uring's provided buffers running out, and sockets closed while
+    their output waits, on whichever backend the pass runs."""
+
+    def setUp(self):
+        self.server = ServerProcess(["--workers", "2"]).start()
+        self.addCleanup(self.server.close)
+
+    def test_thousands_of_connections_sending_at_once_are_all_answered(self):
+        # More connections with bytes waiting at once than the workers have receive buffers
+        # (512 each): the sockets the buffers run out on are read with recv(2) until drained.
+        count = 3000
+        raise_fd_limit(count + 256)
+        socks = []
+        self.addCleanup(lambda: [s.close() for s in socks])
+        for _ in range(count):
+            sock = socket.create_connection((self.server.connect_host, self.server.port))
+            socks.append(sock)
+        for sock in socks:
+            sock.sendall(PING * 8)
+        for i, sock in enumerate(socks):
+            sock.settimeout(30)
+            data = b""
+            while data.count(b"HTTP/1.1 200") < 8 or not data.endswith(b"pong"):
+                piece = sock.recv(65536)
+                self.assertTrue(piece, f"connection {i} closed after {data.count(b'HTTP/1.1 200')} responses")
+                data += piece
+            self.assertEqual(data.count(b"HTTP/1.1 200"), 8)
+        self.server.assert_running()
+        self.server.stop_and_check()
+
+    def test_connections_closed_while_their_output_waits_leave_the_server_serving(self):
+        # Each asks for more than the socket buffers hold, reads a little, then resets: the
+        # server is mid-send (or blocked on a full socket) when the connection goes.
+        big = http_request("GET", "/echo?size=4000000")
+        for _ in range(3):
+            socks = []
+            for _ in range(50):
+                sock = socket.create_connection((self.server.connect_host, self.server.port))
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.sendall(big * 2)
+                socks.append(sock)
+            for sock in socks:
+                sock.settimeout(10)
+                sock.recv(1000)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                sock.close()
+        with Conn(self.server.port, self.server.connect_host) as conn:
+            conn.send(PING)
+            self.assertEqual(conn.read_response().status, 200)
+        self.server.stop_and_check()
 
 
 if __name__ == "__main__":

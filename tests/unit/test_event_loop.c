@@ -254,6 +254,64 @@ static void test_a_socket_closed_after_removal_reaches_its_peer_within_a_turn(vo
     xEventLoopDestroy(loop);
 }
 
+/* Sockets added with XEV_RECV, each with more bytes waiting than its share
+ * of io_uring's provided buffers: the buffers run out, and every byte must
+ * still arrive, in order, through recv(2) on the sockets they ran out on. */
+#define AHEAD_SOCKETS 300
+#define AHEAD_BYTES 12000
+
+typedef struct Ahead {
+    int pair[2];
+    size_t got;
+    bool ended, wrong;
+} Ahead;
+
+static Ahead aheads[AHEAD_SOCKETS];
+static int aheads_done;
+
+static void on_ahead(xEventLoop *loop, int fd, unsigned events, void *arg) {
+    Ahead *a = arg;
+    char buf[1500];
+    ssize_t n;
+    while ((n = xEventLoopRecv(loop, fd, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < n; i++)
+            if (buf[i] != (char)('a' + (a->got + (size_t)i) % 26)) a->wrong = true;
+        a->got += (size_t)n;
+    }
+    if (n == 0 && !a->ended) {
+        a->ended = true;
+        if (++aheads_done == AHEAD_SOCKETS) xEventLoopStop(loop);
+    }
+}
+
+static void test_bytes_received_ahead_all_arrive_when_the_buffers_run_out(void) {
+    xEventLoop *loop = new_loop();
+    static char pattern[AHEAD_BYTES];
+    for (size_t i = 0; i < sizeof pattern; i++) pattern[i] = (char)('a' + i % 26);
+    aheads_done = 0;
+    for (int i = 0; i < AHEAD_SOCKETS; i++) {
+        Ahead *a = &aheads[i];
+        *a = (Ahead){.got = 0};
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, a->pair) == 0);
+        CHECK_EQ_INT(write(a->pair[1], pattern, sizeof pattern), (ssize_t)sizeof pattern);
+        shutdown(a->pair[1], SHUT_WR);
+        CHECK_EQ_INT(xEventLoopAdd(loop, a->pair[0], XEV_READ | XEV_WRITE | XEV_RECV, on_ahead, a), XOK);
+    }
+    xTimerInit(&reuse.timer, stop_loop); /* a stuck socket fails the checks below, not the run */
+    xTimerStart(loop, &reuse.timer, 10000);
+    xEventLoopRun(loop);
+    xTimerStop(loop, &reuse.timer);
+    CHECK_EQ_INT(aheads_done, AHEAD_SOCKETS);
+    for (int i = 0; i < AHEAD_SOCKETS; i++) {
+        CHECK_MSG(aheads[i].got == AHEAD_BYTES && !aheads[i].wrong, "socket %d: %zu bytes%s", i,
+                  aheads[i].got, aheads[i].wrong ? ", out of order" : "");
+        xEventLoopRemove(loop, aheads[i].pair[0]);
+        close(aheads[i].pair[0]);
+        close(aheads[i].pair[1]);
+    }
+    xEventLoopDestroy(loop);
+}
+
 int main(void) {
     static const xIoBackend backends[] = {XIO_EPOLL, XIO_URING};
     for (size_t i = 0; i < sizeof backends / sizeof *backends; i++) {
@@ -264,6 +322,7 @@ int main(void) {
         RUN(test_readiness_reaches_its_callback_and_io_goes_through_the_loop);
         RUN(test_a_removed_fd_hears_nothing_and_its_reused_number_only_its_own);
         RUN(test_a_socket_closed_after_removal_reaches_its_peer_within_a_turn);
+        RUN(test_bytes_received_ahead_all_arrive_when_the_buffers_run_out);
         RUN(test_calls_posted_from_another_thread_run_on_the_loop);
         RUN(test_calls_still_queued_run_at_destroy);
         RUN(test_wall_clock_second_is_now);

@@ -7,6 +7,7 @@
 #define XBASE_IO_POLLER_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <xbase/event.h>
 
@@ -26,7 +27,12 @@ typedef struct xPollerOps {
     /** Waits up to timeout_ms (-1: forever) and fills at most max events.
      *  Returns how many, or -1 with errno (EINTR is reported as 0). */
     int (*wait)(xPoller *poller, xPollerEvent *events, int max, int timeout_ms);
+    /** recv(2) for the loop's callers; on an fd added with XEV_RECV, what the
+     *  backend received ahead. */
+    ssize_t (*recv)(xPoller *poller, int fd, void *buf, size_t len);
     void (*destroy)(xPoller *poller);
+    /** Takes XEV_RECV back before fd's first wait; NULL where XEV_RECV means nothing. */
+    void (*recv_direct)(xPoller *poller, int fd);
 } xPollerOps;
 
 /* Every backend's state begins with its table. */

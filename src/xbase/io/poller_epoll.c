@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <xbase/event.h>
@@ -52,7 +53,11 @@ static int epoll_poll(xPoller *poller, xPollerEvent *events, int max, int timeou
     return n;
 }
 
-static const xPollerOps epoll_ops = {"epoll", epoll_add, epoll_remove, epoll_poll, epoll_destroy};
+static ssize_t epoll_recv(xPoller *poller, int fd, void *buf, size_t len) { return recv(fd, buf, len, 0); }
+
+/* Readiness only: XEV_RECV asks for nothing here. */
+static const xPollerOps epoll_ops = {"epoll",    epoll_add,     epoll_remove, epoll_poll,
+                                     epoll_recv, epoll_destroy, NULL};
 
 xPoller *xPollerEpollCreate(void) {
     xEpoll *e = malloc(sizeof *e);

@@ -157,7 +157,13 @@ void xEventLoopRemove(xEventLoop *loop, int fd) {
     loop->watches[fd].arg = NULL;
 }
 
-ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len) { return recv(fd, buf, len, 0); }
+ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len) {
+    return loop->poller->ops->recv(loop->poller, fd, buf, len);
+}
+
+void xEventLoopRecvDirect(xEventLoop *loop, int fd) {
+    if (loop->poller->ops->recv_direct) loop->poller->ops->recv_direct(loop->poller, fd);
+}
 
 ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int iovcnt) {
     /* Most responses are one segment; send(2) skips sendmsg's header copy. */
