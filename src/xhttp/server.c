@@ -395,6 +395,14 @@ static xErrno listen_failed(xHttpServer *server, xErrno err, const char *host, u
     return err;
 }
 
+/* OpenSSL writes with write(2) and files leave with sendfile(2), neither of
+ * which takes MSG_NOSIGNAL: a peer that has gone must cost an EPIPE, not the
+ * process. Left alone if the application chose a handler. */
+static void ignore_sigpipe(void) {
+    struct sigaction current;
+    if (sigaction(SIGPIPE, NULL, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+}
+
 /* Opens one SO_REUSEPORT socket per worker on host:port, as listener slot
  * server->nlisteners; tls (may be NULL) is the slot's from then on. */
 static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xTlsServer *tls,
@@ -404,6 +412,7 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
                  server->running ? "the server is running" : "too many listeners");
         return XERR_STATE;
     }
+    ignore_sigpipe();
     struct sockaddr_storage addr;
     socklen_t len;
     xErrno err = xListenerResolve(host, port, &addr, &len);
@@ -497,10 +506,6 @@ xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port
         return err;
     }
     xTlsLogKernelSupport(conf);
-    /* OpenSSL writes with write(2): a peer that has gone must cost an EPIPE,
-     * not the process. Left alone if the application chose a handler. */
-    struct sigaction current;
-    if (sigaction(SIGPIPE, NULL, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
     return XOK;
 }
 

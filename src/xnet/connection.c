@@ -310,12 +310,25 @@ static void out_reset(xConn *conn) {
 void xConnBlocked(xConn *conn) {
     conn->write_blocked = true;
     xConnSetTimeout(conn, conn->net->send_timeout_ms);
+    conn->send_armed = true;
+}
+
+/* The socket took nothing more. The send timeout counts from the last byte
+ * it took: a wake-up that moved nothing (a completion backend may report
+ * writability the socket no longer has) must not restart it. */
+static void blocked_after(xConn *conn, bool progressed) {
+    if (progressed || !conn->send_armed) {
+        xConnBlocked(conn);
+    } else {
+        conn->write_blocked = true;
+    }
 }
 
 void xConnFlush(xConn *conn) {
     if (conn->closed || conn->write_blocked) return;
     struct iovec iov[XCONN_IOV_MAX];
     bool use_sendfile = conn->transport->sendfile != NULL;
+    bool progressed = false;
     for (;;) {
         int n = gather(conn, iov);
         ssize_t w;
@@ -335,17 +348,18 @@ void xConnFlush(xConn *conn) {
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN)
-                xConnBlocked(conn);
+                blocked_after(conn, progressed);
             else
                 xConnClose(conn);
             return;
         }
+        progressed |= w > 0;
         advance(conn, (size_t)w);
         xCounterAdd(&conn->net->counters.bytes_out, (uint64_t)w);
     }
     if (conn->transport->flush && !conn->transport->flush(conn)) {
         if (errno == EAGAIN)
-            xConnBlocked(conn);
+            blocked_after(conn, progressed);
         else
             xConnClose(conn);
         return;
@@ -398,6 +412,7 @@ void xConnClose(xConn *conn) {
 }
 
 void xConnSetTimeout(xConn *conn, uint32_t ms) {
+    conn->send_armed = false;
     if (ms)
         xTimerStart(conn->net->loop, &conn->timer, ms);
     else

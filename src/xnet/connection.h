@@ -122,6 +122,7 @@ struct xConn {
     bool hangup;        /* the peer reset or hung up */
     bool peer_closed;   /* the peer sent FIN: read until end of stream */
     bool write_blocked; /* the socket buffer is full; waiting for XEV_WRITE */
+    bool send_armed;    /* the timer runs the send timeout, since the last progress */
     bool close_after_flush;
     bool lingering; /* output done, discarding input before close */
     bool closed;    /* the socket is closed; waiting for the last reference */
