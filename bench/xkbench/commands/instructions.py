@@ -76,9 +76,7 @@ def under_callgrind(peer, test_routes, extra=()):
     def command(port, run_dir):
         return (["valgrind", "--tool=callgrind", f"--callgrind-out-file={run_dir}/callgrind.out.%p"]
                 + peer.command(port, run_dir) + flags)
-    # valgrind 3.19 follows io_uring only in part (a worker waiting in io_uring_enter misses
-    # SIGTERM there), so the counts are taken on epoll: the user-space path both share.
-    return dataclasses.replace(peer, command=command, env={**peer.env, "XK_IO": "epoll"})
+    return dataclasses.replace(peer, command=command)
 
 
 def callgrind_control(flag, pid):
