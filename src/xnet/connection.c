@@ -256,7 +256,11 @@ void xConnFlush(xConn *conn) {
         return;
     }
     out_reset(conn);
-    if (conn->close_after_flush && !conn->lingering) start_linger(conn);
+    if (!conn->close_after_flush) return;
+    if (!conn->lingering)
+        start_linger(conn);
+    else
+        xConnSetTimeout(conn, XCONN_LINGER_MS); /* the transport's last bytes are out: linger from now */
 }
 
 static void discard_input(xConn *conn) {
@@ -274,7 +278,9 @@ static void discard_input(xConn *conn) {
 static void start_linger(xConn *conn) {
     conn->lingering = true;
     conn->transport->shutdown_write(conn);
-    xConnSetTimeout(conn, XCONN_LINGER_MS);
+    /* Bytes of the transport's own that met a full socket (a close_notify)
+     * keep the send timeout; lingering starts once they are out. */
+    if (!conn->write_blocked) xConnSetTimeout(conn, XCONN_LINGER_MS);
     discard_input(conn);
 }
 

@@ -79,6 +79,7 @@ typedef struct xTlsRecords {
     int error;             /* errno once the session broke */
     bool eof;              /* close_notify (or a bare FIN) came */
     bool close_notify_sent;
+    bool fin_owed; /* the close_notify waits for the socket: the FIN follows it */
     xTlsSummary summary;
 } xTlsRecords;
 
@@ -725,8 +726,14 @@ static void send_close_notify(xConn *conn, xTlsRecords *r) {
 }
 
 static void records_shutdown_write(xConn *conn) {
-    send_close_notify(conn, conn->transport_state);
-    shutdown(conn->fd, SHUT_WR);
+    xTlsRecords *r = conn->transport_state;
+    send_close_notify(conn, r);
+    /* A FIN now would cut off a close_notify that met a full socket (the
+     * peer would see a truncation): it follows once records_flush wrote it. */
+    if (r->out && !r->error)
+        r->fin_owed = true;
+    else
+        shutdown(conn->fd, SHUT_WR);
 }
 
 static void records_close(xConn *conn) { send_close_notify(conn, conn->transport_state); }
@@ -750,10 +757,15 @@ static void records_free(xConn *conn) {
 }
 
 /* Alerts and KeyUpdates that met a full socket go once it drains, then a
- * KeyUpdate still owed. */
+ * KeyUpdate still owed, or the FIN that waited for a close_notify. */
 static bool records_flush(xConn *conn) {
     xTlsRecords *r = conn->transport_state;
     if (r->out && !write_out(conn, r)) return false;
+    if (r->fin_owed) {
+        r->fin_owed = false;
+        shutdown(conn->fd, SHUT_WR);
+        return true;
+    }
     if (!r->key_update_owed || r->error) return true;
     if (!send_control(conn, r, 0, NULL, 0)) {
         ERR_clear_error();
