@@ -35,7 +35,7 @@ static void plain_shutdown_write(xConn *conn) { shutdown(conn->fd, SHUT_WR); }
 static void plain_nothing(xConn *conn) {}
 
 const xTransport xConnPlainTransport = {
-    plain_recv, plain_sendv, plain_shutdown_write, plain_nothing, plain_nothing, false, NULL, NULL};
+    plain_recv, plain_sendv, plain_shutdown_write, plain_nothing, plain_nothing, false, NULL, NULL, NULL};
 
 /* ---- Lifetime ---- */
 

@@ -78,6 +78,10 @@ typedef struct xTransport {
     /** Fills what a handler may learn of the connection's TLS session; NULL
      *  on a transport without one. */
     bool (*tls_info)(const xConn *conn, struct xTlsInfo *info);
+    /** Whether bytes were read that are not plaintext yet (part of a TLS
+     *  record): a peer that stops there is as slow as one that stops in a
+     *  request head. NULL: the transport never holds any. */
+    bool (*holds_input)(const xConn *conn);
 } xTransport;
 
 /** The socket itself, every connection's transport until told otherwise. */
@@ -144,6 +148,12 @@ void xConnRelease(xConn *conn);
 /** Fills info from conn's TLS session; false when conn is not on TLS. */
 static inline bool xConnTlsInfo(const xConn *conn, struct xTlsInfo *info) {
     return conn && conn->transport->tls_info && conn->transport->tls_info(conn, info);
+}
+
+/** Whether the transport holds bytes read but not yet handed up as
+ *  plaintext: a request may have begun though conn->in is empty. */
+static inline bool xConnHoldsInput(const xConn *conn) {
+    return conn->transport->holds_input && conn->transport->holds_input(conn);
 }
 
 /** Reads into buf. Returns bytes read, 0 at end of stream, or -1 with errno

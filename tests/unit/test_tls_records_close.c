@@ -1,6 +1,7 @@
 /* test_tls_records_close.c — how xKit's record layer ends a connection
  * whose socket is full: the close_notify waits for room and the FIN follows
- * it, so the peer never mistakes the end for a truncation.
+ * it, so the peer never mistakes the end for a truncation; and a partial
+ * record left waiting holds only its own bytes.
  *
  * The server end of a socketpair is put on the record layer with keys known
  * here (TLS 1.3, AES-128-GCM); the test opens what it writes with OpenSSL's
@@ -148,6 +149,19 @@ static void a_close_notify_that_meets_a_full_socket_goes_before_the_fin(void) {
     CHECK(freed);
 }
 
+static void a_partial_record_is_held_input_until_the_peer_goes(void) {
+    Peer peer;
+    xConn *conn = start(&peer);
+    static const unsigned char header[5] = {23, 3, 3, 0x40, 0x00};
+    CHECK(send(peer.fd, header, sizeof header, 0) == sizeof header);
+    turn();
+    CHECK(!conn->closed);
+    CHECK(xConnHoldsInput(conn));
+    close(peer.fd);
+    for (int i = 0; i < 100 && !freed; i++) turn();
+    CHECK(freed);
+}
+
 int main(void) {
     net.loop = xEventLoopCreate();
     net.mem = xMemCacheCreate();
@@ -155,6 +169,7 @@ int main(void) {
     xBufferPoolInit(&net.buffers, 16384, 8);
     xTimerInit(&tick, on_tick);
     RUN(a_close_notify_that_meets_a_full_socket_goes_before_the_fin);
+    RUN(a_partial_record_is_held_input_until_the_peer_goes);
     xBufferPoolDestroy(&net.buffers);
     xMemCacheDestroy(net.mem);
     xEventLoopDestroy(net.loop);

@@ -162,8 +162,8 @@ static bool tls_info(const xConn *conn, xTlsInfo *info) {
     return true;
 }
 
-static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close, tls_free, true,
-                                         NULL,     tls_info};
+static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close, tls_free,
+                                         true,     NULL,      tls_info,           NULL};
 
 /* ---- The handshake ---- */
 

@@ -3,12 +3,14 @@
  *
  * Input is read into a block from the worker's cache, opened in place and
  * handed up record by record; the block goes back as soon as it is empty, so
- * an idle connection holds none. Output is gathered from the connection's
- * queue into records sealed in one block and written at once. A write the
- * socket takes only in part keeps the rest of the sealed bytes here; the
- * plaintext they carry is acknowledged to the queue only once they are all
- * out, so the queue offers the same bytes again and they are skipped, as
- * OpenSSL's partial writes work. */
+ * an idle connection holds none, and a partial record left waiting moves to
+ * a block of its own size, so a peer that stops mid-record pins no more than
+ * it sent. Output is gathered from the connection's queue into records
+ * sealed in one block and written at once. A write the socket takes only in
+ * part keeps the rest of the sealed bytes here; the plaintext they carry is
+ * acknowledged to the queue only once they are all out, so the queue offers
+ * the same bytes again and they are skipped, as OpenSSL's partial writes
+ * work. */
 #include "xnet/tls/tls_records.h"
 
 #include <errno.h>
@@ -66,7 +68,7 @@ typedef struct xTlsRecords {
     xTlsTraffic traffic; /* keys wiped once in the cipher contexts; IVs, seqs, secrets kept */
     EVP_CIPHER_CTX *open, *seal;
     char *in; /* bytes read and not yet opened; NULL when none */
-    size_t in_start, in_end;
+    size_t in_cap, in_start, in_end;
     const char *plain; /* an opened record's data not yet handed up (inside in) */
     size_t plain_len;
     char *out; /* sealed bytes not yet written; NULL when none */
@@ -638,14 +640,30 @@ static int next_record(xConn *conn, xTlsRecords *r) {
     }
 }
 
+/* Moves the bytes not yet opened to a new block of cap bytes (at its start);
+ * nothing opened may be waiting in the old one. */
+static bool move_input(xConn *conn, xTlsRecords *r, size_t cap) {
+    size_t held = r->in_end - r->in_start;
+    char *in = xMemCacheAlloc(conn->net->mem, cap);
+    if (!in) return false;
+    if (held) memcpy(in, r->in + r->in_start, held);
+    xMemCacheFree(conn->net->mem, r->in);
+    r->in = in;
+    r->in_cap = cap;
+    r->in_start = 0;
+    r->in_end = held;
+    return true;
+}
+
 /* Reads more of the socket into the input block. Like recv(2); *room is
  * what was asked for. */
 static ssize_t fill_input(xConn *conn, xTlsRecords *r, size_t *room) {
-    if (!r->in && !(r->in = xMemCacheAlloc(conn->net->mem, IN_CAP))) {
-        errno = ENOMEM;
-        return -1;
-    }
-    if (r->in_start > 0) { /* nothing opened is waiting here: plain_len is 0 */
+    if (r->in_cap < IN_CAP) { /* none yet, or a partial record's own */
+        if (!move_input(conn, r, IN_CAP)) {
+            errno = ENOMEM;
+            return -1;
+        }
+    } else if (r->in_start > 0) { /* nothing opened is waiting here: plain_len is 0 */
         memmove(r->in, r->in + r->in_start, r->in_end - r->in_start);
         r->in_end -= r->in_start;
         r->in_start = 0;
@@ -654,6 +672,20 @@ static ssize_t fill_input(xConn *conn, xTlsRecords *r, size_t *room) {
     ssize_t n = xEventLoopRecv(conn->net->loop, conn->fd, r->in + r->in_end, *room);
     if (n > 0) r->in_end += (size_t)n;
     return n;
+}
+
+/* Once a read is over, the input block goes back when it is empty; a
+ * partial record keeps only its bytes (the next read moves them back into a
+ * whole block), as a peer may leave it there until a timeout. */
+static void trim_input(xConn *conn, xTlsRecords *r) {
+    if (!r->in || r->plain_len) return;
+    if (r->in_start < r->in_end) {
+        if (r->in_cap == IN_CAP) move_input(conn, r, r->in_end - r->in_start); /* failing, it stays */
+        return;
+    }
+    xMemCacheFree(conn->net->mem, r->in);
+    r->in = NULL;
+    r->in_cap = r->in_start = r->in_end = 0;
 }
 
 /* Whether the input holds a whole record not yet opened. */
@@ -695,11 +727,7 @@ static ssize_t records_recv(xConn *conn, char *buf, size_t len) {
             drained = (size_t)got < room && !conn->peer_closed;
         }
     }
-    if (r->in && r->in_start == r->in_end && !r->plain_len) {
-        xMemCacheFree(conn->net->mem, r->in);
-        r->in = NULL;
-        r->in_start = r->in_end = 0;
-    }
+    trim_input(conn, r);
     /* More could be read only after a new readiness edge; an end or error
      * found behind the data keeps the connection readable, so the next read
      * reports it and the connection closes now, not at a timeout. */
@@ -778,6 +806,13 @@ static bool records_flush(xConn *conn) {
     return false;
 }
 
+/* Bytes of a record that has not all come yet: the protocol above times
+ * them out as it would a partial request. */
+static bool records_holds_input(const xConn *conn) {
+    const xTlsRecords *r = conn->transport_state;
+    return r->in_start < r->in_end;
+}
+
 /* The handshake's facts, copied out before its SSL object went. */
 static bool records_tls_info(const xConn *conn, xTlsInfo *info) {
     const xTlsSummary *s = &((const xTlsRecords *)conn->transport_state)->summary;
@@ -795,9 +830,9 @@ static bool records_tls_info(const xConn *conn, xTlsInfo *info) {
     return true;
 }
 
-static const xTransport records_transport = {records_recv,  records_sendv,   records_shutdown_write,
-                                             records_close, records_free,    true,
-                                             records_flush, records_tls_info};
+static const xTransport records_transport = {records_recv,  records_sendv,    records_shutdown_write,
+                                             records_close, records_free,     true,
+                                             records_flush, records_tls_info, records_holds_input};
 
 bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary) {
     pthread_once(&algorithms_once, fetch_algorithms);
