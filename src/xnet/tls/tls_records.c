@@ -834,6 +834,27 @@ static const xTransport records_transport = {records_recv,  records_sendv,    re
                                              records_close, records_free,     true,
                                              records_flush, records_tls_info, records_holds_input};
 
+const char *xTlsRecordsBrokenInvariant(const xConn *conn, uint64_t *read_seq, uint64_t *write_seq) {
+    const xTlsRecords *r = conn->transport_state;
+    *read_seq = r->traffic.read.seq;
+    *write_seq = r->traffic.write.seq;
+    if (!r->in != !r->in_cap || r->in_start > r->in_end || r->in_end > r->in_cap || r->in_cap > IN_CAP)
+        return "input outside its block";
+    if (r->plain_len && (r->plain < r->in || r->plain + r->plain_len > r->in + r->in_start))
+        return "plaintext handed up outside the opened records";
+    if (r->in_cap == IN_CAP && !r->plain_len) return "a whole input block kept between reads";
+    if (!r->out != !r->out_cap || r->out_start > r->out_end || r->out_end > r->out_cap ||
+        r->out_cap > OUT_CAP + CONTROL_ROOM)
+        return "output outside its block";
+    if (r->out_covers && !r->out) return "plaintext acknowledged for records already out";
+    if (r->key_update_len >= sizeof r->key_update) return "a whole KeyUpdate kept in pieces";
+    if (r->idle_records > IDLE_RECORDS_MAX + 1) return "records without data past the limit";
+    if (r->fin_owed && (!r->close_notify_sent || !r->out)) return "a FIN owed with no close_notify before it";
+    if (r->traffic.read.seq == UINT64_MAX || r->traffic.write.seq == UINT64_MAX)
+        return "a sequence number wrapped";
+    return NULL;
+}
+
 bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary) {
     pthread_once(&algorithms_once, fetch_algorithms);
     EVP_CIPHER *cipher = algorithms.aead[traffic->aead];
