@@ -588,8 +588,9 @@ static void finish(uint8_t pace) {
         turn();
         client_read();
     }
-    FUZZ_ASSERT(client.raw_len == 0, "%zu bytes of a record before the end", client.raw_len);
     if (server.ended_well) {
+        /* A session that broke closes at once, and may cut a record short. */
+        FUZZ_ASSERT(client.raw_len == 0, "%zu bytes of a record before the end", client.raw_len);
         FUZZ_ASSERT(client.plain_len == server_written || client.fatal_alert,
                     "%zu of %llu bytes before the end", client.plain_len, (unsigned long long)server_written);
         FUZZ_ASSERT(client.close_notify || client.fatal_alert, "the end came without a close_notify");
