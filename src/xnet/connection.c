@@ -219,6 +219,7 @@ static void advance(xConn *conn, size_t sent) {
 }
 
 static void start_linger(xConn *conn);
+static void discard_input(xConn *conn);
 
 static void out_reset(xConn *conn) {
     release_out_refs(conn);
@@ -257,16 +258,21 @@ void xConnFlush(xConn *conn) {
     }
     out_reset(conn);
     if (!conn->close_after_flush) return;
-    if (!conn->lingering)
+    if (!conn->lingering) {
         start_linger(conn);
-    else
-        xConnSetTimeout(conn, XCONN_LINGER_MS); /* the transport's last bytes are out: linger from now */
+        return;
+    }
+    /* The transport's last bytes are out: linger from now, unless the input
+     * ended while they waited. */
+    xConnSetTimeout(conn, XCONN_LINGER_MS);
+    discard_input(conn);
 }
 
 static void discard_input(xConn *conn) {
     char sink[4096];
     for (;;) {
         ssize_t n = xConnRecv(conn, sink, sizeof sink);
+        if (n == 0 && conn->write_blocked) return; /* the transport's last bytes wait: closed once out */
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
             xConnClose(conn);
             return;

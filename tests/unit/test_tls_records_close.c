@@ -122,7 +122,9 @@ static size_t fill_socket(int fd) {
     return total;
 }
 
-static void a_close_notify_that_meets_a_full_socket_goes_before_the_fin(void) {
+/* The server closes while its socket is full; the peer may have ended its
+ * side first. */
+static void close_with_a_full_socket(bool peer_ended_first) {
     Peer peer;
     xConn *conn = start(&peer);
     static const char response[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
@@ -131,6 +133,7 @@ static void a_close_notify_that_meets_a_full_socket_goes_before_the_fin(void) {
     CHECK_EQ_INT(xConnPending(conn), 0);
     size_t filled = fill_socket(conn->fd);
     CHECK(filled > 0);
+    if (peer_ended_first) shutdown(peer.fd, SHUT_WR);
     xConnCloseAfterFlush(conn);
 
     unsigned char plain[16384 + 256];
@@ -148,6 +151,14 @@ static void a_close_notify_that_meets_a_full_socket_goes_before_the_fin(void) {
     for (int i = 0; i < 100 && !freed; i++) turn();
     CHECK(freed);
 }
+
+static void a_close_notify_that_meets_a_full_socket_goes_before_the_fin(void) {
+    close_with_a_full_socket(false);
+}
+
+/* Found by fuzz_tls_records: the lingering close read the peer's end and
+ * closed before the close_notify could go. */
+static void a_peer_that_ended_first_still_gets_the_close_notify(void) { close_with_a_full_socket(true); }
 
 static void a_partial_record_is_held_input_until_the_peer_goes(void) {
     Peer peer;
@@ -169,6 +180,7 @@ int main(void) {
     xBufferPoolInit(&net.buffers, 16384, 8);
     xTimerInit(&tick, on_tick);
     RUN(a_close_notify_that_meets_a_full_socket_goes_before_the_fin);
+    RUN(a_peer_that_ended_first_still_gets_the_close_notify);
     RUN(a_partial_record_is_held_input_until_the_peer_goes);
     xBufferPoolDestroy(&net.buffers);
     xMemCacheDestroy(net.mem);
