@@ -1,6 +1,7 @@
 /* test_tls_records_close.c — how xKit's record layer ends a connection
  * whose socket is full: the close_notify waits for room and the FIN follows
- * it, so the peer never mistakes the end for a truncation; and a partial
+ * it, so the peer never mistakes the end for a truncation, even behind
+ * KeyUpdates that wait too; and a partial record is reported as held input. and a partial
  * record left waiting holds only its own bytes.
  *
  * The server end of a socketpair is put on the record layer with keys known
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <xhttp/tls_conf.h>
 
@@ -44,12 +46,41 @@ static void turn(void) {
     xEventLoopRun(net.loop);
 }
 
+/* One direction's TLS 1.3 keys (AES-128-GCM, SHA-256). */
+typedef struct Keys {
+    unsigned char secret[32], key[16], iv[12];
+    uint64_t seq; /* of the next record */
+} Keys;
+
 typedef struct Peer {
-    int fd;                /* the client's end */
-    unsigned char key[16]; /* the server's write key and IV */
-    unsigned char iv[12];
-    uint64_t seq; /* of the server's next record */
+    int fd;           /* the client's end */
+    Keys read, write; /* the server's write keys, and the client's */
 } Peer;
+
+static void keys_from_secret(Keys *k) {
+    xTlsTraffic traffic = {.version = XTLS_VERSION_1_3, .aead = XTLS_AEAD_AES_128_GCM, .secret_len = 32};
+    memcpy(traffic.read.secret, k->secret, 32);
+    CHECK(xTlsDeriveTrafficKeys(&traffic, &traffic.read));
+    memcpy(k->key, traffic.read.key, sizeof k->key);
+    memcpy(k->iv, traffic.read.iv, sizeof k->iv);
+    k->seq = 0;
+}
+
+/* The next keys after a KeyUpdate: HKDF-Expand-Label(secret, "traffic upd",
+ * "", 32) of RFC 8446 §7.2, one HMAC block. */
+static void keys_update(Keys *k) {
+    static const unsigned char info[] = "\x00\x20\x11tls13 traffic upd\x00\x01";
+    unsigned char next[EVP_MAX_MD_SIZE];
+    unsigned len;
+    CHECK(HMAC(EVP_sha256(), k->secret, 32, info, sizeof info - 1, next, &len) != NULL);
+    memcpy(k->secret, next, 32);
+    keys_from_secret(k);
+}
+
+static void nonce_of(const Keys *k, unsigned char nonce[12]) {
+    memcpy(nonce, k->iv, 12);
+    for (int i = 0; i < 8; i++) nonce[4 + i] ^= (unsigned char)(k->seq >> (56 - 8 * i));
+}
 
 /* A server connection on the record layer and the client's end of it. */
 static xConn *start(Peer *peer) {
@@ -58,18 +89,40 @@ static xConn *start(Peer *peer) {
     int small = 4096;
     setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
     xConn *conn = xConnCreate(&net, sv[0], NULL, &protocol, NULL);
+    memset(peer->write.secret, 0x11, 32);
+    memset(peer->read.secret, 0x22, 32);
+    keys_from_secret(&peer->write);
+    keys_from_secret(&peer->read);
     xTlsTraffic traffic = {.version = XTLS_VERSION_1_3, .aead = XTLS_AEAD_AES_128_GCM, .secret_len = 32};
-    memset(traffic.read.secret, 0x11, 32);
-    memset(traffic.write.secret, 0x22, 32);
+    memcpy(traffic.read.secret, peer->write.secret, 32);
+    memcpy(traffic.write.secret, peer->read.secret, 32);
     CHECK(xTlsDeriveTrafficKeys(&traffic, &traffic.read) && xTlsDeriveTrafficKeys(&traffic, &traffic.write));
-    memcpy(peer->key, traffic.write.key, sizeof peer->key);
-    memcpy(peer->iv, traffic.write.iv, sizeof peer->iv);
-    peer->seq = 0;
     peer->fd = sv[1];
     xTlsSummary summary = {.version = "TLSv1.3", .cipher = "TLS_AES_128_GCM_SHA256", .alpn = ""};
     CHECK(xTlsRecordsStart(conn, &traffic, &summary));
     freed = false;
     return conn;
+}
+
+/* Sends a record of type carrying data, sealed under the client's keys. */
+static void send_record(Peer *peer, int type, const unsigned char *data, size_t len) {
+    unsigned char rec[5 + 64 + 1 + 16], nonce[12];
+    size_t inner = len + 1, body = inner + 16;
+    unsigned char header[5] = {23, 3, 3, (unsigned char)(body >> 8), (unsigned char)body};
+    memcpy(rec, header, 5);
+    memcpy(rec + 5, data, len);
+    rec[5 + len] = (unsigned char)type;
+    nonce_of(&peer->write, nonce);
+    peer->write.seq++;
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    int n, last;
+    CHECK(EVP_EncryptInit_ex(ctx, EVP_aes_128_gcm(), NULL, peer->write.key, nonce) == 1 &&
+          EVP_EncryptUpdate(ctx, NULL, &n, rec, 5) == 1 &&
+          EVP_EncryptUpdate(ctx, rec + 5, &n, rec + 5, (int)inner) == 1 &&
+          EVP_EncryptFinal_ex(ctx, rec + 5 + n, &last) == 1 &&
+          EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, 16, rec + 5 + inner) == 1);
+    EVP_CIPHER_CTX_free(ctx);
+    CHECK(send(peer->fd, rec, 5 + body, 0) == (ssize_t)(5 + body));
 }
 
 /* Reads exactly len bytes, turning the loop while none are there; false at
@@ -94,13 +147,12 @@ static int next_record(Peer *peer, unsigned char *plain, size_t *plain_len) {
     size_t body = (size_t)rec[3] << 8 | rec[4];
     if (body < 17 || body > sizeof rec - 5 || !read_exactly(peer, rec + 5, body)) return -1;
     unsigned char nonce[12];
-    memcpy(nonce, peer->iv, 12);
-    for (int i = 0; i < 8; i++) nonce[4 + i] ^= (unsigned char)(peer->seq >> (56 - 8 * i));
-    peer->seq++;
+    nonce_of(&peer->read, nonce);
+    peer->read.seq++;
     EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
     int n, last;
     size_t len = body - 16;
-    bool ok = EVP_DecryptInit_ex(ctx, EVP_aes_128_gcm(), NULL, peer->key, nonce) == 1 &&
+    bool ok = EVP_DecryptInit_ex(ctx, EVP_aes_128_gcm(), NULL, peer->read.key, nonce) == 1 &&
               EVP_DecryptUpdate(ctx, NULL, &n, rec, 5) == 1 &&
               EVP_DecryptUpdate(ctx, plain, &n, rec + 5, (int)len) == 1 &&
               EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, 16, rec + 5 + len) == 1 &&
@@ -160,6 +212,39 @@ static void a_close_notify_that_meets_a_full_socket_goes_before_the_fin(void) {
  * closed before the close_notify could go. */
 static void a_peer_that_ended_first_still_gets_the_close_notify(void) { close_with_a_full_socket(true); }
 
+/* Found by fuzz_tls_records: a KeyUpdate answer waiting for the socket and
+ * a second one owed left no room for the close_notify, which was dropped. */
+static void a_close_notify_after_owed_key_updates_still_goes(void) {
+    Peer peer;
+    xConn *conn = start(&peer);
+    size_t filled = fill_socket(conn->fd);
+    static const unsigned char update_requested[5] = {24, 0, 0, 1, 1};
+    for (int i = 0; i < 2; i++) { /* the first answer is sealed, and waits; the second is owed */
+        send_record(&peer, 22, update_requested, sizeof update_requested);
+        keys_update(&peer.write);
+        turn();
+    }
+    CHECK(!conn->closed);
+    xConnCloseAfterFlush(conn);
+    unsigned char *skipped = malloc(filled);
+    CHECK(read_exactly(&peer, skipped, filled));
+    free(skipped);
+    unsigned char plain[16384 + 256];
+    size_t len = 0;
+    for (int i = 0; i < 2; i++) { /* our KeyUpdates, not asking for the client's */
+        CHECK_EQ_INT(next_record(&peer, plain, &len), 22);
+        CHECK(len == 5 && plain[0] == 24 && plain[4] == 0);
+        keys_update(&peer.read);
+    }
+    CHECK_EQ_INT(next_record(&peer, plain, &len), 21);
+    CHECK(len == 2 && plain[0] == 1 && plain[1] == 0);
+    unsigned char after;
+    CHECK(!read_exactly(&peer, &after, 1));
+    close(peer.fd);
+    for (int i = 0; i < 100 && !freed; i++) turn();
+    CHECK(freed);
+}
+
 static void a_partial_record_is_held_input_until_the_peer_goes(void) {
     Peer peer;
     xConn *conn = start(&peer);
@@ -181,6 +266,7 @@ int main(void) {
     xTimerInit(&tick, on_tick);
     RUN(a_close_notify_that_meets_a_full_socket_goes_before_the_fin);
     RUN(a_peer_that_ended_first_still_gets_the_close_notify);
+    RUN(a_close_notify_after_owed_key_updates_still_goes);
     RUN(a_partial_record_is_held_input_until_the_peer_goes);
     xBufferPoolDestroy(&net.buffers);
     xMemCacheDestroy(net.mem);

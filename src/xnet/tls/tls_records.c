@@ -378,16 +378,30 @@ static bool seal_owed_key_update(xTlsRecords *r) {
     return true;
 }
 
+/* Makes room for need more bytes after what is sealed. A block already
+ * holding records of our own that wait for the socket (a KeyUpdate, then
+ * the one owed after it, then a close_notify) moves to a larger one: each
+ * kind goes once, so it stays small. */
+static bool out_room(xConn *conn, xTlsRecords *r, size_t need) {
+    if (r->out && r->out_cap - r->out_end >= need) return true;
+    size_t held = r->out_end - r->out_start;
+    size_t cap = held + need > CONTROL_ROOM ? held + need : CONTROL_ROOM;
+    char *out = xMemCacheAlloc(conn->net->mem, cap);
+    if (!out) return false;
+    if (held) memcpy(out, r->out + r->out_start, held);
+    xMemCacheFree(conn->net->mem, r->out);
+    r->out = out;
+    r->out_cap = cap;
+    r->out_start = 0;
+    r->out_end = held;
+    return true;
+}
+
 /* Seals a record of our own (an alert; with type 0, none) after whatever is
  * sealed already, preceded by an owed KeyUpdate, and tries to send them. */
 static bool send_control(xConn *conn, xTlsRecords *r, int type, const unsigned char *payload, size_t len) {
-    if (!r->out) {
-        r->out = xMemCacheAlloc(conn->net->mem, CONTROL_ROOM);
-        if (!r->out) return false;
-        r->out_cap = CONTROL_ROOM;
-    }
     size_t need = (type ? len + record_overhead(r) : 0) + (r->key_update_owed ? KEY_UPDATE_RECORD : 0);
-    if (r->out_cap - r->out_end < need) return false;
+    if (!out_room(conn, r, need)) return false;
     if (!seal_owed_key_update(r)) return false;
     if (type) {
         unsigned char *rec = (unsigned char *)r->out + r->out_end;
@@ -844,7 +858,7 @@ const char *xTlsRecordsBrokenInvariant(const xConn *conn, uint64_t *read_seq, ui
         return "plaintext handed up outside the opened records";
     if (r->in_cap == IN_CAP && !r->plain_len) return "a whole input block kept between reads";
     if (!r->out != !r->out_cap || r->out_start > r->out_end || r->out_end > r->out_cap ||
-        r->out_cap > OUT_CAP + CONTROL_ROOM)
+        r->out_cap > OUT_CAP + 2 * CONTROL_ROOM)
         return "output outside its block";
     if (r->out_covers && !r->out) return "plaintext acknowledged for records already out";
     if (r->key_update_len >= sizeof r->key_update) return "a whole KeyUpdate kept in pieces";
