@@ -1,8 +1,7 @@
 /* test_tls_records_close.c — how xKit's record layer ends a connection
  * whose socket is full: the close_notify waits for room and the FIN follows
  * it, so the peer never mistakes the end for a truncation, even behind
- * KeyUpdates that wait too; and a partial record is reported as held input. and a partial
- * record left waiting holds only its own bytes.
+ * KeyUpdates that wait too; and a partial record is reported as held input.
  *
  * The server end of a socketpair is put on the record layer with keys known
  * here (TLS 1.3, AES-128-GCM); the test opens what it writes with OpenSSL's
