@@ -31,8 +31,9 @@
  * The client then half-closes, reads until the server's end of stream, and
  * closes. Checked after every operation and input:
  *   - xTlsRecordsBrokenInvariant: buffers within their blocks, no whole
- *     input block held between reads, plaintext inside opened records, no
- *     FIN owed without a close_notify, no sequence number wrapped;
+ *     input block held for a small partial record, plaintext inside opened
+ *     records, no FIN owed without a close_notify, no sequence number
+ *     wrapped;
  *   - while every record sent was valid: what the server read is exactly
  *     the data sealed (every plaintext byte accounted for), and its read
  *     sequence number is the client's write one (one per record);

@@ -3,14 +3,14 @@
  *
  * Input is read into a block from the worker's cache, opened in place and
  * handed up record by record; the block goes back as soon as it is empty, so
- * an idle connection holds none, and a partial record left waiting moves to
- * a block of its own size, so a peer that stops mid-record pins no more than
- * it sent. Output is gathered from the connection's queue into records
- * sealed in one block and written at once. A write the socket takes only in
- * part keeps the rest of the sealed bytes here; the plaintext they carry is
- * acknowledged to the queue only once they are all out, so the queue offers
- * the same bytes again and they are skipped, as OpenSSL's partial writes
- * work. */
+ * an idle connection holds none, and a small partial record left waiting
+ * moves to a block of its own size, so a peer that stops mid-record pins
+ * little more than it sent. Output is gathered from the connection's queue
+ * into records sealed in one block and written at once. A write the socket
+ * takes only in part keeps the rest of the sealed bytes here; the plaintext
+ * they carry is acknowledged to the queue only once they are all out, so the
+ * queue offers the same bytes again and they are skipped, as OpenSSL's
+ * partial writes work. */
 #include "xnet/tls/tls_records.h"
 
 #include <errno.h>
@@ -39,6 +39,11 @@
 #define IDLE_RECORDS_MAX 32
 /* Input block: always room for one whole record and the start of the next. */
 #define IN_CAP 32768
+/* A partial record up to this size, left waiting after a read, moves to a
+ * block of its own size; a larger one keeps the whole block (less than four
+ * times what came) rather than be copied out and back at every read of a
+ * bulk upload. */
+#define IN_KEEP_MAX (IN_CAP / 4)
 /* Output block: sealed records for up to this much, written at once. */
 #define OUT_CAP 65536
 /* Kept free in the output block for an alert or a KeyUpdate. */
@@ -688,13 +693,14 @@ static ssize_t fill_input(xConn *conn, xTlsRecords *r, size_t *room) {
     return n;
 }
 
-/* Once a read is over, the input block goes back when it is empty; a
+/* Once a read is over, the input block goes back when it is empty; a small
  * partial record keeps only its bytes (the next read moves them back into a
  * whole block), as a peer may leave it there until a timeout. */
 static void trim_input(xConn *conn, xTlsRecords *r) {
     if (!r->in || r->plain_len) return;
-    if (r->in_start < r->in_end) {
-        if (r->in_cap == IN_CAP) move_input(conn, r, r->in_end - r->in_start); /* failing, it stays */
+    size_t held = r->in_end - r->in_start;
+    if (held) {
+        if (r->in_cap == IN_CAP && held <= IN_KEEP_MAX) move_input(conn, r, held); /* failing, it stays */
         return;
     }
     xMemCacheFree(conn->net->mem, r->in);
@@ -856,7 +862,8 @@ const char *xTlsRecordsBrokenInvariant(const xConn *conn, uint64_t *read_seq, ui
         return "input outside its block";
     if (r->plain_len && (r->plain < r->in || r->plain + r->plain_len > r->in + r->in_start))
         return "plaintext handed up outside the opened records";
-    if (r->in_cap == IN_CAP && !r->plain_len) return "a whole input block kept between reads";
+    if (r->in_cap == IN_CAP && !r->plain_len && r->in_end - r->in_start <= IN_KEEP_MAX)
+        return "a whole input block kept for a small partial record";
     if (!r->out != !r->out_cap || r->out_start > r->out_end || r->out_end > r->out_cap ||
         r->out_cap > OUT_CAP + 2 * CONTROL_ROOM)
         return "output outside its block";
