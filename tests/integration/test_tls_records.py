@@ -223,6 +223,35 @@ class RecordLayerTest(HttpsTestCase):
         self.assertEqual((resp.status, len(resp.body)), (200, size))
         self.assertEqual(resp.body, b"x" * size)
 
+    def test_a_large_response_that_closes_ends_with_a_close_notify(self):
+        """The server closes (Connection: close) while its socket is full of a response the
+        client does not read yet: once read, the response ends with a close_notify before
+        the FIN, not a truncation. (Whether the close_notify itself meets the full socket
+        depends on timing; test_tls_records_close makes sure of it.)"""
+        for size in (1 << 20, (1 << 20) + 4321, 3 * (1 << 20) + 7):
+            with self.subTest(size=size):
+                client = ManualTls(self.server.port, client_context(), rcvbuf=4096)
+                self.addCleanup(client.close)
+                client.handshake()
+                client.send(f"GET /echo?size={size} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+                            .encode())
+                time.sleep(0.3)  # the server fills its socket and waits
+                client.read_until_eof(timeout=20)
+                received = bytearray()
+                while True:
+                    try:
+                        chunk = client.tls.read(65536)
+                    except ssl.SSLZeroReturnError:
+                        break
+                    except ssl.SSLEOFError:
+                        self.fail(f"the FIN came without a close_notify, after {len(received)} bytes")
+                    if not chunk:
+                        break  # a close_notify: a clean end
+                    received += chunk
+                head, _, body = bytes(received).partition(b"\r\n\r\n")
+                self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+                self.assertEqual(body, b"x" * size)
+
     def test_many_pipelined_requests_in_one_write_are_all_answered(self):
         conn = self.connect()
         count = 500
