@@ -383,10 +383,11 @@ static bool seal_owed_key_update(xTlsRecords *r) {
     return true;
 }
 
-/* Makes room for need more bytes after what is sealed. A block already
- * holding records of our own that wait for the socket (a KeyUpdate, then
- * the one owed after it, then a close_notify) moves to a larger one: each
- * kind goes once, so it stays small. */
+/* Makes room for need more bytes after what is sealed, moving them to a
+ * larger block: for the close_notify, which goes once, after a KeyUpdate
+ * answer that waits for the socket and the one owed after it. Other records
+ * of our own that find no room are not sent, so a peer cannot grow the
+ * block by asking again and again. */
 static bool out_room(xConn *conn, xTlsRecords *r, size_t need) {
     if (r->out && r->out_cap - r->out_end >= need) return true;
     size_t held = r->out_end - r->out_start;
@@ -405,8 +406,13 @@ static bool out_room(xConn *conn, xTlsRecords *r, size_t need) {
 /* Seals a record of our own (an alert; with type 0, none) after whatever is
  * sealed already, preceded by an owed KeyUpdate, and tries to send them. */
 static bool send_control(xConn *conn, xTlsRecords *r, int type, const unsigned char *payload, size_t len) {
+    if (!r->out) {
+        r->out = xMemCacheAlloc(conn->net->mem, CONTROL_ROOM);
+        if (!r->out) return false;
+        r->out_cap = CONTROL_ROOM;
+    }
     size_t need = (type ? len + record_overhead(r) : 0) + (r->key_update_owed ? KEY_UPDATE_RECORD : 0);
-    if (!out_room(conn, r, need)) return false;
+    if (r->out_cap - r->out_end < need) return false;
     if (!seal_owed_key_update(r)) return false;
     if (type) {
         unsigned char *rec = (unsigned char *)r->out + r->out_end;
@@ -770,7 +776,9 @@ static void send_close_notify(xConn *conn, xTlsRecords *r) {
     if (r->error || r->close_notify_sent) return;
     r->close_notify_sent = true;
     static const unsigned char close_notify[2] = {ALERT_WARNING, AD_CLOSE_NOTIFY};
-    send_control(conn, r, CT_ALERT, close_notify, sizeof close_notify); /* if it goes, it goes */
+    size_t need = sizeof close_notify + record_overhead(r) + (r->key_update_owed ? KEY_UPDATE_RECORD : 0);
+    if (out_room(conn, r, need))
+        send_control(conn, r, CT_ALERT, close_notify, sizeof close_notify); /* if it goes, it goes */
 }
 
 static void records_shutdown_write(xConn *conn) {
