@@ -383,6 +383,22 @@ static bool seal_owed_key_update(xTlsRecords *r) {
     return true;
 }
 
+/* Moves the bytes [*start, *end) of *block to the start of a new block of
+ * cap bytes from the worker's cache; false, with nothing changed, when none
+ * can be had. */
+static bool move_bytes(xConn *conn, char **block, size_t *block_cap, size_t *start, size_t *end, size_t cap) {
+    size_t held = *end - *start;
+    char *moved = xMemCacheAlloc(conn->net->mem, cap);
+    if (!moved) return false;
+    if (held) memcpy(moved, *block + *start, held);
+    xMemCacheFree(conn->net->mem, *block);
+    *block = moved;
+    *block_cap = cap;
+    *start = 0;
+    *end = held;
+    return true;
+}
+
 /* Makes room for need more bytes after what is sealed, moving them to a
  * larger block: for the close_notify, which goes once, after a KeyUpdate
  * answer that waits for the socket and the one owed after it. Other records
@@ -390,17 +406,9 @@ static bool seal_owed_key_update(xTlsRecords *r) {
  * block by asking again and again. */
 static bool out_room(xConn *conn, xTlsRecords *r, size_t need) {
     if (r->out && r->out_cap - r->out_end >= need) return true;
-    size_t held = r->out_end - r->out_start;
-    size_t cap = held + need > CONTROL_ROOM ? held + need : CONTROL_ROOM;
-    char *out = xMemCacheAlloc(conn->net->mem, cap);
-    if (!out) return false;
-    if (held) memcpy(out, r->out + r->out_start, held);
-    xMemCacheFree(conn->net->mem, r->out);
-    r->out = out;
-    r->out_cap = cap;
-    r->out_start = 0;
-    r->out_end = held;
-    return true;
+    size_t cap = r->out_end - r->out_start + need;
+    return move_bytes(conn, &r->out, &r->out_cap, &r->out_start, &r->out_end,
+                      cap > CONTROL_ROOM ? cap : CONTROL_ROOM);
 }
 
 /* Seals a record of our own (an alert; with type 0, none) after whatever is
@@ -665,19 +673,10 @@ static int next_record(xConn *conn, xTlsRecords *r) {
     }
 }
 
-/* Moves the bytes not yet opened to a new block of cap bytes (at its start);
- * nothing opened may be waiting in the old one. */
+/* Moves the bytes not yet opened to a new block of cap bytes; nothing
+ * opened may be waiting in the old one. */
 static bool move_input(xConn *conn, xTlsRecords *r, size_t cap) {
-    size_t held = r->in_end - r->in_start;
-    char *in = xMemCacheAlloc(conn->net->mem, cap);
-    if (!in) return false;
-    if (held) memcpy(in, r->in + r->in_start, held);
-    xMemCacheFree(conn->net->mem, r->in);
-    r->in = in;
-    r->in_cap = cap;
-    r->in_start = 0;
-    r->in_end = held;
-    return true;
+    return move_bytes(conn, &r->in, &r->in_cap, &r->in_start, &r->in_end, cap);
 }
 
 /* Reads more of the socket into the input block. Like recv(2); *room is
@@ -862,10 +861,9 @@ static const xTransport records_transport = {records_recv,  records_sendv,    re
                                              records_close, records_free,     true,
                                              records_flush, records_tls_info, records_holds_input};
 
-const char *xTlsRecordsBrokenInvariant(const xConn *conn, uint64_t *read_seq, uint64_t *write_seq) {
+const char *xTlsRecordsBrokenInvariant(const xConn *conn, uint64_t *read_seq) {
     const xTlsRecords *r = conn->transport_state;
     *read_seq = r->traffic.read.seq;
-    *write_seq = r->traffic.write.seq;
     if (!r->in != !r->in_cap || r->in_start > r->in_end || r->in_end > r->in_cap || r->in_cap > IN_CAP)
         return "input outside its block";
     if (r->plain_len && (r->plain < r->in || r->plain + r->plain_len > r->in + r->in_start))
