@@ -26,7 +26,8 @@
  *     a record of the content type the first byte names, carrying the second;
  *   4 raw: a length byte and that many bytes, sent as they are;
  *   5 the server writes: two bytes of length (a known pattern);
- *   6 a turn of the loop (the client reads, unless bit 4);
+ *   6 a turn of the loop (the client reads, unless bit 4); with the
+ *     opcode's bit 3, the server first closes after its output, unasked;
  *   7 split: later writes of the client go in pieces of (operand + 1) bytes.
  * The client then half-closes, reads until the server's end of stream, and
  * closes. Checked after every operation and input:
@@ -42,8 +43,9 @@
  *     keys and sequence numbers (sealing round-trips): application data is
  *     a prefix of what the server wrote, KeyUpdates move the keys on,
  *     nothing follows a close_notify or a fatal alert, and a session that
- *     ended well delivered every byte written and a close_notify before its
- *     FIN;
+ *     ended well (the server read the end, or closed first and the client
+ *     sent nothing bad) delivered every byte written and a close_notify
+ *     before its FIN;
  *   - a tampered record (length untouched) or an unknown record type gets a
  *     fatal alert, where the server's output could not have filled its
  *     socket first;
@@ -79,6 +81,7 @@ typedef struct Server {
     char *in; /* plaintext read */
     size_t in_len, in_cap;
     bool freed, ended_well;
+    bool closing; /* it closes after its output, unasked */
 } Server;
 
 static Server server;
@@ -264,6 +267,7 @@ typedef struct Client {
     bool broken;       /* bytes the server cannot take went (raw, tampered, a bad type) */
     bool alert_owed;   /* the first break was one the server must answer with a fatal alert */
     bool ended;        /* a close_notify or fatal alert of ours went */
+    bool aborted;      /* it was a fatal alert, or records without data past the limit */
     bool unsure;       /* a record whose outcome is not modelled went: data is not checked after it */
     unsigned idle_run; /* valid records in a row without data */
     /* What it received */
@@ -351,7 +355,7 @@ static void check_server(void) {
     FUZZ_ASSERT(server.in_len == 0 ||
                     (server.in_len <= client.sent_len && memcmp(server.in, client.sent, server.in_len) == 0),
                 "the server read what was not sent");
-    if (!client.broken && !client.ended && !server.ended_well) {
+    if (!client.broken && !client.ended && !server.ended_well && !server.closing) {
         FUZZ_ASSERT(server.in_len == client.sent_len, "the server read %zu of %zu bytes", server.in_len,
                     client.sent_len);
         FUZZ_ASSERT(read_seq == client.write.seq, "the server's read seq %llu, the client's %llu",
@@ -381,7 +385,8 @@ static void client_send(const unsigned char *bytes, size_t len) {
 
 /* A valid record without data counts toward the server's limit of 32. */
 static void sent_idle_record(void) {
-    if (++client.idle_run > 32 && !client.broken && !client.ended) client.ended = true; /* it is cut off */
+    if (++client.idle_run > 32 && !client.broken && !client.ended) /* it is cut off */
+        client.ended = client.aborted = true;
 }
 
 static void send_record(int type, const unsigned char *data, size_t len, size_t padding) {
@@ -480,10 +485,12 @@ static void op_alert(Input *in, uint8_t op) {
         return;
     }
     bool ignored = a[1] != 0 && a[0] == 1 && (!suite.tls13 || a[1] == 90);
-    if (ignored)
+    if (ignored) {
         sent_idle_record();
-    else
-        client.ended = true; /* close_notify, or an alert that ends the session */
+    } else if (!client.ended) { /* close_notify, or an alert that ends the session */
+        client.ended = true;
+        client.aborted = a[1] != 0;
+    }
     send_record(CT_ALERT, a, 2, 0);
 }
 
@@ -498,7 +505,8 @@ static void op_server_write(Input *in) {
     const uint8_t *n;
     if (!take(in, 2, &n)) return;
     size_t len = (size_t)n[0] << 8 | n[1];
-    if (!server.conn || server.ended_well || server_written + len > SERVER_WRITE_MAX) return;
+    if (!server.conn || server.ended_well || server.closing || server_written + len > SERVER_WRITE_MAX)
+        return;
     char *bytes = xConnReserve(server.conn, len);
     FUZZ_ASSERT(bytes != NULL || len == 0, "out of memory");
     for (size_t i = 0; i < len; i++) bytes[i] = pattern_at(server_written + i);
@@ -588,7 +596,8 @@ static void finish(uint8_t pace) {
         turn();
         client_read();
     }
-    if (server.ended_well) {
+    bool clean = !client.broken && !client.unsure && !client.aborted;
+    if (server.ended_well || (server.closing && clean)) {
         /* A session that broke closes at once, and may cut a record short. */
         FUZZ_ASSERT(client.raw_len == 0, "%zu bytes of a record before the end", client.raw_len);
         FUZZ_ASSERT(client.plain_len == server_written || client.fatal_alert,
@@ -622,6 +631,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 4: op_raw(&in); break;
         case 5: op_server_write(&in); break;
         case 6:
+            if ((*op & 8) && server.conn && !server.closing) {
+                server.closing = true;
+                xConnCloseAfterFlush(server.conn);
+            }
             turn();
             if (client.reads) client_read();
             check_server();
