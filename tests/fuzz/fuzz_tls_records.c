@@ -421,7 +421,8 @@ static void op_data(Input *in, uint8_t op) {
 /* Bytes the server must refuse: after them nothing is predicted exactly;
  * alert says whether a fatal alert must answer them. */
 static void sent_break(bool alert) {
-    if (!client.broken && !client.ended) client.alert_owed = alert;
+    if (!client.broken && !client.ended && !server.closing)
+        client.alert_owed = alert; /* none after its close_notify */
     client.broken = true;
 }
 

@@ -414,6 +414,7 @@ static bool out_room(xConn *conn, xTlsRecords *r, size_t need) {
 /* Seals a record of our own (an alert; with type 0, none) after whatever is
  * sealed already, preceded by an owed KeyUpdate, and tries to send them. */
 static bool send_control(xConn *conn, xTlsRecords *r, int type, const unsigned char *payload, size_t len) {
+    if (r->close_notify_sent) return true; /* it ended our side: nothing follows it, not even an alert */
     if (!r->out) {
         r->out = xMemCacheAlloc(conn->net->mem, CONTROL_ROOM);
         if (!r->out) return false;
@@ -773,11 +774,11 @@ static ssize_t records_recv(xConn *conn, char *buf, size_t len) {
 
 static void send_close_notify(xConn *conn, xTlsRecords *r) {
     if (r->error || r->close_notify_sent) return;
-    r->close_notify_sent = true;
     static const unsigned char close_notify[2] = {ALERT_WARNING, AD_CLOSE_NOTIFY};
     size_t need = sizeof close_notify + record_overhead(r) + (r->key_update_owed ? KEY_UPDATE_RECORD : 0);
     if (out_room(conn, r, need))
         send_control(conn, r, CT_ALERT, close_notify, sizeof close_notify); /* if it goes, it goes */
+    r->close_notify_sent = true;
 }
 
 static void records_shutdown_write(xConn *conn) {
