@@ -593,13 +593,18 @@ static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
 /* After the handshake a client may only update its keys (TLS 1.3), in a
  * record of its own; a TLS 1.2 ClientHello asks to renegotiate, which we
  * decline with a warning (RFC 5246 §7.2.2: no_renegotiation is always one),
- * as OpenSSL does, and the session goes on. */
+ * as OpenSSL does, and the session goes on. A warning that finds no room,
+ * earlier ones still waiting for the socket, is left out: the ServerHello
+ * that never comes tells the client as much. */
 static int on_handshake(xConn *conn, xTlsRecords *r, const unsigned char *msg, size_t len) {
     if (!tls13(r) && len > 0 && msg[0] == HS_CLIENT_HELLO) {
         static const unsigned char no_renegotiation[2] = {ALERT_WARNING, AD_NO_RENEGOTIATION};
-        return send_control(conn, r, CT_ALERT, no_renegotiation, sizeof no_renegotiation)
-                   ? 1
-                   : fail(conn, r, AD_INTERNAL_ERROR);
+        if (send_control(conn, r, CT_ALERT, no_renegotiation, sizeof no_renegotiation) || !r->error) {
+            ERR_clear_error();
+            return 1;
+        }
+        errno = r->error;
+        return -1;
     }
     if (!tls13(r) || len == 0) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
     /* A KeyUpdate may come in pieces over records (RFC 8446 §5.1); as it
