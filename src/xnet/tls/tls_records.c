@@ -630,11 +630,12 @@ static int on_alert(xConn *conn, xTlsRecords *r, const unsigned char *alert, siz
         r->eof = true;
         return 1;
     }
-    /* TLS 1.2 warnings may be ignored; TLS 1.3 ends on any other alert
-     * (user_canceled is followed by a close_notify). */
+    /* TLS 1.2 warnings may be ignored, though not without end; TLS 1.3 ends
+     * on any other alert (user_canceled is followed by a close_notify). A
+     * close_notify after a row of records without data still ends cleanly. */
     if ((alert[1] == AD_USER_CANCELED && alert[0] == ALERT_WARNING) ||
         (!tls13(r) && alert[0] == ALERT_WARNING))
-        return 1;
+        return ++r->idle_records > IDLE_RECORDS_MAX ? fail(conn, r, AD_UNEXPECTED_MESSAGE) : 1;
     r->error = ECONNRESET;
     errno = r->error;
     return -1;
@@ -663,7 +664,7 @@ static int next_record(xConn *conn, xTlsRecords *r) {
     int type = open_record(r, rec, body_len, &data, &len, &alert);
     if (type == CT_APPLICATION_DATA && len > 0)
         r->idle_records = 0;
-    else if (type != -1 && ++r->idle_records > IDLE_RECORDS_MAX)
+    else if (type != -1 && type != CT_ALERT && ++r->idle_records > IDLE_RECORDS_MAX) /* alerts: on_alert */
         return fail(conn, r, AD_UNEXPECTED_MESSAGE);
     /* Other records may not come between a handshake message's pieces. */
     if (type != -1 && type != CT_HANDSHAKE && r->key_update_len) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
