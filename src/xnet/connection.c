@@ -46,9 +46,9 @@ static ssize_t plain_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
     return sendfile(conn->fd, fd, &offset, len);
 }
 
-const xTransport xConnPlainTransport = {plain_recv,    plain_sendv,   plain_shutdown_write,
-                                        plain_nothing, plain_nothing, false,
-                                        NULL,          NULL,          plain_sendfile};
+const xTransport xConnPlainTransport = {
+    plain_recv, plain_sendv, plain_shutdown_write, plain_nothing, plain_nothing, false,
+    NULL,       NULL,        plain_sendfile,       NULL};
 
 /* ---- Lifetime ---- */
 
@@ -297,6 +297,7 @@ static void advance(xConn *conn, size_t sent) {
 }
 
 static void start_linger(xConn *conn);
+static void discard_input(xConn *conn);
 
 static void out_reset(xConn *conn) {
     release_out_refs(conn);
@@ -362,13 +363,22 @@ void xConnFlush(xConn *conn) {
         return;
     }
     out_reset(conn);
-    if (conn->close_after_flush && !conn->lingering) start_linger(conn);
+    if (!conn->close_after_flush) return;
+    if (!conn->lingering) {
+        start_linger(conn);
+        return;
+    }
+    /* The transport's last bytes are out: linger from now, unless the input
+     * ended while they waited. */
+    xConnSetTimeout(conn, XCONN_LINGER_MS);
+    discard_input(conn);
 }
 
 static void discard_input(xConn *conn) {
     char sink[4096];
     for (;;) {
         ssize_t n = xConnRecv(conn, sink, sizeof sink);
+        if (n == 0 && conn->write_blocked) return; /* the transport's last bytes wait: closed once out */
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
             xConnClose(conn);
             return;
@@ -380,7 +390,9 @@ static void discard_input(xConn *conn) {
 static void start_linger(xConn *conn) {
     conn->lingering = true;
     conn->transport->shutdown_write(conn);
-    xConnSetTimeout(conn, XCONN_LINGER_MS);
+    /* Bytes of the transport's own that met a full socket (a close_notify)
+     * keep the send timeout; lingering starts once they are out. */
+    if (!conn->write_blocked) xConnSetTimeout(conn, XCONN_LINGER_MS);
     discard_input(conn);
 }
 

@@ -89,6 +89,10 @@ typedef struct xTransport {
      *  first, -1 with errno (EAGAIN; EOPNOTSUPP: not on this connection, so
      *  the bytes go through sendv instead). NULL: never. */
     ssize_t (*sendfile)(xConn *conn, int fd, off_t offset, size_t len);
+    /** Whether bytes were read that are not plaintext yet (part of a TLS
+     *  record): a peer that stops there is as slow as one that stops in a
+     *  request head. NULL: the transport never holds any. */
+    bool (*holds_input)(const xConn *conn);
 } xTransport;
 
 /** The socket itself, every connection's transport until told otherwise. */
@@ -159,6 +163,12 @@ void xConnRelease(xConn *conn);
 /** Fills info from conn's TLS session; false when conn is not on TLS. */
 static inline bool xConnTlsInfo(const xConn *conn, struct xTlsInfo *info) {
     return conn && conn->transport->tls_info && conn->transport->tls_info(conn, info);
+}
+
+/** Whether the transport holds bytes read but not yet handed up as
+ *  plaintext: a request may have begun though conn->in is empty. */
+static inline bool xConnHoldsInput(const xConn *conn) {
+    return conn->transport->holds_input && conn->transport->holds_input(conn);
 }
 
 /** Reads into buf. Returns bytes read, 0 at end of stream, or -1 with errno

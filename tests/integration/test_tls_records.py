@@ -223,6 +223,35 @@ class RecordLayerTest(HttpsTestCase):
         self.assertEqual((resp.status, len(resp.body)), (200, size))
         self.assertEqual(resp.body, b"x" * size)
 
+    def test_a_large_response_that_closes_ends_with_a_close_notify(self):
+        """The server closes (Connection: close) while its socket is full of a response the
+        client does not read yet: once read, the response ends with a close_notify before
+        the FIN, not a truncation. (Whether the close_notify itself meets the full socket
+        depends on timing; test_tls_records_close makes sure of it.)"""
+        for size in (1 << 20, (1 << 20) + 4321, 3 * (1 << 20) + 7):
+            with self.subTest(size=size):
+                client = ManualTls(self.server.port, client_context(), rcvbuf=4096)
+                self.addCleanup(client.close)
+                client.handshake()
+                client.send(f"GET /echo?size={size} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+                            .encode())
+                time.sleep(0.3)  # the server fills its socket and waits
+                client.read_until_eof(timeout=20)
+                received = bytearray()
+                while True:
+                    try:
+                        chunk = client.tls.read(65536)
+                    except ssl.SSLZeroReturnError:
+                        break
+                    except ssl.SSLEOFError:
+                        self.fail(f"the FIN came without a close_notify, after {len(received)} bytes")
+                    if not chunk:
+                        break  # a close_notify: a clean end
+                    received += chunk
+                head, _, body = bytes(received).partition(b"\r\n\r\n")
+                self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+                self.assertEqual(body, b"x" * size)
+
     def test_many_pipelined_requests_in_one_write_are_all_answered(self):
         conn = self.connect()
         count = 500
@@ -513,6 +542,73 @@ class AlertsTest(HttpsTestCase):
         self.assertGreaterEqual(server["updates"], 1)
         self.assertLessEqual(server["updates"], 3)
         self.assertEqual((streams[3]["headers"][b":status"], bytes(streams[3]["body"])), (b"200", b"pong"))
+
+
+class SlowRecordsTest(HttpsTestCase):
+    """A client that stops inside a record: the server keeps only the bytes that came,
+    and gives up at the header timeout, as for a request head that stops."""
+
+    HEADER = 1.0
+    SLACK = 2.0
+    server_options = ("--workers", "1", "--header-timeout", "1000", "--idle-timeout", "30000")
+
+    def served(self, alpn="http/1.1"):
+        """A client whose first exchange is over, so the server waits for it as idle."""
+        client = ManualTls(self.server.port, client_context(alpn=(alpn,)))
+        self.addCleanup(client.close)
+        client.handshake()
+        if alpn == "h2":
+            client.send(PREFACE + settings_frame({}) + headers_frame(1, hpack_encode(
+                request_headers("GET", "/ping", scheme="https"))))
+        else:
+            client.send(PING)
+        received = bytearray()
+        while b"pong" not in received:
+            try:
+                received += client.tls.read(65536)
+            except ssl.SSLWantReadError:
+                self.assertTrue(client.read_raw(), "closed before its answer")
+        return client
+
+    def test_connections_stopped_inside_a_record_header_hold_little_memory(self):
+        """The five bytes of a record header: before, each pinned a 32 KiB input block."""
+        count = 300
+        clients = [self.served() for _ in range(count)]
+        time.sleep(0.2)
+        before = self.server.rss_kib()
+        for client in clients:
+            client.send_raw(struct.pack("!BHH", TLS_APPLICATION_DATA, 0x0303, 16384 + 17))
+        time.sleep(0.3)  # well within the header timeout
+        per_connection = (self.server.rss_kib() - before) * 1024 / count
+        self.assertLess(per_connection, 4096, f"{per_connection:.0f} bytes per stopped connection")
+        for client in clients:
+            client.read_until_eof(timeout=self.HEADER + self.SLACK)
+
+    def test_a_record_that_stops_after_its_header_is_closed_at_the_header_timeout(self):
+        for alpn in ("http/1.1", "h2"):
+            with self.subTest(alpn=alpn):
+                client = self.served(alpn)
+                time.sleep(self.HEADER)  # idle as long as the header timeout: still open
+                client.send_raw(struct.pack("!BHH", TLS_APPLICATION_DATA, 0x0303, 100))
+                started = time.monotonic()
+                client.read_until_eof(timeout=self.HEADER + self.SLACK)
+                elapsed = time.monotonic() - started
+                self.assertGreaterEqual(elapsed, self.HEADER * 0.8)
+
+    def test_a_record_trickled_a_byte_at_a_time_is_bounded_by_the_header_timeout(self):
+        client = self.served()
+        record = client.tls.write(PING) and client.outgoing.read()
+        started = time.monotonic()
+        for byte in record[:-1]:
+            if time.monotonic() - started > self.HEADER + self.SLACK:
+                break
+            try:
+                client.send_raw(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            time.sleep(0.05)
+        client.read_until_eof(timeout=self.HEADER + self.SLACK)
+        self.assertLess(time.monotonic() - started, self.HEADER + self.SLACK)
 
 
 if __name__ == "__main__":

@@ -675,8 +675,15 @@ static void arm_timer(xHttp1 *h) {
     if (conn->closed || conn->lingering || conn->write_blocked) return;
     /* Before the first request the accept-time header timeout stands, so a
      * client that connects and sends nothing is dropped as early as a slow one. */
-    if (h->state == XH1_HEAD && h->start == conn->in.len && h->served)
+    if (h->state != XH1_HEAD || h->start != conn->in.len || !h->served) return;
+    if (!xConnHoldsInput(conn)) {
+        h->head_timer_armed = false;
         xConnSetTimeout(conn, xHttpContextOf(conn)->conf->idle_timeout_ms);
+    } else if (!h->head_timer_armed) {
+        /* Part of a TLS record: a head has begun, and has as long as one. */
+        h->head_timer_armed = true;
+        xConnSetTimeout(conn, xHttpContextOf(conn)->conf->header_timeout_ms);
+    }
 }
 
 /* Gives the read buffer back to the pool once nothing in it is needed, so an

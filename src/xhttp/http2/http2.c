@@ -1256,6 +1256,11 @@ static bool awaits_request(const xH2Stream *s) {
 static xH2Wait current_wait(const xHttp2 *h2, bool *mid_headers) {
     *mid_headers = h2->block_id != 0;
     xH2Wait wait = *mid_headers ? XH2_WAIT_REQUEST : h2->streams ? XH2_WAIT_NOTHING : XH2_WAIT_IDLE;
+    if (wait == XH2_WAIT_IDLE && xConnHoldsInput(h2->conn)) {
+        /* Part of a TLS record came: a frame has begun, as slow as a header block. */
+        wait = XH2_WAIT_REQUEST;
+        *mid_headers = true;
+    }
     for (const xH2Stream *s = h2->streams; s; s = s->next) {
         if (awaits_request(s))
             wait = XH2_WAIT_REQUEST;

@@ -179,8 +179,8 @@ static ssize_t tls_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
     return -1;
 }
 
-static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close,   tls_free,
-                                         true,     NULL,      tls_info,           tls_sendfile};
+static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close,    tls_free,
+                                         true,     NULL,      tls_info,           tls_sendfile, NULL};
 
 /* ---- The handshake ---- */
 

@@ -3,12 +3,14 @@
  *
  * Input is read into a block from the worker's cache, opened in place and
  * handed up record by record; the block goes back as soon as it is empty, so
- * an idle connection holds none. Output is gathered from the connection's
- * queue into records sealed in one block and written at once. A write the
- * socket takes only in part keeps the rest of the sealed bytes here; the
- * plaintext they carry is acknowledged to the queue only once they are all
- * out, so the queue offers the same bytes again and they are skipped, as
- * OpenSSL's partial writes work. */
+ * an idle connection holds none, and a small partial record left waiting
+ * moves to a block of its own size, so a peer that stops mid-record pins
+ * little more than it sent. Output is gathered from the connection's queue
+ * into records sealed in one block and written at once. A write the socket
+ * takes only in part keeps the rest of the sealed bytes here; the plaintext
+ * they carry is acknowledged to the queue only once they are all out, so the
+ * queue offers the same bytes again and they are skipped, as OpenSSL's
+ * partial writes work. */
 #include "xnet/tls/tls_records.h"
 
 #include <errno.h>
@@ -37,6 +39,11 @@
 #define IDLE_RECORDS_MAX 32
 /* Input block: always room for one whole record and the start of the next. */
 #define IN_CAP 32768
+/* A partial record up to this size, left waiting after a read, moves to a
+ * block of its own size; a larger one keeps the whole block (less than four
+ * times what came) rather than be copied out and back at every read of a
+ * bulk upload. */
+#define IN_KEEP_MAX (IN_CAP / 4)
 /* Output block: sealed records for up to this much, written at once. */
 #define OUT_CAP 65536
 /* Kept free in the output block for an alert or a KeyUpdate. */
@@ -66,7 +73,7 @@ typedef struct xTlsRecords {
     xTlsTraffic traffic; /* keys wiped once in the cipher contexts; IVs, seqs, secrets kept */
     EVP_CIPHER_CTX *open, *seal;
     char *in; /* bytes read and not yet opened; NULL when none */
-    size_t in_start, in_end;
+    size_t in_cap, in_start, in_end;
     const char *plain; /* an opened record's data not yet handed up (inside in) */
     size_t plain_len;
     char *out; /* sealed bytes not yet written; NULL when none */
@@ -79,6 +86,7 @@ typedef struct xTlsRecords {
     int error;             /* errno once the session broke */
     bool eof;              /* close_notify (or a bare FIN) came */
     bool close_notify_sent;
+    bool fin_owed; /* the close_notify waits for the socket: the FIN follows it */
     xTlsSummary summary;
 } xTlsRecords;
 
@@ -375,9 +383,38 @@ static bool seal_owed_key_update(xTlsRecords *r) {
     return true;
 }
 
+/* Moves the bytes [*start, *end) of *block to the start of a new block of
+ * cap bytes from the worker's cache; false, with nothing changed, when none
+ * can be had. */
+static bool move_bytes(xConn *conn, char **block, size_t *block_cap, size_t *start, size_t *end, size_t cap) {
+    size_t held = *end - *start;
+    char *moved = xMemCacheAlloc(conn->net->mem, cap);
+    if (!moved) return false;
+    if (held) memcpy(moved, *block + *start, held);
+    xMemCacheFree(conn->net->mem, *block);
+    *block = moved;
+    *block_cap = cap;
+    *start = 0;
+    *end = held;
+    return true;
+}
+
+/* Makes room for need more bytes after what is sealed, moving them to a
+ * larger block: for the close_notify, which goes once, after a KeyUpdate
+ * answer that waits for the socket and the one owed after it. Other records
+ * of our own that find no room are not sent, so a peer cannot grow the
+ * block by asking again and again. */
+static bool out_room(xConn *conn, xTlsRecords *r, size_t need) {
+    if (r->out && r->out_cap - r->out_end >= need) return true;
+    size_t cap = r->out_end - r->out_start + need;
+    return move_bytes(conn, &r->out, &r->out_cap, &r->out_start, &r->out_end,
+                      cap > CONTROL_ROOM ? cap : CONTROL_ROOM);
+}
+
 /* Seals a record of our own (an alert; with type 0, none) after whatever is
  * sealed already, preceded by an owed KeyUpdate, and tries to send them. */
 static bool send_control(xConn *conn, xTlsRecords *r, int type, const unsigned char *payload, size_t len) {
+    if (r->close_notify_sent) return true; /* it ended our side: nothing follows it, not even an alert */
     if (!r->out) {
         r->out = xMemCacheAlloc(conn->net->mem, CONTROL_ROOM);
         if (!r->out) return false;
@@ -556,13 +593,18 @@ static int on_key_update(xConn *conn, xTlsRecords *r, bool update_requested) {
 /* After the handshake a client may only update its keys (TLS 1.3), in a
  * record of its own; a TLS 1.2 ClientHello asks to renegotiate, which we
  * decline with a warning (RFC 5246 §7.2.2: no_renegotiation is always one),
- * as OpenSSL does, and the session goes on. */
+ * as OpenSSL does, and the session goes on. A warning that finds no room,
+ * earlier ones still waiting for the socket, is left out: the ServerHello
+ * that never comes tells the client as much. */
 static int on_handshake(xConn *conn, xTlsRecords *r, const unsigned char *msg, size_t len) {
     if (!tls13(r) && len > 0 && msg[0] == HS_CLIENT_HELLO) {
         static const unsigned char no_renegotiation[2] = {ALERT_WARNING, AD_NO_RENEGOTIATION};
-        return send_control(conn, r, CT_ALERT, no_renegotiation, sizeof no_renegotiation)
-                   ? 1
-                   : fail(conn, r, AD_INTERNAL_ERROR);
+        if (send_control(conn, r, CT_ALERT, no_renegotiation, sizeof no_renegotiation) || !r->error) {
+            ERR_clear_error();
+            return 1;
+        }
+        errno = r->error;
+        return -1;
     }
     if (!tls13(r) || len == 0) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
     /* A KeyUpdate may come in pieces over records (RFC 8446 §5.1); as it
@@ -588,11 +630,12 @@ static int on_alert(xConn *conn, xTlsRecords *r, const unsigned char *alert, siz
         r->eof = true;
         return 1;
     }
-    /* TLS 1.2 warnings may be ignored; TLS 1.3 ends on any other alert
-     * (user_canceled is followed by a close_notify). */
+    /* TLS 1.2 warnings may be ignored, though not without end; TLS 1.3 ends
+     * on any other alert (user_canceled is followed by a close_notify). A
+     * close_notify after a row of records without data still ends cleanly. */
     if ((alert[1] == AD_USER_CANCELED && alert[0] == ALERT_WARNING) ||
         (!tls13(r) && alert[0] == ALERT_WARNING))
-        return 1;
+        return ++r->idle_records > IDLE_RECORDS_MAX ? fail(conn, r, AD_UNEXPECTED_MESSAGE) : 1;
     r->error = ECONNRESET;
     errno = r->error;
     return -1;
@@ -621,7 +664,7 @@ static int next_record(xConn *conn, xTlsRecords *r) {
     int type = open_record(r, rec, body_len, &data, &len, &alert);
     if (type == CT_APPLICATION_DATA && len > 0)
         r->idle_records = 0;
-    else if (type != -1 && ++r->idle_records > IDLE_RECORDS_MAX)
+    else if (type != -1 && type != CT_ALERT && ++r->idle_records > IDLE_RECORDS_MAX) /* alerts: on_alert */
         return fail(conn, r, AD_UNEXPECTED_MESSAGE);
     /* Other records may not come between a handshake message's pieces. */
     if (type != -1 && type != CT_HANDSHAKE && r->key_update_len) return fail(conn, r, AD_UNEXPECTED_MESSAGE);
@@ -637,14 +680,21 @@ static int next_record(xConn *conn, xTlsRecords *r) {
     }
 }
 
+/* Moves the bytes not yet opened to a new block of cap bytes; nothing
+ * opened may be waiting in the old one. */
+static bool move_input(xConn *conn, xTlsRecords *r, size_t cap) {
+    return move_bytes(conn, &r->in, &r->in_cap, &r->in_start, &r->in_end, cap);
+}
+
 /* Reads more of the socket into the input block. Like recv(2); *room is
  * what was asked for. */
 static ssize_t fill_input(xConn *conn, xTlsRecords *r, size_t *room) {
-    if (!r->in && !(r->in = xMemCacheAlloc(conn->net->mem, IN_CAP))) {
-        errno = ENOMEM;
-        return -1;
-    }
-    if (r->in_start > 0) { /* nothing opened is waiting here: plain_len is 0 */
+    if (r->in_cap < IN_CAP) { /* none yet, or a partial record's own */
+        if (!move_input(conn, r, IN_CAP)) {
+            errno = ENOMEM;
+            return -1;
+        }
+    } else if (r->in_start > 0) { /* nothing opened is waiting here: plain_len is 0 */
         memmove(r->in, r->in + r->in_start, r->in_end - r->in_start);
         r->in_end -= r->in_start;
         r->in_start = 0;
@@ -653,6 +703,21 @@ static ssize_t fill_input(xConn *conn, xTlsRecords *r, size_t *room) {
     ssize_t n = xEventLoopRecv(conn->net->loop, conn->fd, r->in + r->in_end, *room);
     if (n > 0) r->in_end += (size_t)n;
     return n;
+}
+
+/* Once a read is over, the input block goes back when it is empty; a small
+ * partial record keeps only its bytes (the next read moves them back into a
+ * whole block), as a peer may leave it there until a timeout. */
+static void trim_input(xConn *conn, xTlsRecords *r) {
+    if (!r->in || r->plain_len) return;
+    size_t held = r->in_end - r->in_start;
+    if (held) {
+        if (r->in_cap == IN_CAP && held <= IN_KEEP_MAX) move_input(conn, r, held); /* failing, it stays */
+        return;
+    }
+    xMemCacheFree(conn->net->mem, r->in);
+    r->in = NULL;
+    r->in_cap = r->in_start = r->in_end = 0;
 }
 
 /* Whether the input holds a whole record not yet opened. */
@@ -694,11 +759,7 @@ static ssize_t records_recv(xConn *conn, char *buf, size_t len) {
             drained = (size_t)got < room && !conn->peer_closed;
         }
     }
-    if (r->in && r->in_start == r->in_end && !r->plain_len) {
-        xMemCacheFree(conn->net->mem, r->in);
-        r->in = NULL;
-        r->in_start = r->in_end = 0;
-    }
+    trim_input(conn, r);
     /* More could be read only after a new readiness edge; an end or error
      * found behind the data keeps the connection readable, so the next read
      * reports it and the connection closes now, not at a timeout. */
@@ -719,14 +780,22 @@ static ssize_t records_recv(xConn *conn, char *buf, size_t len) {
 
 static void send_close_notify(xConn *conn, xTlsRecords *r) {
     if (r->error || r->close_notify_sent) return;
-    r->close_notify_sent = true;
     static const unsigned char close_notify[2] = {ALERT_WARNING, AD_CLOSE_NOTIFY};
-    send_control(conn, r, CT_ALERT, close_notify, sizeof close_notify); /* if it goes, it goes */
+    size_t need = sizeof close_notify + record_overhead(r) + (r->key_update_owed ? KEY_UPDATE_RECORD : 0);
+    if (out_room(conn, r, need))
+        send_control(conn, r, CT_ALERT, close_notify, sizeof close_notify); /* if it goes, it goes */
+    r->close_notify_sent = true;
 }
 
 static void records_shutdown_write(xConn *conn) {
-    send_close_notify(conn, conn->transport_state);
-    shutdown(conn->fd, SHUT_WR);
+    xTlsRecords *r = conn->transport_state;
+    send_close_notify(conn, r);
+    /* A FIN now would cut off a close_notify that met a full socket (the
+     * peer would see a truncation): it follows once records_flush wrote it. */
+    if (r->out && !r->error)
+        r->fin_owed = true;
+    else
+        shutdown(conn->fd, SHUT_WR);
 }
 
 static void records_close(xConn *conn) { send_close_notify(conn, conn->transport_state); }
@@ -750,10 +819,15 @@ static void records_free(xConn *conn) {
 }
 
 /* Alerts and KeyUpdates that met a full socket go once it drains, then a
- * KeyUpdate still owed. */
+ * KeyUpdate still owed, or the FIN that waited for a close_notify. */
 static bool records_flush(xConn *conn) {
     xTlsRecords *r = conn->transport_state;
     if (r->out && !write_out(conn, r)) return false;
+    if (r->fin_owed) {
+        r->fin_owed = false;
+        shutdown(conn->fd, SHUT_WR);
+        return true;
+    }
     if (!r->key_update_owed || r->error) return true;
     if (!send_control(conn, r, 0, NULL, 0)) {
         ERR_clear_error();
@@ -764,6 +838,13 @@ static bool records_flush(xConn *conn) {
     if (!r->out) return true;
     errno = EAGAIN;
     return false;
+}
+
+/* Bytes of a record that has not all come yet: the protocol above times
+ * them out as it would a partial request. */
+static bool records_holds_input(const xConn *conn) {
+    const xTlsRecords *r = conn->transport_state;
+    return r->in_start < r->in_end;
 }
 
 /* The handshake's facts, copied out before its SSL object went. */
@@ -783,9 +864,30 @@ static bool records_tls_info(const xConn *conn, xTlsInfo *info) {
     return true;
 }
 
-static const xTransport records_transport = {records_recv,  records_sendv,    records_shutdown_write,
-                                             records_close, records_free,     true,
-                                             records_flush, records_tls_info, NULL};
+static const xTransport records_transport = {
+    records_recv, records_sendv, records_shutdown_write, records_close, records_free,
+    true,         records_flush, records_tls_info,       NULL,          records_holds_input};
+
+const char *xTlsRecordsBrokenInvariant(const xConn *conn, uint64_t *read_seq) {
+    const xTlsRecords *r = conn->transport_state;
+    *read_seq = r->traffic.read.seq;
+    if (!r->in != !r->in_cap || r->in_start > r->in_end || r->in_end > r->in_cap || r->in_cap > IN_CAP)
+        return "input outside its block";
+    if (r->plain_len && (r->plain < r->in || r->plain + r->plain_len > r->in + r->in_start))
+        return "plaintext handed up outside the opened records";
+    if (r->in_cap == IN_CAP && !r->plain_len && r->in_end - r->in_start <= IN_KEEP_MAX)
+        return "a whole input block kept for a small partial record";
+    if (!r->out != !r->out_cap || r->out_start > r->out_end || r->out_end > r->out_cap ||
+        r->out_cap > OUT_CAP + 2 * CONTROL_ROOM)
+        return "output outside its block";
+    if (r->out_covers && !r->out) return "plaintext acknowledged for records already out";
+    if (r->key_update_len >= sizeof r->key_update) return "a whole KeyUpdate kept in pieces";
+    if (r->idle_records > IDLE_RECORDS_MAX + 1) return "records without data past the limit";
+    if (r->fin_owed && (!r->close_notify_sent || !r->out)) return "a FIN owed with no close_notify before it";
+    if (r->traffic.read.seq == UINT64_MAX || r->traffic.write.seq == UINT64_MAX)
+        return "a sequence number wrapped";
+    return NULL;
+}
 
 bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary) {
     pthread_once(&algorithms_once, fetch_algorithms);

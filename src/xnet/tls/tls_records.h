@@ -86,6 +86,11 @@ xTlsKeyUse xTlsKeyUseAt(xTlsAead aead, uint64_t seq);
  *  False (nothing changed, summary still the caller's) on allocation failure. */
 bool xTlsRecordsStart(xConn *conn, xTlsTraffic *traffic, xTlsSummary *summary);
 
+/** For tests and fuzzers: the first invariant of conn's record layer that
+ *  does not hold (NULL when all do), and the sequence number of the next
+ *  record it will open under the keys of now. */
+const char *xTlsRecordsBrokenInvariant(const xConn *conn, uint64_t *read_seq);
+
 /** Frees summary's strings. */
 void xTlsSummaryFree(xTlsSummary *summary);
 
