@@ -430,16 +430,7 @@ void xConnSetTimeout(xConn *conn, uint32_t ms) {
 
 static void on_timer(xEventLoop *loop, xTimer *timer) {
     xConn *conn = (xConn *)((char *)timer - offsetof(xConn, timer));
-    if (conn->write_blocked) {
-        /* A client that took nothing for the send timeout is reset, not sent a
-         * FIN: a FIN would wait behind the bytes it does not take, keeping the
-         * kernel's copy of them and leaving the client to believe more comes. */
-        struct linger reset = {.l_onoff = 1, .l_linger = 0};
-        setsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
-        xConnClose(conn);
-        return;
-    }
-    if (conn->lingering) {
+    if (conn->lingering || conn->write_blocked) {
         xConnClose(conn);
         return;
     }
