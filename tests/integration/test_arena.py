@@ -306,6 +306,16 @@ class ArenaEntryTest(unittest.TestCase):
         self.assertIn(b"content-encoding: br", head.lower())
         self.assertEqual(brotli.decompress(body), self.static_bytes("logo.svg"))
 
+    def wait_until_every_worker_serves(self, target, body, since):
+        """Every worker keeps its own open file for up to a second: fresh connections (which
+        land on any worker) must all get body within 2 s of the change, and keep getting it
+        once a second has passed."""
+        streak = 0
+        while streak < 10 or time.monotonic() - since < 1.1:
+            self.assertLess(time.monotonic() - since, 2.0, f"{target} was not served anew within 2 s")
+            streak = streak + 1 if self.get(target).body == body else 0
+            time.sleep(0.02)
+
     def test_a_file_replaced_on_disk_is_served_new_within_two_seconds(self):
         path = os.path.join(self.static_dir, "manifest.json")
         original = self.static_bytes("manifest.json")
@@ -314,18 +324,12 @@ class ArenaEntryTest(unittest.TestCase):
             with open(path + ".new", "wb") as f:
                 f.write(b'{"replaced": true}')
             os.replace(path + ".new", path)
-            deadline = time.monotonic() + 2.0
-            while self.get("/static/manifest.json").body != b'{"replaced": true}':
-                self.assertLess(time.monotonic(), deadline, "the replaced file was not served within 2 s")
-                time.sleep(0.1)
+            self.wait_until_every_worker_serves("/static/manifest.json", b'{"replaced": true}', time.monotonic())
         finally:
             with open(path + ".new", "wb") as f:
                 f.write(original)
             os.replace(path + ".new", path)
-        deadline = time.monotonic() + 2.0
-        while self.get("/static/manifest.json").body != original:
-            self.assertLess(time.monotonic(), deadline, "the restored file was not served within 2 s")
-            time.sleep(0.1)
+        self.wait_until_every_worker_serves("/static/manifest.json", original, time.monotonic())
 
     # ---- WebSocket ----
 
