@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "xhttp/core/exchange.h"
+#include "xhttp/core/finished.h"
 #include "xhttp/http1/http1_parser.h"
 #include "xhttp/core/tokens.h"
 
@@ -135,9 +136,16 @@ static void write_status(xHttp1 *h, int status) {
 }
 
 /* Answers a request the server refuses, then closes: after a framing error
- * we can no longer tell where the next request would start. */
+ * we can no longer tell where the next request would start. The refusal is
+ * counted and logged as any response, with what the head gave of the request
+ * (nothing, when the head itself was refused): malformed and oversized
+ * requests are what an operator looks for. */
 static void reject(xHttp1 *h, int status) {
     if (h->ex) {
+        xHttpRequest *req = &h->ex->req;
+        req->conn = h->conn;
+        if (!req->protocol) req->protocol = "HTTP/1.1";
+        xHttpExchangeFinished(h->ex, status, strlen(xHttpStatusReason(status)) + 1);
         xHttpExchangeRelease(xHttpContextOf(h->conn), h->ex);
         h->ex = NULL;
     }
