@@ -179,8 +179,16 @@ static ssize_t tls_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
     return -1;
 }
 
-static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close,    tls_free,
-                                         true,     NULL,      tls_info,           tls_sendfile, NULL};
+static const xTransport tls_transport = {
+    .recv = tls_recv,
+    .sendv = tls_sendv,
+    .shutdown_write = tls_shutdown_write,
+    .close = tls_close,
+    .free = tls_free,
+    .secure = true,
+    .tls_info = tls_info,
+    .sendfile = tls_sendfile,
+};
 
 /* ---- The handshake ---- */
 
