@@ -277,13 +277,15 @@ class RefusedRequestsTest(LogTestCase):
         return int(data.split(b" ", 2)[1])
 
     def test_each_refusal_is_counted_and_logged(self):
-        self.start("json", "--metrics", "--max-header-size", "1024", "--max-body", "1000")
+        self.start("json", "--metrics", "--max-header-size", "1024", "--max-body", "1000",
+                   "--header-timeout", "600")
         before = metrics(self.server.port)
         refused = [
             (b"GET /a HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n", 400),
             (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
             (b"GET /b HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 2000 + b"\r\n\r\n", 431),
             (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n", 413),
+            (b"GET /stalled HTTP/1.1\r\nHost: x\r\n", 408),  # a head that stops: the header timeout
         ]
         for request, status in refused:
             self.assertEqual(self.raw(request), status, request[:40])
@@ -298,6 +300,8 @@ class RefusedRequestsTest(LogTestCase):
             self.assertGreater(rec["bytes"], 0)  # the reason, as text
         # The body was refused after a head that parsed: its method and target are known.
         self.assertEqual((refusals[3]["method"], refusals[3]["target"]), ("POST", "/echo"))
+        # The stalled head waited out its timeout, counted from its first byte.
+        self.assertGreaterEqual(refusals[4]["duration_ms"], 500)
         self.stop()
 
 

@@ -145,12 +145,16 @@ static void write_status(xHttp1 *h, int status) {
  * (nothing, when the head itself was refused): malformed and oversized
  * requests are what an operator looks for. */
 static void reject(xHttp1 *h, int status) {
+    xHttpContext *ctx = xHttpContextOf(h->conn);
+    if (!h->ex && h->state == XH1_HEAD && h->conn->in.len > h->start &&
+        (h->ex = xHttpExchangeAcquire(ctx))) /* a parked head (park_head): logged from its first byte */
+        h->ex->req.start_ms = h->parked_start_ms;
     if (h->ex) {
         xHttpRequest *req = &h->ex->req;
         req->conn = h->conn;
         if (!req->protocol) req->protocol = "HTTP/1.1";
         xHttpExchangeFinished(h->ex, status, strlen(xHttpStatusReason(status)) + 1);
-        xHttpExchangeRelease(xHttpContextOf(h->conn), h->ex);
+        xHttpExchangeRelease(ctx, h->ex);
         h->ex = NULL;
     }
     h->state = XH1_CLOSING;
