@@ -164,6 +164,36 @@ class StalledHeadTest(unittest.TestCase):
               f"+{again} KiB after more of each", file=sys.stderr)
         self.server.stop_and_check()
 
+    def test_stalled_prefaces_cost_little_memory_and_speak_http2_when_the_rest_comes(self):
+        # A client that stops inside the HTTP/2 preface, before the server can
+        # tell which protocol it speaks, pins no input block either.
+        preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+        baseline_fds = self.server.settle_fd_baseline()
+        baseline_rss = self.settled_rss()
+        socks, _ = open_many(self.server.port, STALLED)
+        self.addCleanup(close_all, socks)
+        self.send_all(socks, (preface[:16] for _ in socks))
+        grown = self.settled_rss() - baseline_rss
+        self.assertLess(grown, STALLED * PER_CONNECTION_KIB,
+                        f"RSS grew by {grown} KiB ({grown / STALLED:.1f} KiB each) for {STALLED} "
+                        f"connections stalled in the preface")
+        # The rest of the preface and an empty SETTINGS: each gets the server's SETTINGS.
+        self.send_all(socks, (preface[16:] + b"\0\0\0\4\0\0\0\0\0" for _ in socks))
+        for i, sock in enumerate(socks):
+            sock.setblocking(True)
+            sock.settimeout(10.0)
+            got = b""
+            while len(got) < 9:
+                piece = sock.recv(65536)
+                self.assertTrue(piece, f"connection {i} closed after its preface")
+                got += piece
+            self.assertEqual(got[3], 4, f"connection {i}: {got[:32]!r} does not open with SETTINGS")
+        close_all(socks)
+        self.assertEqual(self.server.wait_fd_count(baseline_fds, 10), baseline_fds)
+        print(f"\n{STALLED} stalled prefaces: RSS +{grown} KiB ({grown / STALLED:.2f} KiB each)",
+              file=sys.stderr)
+        self.server.stop_and_check()
+
 
 if __name__ == "__main__":
     unittest.main()
