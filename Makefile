@@ -5,7 +5,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 JOBS       ?= $(shell nproc)
 
-.PHONY: all release test fuzz run bench deps clean
+.PHONY: all release test fuzz run bench deps clean arena-image arena-image-test
 
 all: release
 
@@ -47,6 +47,16 @@ bench:
 	@cmake --build $(BUILD) --parallel $(JOBS) >/dev/null || \
 	  { echo "make bench: building xKit failed; see: cmake --build $(BUILD)" >&2; exit 1; }
 	@python3 bench/xkbench suite --build-dir $(BUILD) $(ARGS)
+
+# The HttpArena entry's image (arena/Dockerfile) built with docker, else podman or buildah, and
+# tests/integration/test_arena.py run against it (arena/README.md). Minutes, and an image tool:
+# not part of `make test`. Without Docker Hub, run arena/base-image.sh once first.
+ARENA_TAG ?= xkit-arena
+arena-image:
+	arena/build.sh $(ARENA_TAG)
+
+arena-image-test: arena-image
+	arena/test-image.sh $(ARENA_TAG)
 
 clean:
 	rm -rf $(BUILD) $(TEST_BUILD) $(FUZZ_BUILD)
