@@ -614,17 +614,11 @@ static xStep step_stream(xHttp1 *h) {
  * pooled block, and has an exchange again, dated from its first byte. */
 static bool unpark_head(xHttp1 *h) {
     xConn *conn = h->conn;
-    xBuffer *in = &conn->in, parked = *in;
     xHttpExchange *ex = xHttpExchangeAcquire(xHttpContextOf(conn));
-    *in = (xBuffer){0};
-    if (!ex || xBufferPoolAcquire(&conn->net->buffers, in) != XOK) {
+    if (!ex || xBufferPoolUnpark(&conn->net->buffers, &conn->in) != XOK) {
         if (ex) xHttpExchangeRelease(xHttpContextOf(conn), ex);
-        *in = parked;
         return false;
     }
-    memcpy(in->data, parked.data, parked.len);
-    in->len = parked.len;
-    free(parked.data);
     ex->req.start_ms = h->parked_start_ms;
     h->ex = ex;
     return true;
@@ -739,11 +733,7 @@ static void park_head(xHttp1 *h) {
     if (held > XH1_PARK_MAX || held != h->scanned || in->cap < conn->net->buffers.block_size ||
         conn->readable)
         return;
-    char *parked = malloc(held);
-    if (!parked) return; /* it stays in the block */
-    memcpy(parked, in->data + h->start, held);
-    xBufferPoolRelease(&conn->net->buffers, in);
-    *in = (xBuffer){parked, held, held};
+    if (!xBufferPoolPark(&conn->net->buffers, in, h->start)) return; /* it stays in the block */
     h->start = 0; /* h->scanned counts from the head's start: it stays */
     if (h->ex) {
         h->parked_start_ms = h->ex->req.start_ms;

@@ -110,18 +110,6 @@ xTlsListen xUpgradeTlsListen(const xUpgradePlan *plan) {
     return listen;
 }
 
-/* A client that stops within the preface may wait so until the header
- * timeout: its few bytes move out of the pooled block into an allocation of
- * their own, as a partial HTTP/1.1 head's do, so it pins no 16 KiB block. */
-static void park_preface(xConn *conn) {
-    char *bytes = malloc(conn->in.len);
-    if (!bytes) return; /* they stay in the block */
-    memcpy(bytes, conn->in.data, conn->in.len);
-    size_t len = conn->in.len;
-    xBufferPoolRelease(&conn->net->buffers, &conn->in);
-    conn->in = (xBuffer){bytes, len, len};
-}
-
 /* A cleartext connection's protocol until its first bytes show what it
  * speaks, under the header timeout. With both protocols, HTTP/2 with prior
  * knowledge opens with its preface, which no HTTP/1.1 request can start
@@ -129,16 +117,11 @@ static void park_preface(xConn *conn) {
  * preface gets GOAWAY). The state is the listener's plan. */
 static void sniff(xConn *conn) {
     const xUpgradePlan *plan = conn->proto_state;
-    xBuffer parked = conn->in; /* a partial preface's bytes, if it stopped before (park_preface) */
-    conn->in = (xBuffer){0};
-    if (xBufferPoolAcquire(&conn->net->buffers, &conn->in) != XOK) {
-        conn->in = parked;
+    /* A block to read into, with a partial preface's bytes if one waited. */
+    if (xBufferPoolUnpark(&conn->net->buffers, &conn->in) != XOK) {
         xConnClose(conn);
         return;
     }
-    if (parked.len) memcpy(conn->in.data, parked.data, parked.len);
-    conn->in.len = parked.len;
-    free(parked.data);
     size_t seen = 0; /* bytes of conn->in compared with the preface */
     for (;;) {
         seen = conn->in.len < XHTTP2_PREFACE_LEN ? conn->in.len : XHTTP2_PREFACE_LEN;
@@ -160,7 +143,9 @@ static void sniff(xConn *conn) {
     }
     bool h2 = plan->cleartext == XHTTP_SPEAKS_HTTP2 || memcmp(conn->in.data, XHTTP2_PREFACE, seen) == 0;
     if (h2 && plan->cleartext == XHTTP_SPEAKS_EITHER && seen < XHTTP2_PREFACE_LEN) {
-        park_preface(conn); /* wait for the rest */
+        /* A client that stops within the preface may wait so until the
+         * header timeout: its few bytes pin no block meanwhile. */
+        xBufferPoolPark(&conn->net->buffers, &conn->in, 0); /* failing, they stay in the block */
         return;
     }
     if (!start(conn, h2 ? XHTTP_SPEAKS_HTTP2 : XHTTP_SPEAKS_HTTP1)) xConnClose(conn);
