@@ -9,14 +9,9 @@ set -euo pipefail
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 work=${1:-/var/tmp/xkit-debian12}
 
-if docker info >/dev/null 2>&1; then
-  engine=docker
-elif command -v podman >/dev/null 2>&1; then
-  engine=podman
-else
-  echo "base-image.sh: neither a docker daemon nor podman is here" >&2
-  exit 1
-fi
+. "$(dirname "$0")/image-tool.sh"
+pick_image_tool arena/base-image.sh
+engine=$tool
 command -v debootstrap >/dev/null || { echo "base-image.sh: apt-get install debootstrap" >&2; exit 1; }
 
 rm -rf "$work"

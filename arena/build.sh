@@ -7,19 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tag=${1:-xkit-arena}
 shift || true
-tool=${XK_IMAGE_TOOL:-}
-if [[ -z $tool ]]; then
-  if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
-    tool=docker
-  elif command -v podman >/dev/null 2>&1; then
-    tool=podman
-  elif command -v buildah >/dev/null 2>&1; then
-    tool=buildah
-  else
-    echo "arena/build.sh: no docker daemon, podman or buildah here (apt-get install podman)" >&2
-    exit 1
-  fi
-fi
+. arena/image-tool.sh
+pick_image_tool arena/build.sh buildah
 echo "arena/build.sh: $tool builds $tag" >&2
 case $tool in
   docker | podman) exec "$tool" build -f arena/Dockerfile -t "$tag" "$@" . ;;

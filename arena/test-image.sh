@@ -8,14 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../tests/integration"
 tag=${1:-xkit-arena}
 shift || true
-tool=${XK_IMAGE_TOOL:-}
-if [[ -z $tool ]]; then
-  if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
-    tool=docker
-  else
-    tool=podman
-  fi
-fi
+. ../../arena/image-tool.sh
+pick_image_tool arena/test-image.sh
 export XK_ARENA_COMMAND="$tool run --rm --network host --security-opt seccomp=unconfined -e ARENA_PORTS
   -v {data}/dataset.json:/data/dataset.json:ro -v {data}/static:/data/static:ro
   -v {certs}/server.crt:/certs/server.crt:ro -v {certs}/server.key:/certs/server.key:ro $tag"
