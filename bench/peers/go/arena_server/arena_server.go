@@ -27,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"xkit.dev/bench/go/internal/wsecho"
 )
 
 // maxDelay is the longest /delay a client may ask for, as in arena/main.c.
@@ -66,8 +66,6 @@ var staticTypes = map[string]string{
 	".css": "text/css", ".js": "application/javascript", ".html": "text/html", ".woff2": "font/woff2",
 	".svg": "image/svg+xml", ".webp": "image/webp", ".json": "application/json",
 }
-
-var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 
 func envOr(name, fallback string) string {
 	if v := os.Getenv(name); v != "" {
@@ -231,24 +229,6 @@ func serveStatic(w http.ResponseWriter, r *http.Request) {
 	io.Copy(w, file)
 }
 
-// serveWebSocket echoes every message as it came, in order.
-func serveWebSocket(w http.ResponseWriter, r *http.Request) {
-	ws, err := upgrader.Upgrade(w, r, nil)
-	if err != nil {
-		return
-	}
-	defer ws.Close()
-	for {
-		kind, data, err := ws.ReadMessage()
-		if err != nil {
-			return
-		}
-		if err := ws.WriteMessage(kind, data); err != nil {
-			return
-		}
-	}
-}
-
 // getSumArgs decodes SumRequest{int32 a = 1; int32 b = 2}: varint fields only.
 func getSumArgs(msg []byte) (a, b int32, ok bool) {
 	for len(msg) > 0 {
@@ -315,7 +295,7 @@ func routes() http.Handler {
 	mux.HandleFunc("POST /echo", serveEcho)
 	mux.HandleFunc("POST /benchmark.BenchmarkService/GetSum", serveGetSum)
 	mux.HandleFunc("GET /static/{file}", serveStatic)
-	mux.HandleFunc("GET /ws", serveWebSocket)
+	mux.HandleFunc("GET /ws", wsecho.Handler)
 	return mux
 }
 
