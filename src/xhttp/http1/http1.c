@@ -783,7 +783,7 @@ static void process(xHttp1 *h) {
         return;
     }
     if (!conn->closed) {
-        if (xConnPending(conn)) xConnFlush(conn);
+        if (xConnPending(conn)) xConnFlushSoon(conn);
         if (!conn->closed) {
             release_input(h);
             arm_timer(h);
