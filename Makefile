@@ -5,7 +5,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 JOBS       ?= $(shell nproc)
 
-.PHONY: all release test fuzz run bench deps clean
+.PHONY: all release test fuzz run bench deps clean arena arena-image arena-image-test
 
 all: release
 
@@ -47,6 +47,30 @@ bench:
 	@cmake --build $(BUILD) --parallel $(JOBS) >/dev/null || \
 	  { echo "make bench: building xKit failed; see: cmake --build $(BUILD)" >&2; exit 1; }
 	@python3 bench/xkbench suite --build-dir $(BUILD) $(ARGS)
+
+# The HttpArena entry (arena/main.c), built in Release and run here on the arena's ports
+# (8080 h1+h2c, 8081 TLS http/1.1, 8082 h2c, 8443 TLS h2) with the arena's data from
+# ARENA_DATA and an RSA-2048 certificate made once in $(BUILD)/arena/certs. Ctrl-C stops it.
+ARENA_DATA ?= ../shared/arena/data
+ARENA_PORTS ?= 8080,8081,8082,8443
+arena: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DXK_BUILD_ARENA=ON
+	cmake --build $(BUILD) --parallel $(JOBS) --target xkit-arena
+	@mkdir -p $(BUILD)/arena/certs
+	@test -s $(BUILD)/arena/certs/server.key || openssl req -x509 -newkey rsa:2048 -nodes -days 365 \
+	  -subj /CN=localhost -keyout $(BUILD)/arena/certs/server.key -out $(BUILD)/arena/certs/server.crt 2>/dev/null
+	@test -s $(ARENA_DATA)/dataset.json || { echo "make arena: no dataset.json in $(ARENA_DATA) (ARENA_DATA=...)" >&2; exit 1; }
+	DATA_DIR=$(ARENA_DATA) CERTS_DIR=$(BUILD)/arena/certs ARENA_PORTS=$(ARENA_PORTS) ./$(BUILD)/arena/xkit-arena
+
+# The HttpArena entry's image (arena/Dockerfile) built with docker, else podman or buildah, and
+# tests/integration/test_arena.py run against it (arena/README.md). Minutes, and an image tool:
+# not part of `make test`. Without Docker Hub, run arena/base-image.sh once first.
+ARENA_TAG ?= xkit-arena
+arena-image:
+	arena/build.sh $(ARENA_TAG)
+
+arena-image-test: arena-image
+	arena/test-image.sh $(ARENA_TAG)
 
 clean:
 	rm -rf $(BUILD) $(TEST_BUILD) $(FUZZ_BUILD)

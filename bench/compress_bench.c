@@ -6,8 +6,10 @@
  *   compress_bench gzip|br [SECONDS]
  *
  * Compresses the body over and over for SECONDS (default 2) of this process's
- * CPU time, the way the server does: gzip through one z_stream reset each
- * time, Brotli with BrotliEncoderCompress. Prints one line:
+ * CPU time: gzip through one z_stream reset each time, as the server does;
+ * Brotli with BrotliEncoderCompress, the library's one call for a whole
+ * buffer, whose steps the server takes one by one to give the encoder memory
+ * of its own (compress.c's arena). Prints one line:
  *   "gzip level 6: 12345 ops, 95.21 us/op, 8125 -> 1281 bytes". */
 #include <stdio.h>
 #include <stdlib.h>

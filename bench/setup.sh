@@ -29,7 +29,10 @@ needs=(
   util-linux:taskset openssl:openssl wrk:wrk nghttp2-client:h2load
   valgrind:callgrind_control
 )
-asked nginx && needs+=(nginx-light:/usr/sbin/nginx)
+asked nginx && needs+=(nginx-light:/usr/sbin/nginx
+  # what `xkbench arena` configures nginx with, as the arena's entry is: sums in njs, Brotli twins
+  libnginx-mod-http-js:/usr/lib/nginx/modules/ngx_http_js_module.so
+  libnginx-mod-http-brotli-static:/usr/lib/nginx/modules/ngx_http_brotli_static_module.so)
 asked h2o && needs+=(h2o:h2o)
 
 install_needs "make bench" "${needs[@]}" || exit 1

@@ -5,6 +5,8 @@
 # Prints each harness's executions and new corpus entries; exits non-zero if
 # any harness crashed, leaving the input in BUILD_DIR/crashes/<name>/.
 #   scripts/fuzz.sh BUILD_DIR [SECONDS]
+# FUZZ_ONLY="fuzz_a fuzz_b" runs those harnesses alone (two shells with halves of the list use
+# two cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:?usage: scripts/fuzz.sh BUILD_DIR [SECONDS]}
@@ -15,6 +17,7 @@ summary=()
 
 for corpus in "$fuzz"/corpus/*/; do
   name=$(basename "$corpus")
+  [[ -z ${FUZZ_ONLY:-} || " $FUZZ_ONLY " == *" $name "* ]] || continue
   bin=$build/tests/fuzz/$name
   [[ -x $bin ]] || { echo "fuzz: $bin is not built" >&2; exit 1; }
   scratch=$build/fuzz-corpus/$name crashes=$build/crashes/$name/

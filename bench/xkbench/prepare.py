@@ -10,7 +10,7 @@ from .servers import find_tool
 
 GO_MODULE = PEERS_DIR / "go"
 # The Debian package of each tool a subcommand may need.
-PACKAGES = {"taskset": "util-linux", "wrk": "wrk", "h2load": "nghttp2-client", "openssl": "openssl",
+PACKAGES = {"taskset": "util-linux", "wrk": "wrk", "h2load": "nghttp2-client", "openssl": "openssl", "curl": "curl",
             "valgrind": "valgrind", "callgrind_control": "valgrind"}
 KEY_SPECS = {"rsa": ["-newkey", "rsa:2048"],
              "ecdsa": ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]}

@@ -6,6 +6,7 @@
 #ifndef XBASE_BUFFER_H
 #define XBASE_BUFFER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <xbase/errno.h>
@@ -53,6 +54,17 @@ xErrno xBufferPoolAcquire(xBufferPool *pool, xBuffer *buf);
 /** Takes buf's storage back (to the pool if it is a pool-sized block, else
  *  to malloc); buf becomes empty. */
 void xBufferPoolRelease(xBufferPool *pool, xBuffer *buf);
+
+/** Moves buf's bytes from offset from on into an allocation of exactly their
+ *  size and gives its block back: a connection that waits with a few bytes of
+ *  a message (a slow client) pins no block. False, with buf unchanged, when
+ *  out of memory. */
+bool xBufferPoolPark(xBufferPool *pool, xBuffer *buf, size_t from);
+
+/** Gives buf a whole pooled block with its bytes at the front: one acquired
+ *  when it has no storage, its parked bytes moved into one when it is
+ *  parked. XERR_NOMEM leaves buf as it was. */
+xErrno xBufferPoolUnpark(xBufferPool *pool, xBuffer *buf);
 
 #ifdef __cplusplus
 }

@@ -121,6 +121,27 @@ void xTimerStop(xEventLoop *loop, xTimer *timer);
 /** True while timer is armed. */
 bool xTimerActive(const xTimer *timer);
 
+/* ---- Work at the end of a turn ---- */
+
+/** A call the loop makes once, after the events of the turn it was queued in
+ *  have all been dispatched: a connection's output gathered during a turn goes
+ *  out then, so the turn's work runs back to back and its sends follow it
+ *  together. Embedded in its owner, which must outlive the call, so queuing
+ *  allocates nothing. */
+typedef struct xTurnEnd xTurnEnd;
+typedef void (*xTurnEndFn)(xEventLoop *loop, xTurnEnd *call);
+struct xTurnEnd {
+    xTurnEndFn fn;
+    xTurnEnd *next;
+    bool queued;
+};
+
+/** Queues call (call->fn set) for the end of this turn, after the calls
+ *  queued before it; a call already queued stays where it is. One queued by
+ *  an end-of-turn call runs in the same turn; calls still queued when the
+ *  loop is destroyed run then. */
+void xEventLoopAtTurnEnd(xEventLoop *loop, xTurnEnd *call);
+
 /* ---- Cross-thread calls ---- */
 
 typedef void (*xPostFn)(xEventLoop *loop, void *arg);

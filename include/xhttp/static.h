@@ -17,13 +17,20 @@
  * followed at all. A file that may not be read, or is not a regular file, is
  * 403; neither answer says more than its status.
  *
- * No content is kept: the body is sent from the file as the client takes it
- * (xHttpResponseSendFile), never read into memory whole. What each worker
- * keeps, for cache_ms (1 s), is the open file and its metadata, as nginx's
- * open_file_cache does: a file replaced on disk is served new within that,
- * at once with cache_ms 0. A file rewritten in place meanwhile is read as
- * it now is, under the length first seen (a shorter one cuts the response
- * short).
+ * What each worker keeps, for cache_ms (1 s), is the open file and its
+ * metadata, as nginx's open_file_cache does, and the bytes of a small file
+ * (keep_file_max, 16 KiB; at most keep_bytes_max, 4 MiB, per worker): a file
+ * replaced or rewritten on disk is served new within that, at once with
+ * cache_ms 0. A larger file is sent from the file as the client takes it
+ * (xHttpResponseSendFile), never read into memory whole; one rewritten in
+ * place meanwhile is read as it now is, under the length first seen (a
+ * shorter one cuts the response short).
+ *
+ * Why small files are kept: over HTTP/2 and TLS their bytes are copied
+ * through memory anyway (into DATA frames, into records), and a read(2) per
+ * response cost more than the copy it saved, the file being in the page
+ * cache. Plain HTTP/1.1 sends every file with sendfile(2), which copies
+ * nothing.
  *
  * Responses carry Content-Type (from the name's extension), Last-Modified, a
  * strong ETag (the size and the modification time in nanoseconds), and
@@ -79,6 +86,11 @@ typedef struct xHttpStaticConf {
                                        replaced on disk is served new within this; 0:
                                        every request opens its file (1000) */
     uint32_t cache_entries;       /**< the most files each worker keeps open (1024) */
+    size_t keep_file_max;         /**< a file kept open is read into memory too when it
+                                       is at most this long, and served from there
+                                       (16384); 0: never */
+    size_t keep_bytes_max;        /**< the most bytes of files each worker keeps in
+                                       memory (4 MiB) */
 } xHttpStaticConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is

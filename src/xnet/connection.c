@@ -308,6 +308,19 @@ static void out_reset(xConn *conn) {
     xBufferPoolRelease(&conn->net->buffers, &conn->out);
 }
 
+static void flush_at_turn_end(xEventLoop *loop, xTurnEnd *call) {
+    xConn *conn = (xConn *)((char *)call - offsetof(xConn, flush_soon));
+    if (xConnPending(conn)) xConnFlush(conn);
+    xConnRelease(conn); /* taken by xConnFlushSoon */
+}
+
+void xConnFlushSoon(xConn *conn) {
+    if (conn->closed || conn->flush_soon.queued) return;
+    xConnRetain(conn);
+    conn->flush_soon.fn = flush_at_turn_end;
+    xEventLoopAtTurnEnd(conn->net->loop, &conn->flush_soon);
+}
+
 void xConnBlocked(xConn *conn) {
     conn->write_blocked = true;
     xConnSetTimeout(conn, conn->net->send_timeout_ms);

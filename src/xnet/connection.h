@@ -120,7 +120,8 @@ struct xConn {
     void *proto_state;
     xConn *prev, *next; /* net->conns */
     xTimer timer;
-    unsigned refs; /* one while open, one per pending async response, one per dispatch */
+    xTurnEnd flush_soon; /* queued by xConnFlushSoon */
+    unsigned refs;       /* one while open, one per pending async response, one per dispatch */
 
     bool readable;      /* an edge arrived and the socket is not known drained */
     bool hangup;        /* the peer reset or hung up */
@@ -204,6 +205,11 @@ size_t xConnPending(const xConn *conn);
 
 /** Sends what is queued, as far as the socket takes it. */
 void xConnFlush(xConn *conn);
+
+/** Sends what is queued at the end of the loop's turn, after every ready
+ *  connection has been served: the turn's work runs back to back and its
+ *  sends follow together. */
+void xConnFlushSoon(xConn *conn);
 
 /** The socket is full: wait for it to drain (or the send timeout), then
  *  flush. For a transport whose own bytes met a full socket. */

@@ -33,7 +33,6 @@
  *     ("\r\n\r\n" count) plus one for garbage, no more 100s than heads.
  * Leaks are LeakSanitizer's (the replay exits with every pool reachable).
  * FUZZ_DUMP=1 in the environment prints each input and its output. */
-#define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
@@ -41,14 +40,11 @@
 #include <unistd.h>
 
 #include "fuzz_check.h"
+#include "fuzz_conn.h"
 #include "xhttp/core/context.h"
 #include "xhttp/core/exchange.h"
 #include "xhttp/http2/http2.h"
 #include "xhttp/upgrade/upgrade.h"
-
-#define MAX_PIECES 256   /* more pieces than this: the last takes the rest */
-#define SETTLE_TURNS 256 /* loop turns allowed for the server to finish */
-#define HANDLER_BODY "hello\n"
 
 static xHttpServerConf conf;
 static xHttpContext ctx;
@@ -57,77 +53,10 @@ static xTimer tick;
 
 /* ---- Routes ---- */
 
-static void on_hello(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    xHttpResponseAddHeader(res, "Content-Type", "text/plain");
-    xHttpResponseSend(res, HANDLER_BODY, sizeof HANDLER_BODY - 1);
-}
-
-static void on_echo(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    xStr body = xHttpRequestBody(req);
-    xHttpResponseSend(res, body.data, body.len);
-}
-
-static void on_stream(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    xHttpResponseAddHeader(res, "Trailer", "X-Sum");
-    xHttpResponseWrite(res, "first ", 6);
-    xHttpResponseWrite(res, "", 0);
-    xHttpResponseWrite(res, "second\n", 7);
-    xHttpResponseAddTrailer(res, "X-Sum", "13");
-    xHttpResponseEnd(res);
-}
-
-/* Answers from the next loop turn, whether or not the client is still there. */
-static void answer_later(xEventLoop *loop, void *res) { xHttpResponseSend(res, "later\n", 6); }
-
-static void on_later(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    if (xEventLoopPost(xHttpRequestLoop(req), answer_later, res) != XOK) answer_later(NULL, res);
-}
-
-/* A streamed body is counted; the count is the answer. "?refuse" answers
- * from the head alone, leaving the body unread. */
-typedef struct Upload {
-    size_t bytes;
-} Upload;
-
-static void upload_gone(xHttpResponse *res, void *up) { free(up); }
-
-static void upload_read(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
-                        void *arg) {
-    Upload *up = arg;
-    up->bytes += len;
-    if (!end) return;
-    char text[32];
-    int n = snprintf(text, sizeof text, "%zu bytes\n", up->bytes);
-    free(up);
-    xHttpResponseOnAbort(res, NULL, NULL);
-    xHttpResponseSend(res, text, (size_t)n);
-}
-
-static void on_upload(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    xStr query = xHttpRequestQuery(req);
-    if (xStrEqualsC(query, "refuse")) {
-        xHttpResponseSetStatus(res, 403);
-        xHttpResponseSend(res, "no\n", 3);
-        return;
-    }
-    Upload *up = calloc(1, sizeof *up);
-    FUZZ_ASSERT(up != NULL, "out of memory");
-    xHttpResponseOnAbort(res, upload_gone, up);
-    if (xHttpRequestReadBody(req, upload_read, up) != XOK) {
-        free(up);
-        xHttpResponseOnAbort(res, NULL, NULL);
-        xHttpResponseSend(res, "unread\n", 7);
-    }
-}
-
 static xHttpRouteTarget targets[] = {
-    {.handler = on_hello},
-    {.handler = on_echo},
-    {.handler = on_stream},
-    {.handler = on_later},
-    {.handler = on_upload, .streams_body = true},
+    FUZZ_CONN_TARGETS,
 };
-static const char *const specs[] = {"GET /hello", "POST /echo", "GET /stream", "/later", "/upload"};
+static const char *const specs[] = {FUZZ_CONN_SPECS};
 
 static void on_tick(xEventLoop *loop, xTimer *timer) { xEventLoopStop(loop); }
 
@@ -157,57 +86,10 @@ static void set_up(void) {
 
 /* ---- The client's end ---- */
 
-typedef struct Client {
-    int fd;
-    char *out; /* what the server wrote */
-    size_t out_len, out_cap;
-    bool eof;
-} Client;
-
 /* One turn of the loop: whatever is ready, then due timers, without waiting. */
 static void turn(void) {
     xTimerStart(ctx.net.loop, &tick, 0);
     xEventLoopRun(ctx.net.loop);
-}
-
-static void client_read(Client *c) {
-    while (!c->eof) {
-        if (c->out_cap - c->out_len < 4096) {
-            c->out_cap = c->out_cap ? c->out_cap * 2 : 16384;
-            c->out = realloc(c->out, c->out_cap);
-            FUZZ_ASSERT(c->out != NULL, "out of memory");
-        }
-        ssize_t n = recv(c->fd, c->out + c->out_len, c->out_cap - c->out_len, MSG_DONTWAIT);
-        if (n > 0) {
-            c->out_len += (size_t)n;
-        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-            c->eof = true; /* end of stream, or reset */
-        } else if (errno == EAGAIN) {
-            return;
-        }
-    }
-}
-
-/* Sends piece, turning the loop while the socket is full; false once the
- * server is gone. */
-static bool client_send(Client *c, const char *piece, size_t len, bool read_now) {
-    for (int turns = 0; len > 0; turns++) {
-        ssize_t n = send(c->fd, piece, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
-        if (n > 0) {
-            piece += n;
-            len -= (size_t)n;
-            continue;
-        }
-        FUZZ_ASSERT(turns < SETTLE_TURNS, "the server takes no input");
-        turn();
-        client_read(c);
-    }
-    turn();
-    if (read_now) client_read(c);
-    turn();
-    if (read_now) client_read(c);
-    return true;
 }
 
 /* ---- What the server wrote ---- */
@@ -365,18 +247,6 @@ static bool walk(Walk *w, size_t pos, size_t finals, size_t interims) {
     return ok;
 }
 
-static void dump(const char *what, const char *b, size_t len) {
-    fprintf(stderr, "%s (%zu bytes): \"", what, len);
-    for (size_t i = 0; i < len && i < 2048; i++) {
-        unsigned char c = (unsigned char)b[i];
-        if (c >= 32 && c < 127 && c != '"' && c != '\\')
-            fputc(c, stderr);
-        else
-            fprintf(stderr, "\\x%02x", c);
-    }
-    fprintf(stderr, "\"%s\n", len > 2048 ? "..." : "");
-}
-
 static size_t count(const char *b, size_t len, const char *s) {
     size_t n = 0, k = strlen(s);
     for (size_t i = 0; i + k <= len; i++)
@@ -384,10 +254,10 @@ static size_t count(const char *b, size_t len, const char *s) {
     return n;
 }
 
-static void check_output(const char *in, size_t in_len, const Client *c, bool may_cut) {
+static void check_output(const char *in, size_t in_len, const FuzzClient *c, bool may_cut) {
     if (getenv("FUZZ_DUMP")) {
-        dump("input", in, in_len);
-        dump("output", c->out, c->out_len);
+        fuzzDump("input", in, in_len, 2048);
+        fuzzDump("output", c->out, c->out_len, 2048);
     }
     if (in_len >= XHTTP2_PREFACE_LEN && memcmp(in, XHTTP2_PREFACE, XHTTP2_PREFACE_LEN) == 0) {
         Walk w = {c->out, c->out_len, false, may_cut, NULL, 0, 0};
@@ -400,8 +270,8 @@ static void check_output(const char *in, size_t in_len, const Client *c, bool ma
     free(w.failed);
     size_t heads = count(in, in_len, "\r\n\r\n");
     if (!ok || w.finals > heads + 1 || w.interims > heads) {
-        dump("input", in, in_len);
-        dump("output", c->out, c->out_len);
+        fuzzDump("input", in, in_len, 2048);
+        fuzzDump("output", c->out, c->out_len, 2048);
     }
     FUZZ_ASSERT(ok, "the output is not a sequence of HTTP/1.1 responses");
     FUZZ_ASSERT(w.finals <= heads + 1, "%zu responses to at most %zu requests", w.finals, heads + 1);
@@ -417,50 +287,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ready = true;
     }
     if (size < 1) return 0;
-    unsigned mode = data[0], shift = mode & 15;
+    unsigned mode = data[0];
     bool read_as_we_go = !(mode & 0x40), small_sndbuf = mode & 0x80;
     size_t n = size - 1;
     char *in = fuzz_copy(data + 1, n);
     size_t pooled = ctx.free_exchange_count;
 
-    int sv[2];
-    FUZZ_ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0, "socketpair: %s",
-                strerror(errno));
-    if (small_sndbuf) {
-        int one = 1;
-        setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof one);
-    }
-    FUZZ_ASSERT(xUpgradeAccept(&ctx, sv[0], NULL, &plan), "accept failed");
-    Client c = {.fd = sv[1]};
-
-    uint32_t rng = mode * 2654435761u + 1;
-    size_t pos = 0;
-    for (int pieces = 1; pos < n; pieces++) {
-        size_t take = n - pos;
-        if (shift == 15 && pieces < MAX_PIECES) {
-            const char *end = memmem(in + pos, n - pos, "\r\n\r\n", 4);
-            if (end) take = (size_t)(end - in - pos) + 4;
-        } else if (shift && pieces < MAX_PIECES) {
-            rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
-            size_t most = (size_t)1 << (shift - 1);
-            if (take > 1 + rng % most) take = 1 + rng % most;
-        }
-        if (!client_send(&c, in + pos, take, read_as_we_go)) break;
-        pos += take;
-    }
-    shutdown(c.fd, SHUT_WR);
-    for (int i = 0; i < SETTLE_TURNS && !c.eof; i++) {
-        turn();
-        client_read(&c);
-    }
-    FUZZ_ASSERT(c.eof, "the server keeps the connection open after the client's FIN");
-    close(c.fd);
-    for (int i = 0; i < SETTLE_TURNS && ctx.net.conn_count; i++) turn();
-    FUZZ_ASSERT(ctx.net.conn_count == 0 && ctx.net.conns == NULL, "%zu connections left", ctx.net.conn_count);
-    FUZZ_ASSERT(ctx.net.buffers.free_count <= ctx.net.buffers.max_free, "%zu pooled buffers",
-                ctx.net.buffers.free_count);
-    FUZZ_ASSERT(ctx.free_exchange_count >= pooled, "exchanges lost: %zu pooled, %zu before",
-                ctx.free_exchange_count, pooled);
+    FuzzClient c = fuzzClientConnect(&ctx, &plan, small_sndbuf, turn);
+    fuzzClientSendAll(&c, in, n, mode, true, read_as_we_go);
+    fuzzClientFinish(&c, &ctx, pooled);
 
     check_output(in, n, &c, small_sndbuf);
     free(c.out);

@@ -109,6 +109,16 @@ class CompressHttp1Test(ServerTestCase):
                 self.assertIsNone(resp.header("vary"))
                 self.assertEqual(len(resp.body), 3000)
 
+    def test_whole_bodies_of_every_size_decode_to_themselves(self):
+        # Brotli's encoder for a whole body lives in the worker's arena up to about 30 KB
+        # and spills into malloc beyond: both sides, alternated with gzip on one worker.
+        for size in (256, 3000, 30000, 65536, 3000):
+            identity = self.get(f"/text?size={size}").body
+            self.assertEqual(len(identity), size)
+            for coding in ("br", "gzip"):
+                with self.subTest(size=size, coding=coding):
+                    self.assert_coded(self.get(f"/text?size={size}", coding), coding, identity)
+
     def test_bodies_below_the_threshold_go_as_they_are(self):
         small = self.get("/text?size=255", "gzip, br")
         self.assertIsNone(small.header("content-encoding"))

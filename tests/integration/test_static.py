@@ -227,6 +227,26 @@ class FilesTest(StaticTestCase):
         os.unlink(created)
         self.assertLess(self.served_within("/static/created.txt", 404, 3, key=lambda r: r.status), 1.5)
 
+    def test_a_small_file_rewritten_in_place_is_served_new_within_a_second(self):
+        # A small file's bytes are kept in memory with its open descriptor:
+        # a rewrite in place (same inode, same length) shows within cache_ms,
+        # and one cut short meanwhile never cuts a response short.
+        target = self.path("inplace.txt")
+        with open(target, "wb") as f:
+            f.write(b"alpha version\n")
+        self.assertLess(self.served_within("/static/inplace.txt", b"alpha version\n", 3), 1.5)
+        with open(target, "r+b") as f:
+            f.write(b"omega")
+        self.assertLess(self.served_within("/static/inplace.txt", b"omega version\n", 3), 1.5)
+        with open(target, "r+b") as f:
+            f.truncate(5)
+        resp = self.get("/static/inplace.txt")
+        self.assertEqual(resp.status, 200)
+        self.assertIn(resp.body, (b"omega version\n", b"omega"))
+        self.assertEqual(int(resp.header("Content-Length")), len(resp.body))
+        self.assertLess(self.served_within("/static/inplace.txt", b"omega", 3), 1.5)
+        os.unlink(target)
+
     def test_files_kept_open_are_closed_once_their_time_is_over(self):
         baseline = self.server.settle_fd_baseline()
         for target in ("/static/page.css", "/static/app.js", "/static/nope", "/static/sub",

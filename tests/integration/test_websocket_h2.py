@@ -101,6 +101,24 @@ class Http2WebSocketTest(H2ServerTestCase):
         self.assertIsNone(resp.header("sec-websocket-accept"))
         self.assertFalse(ws.stream.closed)
 
+    def test_connect_in_the_read_that_begins_a_large_frame(self):
+        # The server compacts its input, and grows it for a frame larger than
+        # the room left, before it dispatches the requests of that read: the
+        # :protocol the route checks must be the stream's copy by then (the
+        # HTTP/2 fuzzer found it read from the freed block).
+        conn = self.h2connect()
+        sid = conn.new_stream_id()
+        stream = conn.stream(sid)
+        message = frame(OP_BINARY, b"x" * (16384 - 8))  # one DATA frame of 16,384 bytes
+        self.assertEqual(len(message), 16384)
+        whole = data_frame(sid, message)
+        conn.send(headers_frame(sid, hpack_encode(connect_fields()), end_stream=False) + whole[:9 + 100])
+        conn.read_until(lambda: stream.response() is not None, "the CONNECT answer")
+        self.assertEqual(stream.response().status, 200)
+        conn.send(whole[9 + 100:])
+        conn.read_until(lambda: parse_frames(stream.body)[0], "the echo")
+        self.assertEqual(parse_frames(stream.body)[0][0], (True, OP_BINARY, b"x" * (16384 - 8)))
+
     def test_masked_frames_in_data_are_echoed(self):
         _, ws = self.open()
         for opcode, payload in ((OP_TEXT, b"hello over h2"), (OP_BINARY, bytes(range(256)) * 300)):

@@ -78,11 +78,32 @@ static void pool_frees_a_buffer_that_outgrew_its_block(void) {
     xBufferPoolDestroy(&pool);
 }
 
+static void parking_keeps_only_the_bytes_and_unparking_restores_a_block(void) {
+    xBufferPool pool;
+    xBufferPoolInit(&pool, 256, 8);
+    xBuffer a = {0};
+    CHECK_EQ_INT(xBufferPoolUnpark(&pool, &a), XOK); /* no storage: a block acquired */
+    CHECK(a.cap == 256 && a.len == 0);
+    CHECK_EQ_INT(xBufferAppend(&a, "done|partial", 12), XOK);
+    CHECK(xBufferPoolPark(&pool, &a, 5));
+    CHECK(a.len == 7 && a.cap == 7 && memcmp(a.data, "partial", 7) == 0);
+    CHECK_EQ_INT(pool.free_count, 1); /* the block went back */
+    CHECK_EQ_INT(xBufferPoolUnpark(&pool, &a), XOK);
+    CHECK(a.cap == 256 && a.len == 7 && memcmp(a.data, "partial", 7) == 0);
+    CHECK_EQ_INT(pool.free_count, 0);
+    char *block = a.data;
+    CHECK_EQ_INT(xBufferPoolUnpark(&pool, &a), XOK); /* already a block: unchanged */
+    CHECK(a.data == block && a.len == 7);
+    xBufferPoolRelease(&pool, &a);
+    xBufferPoolDestroy(&pool);
+}
+
 int main(void) {
     RUN(append_grows_and_keeps_bytes);
     RUN(reserve_refuses_sizes_that_overflow);
     RUN(consume_moves_the_rest_to_the_front);
     RUN(pool_reuses_blocks_up_to_its_limit);
     RUN(pool_frees_a_buffer_that_outgrew_its_block);
+    RUN(parking_keeps_only_the_bytes_and_unparking_restores_a_block);
     return CHECK_SUMMARY();
 }

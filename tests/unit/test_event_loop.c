@@ -1,7 +1,8 @@
 /* test_event_loop.c — the loop on each of its real backends, epoll and
  * io_uring: timers fire in order and not early, readiness reaches the right
  * callback and none reaches a removed fd, a socket closed after removal
- * reaches its peer, calls posted from another thread run on the loop, and the
+ * reaches its peer, calls posted from another thread run on the loop, calls
+ * owed at the end of a turn run after it, once each and in order, and the
  * wall clock's second is sampled. */
 #include <pthread.h>
 #include <stdint.h>
@@ -154,6 +155,72 @@ static void test_calls_still_queued_run_at_destroy(void) {
     CHECK_EQ_INT(runs, 0);
     xEventLoopDestroy(loop);
     CHECK_EQ_INT(runs, 2);
+}
+
+/* ---- Calls at the end of a turn ---- */
+
+typedef struct Owed {
+    xTurnEnd call;
+    int *log; /* where each run appends its tag */
+    int *logged;
+    int tag;
+    struct Owed *then; /* queued by this call when it runs, if set */
+} Owed;
+
+static void on_turn_end(xEventLoop *loop, xTurnEnd *call) {
+    Owed *o = (Owed *)call;
+    o->log[(*o->logged)++] = o->tag;
+    if (o->then) xEventLoopAtTurnEnd(loop, &o->then->call);
+    if (o->tag == 9) xEventLoopStop(loop);
+}
+
+typedef struct Turn {
+    Owed *owed;
+    int n;
+    int *logged;
+    int readable_seen; /* readiness callbacks run, and the calls run before each */
+    int logged_then[2];
+} Turn;
+
+/* Each readable socket queues calls; none may run before both have been
+ * dispatched, and a call queued twice runs once. */
+static void queue_on_readable(xEventLoop *loop, int fd, unsigned events, void *arg) {
+    Turn *t = arg;
+    char c;
+    CHECK(read(fd, &c, 1) == 1);
+    t->logged_then[t->readable_seen++] = *t->logged;
+    for (int i = 0; i < t->n; i++) xEventLoopAtTurnEnd(loop, &t->owed[i].call);
+}
+
+static void test_calls_at_turn_end_run_once_in_order_after_the_turn(void) {
+    xEventLoop *loop = new_loop();
+    int log[8], logged = 0;
+    Owed stop = {.call.fn = on_turn_end, .log = log, .logged = &logged, .tag = 9};
+    Owed owed[2] = {
+        {.call.fn = on_turn_end, .log = log, .logged = &logged, .tag = 1, .then = &stop},
+        {.call.fn = on_turn_end, .log = log, .logged = &logged, .tag = 2},
+    };
+    Turn turn = {.owed = owed, .n = 2, .logged = &logged};
+    int a[2], b[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, a) == 0 && socketpair(AF_UNIX, SOCK_STREAM, 0, b) == 0);
+    CHECK(xEventLoopAdd(loop, a[0], XEV_READ, queue_on_readable, &turn) == XOK);
+    CHECK(xEventLoopAdd(loop, b[0], XEV_READ, queue_on_readable, &turn) == XOK);
+    CHECK(write(a[1], "x", 1) == 1 && write(b[1], "y", 1) == 1);
+    CHECK(xEventLoopRun(loop) == XOK);
+    CHECK(turn.readable_seen == 2);
+    CHECK(turn.logged_then[0] == 0 && turn.logged_then[1] == 0); /* nothing ran mid-turn */
+    CHECK(logged == 3);                                          /* each once, though queued twice */
+    CHECK(log[0] == 1 && log[1] == 2 && log[2] == 9);            /* in order; 9 queued by 1, same turn */
+    CHECK(!owed[0].call.queued && !owed[1].call.queued && !stop.call.queued);
+    xEventLoopRemove(loop, a[0]);
+    xEventLoopRemove(loop, b[0]);
+    close(a[0]), close(a[1]), close(b[0]), close(b[1]);
+
+    /* Queued while the loop is not running: the call runs at destroy. */
+    Owed late = {.call.fn = on_turn_end, .log = log, .logged = &logged, .tag = 4};
+    xEventLoopAtTurnEnd(loop, &late.call);
+    xEventLoopDestroy(loop);
+    CHECK(logged == 4 && log[3] == 4);
 }
 
 static void test_wall_clock_second_is_now(void) {
@@ -325,6 +392,7 @@ int main(void) {
         RUN(test_bytes_received_ahead_all_arrive_when_the_buffers_run_out);
         RUN(test_calls_posted_from_another_thread_run_on_the_loop);
         RUN(test_calls_still_queued_run_at_destroy);
+        RUN(test_calls_at_turn_end_run_once_in_order_after_the_turn);
         RUN(test_wall_clock_second_is_now);
     }
     return CHECK_SUMMARY();

@@ -1,31 +1,43 @@
 """arena: xKit's HttpArena entry (arena/main.c, xkit-arena) against its Go peer
-(bench/peers/go/arena_server, net/http alone) under the arena's load shapes, scaled down.
+(bench/peers/go/arena_server, net/http alone) and, on the profiles the arena runs them on,
+h2o and nginx configured as the arena's own h2o and nginx entries are (xkbench/arena_peers.py),
+under the arena's load shapes, scaled down.
 
-Both serve the arena's endpoints on four ports (ARENA_PORTS: h1+h2c, TLS http/1.1, h2c only,
-TLS h2) with the dataset from --data-dir and a fresh self-signed RSA-2048 certificate. Each
-runs with one worker pinned to --server-cpus (xkit-arena takes its workers from its affinity,
-Go from GOMAXPROCS=1); wrk -t1 or h2load -t1 runs on --client-cpus. The arena loads 64
+Every server serves the arena's endpoints on four ports (ARENA_PORTS: h1+h2c, TLS http/1.1,
+h2c only, TLS h2) with a copy of the dataset from --data-dir and a fresh self-signed RSA-2048
+certificate. Each runs with one worker pinned to --server-cpus (xkit-arena takes its workers
+from its affinity, Go from GOMAXPROCS=1, h2o from num-threads, nginx from worker_processes);
+the load runs on --client-cpus: wrk -t1, h2load -t1, bench/peers/go/ws_load (the WebSocket
+rows, GOMAXPROCS unset) or bench/peers/go/paced_load (the paced rows). The arena loads 64
 logical CPUs; here every profile's connections are divided by --scale (default 64: the same
-connections per server CPU), at least 4. A fresh server per run, rounds alternate, medians.
+connections per server CPU), at least 4. The paced profiles keep an absolute rate instead
+(see PACED below). A fresh server per run, rounds alternate, medians.
 """
 
+import json
+import os
 import shlex
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import environment
+from ..arena_peers import ArenaSetup, find_infrastructure, make_peer, not_served
 from ..cli import add_common_options, say
-from ..loadgen import PIPELINE_SCRIPT, h2load_argv, measured_load, unmeasured_load, wrk_argv
+from ..loadgen import PIPELINE_SCRIPT, h2load_argv, measured_load, run_measured, run_tool, unmeasured_load, wrk_argv
 from ..paths import REPO_ROOT, WRK_SCRIPTS, shown
 from ..prepare import SetupFailed, build_go_peers, make_certificate
 from ..rounds import failure_lines, runs_cell
-from ..servers import Peer, find_tool
+from ..servers import RunFailed, find_tool
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, run_comparison
+from .compare_websocket import parse as parse_ws_load
 
-HELP = "the HttpArena profiles at this machine's scale: xKit's arena entry against its Go peer"
-SERVERS = ("xkit", "go")
-LABELS = {"xkit": "xKit", "go": "Go"}
+HELP = "the HttpArena profiles at this machine's scale: xKit's arena entry against Go, h2o and nginx"
+SERVERS = ("xkit", "go", "h2o", "nginx")
+PEERS = SERVERS[1:]
+LABELS = {"xkit": "xKit", "go": "Go", "h2o": "h2o", "nginx": "nginx"}
 PORTS = ("h1", "tls-h1", "h2c", "tls-h2")  # ARENA_PORTS's order
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "arena" / "data"
 BASELINE_SCRIPT = WRK_SCRIPTS / "arena_baseline.lua"
@@ -34,30 +46,55 @@ GRPC_PATH = "/benchmark.BenchmarkService/GetSum"
 # SumRequest{a = 1, b = 2} in one uncompressed gRPC message: flag, length, two varint fields.
 GRPC_REQUEST = bytes([0, 0, 0, 0, 4, 0x08, 1, 0x10, 2])
 GRPC_HEADERS = ("-H", "content-type: application/grpc", "-H", "te: trailers")
+ACCEPT = "Accept-Encoding: br;q=1, gzip;q=0.8"
+ECHO_BODY_BYTES = 10240  # the 8gbit profile's "10 KB" POST bodies
+GO_TOOLS = ("ws_load", "paced_load")
 KEYS = ("req_per_s", "cpu_us_per_request", "server_busy", "client_busy", "others_busy")
+PACED_KEYS = KEYS + ("p99_us", "mean_us", "p50_us", "p999_us", "target_rate")
 MIN_CONNECTIONS = 4
+# The placeholders a profile's options may hold, the files they stand for, and what the
+# report shows in their place.
+FILES = {"{grpc_body}": "REQUEST_FILE", "{static_uris}": "URI_FILE", "{echo_body}": "BODY_FILE"}
+
+
+@dataclass
+class Inputs:
+    """What the loads are made from: the files FILES's placeholders stand for, the private
+    directory (h2load's URI files go there), the served copy of the data, the Go load tools."""
+
+    files: dict
+    work_dir: Path
+    data_dir: Path
+    tools: dict
 
 
 @dataclass(frozen=True)
 class Profile:
-    """One of the arena's profiles: the tool, the port (one of PORTS), the target, the arena's
-    connections (divided by --scale here), and the tool's extra arguments: wrk's options and
-    its script's arguments, or h2load's options ("{grpc_body}" is the request file's path)."""
+    """One of the arena's profiles: the tool (wrk, h2load, ws_load, paced_load), the port
+    (one of PORTS), the target (None: h2load reads its URIs from -i), the arena's connections
+    (divided by --scale here), the tool's extra arguments (wrk's options and its script's
+    arguments; h2load's, ws_load's or paced_load's options, with FILES placeholders), h2load's
+    streams, and for paced_load the rate option that sets its requests per second."""
 
     title: str
     tool: str
     port: str
-    path: str
+    path: str | None
     arena_connections: int
     options: tuple = ()
     script_args: tuple = ()
+    streams: int = 100
+    rate_option: str | None = None
 
     @property
     def scheme(self):
         return "https" if self.port.startswith("tls") else "http"
 
+    @property
+    def paced(self):
+        return self.tool == "paced_load"
 
-# static-h2 and echo-ws are one row each here once arena/main.c serves /static and /ws.
+
 PROFILES = {
     "baseline": Profile("GET and POST (Content-Length, chunked) /baseline11", "wrk", "h1",
                         "/baseline11", 4096, ("-s", str(BASELINE_SCRIPT))),
@@ -70,14 +107,32 @@ PROFILES = {
                         ("-s", str(JSON_SCRIPT))),
     "baseline-h2": Profile("GET /baseline2 over TLS h2, 100 streams", "h2load", "tls-h2",
                            "/baseline2?a=1&b=1", 1024, ("--npn-list=h2",)),
+    "static-h2": Profile(f"GET the 20 files of /static/ in turn over TLS h2, 32 streams, {ACCEPT}", "h2load",
+                         "tls-h2", None, 1024, ("--npn-list=h2", "-H", ACCEPT, "-i", "{static_uris}"), streams=32),
     "baseline-h2c": Profile("GET /baseline2, h2c prior knowledge, 100 streams", "h2load", "h2c",
                             "/baseline2?a=1&b=1", 1024),
     "unary-grpc": Profile("gRPC GetSum over h2c, 100 streams", "h2load", "h1", GRPC_PATH, 1024,
                           ("-d", "{grpc_body}", *GRPC_HEADERS)),
     "unary-grpc-tls": Profile("gRPC GetSum over TLS h2, 100 streams", "h2load", "tls-h2", GRPC_PATH, 1024,
                               ("--npn-list=h2", "-d", "{grpc_body}", *GRPC_HEADERS)),
+    "echo-ws": Profile('WebSocket "hello" echo, 1 in flight (req/s: messages/s)', "ws_load", "h1", "/ws", 4096,
+                       ("-inflight", "1", "-reupgrade", "0")),
+    "echo-ws-pipeline": Profile('WebSocket "hello" echo, 16 in flight', "ws_load", "h1", "/ws", 4096,
+                                ("-inflight", "16", "-reupgrade", "0")),
+    "echo-ws-limited": Profile('WebSocket "hello" echo, a new connection and upgrade every 10 messages',
+                               "ws_load", "h1", "/ws", 4096, ("-inflight", "1", "-reupgrade", "10")),
+    "latency-10k": Profile("GET /baseline11, paced (latency from each request's due time)", "paced_load", "h1",
+                           "/baseline11?a=1&b=1", 1024, ("-expect", "2"), rate_option="latency_rate"),
+    "8gbit": Profile(f"POST /echo, {ECHO_BODY_BYTES:,} B bodies echoed, TLS 1.3 http/1.1, paced", "paced_load",
+                     "tls-h1", "/echo", 512, ("-body", "{echo_body}", "-echo"), rate_option="rate_8gbit"),
 }
-STREAMS = 100
+# The paced profiles' rates. The arena paces latency-10k at 10,000 req/s and 8gbit at 50,000
+# over 64 CPUs; divided by --scale they would be 156 and 781 req/s here, too few requests
+# for /proc's 10 ms CPU ticks to count in a short run. So the rate stays absolute: 10,000
+# req/s (a light load for one core, as the arena's is for 64: every request arrives alone)
+# and 5,000 for 8gbit (a tenth: what one client core keeps up with while it encrypts and
+# checks 10 KiB each way; the arena's 50,000 would saturate the client, not the server).
+PACED = {"latency_rate": 10000, "rate_8gbit": 5000}
 
 
 def add_arguments(parser):
@@ -87,46 +142,124 @@ def add_arguments(parser):
                         help="divide the arena's connections by this (default 64: its logical CPUs "
                              "per server CPU here)")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                        help="the arena's data, with dataset.json (default ../shared/arena/data)")
+                        help="the arena's data, with dataset.json and static/ (default ../shared/arena/data)")
+    parser.add_argument("--latency-rate", type=int, default=PACED["latency_rate"],
+                        help="latency-10k's requests per second, over all connections (default 10000, "
+                             "not scaled)")
+    parser.add_argument("--rate-8gbit", type=int, default=PACED["rate_8gbit"],
+                        help="8gbit's requests per second, over all connections (default 5000, not scaled)")
 
 
 def connections(profile, args):
     return max(MIN_CONNECTIONS, profile.arena_connections // args.scale)
 
 
-def load_argv(profile, ports, seconds, args, grpc_body):
-    target = f"{profile.scheme}://127.0.0.1:{ports[profile.port]}{profile.path}"
-    options = [str(grpc_body) if option == "{grpc_body}" else option for option in profile.options]
+def rate(profile, args):
+    """A paced profile's requests per second (None for the others)."""
+    return getattr(args, profile.rate_option) if profile.rate_option else None
+
+
+def load_argv(profile, ports, seconds, args, files, tools=None):
+    """The load's command line; files maps FILES placeholders to paths, tools the Go load
+    generators' names to their binaries (the bare names when not given, as the report shows)."""
+    base = f"{profile.scheme}://127.0.0.1:{ports[profile.port]}"
+    target = base + (profile.path or "")
+    options = [str(files.get(option, option)) for option in profile.options]
+    count = connections(profile, args)
     if profile.tool == "wrk":
-        return wrk_argv(target, connections(profile, args), seconds, options=options,
-                        script_args=profile.script_args)
-    return h2load_argv(target, connections(profile, args), seconds, streams=STREAMS, options=options)
+        return wrk_argv(target, count, seconds, options=options, script_args=profile.script_args)
+    if profile.tool == "h2load":
+        argv = h2load_argv(target, count, seconds, streams=profile.streams, options=options)
+        return argv if profile.path else argv[:-1]
+    tool = str((tools or {}).get(profile.tool, profile.tool))
+    if profile.tool == "ws_load":
+        return [tool, "-raw", "-url", f"ws://127.0.0.1:{ports[profile.port]}{profile.path}",
+                "-conns", str(count), *options, "-duration", f"{seconds}s"]
+    return [tool, "-url", target, "-conns", str(count), "-rate", str(rate(profile, args)),
+            "-duration", f"{seconds}s", *options]
 
 
 def shown_argv(profile, args):
-    argv = load_argv(profile, dict.fromkeys(PORTS, "PORT"), args.duration, args, "REQUEST_FILE")
+    argv = load_argv(profile, dict.fromkeys(PORTS, "PORT"), args.duration, args, FILES)
     return shlex.join(shown(arg) if arg.startswith(str(WRK_SCRIPTS)) else arg for arg in argv)
 
 
-def arena_peer(name, binary, data_dir, certs_dir, extra_ports, env=None):
-    """A server of the arena's contract whose first port comes from the picker; the other
-    three, taken beforehand, go with it into ARENA_PORTS."""
-    def command(port, _dir):
-        ports = ",".join(str(p) for p in (port, *extra_ports))
-        return ["env", f"ARENA_PORTS={ports}", f"DATA_DIR={data_dir}", f"CERTS_DIR={certs_dir}", str(binary)]
-    return Peer(name, command, env or {}, probe_path="/baseline11?a=1&b=1")
+def static_files(data_dir):
+    """The files the arena's static-h2 asks for in turn: the 20 under static/, not their twins."""
+    return sorted(path.name for path in (data_dir / "static").iterdir()
+                  if path.is_file() and path.suffix not in (".br", ".gz"))
 
 
-def measure_profile(profile, server, extra_ports, args, grpc_body):
-    """A warm-up run (h2load's first HTTP/2 or TLS connections, wrk's connections), then the
-    measured one; the server's CPU over the whole measured run."""
-    ports = dict(zip(PORTS, (server.port, *extra_ports)))
+def write_static_uris(directory, data_dir, port):
+    """h2load -i's file for a server on port: h2load takes scheme, host and port from the first."""
+    path = directory / f"static-uris-{port}"
+    path.write_text("".join(f"https://127.0.0.1:{port}/static/{name}\n" for name in static_files(data_dir)))
+    return path
+
+
+def parse_paced(run):
+    """paced_load's JSON line as {key: number}; RunFailed when it failed, timed out or erred."""
+    line = next((line for line in reversed(run.output.splitlines()) if line.startswith("{")), None)
+    try:
+        report = json.loads(line) if line else None
+    except ValueError:
+        report = None
+    if run.timed_out or report is None or run.returncode != 0 or report.get("errors") or not report.get("requests"):
+        why = (report or {}).get("first_error") or (run.output.strip().splitlines()[-1:] or [run.returncode])[0]
+        raise RunFailed(f"paced_load failed: {why}")
+    return report
+
+
+def what_static_sends(port):
+    """What one static-h2 request (app.js, with the profile's Accept-Encoding) gets, as curl sees it."""
+    done = subprocess.run(["curl", "-sk", "--http2", "-H", ACCEPT, "-o", "/dev/null", "-D", "-",
+                           "-w", "size=%{size_download}", f"https://127.0.0.1:{port}/static/app.js"],
+                          capture_output=True, text=True, timeout=30)
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or not lines or " 200" not in lines[0]:
+        raise RunFailed(f"/static/app.js did not answer 200: {done.stdout[:200]!r} {done.stderr[:200]!r}")
+    coding = next((line.split(":", 1)[1].strip() for line in lines
+                   if line.lower().startswith("content-encoding:")), "identity")
+    return f"{coding}, {int(lines[-1].removeprefix('size=')):,} B"
+
+
+def measure_h1_h2(profile, ports, args, inputs, server):
+    """wrk or h2load: a warm-up run (h2load's first HTTP/2 or TLS connections, wrk's
+    connections), then the measured one; the server's CPU over the whole measured run."""
     protocol = {"h2load": "h2" if profile.scheme == "https" else "h2c"}.get(profile.tool)
-    unmeasured_load(load_argv(profile, ports, WARMUP_SECONDS, args, grpc_body), args.client_cpus,
+    record, files = {}, inputs.files
+    if profile.path is None:
+        files = {**files, "{static_uris}": write_static_uris(inputs.work_dir, inputs.data_dir, ports["tls-h2"])}
+        record["sent"] = what_static_sends(ports["tls-h2"])
+    unmeasured_load(load_argv(profile, ports, WARMUP_SECONDS, args, files), args.client_cpus,
                     WARMUP_SECONDS, h2_protocol=protocol)
-    result, run = measured_load(load_argv(profile, ports, args.duration, args, grpc_body), args.client_cpus,
+    result, run = measured_load(load_argv(profile, ports, args.duration, args, files), args.client_cpus,
                                 args.duration, server, h2_protocol=protocol, h2load_window=False)
-    return {"requests": result.requests, "req_per_s": result.req_per_s, **run.per_request(result.requests)}
+    return {**record, "requests": result.requests, "req_per_s": result.req_per_s, **run.per_request(result.requests)}
+
+
+def measure_go_tool(profile, ports, args, inputs, server):
+    """ws_load or paced_load: a warm-up run, then the measured one; the server's CPU over the
+    whole measured run (paced_load connects first, then keeps its schedule)."""
+    parse = parse_paced if profile.paced else parse_ws_load
+    parse(run_tool(load_argv(profile, ports, WARMUP_SECONDS, args, inputs.files, inputs.tools),
+                   args.client_cpus, WARMUP_SECONDS))
+    run = run_measured(load_argv(profile, ports, args.duration, args, inputs.files, inputs.tools),
+                       args.client_cpus, args.duration, server)
+    if not profile.paced:
+        messages, per_second = parse(run)
+        return {"requests": messages, "req_per_s": per_second, **run.per_request(messages)}
+    report = parse(run)
+    latency = {key: report[key] for key in ("p50_us", "p99_us", "p999_us", "mean_us", "max_us")}
+    return {"requests": report["requests"], "req_per_s": report["rate"], "target_rate": report["target_rate"],
+            **latency, **run.per_request(report["requests"])}
+
+
+def measure_profile(profile, server, extra_ports, args, inputs):
+    ports = dict(zip(PORTS, (server.port, *extra_ports)))
+    if profile.tool in ("wrk", "h2load"):
+        return measure_h1_h2(profile, ports, args, inputs, server)
+    return measure_go_tool(profile, ports, args, inputs, server)
 
 
 # --- report -------------------------------------------------------------------
@@ -136,22 +269,88 @@ def ratio_cell(ours, theirs):
     return f"{ours / theirs:.2f}×" if ours and theirs else "–"
 
 
-def render(results, skipped, args, machine):
-    summary = summarize_rounds(results, lambda profile: KEYS)
-    lines = ["## HttpArena profiles at this machine's scale", "", machine, "",
-             "| Profile | conns | xKit req/s | Go req/s | req/s xKit ÷ Go | xKit CPU µs/req | Go CPU µs/req "
-             "| CPU xKit ÷ Go | runs |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+def best_peer(values, pick):
+    """(name, value) of the best peer by pick (max or min) among those with a value."""
+    present = {name: value for name, value in values.items() if name != "xkit" and value}
+    if not present:
+        return None, None
+    name = pick(present, key=present.get)
+    return name, present[name]
+
+
+def versus_best(values, pick):
+    name, value = best_peer(values, pick)
+    return f"{ratio_cell(values.get('xkit'), value)} {LABELS[name]}" if name and values.get("xkit") else "–"
+
+
+def number_cell(value, form):
+    return format(value, form) if value else "–"
+
+
+def throughput_lines(results, summary, args):
+    heads = " | ".join(f"{LABELS[s]} req/s" for s in SERVERS) + " | req/s xKit ÷ best peer | " + \
+        " | ".join(f"{LABELS[s]} CPU µs/req" for s in SERVERS) + " | CPU xKit ÷ best peer"
+    lines = [f"| Profile | conns | {heads} | runs |", "|---|---:|" + "---:|" * (2 * len(SERVERS) + 2) + "---|"]
     for name, by_server in results.items():
-        rate = {server: summary_median(summary, name, server, "req_per_s") for server in SERVERS}
-        cpu = {server: summary_median(summary, name, server, "cpu_us_per_request") for server in SERVERS}
+        rate_of = {s: summary_median(summary, name, s, "req_per_s") for s in SERVERS}
+        cpu_of = {s: summary_median(summary, name, s, "cpu_us_per_request") for s in SERVERS}
         runs = " / ".join(f"{LABELS[server]} {runs_cell(r)}" for server, r in by_server.items())
         lines.append(f"| {name} | {connections(PROFILES[name], args)} | "
-                     + " | ".join(f"{rate[s]:,.0f}" if rate[s] else "–" for s in SERVERS)
-                     + f" | {ratio_cell(rate['xkit'], rate['go'])} | "
-                     + " | ".join(f"{cpu[s]:.2f}" if cpu[s] else "–" for s in SERVERS)
-                     + f" | {ratio_cell(cpu['xkit'], cpu['go'])} | {runs} |")
-    lines += ["", "Load per profile (PORT: the profile's port; REQUEST_FILE: one SumRequest{a=1, b=2}):", ""]
+                     + " | ".join(number_cell(rate_of[s], ",.0f") for s in SERVERS)
+                     + f" | {versus_best(rate_of, max)} | "
+                     + " | ".join(number_cell(cpu_of[s], ".2f") for s in SERVERS)
+                     + f" | {versus_best(cpu_of, min)} | {runs} |")
+    return lines
+
+
+def latency_lines(results, summary, args):
+    """The paced rows' latencies (from each request's due time), in ms."""
+    paced = [name for name in results if PROFILES[name].paced]
+    if not paced:
+        return []
+    heads = " | ".join(f"{LABELS[s]} {key} ms" for key in ("p99", "mean") for s in SERVERS)
+    lines = ["### Paced profiles: latency from each request's due time", "",
+             f"| Profile | conns | target req/s | {heads} |", "|---|---:|---:|" + "---:|" * (2 * len(SERVERS))]
+    for name in paced:
+        cells = [number_cell((summary_median(summary, name, s, key) or 0) / 1000, ".2f")
+                 for key in ("p99_us", "mean_us") for s in SERVERS]
+        lines.append(f"| {name} | {connections(PROFILES[name], args)} | {rate(PROFILES[name], args):,} | "
+                     + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def sent_lines(results):
+    """What each server sent for static-h2's app.js: the peers do not all read q-values alike."""
+    if "static-h2" not in results:
+        return []
+    seen = {server: next((run["sent"] for run in runs if run.get("ok") and "sent" in run), None)
+            for server, runs in results["static-h2"].items()}
+    return ["static-h2, what GET /static/app.js with the profile's Accept-Encoding got: "
+            + "; ".join(f"{LABELS[server]} {sent}" for server, sent in seen.items() if sent), ""]
+
+
+def not_served_lines(unserved):
+    """unserved: {server: {profile: why}}, one line per server and reason."""
+    lines = []
+    for server, by_profile in unserved.items():
+        reasons = {}
+        for profile, why in by_profile.items():
+            reasons.setdefault(why, []).append(profile)
+        lines += [f"- {LABELS[server]}: – in {', '.join(profiles)}: {why}" for why, profiles in reasons.items()]
+    return ["### Not served", ""] + lines + [""] if lines else []
+
+
+def render(results, skipped, args, machine, unserved=None):
+    summary = summarize_rounds(results, lambda profile: PACED_KEYS if PROFILES[profile].paced else KEYS)
+    lines = ["## HttpArena profiles at this machine's scale", "", machine, ""]
+    lines += throughput_lines(results, summary, args) + [""]
+    lines += ["Best peer: the peer with the most req/s, or the least CPU µs/req; echo-ws rows count "
+              "messages, the paced rows run at a fixed rate (req/s is the rate reached).", ""]
+    lines += latency_lines(results, summary, args)
+    lines += sent_lines(results)
+    lines += not_served_lines(unserved or {})
+    lines += ["Load per profile (PORT: the profile's port; REQUEST_FILE: one SumRequest{a=1, b=2}; "
+              f"URI_FILE: the 20 static files; BODY_FILE: {ECHO_BODY_BYTES:,} random bytes):", ""]
     lines += [f"- {name}: {PROFILES[name].title} — `{shown_argv(PROFILES[name], args)}`" for name in results]
     busy = [summary_median(summary, name, server, "others_busy") for name in results for server in results[name]]
     busy = [value for value in busy if value is not None]
@@ -164,23 +363,36 @@ def render(results, skipped, args, machine):
 def machine_description(args):
     versions = ", ".join(environment.first_line(argv) for argv in (
         ["wrk", "--version"], ["h2load", "--version"],
-        [find_tool("go", "/usr/local/go/bin/go") or "go", "version"]))
-    return (f"{environment.host_line()}; {versions}. xkit-arena and Go's arena_server (GOMAXPROCS=1) "
-            f"with one worker on CPU {environment.cpu_list(args.server_cpus)}, wrk -t1 / h2load -t1 "
-            f"on CPU {environment.cpu_list(args.client_cpus)}; the arena's connections ÷ {args.scale} "
-            f"(at least {MIN_CONNECTIONS}); {args.duration} s per run after {WARMUP_SECONDS} s warm-up, "
-            f"{args.runs} runs, medians.")
+        [find_tool("go", "/usr/local/go/bin/go") or "go", "version"],
+        [find_tool("h2o", "/usr/sbin/h2o") or "h2o", "--version"],
+        [find_tool("nginx", "/usr/sbin/nginx") or "nginx", "-v"]))
+    return (f"{environment.host_line()}; {versions}. xkit-arena, Go's arena_server (GOMAXPROCS=1), h2o and "
+            f"nginx with one worker on CPU {environment.cpu_list(args.server_cpus)}, the load (one thread, "
+            f"or a Go program) on CPU {environment.cpu_list(args.client_cpus)}; the arena's connections ÷ "
+            f"{args.scale} (at least {MIN_CONNECTIONS}); latency-10k paced at {args.latency_rate:,} req/s and "
+            f"8gbit at {args.rate_8gbit:,} req/s in all, not scaled; {args.duration} s per run after "
+            f"{WARMUP_SECONDS} s warm-up, {args.runs} runs, medians.")
+
+
+def copy_data(source, work_dir):
+    """The arena's data where h2o's and nginx's unprivileged workers can read it."""
+    if not (source / "dataset.json").is_file() or not (source / "static").is_dir():
+        raise SetupFailed(f"no dataset.json and static/ in {source} (--data-dir)")
+    target = work_dir / "data"
+    shutil.copytree(source, target)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return target
 
 
 def prepare(args, work_dir):
-    """({name: binary}, {name: why skipped}, the certificates' directory)."""
-    if not (args.data_dir / "dataset.json").is_file():
-        raise SetupFailed(f"no dataset.json in {args.data_dir} (--data-dir)")
+    """({name: binary}, {name: why skipped}, tools, ArenaSetup, {load tool: binary})."""
     cert, key = make_certificate(work_dir)
     certs_dir = work_dir / "certs"
-    certs_dir.mkdir()
+    certs_dir.mkdir(mode=0o755)
     (certs_dir / "server.crt").symlink_to(cert)
     (certs_dir / "server.key").symlink_to(key)
+    setup = ArenaSetup(copy_data(args.data_dir.resolve(), work_dir), certs_dir, len(args.server_cpus))
     binaries, skipped = {}, {}
     if "xkit" in args.servers:
         binary = args.build_dir.resolve() / "arena" / "xkit-arena"
@@ -188,37 +400,68 @@ def prepare(args, work_dir):
             binaries["xkit"] = binary
         else:
             skipped["xkit"] = f"{binary} not built (configure with -DXK_BUILD_ARENA=ON)"
-    if "go" in args.servers:
-        try:
-            binaries["go"] = build_go_peers(work_dir / "go", ("arena_server",)) / "arena_server"
-        except SetupFailed as error:
+    load_tools = {}
+    try:
+        go_dir = build_go_peers(work_dir / "go", ("arena_server", *GO_TOOLS))
+        load_tools = {tool: go_dir / tool for tool in GO_TOOLS}
+        if "go" in args.servers:
+            binaries["go"] = go_dir / "arena_server"
+    except SetupFailed as error:
+        if "go" in args.servers:
             skipped["go"] = str(error)
+        say(f"no ws_load and paced_load, so no echo-ws or paced rows: {error}")
+    found, missing, tools = find_infrastructure(args.servers)
+    binaries.update(found)
+    skipped.update(missing)
     for name, reason in skipped.items():
         say(f"skipping {name}: {reason}")
-    return binaries, skipped, certs_dir
+    return binaries, skipped, tools, setup, load_tools
+
+
+def plan_profiles(args, binaries, tools, load_tools):
+    """({profile: [servers that run it]}, {server: {profile: why not}}). Profiles whose load
+    generator could not be built run on nobody."""
+    plan, unserved = {}, {}
+    for name in args.cases:
+        profile = PROFILES[name]
+        if profile.tool in GO_TOOLS and profile.tool not in load_tools:
+            continue
+        plan[name] = []
+        for server in (s for s in SERVERS if s in binaries):
+            why = not_served(server, name, tools)
+            if why:
+                unserved.setdefault(server, {})[name] = why
+            else:
+                plan[name].append(server)
+    return plan, unserved
 
 
 def run(args):
     if args.scale < 1:
         args.parser.error("--scale must be at least 1")
+    if args.latency_rate < 1 or args.rate_8gbit < 1:
+        args.parser.error("the paced rates must be at least 1 request per second")
 
     def measure(bench):
         machine = machine_description(args)
-        binaries, skipped, certs_dir = prepare(args, bench.work_dir)
+        binaries, skipped, tools, setup, load_tools = prepare(args, bench.work_dir)
         grpc_body = bench.work_dir / "sum-request"
         grpc_body.write_bytes(GRPC_REQUEST)
-        data_dir = args.data_dir.resolve()
+        echo_body = bench.work_dir / "echo-body"
+        echo_body.write_bytes(os.urandom(ECHO_BODY_BYTES))
+        inputs = Inputs({"{grpc_body}": grpc_body, "{echo_body}": echo_body}, bench.work_dir, setup.data_dir,
+                        load_tools)
 
         def once(name, server_name):
             extra = [bench.ports.take() for _ in PORTS[1:]]
-            peer = arena_peer(server_name, binaries[server_name], data_dir, certs_dir, extra,
-                              {"GOMAXPROCS": str(len(args.server_cpus))} if server_name == "go" else None)
+            peer = make_peer(server_name, binaries[server_name], setup, extra, tools)
             return bench.run_once(peer, name, lambda server: measure_profile(
-                PROFILES[name], server, extra, args, grpc_body))
+                PROFILES[name], server, extra, args, inputs))
 
-        plan = {name: [server for server in SERVERS if server in binaries] for name in args.cases}
+        plan, unserved = plan_profiles(args, binaries, tools, load_tools)
         results = bench.rounds(plan, once)
-        markdown, summary = render(results, skipped, args, machine)
-        return markdown, {"machine": machine, "skipped": skipped, "results": results, "summary": summary}
+        markdown, summary = render(results, skipped, args, machine, unserved)
+        return markdown, {"machine": machine, "skipped": skipped, "not_served": unserved, "tools": tools,
+                          "results": results, "summary": summary}
 
-    return run_comparison(args, "arena", ["taskset", "wrk", "h2load", "openssl"], measure, fd_limit=8192)
+    return run_comparison(args, "arena", ["taskset", "wrk", "h2load", "openssl", "curl"], measure, fd_limit=8192)

@@ -1,7 +1,7 @@
 /* event_loop.c — the loop: wait for readiness (on the backend poller.h
- * picked), dispatch, fire timers, run
- * calls posted from other threads. Watches live in an array indexed by fd, so
- * dispatch is one array load with no allocation per connection. */
+ * picked), dispatch, fire timers, run calls posted from other threads, then
+ * the calls owed at the end of the turn. Watches live in an array indexed by
+ * fd, so dispatch is one array load with no allocation per connection. */
 #include <xbase/event.h>
 
 #include <errno.h>
@@ -38,6 +38,8 @@ struct xEventLoop {
     uint64_t now_ms;
     time_t wall_second;
     xTimerWheel wheel;
+    xTurnEnd *turn_end_head; /* calls owed at the end of this turn, in order */
+    xTurnEnd *turn_end_tail;
 
     int wake_fd; /* eventfd that other threads write to */
     pthread_mutex_t posted_lock;
@@ -71,6 +73,27 @@ static void run_posted(xEventLoop *loop) {
     }
 }
 
+void xEventLoopAtTurnEnd(xEventLoop *loop, xTurnEnd *call) {
+    if (call->queued) return;
+    call->queued = true;
+    call->next = NULL;
+    if (loop->turn_end_tail)
+        loop->turn_end_tail->next = call;
+    else
+        loop->turn_end_head = call;
+    loop->turn_end_tail = call;
+}
+
+static void run_turn_end(xEventLoop *loop) {
+    while (loop->turn_end_head) {
+        xTurnEnd *call = loop->turn_end_head;
+        loop->turn_end_head = call->next;
+        if (!loop->turn_end_head) loop->turn_end_tail = NULL;
+        call->queued = false;
+        call->fn(loop, call);
+    }
+}
+
 static void on_wake(xEventLoop *loop, int fd, unsigned events, void *arg) {
     uint64_t count;
     while (read(fd, &count, sizeof count) > 0) {
@@ -98,7 +121,8 @@ xEventLoop *xEventLoopCreateWith(xIoBackend io) {
 
 void xEventLoopDestroy(xEventLoop *loop) {
     if (!loop) return;
-    run_posted(loop); /* posted calls may own memory: let them release it */
+    run_turn_end(loop); /* their owners hold references until they run */
+    run_posted(loop);   /* posted calls may own memory: let them release it */
     if (loop->wake_fd >= 0) close(loop->wake_fd);
     if (loop->poller) loop->poller->ops->destroy(loop->poller);
     pthread_mutex_destroy(&loop->posted_lock);
@@ -126,6 +150,7 @@ xErrno xEventLoopRun(xEventLoop *loop) {
         update_clock(loop);
         dispatch(loop, events, n);
         xTimerWheelAdvance(&loop->wheel, loop->now_ms, loop);
+        run_turn_end(loop);
     }
     loop->stop_requested = false;
     return XOK;

@@ -84,3 +84,27 @@ void xBufferPoolRelease(xBufferPool *pool, xBuffer *buf) {
     buf->data = NULL;
     buf->len = buf->cap = 0;
 }
+
+bool xBufferPoolPark(xBufferPool *pool, xBuffer *buf, size_t from) {
+    size_t len = buf->len - from;
+    char *bytes = len ? malloc(len) : NULL;
+    if (len && !bytes) return false;
+    if (len) memcpy(bytes, buf->data + from, len);
+    xBufferPoolRelease(pool, buf);
+    *buf = (xBuffer){bytes, len, len};
+    return true;
+}
+
+xErrno xBufferPoolUnpark(xBufferPool *pool, xBuffer *buf) {
+    if (buf->data && buf->cap == pool->block_size) return XOK;
+    xBuffer parked = *buf;
+    *buf = (xBuffer){0};
+    if (xBufferPoolAcquire(pool, buf) != XOK) {
+        *buf = parked;
+        return XERR_NOMEM;
+    }
+    if (parked.len) memcpy(buf->data, parked.data, parked.len);
+    buf->len = parked.len;
+    free(parked.data);
+    return XOK;
+}

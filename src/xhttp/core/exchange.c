@@ -137,9 +137,6 @@ void xHttpExchangeSendStatus(xHttpExchange *ex, int status) {
     ex->ops->send(ex, body, n, true, NULL, NULL);
 }
 
-/* Handlers only hold the response. */
-static xHttpExchange *exchange_of(xHttpResponse *res) { return xHttpExchangeOfResponse(res); }
-
 /* ---- Request accessors ---- */
 
 static xHttpExchange *exchange_of_request(xHttpRequest *req) {
@@ -286,7 +283,7 @@ xErrno xHttpResponseAddTrailer(xHttpResponse *res, const char *name, const char 
 
 xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len) {
     if (res->head_sent || res->ended) return XERR_STATE;
-    xHttpExchange *ex = exchange_of(res);
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
     xHttpExchangeFinished(ex, res->status, len);
     if (ex->filter) return ex->filter->send(ex, body, len, true, NULL, NULL);
     return ex->ops->send(ex, body, len, true, NULL, NULL);
@@ -295,7 +292,7 @@ xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len) {
 xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len, void (*release)(void *),
                             void *release_arg) {
     if (res->head_sent || res->ended) return XERR_STATE;
-    xHttpExchange *ex = exchange_of(res);
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
     xHttpExchangeFinished(ex, res->status, len);
     if (ex->filter) return ex->filter->send(ex, body, len, false, release, release_arg);
     return ex->ops->send(ex, body, len, false, release, release_arg);
@@ -303,7 +300,7 @@ xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len, vo
 
 xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len) {
     if (res->ended) return XERR_STATE;
-    xHttpExchange *ex = exchange_of(res);
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
     res->body_len += len;
     if (ex->filter) return ex->filter->write(ex, data, len);
     return ex->ops->write(ex, data, len);
@@ -311,7 +308,7 @@ xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len) {
 
 xErrno xHttpResponseEnd(xHttpResponse *res) {
     if (res->ended) return XERR_STATE;
-    xHttpExchange *ex = exchange_of(res);
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
     xHttpExchangeFinished(ex, res->status, res->body_len);
     if (ex->filter) return ex->filter->end(ex);
     return ex->ops->end(ex);

@@ -35,11 +35,27 @@ struct xCompressConf {
 
 typedef enum Coding { CODING_NONE, CODING_GZIP, CODING_BROTLI } Coding;
 
+/* Where a whole body's Brotli encoder keeps its memory: the same block for
+ * every body a worker compresses. The encoder clears its 512 KiB of hash
+ * table for each body; in this block those lines are still in the caches
+ * from the body before, where malloc, between a turn's other allocations,
+ * would hand out different ones each time (1.14x the library's own time per
+ * body became 1.06x). Handed out front to back, taken back all at once;
+ * what does not fit comes from malloc. */
+typedef struct Arena {
+    char *base;
+    size_t cap, used;
+} Arena;
+
+/* Quality 4's encoder for a body of a few KiB takes 660 KiB. */
+#define XCOMPRESS_ARENA (1u << 20)
+
 typedef struct Worker {
     xHttpFilter base; /* first: ex->filter points here */
     const xCompressConf *conf;
     z_stream whole; /* reset for every whole gzip body */
     bool whole_ready;
+    Arena brotli;
 } Worker;
 
 /* A streamed response's compressor, from its first Write to its end. */
@@ -241,16 +257,50 @@ static void *gzip_whole(Worker *w, const void *body, size_t len, size_t *out_len
     return out;
 }
 
-/* The same with Brotli, whose state lives for this call only. */
+static void *arena_alloc(void *opaque, size_t size) {
+    Arena *a = opaque;
+    size = (size + 63) & ~(size_t)63; /* each piece on its own cache lines */
+    if (a->base && a->cap - a->used >= size) {
+        void *p = a->base + a->used;
+        a->used += size;
+        return p;
+    }
+    return malloc(size);
+}
+
+static void arena_free(void *opaque, void *p) {
+    Arena *a = opaque;
+    if (p && (!a->base || (char *)p < a->base || (char *)p >= a->base + a->cap)) free(p);
+}
+
+/* The same with Brotli: what BrotliEncoderCompress does, with the worker's
+ * arena for the encoder, which lives for this call only. */
 static void *brotli_whole(Worker *w, const void *body, size_t len, size_t *out_len) {
     const xHttpCompressOptions *o = &w->conf->opts;
     size_t bound = BrotliEncoderMaxCompressedSize(len);
     unsigned char *out = bound ? malloc(bound) : NULL;
     if (!out) return NULL;
-    *out_len = bound;
-    if (!BrotliEncoderCompress(o->brotli_quality, o->brotli_window_bits, BROTLI_MODE_GENERIC, len, body,
-                               out_len, out) ||
-        *out_len >= len) {
+    if (!w->brotli.base && (w->brotli.base = aligned_alloc(64, XCOMPRESS_ARENA)))
+        w->brotli.cap = XCOMPRESS_ARENA;
+    w->brotli.used = 0; /* the last body's encoder is gone */
+    BrotliEncoderState *br = BrotliEncoderCreateInstance(arena_alloc, arena_free, &w->brotli);
+    bool done = false;
+    if (br) {
+        BrotliEncoderSetParameter(br, BROTLI_PARAM_QUALITY, (uint32_t)o->brotli_quality);
+        BrotliEncoderSetParameter(br, BROTLI_PARAM_LGWIN, (uint32_t)o->brotli_window_bits);
+        BrotliEncoderSetParameter(br, BROTLI_PARAM_MODE, BROTLI_MODE_GENERIC);
+        BrotliEncoderSetParameter(br, BROTLI_PARAM_SIZE_HINT,
+                                  (uint32_t)(len < UINT32_MAX ? len : UINT32_MAX));
+        size_t avail_in = len, avail_out = bound;
+        const uint8_t *next_in = body;
+        uint8_t *next_out = out;
+        done = BrotliEncoderCompressStream(br, BROTLI_OPERATION_FINISH, &avail_in, &next_in, &avail_out,
+                                           &next_out, NULL) &&
+               BrotliEncoderIsFinished(br);
+        *out_len = bound - avail_out;
+        BrotliEncoderDestroyInstance(br);
+    }
+    if (!done || *out_len >= len) {
         free(out);
         return NULL;
     }
@@ -410,6 +460,7 @@ void xCompressFilterDestroy(xHttpFilter *filter) {
     Worker *w = (Worker *)filter;
     if (!w) return;
     if (w->whole_ready) deflateEnd(&w->whole);
+    free(w->brotli.base);
     free(w);
 }
 

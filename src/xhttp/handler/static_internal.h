@@ -28,6 +28,8 @@ struct xHttpStatic {
     size_t num_types;
     uint32_t cache_ms;      /* 0: every request opens its file */
     uint32_t cache_entries; /* per worker */
+    size_t keep_file_max;   /* files up to this long are read into memory in a cache */
+    size_t keep_bytes_max;  /* per worker */
     xStaticCache *caches;   /* XSTATIC_MAX_CACHES slots, one claimed per worker loop */
 };
 
@@ -62,6 +64,8 @@ typedef struct xStaticFile {
                      Content-Type, Content-Encoding, Accept-Ranges */
     size_t head_len;
     size_t validators_len; /**< the part of head a 304 or 416 repeats */
+    char *content;         /**< the file's st_size bytes, read when it entered a
+                                cache (static.h says which); NULL: read from fd */
     unsigned refs;
     uint64_t expires_ms; /* in a cache: reused until the loop's clock reaches this */
     uint32_t hash;

@@ -22,6 +22,7 @@ struct xStaticCache {
     _Atomic(xEventLoop *) loop; /* the worker that claimed it; NULL: free */
     xStaticFile **buckets;      /* a power of two of them; touched by that worker only */
     size_t mask, count;
+    size_t kept_bytes;   /* of the files its entries hold in memory */
     uint64_t next_sweep; /* when entries past their time are closed, even unasked */
 };
 
@@ -170,6 +171,7 @@ xStaticFile *xHttpStaticOpen(const xHttpStatic *files, const char *name, size_t 
     f->refs = 1;
     f->next = NULL;
     f->head = NULL;
+    f->content = NULL;
     f->fd = open_beneath(files, f->name);
     if (f->fd < 0) {
         f->status = refusal(errno);
@@ -193,6 +195,7 @@ void xHttpStaticPut(void *file) {
     if (--f->refs) return;
     if (f->fd >= 0) close(f->fd);
     free(f->head);
+    free(f->content);
     free(f);
 }
 
@@ -244,6 +247,36 @@ static uint32_t key_hash(const char *name, size_t len, bool directory_named, con
     return h;
 }
 
+/* Takes f out of c's accounts; the caller unlinks it and drops c's reference. */
+static void uncount(xStaticCache *c, const xStaticFile *f) {
+    c->count--;
+    if (f->content) c->kept_bytes -= (size_t)f->st.st_size;
+}
+
+/* Reads a small file's bytes into memory, while c's budget allows: served
+ * from there, a response costs no read(2). A file that is not st_size long
+ * when read (being rewritten) is left to be read per response. */
+static void keep_content(const xHttpStatic *files, xStaticCache *c, xStaticFile *f) {
+    size_t size = (size_t)f->st.st_size;
+    if (f->status != 0 || size == 0 || size > files->keep_file_max ||
+        size > files->keep_bytes_max - c->kept_bytes)
+        return;
+    char *content = malloc(size);
+    size_t got = 0;
+    while (content && got < size) {
+        ssize_t n = pread(f->fd, content + got, size - got, (off_t)got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    if (got != size) {
+        free(content);
+        return;
+    }
+    f->content = content;
+    c->kept_bytes += size;
+}
+
 /* Drops every entry past its time: to make room, and once per cache_ms so
  * a file deleted or replaced on disk is not held open long after. */
 static void sweep(xStaticCache *c, uint64_t now) {
@@ -256,7 +289,7 @@ static void sweep(xStaticCache *c, uint64_t now) {
                 continue;
             }
             *link = f->next;
-            c->count--;
+            uncount(c, f);
             xHttpStaticPut(f);
         }
     }
@@ -282,7 +315,7 @@ xStaticFile *xHttpStaticGet(const xHttpStatic *files, xEventLoop *loop, const ch
             return f;
         }
         *link = f->next; /* past its time: opened again below */
-        c->count--;
+        uncount(c, f);
         xHttpStaticPut(f);
         break;
     }
@@ -296,6 +329,7 @@ xStaticFile *xHttpStaticGet(const xHttpStatic *files, xEventLoop *loop, const ch
         c->buckets[h & c->mask] = f;
         c->count++;
         f->refs++; /* the cache's */
+        keep_content(files, c, f);
     }
     return f;
 }

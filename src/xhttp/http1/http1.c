@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "xhttp/core/exchange.h"
+#include "xhttp/core/finished.h"
 #include "xhttp/http1/http1_parser.h"
 #include "xhttp/core/tokens.h"
 
@@ -29,6 +30,9 @@
 #define XH1_MAX_CHUNK_LINE 4096
 /* Room behind a streamed request's head for reading its body into. */
 #define XH1_STREAM_ROOM (32u << 10)
+/* A partial head up to this size, left waiting after a read, moves out of
+ * the pooled input block into an allocation of its own size (park_head). */
+#define XH1_PARK_MAX 1024
 
 typedef enum xH1State {
     XH1_HEAD,      /* waiting for a complete request head */
@@ -64,8 +68,9 @@ typedef struct xHttp1 {
     bool in_batch;         /* inside process(): leave flushing to its end */
     bool waiting_flush;    /* output over the high-water mark; paused */
     bool head_timer_armed;
-    bool served;   /* a response went out: the next wait is keep-alive idle */
-    void *upgrade; /* XH1_SWITCHING: the upgrade module's pending switch */
+    bool served;              /* a response went out: the next wait is keep-alive idle */
+    uint64_t parked_start_ms; /* a parked head's exchange's start_ms (park_head) */
+    void *upgrade;            /* XH1_SWITCHING: the upgrade module's pending switch */
 } xHttp1;
 
 static const xHttpExchangeOps h1_ops;
@@ -135,10 +140,21 @@ static void write_status(xHttp1 *h, int status) {
 }
 
 /* Answers a request the server refuses, then closes: after a framing error
- * we can no longer tell where the next request would start. */
+ * we can no longer tell where the next request would start. The refusal is
+ * counted and logged as any response, with what the head gave of the request
+ * (nothing, when the head itself was refused): malformed and oversized
+ * requests are what an operator looks for. */
 static void reject(xHttp1 *h, int status) {
+    xHttpContext *ctx = xHttpContextOf(h->conn);
+    if (!h->ex && h->state == XH1_HEAD && h->conn->in.len > h->start &&
+        (h->ex = xHttpExchangeAcquire(ctx))) /* a parked head (park_head): logged from its first byte */
+        h->ex->req.start_ms = h->parked_start_ms;
     if (h->ex) {
-        xHttpExchangeRelease(xHttpContextOf(h->conn), h->ex);
+        xHttpRequest *req = &h->ex->req;
+        req->conn = h->conn;
+        if (!req->protocol) req->protocol = "HTTP/1.1";
+        xHttpExchangeFinished(h->ex, status, strlen(xHttpStatusReason(status)) + 1);
+        xHttpExchangeRelease(ctx, h->ex);
         h->ex = NULL;
     }
     h->state = XH1_CLOSING;
@@ -467,7 +483,7 @@ typedef enum xStep { XSTEP_AGAIN, XSTEP_NEED_INPUT, XSTEP_STOP } xStep;
 static xStep step_head(xHttp1 *h) {
     xConn *conn = h->conn;
     size_t avail = conn->in.len - h->start;
-    if (avail == 0) return XSTEP_NEED_INPUT;
+    if (avail == h->scanned) return XSTEP_NEED_INPUT; /* none, or a partial head already scanned */
     if (!h->ex && !(h->ex = xHttpExchangeAcquire(xHttpContextOf(conn)))) {
         reject(h, 500);
         return XSTEP_STOP;
@@ -594,6 +610,20 @@ static xStep step_stream(xHttp1 *h) {
     return n ? XSTEP_AGAIN : XSTEP_NEED_INPUT;
 }
 
+/* Before the read that may complete it, a parked head goes back into a
+ * pooled block, and has an exchange again, dated from its first byte. */
+static bool unpark_head(xHttp1 *h) {
+    xConn *conn = h->conn;
+    xHttpExchange *ex = xHttpExchangeAcquire(xHttpContextOf(conn));
+    if (!ex || xBufferPoolUnpark(&conn->net->buffers, &conn->in) != XOK) {
+        if (ex) xHttpExchangeRelease(xHttpContextOf(conn), ex);
+        return false;
+    }
+    ex->req.start_ms = h->parked_start_ms;
+    h->ex = ex;
+    return true;
+}
+
 /* Makes room to read into; false when the current request cannot grow. */
 static bool make_room(xHttp1 *h) {
     xConn *conn = h->conn;
@@ -603,6 +633,8 @@ static bool make_room(xHttp1 *h) {
         return xBufferPoolAcquire(&conn->net->buffers, in) == XOK;
     }
     if (in->len < in->cap) return true;
+    /* Only park_head makes a buffer smaller than a block, and full. */
+    if (in->cap < conn->net->buffers.block_size) return unpark_head(h);
     if (h->start > 0) {
         compact(h);
         return true;
@@ -686,11 +718,40 @@ static void arm_timer(xHttp1 *h) {
     }
 }
 
+/* A head that stopped part way may wait so until the header timeout (a slow
+ * client, or a slowloris): its bytes move out of the pooled block into an
+ * allocation of their own size, and the block and the exchange go back to
+ * their pools, so such a connection pins little more than it sent. The next
+ * read takes them again (make_room); step_head leaves the head alone until
+ * then, as nothing new came. Only for bytes the parser has seen all of and
+ * found no end in, with no more input waiting, and not for a head so large
+ * that copying it out and back at every read would cost more than it saves. */
+static void park_head(xHttp1 *h) {
+    xConn *conn = h->conn;
+    xBuffer *in = &conn->in;
+    size_t held = in->len - h->start;
+    if (held > XH1_PARK_MAX || held != h->scanned || in->cap < conn->net->buffers.block_size ||
+        conn->readable)
+        return;
+    if (!xBufferPoolPark(&conn->net->buffers, in, h->start)) return; /* it stays in the block */
+    h->start = 0; /* h->scanned counts from the head's start: it stays */
+    if (h->ex) {
+        h->parked_start_ms = h->ex->req.start_ms;
+        xHttpExchangeRelease(xHttpContextOf(conn), h->ex);
+        h->ex = NULL;
+    }
+}
+
 /* Gives the read buffer back to the pool once nothing in it is needed, so an
- * idle keep-alive connection holds no buffer. */
+ * idle keep-alive connection holds no buffer; a partial head keeps only its
+ * own bytes. */
 static void release_input(xHttp1 *h) {
     xConn *conn = h->conn;
-    if (h->state != XH1_HEAD || h->start != conn->in.len) return;
+    if (h->state != XH1_HEAD) return;
+    if (h->start != conn->in.len) {
+        park_head(h);
+        return;
+    }
     xBufferPoolRelease(&conn->net->buffers, &conn->in);
     h->start = h->scanned = 0;
     if (h->ex) {
@@ -722,7 +783,7 @@ static void process(xHttp1 *h) {
         return;
     }
     if (!conn->closed) {
-        if (xConnPending(conn)) xConnFlush(conn);
+        if (xConnPending(conn)) xConnFlushSoon(conn);
         if (!conn->closed) {
             release_input(h);
             arm_timer(h);

@@ -583,6 +583,7 @@ static bool keep_fields(xH2Stream *s, const xHpackField *f, size_t n, const xH2R
         xBufferReserve(&s->fields, regular * sizeof(xH2Field)) != XOK)
         return false;
     xH2Field *out = (xH2Field *)s->fields.data;
+    xStr protocol = {NULL, 0}; /* head->protocol's copy: head's views die with the input */
     for (size_t i = 0; i < n; i++) {
         char *at = s->strings.data + s->strings.len;
         memcpy(at, f[i].name.data, f[i].name.len);
@@ -594,12 +595,17 @@ static bool keep_fields(xH2Stream *s, const xHpackField *f, size_t n, const xH2R
         case XHPACK_TOKEN_PATH: s->path = value; break;
         case XHPACK_TOKEN_AUTHORITY: s->authority = value; break;
         default:
-            if (name.data[0] != ':') *out++ = (xH2Field){name, value};
+            if (name.data[0] != ':')
+                *out++ = (xH2Field){name, value};
+            else if (xStrEqualsC(name, ":protocol"))
+                protocol = value;
             break;
         }
     }
-    /* RFC 8441: an extended CONNECT's protocol reaches the handler as a field. */
-    if (head->protocol.len) *out++ = (xH2Field){{":protocol", 9}, head->protocol};
+    /* RFC 8441: an extended CONNECT's protocol reaches the handler as a field,
+     * from the stream's copy: the block it came in may have moved (the input
+     * compacted, or grown for a large frame) before the stream is dispatched. */
+    if (head->protocol.len) *out++ = (xH2Field){{":protocol", 9}, protocol};
     s->fields.len = (size_t)((char *)out - s->fields.data);
     s->declared_length = head->content_length;
     s->tunnel = head->protocol.len > 0;
@@ -922,6 +928,7 @@ static size_t frame_block(uint8_t *p, size_t len, int32_t id, uint8_t flags) {
  * in HTTP/2 (RFC 9113 §8.2.1); handlers write them as they like, so they are
  * folded where they lie: the exchange's header lines are HTTP/2's alone. */
 static uint8_t *encode_lines(uint8_t *p, xBuffer *lines) {
+    if (!lines->len) return p; /* (data may be NULL: no pointer arithmetic on it) */
     char *at = lines->data, *end = at + lines->len;
     while (at < end) {
         char *colon = memchr(at, ':', (size_t)(end - at));

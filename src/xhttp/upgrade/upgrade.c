@@ -117,7 +117,8 @@ xTlsListen xUpgradeTlsListen(const xUpgradePlan *plan) {
  * preface gets GOAWAY). The state is the listener's plan. */
 static void sniff(xConn *conn) {
     const xUpgradePlan *plan = conn->proto_state;
-    if (xBufferPoolAcquire(&conn->net->buffers, &conn->in) != XOK) {
+    /* A block to read into, with a partial preface's bytes if one waited. */
+    if (xBufferPoolUnpark(&conn->net->buffers, &conn->in) != XOK) {
         xConnClose(conn);
         return;
     }
@@ -141,8 +142,12 @@ static void sniff(xConn *conn) {
         return;
     }
     bool h2 = plan->cleartext == XHTTP_SPEAKS_HTTP2 || memcmp(conn->in.data, XHTTP2_PREFACE, seen) == 0;
-    if (h2 && plan->cleartext == XHTTP_SPEAKS_EITHER && seen < XHTTP2_PREFACE_LEN)
-        return; /* wait for the rest */
+    if (h2 && plan->cleartext == XHTTP_SPEAKS_EITHER && seen < XHTTP2_PREFACE_LEN) {
+        /* A client that stops within the preface may wait so until the
+         * header timeout: its few bytes pin no block meanwhile. */
+        xBufferPoolPark(&conn->net->buffers, &conn->in, 0); /* failing, they stay in the block */
+        return;
+    }
     if (!start(conn, h2 ? XHTTP_SPEAKS_HTTP2 : XHTTP_SPEAKS_HTTP1)) xConnClose(conn);
 }
 

@@ -564,7 +564,7 @@ static xErrno conn_write_ref(xWebSocket *ws, const void *data, size_t len, void 
     return xConnWriteRef(ws->conn, data, len, release, arg);
 }
 
-static void conn_flush(xWebSocket *ws) { xConnFlush(ws->conn); }
+static void conn_flush(xWebSocket *ws) { xConnFlushSoon(ws->conn); }
 
 static bool conn_hold(xWebSocket *ws) {
     xConnFlush(ws->conn);

@@ -73,8 +73,9 @@ typedef struct xTlsConn {
     bool drained; /* the last socket read came back short or empty */
     bool sniffed; /* the first byte was looked at: TLS, or plain text? */
     bool established;
-    bool failed; /* the session broke: no close_notify */
-    bool shut;   /* close_notify sent */
+    bool failed;   /* the session broke: no close_notify */
+    bool shut;     /* close_notify sent */
+    bool fin_owed; /* the close_notify waits for the socket: the FIN follows it */
 } xTlsConn;
 
 /* tls_context.c */

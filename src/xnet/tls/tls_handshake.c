@@ -53,7 +53,13 @@ static ssize_t tls_recv(xConn *conn, char *buf, size_t len) {
         conn->readable = false;
         errno = EAGAIN;
         return -1;
-    case SSL_ERROR_ZERO_RETURN: return 0; /* close_notify, or (IGNORE_UNEXPECTED_EOF) a bare FIN */
+    case SSL_ERROR_ZERO_RETURN:
+        /* close_notify, or (IGNORE_UNEXPECTED_EOF) a bare FIN. For the FIN
+         * OpenSSL replaces the shutdown state, forgetting that ours was sent:
+         * the next SSL_shutdown would queue it again behind the one waiting
+         * for the socket, and fail without saying it waits. */
+        if (t->shut) SSL_set_shutdown(t->ssl, SSL_get_shutdown(t->ssl) | SSL_SENT_SHUTDOWN);
+        return 0;
     case SSL_ERROR_SYSCALL:
         ERR_clear_error();
         t->failed = true;
@@ -97,19 +103,51 @@ static ssize_t tls_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
     }
 }
 
-static void send_close_notify(xTlsConn *t) {
-    if (!t->established || t->failed || t->shut) return;
-    t->shut = true;
-    SSL_shutdown(t->ssl); /* queues and tries to send; whether it went does not matter now */
+/* Writes the close_notify: the first SSL_shutdown queues it, and once it
+ * met a full socket, each later one sends what OpenSSL kept of it. False
+ * while it waits for room; one that failed otherwise is given up. */
+static bool write_close_notify(xTlsConn *t) {
+    int r = SSL_shutdown(t->ssl);
+    if (r >= 0) return true;
+    bool waits = SSL_get_error(t->ssl, r) == SSL_ERROR_WANT_WRITE;
     ERR_clear_error();
+    return !waits;
+}
+
+/* False when the close_notify waits for the socket. */
+static bool send_close_notify(xTlsConn *t) {
+    if (!t->established || t->failed || t->shut) return true;
+    t->shut = true;
+    return write_close_notify(t);
 }
 
 static void tls_shutdown_write(xConn *conn) {
-    send_close_notify(conn->transport_state);
-    shutdown(conn->fd, SHUT_WR);
+    xTlsConn *t = conn->transport_state;
+    /* A FIN now would cut off a close_notify that met a full socket (the
+     * peer would see a truncation): it follows once tls_flush wrote it. */
+    if (send_close_notify(t)) {
+        shutdown(conn->fd, SHUT_WR);
+        return;
+    }
+    t->fin_owed = true;
+    xConnBlocked(conn); /* the queue is empty: this is what brings us back */
 }
 
+/* The socket is closing: the close_notify goes if the socket takes it. */
 static void tls_close(xConn *conn) { send_close_notify(conn->transport_state); }
+
+/* The close_notify that met a full socket, then the FIN that waited for it. */
+static bool tls_flush(xConn *conn) {
+    xTlsConn *t = conn->transport_state;
+    if (!t->fin_owed) return true;
+    if (!write_close_notify(t)) {
+        errno = EAGAIN;
+        return false;
+    }
+    t->fin_owed = false;
+    shutdown(conn->fd, SHUT_WR);
+    return true;
+}
 
 static void tls_free(xConn *conn) {
     if (conn->transport_state) xTlsConnFree(conn->transport_state);
@@ -179,8 +217,17 @@ static ssize_t tls_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
     return -1;
 }
 
-static const xTransport tls_transport = {tls_recv, tls_sendv, tls_shutdown_write, tls_close,    tls_free,
-                                         true,     NULL,      tls_info,           tls_sendfile, NULL};
+static const xTransport tls_transport = {
+    .recv = tls_recv,
+    .sendv = tls_sendv,
+    .shutdown_write = tls_shutdown_write,
+    .close = tls_close,
+    .free = tls_free,
+    .secure = true,
+    .flush = tls_flush,
+    .tls_info = tls_info,
+    .sendfile = tls_sendfile,
+};
 
 /* ---- The handshake ---- */
 

@@ -71,16 +71,21 @@ def raise_fd_limit(wanted):
 
 
 class ServerProcess:
-    """One server process: started on port 0, its port read from stdout."""
+    """One server process: started on port 0, its port read from stdout (or
+    argv, a command line that prints the same listening line)."""
 
-    def __init__(self, args=(), binary=None, port=0, env=None):
-        binary = binary or bench_server_path()
+    def __init__(self, args=(), binary=None, port=0, env=None, argv=None):
         self.env = env or {}
-        self.argv = [binary, str(port), *map(str, args)]
-        # The bench servers register their diagnostic routes (/delay, /stream,
-        # /upload, /tls) only when asked: the tests use them.
-        if os.path.basename(binary) in ("http_bench_server", "https_bench_server"):
-            self.argv.append("--test-routes")
+        if argv is not None:
+            # A whole command line of the caller's (a container run, say).
+            self.argv = list(argv)
+        else:
+            binary = binary or bench_server_path()
+            self.argv = [binary, str(port), *map(str, args)]
+            # The bench servers register their diagnostic routes (/delay, /stream,
+            # /upload, /tls) only when asked: the tests use them.
+            if os.path.basename(binary) in ("http_bench_server", "https_bench_server"):
+                self.argv.append("--test-routes")
         self.proc = None
         self.host = self.port = self.workers = None
         self._stderr = tempfile.TemporaryFile()

@@ -8,6 +8,8 @@
 //
 // GOMAXPROCS in the environment sets its cores. /json is never compressed here:
 // the standard library has no Brotli, and the profiles measured ask for neither.
+// /static/ sends the .br or .gz twin a file has on disk when Accept-Encoding
+// prefers it, read from disk per request; /ws echoes with gorilla/websocket.
 package main
 
 import (
@@ -24,6 +26,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"xkit.dev/bench/go/internal/wsecho"
 )
 
 // maxDelay is the longest /delay a client may ask for, as in arena/main.c.
@@ -53,6 +57,15 @@ type jsonReply struct {
 }
 
 var dataset []Item
+
+// staticDir holds the arena's static files and their twins (DATA_DIR/static).
+var staticDir string
+
+// staticTypes are the contract's types; a file of any other kind is a 404.
+var staticTypes = map[string]string{
+	".css": "text/css", ".js": "application/javascript", ".html": "text/html", ".woff2": "font/woff2",
+	".svg": "image/svg+xml", ".webp": "image/webp", ".json": "application/json",
+}
 
 func envOr(name, fallback string) string {
 	if v := os.Getenv(name); v != "" {
@@ -148,6 +161,74 @@ func serveEcho(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
+// acceptQ is the q-value Accept-Encoding gives coding (0 when absent; "*" counts).
+func acceptQ(header, coding string) float64 {
+	q, wildcard := 0.0, 0.0
+	for _, part := range strings.Split(header, ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		value := 1.0
+		if text, ok := strings.CutPrefix(strings.TrimSpace(params), "q="); ok {
+			if v, err := strconv.ParseFloat(text, 64); err == nil {
+				value = v
+			}
+		}
+		switch strings.TrimSpace(name) {
+		case coding:
+			q = value
+		case "*":
+			wildcard = value
+		}
+	}
+	if q == 0 && !strings.Contains(header, coding) {
+		return wildcard
+	}
+	return q
+}
+
+// serveStatic sends a file of DATA_DIR/static, or the twin Accept-Encoding prefers.
+func serveStatic(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	kind, known := staticTypes[filepath.Ext(name)]
+	if !known || strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") {
+		http.NotFound(w, r)
+		return
+	}
+	path, coding := filepath.Join(staticDir, name), ""
+	accept := r.Header.Get("Accept-Encoding")
+	br, gz := acceptQ(accept, "br"), acceptQ(accept, "gzip")
+	for _, twin := range []struct {
+		q       float64
+		coding  string
+		suffix  string
+		against float64
+	}{{br, "br", ".br", gz}, {gz, "gzip", ".gz", 0}} {
+		if twin.q > 0 && twin.q >= twin.against {
+			if _, err := os.Stat(path + twin.suffix); err == nil {
+				path, coding = path+twin.suffix, twin.coding
+				break
+			}
+		}
+	}
+	file, err := os.Open(path)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	defer file.Close()
+	info, err := file.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", kind)
+	w.Header().Set("Vary", "Accept-Encoding")
+	if coding != "" {
+		w.Header().Set("Content-Encoding", coding)
+	}
+	w.Header().Set("Content-Length", strconv.FormatInt(info.Size(), 10))
+	io.Copy(w, file)
+}
+
 // getSumArgs decodes SumRequest{int32 a = 1; int32 b = 2}: varint fields only.
 func getSumArgs(msg []byte) (a, b int32, ok bool) {
 	for len(msg) > 0 {
@@ -213,6 +294,8 @@ func routes() http.Handler {
 	mux.HandleFunc("GET /json/{count}", serveJSON)
 	mux.HandleFunc("POST /echo", serveEcho)
 	mux.HandleFunc("POST /benchmark.BenchmarkService/GetSum", serveGetSum)
+	mux.HandleFunc("GET /static/{file}", serveStatic)
+	mux.HandleFunc("GET /ws", wsecho.Handler)
 	return mux
 }
 
@@ -231,6 +314,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "arena_server: ARENA_PORTS must be four ports: h1+h2c,tls-h1,h2c-only,tls-h2")
 		os.Exit(2)
 	}
+	staticDir = filepath.Join(envOr("DATA_DIR", "/data"), "static")
 	data, err := os.ReadFile(filepath.Join(envOr("DATA_DIR", "/data"), "dataset.json"))
 	if err == nil {
 		err = json.Unmarshal(data, &dataset)

@@ -8,32 +8,13 @@ import (
 	"log"
 	"net/http"
 
-	"github.com/gorilla/websocket"
 	"xkit.dev/bench/go/internal/routes"
+	"xkit.dev/bench/go/internal/wsecho"
 )
-
-var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
-
-func echo(w http.ResponseWriter, r *http.Request) {
-	ws, err := upgrader.Upgrade(w, r, nil)
-	if err != nil {
-		return
-	}
-	defer ws.Close()
-	for {
-		kind, data, err := ws.ReadMessage()
-		if err != nil {
-			return
-		}
-		if err := ws.WriteMessage(kind, data); err != nil {
-			return
-		}
-	}
-}
 
 func main() {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/ws", echo)
+	mux.HandleFunc("/ws", wsecho.Handler)
 	mux.HandleFunc("/ping", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("pong")) })
 	log.Fatal(http.ListenAndServe(routes.ListenAddress(), mux))
 }
