@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -35,6 +36,11 @@
 #define XURING_BUFS 512 /* a power of two */
 #define XURING_BUF_SIZE 4096
 #define XURING_GROUP 0
+/* A socket's reader that leaves this many buffers unread (it waits for its
+ * output to drain, say) stops the receiving ahead: the rest of its input stays
+ * in the socket, as on epoll, where it pushes back on the client, and where
+ * a close finds it and resets the connection. */
+#define XURING_AHEAD_MAX 8
 
 /* What a completion is for: the tag's top two bits. */
 enum { KIND_POLL, KIND_RECV, KIND_POLLIN };
@@ -51,9 +57,11 @@ typedef struct xUringFd {
     bool receiving;     /* its multishot recv is submitted */
     bool waiting_in;    /* starved: a one-shot POLLIN is submitted */
     bool starved;       /* the buffers ran out on it: reads use recv(2) until it drains */
+    bool pausing;       /* its reader fell behind: its receive is being cancelled */
     bool ended;         /* the end of the stream came */
     int error;          /* what the receive failed with, after the chunks queued */
     int16_t head, tail; /* received chunks not yet read, linked through xUring.chunks */
+    uint16_t unread;    /* how many */
 } xUringFd;
 
 typedef struct xChunk {
@@ -148,6 +156,15 @@ static void uring_remove(xPoller *poller, int fd) {
     if (f->polling) want_cancel(u, tag_of(KIND_POLL, fd, f->gen));
     if (f->receiving) want_cancel(u, tag_of(KIND_RECV, fd, f->gen));
     if (f->waiting_in) want_cancel(u, tag_of(KIND_POLLIN, fd, f->gen));
+    if (f->head != NO_CHUNK) {
+        /* The socket goes (a watched socket is removed to be closed) with
+         * input its reader never took. Where that input waits in the socket,
+         * as on epoll, the kernel resets the connection instead of a FIN
+         * that would queue behind the output a client that does not read
+         * never takes: do what it would. */
+        struct linger reset = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    }
     for (int16_t c = f->head; c != NO_CHUNK; c = u->chunks[c].next) give_back(u, (unsigned)c);
     bool queued = f->queued;
     *f = (xUringFd){.gen = f->gen + 1, .queued = queued, .head = NO_CHUNK, .tail = NO_CHUNK};
@@ -176,10 +193,13 @@ static ssize_t uring_recv(xPoller *poller, int fd, void *buf, size_t len) {
         if (c->len) break;
         int16_t done = f->head;
         f->head = c->next;
+        f->unread--;
         if (f->head == NO_CHUNK) f->tail = NO_CHUNK;
         give_back(u, (unsigned)done);
     }
-    if (n == len || !f->starved) {
+    if (n == len || !f->starved || f->receiving) {
+        /* (A receive being cancelled may still queue bytes that came before
+         * those in the socket: the socket waits for its last completion.) */
         if (n) return (ssize_t)n;
         if (f->ended) return 0;
         errno = f->error ? f->error : EAGAIN;
@@ -294,13 +314,19 @@ static unsigned received(xUring *u, int fd, const struct io_uring_cqe *cqe) {
         else
             f->head = bid;
         f->tail = bid;
+        if (++f->unread >= XURING_AHEAD_MAX && (cqe->flags & IORING_CQE_F_MORE) && !f->pausing) {
+            want_cancel(u, tag_of(KIND_RECV, fd, f->gen));
+            f->pausing = true;
+        }
     }
     if (cqe->flags & IORING_CQE_F_MORE) return bits;
     f->receiving = false;
+    bool paused = f->pausing;
+    f->pausing = false;
     if (cqe->res == 0) {
         f->ended = true;
         bits |= XEV_EOF;
-    } else if (cqe->res == -ENOBUFS) {
+    } else if (cqe->res == -ENOBUFS || paused) {
         /* The reader finds the socket through recv(2) until it drains it. */
         f->starved = true;
     } else if (cqe->res < 0) {
