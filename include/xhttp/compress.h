@@ -18,8 +18,10 @@
  *
  * Memory: each worker keeps one zlib stream for whole gzip bodies, made on
  * first use (2^(gzip_window_bits+2) + 2^(gzip_mem_level+9) bytes: 256 KiB at
- * the defaults); Brotli makes and frees its state within each whole-body
- * call. A streamed response holds its own compressor from its first Write
+ * the defaults), and one 1 MiB block, made on first use, for the Brotli
+ * encoder of each whole body, which lives for that call (an encoder that
+ * needs more, at a high quality or for a large body, takes the rest from
+ * malloc for the call). A streamed response holds its own compressor from its first Write
  * to its end (or the client's leaving): the same zlib size for gzip, and
  * for Brotli a ring buffer of 2^brotli_window_bits bytes plus hash tables
  * that grow with the quality. Compressed whole bodies are sent from a
