@@ -13,11 +13,12 @@ NGINX_TEMPLATE = PEERS_DIR / "nginx" / "nginx.conf.in"
 H2O_TEMPLATE = PEERS_DIR / "h2o" / "h2o.conf.in"
 H2O_ECHO_BYTES = 4096   # h2o's /echo is one file of this size (bench/peers/h2o/h2o.conf.in)
 
-LABELS = {"xkit": "xKit", "go": "Go", "nginx": "nginx", "h2o": "h2o", "baseline": "baseline",
-          "baseline_uring": "io_uring baseline"}
+LABELS = {"xkit": "xKit", "xkit_epoll": "xKit on epoll", "go": "Go", "nginx": "nginx", "h2o": "h2o",
+          "baseline": "baseline", "baseline_uring": "io_uring baseline"}
 # What each peer serves: nginx answers GET /echo?size=N from files named by the size and
 # cannot echo a body; h2o's file handler ignores the query string, so it serves /ping only.
-KINDS = {"xkit": {"ping", "echo", "post"}, "go": {"ping", "echo", "post"},
+KINDS = {"xkit": {"ping", "echo", "post"}, "xkit_epoll": {"ping", "echo", "post"},
+         "go": {"ping", "echo", "post"},
          "nginx": {"ping", "echo"}, "h2o": {"ping"}}
 GO_PEER_FOR = {"http1": "http_bench_server", "pipeline": "http_bench_server",
                "h2c": "h2c_bench_server", "https1": "https_bench_server",
@@ -73,7 +74,9 @@ def server_binary(context, name):
     return binary if os.access(binary, os.X_OK) else Missing("not built", f"{binary} not built")
 
 
-def xkit_peer(protocol, context):
+def xkit_peer(protocol, context, name="xkit", xk_io=None):
+    """xKit's bench server on its default I/O backend (io_uring where the kernel allows it, or
+    what XK_IO in the environment asks for), or on the one xk_io names."""
     tls = protocol.startswith("https")
     binary = server_binary(context, "https_bench_server" if tls else "http_bench_server")
     if isinstance(binary, Missing):
@@ -81,10 +84,16 @@ def xkit_peer(protocol, context):
     workers = ["--workers", str(context.workers)]
     if context.static_dir:
         workers += ["--static", str(context.static_dir)]
+    env = {"XK_IO": xk_io} if xk_io else {}
     if tls:
-        return Peer("xkit", lambda port, _dir: [str(binary), str(port), str(context.cert),
-                                                 str(context.key)] + workers, tls=True)
-    return Peer("xkit", lambda port, _dir: [str(binary), str(port)] + workers)
+        return Peer(name, lambda port, _dir: [str(binary), str(port), str(context.cert),
+                                               str(context.key)] + workers, env, tls=True)
+    return Peer(name, lambda port, _dir: [str(binary), str(port)] + workers, env)
+
+
+def xkit_epoll_peer(protocol, context):
+    """xKit on epoll (XK_IO=epoll): what the io_uring backend is measured against."""
+    return xkit_peer(protocol, context, "xkit_epoll", "epoll")
 
 
 def baseline_peer(protocol, context, name="baseline", binary_name="baseline_responder"):
@@ -199,5 +208,5 @@ def h2o_peer(protocol, context):
     return Peer("h2o", command, tls=tls, serving_children_named="h2o" if tls else None)
 
 
-MAKERS = {"xkit": xkit_peer, "go": go_peer, "nginx": nginx_peer, "h2o": h2o_peer,
+MAKERS = {"xkit": xkit_peer, "xkit_epoll": xkit_epoll_peer, "go": go_peer, "nginx": nginx_peer, "h2o": h2o_peer,
           "baseline": baseline_peer, "baseline_uring": baseline_uring_peer}

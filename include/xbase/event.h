@@ -1,10 +1,10 @@
 /* xbase/event.h — a single-threaded event loop: fd readiness, timers, I/O calls.
  *
  * One loop runs on one thread. Everything here except xEventLoopWake and
- * xEventLoopPost must be called from the loop's own thread. The readiness
- * backend (epoll today) sits behind an internal interface; callers never touch
- * it and do their socket I/O through xEventLoopRecv / xEventLoopSendv, so a
- * completion-based backend can replace it without changing connection code. */
+ * xEventLoopPost must be called from the loop's own thread. The I/O backend
+ * (io_uring where the kernel allows it, else epoll) sits behind an internal
+ * interface; callers never touch it and do their socket I/O through
+ * xEventLoopRecv / xEventLoopSendv, so either serves the same connection code. */
 #ifndef XBASE_EVENT_H
 #define XBASE_EVENT_H
 
@@ -29,13 +29,33 @@ enum {
     XEV_WRITE = 1u << 1, /**< writable */
     XEV_ERROR = 1u << 2, /**< error or hang-up on the descriptor */
     XEV_EOF = 1u << 3,   /**< the peer closed its side: reads will reach the end */
+    /** For xEventLoopAdd: every read of fd goes through xEventLoopRecv, so a
+     *  completion backend may receive ahead into its own buffers (XEV_READ
+     *  then says bytes wait there). Never reported. */
+    XEV_RECV = 1u << 4,
 };
 
 /** Called when fd becomes ready; events holds XEV_* bits. */
 typedef void (*xEventFn)(xEventLoop *loop, int fd, unsigned events, void *arg);
 
-/** Creates a loop. Returns NULL when the backend cannot be set up. */
+/** Which I/O backend a loop runs on. */
+typedef enum xIoBackend {
+    XIO_DEFAULT = 0, /**< the XK_IO environment variable (io_uring or epoll), else io_uring */
+    XIO_EPOLL,       /**< epoll */
+    XIO_URING,       /**< io_uring; epoll where the kernel refuses it */
+} xIoBackend;
+
+/** Creates a loop on the default backend (see XIO_DEFAULT). Where io_uring
+ *  is refused (an old kernel, a sysctl, a seccomp profile) the loop runs on
+ *  epoll; the first loop of a process to run logs "io: <backend>" and, for epoll,
+ *  why. Returns NULL when no backend can be set up. */
 xEventLoop *xEventLoopCreate(void);
+
+/** Creates a loop on the backend io asks for, as xEventLoopCreate does. */
+xEventLoop *xEventLoopCreateWith(xIoBackend io);
+
+/** "io_uring" or "epoll": the backend loop runs on. */
+const char *xEventLoopBackend(const xEventLoop *loop);
 
 /** Destroys a loop that is not running. Watched descriptors are not closed. */
 void xEventLoopDestroy(xEventLoop *loop);
@@ -58,6 +78,10 @@ void xEventLoopRemove(xEventLoop *loop, int fd);
 /** recv() through the loop's backend. Returns bytes read, 0 at end of stream,
  *  or -1 with errno set (EAGAIN when nothing is there yet). */
 ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len);
+
+/** Takes back XEV_RECV for fd before the loop next waits: something else
+ *  (OpenSSL's handshake) will read the socket itself. */
+void xEventLoopRecvDirect(xEventLoop *loop, int fd);
 
 /** Gathered send through the loop's backend, never raising SIGPIPE. Same
  *  return convention as xEventLoopRecv. */

@@ -85,6 +85,9 @@ typedef struct xHttpServerConf {
                                            the access log on SIGUSR1 (true);
                                            they are blocked in the creating thread from
                                            Create until Destroy */
+    xIoBackend io;                    /**< the workers' I/O backend (XIO_DEFAULT: XK_IO,
+                                           else io_uring, else epoll); a caller's loop
+                                           keeps its own */
 } xHttpServerConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is

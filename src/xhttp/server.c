@@ -228,7 +228,7 @@ static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
     w->server = server;
     w->stop_fd = w->spare_fd = -1;
     for (int i = 0; i < XSERVER_MAX_LISTENERS; i++) w->listen_fds[i] = -1;
-    w->loop = loop ? loop : xEventLoopCreate();
+    w->loop = loop ? loop : xEventLoopCreateWith(server->conf.io);
     if (!w->loop) return XERR_SYS;
     w->ctx.net.loop = w->loop;
     w->ctx.conf = &server->conf;

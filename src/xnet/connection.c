@@ -67,7 +67,7 @@ xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnPr
     conn->refs = 1;
     if (addr) conn->addr = *addr;
     xTimerInit(&conn->timer, on_timer);
-    if (xEventLoopAdd(net->loop, fd, XEV_READ | XEV_WRITE, on_io, conn) != XOK) {
+    if (xEventLoopAdd(net->loop, fd, XEV_READ | XEV_WRITE | XEV_RECV, on_io, conn) != XOK) {
         close(fd);
         free(conn);
         return NULL;
@@ -81,6 +81,9 @@ xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnPr
 }
 
 void xConnSetTransport(xConn *conn, const xTransport *transport, void *state) {
+    /* Only the plain transport reads through the loop from the first byte
+     * (the TLS handshake is OpenSSL's, on the socket). */
+    if (transport != &xConnPlainTransport) xEventLoopRecvDirect(conn->net->loop, conn->fd);
     conn->transport = transport;
     conn->transport_state = state;
 }

@@ -319,7 +319,8 @@ class FramesTest(ServerTestCase):
             if "Operation not permitted" in said:  # the machine's ptrace policy, as there
                 self.skipTest(f"this machine does not allow ptrace, so strace cannot count writes: {said}")
             self.fail(f"strace did not attach to every server thread: {said or 'it said nothing'}")
-        ws.send(b"".join(frame(OP_TEXT, b"m%d" % i) for i in range(50)))
+        frames = b"".join(frame(OP_TEXT, b"m%d" % i) for i in range(50))
+        ws.send(frames)
         self.assertEqual([ws.read_frame()[3] for _ in range(50)], [b"m%d" % i for i in range(50)])
         tracer.send_signal(signal.SIGTERM)
         tracer.wait(10)
@@ -330,6 +331,10 @@ class FramesTest(ServerTestCase):
                     if int(match.group(3)) > 0:
                         reads += match.group(1).startswith(("read", "recv"))
                         writes += match.group(1).startswith(("write", "send"))
+        if "io: io_uring" in self.server.stderr_text():
+            # The frames arrive as receive completions into 4 KiB buffers, which no strace line
+            # shows: no more writes than buffers they filled.
+            reads = -(-len(frames) // 4096)
         self.assertGreaterEqual(reads, 1, "strace saw no read of the frames")
         self.assertLessEqual(writes, reads, f"{writes} writes answered frames from {reads} reads")
 

@@ -19,7 +19,7 @@ from .compare import WARMUP_SECONDS, prepare_peers, run_comparison
 
 HELP = ("HTTP/1.1: xKit, the epoll and io_uring baselines, nginx and Go under wrk; idle memory "
         "per connection")
-SERVERS = ("xkit", "baseline", "baseline_uring", "nginx", "go")
+SERVERS = ("xkit", "xkit_epoll", "baseline", "baseline_uring", "nginx", "go")
 CASES = ("ping", "pipeline", "idle")
 THROUGHPUT_KEYS = ("req_per_s", "cpu_us_per_request", "softirq_us_per_request",
                    "server_busy", "client_busy", "others_busy")
@@ -108,6 +108,9 @@ def ratio_lines(summary):
         ("xkit CPU/req ÷ baseline_uring", "cpu_us_per_request", "xkit", "baseline_uring",
          ("ping", "pipeline")),
         ("baseline_uring CPU/req ÷ baseline", "cpu_us_per_request", "baseline_uring", "baseline",
+         ("ping", "pipeline")),
+        ("xkit CPU/req ÷ xkit_epoll", "cpu_us_per_request", "xkit", "xkit_epoll", ("ping", "pipeline")),
+        ("xkit_epoll CPU/req ÷ baseline", "cpu_us_per_request", "xkit_epoll", "baseline",
          ("ping", "pipeline")),
         ("xkit CPU/req ÷ nginx", "cpu_us_per_request", "xkit", "nginx", ("ping", "pipeline")),
         ("xkit req/s ÷ nginx", "req_per_s", "xkit", "nginx", ("pipeline",)),

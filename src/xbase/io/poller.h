@@ -1,11 +1,15 @@
-/* poller.h — the readiness backend under xEventLoop.
- *
- * One implementation is linked per build (poller_epoll.c today). The loop is
- * the only caller; connection code never sees this interface. */
+/* poller.h — the I/O backend under xEventLoop, picked when a loop is created:
+ * io_uring (poller_uring.c) where the kernel allows it, else epoll
+ * (poller_epoll.c). Both report edge-triggered readiness through one small
+ * table, so the loop and the connection code above it never know which one
+ * runs. The loop is the only caller. */
 #ifndef XBASE_IO_POLLER_H
 #define XBASE_IO_POLLER_H
 
 #include <stddef.h>
+#include <sys/types.h>
+
+#include <xbase/event.h>
 
 typedef struct xPoller xPoller;
 
@@ -14,17 +18,44 @@ typedef struct xPollerEvent {
     unsigned events; /* XEV_* bits */
 } xPollerEvent;
 
-xPoller *xPollerCreate(void);
-void xPollerDestroy(xPoller *poller);
+typedef struct xPollerOps {
+    const char *name; /* "epoll" or "io_uring", as the start-up log line says */
+    /** Registers fd, edge-triggered, for the XEV_* bits in events. 0 or -1/errno. */
+    int (*add)(xPoller *poller, int fd, unsigned events);
+    /** Unregisters fd; no event for it is reported after this. */
+    void (*remove)(xPoller *poller, int fd);
+    /** Waits up to timeout_ms (-1: forever) and fills at most max events.
+     *  Returns how many, or -1 with errno (EINTR is reported as 0). */
+    int (*wait)(xPoller *poller, xPollerEvent *events, int max, int timeout_ms);
+    /** recv(2) for the loop's callers; on an fd added with XEV_RECV, what the
+     *  backend received ahead. */
+    ssize_t (*recv)(xPoller *poller, int fd, void *buf, size_t len);
+    void (*destroy)(xPoller *poller);
+    /** Takes XEV_RECV back before fd's first wait; NULL where XEV_RECV means nothing. */
+    void (*recv_direct)(xPoller *poller, int fd);
+} xPollerOps;
 
-/** Registers fd, edge-triggered, for the XEV_* bits in events. 0 or -1/errno. */
-int xPollerAdd(xPoller *poller, int fd, unsigned events);
+/* Every backend's state begins with its table. */
+struct xPoller {
+    const xPollerOps *ops;
+    char why[160]; /* why this backend and not the default; "" when it is the default */
+};
 
-/** Unregisters fd. */
-void xPollerRemove(xPoller *poller, int fd);
+/** The backend asked for (want; XIO_DEFAULT: the XK_IO environment variable,
+ *  else io_uring), falling back to epoll when io_uring cannot be set up.
+ *  NULL when no backend can be set up. */
+xPoller *xPollerCreate(xIoBackend want);
 
-/** Waits up to timeout_ms (-1: forever) and fills at most max events.
- *  Returns how many, or -1 with errno (EINTR is reported as 0). */
-int xPollerWait(xPoller *poller, xPollerEvent *events, int max, int timeout_ms);
+/** Logs "io: <backend>" (and why, when it is not the default) the first time
+ *  any loop of the process runs: a process that fails before serving says
+ *  nothing of it. */
+void xPollerAnnounce(const xPoller *poller);
+
+/** An epoll backend, or NULL with errno. */
+xPoller *xPollerEpollCreate(void);
+
+/** An io_uring backend, or NULL with why (a sentence fragment for the log
+ *  line) filled when the kernel refuses it. */
+xPoller *xPollerUringCreate(char *why, size_t why_len);
 
 #endif

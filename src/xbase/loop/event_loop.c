@@ -1,7 +1,7 @@
-/* event_loop.c — the loop: wait for readiness, dispatch, fire timers, run
- * calls posted from other threads, then the calls owed at the end of the
- * turn. Watches live in an array indexed by fd, so dispatch is one
- * array load with no allocation per connection. */
+/* event_loop.c — the loop: wait for readiness (on the backend poller.h
+ * picked), dispatch, fire timers, run calls posted from other threads, then
+ * the calls owed at the end of the turn. Watches live in an array indexed by
+ * fd, so dispatch is one array load with no allocation per connection. */
 #include <xbase/event.h>
 
 #include <errno.h>
@@ -101,10 +101,12 @@ static void on_wake(xEventLoop *loop, int fd, unsigned events, void *arg) {
     run_posted(loop);
 }
 
-xEventLoop *xEventLoopCreate(void) {
+xEventLoop *xEventLoopCreate(void) { return xEventLoopCreateWith(XIO_DEFAULT); }
+
+xEventLoop *xEventLoopCreateWith(xIoBackend io) {
     xEventLoop *loop = calloc(1, sizeof *loop);
     if (!loop) return NULL;
-    loop->poller = xPollerCreate();
+    loop->poller = xPollerCreate(io);
     loop->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&loop->posted_lock, NULL);
     update_clock(loop);
@@ -122,7 +124,7 @@ void xEventLoopDestroy(xEventLoop *loop) {
     run_turn_end(loop); /* their owners hold references until they run */
     run_posted(loop);   /* posted calls may own memory: let them release it */
     if (loop->wake_fd >= 0) close(loop->wake_fd);
-    xPollerDestroy(loop->poller);
+    if (loop->poller) loop->poller->ops->destroy(loop->poller);
     pthread_mutex_destroy(&loop->posted_lock);
     free(loop->watches);
     free(loop);
@@ -140,9 +142,10 @@ static void dispatch(xEventLoop *loop, const xPollerEvent *events, int n) {
 
 xErrno xEventLoopRun(xEventLoop *loop) {
     xPollerEvent events[XLOOP_EVENTS];
+    xPollerAnnounce(loop->poller);
     while (!loop->stop_requested) {
         int64_t timeout = xTimerWheelNextTimeout(&loop->wheel, loop->now_ms);
-        int n = xPollerWait(loop->poller, events, XLOOP_EVENTS, (int)timeout);
+        int n = loop->poller->ops->wait(loop->poller, events, XLOOP_EVENTS, (int)timeout);
         if (n < 0) return XERR_SYS;
         update_clock(loop);
         dispatch(loop, events, n);
@@ -166,7 +169,7 @@ xErrno xEventLoopAdd(xEventLoop *loop, int fd, unsigned events, xEventFn fn, voi
         loop->watches = w;
         loop->watch_cap = cap;
     }
-    if (xPollerAdd(loop->poller, fd, events) != 0) return XERR_SYS;
+    if (loop->poller->ops->add(loop->poller, fd, events) != 0) return XERR_SYS;
     loop->watches[fd].fn = fn;
     loop->watches[fd].arg = arg;
     return XOK;
@@ -174,12 +177,18 @@ xErrno xEventLoopAdd(xEventLoop *loop, int fd, unsigned events, xEventFn fn, voi
 
 void xEventLoopRemove(xEventLoop *loop, int fd) {
     if (fd < 0 || (size_t)fd >= loop->watch_cap || !loop->watches[fd].fn) return;
-    xPollerRemove(loop->poller, fd);
+    loop->poller->ops->remove(loop->poller, fd);
     loop->watches[fd].fn = NULL;
     loop->watches[fd].arg = NULL;
 }
 
-ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len) { return recv(fd, buf, len, 0); }
+ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len) {
+    return loop->poller->ops->recv(loop->poller, fd, buf, len);
+}
+
+void xEventLoopRecvDirect(xEventLoop *loop, int fd) {
+    if (loop->poller->ops->recv_direct) loop->poller->ops->recv_direct(loop->poller, fd);
+}
 
 ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int iovcnt) {
     /* Most responses are one segment; send(2) skips sendmsg's header copy. */
@@ -187,6 +196,8 @@ ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int i
     struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
     return sendmsg(fd, &msg, MSG_NOSIGNAL);
 }
+
+const char *xEventLoopBackend(const xEventLoop *loop) { return loop->poller->ops->name; }
 
 uint64_t xEventLoopNowMs(const xEventLoop *loop) { return loop->now_ms; }
 
