@@ -181,3 +181,16 @@ def negotiated(port, alpn=None, env=None):
     record = {key: match.group(1) if match else None for key, match in found.items()}
     record["error"] = last_line(done.stderr)
     return record
+
+
+def what_curl_gets(url, flags):
+    """(Content-Encoding, body bytes) of one GET of url, as curl with flags sees it; RunFailed
+    unless it answers 200."""
+    done = subprocess.run(["curl", "-sk", "-o", "/dev/null", "-D", "-", "-w", "size=%{size_download}",
+                           *flags, url], capture_output=True, text=True, timeout=30)
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or not lines or " 200" not in lines[0]:
+        raise RunFailed(f"{url} did not answer 200: {done.stdout[:200]!r} {done.stderr[:200]!r}")
+    coding = next((line.split(":", 1)[1].strip() for line in lines
+                   if line.lower().startswith("content-encoding:")), "identity")
+    return coding, int(lines[-1].removeprefix("size="))

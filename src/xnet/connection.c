@@ -20,6 +20,7 @@ static __thread char file_piece[XCONN_FILE_PIECE];
 
 static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg);
 static void on_timer(xEventLoop *loop, xTimer *timer);
+static void flush_at_turn_end(xEventLoop *loop, xTurnEnd *call);
 
 /* ---- The plain transport: the socket itself ---- */
 
@@ -67,6 +68,7 @@ xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnPr
     conn->refs = 1;
     if (addr) conn->addr = *addr;
     xTimerInit(&conn->timer, on_timer);
+    conn->flush_soon.fn = flush_at_turn_end;
     if (xEventLoopAdd(net->loop, fd, XEV_READ | XEV_WRITE | XEV_RECV, on_io, conn) != XOK) {
         close(fd);
         free(conn);
@@ -317,7 +319,6 @@ static void flush_at_turn_end(xEventLoop *loop, xTurnEnd *call) {
 void xConnFlushSoon(xConn *conn) {
     if (conn->closed || conn->flush_soon.queued) return;
     xConnRetain(conn);
-    conn->flush_soon.fn = flush_at_turn_end;
     xEventLoopAtTurnEnd(conn->net->loop, &conn->flush_soon);
 }
 

@@ -18,7 +18,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from ..cli import add_common_options, say
 from ..loadgen import PIPELINE_SCRIPT, h2load_argv, measured_load, run_measured, run_tool, unmeasured_load, wrk_argv
 from ..paths import REPO_ROOT, WRK_SCRIPTS, shown
 from ..prepare import SetupFailed, build_go_peers, make_certificate
+from ..probes import what_curl_gets
 from ..rounds import failure_lines, runs_cell
 from ..servers import RunFailed, find_tool
 from ..stats import summarize_rounds, summary_median
@@ -212,15 +212,8 @@ def parse_paced(run):
 
 def what_static_sends(port):
     """What one static-h2 request (app.js, with the profile's Accept-Encoding) gets, as curl sees it."""
-    done = subprocess.run(["curl", "-sk", "--http2", "-H", ACCEPT, "-o", "/dev/null", "-D", "-",
-                           "-w", "size=%{size_download}", f"https://127.0.0.1:{port}/static/app.js"],
-                          capture_output=True, text=True, timeout=30)
-    lines = done.stdout.splitlines()
-    if done.returncode != 0 or not lines or " 200" not in lines[0]:
-        raise RunFailed(f"/static/app.js did not answer 200: {done.stdout[:200]!r} {done.stderr[:200]!r}")
-    coding = next((line.split(":", 1)[1].strip() for line in lines
-                   if line.lower().startswith("content-encoding:")), "identity")
-    return f"{coding}, {int(lines[-1].removeprefix('size=')):,} B"
+    coding, size = what_curl_gets(f"https://127.0.0.1:{port}/static/app.js", ["--http2", "-H", ACCEPT])
+    return f"{coding}, {size:,} B"
 
 
 def measure_h1_h2(profile, ports, args, inputs, server):

@@ -14,15 +14,14 @@ reversed every other round); medians.
 """
 
 import shutil
-import subprocess
 from pathlib import Path
 
 from .. import environment
 from ..cli import add_common_options
 from ..loadgen import h2load_argv, measured_load, unmeasured_load, wrk_argv
 from ..paths import REPO_ROOT
+from ..probes import what_curl_gets
 from ..rounds import failure_lines
-from ..servers import RunFailed
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, prepare_peers, run_comparison
 from .compare_http1 import THROUGHPUT_KEYS, cpu_table
@@ -68,15 +67,8 @@ def what_is_sent(case, server):
     scheme = "https" if protocol == "https2" else "http"
     flags = {"http1": [], "h2c": ["--http2-prior-knowledge", "-H", ACCEPT],
              "https2": ["--http2", "-H", ACCEPT]}[protocol]
-    done = subprocess.run(["curl", "-sk", "-o", "/dev/null", "-D", "-", "-w", "size=%{size_download}",
-                           *flags, f"{scheme}://127.0.0.1:{server.port}/static/{name}"],
-                          capture_output=True, text=True, timeout=30)
-    lines = done.stdout.splitlines()
-    if done.returncode != 0 or not lines or " 200" not in lines[0]:
-        raise RunFailed(f"/static/{name} did not answer 200: {done.stdout[:200]!r} {done.stderr[:200]!r}")
-    coding = next((line.split(":", 1)[1].strip() for line in lines
-                   if line.lower().startswith("content-encoding:")), "identity")
-    return f"{coding}, {lines[-1].removeprefix('size=')} B"
+    coding, size = what_curl_gets(f"{scheme}://127.0.0.1:{server.port}/static/{name}", flags)
+    return f"{coding}, {size} B"
 
 
 def measure_case(case, server, args):

@@ -784,10 +784,8 @@ static void process(xHttp1 *h) {
     }
     if (!conn->closed) {
         if (xConnPending(conn)) xConnFlushSoon(conn);
-        if (!conn->closed) {
-            release_input(h);
-            arm_timer(h);
-        }
+        release_input(h);
+        arm_timer(h);
     }
     xConnRelease(conn);
 }
