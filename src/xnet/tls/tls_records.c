@@ -24,6 +24,7 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/kdf.h>
+#include <openssl/params.h>
 
 #include <xhttp/tls_conf.h>
 
@@ -250,6 +251,38 @@ static size_t tls12_aad(uint64_t seq, int type, size_t plain_len, unsigned char 
     return 13;
 }
 
+/* Gives ctx the record's nonce and, opening (tag not NULL), the tag to check.
+ *
+ * EVP_CipherInit_ex, the documented way to set a nonce, asks the provider for
+ * the IV length through a by-name parameter lookup on every call in OpenSSL
+ * 3.0; for a small record that lookup cost a quarter of the seal (0.49 against
+ * 0.37 µs) and a third of the open (0.48 against 0.31 µs). AES-GCM's provider
+ * takes a whole nonce as its "TLS1 fixed IV" (length -1: all of it) instead,
+ * one parameter call that carries the expected tag too. ChaCha20-Poly1305's
+ * gives that parameter a TLS-only meaning, so it keeps the init call. */
+static bool begin_record(const xTlsRecords *r, EVP_CIPHER_CTX *ctx, unsigned char *nonce,
+                         unsigned char *tag) {
+    if (r->traffic.aead == XTLS_AEAD_CHACHA20_POLY1305)
+        return EVP_CipherInit_ex(ctx, NULL, NULL, NULL, nonce, -1) == 1 &&
+               (!tag || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, REC_TAG, tag) == 1);
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED, nonce, (size_t)-1),
+        tag ? OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, tag, REC_TAG)
+            : OSSL_PARAM_construct_end(),
+        OSSL_PARAM_construct_end(),
+    };
+    return EVP_CIPHER_CTX_set_params(ctx, params) == 1;
+}
+
+/* Reads a sealed record's tag into tag. */
+static bool sealed_tag(const xTlsRecords *r, unsigned char *tag) {
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, tag, REC_TAG),
+        OSSL_PARAM_construct_end(),
+    };
+    return EVP_CIPHER_CTX_get_params(r->seal, params) == 1;
+}
+
 /* Seals the plain_len bytes already at rec + REC_HEADER + explicit_nonce(r)
  * into a record of content type type, in place; *rec_len is its size. */
 static bool seal(xTlsRecords *r, unsigned char *rec, size_t plain_len, int type, size_t *rec_len) {
@@ -275,11 +308,10 @@ static bool seal(xTlsRecords *r, unsigned char *rec, size_t plain_len, int type,
     dir->seq++;
     int n, last;
     *rec_len = REC_HEADER + body;
-    return EVP_EncryptInit_ex(r->seal, NULL, NULL, NULL, nonce) == 1 &&
+    return begin_record(r, r->seal, nonce, NULL) &&
            EVP_EncryptUpdate(r->seal, NULL, &n, aad, (int)aad_len) == 1 &&
            EVP_EncryptUpdate(r->seal, data, &n, data, (int)inner) == 1 &&
-           EVP_EncryptFinal_ex(r->seal, data + n, &last) == 1 &&
-           EVP_CIPHER_CTX_ctrl(r->seal, EVP_CTRL_AEAD_GET_TAG, REC_TAG, data + inner) == 1;
+           EVP_EncryptFinal_ex(r->seal, data + n, &last) == 1 && sealed_tag(r, data + inner);
 }
 
 /* Opens the record at rec (body_len bytes after its header) in place.
@@ -308,10 +340,9 @@ static int open_record(xTlsRecords *r, unsigned char *rec, size_t body_len, unsi
         aad_len = tls12_aad(dir->seq, rec[0], cipher_len, aad);
     dir->seq++;
     int n, last;
-    bool opened = EVP_DecryptInit_ex(r->open, NULL, NULL, NULL, nonce) == 1 &&
+    bool opened = begin_record(r, r->open, nonce, cipher + cipher_len) &&
                   EVP_DecryptUpdate(r->open, NULL, &n, aad, (int)aad_len) == 1 &&
                   EVP_DecryptUpdate(r->open, cipher, &n, cipher, (int)cipher_len) == 1 &&
-                  EVP_CIPHER_CTX_ctrl(r->open, EVP_CTRL_AEAD_SET_TAG, REC_TAG, cipher + cipher_len) == 1 &&
                   EVP_DecryptFinal_ex(r->open, cipher + n, &last) == 1;
     if (!opened) {
         *alert = AD_BAD_RECORD_MAC;
