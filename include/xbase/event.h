@@ -79,9 +79,11 @@ void xEventLoopRemove(xEventLoop *loop, int fd);
  *  or -1 with errno set (EAGAIN when nothing is there yet). */
 ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len);
 
-/** Takes back XEV_RECV for fd before the loop next waits: something else
- *  (OpenSSL's handshake) will read the socket itself. */
-void xEventLoopRecvDirect(xEventLoop *loop, int fd);
+/** Whether fd, added with XEV_RECV, may be received ahead. Off (only
+ *  before the loop first waits on fd): something else (OpenSSL's handshake)
+ *  reads the socket itself. On again (at any time): every read is
+ *  xEventLoopRecv's from now on. */
+void xEventLoopRecvAhead(xEventLoop *loop, int fd, bool on);
 
 /** Gathered send through the loop's backend, never raising SIGPIPE. Same
  *  return convention as xEventLoopRecv. */

@@ -48,8 +48,14 @@ static ssize_t plain_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
 }
 
 const xTransport xConnPlainTransport = {
-    plain_recv, plain_sendv, plain_shutdown_write, plain_nothing, plain_nothing, false,
-    NULL,       NULL,        plain_sendfile,       NULL};
+    .recv = plain_recv,
+    .sendv = plain_sendv,
+    .shutdown_write = plain_shutdown_write,
+    .close = plain_nothing,
+    .free = plain_nothing,
+    .sendfile = plain_sendfile,
+    .reads_through_loop = true,
+};
 
 /* ---- Lifetime ---- */
 
@@ -83,9 +89,9 @@ xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnPr
 }
 
 void xConnSetTransport(xConn *conn, const xTransport *transport, void *state) {
-    /* Only the plain transport reads through the loop from the first byte
-     * (the TLS handshake is OpenSSL's, on the socket). */
-    if (transport != &xConnPlainTransport) xEventLoopRecvDirect(conn->net->loop, conn->fd);
+    /* The TLS handshake is OpenSSL's, on the socket; xKit's record layer
+     * after it reads through the loop again. */
+    xEventLoopRecvAhead(conn->net->loop, conn->fd, transport->reads_through_loop);
     conn->transport = transport;
     conn->transport_state = state;
 }

@@ -93,6 +93,9 @@ typedef struct xTransport {
      *  record): a peer that stops there is as slow as one that stops in a
      *  request head. NULL: the transport never holds any. */
     bool (*holds_input)(const xConn *conn);
+    /** Every read of the socket is xEventLoopRecv's, so a completion backend
+     *  may receive ahead; false where a library reads the socket itself. */
+    bool reads_through_loop;
 } xTransport;
 
 /** The socket itself, every connection's transport until told otherwise. */

@@ -1,10 +1,12 @@
 /* test_event_loop.c — the loop on each of its real backends, epoll and
  * io_uring: timers fire in order and not early, readiness reaches the right
  * callback and none reaches a removed fd, a socket closed after removal
- * reaches its peer, calls posted from another thread run on the loop, calls
+ * reaches its peer, a socket read directly and handed back loses no byte,
+ * calls posted from another thread run on the loop, calls
  * owed at the end of a turn run after it, once each and in order, and the
  * wall clock's second is sampled. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -454,6 +456,60 @@ static void test_a_reader_that_takes_nothing_leaves_its_input_in_the_socket(void
     xEventLoopDestroy(loop);
 }
 
+/* A socket read by someone else first (OpenSSL's handshake), then handed
+ * back: the bytes that waited in the socket and those that come later all
+ * reach xEventLoopRecv, in order, with an event for each. */
+typedef struct Handback {
+    int pair[2];
+    bool handed_back;
+    char got[32];
+    size_t got_len;
+    xTimer later;
+} Handback;
+
+static void handback_writes_more(xEventLoop *loop, xTimer *timer) {
+    Handback *h = (Handback *)((char *)timer - offsetof(Handback, later));
+    CHECK_EQ_INT(write(h->pair[1], "again", 5), 5);
+}
+
+static void on_handback(xEventLoop *loop, int fd, unsigned events, void *arg) {
+    Handback *h = arg;
+    if (!h->handed_back) {
+        char hello[5];
+        if (recv(fd, hello, sizeof hello, 0) != (ssize_t)sizeof hello) return;
+        CHECK(memcmp(hello, "hello", 5) == 0);
+        xEventLoopRecvAhead(loop, fd, true);
+        h->handed_back = true;
+        xTimerStart(loop, &h->later, 20);
+    }
+    ssize_t n;
+    while ((n = xEventLoopRecv(loop, fd, h->got + h->got_len, sizeof h->got - h->got_len)) > 0)
+        h->got_len += (size_t)n;
+    if (h->got_len >= 10) xEventLoopStop(loop);
+}
+
+static void test_a_socket_read_directly_then_handed_back_loses_no_byte(void) {
+    xEventLoop *loop = new_loop();
+    Handback h = {.handed_back = false};
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, h.pair) == 0);
+    CHECK_EQ_INT(xEventLoopAdd(loop, h.pair[0], XEV_READ | XEV_WRITE | XEV_RECV, on_handback, &h), XOK);
+    xEventLoopRecvAhead(loop, h.pair[0], false);
+    xTimerInit(&h.later, handback_writes_more);
+    CHECK_EQ_INT(write(h.pair[1], "helloworld", 10), 10); /* "world" waits in the socket at the hand-back */
+    xTimerInit(&reuse.timer, stop_loop);                  /* a lost event fails the checks, not the run */
+    xTimerStart(loop, &reuse.timer, 5000);
+    xEventLoopRun(loop);
+    xTimerStop(loop, &reuse.timer);
+    xTimerStop(loop, &h.later);
+    CHECK(h.handed_back);
+    CHECK_MSG(h.got_len == 10 && memcmp(h.got, "worldagain", 10) == 0, "got %zu bytes: %.*s", h.got_len,
+              (int)h.got_len, h.got);
+    xEventLoopRemove(loop, h.pair[0]);
+    close(h.pair[0]);
+    close(h.pair[1]);
+    xEventLoopDestroy(loop);
+}
+
 int main(void) {
     static const xIoBackend backends[] = {XIO_EPOLL, XIO_URING};
     for (size_t i = 0; i < sizeof backends / sizeof *backends; i++) {
@@ -466,6 +522,7 @@ int main(void) {
         RUN(test_a_socket_closed_after_removal_reaches_its_peer_within_a_turn);
         RUN(test_bytes_received_ahead_all_arrive_when_the_buffers_run_out);
         RUN(test_a_reader_that_takes_nothing_leaves_its_input_in_the_socket);
+        RUN(test_a_socket_read_directly_then_handed_back_loses_no_byte);
         RUN(test_calls_posted_from_another_thread_run_on_the_loop);
         RUN(test_calls_still_queued_run_at_destroy);
         RUN(test_calls_at_turn_end_run_once_in_order_after_the_turn);

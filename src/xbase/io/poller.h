@@ -6,6 +6,7 @@
 #ifndef XBASE_IO_POLLER_H
 #define XBASE_IO_POLLER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -31,8 +32,10 @@ typedef struct xPollerOps {
      *  backend received ahead. */
     ssize_t (*recv)(xPoller *poller, int fd, void *buf, size_t len);
     void (*destroy)(xPoller *poller);
-    /** Takes XEV_RECV back before fd's first wait; NULL where XEV_RECV means nothing. */
-    void (*recv_direct)(xPoller *poller, int fd);
+    /** Turns receiving ahead for fd (added with XEV_RECV) on or off: off
+     *  only before fd's first wait, on at any time. NULL where XEV_RECV
+     *  means nothing. */
+    void (*recv_ahead)(xPoller *poller, int fd, bool on);
 } xPollerOps;
 
 /* Every backend's state begins with its table. */

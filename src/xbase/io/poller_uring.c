@@ -170,11 +170,25 @@ static void uring_remove(xPoller *poller, int fd) {
     *f = (xUringFd){.gen = f->gen + 1, .queued = queued, .head = NO_CHUNK, .tail = NO_CHUNK};
 }
 
-static void uring_recv_direct(xPoller *poller, int fd) {
+static void uring_recv_ahead(xPoller *poller, int fd, bool on) {
     xUring *u = (xUring *)poller;
-    /* Called before fd's first wait (xConnSetTransport, before any I/O), when
-     * nothing is submitted yet: the poll then watches for input itself. */
-    if ((size_t)fd < u->fd_cap && !u->fds[fd].receiving) u->fds[fd].ahead = false;
+    xUringFd *f = (size_t)fd < u->fd_cap ? &u->fds[fd] : NULL;
+    if (!f || !(f->events & XEV_RECV) || !u->buf_ring || f->ahead == on) return;
+    if (!on) {
+        /* Before fd's first wait (xConnSetTransport, before any I/O), when
+         * nothing is submitted yet: the poll then watches for input itself. */
+        if (!f->receiving) f->ahead = false;
+        return;
+    }
+    /* Whoever read the socket itself (OpenSSL's handshake) is done with it.
+     * The poll watching for input goes, and what it may still report is
+     * stale (a new generation); the receive armed with its successor at the
+     * end of the turn finds any bytes already waiting in the socket. */
+    if (f->polling) want_cancel(u, tag_of(KIND_POLL, fd, f->gen));
+    f->gen++;
+    f->polling = false;
+    f->ahead = true;
+    want_arm(u, fd);
 }
 
 /* Reads what was received ahead; recv(2) on a socket the buffers ran out on. */
@@ -414,8 +428,8 @@ static void uring_destroy(xPoller *poller) {
     free(u);
 }
 
-static const xPollerOps uring_ops = {"io_uring", uring_add,     uring_remove,     uring_wait,
-                                     uring_recv, uring_destroy, uring_recv_direct};
+static const xPollerOps uring_ops = {"io_uring", uring_add,     uring_remove,    uring_wait,
+                                     uring_recv, uring_destroy, uring_recv_ahead};
 
 /* The provided buffer ring (Linux 5.19); without it sockets are only polled. */
 static void setup_buffers(xUring *u) {

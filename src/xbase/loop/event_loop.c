@@ -186,8 +186,8 @@ ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len) {
     return loop->poller->ops->recv(loop->poller, fd, buf, len);
 }
 
-void xEventLoopRecvDirect(xEventLoop *loop, int fd) {
-    if (loop->poller->ops->recv_direct) loop->poller->ops->recv_direct(loop->poller, fd);
+void xEventLoopRecvAhead(xEventLoop *loop, int fd, bool on) {
+    if (loop->poller->ops->recv_ahead) loop->poller->ops->recv_ahead(loop->poller, fd, on);
 }
 
 ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int iovcnt) {

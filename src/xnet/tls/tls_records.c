@@ -896,8 +896,17 @@ static bool records_tls_info(const xConn *conn, xTlsInfo *info) {
 }
 
 static const xTransport records_transport = {
-    records_recv, records_sendv, records_shutdown_write, records_close, records_free,
-    true,         records_flush, records_tls_info,       NULL,          records_holds_input};
+    .recv = records_recv,
+    .sendv = records_sendv,
+    .shutdown_write = records_shutdown_write,
+    .close = records_close,
+    .free = records_free,
+    .secure = true,
+    .flush = records_flush,
+    .tls_info = records_tls_info,
+    .holds_input = records_holds_input,
+    .reads_through_loop = true, /* fill_input */
+};
 
 const char *xTlsRecordsBrokenInvariant(const xConn *conn, uint64_t *read_seq) {
     const xTlsRecords *r = conn->transport_state;
