@@ -1,18 +1,23 @@
 /* The floor for HTTP/1.1 benchmarks: one epoll thread that parses nothing. It counts "\r\n\r\n"
- * and answers each with a canned pong, so what a real server costs beyond this is being HTTP. */
+ * and answers each with xKit's own pong (floor_response.h), so what a real server costs beyond this
+ * is being HTTP. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "floor_response.h"
+
 enum { MAX_FDS = 65536, READ_SIZE = 16384 };
-static const char RESPONSE[] = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\npong";
-#define RESPONSE_LEN (sizeof RESPONSE - 1)
+#define RESPONSE floor_response
+#define RESPONSE_LEN FLOOR_RESPONSE_LEN
 static unsigned char matched[MAX_FDS];             /* terminator bytes seen at the end of the last read */
 static char replies[READ_SIZE / 4 * RESPONSE_LEN]; /* worst case: a terminator every 4 bytes */
 
@@ -41,6 +46,9 @@ static void serve(int fd) {
     if (count && write(fd, replies, count * RESPONSE_LEN) != (ssize_t)(count * RESPONSE_LEN)) close(fd);
 }
 
+/* Nothing is owed at a stop: SIGTERM and SIGINT end it with status 0, as the test harness expects. */
+static void on_stop(int sig) { _exit(0); }
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s PORT\n", argv[0]);
@@ -48,15 +56,24 @@ int main(int argc, char **argv) {
     }
     int one = 1, client, epfd = epoll_create1(0), listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1]))};
+    socklen_t addr_len = sizeof addr;
     setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(listener, (struct sockaddr *)&addr, sizeof addr) || listen(listener, SOMAXCONN)) {
+    if (bind(listener, (struct sockaddr *)&addr, sizeof addr) || listen(listener, SOMAXCONN) ||
+        getsockname(listener, (struct sockaddr *)&addr, &addr_len)) {
         perror("listen");
         return 1;
     }
+    signal(SIGTERM, on_stop);
+    signal(SIGINT, on_stop);
+    printf("listening on 0.0.0.0:%u (1 worker)\n", ntohs(addr.sin_port)); /* the test harness's format */
+    fflush(stdout);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = listener}, events[256];
     epoll_ctl(epfd, EPOLL_CTL_ADD, listener, &ev);
+    time_t shown = 0;
     for (;;) {
-        for (int i = 0, ready = epoll_wait(epfd, events, 256, -1); i < ready; i++) {
+        int ready = epoll_wait(epfd, events, 256, -1);
+        floor_date_refresh(floor_response, &shown); /* after the wait, so answers carry this second */
+        for (int i = 0; i < ready; i++) {
             if (events[i].data.fd != listener) {
                 serve(events[i].data.fd);
                 continue;

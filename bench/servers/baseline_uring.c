@@ -1,6 +1,6 @@
 /* baseline_responder.c on io_uring: one thread that parses nothing. It counts "\r\n\r\n" and answers each
- * with the same canned pong, so what xKit costs beyond it is being HTTP, and what the epoll floor costs
- * beyond it is epoll. Multishot accept, multishot recv into a provided buffer ring, and one
+ * with the same pong (floor_response.h), so what xKit costs beyond it is being HTTP, and what the epoll floor
+ * costs beyond it is epoll. Multishot accept, multishot recv into a provided buffer ring, and one
  * io_uring_submit_and_wait per turn that sends, per connection, every response the turn owes in one send. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "floor_response.h"
+
 enum {
     MAX_FDS = 65536,
     READ_SIZE = 16384, /* one provided buffer: what the epoll responder reads at a time */
@@ -26,10 +28,12 @@ enum {
     CQ_ENTRIES = 16384,
 };
 enum op { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_CANCEL, OP_SIGNAL };
-static const char RESPONSE[] = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\npong";
-#define RESPONSE_LEN (sizeof RESPONSE - 1)
+#define RESPONSE_LEN FLOOR_RESPONSE_LEN
 #define MAX_BATCH (READ_SIZE / 4) /* responses in one send: a terminator every 4 bytes of a full buffer */
-static char replies[MAX_BATCH * RESPONSE_LEN]; /* MAX_BATCH copies of RESPONSE, never written after start */
+/* MAX_BATCH copies of floor_response, whose Dates are rewritten only while no send is in flight. */
+static char replies[MAX_BATCH * RESPONSE_LEN];
+static unsigned sends_in_flight;
+static time_t shown; /* the second the replies' Dates show */
 
 /* A connection's slot, by fd. Its fd is closed only once no request on it is in flight, so no completion
  * can arrive for a slot whose fd was closed and perhaps reused by a later accept. */
@@ -149,6 +153,7 @@ static unsigned send_owed(int fd) {
     if (c->closing || c->in_send || !c->pending) return 0;
     uint32_t count = c->pending < MAX_BATCH ? c->pending : MAX_BATCH;
     c->pending -= count, c->in_send = count * (uint32_t)RESPONSE_LEN;
+    sends_in_flight++;
     struct io_uring_sqe *sqe = get_sqe();
     io_uring_prep_send(sqe, fd, replies, c->in_send, MSG_DONTWAIT | MSG_NOSIGNAL);
     io_uring_sqe_set_data64(sqe, tag(OP_SEND, fd));
@@ -159,6 +164,7 @@ static void on_send(int fd, int res) {
     struct conn *c = &conns[fd];
     uint32_t expected = c->in_send;
     c->in_send = 0;
+    sends_in_flight--;
     if (res < 0 || (uint32_t)res != expected)
         hang_up(fd);
     else if (c->closing)
@@ -246,7 +252,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (setup_ring()) return 2;
-    for (size_t i = 0; i < MAX_BATCH; i++) memcpy(replies + i * RESPONSE_LEN, RESPONSE, RESPONSE_LEN);
+    for (size_t i = 0; i < MAX_BATCH; i++) memcpy(replies + i * RESPONSE_LEN, floor_response, RESPONSE_LEN);
     struct signalfd_siginfo siginfo;
     struct io_uring_sqe *sqe = get_sqe();
     io_uring_prep_read(sqe, sigfd, &siginfo, sizeof siginfo, 0);
@@ -282,6 +288,12 @@ int main(int argc, char **argv) {
             seen++;
         }
         io_uring_cq_advance(&ring, seen);
+        /* A send with MSG_DONTWAIT has completed by the time the submit returns, so this is the
+         * moment nothing reads the replies; were one still out, the Date waits a turn. */
+        if (!sends_in_flight && floor_date_refresh(floor_response, &shown))
+            for (size_t i = 0; i < MAX_BATCH; i++)
+                memcpy(replies + i * RESPONSE_LEN + FLOOR_DATE_AT, floor_response + FLOOR_DATE_AT,
+                       FLOOR_DATE_LEN);
         sends = 0;
         for (int i = 0; i < ndirty; i++) sends += send_owed(dirty[i]);
         ndirty = 0;

@@ -1,35 +1,51 @@
-"""bench/servers/baseline_uring.c, the io_uring least-work responder (XK_BASELINE_URING): the
-epoll baseline's canned pong per "\\r\\n\\r\\n", however the requests are split or batched.
+"""bench/servers/baseline_uring.c, the io_uring least-work responder (XK_BASELINE_URING), and
+bench/servers/baseline_responder.c, the epoll one (XK_BASELINE): a pong per "\\r\\n\\r\\n",
+however the requests are split or batched, with the bytes of xKit's own /ping answer
+(bench/servers/floor_response.h) and a Date of the current second.
 
 It is built only where CMake finds liburing, and io_uring may be refused by the kernel; both
 fail these tests with the reason (make test installs liburing-dev, and this project's
 machines run io_uring), never skip them."""
 
 import os
+import re
 import signal
 import time
 import unittest
+from email.utils import parsedate_to_datetime
 
 from support.harness import Conn, ServerProcess, ServerTestCase, http_request, raise_fd_limit
 
-PONG = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\npong"
+PONG = re.compile(rb"HTTP/1\.1 200 OK\r\nServer: base\r\nDate: ([A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} "
+                  rb"\d\d:\d\d:\d\d GMT)\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\npong")
+PONG_LEN = 119  # xKit's answer to GET /ping, byte for byte in length
 PING = http_request("GET", "/ping")
 
 
-def baseline_uring_path():
-    path = os.environ.get("XK_BASELINE_URING")
+def check_pongs(test, data, count):
+    """data is count pongs, each dated within two seconds of now."""
+    test.assertEqual(len(data), PONG_LEN * count, data[:200])
+    for i in range(count):
+        match = PONG.fullmatch(data[i * PONG_LEN:(i + 1) * PONG_LEN])
+        test.assertIsNotNone(match, data[i * PONG_LEN:(i + 1) * PONG_LEN])
+        age = time.time() - parsedate_to_datetime(match.group(1).decode()).timestamp()
+        test.assertTrue(-2 < age < 2, f"Date {match.group(1)} is {age:.1f} s off")
+
+
+def responder_path(variable, what):
+    path = os.environ.get(variable)
     if not path:
-        raise AssertionError("XK_BASELINE_URING is not set: baseline_uring was not built, which "
-                             "happens when CMake finds no liburing (apt-get install liburing-dev, "
-                             "or scripts/install-deps.sh), or this test ran outside ctest")
+        raise AssertionError(f"{variable} is not set: {what} was not built, which happens when CMake finds "
+                             "no liburing (apt-get install liburing-dev, or scripts/install-deps.sh), "
+                             "or this test ran outside ctest")
     if not os.access(path, os.X_OK):
-        raise AssertionError(f"XK_BASELINE_URING={path} is not an executable file")
+        raise AssertionError(f"{variable}={path} is not an executable file")
     return path
 
 
 def start_server():
-    """The responder on a free port; fails with its stderr (the reason) if io_uring is refused."""
-    return ServerProcess(binary=baseline_uring_path(), port=0).start()
+    """The io_uring responder on a free port; fails with its stderr (the reason) if io_uring is refused."""
+    return ServerProcess(binary=responder_path("XK_BASELINE_URING", "baseline_uring"), port=0).start()
 
 
 class BaselineUringTest(ServerTestCase):
@@ -38,9 +54,9 @@ class BaselineUringTest(ServerTestCase):
         return start_server()
 
     def assert_answers(self, conn, count=1):
-        self.assertEqual(conn.read_exactly(len(PONG) * count), PONG * count)
+        check_pongs(self, conn.read_exactly(PONG_LEN * count), count)
 
-    def test_get_gets_the_canned_pong_and_the_connection_stays_open(self):
+    def test_get_gets_the_pong_and_the_connection_stays_open(self):
         conn = self.connect()
         for _ in range(3):
             conn.send(PING)
@@ -78,7 +94,7 @@ class BaselineUringTest(ServerTestCase):
             self.assert_answers(conn, 2)
 
     def test_clients_leaving_mid_request_do_not_end_it(self):
-        fds_before = len(os.listdir(f"/proc/{self.server.pid}/fd"))
+        fds_before = self.server.settle_fd_baseline()  # earlier tests' connections closed
         for _ in range(20):
             half = Conn(self.server.port, self.server.connect_host)
             half.send(b"GET /ping HTTP/1.1\r\nHost: x\r\n")
@@ -101,6 +117,36 @@ class BaselineUringTest(ServerTestCase):
                          "connections left open after their clients went")
 
 
+    def test_the_date_follows_the_clock(self):
+        conn = self.connect()
+        conn.send(PING)
+        first = PONG.fullmatch(conn.read_exactly(PONG_LEN)).group(1)
+        time.sleep(1.1)
+        conn.send(PING)
+        self.assertNotEqual(PONG.fullmatch(conn.read_exactly(PONG_LEN)).group(1), first)
+
+    def test_the_pong_is_as_long_as_xkits_answer_to_get_ping(self):
+        xkit = ServerProcess(args=["--workers", "1"]).start()
+        try:
+            conn = Conn(xkit.port, xkit.connect_host)
+            conn.send(PING)
+            answer = conn.read_exactly(PONG_LEN)
+            self.assertTrue(answer.startswith(b"HTTP/1.1 200 OK\r\nServer: xkit\r\nDate: ") and
+                            answer.endswith(b"\r\n\r\npong"), answer)
+            self.assertTrue(conn.stays_open_for(0.1), "xKit's answer is longer than the floor's")
+            conn.close()
+        finally:
+            xkit.close()
+
+
+class BaselineEpollTest(BaselineUringTest):
+    """The same, on the epoll responder."""
+
+    @classmethod
+    def start_shared_server(cls):
+        return ServerProcess(binary=responder_path("XK_BASELINE", "baseline_responder"), port=0).start()
+
+
 class BaselineUringStopTest(unittest.TestCase):
     def stop_with(self, sig, busy):
         server, conns = start_server(), []
@@ -109,7 +155,7 @@ class BaselineUringStopTest(unittest.TestCase):
                 conns = [Conn(server.port, server.connect_host) for _ in range(5)]
                 for conn in conns:
                     conn.send(PING)
-                    self.assertEqual(conn.read_exactly(len(PONG)), PONG)
+                    check_pongs(self, conn.read_exactly(PONG_LEN), 1)
                 conns[0].send(b"GET / HTTP/1.1\r\n")
             server.stop_and_check(sig)  # exit status 0, checked; its port is free for others again
         finally:
