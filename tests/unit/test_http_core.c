@@ -1,6 +1,7 @@
 /* test_http_core.c — the HTTP facts every layer shares (xhttp/core/tokens.h,
  * date.h): the token class against RFC 9110's list, case-insensitive names,
- * token lists, statuses with bodies, decimals, and the Date header's form. */
+ * token lists, statuses with bodies, decimals, and the Date header's form; and
+ * which fields a handler may add to a response (exchange.c). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 
 #include "check.h"
 #include "xhttp/core/date.h"
+#include "xhttp/core/exchange.h"
 #include "xhttp/core/tokens.h"
 
 static void test_token_chars_are_rfc_9110_tchar(void) {
@@ -83,6 +85,51 @@ static void test_date_cache_follows_the_loops_second(void) {
     xEventLoopDestroy(loop);
 }
 
+/* Every byte a handler's field name or value may hold, and what the response's
+ * head gets: a name of tchars, a value without control characters but HTAB, and
+ * never a field the server frames itself. */
+static void test_handler_fields_are_checked_byte_by_byte(void) {
+    xHttpContext ctx;
+    memset(&ctx, 0, sizeof ctx);
+    xHttpExchange *ex = xHttpExchangeAcquire(&ctx);
+    CHECK(ex != NULL);
+    xHttpResponse *res = &ex->res;
+    CHECK_EQ_INT(xHttpResponseAddHeader(res, "Content-Type", "text/plain"), XOK);
+    CHECK_EQ_INT(xHttpResponseAddHeader(res, "X-Tab", "a\tb c~\x80\xff"), XOK);
+    CHECK_EQ_INT(xHttpResponseAddHeader(res, "X-Empty", ""), XOK);
+    static const char expect[] = "Content-Type: text/plain\r\nX-Tab: a\tb c~\x80\xff\r\nX-Empty: \r\n";
+    CHECK_EQ_INT(res->headers.len, sizeof expect - 1);
+    CHECK(memcmp(res->headers.data, expect, sizeof expect - 1) == 0);
+    size_t kept = res->headers.len;
+    char name[] = "X-Name?", value[] = "v?v";
+    for (int c = 1; c < 256; c++) {
+        name[6] = (char)c;
+        value[1] = (char)c;
+        bool tchar = XHTTP_IS_TCHAR(c), vchar = c == '\t' || (c >= 0x20 && c != 0x7f);
+        CHECK_MSG((xHttpResponseAddHeader(res, name, "v") == XOK) == tchar, "name byte 0x%02x", c);
+        CHECK_MSG((xHttpResponseAddHeader(res, "X-Value", value) == XOK) == vchar, "value byte 0x%02x", c);
+    }
+    res->headers.len = kept;
+    static const char *const refused[][2] = {
+        {"", "v"},
+        {"Date", "now"},
+        {"content-length", "5"},
+        {"Transfer-Encoding", "chunked"},
+        {"CONNECTION", "close"},
+        {"X-A", "line\r\nX-Smuggled: 1"},
+        {"X A", "v"},
+        {"X-A:", "v"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        CHECK_MSG(xHttpResponseAddHeader(res, refused[i][0], refused[i][1]) == XERR_INVALID, "%s: %s",
+                  refused[i][0], refused[i][1]);
+    CHECK_EQ_INT(xHttpResponseAddHeader(res, NULL, "v"), XERR_INVALID);
+    CHECK_EQ_INT(xHttpResponseAddHeader(res, "X-A", NULL), XERR_INVALID);
+    CHECK_EQ_INT(res->headers.len, kept); /* nothing refused was written */
+    xHttpExchangeRelease(&ctx, ex);
+    xHttpExchangePoolDestroy(&ctx);
+}
+
 int main(void) {
     RUN(test_token_chars_are_rfc_9110_tchar);
     RUN(test_names_compare_ignoring_ascii_case_only);
@@ -91,5 +138,6 @@ int main(void) {
     RUN(test_decimals_match_printf);
     RUN(test_date_has_the_imf_fixdate_form);
     RUN(test_date_cache_follows_the_loops_second);
+    RUN(test_handler_fields_are_checked_byte_by_byte);
     return CHECK_SUMMARY();
 }

@@ -236,13 +236,20 @@ static bool is_reserved_field(xStr name) {
     return false;
 }
 
-static bool is_field_value(const char *value, size_t len) {
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)value[i];
-        if ((c < 0x20 && c != '\t') || c == 0x7f) return false;
-    }
-    return true;
-}
+/* What a handler's field value may hold (RFC 9110 §5.5): no control
+ * character but HTAB. NUL is one, so the C string's terminator is not in the
+ * class either. Built by the compiler from the definition. */
+#define VALUE_CHAR(c) ((c) == '\t' || ((c) >= 0x20 && (c) != 0x7f))
+#define VALUE_ROW(r)                                                                                         \
+    VALUE_CHAR(r), VALUE_CHAR(r + 1), VALUE_CHAR(r + 2), VALUE_CHAR(r + 3), VALUE_CHAR(r + 4),               \
+        VALUE_CHAR(r + 5), VALUE_CHAR(r + 6), VALUE_CHAR(r + 7), VALUE_CHAR(r + 8), VALUE_CHAR(r + 9),       \
+        VALUE_CHAR(r + 10), VALUE_CHAR(r + 11), VALUE_CHAR(r + 12), VALUE_CHAR(r + 13), VALUE_CHAR(r + 14),  \
+        VALUE_CHAR(r + 15)
+static const bool value_chars[256] = {
+    VALUE_ROW(0x00), VALUE_ROW(0x10), VALUE_ROW(0x20), VALUE_ROW(0x30), VALUE_ROW(0x40), VALUE_ROW(0x50),
+    VALUE_ROW(0x60), VALUE_ROW(0x70), VALUE_ROW(0x80), VALUE_ROW(0x90), VALUE_ROW(0xA0), VALUE_ROW(0xB0),
+    VALUE_ROW(0xC0), VALUE_ROW(0xD0), VALUE_ROW(0xE0), VALUE_ROW(0xF0),
+};
 
 void xHttpResponseSetStatus(xHttpResponse *res, int status) {
     if (!res->head_sent && status >= 100 && status <= 999) res->status = status;
@@ -251,11 +258,14 @@ void xHttpResponseSetStatus(xHttpResponse *res, int status) {
 /* Validates a field and appends it to lines as "Name: value\r\n". */
 static xErrno append_field(xBuffer *lines, const char *name, const char *value) {
     if (!name || !value) return XERR_INVALID;
-    xStr n = xStrFromC(name);
-    size_t vl = strlen(value);
-    if (n.len == 0 || is_reserved_field(n) || !is_field_value(value, vl)) return XERR_INVALID;
-    for (size_t i = 0; i < n.len; i++)
-        if (!xHttpIsTokenChar((unsigned char)name[i])) return XERR_INVALID;
+    /* One pass over each string finds its end and checks it: neither class
+     * holds NUL, so a scan stops at the terminator or at the first character
+     * that does not belong, and only the terminator passes. */
+    xStr n = {name, 0};
+    size_t vl = 0;
+    while (xHttpIsTokenChar((unsigned char)name[n.len])) n.len++;
+    while (value_chars[(unsigned char)value[vl]]) vl++;
+    if (n.len == 0 || name[n.len] || value[vl] || is_reserved_field(n)) return XERR_INVALID;
     xErrno err = xBufferReserve(lines, n.len + vl + 4);
     if (err != XOK) return err;
     char *p = lines->data + lines->len;
