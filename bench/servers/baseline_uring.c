@@ -288,8 +288,9 @@ int main(int argc, char **argv) {
             seen++;
         }
         io_uring_cq_advance(&ring, seen);
-        /* A send with MSG_DONTWAIT has completed by the time the submit returns, so this is the
-         * moment nothing reads the replies; were one still out, the Date waits a turn. */
+        /* The replies are rewritten only when every send's completion has been reaped (a plain
+         * send completes once the kernel has copied its bytes); with one still out, the Date
+         * waits a turn. MSG_DONTWAIT sends complete as they are submitted, so that is rare. */
         if (!sends_in_flight && floor_date_refresh(floor_response, &shown))
             for (size_t i = 0; i < MAX_BATCH; i++)
                 memcpy(replies + i * RESPONSE_LEN + FLOOR_DATE_AT, floor_response + FLOOR_DATE_AT,
