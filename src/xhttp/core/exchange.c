@@ -236,21 +236,6 @@ static bool is_reserved_field(xStr name) {
     return false;
 }
 
-/* What a handler's field value may hold (RFC 9110 §5.5): no control
- * character but HTAB. NUL is one, so the C string's terminator is not in the
- * class either. Built by the compiler from the definition. */
-#define VALUE_CHAR(c) ((c) == '\t' || ((c) >= 0x20 && (c) != 0x7f))
-#define VALUE_ROW(r)                                                                                         \
-    VALUE_CHAR(r), VALUE_CHAR(r + 1), VALUE_CHAR(r + 2), VALUE_CHAR(r + 3), VALUE_CHAR(r + 4),               \
-        VALUE_CHAR(r + 5), VALUE_CHAR(r + 6), VALUE_CHAR(r + 7), VALUE_CHAR(r + 8), VALUE_CHAR(r + 9),       \
-        VALUE_CHAR(r + 10), VALUE_CHAR(r + 11), VALUE_CHAR(r + 12), VALUE_CHAR(r + 13), VALUE_CHAR(r + 14),  \
-        VALUE_CHAR(r + 15)
-static const bool value_chars[256] = {
-    VALUE_ROW(0x00), VALUE_ROW(0x10), VALUE_ROW(0x20), VALUE_ROW(0x30), VALUE_ROW(0x40), VALUE_ROW(0x50),
-    VALUE_ROW(0x60), VALUE_ROW(0x70), VALUE_ROW(0x80), VALUE_ROW(0x90), VALUE_ROW(0xA0), VALUE_ROW(0xB0),
-    VALUE_ROW(0xC0), VALUE_ROW(0xD0), VALUE_ROW(0xE0), VALUE_ROW(0xF0),
-};
-
 void xHttpResponseSetStatus(xHttpResponse *res, int status) {
     if (!res->head_sent && status >= 100 && status <= 999) res->status = status;
 }
@@ -264,7 +249,7 @@ static xErrno append_field(xBuffer *lines, const char *name, const char *value) 
     xStr n = {name, 0};
     size_t vl = 0;
     while (xHttpIsTokenChar((unsigned char)name[n.len])) n.len++;
-    while (value_chars[(unsigned char)value[vl]]) vl++;
+    while (xHttpIsFieldChar((unsigned char)value[vl])) vl++;
     if (n.len == 0 || name[n.len] || value[vl] || is_reserved_field(n)) return XERR_INVALID;
     xErrno err = xBufferReserve(lines, n.len + vl + 4);
     if (err != XOK) return err;

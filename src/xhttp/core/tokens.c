@@ -3,16 +3,19 @@
 
 #include <string.h>
 
-#define T(c) XHTTP_IS_TCHAR(c)
-#define ROW(r)                                                                                               \
-    T(r), T(r + 1), T(r + 2), T(r + 3), T(r + 4), T(r + 5), T(r + 6), T(r + 7), T(r + 8), T(r + 9),          \
-        T(r + 10), T(r + 11), T(r + 12), T(r + 13), T(r + 14), T(r + 15)
+#define ROW(F, r)                                                                                            \
+    F(r), F(r + 1), F(r + 2), F(r + 3), F(r + 4), F(r + 5), F(r + 6), F(r + 7), F(r + 8), F(r + 9),          \
+        F(r + 10), F(r + 11), F(r + 12), F(r + 13), F(r + 14), F(r + 15)
+#define TABLE(F)                                                                                             \
+    {                                                                                                        \
+        ROW(F, 0x00), ROW(F, 0x10), ROW(F, 0x20), ROW(F, 0x30), ROW(F, 0x40), ROW(F, 0x50), ROW(F, 0x60),    \
+            ROW(F, 0x70), ROW(F, 0x80), ROW(F, 0x90), ROW(F, 0xA0), ROW(F, 0xB0), ROW(F, 0xC0),              \
+            ROW(F, 0xD0), ROW(F, 0xE0), ROW(F, 0xF0)                                                         \
+    }
 
-/* Built by the compiler from the definition, so it cannot drift. */
-const bool xHttpTokenChars[256] = {
-    ROW(0x00), ROW(0x10), ROW(0x20), ROW(0x30), ROW(0x40), ROW(0x50), ROW(0x60), ROW(0x70),
-    ROW(0x80), ROW(0x90), ROW(0xA0), ROW(0xB0), ROW(0xC0), ROW(0xD0), ROW(0xE0), ROW(0xF0),
-};
+/* Built by the compiler from the definitions, so they cannot drift. */
+const bool xHttpTokenChars[256] = TABLE(XHTTP_IS_TCHAR);
+const bool xHttpFieldChars[256] = TABLE(XHTTP_IS_FIELD_CHAR);
 
 bool xHttpNameEquals(xStr name, const char *other) {
     if (name.len != strlen(other)) return false;

@@ -16,10 +16,18 @@
      (c) == '#' || (c) == '$' || (c) == '%' || (c) == '&' || (c) == '\'' || (c) == '*' || (c) == '+' ||      \
      (c) == '-' || (c) == '.' || (c) == '^' || (c) == '_' || (c) == '`' || (c) == '|' || (c) == '~')
 
+/** RFC 9110 §5.5 field-value byte (VCHAR, obs-text, SP, HTAB): every byte but
+ *  the control characters other than HTAB, so never NUL. */
+#define XHTTP_IS_FIELD_CHAR(c) ((c) == '\t' || ((c) >= 0x20 && (c) != 0x7F))
+
 extern const bool xHttpTokenChars[256];
+extern const bool xHttpFieldChars[256];
 
 /** True for a tchar. */
 static inline bool xHttpIsTokenChar(unsigned char c) { return xHttpTokenChars[c]; }
+
+/** True for a field-value byte. */
+static inline bool xHttpIsFieldChar(unsigned char c) { return xHttpFieldChars[c]; }
 
 /** True when p[0, n) equals lower[0, n), which is lower case, ignoring ASCII case in p. */
 static inline bool xHttpSameLower(const char *p, const char *lower, size_t n) {

@@ -42,7 +42,7 @@ void xHttpStaticConfInitSized(xHttpStaticConf *conf, size_t size) {
 static bool is_field_value(const char *value) {
     if (!value || !*value) return false;
     for (const unsigned char *p = (const unsigned char *)value; *p; p++)
-        if ((*p < 0x20 && *p != '\t') || *p == 0x7f) return false;
+        if (!xHttpIsFieldChar(*p)) return false;
     return true;
 }
 

@@ -27,12 +27,11 @@ enum {
 };
 
 #define IS_VCHAR(c) ((c) >= 0x21 && (c) <= 0x7E)
-#define IS_FIELD(c) ((c) == '\t' || ((c) >= 0x20 && (c) != 0x7F))
 #define IS_HOST(c) (IS_VCHAR(c) && (c) != '/' && (c) != '?' && (c) != '#' && (c) != '@')
-#define IS_QDTEXT(c) (IS_FIELD(c) && (c) != '"' && (c) != '\\')
+#define IS_QDTEXT(c) (XHTTP_IS_FIELD_CHAR(c) && (c) != '"' && (c) != '\\')
 #define CLASS(c)                                                                                             \
-    (XHTTP_IS_TCHAR(c) * C_TCHAR | IS_VCHAR(c) * C_VCHAR | IS_FIELD(c) * C_FIELD | IS_HOST(c) * C_HOST |     \
-     IS_QDTEXT(c) * C_QDTEXT)
+    (XHTTP_IS_TCHAR(c) * C_TCHAR | IS_VCHAR(c) * C_VCHAR | XHTTP_IS_FIELD_CHAR(c) * C_FIELD |                \
+     IS_HOST(c) * C_HOST | IS_QDTEXT(c) * C_QDTEXT)
 #define ROW(r)                                                                                               \
     CLASS(r), CLASS(r + 1), CLASS(r + 2), CLASS(r + 3), CLASS(r + 4), CLASS(r + 5), CLASS(r + 6),            \
         CLASS(r + 7), CLASS(r + 8), CLASS(r + 9), CLASS(r + 10), CLASS(r + 11), CLASS(r + 12),               \
