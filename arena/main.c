@@ -164,7 +164,7 @@ static void on_pipeline(xHttpRequest *req, xHttpResponse *res, void *arg) {
 }
 
 typedef struct Delayed {
-    xTimer timer; /* first: the timer callback gets this */
+    xTimer timer;
     xHttpResponse *res;
     xEventLoop *loop;
     unsigned ms;
@@ -177,9 +177,9 @@ static void on_delay_abort(xHttpResponse *res, void *arg) {
     free(d);
 }
 
-static void on_delay_done(xEventLoop *loop, xTimer *timer) {
+static void on_delay_done(xEventLoop *loop, xTimer *timer, void *arg) {
     (void)loop;
-    Delayed *d = (Delayed *)timer;
+    Delayed *d = arg;
     char text[12];
     int n = snprintf(text, sizeof text, "%u", d->ms);
     send_text(d->res, 200, text, (size_t)n);
@@ -203,7 +203,7 @@ static void on_delay(xHttpRequest *req, xHttpResponse *res, void *arg) {
     d->loop = xHttpRequestLoop(req);
     d->ms = (unsigned)ms;
     xHttpResponseOnAbort(res, on_delay_abort, d);
-    xTimerInit(&d->timer, on_delay_done);
+    xTimerInit(&d->timer, on_delay_done, d);
     xTimerStart(d->loop, &d->timer, (uint64_t)ms);
 }
 

@@ -7,17 +7,20 @@
 #define XKIT_H
 
 #define XKIT_VERSION_MAJOR 0
-#define XKIT_VERSION_MINOR 2
+#define XKIT_VERSION_MINOR 3
 #define XKIT_VERSION_PATCH 0
 
 #include <xbase/buffer.h>
 #include <xbase/errno.h>
 #include <xbase/event.h>
+#include <xbase/json.h>
 #include <xbase/log.h>
-#include <xbase/memcache.h>
 #include <xbase/str.h>
-#include <xhttp/log.h>
 #include <xhttp/compress.h>
+#include <xhttp/grpc.h>
+#include <xhttp/observe.h>
+#include <xhttp/request.h>
+#include <xhttp/response.h>
 #include <xhttp/server.h>
 #include <xhttp/static.h>
 #include <xhttp/tls.h>

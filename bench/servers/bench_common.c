@@ -9,7 +9,7 @@
 #include <xbase/event.h>
 #include <xbase/log.h>
 #include <xhttp/grpc.h>
-#include <xhttp/log.h>
+#include <xhttp/observe.h>
 #include <xhttp/compress.h>
 #include <xhttp/static.h>
 #include <xhttp/tls.h>
@@ -98,7 +98,7 @@ static void on_echo_post(xHttpRequest *req, xHttpResponse *res, void *arg) {
 /* POST /upload: a streaming route. The body is checksummed piece by piece as
  * it arrives, so its size is unbounded and its memory is one piece. */
 typedef struct Upload {
-    xTimer hold; /* first member: the timer callback finds the upload */
+    xTimer hold; /* the pause a held upload ends with */
     xHttpRequest *req;
     xHttpResponse *res;
     xEventLoop *loop;
@@ -153,8 +153,8 @@ static void on_upload_piece(xHttpRequest *req, xHttpResponse *res, const char *d
     xHttpResponseSend(res, body, (size_t)n);
 }
 
-static void on_upload_hold_over(xEventLoop *loop, xTimer *timer) {
-    Upload *u = (Upload *)timer;
+static void on_upload_hold_over(xEventLoop *loop, xTimer *timer, void *arg) {
+    Upload *u = arg;
     xHttpRequest *req = u->req;
     xHttpResponse *res = u->res;
     bool watched = u->watched;
@@ -188,7 +188,7 @@ static void on_upload(xHttpRequest *req, xHttpResponse *res, void *arg) {
     u->loop = xHttpRequestLoop(req);
     u->reject_after = reject_after;
     u->watched = !xHttpRequestQueryParam(req, "no_abort_callback", &value);
-    xTimerInit(&u->hold, on_upload_hold_over);
+    xTimerInit(&u->hold, on_upload_hold_over, u);
     if (u->watched) xHttpResponseOnAbort(res, on_upload_abort, u);
     xHttpRequestReadBody(req, on_upload_piece, u);
     if (hold_ms) {
@@ -214,8 +214,8 @@ static void on_delay_abort(xHttpResponse *res, void *arg) {
     free(d);
 }
 
-static void on_delay_done(xEventLoop *loop, xTimer *timer) {
-    Delayed *d = (Delayed *)timer;
+static void on_delay_done(xEventLoop *loop, xTimer *timer, void *arg) {
+    Delayed *d = arg;
     xHttpResponseAddHeader(d->res, "Content-Type", "text/plain");
     xHttpResponseSend(d->res, "done", 4);
     free(d);
@@ -236,7 +236,7 @@ static void on_delay(xHttpRequest *req, xHttpResponse *res, void *arg) {
     d->res = res;
     d->loop = xHttpRequestLoop(req);
     xHttpResponseOnAbort(res, on_delay_abort, d);
-    xTimerInit(&d->timer, on_delay_done);
+    xTimerInit(&d->timer, on_delay_done, d);
     xTimerStart(xHttpRequestLoop(req), &d->timer, ms);
 }
 
@@ -466,7 +466,7 @@ static void on_uncompressed(xHttpRequest *req, xHttpResponse *res, void *arg) {
 /* GET /drip: a streamed body written a line at a time, with a pause before
  * each, so a client can show it decodes each line before the next exists. */
 typedef struct Drip {
-    xTimer timer; /* first member: the timer callback finds the drip */
+    xTimer timer; /* the next piece */
     xHttpResponse *res;
     xEventLoop *loop;
     unsigned long pieces, sent, ms;
@@ -478,8 +478,8 @@ static void on_drip_abort(xHttpResponse *res, void *arg) {
     free(d);
 }
 
-static void on_drip_tick(xEventLoop *loop, xTimer *timer) {
-    Drip *d = (Drip *)timer;
+static void on_drip_tick(xEventLoop *loop, xTimer *timer, void *arg) {
+    Drip *d = arg;
     char line[96];
     int n = snprintf(line, sizeof line, "piece %lu of %lu: the quick brown fox jumps over the lazy dog\n",
                      d->sent + 1, d->pieces);
@@ -508,8 +508,8 @@ static void on_drip(xHttpRequest *req, xHttpResponse *res, void *arg) {
     *d = (Drip){.res = res, .loop = xHttpRequestLoop(req), .pieces = pieces, .ms = ms};
     xHttpResponseAddHeader(res, "Content-Type", "text/plain; charset=utf-8");
     xHttpResponseOnAbort(res, on_drip_abort, d);
-    xTimerInit(&d->timer, on_drip_tick);
-    on_drip_tick(d->loop, &d->timer);
+    xTimerInit(&d->timer, on_drip_tick, d);
+    on_drip_tick(d->loop, &d->timer, d);
 }
 
 /* Set by --test-routes (the integration tests' harness passes it), and --compress. */

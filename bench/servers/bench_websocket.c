@@ -38,14 +38,14 @@ static int on_test_open(xWebSocket *ws, xWebSocketOpen *open, void *arg) {
 }
 
 typedef struct Later {
-    xTimer timer; /* first: the timer callback finds its Later */
+    xTimer timer;
     xWebSocket *ws;
     size_t len;
     char data[];
 } Later;
 
-static void on_later(xEventLoop *loop, xTimer *timer) {
-    Later *later = (Later *)timer;
+static void on_later(xEventLoop *loop, xTimer *timer, void *arg) {
+    Later *later = arg;
     xWebSocketSendText(later->ws, later->data, later->len); /* XERR_CLOSED if it went */
     xWebSocketRelease(later->ws);
     free(later);
@@ -83,7 +83,7 @@ static void on_test_message(xWebSocket *ws, const char *data, size_t len, bool b
         later->len = len - 6;
         memcpy(later->data, data + 6, len - 6);
         xWebSocketRetain(ws);
-        xTimerInit(&later->timer, on_later);
+        xTimerInit(&later->timer, on_later, later);
         xTimerStart(xWebSocketLoop(ws), &later->timer, LATER_MS);
     } else {
         on_echo(ws, data, len, binary, arg);

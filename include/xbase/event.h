@@ -99,20 +99,36 @@ time_t xEventLoopWallSeconds(const xEventLoop *loop);
 
 /* ---- Timers ----
  * A timer is embedded in the caller's own struct, so arming costs no malloc.
- * Re-arming an armed timer is O(1): it happens on every request. */
+ * Re-arming an armed timer is O(1): it happens on every request.
+ *
+ * Resolution: deadlines fall on a wheel of 8 ms ticks. A timer never fires
+ * before its deadline; a loop with nothing else to do sleeps until the end of
+ * the tick that holds it, so a timer may fire up to 8 ms late (armed for 1 ms,
+ * it fires after 1 to 8 ms; for 500 ms, after 500 to 507 ms), and a busy
+ * loop, which looks at the wheel every turn, fires it sooner. The loop's
+ * clock (xEventLoopNowMs) is sampled once per turn. */
 
 typedef struct xTimer xTimer;
-typedef void (*xTimerFn)(xEventLoop *loop, xTimer *timer);
 
+/** Called once when timer's deadline passes, on the loop's thread; arg is
+ *  what xTimerInit was given. It may re-arm, stop or free any timer, its
+ *  own included. */
+typedef void (*xTimerFn)(xEventLoop *loop, xTimer *timer, void *arg);
+
+/** Every field is private: set them with xTimerInit. Its size is part of the
+ *  ABI of any struct that embeds it, which the library's soname versions
+ *  (see CHANGELOG.md). */
 struct xTimer {
-    xTimer *next;      /* private: wheel slot list */
-    xTimer *prev;      /* private */
-    uint64_t deadline; /* private: loop milliseconds */
-    xTimerFn fn;       /* called once when the deadline passes */
+    xTimer *next; /* wheel slot list */
+    xTimer *prev;
+    uint64_t deadline; /* loop milliseconds */
+    xTimerFn fn;
+    void *arg;
 };
 
-/** Prepares a timer before first use. */
-void xTimerInit(xTimer *timer, xTimerFn fn);
+/** Prepares a timer before first use: fn(loop, timer, arg) runs each time it
+ *  fires. */
+void xTimerInit(xTimer *timer, xTimerFn fn, void *arg);
 
 /** Arms (or re-arms) timer to fire after_ms from now. */
 void xTimerStart(xEventLoop *loop, xTimer *timer, uint64_t after_ms);

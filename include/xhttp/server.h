@@ -26,24 +26,17 @@
 #include <xbase/errno.h>
 #include <xbase/event.h>
 #include <xbase/str.h>
+#include <xhttp/request.h>
+#include <xhttp/response.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct xHttpServer xHttpServer;
-typedef struct xHttpRequest xHttpRequest;
-typedef struct xHttpResponse xHttpResponse;
 
 /** Handles one request; arg is what was given to xHttpServerRoute. */
 typedef void (*xHttpHandler)(xHttpRequest *req, xHttpResponse *res, void *arg);
-
-/** Takes one piece of a streamed request body: de-chunked on HTTP/1.1, a DATA
- *  payload (or several) on HTTP/2. data is valid during the call only. The
- *  last call has end set, possibly with len 0; none follows it. arg is what
- *  was given to xHttpRequestReadBody. */
-typedef void (*xHttpBodyReader)(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
-                                void *arg);
 
 /** Protocols a server speaks; HTTP/2 without TLS is told apart from HTTP/1.1
  *  by its connection preface, or reached by "Upgrade: h2c". */
@@ -162,155 +155,6 @@ void xHttpServerStop(xHttpServer *server);
 /** Frees a server that is not running, with its workers' loops; a caller's
  *  loop (xHttpServerCreate's loop argument) is left alone, not destroyed. */
 void xHttpServerDestroy(xHttpServer *server);
-
-/* ---- The request: views valid until its response ends ---- */
-
-/** The method, e.g. "GET". */
-xStr xHttpRequestMethod(const xHttpRequest *req);
-
-/** The path without the query, as sent (not percent-decoded). */
-xStr xHttpRequestPath(const xHttpRequest *req);
-
-/** The raw query string without '?'; empty when absent. */
-xStr xHttpRequestQuery(const xHttpRequest *req);
-
-/** Finds query parameter name (raw, not percent-decoded). A key without '='
- *  has an empty value. Returns false when absent. */
-bool xHttpRequestQueryParam(const xHttpRequest *req, const char *name, xStr *value);
-
-/** The value captured by route parameter ":name" (or "*"); empty when absent. */
-xStr xHttpRequestParam(const xHttpRequest *req, const char *name);
-
-/** Finds a header, name compared case-insensitively. Returns false when absent. */
-bool xHttpRequestHeader(const xHttpRequest *req, const char *name, xStr *value);
-
-/** Number of header fields, and the i-th one, for iterating. */
-size_t xHttpRequestHeaderCount(const xHttpRequest *req);
-bool xHttpRequestHeaderAt(const xHttpRequest *req, size_t i, xStr *name, xStr *value);
-
-/** The whole request body (de-chunked); empty when there is none, and on a
- *  streaming route. */
-xStr xHttpRequestBody(const xHttpRequest *req);
-
-/** On a streaming route: sets who takes the body. Pieces that arrived before
- *  wait for it, and so does the client, held by flow control. Called from the
- *  handler, the first piece comes after the handler returns; called later, it
- *  may come before this returns. XERR_STATE on other routes or after the end. */
-xErrno xHttpRequestReadBody(xHttpRequest *req, xHttpBodyReader reader, void *arg);
-
-/** Holds back further pieces until xHttpRequestResumeBody. Meanwhile the client
- *  is held back too: HTTP/1.1 stops reading the socket, HTTP/2 stops reopening
- *  the stream's flow-control window, so at most a window of body waits here
- *  (other streams on the connection go on). */
-void xHttpRequestPauseBody(xHttpRequest *req);
-
-/** Resumes a paused body; pieces that wait may be delivered before it returns
- *  (unless called from the handler or the reader, which get them after). */
-void xHttpRequestResumeBody(xHttpRequest *req);
-
-/** "HTTP/1.0", "HTTP/1.1" or "HTTP/2". */
-const char *xHttpRequestProtocol(const xHttpRequest *req);
-
-/** The loop the request is served on, for timers and deferred work. */
-xEventLoop *xHttpRequestLoop(const xHttpRequest *req);
-
-/* ---- The client and its values ---- */
-
-/** Where a request came from. Fields are only ever added at the end; the
- *  library writes only what the caller's version has. */
-typedef struct xHttpPeer {
-    size_t struct_size;  /**< the caller's sizeof, set by xHttpRequestPeer */
-    int family;          /**< AF_INET or AF_INET6 (<sys/socket.h>); an IPv4 client
-                              of a dual-stack IPv6 listener is AF_INET */
-    char address[46];    /**< the client's address as text, "192.0.2.7" or
-                              "2001:db8::1" (INET6_ADDRSTRLEN), NUL-terminated */
-    uint16_t port;       /**< the client's port */
-    uint16_t local_port; /**< the port the client connected to: its listener's */
-} xHttpPeer;
-
-/** Fills the first size bytes of peer (the caller's sizeof(xHttpPeer)).
- *  Call xHttpRequestPeer instead. */
-bool xHttpRequestPeerSized(const xHttpRequest *req, xHttpPeer *peer, size_t size);
-
-/** Fills the caller's peer with the client's address and port and the local
- *  port, formatted now (the connection keeps them in binary); false when
- *  they are unknown. The TCP peer: a proxy's forwarding headers are not read. */
-static inline bool xHttpRequestPeer(const xHttpRequest *req, xHttpPeer *peer) {
-    return xHttpRequestPeerSized(req, peer, sizeof *peer);
-}
-
-/** "https" when the request came over TLS, else "http" (static strings). */
-const char *xHttpRequestScheme(const xHttpRequest *req);
-
-/** Finds cookie name (compared exactly, case-sensitively) in the request's
- *  Cookie fields, all of them in order (HTTP/2 clients send one a cookie):
- *  RFC 6265 "name=value" pairs split by ';', spaces around them ignored,
- *  pairs without '=' skipped. The first match wins; value is a view into the
- *  request without the DQUOTEs that may surround it, not percent-decoded.
- *  Returns false when absent. */
-bool xHttpRequestCookie(const xHttpRequest *req, const char *name, xStr *value);
-
-/** Options for xHttpPercentDecode. */
-enum {
-    XHTTP_DECODE_PLUS_SPACE = 1u << 0, /**< '+' is ' ': query values and form fields,
-                                            never paths */
-    XHTTP_DECODE_REFUSE_NUL = 1u << 1, /**< "%00" is an error: for values that become
-                                            C strings or file names */
-};
-
-/** Percent-decodes in (RFC 3986 §2.1) into out, which has room for cap bytes
- *  and may be in.data itself (decoding never lengthens); *out_len gets the
- *  decoded length, nothing is NUL-terminated. A '%' not followed by two hex
- *  digits (including one cut off at the end) is XERR_INVALID rather than
- *  kept as it is, so two readers can never disagree on what it means; so is
- *  "%00" under XHTTP_DECODE_REFUSE_NUL. XERR_LIMIT when cap is too small
- *  (cap >= in.len always suffices). On error out holds a partial result. */
-xErrno xHttpPercentDecode(xStr in, char *out, size_t cap, unsigned flags, size_t *out_len);
-
-/* ---- The response ---- */
-
-/** Sets the status code (default 200). Before the head is sent. */
-void xHttpResponseSetStatus(xHttpResponse *res, int status);
-
-/** Adds a header; name and value are copied. Content-Length,
- *  Transfer-Encoding, Connection and Date are the server's and are refused
- *  (XERR_INVALID), as are names or values with bytes not allowed in a field.
- *  Returns XERR_STATE after the head is sent. */
-xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *value);
-
-/** Adds a trailer field to a streamed response, sent after the body: a
- *  chunked trailer on HTTP/1.1 (dropped for HTTP/1.0 clients), a trailing
- *  HEADERS frame on HTTP/2. Copied; same rules as xHttpResponseAddHeader;
- *  before End. */
-xErrno xHttpResponseAddTrailer(xHttpResponse *res, const char *name, const char *value);
-
-/** Sends the whole body (copied) with a Content-Length and ends the response. */
-xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len);
-
-/** Like xHttpResponseSend without copying: body must stay valid and
- *  unchanged until release(release_arg) is called (release may be NULL for
- *  static data). */
-xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len, void (*release)(void *),
-                            void *release_arg);
-
-/** Streams a piece of the body (chunked on HTTP/1.1); sends the head first. */
-xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len);
-
-/** Ends a streamed response. */
-xErrno xHttpResponseEnd(xHttpResponse *res);
-
-/** True when the client went away; later writes are discarded, End still
- *  must be called to release the request (unless an abort callback is set). */
-bool xHttpResponseAborted(const xHttpResponse *res);
-
-/** For handlers that answer later: fn(res, arg) is called, on the loop, if
- *  the connection closes before the response ends (the client left, or a
- *  graceful stop ran out of time). The request and response are freed right
- *  after fn returns, so fn must cancel whatever would touch them later. */
-void xHttpResponseOnAbort(xHttpResponse *res, void (*fn)(xHttpResponse *res, void *arg), void *arg);
-
-/** The reason phrase for status ("Not Found"), or "Unknown". */
-const char *xHttpStatusReason(int status);
 
 #ifdef __cplusplus
 }

@@ -114,18 +114,6 @@ xErrno xHttpStaticCreate(const xHttpStaticConf *conf, xHttpStatic **out);
 /** Frees what xHttpStaticCreate made, after the server that used it. */
 void xHttpStaticDestroy(xHttpStatic *files);
 
-/** Answers with status and headers as set, and a body of len bytes of
- *  file fd from offset (Content-Length: len), read only as the client takes
- *  them: sendfile(2) on plain connections (and kTLS), pieces sealed by the
- *  record layer on TLS, DATA frames within the flow-control windows on
- *  HTTP/2; HEAD, 204 and 304 send none. release(release_arg) runs once the
- *  bytes are sent or dropped, or at once when there are none: it typically
- *  closes fd, which must stay open until then. A file that ends before
- *  offset + len cuts the response short (the connection, or the HTTP/2
- *  stream, is closed). XERR_STATE (release run) once the head is sent. */
-xErrno xHttpResponseSendFile(xHttpResponse *res, int fd, off_t offset, size_t len, void (*release)(void *),
-                             void *release_arg);
-
 /** The handler to route to, with the xHttpStatic as its arg: route it for
  *  GET, which brings HEAD; any other method it is routed with gets 405. */
 void xHttpStaticHandler(xHttpRequest *req, xHttpResponse *res, void *arg);

@@ -5,7 +5,7 @@
  * listeners, their handshakes) over workers, and nothing on the request path
  * is shared but the read-only routes. */
 #define _GNU_SOURCE
-#include <xhttp/log.h>
+#include <xhttp/observe.h>
 #include <xhttp/compress.h>
 #include <xhttp/server.h>
 #include <xhttp/tls.h>
@@ -141,8 +141,8 @@ static void for_each_conn(xWorker *w, void (*fn)(xConn *)) {
 
 static void drain_conn(xConn *conn) { conn->proto->on_drain(conn); }
 
-static void on_deadline(xEventLoop *loop, xTimer *timer) {
-    xWorker *w = (xWorker *)((char *)timer - offsetof(xWorker, deadline));
+static void on_deadline(xEventLoop *loop, xTimer *timer, void *arg) {
+    xWorker *w = arg;
     XLOG_WARN("shutdown deadline passed with %zu connections open; closing them", w->ctx.net.conn_count);
     for_each_conn(w, xConnClose);
     worker_finish(w);
@@ -167,7 +167,7 @@ static void begin_stop(xWorker *w) {
         worker_finish(w);
         return;
     }
-    xTimerInit(&w->deadline, on_deadline);
+    xTimerInit(&w->deadline, on_deadline, w);
     xTimerStart(w->loop, &w->deadline, w->server->conf.shutdown_timeout_ms);
 }
 

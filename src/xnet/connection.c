@@ -19,7 +19,7 @@
 static __thread char file_piece[XCONN_FILE_PIECE];
 
 static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg);
-static void on_timer(xEventLoop *loop, xTimer *timer);
+static void on_timer(xEventLoop *loop, xTimer *timer, void *arg);
 static void flush_at_turn_end(xEventLoop *loop, xTurnEnd *call);
 
 /* ---- The plain transport: the socket itself ---- */
@@ -73,7 +73,7 @@ xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnPr
     conn->proto_state = proto_state;
     conn->refs = 1;
     if (addr) conn->addr = *addr;
-    xTimerInit(&conn->timer, on_timer);
+    xTimerInit(&conn->timer, on_timer, conn);
     conn->flush_soon.fn = flush_at_turn_end;
     if (xEventLoopAdd(net->loop, fd, XEV_READ | XEV_WRITE | XEV_RECV, on_io, conn) != XOK) {
         close(fd);
@@ -451,8 +451,8 @@ void xConnSetTimeout(xConn *conn, uint32_t ms) {
         xTimerStop(conn->net->loop, &conn->timer);
 }
 
-static void on_timer(xEventLoop *loop, xTimer *timer) {
-    xConn *conn = (xConn *)((char *)timer - offsetof(xConn, timer));
+static void on_timer(xEventLoop *loop, xTimer *timer, void *arg) {
+    xConn *conn = arg;
     if (conn->lingering || conn->write_blocked) {
         xConnClose(conn);
         return;

@@ -14,9 +14,10 @@
 
 #include <xbase/buffer.h>
 #include <xbase/event.h>
-#include <xbase/memcache.h>
 
+#include "xbase/mem/buffer_pool.h"
 #include "xbase/mem/counter.h"
+#include "xbase/mem/memcache.h"
 #include "xnet/address.h"
 
 /* Referenced bodies up to this size are copied: one contiguous send(2) costs

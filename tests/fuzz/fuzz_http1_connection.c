@@ -58,7 +58,7 @@ static xHttpRouteTarget targets[] = {
 };
 static const char *const specs[] = {FUZZ_CONN_SPECS};
 
-static void on_tick(xEventLoop *loop, xTimer *timer) { xEventLoopStop(loop); }
+static void on_tick(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
 
 static void set_up(void) {
     xHttpServerConfInit(&conf);
@@ -81,7 +81,7 @@ static void set_up(void) {
         FUZZ_ASSERT(xRouterAdd(router, specs[i], &targets[i], NULL) == XOK, "route %s", specs[i]);
     ctx.router = router;
     xUpgradePlanCleartext(&plan, XHTTP_PROTO_HTTP1 | XHTTP_PROTO_HTTP2);
-    xTimerInit(&tick, on_tick);
+    xTimerInit(&tick, on_tick, NULL);
 }
 
 /* ---- The client's end ---- */

@@ -70,7 +70,7 @@ static xHttpRouteTarget targets[] = {
 };
 static const char *const specs[] = {FUZZ_CONN_SPECS, "GET /ws", "CONNECT /ws"};
 
-static void on_tick(xEventLoop *loop, xTimer *timer) { xEventLoopStop(loop); }
+static void on_tick(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
 
 static void set_up(void) {
     xHttpServerConfInit(&conf);
@@ -107,7 +107,7 @@ static void set_up(void) {
     targets[5].arg = targets[6].arg = ws_route;
     targets[5].websocket = ws_route;
     xUpgradePlanCleartext(&plan, XHTTP_PROTO_HTTP2);
-    xTimerInit(&tick, on_tick);
+    xTimerInit(&tick, on_tick, NULL);
 }
 
 /* ---- The client's end ---- */

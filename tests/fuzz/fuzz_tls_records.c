@@ -113,7 +113,7 @@ static void on_close(xConn *conn) { server.conn = NULL; }
 static void on_free(xConn *conn) { server.freed = true; }
 static const xConnProtocol protocol = {server_read, nothing, on_timeout, nothing, on_close, on_free};
 
-static void on_tick(xEventLoop *loop, xTimer *timer) { xEventLoopStop(loop); }
+static void on_tick(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
 
 static void turn(void) {
     xTimerStart(net.loop, &tick, 0);
@@ -527,7 +527,7 @@ static void on_first_input(void) {
     net.send_timeout_ms = 600000;
     xBufferPoolInit(&net.buffers, 16384, 8);
     FUZZ_ASSERT(net.loop && net.mem, "set-up failed");
-    xTimerInit(&tick, on_tick);
+    xTimerInit(&tick, on_tick, NULL);
 }
 
 static void choose_suite(uint8_t pace) {

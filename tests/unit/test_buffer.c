@@ -5,6 +5,8 @@
 
 #include <xbase/buffer.h>
 
+#include "xbase/mem/buffer_pool.h"
+
 #include "check.h"
 
 static void append_grows_and_keeps_bytes(void) {

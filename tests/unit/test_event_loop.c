@@ -37,8 +37,8 @@ typedef struct Fired {
 
 static int fire_count;
 
-static void on_fired(xEventLoop *loop, xTimer *timer) {
-    Fired *f = (Fired *)timer;
+static void on_fired(xEventLoop *loop, xTimer *timer, void *arg) {
+    Fired *f = arg;
     f->order = ++fire_count;
     f->fired_at = xEventLoopNowMs(loop);
     if (fire_count == 3) xEventLoopStop(loop);
@@ -50,7 +50,7 @@ static void test_timers_fire_in_deadline_order_and_never_early(void) {
     uint64_t delays[3] = {60, 20, 40};
     fire_count = 0;
     for (int i = 0; i < 3; i++) {
-        xTimerInit(&f[i].timer, on_fired);
+        xTimerInit(&f[i].timer, on_fired, &f[i]);
         f[i].armed_at = xEventLoopNowMs(loop);
         f[i].delay = delays[i];
         xTimerStart(loop, &f[i].timer, delays[i]);
@@ -71,8 +71,8 @@ static void test_stopped_timer_does_not_fire(void) {
     xEventLoop *loop = new_loop();
     Fired keep, cancel;
     fire_count = 2; /* the one firing timer stops the loop */
-    xTimerInit(&keep.timer, on_fired);
-    xTimerInit(&cancel.timer, on_fired);
+    xTimerInit(&keep.timer, on_fired, &keep);
+    xTimerInit(&cancel.timer, on_fired, &cancel);
     cancel.order = keep.order = 0;
     xTimerStart(loop, &cancel.timer, 10);
     xTimerStart(loop, &keep.timer, 30);
@@ -266,7 +266,7 @@ static void on_old(xEventLoop *loop, int fd, unsigned events, void *arg) {
     CHECK_EQ_INT(xEventLoopAdd(loop, reuse.new_pair[0], XEV_READ, on_new, NULL), XOK);
 }
 
-static void stop_loop(xEventLoop *loop, xTimer *timer) { xEventLoopStop(loop); }
+static void stop_loop(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
 
 static void test_a_removed_fd_hears_nothing_and_its_reused_number_only_its_own(void) {
     xEventLoop *loop = new_loop();
@@ -275,7 +275,7 @@ static void test_a_removed_fd_hears_nothing_and_its_reused_number_only_its_own(v
     reuse = (Reuse){.old_fd = old_pair[0], .peer = old_pair[1]};
     CHECK_EQ_INT(xEventLoopAdd(loop, old_pair[0], XEV_READ, on_old, NULL), XOK);
     CHECK_EQ_INT(write(old_pair[1], "a", 1), 1);
-    xTimerInit(&reuse.timer, stop_loop);
+    xTimerInit(&reuse.timer, stop_loop, NULL);
     xTimerStart(loop, &reuse.timer, 50);
     xEventLoopRun(loop);
     CHECK_EQ_INT(reuse.stale_calls, 1);
@@ -295,12 +295,12 @@ typedef struct Closing {
 
 static Closing closing;
 
-static void close_watched(xEventLoop *loop, xTimer *timer) {
+static void close_watched(xEventLoop *loop, xTimer *timer, void *arg) {
     xEventLoopRemove(loop, closing.fd);
     close(closing.fd);
 }
 
-static void peer_reads(xEventLoop *loop, xTimer *timer) {
+static void peer_reads(xEventLoop *loop, xTimer *timer, void *arg) {
     char byte;
     closing.peer_read = read(closing.peer, &byte, 1);
     xEventLoopStop(loop);
@@ -314,8 +314,8 @@ static void test_a_socket_closed_after_removal_reaches_its_peer_within_a_turn(vo
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, pair) == 0);
     closing = (Closing){.fd = pair[0], .peer = pair[1], .peer_read = -2};
     CHECK_EQ_INT(xEventLoopAdd(loop, pair[0], XEV_READ | XEV_WRITE, on_new, NULL), XOK);
-    xTimerInit(&closing.close_timer, close_watched);
-    xTimerInit(&closing.check_timer, peer_reads);
+    xTimerInit(&closing.close_timer, close_watched, NULL);
+    xTimerInit(&closing.check_timer, peer_reads, NULL);
     xTimerStart(loop, &closing.close_timer, 10);
     xTimerStart(loop, &closing.check_timer, 60);
     xEventLoopRun(loop);
@@ -367,7 +367,7 @@ static void test_bytes_received_ahead_all_arrive_when_the_buffers_run_out(void) 
         shutdown(a->pair[1], SHUT_WR);
         CHECK_EQ_INT(xEventLoopAdd(loop, a->pair[0], XEV_READ | XEV_WRITE | XEV_RECV, on_ahead, a), XOK);
     }
-    xTimerInit(&reuse.timer, stop_loop); /* a stuck socket fails the checks below, not the run */
+    xTimerInit(&reuse.timer, stop_loop, NULL); /* a stuck socket fails the checks below, not the run */
     xTimerStart(loop, &reuse.timer, 10000);
     xEventLoopRun(loop);
     xTimerStop(loop, &reuse.timer);
@@ -401,7 +401,7 @@ static Stall stall;
 
 static void stall_ignores(xEventLoop *loop, int fd, unsigned events, void *arg) {}
 
-static void stall_reads(xEventLoop *loop, xTimer *timer) {
+static void stall_reads(xEventLoop *loop, xTimer *timer, void *arg) {
     char buf[3000];
     ssize_t n;
     while ((n = xEventLoopRecv(loop, stall.pair[0], buf, sizeof buf)) > 0) {
@@ -415,7 +415,7 @@ static void stall_reads(xEventLoop *loop, xTimer *timer) {
         xTimerStart(loop, timer, 2);
 }
 
-static void stall_writes(xEventLoop *loop, xTimer *timer) {
+static void stall_writes(xEventLoop *loop, xTimer *timer, void *arg) {
     static char piece[STALL_PIECE];
     for (size_t i = 0; i < sizeof piece; i++)
         piece[i] = (char)('a' + ((size_t)stall.written * STALL_PIECE + i) % 26);
@@ -427,7 +427,7 @@ static void stall_writes(xEventLoop *loop, xTimer *timer) {
     int unread = 0;
     CHECK(ioctl(stall.pair[0], FIONREAD, &unread) == 0);
     stall.left_in_socket = (size_t)unread;
-    xTimerInit(timer, stall_reads);
+    xTimerInit(timer, stall_reads, NULL);
     xTimerStart(loop, timer, 1);
 }
 
@@ -438,9 +438,9 @@ static void test_a_reader_that_takes_nothing_leaves_its_input_in_the_socket(void
     int big = 1 << 20;
     setsockopt(stall.pair[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
     CHECK_EQ_INT(xEventLoopAdd(loop, stall.pair[0], XEV_READ | XEV_RECV, stall_ignores, NULL), XOK);
-    xTimerInit(&stall.timer, stall_writes);
+    xTimerInit(&stall.timer, stall_writes, NULL);
     xTimerStart(loop, &stall.timer, 1);
-    xTimerInit(&reuse.timer, stop_loop); /* a stuck socket fails the checks below, not the run */
+    xTimerInit(&reuse.timer, stop_loop, NULL); /* a stuck socket fails the checks below, not the run */
     xTimerStart(loop, &reuse.timer, 10000);
     xEventLoopRun(loop);
     xTimerStop(loop, &reuse.timer);
@@ -467,8 +467,8 @@ typedef struct Handback {
     xTimer later;
 } Handback;
 
-static void handback_writes_more(xEventLoop *loop, xTimer *timer) {
-    Handback *h = (Handback *)((char *)timer - offsetof(Handback, later));
+static void handback_writes_more(xEventLoop *loop, xTimer *timer, void *arg) {
+    Handback *h = arg;
     CHECK_EQ_INT(write(h->pair[1], "again", 5), 5);
 }
 
@@ -494,9 +494,9 @@ static void test_a_socket_read_directly_then_handed_back_loses_no_byte(void) {
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, h.pair) == 0);
     CHECK_EQ_INT(xEventLoopAdd(loop, h.pair[0], XEV_READ | XEV_WRITE | XEV_RECV, on_handback, &h), XOK);
     xEventLoopRecvAhead(loop, h.pair[0], false);
-    xTimerInit(&h.later, handback_writes_more);
+    xTimerInit(&h.later, handback_writes_more, &h);
     CHECK_EQ_INT(write(h.pair[1], "helloworld", 10), 10); /* "world" waits in the socket at the hand-back */
-    xTimerInit(&reuse.timer, stop_loop);                  /* a lost event fails the checks, not the run */
+    xTimerInit(&reuse.timer, stop_loop, NULL);            /* a lost event fails the checks, not the run */
     xTimerStart(loop, &reuse.timer, 5000);
     xEventLoopRun(loop);
     xTimerStop(loop, &reuse.timer);

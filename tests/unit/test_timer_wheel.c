@@ -18,7 +18,7 @@ static xTimerWheel *new_wheel(uint64_t now) {
 /* ---- Recording callbacks ---- */
 
 typedef struct Item {
-    xTimer timer; /* first, so the callback's xTimer * is the Item * */
+    xTimer timer;
     int id;
 } Item;
 
@@ -26,15 +26,17 @@ enum { MAX_LOG = 64 };
 static int fire_log[MAX_LOG];
 static size_t fire_count;
 
-static void record(xEventLoop *loop, xTimer *t) {
-    if (fire_count < MAX_LOG) fire_log[fire_count] = ((Item *)t)->id;
+static void record(xEventLoop *loop, xTimer *t, void *arg) {
+    Item *it = arg;
+    CHECK(&it->timer == t); /* the argument xTimerInit was given */
+    if (fire_count < MAX_LOG) fire_log[fire_count] = it->id;
     fire_count++;
 }
 
 static void reset_log(void) { fire_count = 0; }
 
 static void init_item(Item *it, int id, xTimerFn fn) {
-    xTimerInit(&it->timer, fn);
+    xTimerInit(&it->timer, fn, it);
     it->id = id;
 }
 
@@ -43,8 +45,9 @@ static void init_item(Item *it, int id, xTimerFn fn) {
 static void test_init_and_active(void) {
     xTimer t;
     t.next = t.prev = &t;
-    xTimerInit(&t, record);
-    CHECK(t.next == NULL && t.prev == NULL && t.fn == record);
+    int owner;
+    xTimerInit(&t, record, &owner);
+    CHECK(t.next == NULL && t.prev == NULL && t.fn == record && t.arg == &owner);
     CHECK(!xTimerActive(&t));
 
     xTimerWheel *w = new_wheel(0);
@@ -166,8 +169,8 @@ static uint64_t cb_now;
 static uint64_t cb_rearm_after;
 static Item *cb_victim;
 
-static void rearm_self(xEventLoop *loop, xTimer *t) {
-    record(loop, t);
+static void rearm_self(xEventLoop *loop, xTimer *t, void *arg) {
+    record(loop, t, arg);
     xTimerWheelAdd(cb_wheel, t, cb_now + cb_rearm_after);
 }
 
@@ -202,13 +205,13 @@ static void test_callback_rearms_itself(void) {
     free(w);
 }
 
-static void remove_victim(xEventLoop *loop, xTimer *t) {
-    record(loop, t);
+static void remove_victim(xEventLoop *loop, xTimer *t, void *arg) {
+    record(loop, t, arg);
     xTimerWheelRemove(cb_wheel, &cb_victim->timer);
 }
 
-static void remove_and_free_victim(xEventLoop *loop, xTimer *t) {
-    remove_victim(loop, t);
+static void remove_and_free_victim(xEventLoop *loop, xTimer *t, void *arg) {
+    remove_victim(loop, t, arg);
     free(cb_victim);
 }
 
@@ -254,13 +257,13 @@ static void test_callback_removes_a_timer_due_in_the_same_advance(void) {
     free(w);
 }
 
-static void rearm_victim_later(xEventLoop *loop, xTimer *t) {
-    record(loop, t);
+static void rearm_victim_later(xEventLoop *loop, xTimer *t, void *arg) {
+    record(loop, t, arg);
     xTimerWheelAdd(cb_wheel, &cb_victim->timer, cb_now + 50);
 }
 
-static void free_self(xEventLoop *loop, xTimer *t) {
-    record(loop, t);
+static void free_self(xEventLoop *loop, xTimer *t, void *arg) {
+    record(loop, t, arg);
     xTimerWheelRemove(cb_wheel, t); /* harmless: already disarmed */
     free(t);
 }
@@ -360,7 +363,7 @@ static void test_never_deadline_does_not_wrap(void) {
 static uint64_t loop_now;
 static size_t loop_late, loop_early;
 
-static void check_punctual(xEventLoop *loop, xTimer *t) {
+static void check_punctual(xEventLoop *loop, xTimer *t, void *arg) {
     if (loop_now < t->deadline) loop_early++;
     if (loop_now >= t->deadline + XTW_TICK_MS) loop_late++;
     fire_count++;
@@ -434,8 +437,8 @@ static void model_remove(ModelTimer *m) {
 
 /* Fires must be for armed, due timers not armed during this same advance.
  * Some timers then re-arm themselves, cancel one or re-arm another. */
-static void model_fire(xEventLoop *loop, xTimer *t) {
-    ModelTimer *m = (ModelTimer *)t;
+static void model_fire(xEventLoop *loop, xTimer *t, void *arg) {
+    ModelTimer *m = arg;
     if (!m->armed || m->deadline > model_now || m->armed_in == model_advance) model_bad_fires++;
     m->armed = false;
     model_fired++;
@@ -512,7 +515,7 @@ static void run_model(int timers, int ops, int check_every) {
     model_now = 1000000;
     model_wheel = new_wheel(model_now);
     for (int i = 0; i < model_size; i++) {
-        xTimerInit(&model[i].timer, model_fire);
+        xTimerInit(&model[i].timer, model_fire, &model[i]);
         model[i].id = i;
     }
     size_t bad_state = 0, bad_timeout = 0, bad_count = 0;

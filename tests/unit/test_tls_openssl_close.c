@@ -50,7 +50,7 @@ static bool on_established(xConn *conn, int alpn, void *arg) {
     return true;
 }
 
-static void on_tick(xEventLoop *loop, xTimer *timer) { xEventLoopStop(loop); }
+static void on_tick(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
 
 /* One turn of the loop: whatever is ready, without waiting. */
 static void turn(void) {
@@ -254,7 +254,7 @@ int main(void) {
     net.mem = xMemCacheCreate();
     net.send_timeout_ms = 60000;
     xBufferPoolInit(&net.buffers, 16384, 8);
-    xTimerInit(&tick, on_tick);
+    xTimerInit(&tick, on_tick, NULL);
     CHECK(make_certificate());
 
     xTlsConf conf;

@@ -37,7 +37,7 @@ static void nothing(xConn *conn) {}
 static void on_free(xConn *conn) { freed = true; }
 static const xConnProtocol protocol = {on_readable, nothing, nothing, nothing, nothing, on_free};
 
-static void on_tick(xEventLoop *loop, xTimer *timer) { xEventLoopStop(loop); }
+static void on_tick(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
 
 /* One turn of the loop: whatever is ready, without waiting. */
 static void turn(void) {
@@ -262,7 +262,7 @@ int main(void) {
     net.mem = xMemCacheCreate();
     net.send_timeout_ms = 60000;
     xBufferPoolInit(&net.buffers, 16384, 8);
-    xTimerInit(&tick, on_tick);
+    xTimerInit(&tick, on_tick, NULL);
     RUN(a_close_notify_that_meets_a_full_socket_goes_before_the_fin);
     RUN(a_peer_that_ended_first_still_gets_the_close_notify);
     RUN(a_close_notify_after_owed_key_updates_still_goes);

@@ -18,11 +18,12 @@
 _Static_assert((XTW_SLOTS & XTW_MASK) == 0 && XTW_SLOTS % 64 == 0,
                "the slot count must be a power of two and fill whole bitmap words");
 
-void xTimerInit(xTimer *timer, xTimerFn fn) {
+void xTimerInit(xTimer *timer, xTimerFn fn, void *arg) {
     timer->next = NULL;
     timer->prev = NULL;
     timer->deadline = 0;
     timer->fn = fn;
+    timer->arg = arg;
 }
 
 bool xTimerActive(const xTimer *timer) { return timer->next != NULL; }
@@ -75,6 +76,7 @@ void xTimerWheelInit(xTimerWheel *wheel, uint64_t now_ms) {
         list_init(&wheel->slots[i]);
         wheel->slots[i].deadline = UINT64_MAX;
         wheel->slots[i].fn = NULL;
+        wheel->slots[i].arg = NULL;
     }
     for (size_t i = 0; i < XTW_SLOTS / 64; i++) wheel->bitmap[i] = 0;
     wheel->tick = now_ms / XTW_TICK_MS;
@@ -165,7 +167,7 @@ size_t xTimerWheelAdvance(xTimerWheel *wheel, uint64_t now_ms, xEventLoop *loop)
         unlink_timer(wheel, t);
         wheel->count--;
         fired++;
-        t->fn(loop, t);
+        t->fn(loop, t, t->arg);
     }
     return fired;
 }

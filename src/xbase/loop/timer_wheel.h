@@ -34,7 +34,7 @@ void xTimerWheelAdd(xTimerWheel *wheel, xTimer *timer, uint64_t deadline_ms);
 void xTimerWheelRemove(xTimerWheel *wheel, xTimer *timer);
 
 /** Fires every timer whose deadline is ≤ now_ms, calling timer->fn(loop,
- *  timer) after unlinking it (the callback may re-arm or remove any timer).
+ *  timer, timer->arg) after unlinking it (the callback may re-arm or remove any timer).
  *  Returns how many fired. */
 size_t xTimerWheelAdvance(xTimerWheel *wheel, uint64_t now_ms, xEventLoop *loop);
 

@@ -1,5 +1,5 @@
 /* buffer.c — growable buffers and the per-loop block pool. */
-#include <xbase/buffer.h>
+#include "xbase/mem/buffer_pool.h"
 
 #include <stdint.h>
 #include <stdlib.h>

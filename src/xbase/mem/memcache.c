@@ -5,7 +5,7 @@
  * malloc. A class keeps a bounded number of spare blocks. Large classes
  * matter as much as small ones: a worker that mallocs and frees a 64 KiB body
  * per request makes glibc trim and refault its arena on every few requests. */
-#include <xbase/memcache.h>
+#include "xbase/mem/memcache.h"
 
 #include <stdint.h>
 #include <stdlib.h>

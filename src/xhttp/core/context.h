@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <xhttp/log.h>
+#include <xhttp/observe.h>
 #include <xhttp/server.h>
 
 #include "xbase/mem/counter.h"

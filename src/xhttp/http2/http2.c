@@ -1402,8 +1402,8 @@ static void on_timeout(xConn *conn) {
     conn_error(h2, mid_headers ? XH2_PROTOCOL_ERROR : XH2_NO_ERROR);
 }
 
-static void on_goaway_timer(xEventLoop *loop, xTimer *timer) {
-    xHttp2 *h2 = (xHttp2 *)((char *)timer - offsetof(xHttp2, goaway_timer));
+static void on_goaway_timer(xEventLoop *loop, xTimer *timer, void *arg) {
+    xHttp2 *h2 = arg;
     h2->final_goaway = true;
     h2->last_id = h2->highest_id;
     xH2WriteGoaway(h2->conn, h2->last_id, XH2_NO_ERROR);
@@ -1526,7 +1526,7 @@ static xHttp2 *session_new(xConn *conn) {
     h2->held_window.limit = h2->conn_window;
     h2->reset_tokens = h2->conf->http2_reset_burst;
     h2->reset_refill_ms = xEventLoopNowMs(conn->net->loop);
-    xTimerInit(&h2->goaway_timer, on_goaway_timer);
+    xTimerInit(&h2->goaway_timer, on_goaway_timer, h2);
     return h2;
 }
 

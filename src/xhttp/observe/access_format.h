@@ -11,7 +11,7 @@
 #include <xbase/buffer.h>
 #include <xbase/errno.h>
 #include <xbase/str.h>
-#include <xhttp/log.h>
+#include <xhttp/observe.h>
 
 /** What a line says of a request. Strings are views; an absent one (no
  *  referer, no user agent, no TLS) has data NULL. */

@@ -33,7 +33,7 @@ static void flush(xAccessLog *log) {
     log->lines.len = 0;
 }
 
-static void on_timer(xEventLoop *loop, xTimer *timer) { flush((xAccessLog *)timer); }
+static void on_timer(xEventLoop *loop, xTimer *timer, void *arg) { flush(arg); }
 
 xErrno xAccessLogOpen(xAccessLog *log, xEventLoop *loop, const xHttpAccessLogOpts *opts) {
     memset(log, 0, sizeof *log);
@@ -41,7 +41,7 @@ xErrno xAccessLogOpen(xAccessLog *log, xEventLoop *loop, const xHttpAccessLogOpt
     log->opts = opts;
     log->clock.second = -1;
     log->fd = opts->path ? open_path(opts->path) : opts->fd;
-    xTimerInit(&log->timer, on_timer);
+    xTimerInit(&log->timer, on_timer, log);
     return log->fd >= 0 ? XOK : XERR_SYS;
 }
 

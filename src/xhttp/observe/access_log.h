@@ -9,13 +9,13 @@
 
 #include <xbase/buffer.h>
 #include <xbase/event.h>
-#include <xhttp/log.h>
+#include <xhttp/observe.h>
 
 #include "xhttp/core/exchange.h"
 #include "xhttp/observe/access_format.h"
 
 typedef struct xAccessLog {
-    xTimer timer; /* first: flushes what waits */
+    xTimer timer; /* flushes what waits */
     xEventLoop *loop;
     const xHttpAccessLogOpts *opts; /* the server's copy, path included */
     int fd;                         /* ours when opts->path, else the caller's */

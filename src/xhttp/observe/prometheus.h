@@ -6,7 +6,7 @@
 
 #include <xbase/buffer.h>
 #include <xbase/errno.h>
-#include <xhttp/log.h>
+#include <xhttp/observe.h>
 
 /** The Content-Type the text goes out with. */
 #define XPROMETHEUS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"

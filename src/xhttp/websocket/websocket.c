@@ -717,8 +717,8 @@ static const xWsTransport stream_transport = {
     stream_finish, stream_finish, stream_retain,  stream_release,
 };
 
-static void stream_timeout(xEventLoop *loop, xTimer *timer) {
-    xWebSocket *ws = (xWebSocket *)((char *)timer - offsetof(xWebSocket, timer));
+static void stream_timeout(xEventLoop *loop, xTimer *timer, void *arg) {
+    xWebSocket *ws = arg;
     stream_retain(ws);
     timeout(ws);
     stream_release(ws);
@@ -785,7 +785,7 @@ void xWsTunnelHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     }
     ws->ex = ex;
     ws->refs = 1; /* the stream's, until the tunnel ends */
-    xTimerInit(&ws->timer, stream_timeout);
+    xTimerInit(&ws->timer, stream_timeout, ws);
     /* RFC 8441 §5: 200 with what was agreed, and no Sec-WebSocket-Accept. */
     if (*ws->protocol) xHttpResponseAddHeader(res, "Sec-WebSocket-Protocol", ws->protocol);
     if (*ext) xHttpResponseAddHeader(res, "Sec-WebSocket-Extensions", ext);

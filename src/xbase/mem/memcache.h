@@ -1,17 +1,13 @@
-/* xbase/memcache.h — a per-thread cache of small allocations.
+/* memcache.h — a per-thread cache of small allocations (internal).
  *
- * Libraries that malloc and free many small objects per request (nghttp2
- * does, for every stream and header) spend much of their time in the
- * allocator. A cache keeps freed blocks in a few size classes and hands them
- * out again without locks. One cache belongs to one thread. */
-#ifndef XBASE_MEMCACHE_H
-#define XBASE_MEMCACHE_H
+ * What is allocated and freed per connection at a high rate (the TLS record
+ * layer's blocks) would otherwise spend its time in the allocator. A cache
+ * keeps freed blocks in a few size classes and hands them out again without
+ * locks. One cache belongs to one worker's thread. */
+#ifndef XBASE_MEM_MEMCACHE_H
+#define XBASE_MEM_MEMCACHE_H
 
 #include <stddef.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 typedef struct xMemCache xMemCache;
 
@@ -32,7 +28,4 @@ void xMemCacheFree(xMemCache *cache, void *ptr);
  *  On that cache's thread only. */
 void xMemCacheRelease(void *ptr);
 
-#ifdef __cplusplus
-}
-#endif
 #endif

@@ -1,4 +1,5 @@
-/* xhttp/log.h — access logs and metrics of an xKit HTTP server.
+/* xhttp/observe.h — what an xKit HTTP server tells its operator: access logs
+ * and metrics.
  *
  * The access log writes one line per request, as each response ends, in the
  * common or combined log format or as JSON. Each worker appends its lines to
@@ -11,8 +12,8 @@
  * and status class, bytes, connections, TLS handshakes and HTTP/2 streams.
  * xHttpServerMetrics sums them; xHttpServerMetricsRoute serves them in the
  * Prometheus text format. */
-#ifndef XHTTP_LOG_H
-#define XHTTP_LOG_H
+#ifndef XHTTP_OBSERVE_H
+#define XHTTP_OBSERVE_H
 
 #include <stddef.h>
 #include <stdint.h>

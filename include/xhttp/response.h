@@ -1,0 +1,83 @@
+/* xhttp/response.h — how a handler answers: the status and headers, then the
+ * body whole (copied, by reference, or from a file) or streamed, with
+ * trailers.
+ *
+ * A handler answers now or later from the same loop; the request and response
+ * stay valid until the response ends, or until the abort callback returns
+ * when the client leaves first. <xhttp/server.h> includes this header. */
+#ifndef XHTTP_RESPONSE_H
+#define XHTTP_RESPONSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <xbase/errno.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct xHttpRequest xHttpRequest;
+typedef struct xHttpResponse xHttpResponse;
+
+/** Sets the status code (default 200). Before the head is sent. */
+void xHttpResponseSetStatus(xHttpResponse *res, int status);
+
+/** Adds a header; name and value are copied. Content-Length,
+ *  Transfer-Encoding, Connection and Date are the server's and are refused
+ *  (XERR_INVALID), as are names or values with bytes not allowed in a field.
+ *  Returns XERR_STATE after the head is sent. */
+xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *value);
+
+/** Adds a trailer field to a streamed response, sent after the body: a
+ *  chunked trailer on HTTP/1.1 (dropped for HTTP/1.0 clients), a trailing
+ *  HEADERS frame on HTTP/2. Copied; same rules as xHttpResponseAddHeader;
+ *  before End. */
+xErrno xHttpResponseAddTrailer(xHttpResponse *res, const char *name, const char *value);
+
+/** Sends the whole body (copied) with a Content-Length and ends the response. */
+xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len);
+
+/** Like xHttpResponseSend without copying: body must stay valid and
+ *  unchanged until release(release_arg) is called (release may be NULL for
+ *  static data). */
+xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len, void (*release)(void *),
+                            void *release_arg);
+
+/** Answers with status and headers as set, and a body of len bytes of
+ *  file fd from offset (Content-Length: len), read only as the client takes
+ *  them: sendfile(2) on plain connections (and kTLS), pieces sealed by the
+ *  record layer on TLS, DATA frames within the flow-control windows on
+ *  HTTP/2; HEAD, 204 and 304 send none. release(release_arg) runs once the
+ *  bytes are sent or dropped, or at once when there are none: it typically
+ *  closes fd, which must stay open until then. A file that ends before
+ *  offset + len cuts the response short (the connection, or the HTTP/2
+ *  stream, is closed). XERR_STATE (release run) once the head is sent. */
+xErrno xHttpResponseSendFile(xHttpResponse *res, int fd, off_t offset, size_t len, void (*release)(void *),
+                             void *release_arg);
+
+/** Streams a piece of the body (chunked on HTTP/1.1); sends the head first. */
+xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len);
+
+/** Ends a streamed response. */
+xErrno xHttpResponseEnd(xHttpResponse *res);
+
+/** True when the client went away; later writes are discarded, End still
+ *  must be called to release the request (unless an abort callback is set). */
+bool xHttpResponseAborted(const xHttpResponse *res);
+
+/** For handlers that answer later: fn(res, arg) is called, on the loop, if
+ *  the connection closes before the response ends (the client left, or a
+ *  graceful stop ran out of time). The request and response are freed right
+ *  after fn returns, so fn must cancel whatever would touch them later. */
+void xHttpResponseOnAbort(xHttpResponse *res, void (*fn)(xHttpResponse *res, void *arg), void *arg);
+
+/** The reason phrase for status ("Not Found"), or "Unknown". */
+const char *xHttpStatusReason(int status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
