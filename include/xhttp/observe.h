@@ -2,7 +2,9 @@
  * and metrics.
  *
  * The access log writes one line per request, as each response ends, in the
- * common or combined log format or as JSON. Each worker appends its lines to
+ * common or combined log format or as JSON; a WebSocket session's line is
+ * written when the session ends (status 101 over HTTP/1.1, 200 over HTTP/2,
+ * its duration, and its frame bytes sent as its bytes). Each worker appends its lines to
  * a buffer of its own and writes them in batches (when the buffer fills, or
  * a timer after flush_ms), never on its own request's path, and at the
  * server's destroy; a graceful stop loses nothing. Without an access log the
@@ -38,7 +40,9 @@ typedef enum xHttpLogFormat {
     XHTTP_LOG_COMBINED,
     /** One object per line: time (RFC 3339), remote_addr, remote_port, method,
      *  target, protocol, status, bytes, duration_ms, referer, user_agent, tls
-     *  (its version, e.g. "TLSv1.3"); absent values are null. */
+     *  (its version, e.g. "TLSv1.3"); absent values are null. A WebSocket
+     *  session's line adds "websocket": {messages_in, messages_out, bytes_in,
+     *  bytes_out}, its data messages and frame bytes each way. */
     XHTTP_LOG_JSON,
 } xHttpLogFormat;
 

@@ -139,7 +139,9 @@ static void for_each_conn(xWorker *w, void (*fn)(xConn *)) {
     }
 }
 
-static void drain_conn(xConn *conn) { conn->proto->on_drain(conn); }
+static void drain_conn(xConn *conn) {
+    if (conn->proto->on_drain) conn->proto->on_drain(conn);
+}
 
 static void on_deadline(xEventLoop *loop, xTimer *timer, void *arg) {
     xWorker *w = arg;
@@ -306,7 +308,7 @@ void xHttpServerDestroy(xHttpServer *server) {
     xCompressConfDestroy(server->compress);
     while (server->targets) {
         xHttpRouteTarget *next = server->targets->next;
-        xWsRouteFree(server->targets->websocket);
+        if (server->targets->free_arg) server->targets->free_arg(server->targets->arg);
         free(server->targets);
         server->targets = next;
     }
@@ -317,7 +319,7 @@ void xHttpServerDestroy(xHttpServer *server) {
 }
 
 static xErrno add_route(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg,
-                        bool streams_body, bool unfiltered, xWsRoute *websocket) {
+                        bool streams_body, bool unfiltered, void (*free_arg)(void *)) {
     if (server->running) return XERR_STATE;
     if (!spec || !handler) return XERR_INVALID;
     xHttpRouteTarget *target = malloc(sizeof *target);
@@ -326,7 +328,7 @@ static xErrno add_route(xHttpServer *server, const char *spec, xHttpHandler hand
                                  .arg = arg,
                                  .streams_body = streams_body,
                                  .unfiltered = unfiltered,
-                                 .websocket = websocket,
+                                 .free_arg = free_arg,
                                  .next = server->targets};
     xErrno err = xRouterAdd(server->router, spec, target, NULL);
     if (err != XOK) {
@@ -375,7 +377,7 @@ xErrno xHttpServerWebSocket(xHttpServer *server, const char *path, const xWebSoc
     xErrno err;
     xWsRoute *route = xWsRouteCreate(conf, arg, &err);
     if (!route) return err;
-    err = add_route(server, spec, xWsRouteHandler, route, false, true, route);
+    err = add_route(server, spec, xWsRouteHandler, route, false, true, xWsRouteFree);
     if (err != XOK) {
         xWsRouteFree(route);
         return err;

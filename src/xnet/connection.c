@@ -119,7 +119,7 @@ void xConnRelease(xConn *conn) {
     xNetContext *net = conn->net;
     xTimerStop(net->loop, &conn->timer); /* armed by a late call on a closed connection */
     xBufferPoolRelease(&net->buffers, &conn->in);
-    conn->proto->on_free(conn);
+    if (conn->proto->on_free) conn->proto->on_free(conn);
     conn->transport->free(conn);
     if (conn->prev)
         conn->prev->next = conn->next;
@@ -439,7 +439,7 @@ void xConnClose(xConn *conn) {
     out_reset(conn);
     /* The read buffer stays: a handler that still holds its request has
      * views into it until the response ends (xConnRelease frees it). */
-    conn->proto->on_close(conn);
+    if (conn->proto->on_close) conn->proto->on_close(conn);
     xConnRelease(conn);
 }
 
@@ -471,7 +471,8 @@ static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg) {
     if ((events & (XEV_WRITE | XEV_ERROR)) && conn->write_blocked) {
         conn->write_blocked = false;
         xConnFlush(conn);
-        if (!conn->closed && !conn->write_blocked && !conn->lingering) conn->proto->on_flushed(conn);
+        if (!conn->closed && !conn->write_blocked && !conn->lingering && conn->proto->on_flushed)
+            conn->proto->on_flushed(conn);
     }
     if (!conn->closed && conn->readable) {
         if (conn->lingering)

@@ -58,13 +58,15 @@ typedef struct xNetContext {
     xNetCounters counters;
 } xNetContext;
 
+/* What a protocol hears of its connection, filled by name; the hooks marked
+ * optional may be NULL. */
 typedef struct xConnProtocol {
     void (*on_readable)(xConn *conn); /**< bytes (or EOF) may be waiting */
-    void (*on_flushed)(xConn *conn);  /**< a blocked output queue drained */
+    void (*on_flushed)(xConn *conn);  /**< optional: a blocked output queue drained */
     void (*on_timeout)(xConn *conn);  /**< the timer set by xConnSetTimeout fired */
-    void (*on_drain)(xConn *conn);    /**< the server is stopping gracefully */
-    void (*on_close)(xConn *conn);    /**< the socket closed; release what waits on it */
-    void (*on_free)(xConn *conn);     /**< last reference gone; free protocol state */
+    void (*on_drain)(xConn *conn);    /**< optional: the server is stopping gracefully */
+    void (*on_close)(xConn *conn);    /**< optional: the socket closed; release what waits on it */
+    void (*on_free)(xConn *conn);     /**< optional: last reference gone; free protocol state */
 } xConnProtocol;
 
 /* How bytes cross the socket. recv and sendv behave like recv(2) and

@@ -105,7 +105,6 @@ static void set_up(void) {
     xWsRoute *ws_route = xWsRouteCreate(&ws_conf, NULL, &err);
     FUZZ_ASSERT(ws_route, "WebSocket route: %d", (int)err);
     targets[5].arg = targets[6].arg = ws_route;
-    targets[5].websocket = ws_route;
     xUpgradePlanCleartext(&plan, XHTTP_PROTO_HTTP2);
     xTimerInit(&tick, on_tick, NULL);
 }

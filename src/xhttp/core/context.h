@@ -17,21 +17,18 @@
 #include "xhttp/core/router.h"
 
 typedef struct xHttpExchange xHttpExchange;
+typedef struct xHttpTakeover xHttpTakeover;
 
 /** Protocol changes HTTP/1.1 may ask for. upgrade/ implements them; it sits
  *  above the protocols, so they reach it only through this table. */
 typedef struct xHttpUpgrades {
-    /** req asked for "Upgrade:". When a protocol it names can be served,
-     *  queues the 101 and returns what the switch needs; NULL: serve req as
-     *  it is. */
-    void *(*offer)(xConn *conn, const xHttpRequest *req, bool has_body);
-    /** Hands conn over after the batch that answered 101; conn->in[start,)
-     *  holds what followed the request, req is still valid. Frees pending.
-     *  False when the new protocol could not start: conn is still the
-     *  caller's. */
-    bool (*take)(xConn *conn, void *pending, const xHttpRequest *req, size_t start);
-    /** Frees a pending switch that will not happen. */
-    void (*drop)(void *pending);
+    /** ex's request asked for "Upgrade:" (has_body: with a body). When a
+     *  protocol it names can take the connection, adds the 101's fields to
+     *  ex->res and returns who takes it, with *arg for them; HTTP/1.1 sends
+     *  the 101 and hands over after the batch. NULL: serve the request as it
+     *  is (a WebSocket route's handler may still switch, through the
+     *  exchange). */
+    const xHttpTakeover *(*offer)(xConn *conn, xHttpExchange *ex, bool has_body, void **arg);
 } xHttpUpgrades;
 
 /** What a worker's requests did, beside its connections' xNetCounters:

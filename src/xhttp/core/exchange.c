@@ -57,6 +57,10 @@ bool xHttpExchangeReserveFields(xHttpContext *ctx, xHttpExchange *ex) {
 
 void xHttpExchangeRelease(xHttpContext *ctx, xHttpExchange *ex) {
     if (ex->filter_state) ex->filter->drop(ex);
+    if (ex->req.kept) {
+        free(ex->req.kept);
+        ex->req.kept = NULL;
+    }
     if (ctx->free_exchange_count >= XEXCHANGE_POOL_MAX) {
         xBufferFree(&ex->res.headers);
         xBufferFree(&ex->res.trailers);
@@ -135,6 +139,47 @@ void xHttpExchangeSendStatus(xHttpExchange *ex, int status) {
     xBufferAppend(&ex->res.headers, "Content-Type: text/plain\r\n", 26);
     xHttpExchangeFinished(ex, status, n);
     ex->ops->send(ex, body, n, true, NULL, NULL);
+}
+
+xErrno xHttpExchangeSwitch(xHttpExchange *ex, const xHttpTakeover *to, void *arg) {
+    if (!ex->ops->switch_protocols || ex->res.head_sent || ex->res.ended || ex->res.aborted)
+        return XERR_STATE;
+    ex->res.status = 101;
+    return ex->ops->switch_protocols(ex, to, arg);
+}
+
+/* Copies s to *at and points s there. */
+static void keep_view(xStr *s, char **at) {
+    if (s->len) memcpy(*at, s->data, s->len);
+    s->data = *at;
+    *at += s->len;
+}
+
+xErrno xHttpExchangeKeepRequest(xHttpExchange *ex) {
+    xHttpRequest *req = &ex->req;
+    size_t fields = req->num_headers * sizeof(xHttpField);
+    size_t bytes = req->method.len + req->path.len + req->query.len;
+    for (size_t i = 0; i < req->num_headers; i++)
+        bytes += req->headers[i].name.len + req->headers[i].value.len;
+    char *block = malloc(fields + bytes + 1);
+    if (!block) return XERR_NOMEM;
+    xHttpField *copy = (xHttpField *)block;
+    char *at = block + fields;
+    if (fields) memcpy(copy, req->headers, fields);
+    for (size_t i = 0; i < req->num_headers; i++) {
+        keep_view(&copy[i].name, &at);
+        keep_view(&copy[i].value, &at);
+    }
+    keep_view(&req->method, &at);
+    keep_view(&req->path, &at);
+    keep_view(&req->query, &at);
+    req->headers = copy;
+    req->params = NULL; /* views into the old path, and of no use to a log line */
+    req->num_params = 0;
+    req->body = (xStr){"", 0};
+    free(req->kept);
+    req->kept = block;
+    return XOK;
 }
 
 /* ---- Request accessors ---- */

@@ -18,6 +18,25 @@
 #include "xhttp/core/field.h"
 #include "xhttp/core/router.h"
 
+/** What a session carried over an exchange that became one (a WebSocket,
+ *  after its 101 or its extended CONNECT's 200): kept by the session, read
+ *  when the exchange finishes, for its log line. */
+typedef struct xHttpSessionStats {
+    uint64_t messages_in, messages_out; /* data messages each way */
+    uint64_t bytes_in, bytes_out;       /* the session's own bytes (its frames) each way */
+} xHttpSessionStats;
+
+/** Who takes a connection over after a 101. */
+typedef struct xHttpTakeover {
+    /** Called once the batch that sent the 101 is done: conn->in[start,)
+     *  holds what followed the request, and ex is the taker's from now on (it
+     *  finishes and releases it). False: the new protocol could not start,
+     *  and the connection is closed. */
+    bool (*start)(xConn *conn, xHttpExchange *ex, size_t start, void *arg);
+    /** The switch will not happen (the connection closed first): frees arg. */
+    void (*drop)(void *arg);
+} xHttpTakeover;
+
 /** How a protocol frames a response. Each gets the exchange; the response's
  *  status and header lines are in ex->res. */
 typedef struct xHttpExchangeOps {
@@ -37,6 +56,11 @@ typedef struct xHttpExchangeOps {
     /** A streaming route's body may flow again (a reader was set, or resumed):
      *  deliver what waits, unless a delivery is already under way. */
     void (*body_wanted)(xHttpExchange *ex);
+    /** Sends a 101 with the response's fields and hands the connection to
+     *  to->start(.., arg) once the batch that dispatched the request is done.
+     *  NULL where the protocol has no such switch (HTTP/2 carries tunnels on
+     *  streams instead, through xHttpTunnel). */
+    xErrno (*switch_protocols)(xHttpExchange *ex, const xHttpTakeover *to, void *arg);
 } xHttpExchangeOps;
 
 /** An extended CONNECT (RFC 8441) kept open as a tunnel past its response
@@ -62,7 +86,7 @@ typedef struct xHttpRouteTarget {
     bool streams_body;             /* runs at the head; the body follows in pieces */
     struct xHttpRouteTarget *next; /* the server's list, for freeing */
     bool unfiltered;               /* its responses bypass the worker's filter */
-    struct xWsRoute *websocket;    /* a WebSocket route's settings (websocket/), else NULL */
+    void (*free_arg)(void *arg);   /* frees arg with the server (a WebSocket route's), or NULL */
 } xHttpRouteTarget;
 
 struct xHttpRequest {
@@ -78,6 +102,7 @@ struct xHttpRequest {
     size_t num_params;
     xConn *conn;       /* what it came on, for connection-level facts (TLS) */
     uint64_t start_ms; /* loop time at its first byte; kept only for an access log */
+    char *kept;        /* xHttpExchangeKeepRequest's copy of the views, or NULL */
 };
 
 struct xHttpResponse {
@@ -89,8 +114,9 @@ struct xHttpResponse {
     bool aborted; /* the client is gone; output is discarded */
     void (*on_abort)(xHttpResponse *res, void *arg);
     void *on_abort_arg;
-    uint64_t body_len; /* streamed body bytes so far, for the log */
-    bool finished;     /* counted and logged (core/finished.h) */
+    uint64_t body_len;                /* streamed body bytes so far, for the log */
+    bool finished;                    /* counted and logged (core/finished.h) */
+    const xHttpSessionStats *session; /* set by a session the exchange became, else NULL */
 };
 
 struct xHttpExchange {
@@ -162,5 +188,17 @@ bool xHttpExchangeAbort(xHttpExchange *ex);
 
 /** Answers with status and a short text body, e.g. for 404. */
 void xHttpExchangeSendStatus(xHttpExchange *ex, int status);
+
+/** From the handler, while its request is dispatched: answers 101 with the
+ *  response's fields and hands the connection to `to` after the batch
+ *  (xHttpExchangeOps.switch_protocols). XERR_STATE where the protocol cannot
+ *  switch, or the head is sent: the caller answers otherwise. */
+xErrno xHttpExchangeSwitch(xHttpExchange *ex, const xHttpTakeover *to, void *arg);
+
+/** Copies the request's method, target and fields out of the protocol's
+ *  buffer, which a new protocol is about to reuse, and re-points the views,
+ *  so a session's log line can name its request when it ends. The copy goes
+ *  with the exchange's release. XERR_NOMEM: the views are left alone. */
+xErrno xHttpExchangeKeepRequest(xHttpExchange *ex);
 
 #endif

@@ -68,9 +68,12 @@ typedef struct xHttp1 {
     bool in_batch;         /* inside process(): leave flushing to its end */
     bool waiting_flush;    /* output over the high-water mark; paused */
     bool head_timer_armed;
-    bool served;              /* a response went out: the next wait is keep-alive idle */
-    uint64_t parked_start_ms; /* a parked head's exchange's start_ms (park_head) */
-    void *upgrade;            /* XH1_SWITCHING: the upgrade module's pending switch */
+    bool served;                   /* a response went out: the next wait is keep-alive idle */
+    uint64_t parked_start_ms;      /* a parked head's exchange's start_ms (park_head) */
+    const xHttpTakeover *takeover; /* XH1_SWITCHING: who takes the connection after the batch */
+    void *takeover_arg;
+    int refusal;              /* xHttp1StartRefusing: every request gets this status … */
+    const char *refusal_text; /* … with this text, and the connection closes */
 } xHttp1;
 
 static const xHttpExchangeOps h1_ops;
@@ -85,8 +88,11 @@ static char *put(char *p, const char *s, size_t n) {
     return p + n;
 }
 
-/* Writes the status line and the server's own fields, then extra and the
- * empty line. framing: "Content-Length: N\r\n" or the chunked field, or "". */
+/* The one writer of every HTTP/1.1 response head: the status line and the
+ * server's own fields, then the handler's fields, the framing and what the
+ * head says of the connection, then the empty line. framing:
+ * "Content-Length: N\r\n" or the chunked field, or "". An interim 100 is its
+ * status line alone; a 101 says the connection upgrades. */
 static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const char *framing,
                          size_t framing_len) {
     const char *reason = xHttpStatusReason(status);
@@ -98,19 +104,26 @@ static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const cha
     p = xHttpPutDecimal(p, (uint64_t)status);
     *p++ = ' ';
     p = put(p, reason, reason_len);
-    p = put(p, "\r\nServer: xkit\r\nDate: ", 22);
-    p = put(p, xHttpDate(&xHttpContextOf(h->conn)->date, h->conn->net->loop), XHTTP_DATE_LEN);
     p = put(p, "\r\n", 2);
+    if (status != 100) { /* an interim 100 is the status line alone */
+        p = put(p, "Server: xkit\r\nDate: ", 20);
+        p = put(p, xHttpDate(&xHttpContextOf(h->conn)->date, h->conn->net->loop), XHTTP_DATE_LEN);
+        p = put(p, "\r\n", 2);
+    }
     if (fields && fields->len) p = put(p, fields->data, fields->len);
     p = put(p, framing, framing_len);
-    if (xHttpContextOf(h->conn)->draining) h->keep_alive = false;
-    /* A response that starts before its request's body has all arrived may
-     * end before it too; the rest of the body is then not read at all. */
-    if (h->state == XH1_STREAMING && !h->body_complete) h->keep_alive = false;
-    if (!h->keep_alive)
-        p = put(p, "Connection: close\r\n", 19);
-    else if (h->http10)
-        p = put(p, "Connection: keep-alive\r\n", 24);
+    if (status == 101) {
+        p = put(p, "Connection: Upgrade\r\n", 21);
+    } else if (status >= 200) {
+        if (xHttpContextOf(h->conn)->draining) h->keep_alive = false;
+        /* A response that starts before its request's body has all arrived
+         * may end before it too; the rest of the body is then not read at all. */
+        if (h->state == XH1_STREAMING && !h->body_complete) h->keep_alive = false;
+        if (!h->keep_alive)
+            p = put(p, "Connection: close\r\n", 19);
+        else if (h->http10)
+            p = put(p, "Connection: keep-alive\r\n", 24);
+    }
     p = put(p, "\r\n", 2);
     xConnCommit(h->conn, (size_t)(p - begin));
     return XOK;
@@ -126,17 +139,26 @@ static xErrno write_sized_head(xHttp1 *h, int status, const xBuffer *fields, uin
     return write_head(h, status, fields, framing, (size_t)(p - framing));
 }
 
-/* Queues the server's own answer: status with its reason as a text body,
- * and "Connection: close". */
-static void write_status(xHttp1 *h, int status) {
+/* The body of the server's own answer: the text the connection was started
+ * to refuse with, else status's reason phrase on a line of its own (in line,
+ * which has room for the longest). */
+static xStr status_body(const xHttp1 *h, int status, char line[64]) {
+    if (h->refusal_text) return xStrFromC(h->refusal_text);
     const char *reason = xHttpStatusReason(status);
-    size_t len = strlen(reason);
-    static const xBuffer text = {"Content-Type: text/plain\r\n", 26, 26};
+    size_t n = strlen(reason);
+    memcpy(line, reason, n);
+    line[n++] = '\n';
+    return (xStr){line, n};
+}
+
+/* Queues the server's own answer: status with its text body, and
+ * "Connection: close". */
+static void write_status(xHttp1 *h, int status) {
+    char line[64];
+    xStr body = status_body(h, status, line);
+    static const xBuffer plain = {"Content-Type: text/plain\r\n", 26, 26};
     h->keep_alive = false;
-    if (write_sized_head(h, status, &text, len + 1) == XOK) {
-        xConnWrite(h->conn, reason, len);
-        xConnWrite(h->conn, "\n", 1);
-    }
+    if (write_sized_head(h, status, &plain, body.len) == XOK) xConnWrite(h->conn, body.data, body.len);
 }
 
 /* Answers a request the server refuses, then closes: after a framing error
@@ -153,7 +175,8 @@ static void reject(xHttp1 *h, int status) {
         xHttpRequest *req = &h->ex->req;
         req->conn = h->conn;
         if (!req->protocol) req->protocol = "HTTP/1.1";
-        xHttpExchangeFinished(h->ex, status, strlen(xHttpStatusReason(status)) + 1);
+        char line[64];
+        xHttpExchangeFinished(h->ex, status, status_body(h, status, line).len);
         xHttpExchangeRelease(ctx, h->ex);
         h->ex = NULL;
     }
@@ -279,7 +302,7 @@ static xErrno h1_end(xHttpExchange *ex) {
 }
 
 static void send_continue(xHttp1 *h) {
-    xConnWrite(h->conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    write_head(h, 100, NULL, "", 0);
     xConnFlush(h->conn);
 }
 
@@ -296,7 +319,36 @@ static void h1_body_wanted(xHttpExchange *ex) {
     if (!h->in_batch) process(h); /* otherwise the batch under way delivers */
 }
 
-static const xHttpExchangeOps h1_ops = {h1_send, h1_send_file, h1_write, h1_end, h1_body_wanted};
+/* Sends the 101 and has process() hand the connection over once its batch
+ * is done: what follows the request is the new protocol's. */
+static xErrno begin_switch(xHttp1 *h, xHttpExchange *ex, const xHttpTakeover *to, void *arg) {
+    xErrno err = write_head(h, 101, &ex->res.headers, "", 0);
+    if (err != XOK) return err;
+    ex->res.head_sent = true;
+    h->takeover = to;
+    h->takeover_arg = arg;
+    h->state = XH1_SWITCHING;
+    return XOK;
+}
+
+/* A handler's switch (a WebSocket route's): only while its request is being
+ * dispatched, so the batch under way makes it. */
+static xErrno h1_switch(xHttpExchange *ex, const xHttpTakeover *to, void *arg) {
+    xHttp1 *h = ex->proto;
+    if (h->state != XH1_HANDLER || !h->in_batch || h->http10) return XERR_STATE;
+    xErrno err = begin_switch(h, ex, to, arg);
+    if (err == XOK) xConnRelease(h->conn); /* dispatch's reference: no response will end */
+    return err;
+}
+
+static const xHttpExchangeOps h1_ops = {
+    .send = h1_send,
+    .send_file = h1_send_file,
+    .write = h1_write,
+    .end = h1_end,
+    .body_wanted = h1_body_wanted,
+    .switch_protocols = h1_switch,
+};
 
 /* ---- Requests ---- */
 
@@ -413,14 +465,20 @@ static void begin_streaming(xHttp1 *h, const xHttp1Request *req) {
 }
 
 /* A request that asked for "Upgrade:": the upgrade module decides whether
- * another protocol takes the connection after this batch (it then queued the
- * 101); if not, the request is served here as it is, as RFC 9110 allows. */
+ * another protocol takes the connection after this batch (h2c); if not, the
+ * request is served here as it is, as RFC 9110 allows, and its route's
+ * handler may still switch (WebSocket). */
 static bool try_upgrade(xHttp1 *h, const xHttp1Request *req) {
     if (!req->upgrade || h->http10) return false;
     bool has_body = req->chunked || req->content_length > 0;
-    h->upgrade = xHttpContextOf(h->conn)->upgrades->offer(h->conn, &h->ex->req, has_body);
-    if (!h->upgrade) return false;
-    h->state = XH1_SWITCHING;
+    void *arg;
+    const xHttpTakeover *to = xHttpContextOf(h->conn)->upgrades->offer(h->conn, h->ex, has_body, &arg);
+    if (!to) return false;
+    h->next_start = h->start + h->head_len;
+    if (begin_switch(h, h->ex, to, arg) != XOK) {
+        to->drop(arg);
+        reject(h, 500);
+    }
     return true;
 }
 
@@ -505,8 +563,8 @@ static xStep step_head(xHttp1 *h) {
         }
         return XSTEP_NEED_INPUT;
     }
-    if (r == XHTTP1_ERROR) {
-        reject(h, req.error_status);
+    if (r == XHTTP1_ERROR || h->refusal) {
+        reject(h, h->refusal ? h->refusal : req.error_status);
         return XSTEP_STOP;
     }
     begin_request(h, &req, (size_t)r);
@@ -687,17 +745,20 @@ static bool can_take_requests(const xHttp1 *h) {
            h->state != XH1_CLOSING && h->state != XH1_SWITCHING;
 }
 
-/* Hands the connection to the protocol its request upgraded to, and frees
- * this protocol's state. */
+/* Hands the connection, and the exchange of the request that switched, to
+ * the protocol it switched to, and frees this protocol's state. */
 static void switch_protocol(xHttp1 *h) {
     xConn *conn = h->conn;
-    void *upgrade = h->upgrade;
-    h->upgrade = NULL;
-    if (!xHttpContextOf(conn)->upgrades->take(conn, upgrade, &h->ex->req, h->start + h->head_len)) {
-        reject(h, 500);
+    const xHttpTakeover *to = h->takeover;
+    xHttpExchange *ex = h->ex;
+    h->takeover = NULL;
+    h->ex = NULL;
+    if (!to->start(conn, ex, h->next_start, h->takeover_arg)) {
+        xHttpExchangeRelease(xHttpContextOf(conn), ex);
+        h->state = XH1_CLOSING;
+        xConnClose(conn); /* a 101 went: nothing else may be said */
         return;
     }
-    xHttpExchangeRelease(xHttpContextOf(conn), h->ex);
     free(h);
 }
 
@@ -847,11 +908,18 @@ static void on_close(xConn *conn) {
 
 static void on_free(xConn *conn) {
     xHttp1 *h = conn->proto_state;
-    if (h->upgrade) xHttpContextOf(conn)->upgrades->drop(h->upgrade);
+    if (h->takeover) h->takeover->drop(h->takeover_arg);
     free(h);
 }
 
-static const xConnProtocol h1_protocol = {on_readable, on_flushed, on_timeout, on_drain, on_close, on_free};
+static const xConnProtocol h1_protocol = {
+    .on_readable = on_readable,
+    .on_flushed = on_flushed,
+    .on_timeout = on_timeout,
+    .on_drain = on_drain,
+    .on_close = on_close,
+    .on_free = on_free,
+};
 
 bool xHttp1Accept(xHttpContext *ctx, int fd, const xNetAddr *addr) {
     xHttp1 *h = calloc(1, sizeof *h);
@@ -867,12 +935,19 @@ bool xHttp1Accept(xHttpContext *ctx, int fd, const xNetAddr *addr) {
     return true;
 }
 
-bool xHttp1Start(xConn *conn) {
+/* Takes conn over, serving at once what it already holds. */
+static bool start(xConn *conn, int refusal, const char *refusal_text) {
     xHttp1 *h = calloc(1, sizeof *h);
     if (!h) return false;
     h->conn = conn;
     h->state = XH1_HEAD;
+    h->refusal = refusal;
+    h->refusal_text = refusal_text;
     xConnSetTimeout(conn, xHttpContextOf(conn)->conf->header_timeout_ms);
     xConnSetProtocol(conn, &h1_protocol, h);
     return true;
 }
+
+bool xHttp1Start(xConn *conn) { return start(conn, 0, NULL); }
+
+bool xHttp1StartRefusing(xConn *conn, int status, const char *text) { return start(conn, status, text); }

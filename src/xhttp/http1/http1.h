@@ -16,4 +16,10 @@ bool xHttp1Accept(xHttpContext *ctx, int fd, const xNetAddr *addr);
  *  still the caller's. */
 bool xHttp1Start(xConn *conn);
 
+/** Serves HTTP/1.1 on conn only to refuse it: the first request (or the
+ *  bytes that are not one) is answered status with text (static, ending in
+ *  a newline) as its body, counted and logged as any response, and the
+ *  connection closes. For plain HTTP sent to a TLS port. */
+bool xHttp1StartRefusing(xConn *conn, int status, const char *text);
+
 #endif

@@ -1209,7 +1209,13 @@ static void h2_body_wanted(xHttpExchange *ex) {
     xConnRelease(conn);
 }
 
-static const xHttpExchangeOps h2_ops = {h2_send, h2_send_file, h2_write, h2_end, h2_body_wanted};
+static const xHttpExchangeOps h2_ops = {
+    .send = h2_send,
+    .send_file = h2_send_file,
+    .write = h2_write,
+    .end = h2_end,
+    .body_wanted = h2_body_wanted,
+};
 
 /* ---- Tunnels (RFC 8441): an extended CONNECT's holder (a WebSocket) ---- */
 

@@ -197,6 +197,17 @@ static void format_json(Line *l, const xAccessClock *clock, const xAccessRecord 
     put_json(l, rec->user_agent);
     put_c(l, ",\"tls\":");
     put_json(l, rec->tls);
+    if (rec->session) {
+        put_c(l, ",\"websocket\":{\"messages_in\":");
+        put_u64(l, rec->messages_in);
+        put_c(l, ",\"messages_out\":");
+        put_u64(l, rec->messages_out);
+        put_c(l, ",\"bytes_in\":");
+        put_u64(l, rec->bytes_in);
+        put_c(l, ",\"bytes_out\":");
+        put_u64(l, rec->bytes_out);
+        *l->p++ = '}';
+    }
     *l->p++ = '}';
 }
 

@@ -28,6 +28,10 @@ typedef struct xAccessRecord {
     xStr referer;
     xStr user_agent;
     xStr tls; /* the TLS version */
+    /* A WebSocket session's traffic, for the line written when it ends
+     * (JSON only: the common formats keep their fields). */
+    bool session;
+    uint64_t messages_in, messages_out, bytes_in, bytes_out;
 } xAccessRecord;
 
 /** The time a line carries, formatted once a second: the common formats'

@@ -59,7 +59,9 @@ void xAccessLogFinished(void *arg, const xHttpExchange *ex, int status, uint64_t
     xTlsInfo tls = {.struct_size = sizeof tls};
     bool secure = xConnTlsInfo(req->conn, &tls);
     xNetAddrFormat(&req->conn->addr, address, sizeof address);
-    bool has_body = xHttpStatusHasBody(status) && !xStrEqualsC(req->method, "HEAD");
+    const xHttpSessionStats *session = ex->res.session;
+    /* A session's bytes are its frames, whatever its status says of a body. */
+    bool has_body = session || (xHttpStatusHasBody(status) && !xStrEqualsC(req->method, "HEAD"));
     xAccessRecord rec = {
         .address = xStrFromC(address),
         .port = req->conn->addr.port,
@@ -74,6 +76,13 @@ void xAccessLogFinished(void *arg, const xHttpExchange *ex, int status, uint64_t
         .user_agent = header(req, "user-agent"),
         .tls = secure && tls.version ? xStrFromC(tls.version) : (xStr){NULL, 0},
     };
+    if (session) {
+        rec.session = true;
+        rec.messages_in = session->messages_in;
+        rec.messages_out = session->messages_out;
+        rec.bytes_in = session->bytes_in;
+        rec.bytes_out = session->bytes_out;
+    }
     xAccessClockSet(&log->clock, xEventLoopWallSeconds(log->loop));
     if (xAccessFormat(&log->lines, log->opts->format, &log->clock, &rec) != XOK) return;
     if (log->lines.len >= log->opts->buffer_size)

@@ -10,7 +10,6 @@
 #include "xhttp/core/tokens.h"
 #include "xhttp/http1/http1.h"
 #include "xhttp/http2/http2.h"
-#include "xhttp/websocket/websocket.h"
 
 /* HTTP2-Settings carries a few 6-byte settings; more is not a real client. */
 #define XUPGRADE_MAX_H2C_SETTINGS 192
@@ -86,19 +85,10 @@ static bool on_tls_established(xConn *conn, int alpn, void *arg) {
 }
 
 /* nginx's kindness: a browser pointed at http:// on our TLS port gets a
- * readable answer instead of a dead connection. The request itself is left
- * unread, and discarded while the connection lingers. */
+ * readable answer instead of a dead connection, counted and logged as any
+ * refused request. */
 static void on_tls_plaintext(xConn *conn, void *arg) {
-    static const char response[] = "HTTP/1.1 400 Bad Request\r\n"
-                                   "Content-Type: text/plain\r\n"
-                                   "Content-Length: 35\r\n"
-                                   "Connection: close\r\n"
-                                   "\r\n"
-                                   "This port expects HTTPS, not HTTP.\n";
-    if (xConnWrite(conn, response, sizeof response - 1) == XOK)
-        xConnCloseAfterFlush(conn);
-    else
-        xConnClose(conn);
+    if (!xHttp1StartRefusing(conn, 400, "This port expects HTTPS, not HTTP.\n")) xConnClose(conn);
 }
 
 xTlsListen xUpgradeTlsListen(const xUpgradePlan *plan) {
@@ -153,10 +143,11 @@ static void sniff(xConn *conn) {
 
 static void sniff_timeout(xConn *conn) { xConnClose(conn); }
 
-static void sniff_nothing(xConn *conn) {}
-
-static const xConnProtocol sniff_protocol = {sniff,         sniff_nothing, sniff_timeout,
-                                             sniff_timeout, sniff_nothing, sniff_nothing};
+static const xConnProtocol sniff_protocol = {
+    .on_readable = sniff,
+    .on_timeout = sniff_timeout,
+    .on_drain = sniff_timeout,
+};
 
 bool xUpgradeAccept(xHttpContext *ctx, int fd, const xNetAddr *addr, const xUpgradePlan *plan) {
     if (plan->cleartext == XHTTP_SPEAKS_HTTP1) return xHttp1Accept(ctx, fd, addr);
@@ -168,89 +159,46 @@ bool xUpgradeAccept(xHttpContext *ctx, int fd, const xNetAddr *addr, const xUpgr
 
 /* ---- HTTP/1.1's Upgrade ---- */
 
-/* A switch decided while the request was read, made after its batch. */
-typedef struct xPendingSwitch {
-    enum { XSWITCH_H2C, XSWITCH_WEBSOCKET, XSWITCH_REFUSED } to;
-    xWebSocket *ws;
-    long settings_len;
-    char settings[XUPGRADE_MAX_H2C_SETTINGS];
-} xPendingSwitch;
-
 /* "Upgrade: h2c" (RFC 7540 §3.2) on a request without a body: answer 101 and
- * let HTTP/2 serve this request as stream 1. Anything off, and the request is
- * simply served over HTTP/1.1, as the RFC allows. */
-static xPendingSwitch *offer_h2c(xConn *conn, const xHttpRequest *req, bool has_body, xStr upgrade) {
-    xStr settings;
-    /* h2c is cleartext only (RFC 9113 §3.1): over TLS, ALPN chose HTTP/1.1. */
-    if (has_body || !(xHttpContextOf(conn)->conf->protocols & XHTTP_PROTO_HTTP2) || conn->transport->secure ||
-        !xHttpListHasToken(upgrade, "h2c") || !xHttpRequestHeader(req, "http2-settings", &settings) ||
-        settings.len > XUPGRADE_MAX_H2C_SETTINGS * 4 / 3)
-        return NULL;
-    xPendingSwitch *up = malloc(sizeof *up);
-    if (!up) return NULL;
-    up->to = XSWITCH_H2C;
-    up->settings_len = xHttp2DecodeSettings(settings, up->settings);
-    static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
-                                    "Upgrade: h2c\r\n\r\n";
-    if (up->settings_len < 0 || up->settings_len % 6 != 0 ||
-        xConnWrite(conn, switching, sizeof switching - 1) != XOK) {
-        free(up);
-        return NULL;
-    }
-    return up;
-}
+ * let HTTP/2 serve this request as stream 1, logged there. Anything off, and
+ * the request is simply served over HTTP/1.1, as the RFC allows. */
+typedef struct xH2cSwitch {
+    size_t settings_len;
+    char settings[XUPGRADE_MAX_H2C_SETTINGS];
+} xH2cSwitch;
 
-/* "Upgrade: websocket" (RFC 6455 §4) to a WebSocket route: the websocket
- * module checks it and answers 101, or on_open's refusal, after which
- * HTTP/1.1 goes on. Anything else is served as a request, which the route
- * answers 400 or 426. */
-static xPendingSwitch *offer_websocket(xConn *conn, const xHttpRequest *req, bool has_body) {
-    xRouteMatch match;
-    if (has_body || !xStrEqualsC(req->method, "GET") ||
-        xRouterMatch(xHttpContextOf(conn)->router, req->method, req->path, &match) != XROUTE_FOUND)
-        return NULL;
-    const xHttpRouteTarget *target = match.handler;
-    if (!target->websocket) return NULL;
-    xPendingSwitch *up = malloc(sizeof *up);
-    if (!up) return NULL;
-    xWsOfferResult result = xWsOffer(conn, target->websocket, req, &up->ws);
-    if (result == XWS_DECLINED) {
-        free(up);
-        return NULL;
-    }
-    up->to = result == XWS_ACCEPTED ? XSWITCH_WEBSOCKET : XSWITCH_REFUSED;
-    return up;
-}
-
-static void *offer(xConn *conn, const xHttpRequest *req, bool has_body) {
-    xStr upgrade;
-    if (!xHttpRequestHeader(req, "upgrade", &upgrade)) return NULL;
-    if (xHttpListHasToken(upgrade, "websocket")) return offer_websocket(conn, req, has_body);
-    return offer_h2c(conn, req, has_body, upgrade);
-}
-
-static bool take(xConn *conn, void *pending, const xHttpRequest *req, size_t start) {
-    xPendingSwitch *up = pending;
-    bool ok = true;
-    if (up->to == XSWITCH_H2C) {
-        xHttp2Upgrade h2 = {up->settings, (size_t)up->settings_len, req->method, req->path, req->query,
-                            req->headers, req->num_headers};
-        ok = xHttp2Start(conn, start, &h2);
-    } else if (up->to == XSWITCH_WEBSOCKET) {
-        xWsStart(conn, up->ws, start);
-    } else { /* refused: HTTP/1.1 serves what followed the request */
-        memmove(conn->in.data, conn->in.data + start, conn->in.len - start);
-        conn->in.len -= start;
-        ok = xHttp1Start(conn);
-    }
+static bool h2c_start(xConn *conn, xHttpExchange *ex, size_t start, void *arg) {
+    xH2cSwitch *up = arg;
+    const xHttpRequest *req = &ex->req;
+    xHttp2Upgrade h2 = {up->settings, up->settings_len, req->method,     req->path,
+                        req->query,   req->headers,     req->num_headers};
+    bool ok = xHttp2Start(conn, start, &h2);
     free(up);
+    if (ok) xHttpExchangeRelease(xHttpContextOf(conn), ex);
     return ok;
 }
 
-static void drop(void *pending) {
-    xPendingSwitch *up = pending;
-    if (up->to == XSWITCH_WEBSOCKET) xWsDrop(up->ws);
-    free(up);
+static const xHttpTakeover h2c_takeover = {.start = h2c_start, .drop = free};
+
+static const xHttpTakeover *offer(xConn *conn, xHttpExchange *ex, bool has_body, void **arg) {
+    xStr upgrade, settings;
+    const xHttpRequest *req = &ex->req;
+    /* h2c is cleartext only (RFC 9113 §3.1): over TLS, ALPN chose HTTP/1.1. */
+    if (has_body || !(xHttpContextOf(conn)->conf->protocols & XHTTP_PROTO_HTTP2) || conn->transport->secure ||
+        !xHttpRequestHeader(req, "upgrade", &upgrade) || !xHttpListHasToken(upgrade, "h2c") ||
+        !xHttpRequestHeader(req, "http2-settings", &settings) ||
+        settings.len > XUPGRADE_MAX_H2C_SETTINGS * 4 / 3)
+        return NULL;
+    xH2cSwitch *up = malloc(sizeof *up);
+    if (!up) return NULL;
+    long n = xHttp2DecodeSettings(settings, up->settings);
+    if (n < 0 || n % 6 != 0 || xHttpResponseAddHeader(&ex->res, "Upgrade", "h2c") != XOK) {
+        free(up);
+        return NULL;
+    }
+    up->settings_len = (size_t)n;
+    *arg = up;
+    return &h2c_takeover;
 }
 
-const xHttpUpgrades xUpgradeRequests = {offer, take, drop};
+const xHttpUpgrades xUpgradeRequests = {.offer = offer};

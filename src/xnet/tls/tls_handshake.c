@@ -313,10 +313,12 @@ static void handshake_timeout(xConn *conn) {
     xConnClose(conn);
 }
 
-static void handshake_nothing(xConn *conn) {}
-
-static const xConnProtocol handshake_protocol = {handshake,         handshake,         handshake_timeout,
-                                                 handshake_timeout, handshake_nothing, handshake_nothing};
+static const xConnProtocol handshake_protocol = {
+    .on_readable = handshake,
+    .on_flushed = handshake,
+    .on_timeout = handshake_timeout,
+    .on_drain = handshake_timeout,
+};
 
 bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd, const xNetAddr *addr) {
     xTlsConn *t = calloc(1, sizeof *t);
