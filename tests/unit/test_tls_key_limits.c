@@ -4,7 +4,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "xnet/tls/tls_records.h"
+#include "xnet/tls/tls_aead.h"
 
 static void aes_gcm_keys_are_spent_before_the_rfc_limit(void) {
     const uint64_t rfc_limit = 23726566; /* 2^24.5 */

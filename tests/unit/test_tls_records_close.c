@@ -57,11 +57,7 @@ typedef struct Peer {
 } Peer;
 
 static void keys_from_secret(Keys *k) {
-    xTlsTraffic traffic = {.version = XTLS_VERSION_1_3, .aead = XTLS_AEAD_AES_128_GCM, .secret_len = 32};
-    memcpy(traffic.read.secret, k->secret, 32);
-    CHECK(xTlsDeriveTrafficKeys(&traffic, &traffic.read));
-    memcpy(k->key, traffic.read.key, sizeof k->key);
-    memcpy(k->iv, traffic.read.iv, sizeof k->iv);
+    CHECK(xTlsTrafficKeys(XTLS_AEAD_AES_128_GCM, k->secret, sizeof k->secret, k->key, k->iv));
     k->seq = 0;
 }
 
@@ -95,7 +91,8 @@ static xConn *start(Peer *peer) {
     xTlsTraffic traffic = {.version = XTLS_VERSION_1_3, .aead = XTLS_AEAD_AES_128_GCM, .secret_len = 32};
     memcpy(traffic.read.secret, peer->write.secret, 32);
     memcpy(traffic.write.secret, peer->read.secret, 32);
-    CHECK(xTlsDeriveTrafficKeys(&traffic, &traffic.read) && xTlsDeriveTrafficKeys(&traffic, &traffic.write));
+    CHECK(xTlsTrafficKeys(traffic.aead, traffic.read.secret, 32, traffic.read.key, traffic.read.iv) &&
+          xTlsTrafficKeys(traffic.aead, traffic.write.secret, 32, traffic.write.key, traffic.write.iv));
     peer->fd = sv[1];
     xTlsSummary summary = {.version = "TLSv1.3", .cipher = "TLS_AES_128_GCM_SHA256", .alpn = ""};
     CHECK(xTlsRecordsStart(conn, &traffic, &summary));

@@ -1,7 +1,8 @@
 /* tls_handover.c — after OpenSSL's handshake, the keys and sequence numbers
  * our record layer (tls_records.c) starts from: the TLS 1.3 traffic secrets
- * from OpenSSL's key log, TLS 1.2's key block from the master secret, and the
- * records each way since the Finished messages. Then the SSL object goes. */
+ * from OpenSSL's key log, TLS 1.2's key block from the master secret (both
+ * made into keys by tls_keys.c), and the records each way since the Finished
+ * messages. Then the SSL object goes. */
 #include "xnet/tls/tls_conn.h"
 
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 
+#include "xnet/tls/tls_keys.h"
 #include "xnet/tls/tls_records.h"
 
 /* OpenSSL's key log hands over each secret as it is derived; the TLS 1.3
@@ -108,10 +110,18 @@ static bool tls12_keys(SSL *ssl, const SSL_CIPHER *cipher, xTlsTraffic *traffic)
     const EVP_MD *md = SSL_CIPHER_get_handshake_digest(cipher); /* the PRF's hash */
     SSL_get_client_random(ssl, client_random, sizeof client_random);
     SSL_get_server_random(ssl, server_random, sizeof server_random);
-    bool ok =
-        md && master_len &&
-        xTlsDeriveTls12Keys(traffic, EVP_MD_get0_name(md), master, master_len, client_random, server_random);
+    xTlsKeyBlock block;
+    bool ok = md && master_len &&
+              xTlsTls12KeyBlock(traffic->aead, EVP_MD_get0_name(md), master, master_len, client_random,
+                                server_random, &block);
+    if (ok) { /* we are the server: we read what the client writes */
+        memcpy(traffic->read.key, block.client_key, sizeof traffic->read.key);
+        memcpy(traffic->read.iv, block.client_iv, sizeof traffic->read.iv);
+        memcpy(traffic->write.key, block.server_key, sizeof traffic->write.key);
+        memcpy(traffic->write.iv, block.server_iv, sizeof traffic->write.iv);
+    }
     OPENSSL_cleanse(master, sizeof master);
+    OPENSSL_cleanse(&block, sizeof block);
     return ok;
 }
 
@@ -124,7 +134,10 @@ static bool tls13_keys(const xTlsHandoff *h, const SSL_CIPHER *cipher, xTlsTraff
         return false;
     memcpy(traffic->read.secret, h->client_secret, traffic->secret_len);
     memcpy(traffic->write.secret, h->server_secret, traffic->secret_len);
-    return xTlsDeriveTrafficKeys(traffic, &traffic->read) && xTlsDeriveTrafficKeys(traffic, &traffic->write);
+    return xTlsTrafficKeys(traffic->aead, traffic->read.secret, traffic->secret_len, traffic->read.key,
+                           traffic->read.iv) &&
+           xTlsTrafficKeys(traffic->aead, traffic->write.secret, traffic->secret_len, traffic->write.key,
+                           traffic->write.iv);
 }
 
 /* Hands the connection's records to our record layer and frees the SSL

@@ -4,10 +4,11 @@
  * Once OpenSSL has finished a handshake, what a connection needs to go on is
  * small: the negotiated AEAD, a key, an IV and a sequence number each way
  * (and, in TLS 1.3, the traffic secrets, for KeyUpdate). This transport
- * keeps only that, seals and opens records itself with OpenSSL's EVP AEAD
- * ciphers, and lets the SSL object (about 10 KiB) go: the same hand-over that
- * kernel TLS makes, kept in user space. AES-GCM and ChaCha20-Poly1305 over
- * TLS 1.2 and 1.3 are covered; other suites stay with OpenSSL. */
+ * keeps only that, seals and opens records itself (tls_aead.h, with OpenSSL's
+ * EVP AEAD ciphers; KeyUpdate's keys from tls_keys.h), and lets the SSL
+ * object (about 10 KiB) go: the same hand-over that kernel TLS makes, kept in
+ * user space. AES-GCM and ChaCha20-Poly1305 over TLS 1.2 and 1.3 are covered;
+ * other suites stay with OpenSSL. */
 #ifndef XNET_TLS_TLS_RECORDS_H
 #define XNET_TLS_TLS_RECORDS_H
 
@@ -15,25 +16,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <openssl/evp.h>
-
 #include "xnet/connection.h"
-
-/* The AEADs this record layer speaks. */
-typedef enum xTlsAead {
-    XTLS_AEAD_AES_128_GCM,
-    XTLS_AEAD_AES_256_GCM,
-    XTLS_AEAD_CHACHA20_POLY1305,
-} xTlsAead;
-
-#define XTLS_SECRET_MAX 48 /* SHA-384 */
+#include "xnet/tls/tls_aead.h"
+#include "xnet/tls/tls_keys.h"
 
 /* One direction's keys. */
 typedef struct xTlsDirection {
     unsigned char secret[XTLS_SECRET_MAX]; /* TLS 1.3 traffic secret (KeyUpdate derives from it) */
-    unsigned char key[32];
-    unsigned char iv[12]; /* TLS 1.2 AES-GCM uses the first 4 (the salt) */
-    uint64_t seq;         /* of the next record */
+    unsigned char key[XTLS_KEY_MAX];
+    unsigned char iv[XTLS_IV_LEN]; /* TLS 1.2 AES-GCM uses the first 4 (the salt) */
+    uint64_t seq;                  /* of the next record */
 } xTlsDirection;
 
 /* What the handshake left: enough to carry on. */
@@ -55,31 +47,6 @@ typedef struct xTlsSummary {
     bool resumed;
     bool client_verified;
 } xTlsSummary;
-
-/** The AEAD for OpenSSL's cipher NID (NID_aes_128_gcm, ...), or false when
- *  this record layer does not speak it. */
-bool xTlsAeadOfNid(int nid, xTlsAead *aead);
-
-/** TLS 1.3: fills dir's key and IV from its secret (RFC 8446 §7.3). */
-bool xTlsDeriveTrafficKeys(const xTlsTraffic *traffic, xTlsDirection *dir);
-
-/** TLS 1.2: fills both directions' keys and IVs of a server from the key
- *  block (RFC 5246 §6.3); digest is the suite's PRF hash by name. */
-bool xTlsDeriveTls12Keys(xTlsTraffic *traffic, const char *digest, const unsigned char *master,
-                         size_t master_len, const unsigned char client_random[32],
-                         const unsigned char server_random[32]);
-
-/** What a direction's keys may still do before sealing or opening the
- *  record with sequence number seq: RFC 8446 §5.5 limits AES-GCM keys to
- *  about 2^24.5 full records (we stop at 2^24); ChaCha20-Poly1305's limit is
- *  past 2^64, so for it only the sequence number must not wrap. */
-typedef enum xTlsKeyUse {
-    XTLS_KEYS_USABLE, /* seal or open with them */
-    XTLS_KEYS_SPENT,  /* TLS 1.3 moves to new keys (KeyUpdate); TLS 1.2 closes */
-    XTLS_KEYS_LAST,   /* seq is the last one before a wrap: nothing may be sealed or opened under it */
-} xTlsKeyUse;
-
-xTlsKeyUse xTlsKeyUseAt(xTlsAead aead, uint64_t seq);
 
 /** Puts conn on this record layer. traffic (keys included) and summary are
  *  taken: traffic is wiped, summary's strings belong to conn from now on.
