@@ -20,7 +20,7 @@ def check_writable(out_dir):
 
 
 def today():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
 
 
 def next_stamp(folder, date):

@@ -28,7 +28,6 @@ import shlex
 import shutil
 import socket
 import ssl
-import struct
 import tempfile
 import time
 import unittest

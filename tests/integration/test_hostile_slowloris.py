@@ -5,8 +5,8 @@ stalled partial head costs its connection little more than the bytes it sent,
 not a pooled input block, yet the request completes as usual once the rest
 comes."""
 
-import sys
 import select
+import sys
 import time
 import unittest
 

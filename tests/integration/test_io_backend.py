@@ -9,10 +9,9 @@ so a refusal fails the default test with the reason the server logged."""
 
 import os
 import re
+import socket
 import time
 import unittest
-
-import socket
 
 from support.harness import Conn, ServerProcess, http_request, raise_fd_limit
 from support.tls_fixtures import HttpsServer, TlsConn, client_context, make_certs, use_certs

@@ -19,7 +19,6 @@ import zlib
 
 from support.h2client import (
     CANCEL,
-    DATA,
     NO_ERROR,
     WINDOW_UPDATE,
     H2ServerTestCase,

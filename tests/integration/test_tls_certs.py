@@ -10,8 +10,8 @@ import unittest
 
 from support.harness import SANITIZER_MARKERS, ResponseIncomplete
 from support.tls_fixtures import (
-    HttpsTestCase,
     KEY_PASSWORD,
+    HttpsTestCase,
     Pair,
     TlsConn,
     client_context,

@@ -14,6 +14,7 @@ import time
 import unittest
 
 from cryptography.exceptions import InvalidTag
+
 from support.h2client import (
     ACK,
     DATA,

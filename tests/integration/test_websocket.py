@@ -17,9 +17,9 @@ import tempfile
 import time
 import unittest
 
-import test_keepalive_pipelining as pipelining
 import websockets
 
+import test_keepalive_pipelining as pipelining
 from support.harness import (
     SOCKET_TIMEOUT,
     Conn,

@@ -16,9 +16,9 @@ import h2.events
 import h2.settings
 
 from support.h2client import (
+    CANCEL,
     INITIAL_WINDOW_SIZE,
     PROTOCOL_ERROR,
-    CANCEL,
     H2Conn,
     H2ServerTestCase,
     data_frame,

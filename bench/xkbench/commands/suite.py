@@ -5,7 +5,6 @@ the report (results/latest.md and .json, results/suite/STAMP.{md,json} and its c
 import argparse
 import datetime
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -160,7 +159,7 @@ def run(args):
     if not sections:
         raise SetupFailed("nothing to run: no case of " + ",".join(args.cases) + " in " + ",".join(args.only))
     peer_names = ["xkit"] + args.peers
-    started, started_at = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
+    started, started_at = time.monotonic(), datetime.datetime.now(datetime.UTC)
     with tempfile.TemporaryDirectory(prefix="xkbench-") as work:
         work_dir = Path(work)
         work_dir.chmod(0o711)  # h2o and nginx, no longer root, reach their files through it

@@ -953,7 +953,7 @@ class H2Conn:
             try:
                 while progress["sent"] < len(data):
                     progress["sent"] += self.sock.send(view[progress["sent"] : progress["sent"] + 65536])
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 progress["stuck"] = True
             except OSError:
                 pass  # EPIPE or ECONNRESET: the server hung up, as it may
@@ -995,7 +995,7 @@ class H2Conn:
         except ConnectionResetError:
             piece = b""
             self.reset = True
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise NothingInTime(
                 f"nothing from the server within {self.sock.gettimeout()}s; frames so far {self._frames_tail()}"
             ) from None

@@ -428,7 +428,7 @@ class Conn:
         """Reads the next response, 1xx included. head_only: answer to HEAD."""
         try:
             return self._read_response(head_only)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise AssertionError(
                 f"no complete response within {self.timeout}s; buffered {bytes(self.buf[:300])!r}"
             ) from None
@@ -507,7 +507,7 @@ class Conn:
         try:
             while self._fill():
                 pass
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise AssertionError(
                 f"connection still open after {self.sock.gettimeout()}s; received {bytes(self.buf[:300])!r}"
             ) from None

@@ -562,7 +562,7 @@ class ManualTls:
                         break
                 except ConnectionResetError:
                     break
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise AssertionError(f"connection still open after {timeout}s") from None
         return bytes(self.received[start:])
 

@@ -122,7 +122,7 @@ class WsConn:
                 self.buf += chunk
         except ConnectionResetError:
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
 
     def close(self):
