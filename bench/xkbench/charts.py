@@ -56,10 +56,10 @@ def panel(rows, servers, metric, title, left):
         tick += step
     group_width = plot_width / max(len(rows), 1)
     bar_width = min(28.0, group_width * 0.8 / max(len(servers), 1))
-    for index, (row, group) in enumerate(zip(rows, values)):
+    for index, (row, group) in enumerate(zip(rows, values, strict=True)):
         center = x0 + group_width * (index + 0.5)
         first = center - bar_width * len(servers) / 2
-        for slot, (server, value) in enumerate(zip(servers, group)):
+        for slot, (server, value) in enumerate(zip(servers, group, strict=True)):
             if value is None:
                 continue
             height = plot_height * value / scale_top

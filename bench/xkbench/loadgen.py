@@ -131,7 +131,7 @@ def run_measured(argv, cpus, seconds, server, env=None, h2load_window=True):
     after = (server.cpu_seconds(), children_cpu_seconds(), *core_seconds(server.cores), *core_seconds(client_only))
     elapsed = time.monotonic() - started
     server_cpu, client_cpu, server_busy, server_softirq, client_busy, client_softirq = (
-        end - start for start, end in zip(before, after)
+        end - start for start, end in zip(before, after, strict=True)
     )
     window_cpu = window[1] - window[0] if window else server_cpu
     others = server_busy + client_busy - server_softirq - client_softirq - server_cpu - client_cpu

@@ -139,4 +139,5 @@ def parse_callgrind_events(text):
             counts = [int(count) for count in value.split()]
     if not names or counts is None:
         return {}
-    return dict(zip(names, counts))
+    # Callgrind may leave trailing zero counts off a line: the events past its end are not reported.
+    return dict(zip(names, counts, strict=False))

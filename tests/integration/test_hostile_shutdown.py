@@ -141,7 +141,8 @@ class ShutdownUnderLoadTest(unittest.TestCase):
                                 n += 1
                                 streams[conn.request("GET", f"/echo?size={size}")] = size
                             for stream_id in streams:
-                                conn.read_until(lambda s=conn.stream(stream_id): s.closed)
+                                stream = conn.stream(stream_id)
+                                conn.read_until(lambda stream=stream: stream.closed)
                         except (ConnectionClosed, NothingInTime, *GONE):
                             pass
                         if not self.h2_tally(conn, streams, tally):

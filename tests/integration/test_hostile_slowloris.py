@@ -83,7 +83,7 @@ class SlowlorisTest(unittest.TestCase):
 
         still_open = sum(1 for t in closed_at if t is None)
         self.assertEqual(still_open, 0, f"{still_open} of {COUNT} trickling connections were never closed")
-        lived = sorted(c - o for c, o in zip(closed_at, connected_at))
+        lived = sorted(c - o for c, o in zip(closed_at, connected_at, strict=True))
         self.assertGreaterEqual(lived[0], HEADER_TIMEOUT * 0.8, "a connection was dropped before the timeout")
         self.assertLess(lived[-1], HEADER_TIMEOUT + SLACK, "a connection outlived the header timeout")
 
@@ -130,7 +130,7 @@ class StalledHeadTest(unittest.TestCase):
         return self.server.rss_kib()
 
     def send_all(self, socks, pieces):
-        for sock, piece in zip(socks, pieces):
+        for sock, piece in zip(socks, pieces, strict=True):
             sock.sendall(piece)
 
     def test_stalled_partial_heads_cost_little_memory_and_complete_when_the_rest_comes(self):

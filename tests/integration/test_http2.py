@@ -64,8 +64,8 @@ def parse_h2load(output):
     if not summary or not codes:
         raise AssertionError(f"unrecognised h2load output:\n{text}")
     keys = ("total", "started", "done", "succeeded", "failed", "errored", "timeout")
-    stats = dict(zip(keys, map(int, summary.groups())))
-    stats.update(zip(("2xx", "3xx", "4xx", "5xx"), map(int, codes.groups())))
+    stats = dict(zip(keys, map(int, summary.groups()), strict=True))
+    stats.update(zip(("2xx", "3xx", "4xx", "5xx"), map(int, codes.groups()), strict=True))
     stats["text"] = text
     return stats
 

@@ -176,16 +176,16 @@ class AccessLogFormatsTest(LogTestCase):
         lines = wait_for_lines(self.log, 3)
         self.assertEqual(len(lines), 3, lines)
         want = [
-            (conn, "GET /echo?size=3 HTTP/1.1", "200", "3"),
-            (conn, "GET /nowhere HTTP/1.1", "404", "10"),
-            (h2, "GET /ping HTTP/2", "200", "4"),
+            ("GET /echo?size=3 HTTP/1.1", "200", "3"),
+            ("GET /nowhere HTTP/1.1", "404", "10"),
+            ("GET /ping HTTP/2", "200", "4"),
         ]
-        for line, (client, request, status, nbytes) in zip(lines, want):
+        for line, fields in zip(lines, want, strict=True):
             m = COMMON_RE.match(line)
             self.assertIsNotNone(m, line)
             self.assertEqual(m.group(1), "127.0.0.1")
             time.strptime(m.group(2), "%d/%b/%Y:%H:%M:%S %z")
-            self.assertEqual(m.groups()[2:], (request, status, nbytes))
+            self.assertEqual(m.groups()[2:], fields)
         self.stop()
 
     def test_combined_lines_add_referer_and_user_agent(self):
@@ -246,13 +246,11 @@ class HostileInputTest(LogTestCase):
         sent = self.hostile_requests()
         lines = wait_for_lines(self.log, len(sent))
         self.assertEqual(len(lines), len(sent), lines)
-        for line, (target, agent) in zip(lines, sent):
+        for line, (target, agent) in zip(lines, sent, strict=True):
             rec = json.loads(line.encode("latin-1").decode("utf-8"))  # valid UTF-8 or it fails
             self.assertEqual(list(rec), JSON_KEYS)
-            # Valid UTF-8 comes back as it was; any other byte as the code point of its number.
-            expect = lambda raw: raw.decode("utf-8") if _is_utf8(raw) else _mixed_decode(raw)
-            self.assertEqual(rec["target"], expect(target))
-            self.assertEqual(rec["user_agent"], None if agent is None else expect(agent))
+            self.assertEqual(rec["target"], _logged_text(target))
+            self.assertEqual(rec["user_agent"], None if agent is None else _logged_text(agent))
         self.stop()
 
     def test_combined_lines_have_exactly_their_fields(self):
@@ -260,13 +258,18 @@ class HostileInputTest(LogTestCase):
         sent = self.hostile_requests()
         lines = wait_for_lines(self.log, len(sent))
         self.assertEqual(len(lines), len(sent), lines)
-        for line, (target, agent) in zip(lines, sent):
+        for line, (target, agent) in zip(lines, sent, strict=True):
             m = COMBINED_RE.match(line)
             self.assertIsNotNone(m, line)
             request = clf_unescape(m.group(3))
             self.assertTrue(request.startswith(b"GET " + target + b" HTTP/"), (request, target))
             self.assertEqual(clf_unescape(m.group(7)), b"-" if agent is None else agent)
         self.stop()
+
+
+def _logged_text(raw):
+    """What the JSON log holds for raw: valid UTF-8 as it was; any other byte as the code point of its number."""
+    return raw.decode("utf-8") if _is_utf8(raw) else _mixed_decode(raw)
 
 
 def _is_utf8(raw):
@@ -412,7 +415,10 @@ class MetricsTest(unittest.TestCase):
             for target in ("/ping", "/echo?size=10", "/nope"):
                 h2.fetch("GET", target)
         after = metrics(self.server.port)
-        delta = lambda p, s: requests_total(after, p, s) - requests_total(before, p, s)
+
+        def delta(protocol, status):
+            return requests_total(after, protocol, status) - requests_total(before, protocol, status)
+
         # The first /metrics response itself ended after its snapshot: one more 2xx.
         self.assertEqual(delta("http/1.1", "2xx"), 3 + 1)
         self.assertEqual(delta("http/1.1", "4xx"), 3)
@@ -435,11 +441,14 @@ class MetricsTest(unittest.TestCase):
         answers = [self.raw_exchange(r) for r in requests]
         second = http_request("GET", "/metrics", headers={"Connection": "close", "X-Pad": "abc"})
         after_raw = self.raw_exchange(second)
-        parse = lambda raw: {
-            tuple(line.split(" ")[:1]): int(line.split(" ")[-1])
-            for line in raw.split(b"\r\n\r\n", 1)[1].decode().splitlines()
-            if line.startswith("xkit_") and "{" not in line
-        }
+
+        def parse(raw):
+            return {
+                tuple(line.split(" ")[:1]): int(line.split(" ")[-1])
+                for line in raw.split(b"\r\n\r\n", 1)[1].decode().splitlines()
+                if line.startswith("xkit_") and "{" not in line
+            }
+
         before, after = parse(before_raw), parse(after_raw)
         received = after[("xkit_received_bytes_total",)] - before[("xkit_received_bytes_total",)]
         sent = after[("xkit_sent_bytes_total",)] - before[("xkit_sent_bytes_total",)]
@@ -496,7 +505,10 @@ class TlsLogAndMetricsTest(unittest.TestCase):
             raw.sendall(b"\x16\x03\x01\x00\x05hello")  # a TLS record that is no ClientHello
             raw.recv(4096)
         after = _metrics_over_tls(server.port)
-        handshakes = lambda m, result: m[("xkit_tls_handshakes_total", (("result", result),))]
+
+        def handshakes(m, result):
+            return m[("xkit_tls_handshakes_total", (("result", result),))]
+
         # The two served connections and the second /metrics fetch's own.
         self.assertEqual(handshakes(after, "ok") - handshakes(before, "ok"), 3)
         self.assertEqual(handshakes(after, "failed") - handshakes(before, "failed"), 1)

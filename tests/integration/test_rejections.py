@@ -302,7 +302,7 @@ class RejectionsTest(ServerTestCase):
 
     def test_hundred_clients_vanishing_with_pending_delays_leave_server_serving(self):
         conns = []
-        for i in range(100):
+        for _ in range(100):
             conn = Conn(self.server.port)
             conn.request("GET", "/delay?ms=100")
             conns.append(conn)

@@ -42,7 +42,7 @@ def upload_result(test, resp, body):
     test.assertEqual(resp.header("content-type"), "application/json")
     report = json.loads(resp.body)
     test.assertEqual(report["bytes"], len(body))
-    test.assertEqual(report["crc32"], "%08x" % zlib.crc32(body))
+    test.assertEqual(report["crc32"], f"{zlib.crc32(body):08x}")
     return report
 
 
@@ -83,7 +83,7 @@ class StreamingBodiesHttp1Test(UploadServerTestCase):
             proc = curl("-H", "Expect: 100-continue", "--data-binary", "@" + f.name, self.server.url("/upload"))
         self.assertEqual(proc.returncode, 0, proc.stderr)
         report = json.loads(proc.stdout)
-        self.assertEqual((report["bytes"], report["crc32"]), (len(body), "%08x" % zlib.crc32(body)))
+        self.assertEqual((report["bytes"], report["crc32"]), (len(body), f"{zlib.crc32(body):08x}"))
 
     def test_100_continue_comes_when_the_handler_asks_for_the_body(self):
         conn = self.connect()
@@ -228,15 +228,15 @@ class StreamingBodiesHttp2Test(UploadServerTestCase):
             )
         self.assertEqual(proc.returncode, 0, proc.stderr)
         report = json.loads(proc.stdout)
-        self.assertEqual((report["bytes"], report["crc32"]), (len(self.data), "%08x" % zlib.crc32(self.data)))
+        self.assertEqual((report["bytes"], report["crc32"]), (len(self.data), f"{zlib.crc32(self.data):08x}"))
 
     def test_concurrent_streamed_bodies_on_one_connection(self):
         conn = self.h2connect(timeout=30)
         bodies = [self.data[i * MIB : i * MIB + (i + 1) * 700 * KIB] for i in range(6)]
         ids = [conn.request("POST", "/upload", end_stream=False) for _ in bodies]
-        for stream_id, body in zip(ids, bodies):
+        for stream_id, body in zip(ids, bodies, strict=True):
             self.assertTrue(conn.send_data(stream_id, body))
-        for stream_id, body in zip(ids, bodies):
+        for stream_id, body in zip(ids, bodies, strict=True):
             resp = conn.read_response(stream_id)
             upload_result(self, resp, body)
             assert_h2_response_fields(self, resp)

@@ -55,7 +55,7 @@ def parse_h2load(output):
     codes = re.search(r"status codes: (\d+) 2xx", text)
     if not summary or not codes:
         raise AssertionError(f"unrecognised h2load output:\n{text}")
-    stats = dict(zip(("total", "succeeded", "failed", "errored", "timeout"), map(int, summary.groups())))
+    stats = dict(zip(("total", "succeeded", "failed", "errored", "timeout"), map(int, summary.groups()), strict=True))
     stats["2xx"] = int(codes.group(1))
     for key, label in (("protocol", "TLS Protocol"), ("cipher", "Cipher"), ("alpn", "Application protocol")):
         match = re.search(rf"^{label}: (\S+)", text, re.MULTILINE)
@@ -277,7 +277,7 @@ class HttpsClientsTest(HttpsTestCase):
         self.addCleanup(conn.close)
         sizes = range(0, 20000, 100)
         streams = conn.fetch_many([("GET", f"/echo?size={size}") for size in sizes])
-        for size, stream in zip(sizes, streams):
+        for size, stream in zip(sizes, streams, strict=True):
             self.assertEqual(stream.response().status, 200)
             self.assertEqual(bytes(stream.body), b"x" * size)
 

@@ -5,6 +5,7 @@ and that OpenSSL keeps the records where it should (other suites, or the
 option off)."""
 
 import fcntl
+import itertools
 import json
 import os
 import ssl
@@ -324,7 +325,7 @@ class HostileRecordsTest(HttpsTestCase):
         finished = client.open_tls12(records[-1], 0)
         cuts = [0] + list(pieces) + [len(finished)]
         client.seq = 0
-        split = b"".join(client.seal(TLS_HANDSHAKE, finished[a:b]) for a, b in zip(cuts, cuts[1:]))
+        split = b"".join(client.seal(TLS_HANDSHAKE, finished[a:b]) for a, b in itertools.pairwise(cuts))
         client.send_raw(b"".join(records[:-1]) + split)
         while True:
             try:
@@ -482,7 +483,7 @@ class AlertsTest(HttpsTestCase):
         def open_server_record(record):
             """The inner type and plaintext of a server record; None for one of the handshake."""
             key, iv = server["keys"]
-            nonce = bytes(a ^ b for a, b in zip(iv, bytes(4) + server["seq"].to_bytes(8, "big")))
+            nonce = bytes(a ^ b for a, b in zip(iv, bytes(4) + server["seq"].to_bytes(8, "big"), strict=True))
             try:
                 inner = client.aead(key).decrypt(nonce, record[5:], record[:5])
             except InvalidTag:

@@ -44,6 +44,7 @@ from support.wsclient import (
     handshake_request,
 )
 
+CERTS = None  # set by setUpModule (shared_certs)
 setUpModule, tearDownModule = shared_certs(__name__)
 
 SOURCE_DIR = os.environ.get("XK_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
@@ -505,7 +506,7 @@ class PythonClientTest(ServerTestCase):
                 client_no_context_takeover=no_takeover,
             )
 
-            async def go():
+            async def go(factory, server_bits):
                 async with websockets.connect(
                     f"ws://127.0.0.1:{self.server.port}/ws", extensions=[factory], compression=None, max_size=None
                 ) as ws:
@@ -518,7 +519,7 @@ class PythonClientTest(ServerTestCase):
                         self.assertEqual(await ws.recv(), message)
 
             with self.subTest(server=server_bits, client=client_bits, no_takeover=no_takeover):
-                self.run_async(go())
+                self.run_async(go(factory, server_bits))
 
     def test_compressed_wire_bytes_are_smaller(self):
         ws = WsConn(self.server.port, extra="Sec-WebSocket-Extensions: permessage-deflate\r\n")

@@ -32,6 +32,7 @@ from support.harness import ServerProcess
 from support.tls_fixtures import client_context, shared_certs, start_https
 from support.wsclient import OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, close_payload, frame
 
+CERTS = None  # set by setUpModule (shared_certs)
 setUpModule, tearDownModule = shared_certs(__name__)
 
 ENABLE_CONNECT_PROTOCOL = 0x8  # RFC 8441 §3
@@ -240,7 +241,7 @@ class Http2WebSocketTest(H2ServerTestCase):
             ws.send(OP_BINARY, m)
         got = []
         while len(got) < len(messages):
-            conn.read_until(lambda: ws.stream.unacked > 0 or len(ws.frames()) > len(got), "echoed DATA")
+            conn.read_until(lambda: ws.stream.unacked > 0 or len(ws.frames()) > len(got), "echoed DATA")  # noqa: B023 (called here, in this iteration)
             got = ws.frames()
             if ws.stream.unacked:
                 conn.send(window_update_frame(ws.id, ws.stream.unacked))

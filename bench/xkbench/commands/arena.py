@@ -361,7 +361,7 @@ def measure_go_tool(profile, ports, args, inputs, server):
 
 
 def measure_profile(profile, server, extra_ports, args, inputs):
-    ports = dict(zip(PORTS, (server.port, *extra_ports)))
+    ports = dict(zip(PORTS, (server.port, *extra_ports), strict=True))
     if profile.tool in ("wrk", "h2load"):
         return measure_h1_h2(profile, ports, args, inputs, server)
     return measure_go_tool(profile, ports, args, inputs, server)

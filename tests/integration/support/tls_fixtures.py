@@ -527,7 +527,7 @@ class ManualTls:
             except ssl.SSLWantReadError:
                 self._flush()
                 if not self.read_raw():
-                    raise AssertionError("server closed during the handshake")
+                    raise AssertionError("server closed during the handshake") from None
 
     def _flush(self):
         data = self.outgoing.read()
@@ -639,11 +639,11 @@ class KeyedTls(ManualTls):
         if self.tls13:
             inner = data + bytes([content_type]) + bytes(padding)
             header = struct.pack("!BHH", 23, 0x0303, len(inner) + 16)
-            nonce = bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big")))
+            nonce = bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big"), strict=True))
             return header + self.aead(key).encrypt(nonce, inner, header)
         aad = seq.to_bytes(8, "big") + struct.pack("!BHH", content_type, 0x0303, len(data))
         if self.aead is ChaCha20Poly1305:
-            nonce, explicit = bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big"))), b""
+            nonce, explicit = bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big"), strict=True)), b""
         else:
             explicit = seq.to_bytes(8, "big")
             nonce = iv + explicit
@@ -660,7 +660,7 @@ class KeyedTls(ManualTls):
         )
         if self.aead is ChaCha20Poly1305:
             return self.aead(key).decrypt(
-                bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big"))), body, aad
+                bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big"), strict=True)), body, aad
             )
         return self.aead(key).decrypt(iv + body[:8], body[8:], aad)
 
@@ -673,7 +673,7 @@ class KeyedTls(ManualTls):
                 data += self.tls.read(65536)
             except ssl.SSLWantReadError:
                 if not self.read_raw():
-                    raise AssertionError(f"closed after {bytes(data)!r}")
+                    raise AssertionError(f"closed after {bytes(data)!r}") from None
         return bytes(data)
 
 
