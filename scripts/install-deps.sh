@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs whatever building and testing xKit needs and this machine lacks:
-# Debian packages with apt-get, and h2spec with `go install`. Does nothing
-# (and needs no network) when all is present.
+# Debian packages with apt-get, Python packages with pip, and h2spec with
+# `go install`. Does nothing (and needs no network) when all is present.
 set -euo pipefail
 . "$(dirname "$0")/apt-needs.sh"
 
@@ -77,4 +77,12 @@ fi
 if ! python3 -c "import h2" >/dev/null 2>&1; then
   echo "installing: h2 (pip, for the HTTP/2 WebSocket tests)"
   python3 -m pip install --quiet h2
+fi
+
+# The lint tests (tests/lint/test_python.py) check the Python with this exact ruff, the one
+# ruff.toml's required-version names: other versions format some constructs differently.
+RUFF_VERSION=0.17.5
+if [[ $(python3 -m ruff --version 2>/dev/null) != "ruff $RUFF_VERSION" ]]; then
+  echo "installing: ruff $RUFF_VERSION (pip, for the Python lint test)"
+  python3 -m pip install --quiet "ruff==$RUFF_VERSION"
 fi

@@ -4,7 +4,7 @@ python3 -m xkbench SUBCOMMAND); --help lists the subcommands."""
 import sys
 from pathlib import Path
 
-if sys.version_info < (3, 11):
+if sys.version_info < (3, 11):  # noqa: UP036  (for the Python that runs it, older than the code)
     sys.exit(f"xkbench needs Python 3.11 or newer; this is {sys.version.split()[0]}")
 if not __package__:  # run as a folder: make the package importable by its name
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

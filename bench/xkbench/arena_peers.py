@@ -94,9 +94,16 @@ def ports_line(port, extra_ports):
 def entry_peer(name, binary, setup, extra_ports, env=None):
     """A server of the arena's contract (xkit-arena, arena_server) whose first port comes
     from the picker; the other three, taken beforehand, go with it into ARENA_PORTS."""
+
     def command(port, _dir):
-        return ["env", f"ARENA_PORTS={ports_line(port, extra_ports)}", f"DATA_DIR={setup.data_dir}",
-                f"CERTS_DIR={setup.certs_dir}", str(binary)]
+        return [
+            "env",
+            f"ARENA_PORTS={ports_line(port, extra_ports)}",
+            f"DATA_DIR={setup.data_dir}",
+            f"CERTS_DIR={setup.certs_dir}",
+            str(binary),
+        ]
+
     return Peer(name, command, env or {}, probe_path=PROBE_BASELINE)
 
 
@@ -108,12 +115,20 @@ def port_values(port, extra_ports):
 def h2o_peer(h2o, setup, extra_ports):
     """h2o with num-threads = workers on the four ports. Over TLS it signs in a child
     (neverbleed), which serves as much as h2o itself does; its perl crash helper sleeps."""
+
     def command(port, run_dir):
         (run_dir / "baseline.rb").write_text(H2O_BASELINE.read_text())
-        conf = fill(H2O_TEMPLATE, {
-            "THREADS": setup.workers, "RUNDIR": run_dir, "DATA": setup.data_dir,
-            "CERT": setup.certs_dir / "server.crt", "KEY": setup.certs_dir / "server.key",
-            **port_values(port, extra_ports)})
+        conf = fill(
+            H2O_TEMPLATE,
+            {
+                "THREADS": setup.workers,
+                "RUNDIR": run_dir,
+                "DATA": setup.data_dir,
+                "CERT": setup.certs_dir / "server.crt",
+                "KEY": setup.certs_dir / "server.key",
+                **port_values(port, extra_ports),
+            },
+        )
         (run_dir / "h2o.conf").write_text(conf)
         return [h2o, "-c", str(run_dir / "h2o.conf")]
 
@@ -123,17 +138,29 @@ def h2o_peer(h2o, setup, extra_ports):
 def nginx_peer(nginx, setup, extra_ports, tools):
     """nginx with worker_processes = workers on the four ports; its workers serve, its
     master sleeps. The sums are njs when Debian's module is there; brotli_static too."""
+
     def command(port, run_dir):
-        values = {"WORKERS": setup.workers, "RUNDIR": run_dir, "DATA": setup.data_dir,
-                  "CERT": setup.certs_dir / "server.crt", "KEY": setup.certs_dir / "server.key",
-                  **port_values(port, extra_ports),
-                  "JS_MODULE": "", "JS_IMPORT": "", "BASELINE": "", "BROTLI_MODULE": "", "BROTLI_STATIC": ""}
+        values = {
+            "WORKERS": setup.workers,
+            "RUNDIR": run_dir,
+            "DATA": setup.data_dir,
+            "CERT": setup.certs_dir / "server.crt",
+            "KEY": setup.certs_dir / "server.key",
+            **port_values(port, extra_ports),
+            "JS_MODULE": "",
+            "JS_IMPORT": "",
+            "BASELINE": "",
+            "BROTLI_MODULE": "",
+            "BROTLI_STATIC": "",
+        }
         if tools.get("nginx_njs"):
             (run_dir / "baseline.js").write_text(NGINX_BASELINE.read_text())
-            values.update(JS_MODULE=f"load_module {NJS_MODULE};",
-                          JS_IMPORT=f"js_import baseline from {run_dir / 'baseline.js'};\n"
-                                    "    js_set $baseline_sum baseline.queryText;",
-                          BASELINE=NGINX_BASELINE_LOCATIONS)
+            values.update(
+                JS_MODULE=f"load_module {NJS_MODULE};",
+                JS_IMPORT=f"js_import baseline from {run_dir / 'baseline.js'};\n"
+                "    js_set $baseline_sum baseline.queryText;",
+                BASELINE=NGINX_BASELINE_LOCATIONS,
+            )
         if tools.get("nginx_brotli"):
             values.update(BROTLI_MODULE=f"load_module {BROTLI_STATIC_MODULE};", BROTLI_STATIC="brotli_static on;")
         (run_dir / "nginx.conf").write_text(fill(NGINX_TEMPLATE, values))

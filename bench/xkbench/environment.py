@@ -17,7 +17,7 @@ def first_line(argv, pattern=None):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return "not found"
-    text = (done.stdout.strip() or done.stderr.strip())
+    text = done.stdout.strip() or done.stderr.strip()
     if pattern:
         match = re.search(pattern, text)
         return match.group(1) if match else "unknown"
@@ -26,8 +26,10 @@ def first_line(argv, pattern=None):
 
 def cpu_model():
     with open("/proc/cpuinfo") as cpuinfo:
-        return next((line.split(":", 1)[1].strip() for line in cpuinfo
-                     if line.startswith("model name")), platform.processor() or "unknown CPU")
+        return next(
+            (line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")),
+            platform.processor() or "unknown CPU",
+        )
 
 
 def memory():
@@ -55,8 +57,7 @@ def aes_ni():
 def host_line(with_aes=False):
     """One line for a comparison's report: the cores, the kernel, the load at the start."""
     aes = f" ({'AES-NI' if aes_ni() else 'no AES-NI'})" if with_aes else ""
-    return (f"{os.cpu_count()} × {cpu_model()}{aes}, Linux {platform.release()}, "
-            f"load {load_average()} at start")
+    return f"{os.cpu_count()} × {cpu_model()}{aes}, Linux {platform.release()}, load {load_average()} at start"
 
 
 def load_average():
@@ -127,8 +128,9 @@ def capture(build_dir, server_cpus, client_cpus, peers):
         "Python": platform.python_version(),
     }
     if "nginx" in peers:
-        environment["nginx"] = first_line([find_tool("nginx", "/usr/sbin/nginx") or "nginx", "-v"],
-                                          r"nginx version: (\S+)")
+        environment["nginx"] = first_line(
+            [find_tool("nginx", "/usr/sbin/nginx") or "nginx", "-v"], r"nginx version: (\S+)"
+        )
     if "h2o" in peers:
         environment["h2o"] = first_line([find_tool("h2o", "/usr/sbin/h2o") or "h2o", "--version"])
     environment["Load average at start"] = load_average()

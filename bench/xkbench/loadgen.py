@@ -43,8 +43,7 @@ def wrk_argv(url, connections, seconds, threads=1, options=(), script_args=()):
 
 def h2load_argv(url, connections, seconds, threads=1, streams=STREAMS_PER_CONNECTION, options=()):
     """h2load's command line for -D seconds; options (--warm-up-time, -d BODY) go before the URL."""
-    return ["h2load", f"-t{threads}", f"-c{connections}", f"-m{streams}", "-D", str(seconds),
-            *options, url]
+    return ["h2load", f"-t{threads}", f"-c{connections}", f"-m{streams}", "-D", str(seconds), *options, url]
 
 
 def url(case, port):
@@ -60,8 +59,14 @@ def load_argv(case, port, seconds, warmup, client):
         if case.protocol.pipelined:
             return wrk_argv(target, case.connections, seconds, client.threads, ["-s", str(PIPELINE_SCRIPT)])
         if case.kind == "post":
-            return wrk_argv(target, case.connections, seconds, client.threads, ["-s", str(POST_SCRIPT)],
-                            [str(client.bodies[case.size])])
+            return wrk_argv(
+                target,
+                case.connections,
+                seconds,
+                client.threads,
+                ["-s", str(POST_SCRIPT)],
+                [str(client.bodies[case.size])],
+            )
         return wrk_argv(target, case.connections, seconds, client.threads)
     options = [f"--warm-up-time={warmup}"] if warmup else []
     if case.protocol.tls:
@@ -75,8 +80,11 @@ def describe(section, seconds, warmup, client):
     """The section's command line as the report shows it, with N for what varies along its
     axis, PORT for the server's port and BODY_FILE for a file of N bytes."""
     first = section.cases[0]
-    generic = (Case(first.protocol, first.kind, "N") if first.kind == "ping"
-               else Case(first.protocol, first.kind, first.connections, "N"))
+    generic = (
+        Case(first.protocol, first.kind, "N")
+        if first.kind == "ping"
+        else Case(first.protocol, first.kind, first.connections, "N")
+    )
     shown_client = Client(client.cpus, client.threads, {"N": "BODY_FILE"})
     argv = load_argv(generic, "PORT", seconds, warmup, shown_client)
     scripts = {str(PIPELINE_SCRIPT), str(POST_SCRIPT)}
@@ -103,8 +111,7 @@ class Run:
 
 def run_tool(argv, cpus, seconds, env=None):
     """Runs a load generator on cpus, unmeasured (warm-ups, checks)."""
-    output, returncode, _window, timed_out = stream(pinned(argv, cpus), seconds + GRACE_SECONDS, 0,
-                                                    None, env)
+    output, returncode, _window, timed_out = stream(pinned(argv, cpus), seconds + GRACE_SECONDS, 0, None, env)
     return Run(output, returncode, timed_out)
 
 
@@ -117,20 +124,25 @@ def run_measured(argv, cpus, seconds, server, env=None, h2load_window=True):
     client_only = set(cpus) - server.cores
     markers = int(argv[1].removeprefix("-t")) if argv[0] == "h2load" and h2load_window else 0
     started = time.monotonic()
-    before = (server.cpu_seconds(), children_cpu_seconds(), *core_seconds(server.cores),
-              *core_seconds(client_only))
+    before = (server.cpu_seconds(), children_cpu_seconds(), *core_seconds(server.cores), *core_seconds(client_only))
     output, returncode, window, timed_out = stream(
-        pinned(argv, cpus), seconds + GRACE_SECONDS, markers, server.cpu_seconds, env)
-    after = (server.cpu_seconds(), children_cpu_seconds(), *core_seconds(server.cores),
-             *core_seconds(client_only))
+        pinned(argv, cpus), seconds + GRACE_SECONDS, markers, server.cpu_seconds, env
+    )
+    after = (server.cpu_seconds(), children_cpu_seconds(), *core_seconds(server.cores), *core_seconds(client_only))
     elapsed = time.monotonic() - started
     server_cpu, client_cpu, server_busy, server_softirq, client_busy, client_softirq = (
-        end - start for start, end in zip(before, after))
+        end - start for start, end in zip(before, after, strict=True)
+    )
     window_cpu = window[1] - window[0] if window else server_cpu
     others = server_busy + client_busy - server_softirq - client_softirq - server_cpu - client_cpu
-    usage = {"server_cpu_s": round(window_cpu, 4), "softirq_s": server_softirq,
-             "server_busy": round(server_cpu / elapsed, 3), "client_busy": round(client_cpu / elapsed, 3),
-             "others_busy": round(max(others, 0.0) / elapsed, 3), "elapsed_s": round(elapsed, 2)}
+    usage = {
+        "server_cpu_s": round(window_cpu, 4),
+        "softirq_s": server_softirq,
+        "server_busy": round(server_cpu / elapsed, 3),
+        "client_busy": round(client_cpu / elapsed, 3),
+        "others_busy": round(max(others, 0.0) / elapsed, 3),
+        "elapsed_s": round(elapsed, 2),
+    }
     return Run(output, returncode, timed_out, usage)
 
 
@@ -191,9 +203,15 @@ def stream(argv, limit, markers, server_cpu, env=None):
     markers (h2load's thread count), samples server_cpu() when the last thread starts its
     main duration and when the first one ends it. Returns (output, returncode,
     (cpu at start, cpu at end) or None, whether it was killed for taking too long)."""
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, errors="replace",
-                               env={**os.environ, **env} if env else None)
+    process = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env={**os.environ, **env} if env else None,
+    )
     fired = threading.Event()
 
     def kill():

@@ -3,9 +3,9 @@
 from dataclasses import dataclass
 
 KIB = 1024
-STREAMS_PER_CONNECTION = 10   # h2load -m
-PIPELINE_DEPTH = 16           # requests per write in bench/wrk/pipeline.lua
-FIXED_CONNECTIONS = 100       # echo and post sections
+STREAMS_PER_CONNECTION = 10  # h2load -m
+PIPELINE_DEPTH = 16  # requests per write in bench/wrk/pipeline.lua
+FIXED_CONNECTIONS = 100  # echo and post sections
 
 
 @dataclass(frozen=True)
@@ -13,20 +13,28 @@ class Protocol:
     key: str
     short: str
     title: str
-    tool: str        # "wrk" or "h2load"
+    tool: str  # "wrk" or "h2load"
     tls: bool
     pipelined: bool = False
 
 
-PROTOCOLS = {p.key: p for p in (
-    Protocol("http1", "HTTP/1.1", "HTTP/1.1", "wrk", False),
-    Protocol("h2c", "h2c", "h2c (cleartext HTTP/2, prior knowledge)", "h2load", False),
-    Protocol("https1", "HTTPS/1.1", "HTTPS/1.1", "wrk", True),
-    Protocol("https2", "HTTPS/2", "HTTPS/2 (h2 by ALPN)", "h2load", True),
-    Protocol("pipeline", "HTTP/1.1 pipelined",
-             f"HTTP/1.1 pipelined ({PIPELINE_DEPTH} requests per write)", "wrk", False,
-             pipelined=True),
-)}
+PROTOCOLS = {
+    p.key: p
+    for p in (
+        Protocol("http1", "HTTP/1.1", "HTTP/1.1", "wrk", False),
+        Protocol("h2c", "h2c", "h2c (cleartext HTTP/2, prior knowledge)", "h2load", False),
+        Protocol("https1", "HTTPS/1.1", "HTTPS/1.1", "wrk", True),
+        Protocol("https2", "HTTPS/2", "HTTPS/2 (h2 by ALPN)", "h2load", True),
+        Protocol(
+            "pipeline",
+            "HTTP/1.1 pipelined",
+            f"HTTP/1.1 pipelined ({PIPELINE_DEPTH} requests per write)",
+            "wrk",
+            False,
+            pipelined=True,
+        ),
+    )
+}
 KINDS = ("ping", "echo", "post")
 
 
@@ -40,10 +48,13 @@ class Points:
     pipeline_connections: tuple
 
 
-QUICK = Points(connections=(100, 500), sizes=(64, 4096), bodies=(1 * KIB, 64 * KIB),
-               pipeline_connections=(100,))
-FULL = Points(connections=(50, 100, 200, 500), sizes=(64, 256, 1024, 4096),
-              bodies=(1 * KIB, 4 * KIB, 16 * KIB, 64 * KIB), pipeline_connections=(50, 100, 200, 500))
+QUICK = Points(connections=(100, 500), sizes=(64, 4096), bodies=(1 * KIB, 64 * KIB), pipeline_connections=(100,))
+FULL = Points(
+    connections=(50, 100, 200, 500),
+    sizes=(64, 256, 1024, 4096),
+    bodies=(1 * KIB, 4 * KIB, 16 * KIB, 64 * KIB),
+    pipeline_connections=(50, 100, 200, 500),
+)
 
 
 def size_label(size):
@@ -57,7 +68,7 @@ class Case:
     protocol: Protocol
     kind: str
     connections: int
-    size: int = 0    # echo: response bytes; post: request body bytes
+    size: int = 0  # echo: response bytes; post: request body bytes
 
     @property
     def id(self):

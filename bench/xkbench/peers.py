@@ -11,18 +11,34 @@ from .servers import Peer, find_tool
 
 NGINX_TEMPLATE = PEERS_DIR / "nginx" / "nginx.conf.in"
 H2O_TEMPLATE = PEERS_DIR / "h2o" / "h2o.conf.in"
-H2O_ECHO_BYTES = 4096   # h2o's /echo is one file of this size (bench/peers/h2o/h2o.conf.in)
+H2O_ECHO_BYTES = 4096  # h2o's /echo is one file of this size (bench/peers/h2o/h2o.conf.in)
 
-LABELS = {"xkit": "xKit", "xkit_epoll": "xKit on epoll", "go": "Go", "nginx": "nginx", "h2o": "h2o",
-          "baseline": "baseline", "baseline_uring": "io_uring baseline"}
+LABELS = {
+    "xkit": "xKit",
+    "xkit_epoll": "xKit on epoll",
+    "go": "Go",
+    "nginx": "nginx",
+    "h2o": "h2o",
+    "baseline": "baseline",
+    "baseline_uring": "io_uring baseline",
+}
 # What each peer serves: nginx answers GET /echo?size=N from files named by the size and
 # cannot echo a body; h2o's file handler ignores the query string, so it serves /ping only.
-KINDS = {"xkit": {"ping", "echo", "post"}, "xkit_epoll": {"ping", "echo", "post"},
-         "go": {"ping", "echo", "post"},
-         "nginx": {"ping", "echo"}, "h2o": {"ping"}}
-GO_PEER_FOR = {"http1": "http_bench_server", "pipeline": "http_bench_server",
-               "h2c": "h2c_bench_server", "https1": "https_bench_server",
-               "https2": "https_bench_server", "websocket": "ws_echo_server"}
+KINDS = {
+    "xkit": {"ping", "echo", "post"},
+    "xkit_epoll": {"ping", "echo", "post"},
+    "go": {"ping", "echo", "post"},
+    "nginx": {"ping", "echo"},
+    "h2o": {"ping"},
+}
+GO_PEER_FOR = {
+    "http1": "http_bench_server",
+    "pipeline": "http_bench_server",
+    "h2c": "h2c_bench_server",
+    "https1": "https_bench_server",
+    "https2": "https_bench_server",
+    "websocket": "ws_echo_server",
+}
 
 
 @dataclass
@@ -86,8 +102,12 @@ def xkit_peer(protocol, context, name="xkit", xk_io=None):
         workers += ["--static", str(context.static_dir)]
     env = {"XK_IO": xk_io} if xk_io else {}
     if tls:
-        return Peer(name, lambda port, _dir: [str(binary), str(port), str(context.cert),
-                                               str(context.key)] + workers, env, tls=True)
+        return Peer(
+            name,
+            lambda port, _dir: [str(binary), str(port), str(context.cert), str(context.key)] + workers,
+            env,
+            tls=True,
+        )
     return Peer(name, lambda port, _dir: [str(binary), str(port)] + workers, env)
 
 
@@ -121,8 +141,9 @@ def go_peer(protocol, context):
     binary = context.go_bin / GO_PEER_FOR[protocol]
     env = {"GOMAXPROCS": str(context.workers)}
     if protocol.startswith("https"):
-        return Peer("go", lambda port, _dir: [str(binary), str(port), str(context.cert),
-                                               str(context.key)], env, tls=True)
+        return Peer(
+            "go", lambda port, _dir: [str(binary), str(port), str(context.cert), str(context.key)], env, tls=True
+        )
     return Peer("go", lambda port, _dir: [str(binary), str(port)], env)
 
 
@@ -166,22 +187,32 @@ def nginx_peer(protocol, context):
     flags = {"h2c": "http2", "https1": "ssl http2", "https2": "ssl http2"}.get(protocol, "")
     # nginx 1.22 offers TLS 1.3 only when asked (its default became 1.2 and 1.3 in 1.23.4):
     # without this line every HTTPS row would compare TLS 1.3 with nginx's TLS 1.2.
-    tls_lines = (f"ssl_certificate {context.cert};\n        ssl_certificate_key {context.key};"
-                 "\n        ssl_protocols TLSv1.2 TLSv1.3;"
-                 if tls else "")
+    tls_lines = (
+        f"ssl_certificate {context.cert};\n        ssl_certificate_key {context.key};"
+        "\n        ssl_protocols TLSv1.2 TLSv1.3;"
+        if tls
+        else ""
+    )
 
     def command(port, run_dir):
         (run_dir / "echo").mkdir()
         for size in context.echo_sizes:
             (run_dir / "echo" / str(size)).write_bytes(b"x" * size)
-        conf = fill_template(NGINX_TEMPLATE, {
-            "WORKERS": str(context.workers), "PORT": str(port), "RUNDIR": str(run_dir),
-            "LISTEN_FLAGS": flags, "TLS": tls_lines, "STATIC": static_block(NGINX_STATIC, context)})
+        conf = fill_template(
+            NGINX_TEMPLATE,
+            {
+                "WORKERS": str(context.workers),
+                "PORT": str(port),
+                "RUNDIR": str(run_dir),
+                "LISTEN_FLAGS": flags,
+                "TLS": tls_lines,
+                "STATIC": static_block(NGINX_STATIC, context),
+            },
+        )
         (run_dir / "nginx.conf").write_text(conf)
         return [nginx, "-c", str(run_dir / "nginx.conf"), "-p", str(run_dir), "-e", "stderr"]
 
-    return Peer("nginx", command, tls=tls, http1_probe=protocol != "h2c",
-                workers_are_children=True)
+    return Peer("nginx", command, tls=tls, http1_probe=protocol != "h2c", workers_are_children=True)
 
 
 def h2o_peer(protocol, context):
@@ -191,16 +222,22 @@ def h2o_peer(protocol, context):
     if h2o is None:
         return Missing("skipped", "h2o not installed (apt-get install h2o)")
     tls = protocol.startswith("https")
-    tls_lines = (f"  ssl:\n    certificate-file: {context.cert}\n    key-file: {context.key}"
-                 if tls else "")
+    tls_lines = f"  ssl:\n    certificate-file: {context.cert}\n    key-file: {context.key}" if tls else ""
 
     def command(port, run_dir):
         # h2o drops root for "nobody", which must read these files: run_dir is 0755.
         (run_dir / "pong").write_bytes(b"pong")
         (run_dir / "echo4k").write_bytes(b"x" * H2O_ECHO_BYTES)
-        conf = fill_template(H2O_TEMPLATE, {
-            "THREADS": str(context.workers), "PORT": str(port), "RUNDIR": str(run_dir),
-            "TLS": tls_lines, "STATIC": static_block(H2O_STATIC, context)})
+        conf = fill_template(
+            H2O_TEMPLATE,
+            {
+                "THREADS": str(context.workers),
+                "PORT": str(port),
+                "RUNDIR": str(run_dir),
+                "TLS": tls_lines,
+                "STATIC": static_block(H2O_STATIC, context),
+            },
+        )
         (run_dir / "h2o.conf").write_text(conf)
         return [h2o, "-c", str(run_dir / "h2o.conf")]
 
@@ -208,5 +245,12 @@ def h2o_peer(protocol, context):
     return Peer("h2o", command, tls=tls, serving_children_named="h2o" if tls else None)
 
 
-MAKERS = {"xkit": xkit_peer, "xkit_epoll": xkit_epoll_peer, "go": go_peer, "nginx": nginx_peer, "h2o": h2o_peer,
-          "baseline": baseline_peer, "baseline_uring": baseline_uring_peer}
+MAKERS = {
+    "xkit": xkit_peer,
+    "xkit_epoll": xkit_epoll_peer,
+    "go": go_peer,
+    "nginx": nginx_peer,
+    "h2o": h2o_peer,
+    "baseline": baseline_peer,
+    "baseline_uring": baseline_uring_peer,
+}

@@ -10,10 +10,16 @@ from .servers import find_tool
 
 GO_MODULE = PEERS_DIR / "go"
 # The Debian package of each tool a subcommand may need.
-PACKAGES = {"taskset": "util-linux", "wrk": "wrk", "h2load": "nghttp2-client", "openssl": "openssl", "curl": "curl",
-            "valgrind": "valgrind", "callgrind_control": "valgrind"}
-KEY_SPECS = {"rsa": ["-newkey", "rsa:2048"],
-             "ecdsa": ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]}
+PACKAGES = {
+    "taskset": "util-linux",
+    "wrk": "wrk",
+    "h2load": "nghttp2-client",
+    "openssl": "openssl",
+    "curl": "curl",
+    "valgrind": "valgrind",
+    "callgrind_control": "valgrind",
+}
+KEY_SPECS = {"rsa": ["-newkey", "rsa:2048"], "ecdsa": ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]}
 GO_BUILD_TIMEOUT = 300
 GO_PACKAGES = ("http_bench_server", "h2c_bench_server", "https_bench_server")
 
@@ -37,9 +43,24 @@ def make_certificate(directory, kind="rsa"):
     if openssl is None:
         raise SetupFailed("openssl is not installed (apt-get install openssl)")
     cert, key = directory / f"{kind}-cert.pem", directory / f"{kind}-key.pem"
-    argv = [openssl, "req", "-x509", *KEY_SPECS[kind], "-nodes", "-sha256", "-days", "7",
-            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-            "-keyout", str(key), "-out", str(cert)]
+    argv = [
+        openssl,
+        "req",
+        "-x509",
+        *KEY_SPECS[kind],
+        "-nodes",
+        "-sha256",
+        "-days",
+        "7",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        "-keyout",
+        str(key),
+        "-out",
+        str(cert),
+    ]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -56,13 +77,11 @@ def build_go_peers(directory, packages=GO_PACKAGES):
     returns directory. The module's dependencies come from Go's module cache or proxy."""
     go = find_tool("go", "/usr/local/go/bin/go")
     if go is None:
-        raise SetupFailed("Go is not installed (not on PATH, not /usr/local/go/bin/go); "
-                          "get it from https://go.dev/dl/")
+        raise SetupFailed("Go is not installed (not on PATH, not /usr/local/go/bin/go); get it from https://go.dev/dl/")
     directory.mkdir(parents=True, exist_ok=True)
     argv = [go, "build", "-o", str(directory) + os.sep] + [f"./{package}" for package in packages]
     try:
-        done = subprocess.run(argv, cwd=GO_MODULE, capture_output=True, text=True,
-                              timeout=GO_BUILD_TIMEOUT)
+        done = subprocess.run(argv, cwd=GO_MODULE, capture_output=True, text=True, timeout=GO_BUILD_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise SetupFailed(f"go build took over {GO_BUILD_TIMEOUT} s") from None
     if done.returncode != 0:

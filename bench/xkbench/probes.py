@@ -15,7 +15,7 @@ from .servers import PING_REQUEST, RunFailed, client_tls_context, find_tool
 # Plain connections kept mid-handshake at once: below every peer's listen backlog, so no
 # SYN is dropped and retried a second later.
 IDLE_OPEN_WINDOW = 256
-IDLE_OPENERS = 16           # threads opening TLS connections
+IDLE_OPENERS = 16  # threads opening TLS connections
 
 
 def measure_idle(server, count, idle_seconds, warm_up):
@@ -37,9 +37,13 @@ def measure_idle(server, count, idle_seconds, warm_up):
             sock.close()
     if closed:
         raise RunFailed(f"server closed {closed} of {len(connections)} connections while idle")
-    return {"connections": len(connections), "rss_before": rss_before, "rss_after": rss_after,
-            "bytes_per_connection": (rss_after - rss_before) / len(connections),
-            "open_seconds": round(opened_in, 1)}
+    return {
+        "connections": len(connections),
+        "rss_before": rss_before,
+        "rss_after": rss_after,
+        "bytes_per_connection": (rss_after - rss_before) / len(connections),
+        "open_seconds": round(opened_in, 1),
+    }
 
 
 def open_plain_connections(port, count, timeout=120.0):
@@ -133,8 +137,9 @@ def open_tls_connections(port, count):
 
 def open_served_tls_connection(port, context, session=None):
     """A TLS connection (offering session, if given) that has been answered one GET /ping."""
-    sock = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=30),
-                               server_hostname="localhost", session=session)
+    sock = context.wrap_socket(
+        socket.create_connection(("127.0.0.1", port), timeout=30), server_hostname="localhost", session=session
+    )
     try:
         sock.sendall(PING_REQUEST)
         response = b""
@@ -159,22 +164,39 @@ def resumes(port):
         return second.session_reused
 
 
-S_CLIENT = {"version": r"^(?:New|Reused), (\S+), Cipher is", "cipher": r"^(?:New|Reused), \S+, Cipher is (\S+)",
-            "group": r"Server Temp Key: ([^,\n]+)", "alpn": r"ALPN protocol: (\S+)",
-            "key_bits": r"Server public key is (\d+) bit"}
+S_CLIENT = {
+    "version": r"^(?:New|Reused), (\S+), Cipher is",
+    "cipher": r"^(?:New|Reused), \S+, Cipher is (\S+)",
+    "group": r"Server Temp Key: ([^,\n]+)",
+    "alpn": r"ALPN protocol: (\S+)",
+    "key_bits": r"Server public key is (\d+) bit",
+}
 
 
 def negotiated(port, alpn=None, env=None):
     """What `openssl s_client` gets (by default OpenSSL's default offer, as wrk's and
     h2load's; env may hold an OPENSSL_CONF that narrows it): {"version", "cipher", "group",
     "alpn", "key_bits"}, None for what it did not print, and "error", its last line."""
-    argv = [find_tool("openssl", "/usr/bin/openssl") or "openssl", "s_client",
-            "-connect", f"127.0.0.1:{port}", "-servername", "localhost"]
+    argv = [
+        find_tool("openssl", "/usr/bin/openssl") or "openssl",
+        "s_client",
+        "-connect",
+        f"127.0.0.1:{port}",
+        "-servername",
+        "localhost",
+    ]
     if alpn:
         argv += ["-alpn", alpn]
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              errors="replace", timeout=10, env={**os.environ, **(env or {})})
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=10,
+            env={**os.environ, **(env or {})},
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         raise RunFailed(f"openssl s_client: {error}") from None
     found = {key: re.search(pattern, done.stdout, re.M) for key, pattern in S_CLIENT.items()}
@@ -186,11 +208,16 @@ def negotiated(port, alpn=None, env=None):
 def what_curl_gets(url, flags):
     """(Content-Encoding, body bytes) of one GET of url, as curl with flags sees it; RunFailed
     unless it answers 200."""
-    done = subprocess.run(["curl", "-sk", "-o", "/dev/null", "-D", "-", "-w", "size=%{size_download}",
-                           *flags, url], capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["curl", "-sk", "-o", "/dev/null", "-D", "-", "-w", "size=%{size_download}", *flags, url],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     lines = done.stdout.splitlines()
     if done.returncode != 0 or not lines or " 200" not in lines[0]:
         raise RunFailed(f"{url} did not answer 200: {done.stdout[:200]!r} {done.stderr[:200]!r}")
-    coding = next((line.split(":", 1)[1].strip() for line in lines
-                   if line.lower().startswith("content-encoding:")), "identity")
+    coding = next(
+        (line.split(":", 1)[1].strip() for line in lines if line.lower().startswith("content-encoding:")), "identity"
+    )
     return coding, int(lines[-1].removeprefix("size="))

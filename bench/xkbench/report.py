@@ -9,7 +9,7 @@ from .charts import section_svg
 SUBCOMMAND = "suite"
 
 SCHEMA = "xkit-bench/1"
-PRIMARY, REFERENCE = "xkit", "go"   # Δ is the first's req/s against the second's
+PRIMARY, REFERENCE = "xkit", "go"  # Δ is the first's req/s against the second's
 
 
 def section_entry(section, rows, command):
@@ -17,12 +17,21 @@ def section_entry(section, rows, command):
     for row in rows:
         row["delta_req_per_s"] = stats.delta(
             stats.median_of(row["results"].get(PRIMARY), "req_per_s"),
-            stats.median_of(row["results"].get(REFERENCE), "req_per_s"))
-    return {"id": section.id, "protocol": section.protocol.key,
-            "protocol_title": section.protocol.title, "protocol_short": section.protocol.short,
-            "tool": section.protocol.tool,
-            "kind": section.kind, "title": section.title, "axis": section.axis,
-            "command": command, "chart": f"{section.id}.svg", "rows": rows}
+            stats.median_of(row["results"].get(REFERENCE), "req_per_s"),
+        )
+    return {
+        "id": section.id,
+        "protocol": section.protocol.key,
+        "protocol_title": section.protocol.title,
+        "protocol_short": section.protocol.short,
+        "tool": section.protocol.tool,
+        "kind": section.kind,
+        "title": section.title,
+        "axis": section.axis,
+        "command": command,
+        "chart": f"{section.id}.svg",
+        "rows": rows,
+    }
 
 
 def summary_entries(sections, peer_names):
@@ -31,9 +40,11 @@ def summary_entries(sections, peer_names):
     entries = []
     for section in sections:
         cells = [row["results"][name] for row in section["rows"] for name in peer_names]
-        entry = {"section": section["id"],
-                 "failed": sum(cell["status"] == "failed" for cell in cells),
-                 "ok": sum(cell["status"] == "ok" for cell in cells)}
+        entry = {
+            "section": section["id"],
+            "failed": sum(cell["status"] == "failed" for cell in cells),
+            "ok": sum(cell["status"] == "ok" for cell in cells),
+        }
         if REFERENCE in peer_names:
             for metric in ("req_per_s", "cpu_us_per_request"):
                 entry[f"{metric}_ratio"] = stats.median_ratio(section["rows"], PRIMARY, REFERENCE, metric)
@@ -89,11 +100,15 @@ def section_table(section, servers):
     names = [server["name"] for server in servers]
     labels = {server["name"]: server["label"] for server in servers}
     with_delta = PRIMARY in names and REFERENCE in names
-    header = ([section["axis"]] + [f"{labels[n]} Req/s" for n in names]
-              + [f"{labels[n]} Latency" for n in names] + (["Δ"] if with_delta else [])
-              + [f"{labels[n]} CPU µs/req" for n in names] + ["Req/s spread"])
-    lines = ["| " + " | ".join(header) + " |",
-             "|---|" + "---:|" * (len(header) - 2) + "---|"]
+    header = (
+        [section["axis"]]
+        + [f"{labels[n]} Req/s" for n in names]
+        + [f"{labels[n]} Latency" for n in names]
+        + (["Δ"] if with_delta else [])
+        + [f"{labels[n]} CPU µs/req" for n in names]
+        + ["Req/s spread"]
+    )
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 2) + "---|"]
     for row in section["rows"]:
         results = row["results"]
         cells = [row["label"]]
@@ -102,8 +117,11 @@ def section_table(section, servers):
         if with_delta:
             cells.append(signed_percent(row["delta_req_per_s"]))
         cells += [metric_cell(results[n], "cpu_us_per_request", number) for n in names]
-        spreads = [f"{labels[n]} {stats.relative_spread(results[n]['req_per_s']):.0%}"
-                   for n in names if results[n]["status"] == "ok"]
+        spreads = [
+            f"{labels[n]} {stats.relative_spread(results[n]['req_per_s']):.0%}"
+            for n in names
+            if results[n]["status"] == "ok"
+        ]
         cells.append(" · ".join(spreads) or "–")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -118,31 +136,36 @@ def section_notes(section, servers):
             result = row["results"][server["name"]]
             others += [run.get("others_busy") or 0 for run in result.get("runs", [])]
             if result["status"] == "failed":
-                notes.append(f"- {server['label']}, {section['axis'].lower()} {row['label']}: "
-                             f"**failed**: {result['error']}")
+                notes.append(
+                    f"- {server['label']}, {section['axis'].lower()} {row['label']}: **failed**: {result['error']}"
+                )
             elif result["status"] != "ok":
                 note = f"- {server['label']}: {result['status']}: {result['error']}"
                 if note not in notes:
                     notes.append(note)
     if others:
-        notes.append(f"- Other load on the measured cores during the runs: up to "
-                     f"{max(others):.0%} of a core (median {stats.spread(others)['median']:.0%}).")
+        notes.append(
+            f"- Other load on the measured cores during the runs: up to "
+            f"{max(others):.0%} of a core (median {stats.spread(others)['median']:.0%})."
+        )
     return notes
 
 
 def summary_table(report):
     labels = {server["name"]: server["label"] for server in report["servers"]}
-    titles = {section["id"]: f"{section['protocol_short']}: {section['title']}"
-              for section in report["sections"]}
+    titles = {section["id"]: f"{section['protocol_short']}: {section['title']}" for section in report["sections"]}
     with_ratio = REFERENCE in labels
-    lines = ["| Section | " + ("xKit Req/s ÷ Go | xKit CPU µs/req ÷ Go | " if with_ratio else "")
-             + "Cells ok | Failed |",
-             "|---|" + ("---:|---:|" if with_ratio else "") + "---:|---:|"]
+    lines = [
+        "| Section | " + ("xKit Req/s ÷ Go | xKit CPU µs/req ÷ Go | " if with_ratio else "") + "Cells ok | Failed |",
+        "|---|" + ("---:|---:|" if with_ratio else "") + "---:|---:|",
+    ]
     for entry in report["summary"]:
-        ratios = ([ratio_cell(entry["req_per_s_ratio"]), ratio_cell(entry["cpu_us_per_request_ratio"])]
-                  if with_ratio else [])
-        lines.append("| " + " | ".join([titles[entry["section"]]] + ratios
-                                        + [str(entry["ok"]), str(entry["failed"])]) + " |")
+        ratios = (
+            [ratio_cell(entry["req_per_s_ratio"]), ratio_cell(entry["cpu_us_per_request_ratio"])] if with_ratio else []
+        )
+        lines.append(
+            "| " + " | ".join([titles[entry["section"]]] + ratios + [str(entry["ok"]), str(entry["failed"])]) + " |"
+        )
     return lines
 
 
@@ -153,7 +176,8 @@ def render_markdown(report, chart_prefix=""):
     labels = [server["label"] for server in servers]
     names = " and ".join([", ".join(labels[:-1]), labels[-1]] if len(labels) > 1 else labels)
     lines = [
-        f"# xKit benchmark report, {report['date']} ({report['mode']} suite)", "",
+        f"# xKit benchmark report, {report['date']} ({report['mode']} suite)",
+        "",
         f"{names} on the same cores, measured by `{report['command']}` in "
         f"{report['elapsed_s'] / 60:.1f} min. Each server had "
         f"{plural(settings['workers'], 'core')} (CPU {settings['server_cpus']}), the load "
@@ -163,14 +187,20 @@ def render_markdown(report, chart_prefix=""):
         f"{settings['warmup_s']} s before a case, h2load opens its connections in a "
         f"{settings['warmup_s']}-s warm-up inside every run. Tables show medians; every run is in "
         f"the JSON. A case whose load generator saw any socket error, timeout or non-2xx "
-        f"response is marked failed, not averaged.", "",
+        f"response is marked failed, not averaged.",
+        "",
         "**Req/s** and **Latency** (mean) are the load generator's. **Δ** is xKit's req/s over "
         "Go's. **CPU µs/req** is the server's user + system time (`/proc/PID/stat`, all threads; "
         "nginx: its workers) over the measured time, divided by the requests completed: it does "
         "not depend on the load generator keeping up, and is the figure to trust on a small or "
         "shared machine. wrk opens its connections inside the measured time, so HTTPS/1.1 rows "
-        "include a TLS handshake per connection; h2load's rows do not.", "",
-        "## Test Environment", "", "| | |", "|---|---|"]
+        "include a TLS handshake per connection; h2load's rows do not.",
+        "",
+        "## Test Environment",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
     lines += [f"| {key} | {value} |" for key, value in report["environment"].items()]
     lines += ["", "## Summary", "", "Medians over each section's rows of the ratio of medians.", ""]
     lines += summary_table(report)
@@ -181,8 +211,15 @@ def render_markdown(report, chart_prefix=""):
         if section["protocol_title"] != protocol:
             protocol = section["protocol_title"]
             lines += ["", f"## {protocol}, with {section['tool']}"]
-        lines += ["", f"### {section['title']}", "", f"`{section['command']}`", "",
-                  f"![{protocol}: {section['title']}]({chart_prefix}{section['chart']})", ""]
+        lines += [
+            "",
+            f"### {section['title']}",
+            "",
+            f"`{section['command']}`",
+            "",
+            f"![{protocol}: {section['title']}]({chart_prefix}{section['chart']})",
+            "",
+        ]
         lines += section_table(section, servers)
         notes = section_notes(section, servers)
         if notes:
@@ -206,10 +243,11 @@ def write_report(report, out_dir):
         written.append(path)
     data = results.json_text(report)
     for path, content in (
-            (folder / f"{stamp}.md", render_markdown(report, f"{stamp}/")),
-            (folder / f"{stamp}.json", data),
-            (Path(out_dir) / "latest.md", render_markdown(report, f"{SUBCOMMAND}/{stamp}/")),
-            (Path(out_dir) / "latest.json", data)):
+        (folder / f"{stamp}.md", render_markdown(report, f"{stamp}/")),
+        (folder / f"{stamp}.json", data),
+        (Path(out_dir) / "latest.md", render_markdown(report, f"{SUBCOMMAND}/{stamp}/")),
+        (Path(out_dir) / "latest.json", data),
+    ):
         path.write_text(content)
         written.append(path)
     return written

@@ -20,7 +20,7 @@ def check_writable(out_dir):
 
 
 def today():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
 
 
 def next_stamp(folder, date):
@@ -51,6 +51,8 @@ def write(out_dir, subcommand, markdown, data, date=None):
 def options_record(args):
     """The parsed options as JSON can hold them (paths and sets as text)."""
     plain = (str, int, float, bool, list, tuple, dict, type(None))
-    return {key: sorted(value) if isinstance(value, set) else
-            str(value) if isinstance(value, Path) else value
-            for key, value in vars(args).items() if isinstance(value, plain + (set, Path))}
+    return {
+        key: sorted(value) if isinstance(value, set) else str(value) if isinstance(value, Path) else value
+        for key, value in vars(args).items()
+        if isinstance(value, plain + (set, Path))
+    }

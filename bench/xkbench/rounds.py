@@ -29,8 +29,11 @@ def failure_lines(results, skipped, heading="### Skipped and failed", notes=()):
     lines = list(notes) + [f"- {server}: skipped — {reason}" for server, reason in skipped.items()]
     for case, by_server in results.items():
         for server, runs in by_server.items():
-            lines += [f"- {server} {case} run {index}: failed — {run['error']}"
-                      for index, run in enumerate(runs, 1) if not run["ok"] and "error" in run]
+            lines += [
+                f"- {server} {case} run {index}: failed — {run['error']}"
+                for index, run in enumerate(runs, 1)
+                if not run["ok"] and "error" in run
+            ]
     return [heading, ""] + lines if lines else []
 
 

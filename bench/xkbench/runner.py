@@ -54,17 +54,19 @@ class Progress:
         self.started = time.monotonic()
 
     def remaining_seconds(self):
-        left = sum(list(self.estimates.values())[self.done:])
+        left = sum(list(self.estimates.values())[self.done :])
         if self.estimated_done:
             left *= (time.monotonic() - self.started) / self.estimated_done
         return left
 
     def start_case(self, section, case):
         left = self.remaining_seconds()
-        self.print(f"[{self.done + 1:>{len(str(self.total))}}/{self.total}] "
-                   f"{section.protocol.short} · {section.request} · "
-                   f"{section.axis.lower()} {case.x_label} · {self.total - self.done} cases "
-                   f"and about {format_duration(left)} left")
+        self.print(
+            f"[{self.done + 1:>{len(str(self.total))}}/{self.total}] "
+            f"{section.protocol.short} · {section.request} · "
+            f"{section.axis.lower()} {case.x_label} · {self.total - self.done} cases "
+            f"and about {format_duration(left)} left"
+        )
 
     def end_case(self, case, results):
         self.estimated_done += self.estimates[case.id]
@@ -73,8 +75,10 @@ class Progress:
         for name in (name for name in LABELS if name in results):
             result = results[name]
             if result["status"] == "ok":
-                parts.append(f"{LABELS[name]} {result['req_per_s']['median']:,.0f} req/s "
-                             f"{result['cpu_us_per_request']['median']:.2f} µs/req")
+                parts.append(
+                    f"{LABELS[name]} {result['req_per_s']['median']:,.0f} req/s "
+                    f"{result['cpu_us_per_request']['median']:.2f} µs/req"
+                )
             elif result["status"] == "failed":
                 parts.append(f"{LABELS[name]} FAILED: {result['error']}")
             else:
@@ -98,8 +102,7 @@ def check_answer(case, server, client):
         return None
     body = client.bodies[case.size].read_bytes() if case.kind == "post" else None
     if server.peer.tls:
-        connection = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=10,
-                                                 context=client_tls_context())
+        connection = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=10, context=client_tls_context())
     else:
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     try:
@@ -122,8 +125,15 @@ def check_answer(case, server, client):
 
 
 def failed_run(problem):
-    return {"ok": False, "problems": [problem], "requests": 0, "req_per_s": None,
-            "latency_ms": None, "server_cpu_s": None, "cpu_us_per_request": None}
+    return {
+        "ok": False,
+        "problems": [problem],
+        "requests": 0,
+        "req_per_s": None,
+        "latency_ms": None,
+        "server_cpu_s": None,
+        "cpu_us_per_request": None,
+    }
 
 
 def measure(case, server, seconds, warmup, client):
@@ -153,8 +163,7 @@ def run_case(section, case, servers, unavailable, settings, progress):
         if case.protocol.tool == "wrk" and settings.warmup:
             warm = measure(case, server, settings.warmup, 0, settings.client)
             if not warm["ok"]:
-                results[name] = {"status": "failed", "error": "warm-up: " + warm["problems"][0],
-                                 "runs": []}
+                results[name] = {"status": "failed", "error": "warm-up: " + warm["problems"][0], "runs": []}
                 continue
         active.append(name)
         runs[name] = []
@@ -163,8 +172,7 @@ def run_case(section, case, servers, unavailable, settings, progress):
         for name in in_turn(active, number):
             if runs[name] and not runs[name][-1]["ok"]:
                 continue
-            runs[name].append(measure(case, servers[name], settings.duration, warmup,
-                                      settings.client))
+            runs[name].append(measure(case, servers[name], settings.duration, warmup, settings.client))
     for name in active:
         results[name] = stats.summarize(runs[name])
     progress.end_case(case, results)
@@ -178,8 +186,7 @@ def run_section(section, peer_names, context, settings, ports, work_dir, progres
     try:
         for name in peer_names:
             if section.kind not in KINDS[name]:
-                unavailable[name] = {"status": "n/a",
-                                     "error": f"{LABELS[name]} does not serve {section.request} here"}
+                unavailable[name] = {"status": "n/a", "error": f"{LABELS[name]} does not serve {section.request} here"}
                 continue
             peer = make_peer(name, section.protocol.key, context)
             if isinstance(peer, Missing):
@@ -192,9 +199,16 @@ def run_section(section, peer_names, context, settings, ports, work_dir, progres
         rows = []
         for case in section.cases:
             results = run_case(section, case, servers, unavailable, settings, progress)
-            rows.append({"case": case.id, "x": case.x, "label": case.x_label,
-                         "connections": case.connections, "size": case.size,
-                         "results": {name: results[name] for name in peer_names}})
+            rows.append(
+                {
+                    "case": case.id,
+                    "x": case.x,
+                    "label": case.x_label,
+                    "connections": case.connections,
+                    "size": case.size,
+                    "results": {name: results[name] for name in peer_names},
+                }
+            )
         return rows
     finally:
         for server in servers.values():
@@ -203,5 +217,7 @@ def run_section(section, peer_names, context, settings, ports, work_dir, progres
 
 def run_sections(sections, peer_names, context, settings, work_dir, progress):
     ports = PortPicker(settings.first_port)
-    return [(section, run_section(section, peer_names, context, settings, ports, work_dir, progress))
-            for section in sections]
+    return [
+        (section, run_section(section, peer_names, context, settings, ports, work_dir, progress))
+        for section in sections
+    ]

@@ -11,9 +11,9 @@ import ssl
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .parsing import last_line
 
@@ -73,16 +73,22 @@ class Server:
         argv = pinned(peer.command(port, run_dir), cpus)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, **peer.env}, start_new_session=True,
-                preexec_fn=die_with_parent)
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **peer.env},
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
 
     def find_serving_pids(self):
         if self.peer.workers_are_children:
             return child_pids(self.process.pid) or [self.process.pid]
         if self.peer.serving_children_named:
-            return [self.process.pid] + [pid for pid in child_pids(self.process.pid)
-                                         if process_name(pid) == self.peer.serving_children_named]
+            return [self.process.pid] + [
+                pid for pid in child_pids(self.process.pid) if process_name(pid) == self.peer.serving_children_named
+            ]
         return [self.process.pid]
 
     def serving_pids(self):
@@ -131,8 +137,7 @@ class Server:
 def start_server(peer, ports, work_dir, cpus, label=""):
     """peer started in a private directory under work_dir on the next free port, pinned to
     cpus, once it serves; the caller stops it. Raises RunFailed (or OSError) if it does not."""
-    run_dir = Path(tempfile.mkdtemp(prefix=f"{peer.name}-{label}-" if label else f"{peer.name}-",
-                                    dir=work_dir))
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{peer.name}-{label}-" if label else f"{peer.name}-", dir=work_dir))
     run_dir.chmod(0o755)  # nginx's and h2o's unprivileged workers read and write in here
     server = Server(peer, ports.take(), run_dir, cpus)
     try:
@@ -191,7 +196,7 @@ def proc_stat_fields(pid):
     """Fields of /proc/PID/stat from field 3 (state) on; the name may hold spaces."""
     with open(f"/proc/{pid}/stat") as stat:
         text = stat.read()
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 def child_pids(pid):

@@ -17,8 +17,11 @@ def summarize(runs):
     """A case's result for one server from its runs. A case with any failed run is failed:
     its numbers are kept in the runs, never folded into a median."""
     failures = [run for run in runs if not run["ok"]]
-    summary = {"status": "failed" if failures or not runs else "ok", "runs": runs,
-               "error": (failures[0]["problems"] or ["failed"])[0] if failures else None}
+    summary = {
+        "status": "failed" if failures or not runs else "ok",
+        "runs": runs,
+        "error": (failures[0]["problems"] or ["failed"])[0] if failures else None,
+    }
     if not runs:
         summary["error"] = "no run"
     for metric in METRICS:
@@ -55,8 +58,12 @@ def relative_spread(stats):
 
 def median_ratio(rows, ours, theirs, metric):
     """The median over a section's rows of ours ÷ theirs for metric, where both have one."""
-    return spread([ratio(median_of(row["results"].get(ours), metric),
-                         median_of(row["results"].get(theirs), metric)) for row in rows])
+    return spread(
+        [
+            ratio(median_of(row["results"].get(ours), metric), median_of(row["results"].get(theirs), metric))
+            for row in rows
+        ]
+    )
 
 
 def spread_of(runs, key):
@@ -67,9 +74,10 @@ def spread_of(runs, key):
 def summarize_rounds(results, keys):
     """{case: {server: {key: spread}}} of what rounds.run_rounds returned; keys(case) names
     the figures a case has."""
-    return {case: {server: {key: spread_of(runs, key) for key in keys(case)}
-                   for server, runs in by_server.items()}
-            for case, by_server in results.items()}
+    return {
+        case: {server: {key: spread_of(runs, key) for key in keys(case)} for server, runs in by_server.items()}
+        for case, by_server in results.items()
+    }
 
 
 def summary_median(summary, case, server, key):

@@ -20,9 +20,15 @@ def fixture(name):
 
 def run(rate, cpu, latency=1.5, ok=True, problem="wrk Socket errors: connect 0, read 3, write 0, timeout 0"):
     """One run's record as the runner keeps it."""
-    return {"ok": ok, "problems": [] if ok else [problem], "requests": int(rate * 2),
-            "req_per_s": rate, "latency_ms": latency, "cpu_us_per_request": cpu,
-            "others_busy": 0.05}
+    return {
+        "ok": ok,
+        "problems": [] if ok else [problem],
+        "requests": int(rate * 2),
+        "req_per_s": rate,
+        "latency_ms": latency,
+        "cpu_us_per_request": cpu,
+        "others_busy": 0.05,
+    }
 
 
 def sample_report():
@@ -30,8 +36,7 @@ def sample_report():
     POST (nginx n/a), HTTPS/2 ping with xKit's server not built; xKit, Go and nginx."""
     from xkbench import matrix, report, stats
 
-    points = matrix.Points(connections=(50, 500), sizes=(64,), bodies=(1024, 65536),
-                           pipeline_connections=(100,))
+    points = matrix.Points(connections=(50, 500), sizes=(64,), bodies=(1024, 65536), pipeline_connections=(100,))
     sections = matrix.build_sections(["http1", "https2"], ["ping", "post"], points)
     ok = lambda rate, cpu: stats.summarize([run(rate, cpu), run(rate * 1.1, cpu * 0.9), run(rate * 0.9, cpu)])  # noqa: E731
     failed = stats.summarize([run(10000, 20.0), run(9000, 21.0, ok=False)])
@@ -49,20 +54,45 @@ def sample_report():
     }
     entries = []
     for section in sections:
-        rows = [{"case": case.id, "x": case.x, "label": case.x_label, "connections": case.connections,
-                 "size": case.size, "results": results[case.id]} for case in section.cases]
+        rows = [
+            {
+                "case": case.id,
+                "x": case.x,
+                "label": case.x_label,
+                "connections": case.connections,
+                "size": case.size,
+                "results": results[case.id],
+            }
+            for case in section.cases
+        ]
         entries.append(report.section_entry(section, rows, f"tool for {section.id}"))
     peers = ["xkit", "go", "nginx"]
     return {
-        "schema": report.SCHEMA, "mode": "quick", "date": "2026-11-22",
-        "started_at": "2026-11-22T05:00:00+00:00", "elapsed_s": 312.4,
+        "schema": report.SCHEMA,
+        "mode": "quick",
+        "date": "2026-11-22",
+        "started_at": "2026-11-22T05:00:00+00:00",
+        "elapsed_s": 312.4,
         "command": "python3 bench/xkbench suite --peers go,nginx",
-        "settings": {"duration_s": 2, "warmup_s": 1, "runs": 3, "server_cpus": "1",
-                     "client_cpus": "0", "workers": 1, "client_threads": 1},
-        "environment": {"CPU": "AMD EPYC (2 cores online)", "Kernel": "Linux 6.1.0 (x86_64)",
-                        "Go": "go1.26.8 linux/amd64"},
-        "servers": [{"name": "xkit", "label": "xKit"}, {"name": "go", "label": "Go"},
-                    {"name": "nginx", "label": "nginx"}],
+        "settings": {
+            "duration_s": 2,
+            "warmup_s": 1,
+            "runs": 3,
+            "server_cpus": "1",
+            "client_cpus": "0",
+            "workers": 1,
+            "client_threads": 1,
+        },
+        "environment": {
+            "CPU": "AMD EPYC (2 cores online)",
+            "Kernel": "Linux 6.1.0 (x86_64)",
+            "Go": "go1.26.8 linux/amd64",
+        },
+        "servers": [
+            {"name": "xkit", "label": "xKit"},
+            {"name": "go", "label": "Go"},
+            {"name": "nginx", "label": "nginx"},
+        ],
         "notes": [],
         "sections": entries,
         "summary": report.summary_entries(entries, peers),

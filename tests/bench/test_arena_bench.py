@@ -26,8 +26,22 @@ def parse(*argv):
 class LoadTest(unittest.TestCase):
     def test_static_h2_reads_its_uris_from_a_file_with_the_arenas_encodings(self):
         argv = arena.load_argv(arena.PROFILES["static-h2"], PORTS, 5, parse(), FILES)
-        self.assertEqual(argv, ["h2load", "-t1", "-c16", "-m32", "-D", "5", "--npn-list=h2",
-                                "-H", "Accept-Encoding: br;q=1, gzip;q=0.8", "-i", "/tmp/uris"])
+        self.assertEqual(
+            argv,
+            [
+                "h2load",
+                "-t1",
+                "-c16",
+                "-m32",
+                "-D",
+                "5",
+                "--npn-list=h2",
+                "-H",
+                "Accept-Encoding: br;q=1, gzip;q=0.8",
+                "-i",
+                "/tmp/uris",
+            ],
+        )
 
     def test_the_uri_file_lists_the_twenty_files_not_their_twins(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -36,36 +50,90 @@ class LoadTest(unittest.TestCase):
             for name in ("app.js", "app.js.br", "app.js.gz", "hero.webp"):
                 (static / name).write_bytes(b"x")
             path = arena.write_static_uris(Path(tmp), Path(tmp), 9443)
-            self.assertEqual(path.read_text(), "https://127.0.0.1:9443/static/app.js\n"
-                                               "https://127.0.0.1:9443/static/hero.webp\n")
+            self.assertEqual(
+                path.read_text(), "https://127.0.0.1:9443/static/app.js\nhttps://127.0.0.1:9443/static/hero.webp\n"
+            )
 
     def test_websocket_rows_drive_ws_load_raw_on_the_h1_port(self):
-        argv = arena.load_argv(arena.PROFILES["echo-ws-pipeline"], PORTS, 5, parse(), FILES,
-                               {"ws_load": "/go/ws_load"})
-        self.assertEqual(argv, ["/go/ws_load", "-raw", "-url", "ws://127.0.0.1:8080/ws", "-conns", "64",
-                                "-inflight", "16", "-reupgrade", "0", "-duration", "5s"])
+        argv = arena.load_argv(arena.PROFILES["echo-ws-pipeline"], PORTS, 5, parse(), FILES, {"ws_load": "/go/ws_load"})
+        self.assertEqual(
+            argv,
+            [
+                "/go/ws_load",
+                "-raw",
+                "-url",
+                "ws://127.0.0.1:8080/ws",
+                "-conns",
+                "64",
+                "-inflight",
+                "16",
+                "-reupgrade",
+                "0",
+                "-duration",
+                "5s",
+            ],
+        )
         argv = arena.load_argv(arena.PROFILES["echo-ws-limited"], PORTS, 5, parse(), FILES)
         self.assertEqual(argv[0], "ws_load")
         self.assertEqual(argv[argv.index("-reupgrade") + 1], "10")
 
     def test_paced_rows_keep_an_absolute_rate_and_scale_connections(self):
         argv = arena.load_argv(arena.PROFILES["latency-10k"], PORTS, 5, parse(), FILES)
-        self.assertEqual(argv, ["paced_load", "-url", "http://127.0.0.1:8080/baseline11?a=1&b=1", "-conns", "16",
-                                "-rate", "10000", "-duration", "5s", "-expect", "2"])
-        argv = arena.load_argv(arena.PROFILES["8gbit"], PORTS, 5, parse("--rate-8gbit", "2000", "--scale", "32"),
-                               FILES)
-        self.assertEqual(argv, ["paced_load", "-url", "https://127.0.0.1:8081/echo", "-conns", "16",
-                                "-rate", "2000", "-duration", "5s", "-body", "/tmp/body", "-echo"])
+        self.assertEqual(
+            argv,
+            [
+                "paced_load",
+                "-url",
+                "http://127.0.0.1:8080/baseline11?a=1&b=1",
+                "-conns",
+                "16",
+                "-rate",
+                "10000",
+                "-duration",
+                "5s",
+                "-expect",
+                "2",
+            ],
+        )
+        argv = arena.load_argv(arena.PROFILES["8gbit"], PORTS, 5, parse("--rate-8gbit", "2000", "--scale", "32"), FILES)
+        self.assertEqual(
+            argv,
+            [
+                "paced_load",
+                "-url",
+                "https://127.0.0.1:8081/echo",
+                "-conns",
+                "16",
+                "-rate",
+                "2000",
+                "-duration",
+                "5s",
+                "-body",
+                "/tmp/body",
+                "-echo",
+            ],
+        )
 
     def test_the_report_shows_placeholders_for_files_and_ports(self):
         shown = arena.shown_argv(arena.PROFILES["8gbit"], parse("--duration", "3"))
-        self.assertEqual(shown, "paced_load -url https://127.0.0.1:PORT/echo -conns 8 -rate 5000 -duration 3s "
-                                "-body BODY_FILE -echo")
+        self.assertEqual(
+            shown, "paced_load -url https://127.0.0.1:PORT/echo -conns 8 -rate 5000 -duration 3s -body BODY_FILE -echo"
+        )
 
 
 class PacedOutputTest(unittest.TestCase):
-    REPORT = {"requests": 20000, "errors": 0, "seconds": 2.001, "target_rate": 10000, "rate": 9995.0,
-              "mean_us": 180.5, "p50_us": 150.0, "p99_us": 900.0, "p999_us": 2000.0, "max_us": 3000.0}
+    REPORT = {
+        "requests": 20000,
+        "errors": 0,
+        "seconds": 2.001,
+        "target_rate": 10000,
+        "rate": 9995.0,
+        "mean_us": 180.5,
+        "p50_us": 150.0,
+        "p99_us": 900.0,
+        "p999_us": 2000.0,
+        "max_us": 3000.0,
+    }
 
     def test_the_json_line_is_read(self):
         report = arena.parse_paced(Run("warming\n" + json.dumps(self.REPORT) + "\n", 0, False))
@@ -73,9 +141,13 @@ class PacedOutputTest(unittest.TestCase):
 
     def test_errors_timeouts_and_garbage_fail_the_run(self):
         failed = {**self.REPORT, "errors": 1, "first_error": "answered 3 bytes that differ from the 1 expected"}
-        runs = (Run(json.dumps(failed), 1, False), Run(json.dumps(self.REPORT), 0, True),
-                Run("paced_load: -url: an http or https URL is needed\n", 2, False),
-                Run("{not json", 0, False), Run(json.dumps({**self.REPORT, "requests": 0}), 0, False))
+        runs = (
+            Run(json.dumps(failed), 1, False),
+            Run(json.dumps(self.REPORT), 0, True),
+            Run("paced_load: -url: an http or https URL is needed\n", 2, False),
+            Run("{not json", 0, False),
+            Run(json.dumps({**self.REPORT, "requests": 0}), 0, False),
+        )
         for run in runs:
             with self.subTest(run.output), self.assertRaises(RunFailed):
                 arena.parse_paced(run)
@@ -99,8 +171,9 @@ class ServedTest(unittest.TestCase):
 
     def test_without_njs_or_mruby_the_sums_are_not_served_and_without_go_tools_nor_are_their_rows(self):
         args = parse("--cases", "baseline,pipelined,echo-ws")
-        plan, unserved = arena.plan_profiles(args, {"xkit": "x", "h2o": "h", "nginx": "n"},
-                                             {"h2o_mruby": False, "nginx_njs": False}, {})
+        plan, unserved = arena.plan_profiles(
+            args, {"xkit": "x", "h2o": "h", "nginx": "n"}, {"h2o_mruby": False, "nginx_njs": False}, {}
+        )
         self.assertEqual(plan, {"baseline": ["xkit"], "pipelined": ["xkit", "h2o", "nginx"]})
         self.assertIn("libnginx-mod-http-js", unserved["nginx"]["baseline"])
         self.assertIn("mruby", unserved["h2o"]["baseline"])
@@ -137,8 +210,12 @@ class PeerConfigurationTest(unittest.TestCase):
         self.assertIn("js_content baseline.sum;", conf)
         self.assertIn("return 200 $baseline_sum;", conf)
         self.assertIn("brotli_static on;", conf)
-        for listen in ("9000 backlog=4096;", "9001 backlog=4096 ssl;", "9002 backlog=4096 http2;",
-                       "9003 backlog=4096 ssl http2;"):
+        for listen in (
+            "9000 backlog=4096;",
+            "9001 backlog=4096 ssl;",
+            "9002 backlog=4096 http2;",
+            "9003 backlog=4096 ssl http2;",
+        ):
             self.assertIn(f"listen 127.0.0.1:{listen}", conf)
         arena_peers.nginx_peer("nginx", self.setup, (9001, 9002, 9003), {}).command(9000, self.run_dir)
         conf = (self.run_dir / "nginx.conf").read_text()
@@ -150,24 +227,45 @@ class PeerConfigurationTest(unittest.TestCase):
 class RenderTest(unittest.TestCase):
     @staticmethod
     def runs(rate, us, **extra):
-        return [{"ok": True, "req_per_s": rate, "cpu_us_per_request": us, "server_busy": 1.0,
-                 "client_busy": 1.0, "others_busy": 0.1, **extra}] * 3
+        return [
+            {
+                "ok": True,
+                "req_per_s": rate,
+                "cpu_us_per_request": us,
+                "server_busy": 1.0,
+                "client_busy": 1.0,
+                "others_busy": 0.1,
+                **extra,
+            }
+        ] * 3
 
     def test_missing_peers_are_dashes_with_the_reason_and_paced_rows_show_latency(self):
         args = parse()
         results = {
-            "baseline": {"xkit": self.runs(40000.0, 8.0), "go": self.runs(10000.0, 40.0),
-                         "h2o": self.runs(20000.0, 50.0), "nginx": self.runs(16000.0, 30.0)},
-            "latency-10k": {"xkit": self.runs(9990.0, 10.0, p99_us=1500.0, mean_us=400.0, target_rate=10000),
-                            "go": self.runs(9980.0, 35.0, p99_us=4200.0, mean_us=900.0, target_rate=10000)},
+            "baseline": {
+                "xkit": self.runs(40000.0, 8.0),
+                "go": self.runs(10000.0, 40.0),
+                "h2o": self.runs(20000.0, 50.0),
+                "nginx": self.runs(16000.0, 30.0),
+            },
+            "latency-10k": {
+                "xkit": self.runs(9990.0, 10.0, p99_us=1500.0, mean_us=400.0, target_rate=10000),
+                "go": self.runs(9980.0, 35.0, p99_us=4200.0, mean_us=900.0, target_rate=10000),
+            },
         }
-        unserved = {"h2o": {"latency-10k": "not among the profiles the arena's h2o entry is entered in"},
-                    "nginx": {"latency-10k": "not among the profiles the arena's nginx entry is entered in"}}
+        unserved = {
+            "h2o": {"latency-10k": "not among the profiles the arena's h2o entry is entered in"},
+            "nginx": {"latency-10k": "not among the profiles the arena's nginx entry is entered in"},
+        }
         markdown, summary = arena.render(results, {}, args, "m", unserved)
-        self.assertIn("| baseline | 64 | 40,000 | 10,000 | 20,000 | 16,000 | 2.00× h2o | 8.00 | 40.00 | 50.00 "
-                      "| 30.00 | 0.27× nginx |", markdown)
-        self.assertIn("| latency-10k | 16 | 9,990 | 9,980 | – | – | 1.00× Go | 10.00 | 35.00 | – | – "
-                      "| 0.29× Go |", markdown)
+        self.assertIn(
+            "| baseline | 64 | 40,000 | 10,000 | 20,000 | 16,000 | 2.00× h2o | 8.00 | 40.00 | 50.00 "
+            "| 30.00 | 0.27× nginx |",
+            markdown,
+        )
+        self.assertIn(
+            "| latency-10k | 16 | 9,990 | 9,980 | – | – | 1.00× Go | 10.00 | 35.00 | – | – | 0.29× Go |", markdown
+        )
         self.assertIn("| latency-10k | 16 | 10,000 | 1.50 | 4.20 | – | – | 0.40 | 0.90 | – | – |", markdown)
         self.assertIn("- h2o: – in latency-10k: not among the profiles the arena's h2o entry is entered in", markdown)
         self.assertEqual(summary["latency-10k"]["xkit"]["p99_us"]["median"], 1500.0)

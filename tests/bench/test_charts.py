@@ -15,8 +15,7 @@ def parse(section, servers):
 
 
 def bar_titles(root):
-    return [rect.find(f"{SVG}title").text for rect in root.iter(f"{SVG}rect")
-            if rect.find(f"{SVG}title") is not None]
+    return [rect.find(f"{SVG}title").text for rect in root.iter(f"{SVG}rect") if rect.find(f"{SVG}title") is not None]
 
 
 class SectionChartTest(unittest.TestCase):
@@ -57,8 +56,9 @@ class SectionChartTest(unittest.TestCase):
 
     def test_a_section_with_no_numbers_still_draws(self):
         section = dict(self.report["sections"][0])
-        section["rows"] = [dict(row, results={name: {"status": "failed"} for name in row["results"]})
-                           for row in section["rows"]]
+        section["rows"] = [
+            dict(row, results={name: {"status": "failed"} for name in row["results"]}) for row in section["rows"]
+        ]
         self.assertEqual(bar_titles(parse(section, self.servers)), [])
 
 

@@ -16,21 +16,28 @@ from xkbench.results import check_writable
 class SubcommandTableTest(unittest.TestCase):
     def test_every_subcommand_and_comparison_parses_its_options(self):
         parser = build_parser()
-        for argv in (["suite", "--full", "--only", "h2c", "--peers", "go,nginx,h2o"],
-                     ["compare", "http1", "--cases", "ping"], ["compare", "h2c", "--servers", "xkit"],
-                     ["compare", "https", "--runs", "1"], ["compare", "websocket", "--cases", "hello"],
-                     ["ciphers", "--certs", "rsa"],
-                     ["instructions", "--cases", "h2c"], ["compress", "--cases", "gzip,br"],
-                     ["arena", "--cases", "baseline,unary-grpc", "--scale", "32"],
-                     ["static", "--cases", "h2c-6k", "--servers", "xkit"], ["soak", "--minutes", "5"]):
+        for argv in (
+            ["suite", "--full", "--only", "h2c", "--peers", "go,nginx,h2o"],
+            ["compare", "http1", "--cases", "ping"],
+            ["compare", "h2c", "--servers", "xkit"],
+            ["compare", "https", "--runs", "1"],
+            ["compare", "websocket", "--cases", "hello"],
+            ["ciphers", "--certs", "rsa"],
+            ["instructions", "--cases", "h2c"],
+            ["compress", "--cases", "gzip,br"],
+            ["arena", "--cases", "baseline,unary-grpc", "--scale", "32"],
+            ["static", "--cases", "h2c-6k", "--servers", "xkit"],
+            ["soak", "--minutes", "5"],
+        ):
             with self.subTest(argv):
                 args = parser.parse_args(argv)
                 self.assertTrue(callable(args.run))
                 self.assertEqual(args.out_dir.name, "results")
 
     def test_the_tables_name_every_subcommand(self):
-        self.assertEqual(list(COMMANDS),
-                         ["suite", "compare", "ciphers", "instructions", "compress", "arena", "static", "soak"])
+        self.assertEqual(
+            list(COMMANDS), ["suite", "compare", "ciphers", "instructions", "compress", "arena", "static", "soak"]
+        )
         self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https", "websocket"])
 
     def test_instructions_takes_requests_runs_cases_builds_and_test_routes(self):
@@ -38,20 +45,39 @@ class SubcommandTableTest(unittest.TestCase):
         self.assertEqual((args.requests, args.runs, args.cases), (20000, 3, ["http1", "h2c", "https1", "https2"]))
         self.assertEqual((args.build_dir.name, args.compare_build, args.test_routes), ("build", None, False))
         self.assertFalse(hasattr(args, "duration"))
-        args = build_parser().parse_args(["instructions", "--requests", "2000", "--runs", "1", "--cases",
-                                          "https2,http1", "--compare-build", "build-main", "--test-routes",
-                                          "--build-dir", "b", "--out-dir", "/tmp/x"])
+        args = build_parser().parse_args(
+            [
+                "instructions",
+                "--requests",
+                "2000",
+                "--runs",
+                "1",
+                "--cases",
+                "https2,http1",
+                "--compare-build",
+                "build-main",
+                "--test-routes",
+                "--build-dir",
+                "b",
+                "--out-dir",
+                "/tmp/x",
+            ]
+        )
         self.assertEqual((args.requests, args.runs, args.cases), (2000, 1, ["http1", "https2"]))
-        self.assertEqual((str(args.compare_build), str(args.build_dir), str(args.out_dir)), ("build-main", "b", "/tmp/x"))
+        self.assertEqual(
+            (str(args.compare_build), str(args.build_dir), str(args.out_dir)), ("build-main", "b", "/tmp/x")
+        )
         self.assertTrue(args.test_routes)
 
     def test_soak_runs_an_hour_by_default_and_judges_flatness_after_the_warm_up(self):
         from xkbench.commands import soak
+
         args = build_parser().parse_args(["soak"])
         self.assertEqual((args.minutes, args.round, args.sample), (60.0, 20, 5.0))
         self.assertEqual(build_parser().parse_args(["soak", "--minutes", "5"]).minutes, 5.0)
-        samples = [{"t": t, "rss_kib": 100000 + (t if t < 60 else 0), "fds": 12, "idle": t % 20 == 0}
-                   for t in range(0, 300, 5)]
+        samples = [
+            {"t": t, "rss_kib": 100000 + (t if t < 60 else 0), "fds": 12, "idle": t % 20 == 0} for t in range(0, 300, 5)
+        ]
         flat = soak.flatness(samples, 60)
         self.assertTrue(flat["rss_flat"] and flat["fds_flat"], flat)
         growing = [dict(s, rss_kib=s["rss_kib"] + 100 * s["t"], fds=12 + s["t"] // 100) for s in samples]
@@ -65,35 +91,78 @@ class SubcommandTableTest(unittest.TestCase):
 
     def test_compress_reports_xkit_over_the_library_alone_from_medians(self):
         from xkbench.commands import compress
+
         args = build_parser().parse_args(["compress"])
         self.assertEqual(args.cases, ["gzip", "br", "identity"])
-        server = [{"ok": True, "req_per_s": 9000.0, "cpu_us_per_request": us, "server_busy": 1.0,
-                   "client_busy": 0.2, "others_busy": 0.0} for us in (110.0, 105.0, 130.0)]
-        library = [{"ok": True, "line": "gzip level 6: 100 ops, 100.00 us/op, 8126 -> 1281 bytes",
-                    "cpu_us_per_request": us} for us in (100.0, 90.0, 120.0)]
+        server = [
+            {
+                "ok": True,
+                "req_per_s": 9000.0,
+                "cpu_us_per_request": us,
+                "server_busy": 1.0,
+                "client_busy": 0.2,
+                "others_busy": 0.0,
+            }
+            for us in (110.0, 105.0, 130.0)
+        ]
+        library = [
+            {"ok": True, "line": "gzip level 6: 100 ops, 100.00 us/op, 8126 -> 1281 bytes", "cpu_us_per_request": us}
+            for us in (100.0, 90.0, 120.0)
+        ]
         markdown, _summary = compress.render({"gzip": {"xkit": server, "library": library}}, {}, args, "m")
         self.assertIn("| gzip | 9,000 | 110.00 | 100.00 | 1.10× | xkit 3/3 ok / library 3/3 ok |", markdown)
 
     def test_arena_scales_the_arenas_connections_and_reports_xkit_over_go(self):
         from xkbench.commands import arena
+
         args = build_parser().parse_args(["arena", "--cases", "async,baseline-h2"])
         self.assertEqual(args.cases, ["async", "baseline-h2"])
         self.assertEqual([arena.connections(arena.PROFILES[name], args) for name in args.cases], [500, 16])
-        self.assertEqual(arena.connections(arena.PROFILES["baseline"], build_parser().parse_args(
-            ["arena", "--scale", "4096"])), arena.MIN_CONNECTIONS)
-        argv = arena.load_argv(arena.PROFILES["unary-grpc-tls"], {"tls-h2": 8443}, 5, args,
-                               {"{grpc_body}": "/tmp/req"})
-        self.assertEqual(argv, ["h2load", "-t1", "-c16", "-m100", "-D", "5", "--npn-list=h2", "-d", "/tmp/req",
-                                "-H", "content-type: application/grpc", "-H", "te: trailers",
-                                "https://127.0.0.1:8443/benchmark.BenchmarkService/GetSum"])
+        self.assertEqual(
+            arena.connections(arena.PROFILES["baseline"], build_parser().parse_args(["arena", "--scale", "4096"])),
+            arena.MIN_CONNECTIONS,
+        )
+        argv = arena.load_argv(arena.PROFILES["unary-grpc-tls"], {"tls-h2": 8443}, 5, args, {"{grpc_body}": "/tmp/req"})
+        self.assertEqual(
+            argv,
+            [
+                "h2load",
+                "-t1",
+                "-c16",
+                "-m100",
+                "-D",
+                "5",
+                "--npn-list=h2",
+                "-d",
+                "/tmp/req",
+                "-H",
+                "content-type: application/grpc",
+                "-H",
+                "te: trailers",
+                "https://127.0.0.1:8443/benchmark.BenchmarkService/GetSum",
+            ],
+        )
 
         def runs(rate, us):
-            return [{"ok": True, "req_per_s": rate, "cpu_us_per_request": us, "server_busy": 1.0,
-                     "client_busy": 1.0, "others_busy": 0.1}] * 3
-        markdown, _summary = arena.render({"async": {"xkit": runs(30000.0, 10.0), "go": runs(15000.0, 40.0)}},
-                                          {}, args, "m")
-        self.assertIn("| async | 500 | 30,000 | 15,000 | – | – | 2.00× Go | 10.00 | 40.00 | – | – | 0.25× Go "
-                      "| xKit 3/3 ok / Go 3/3 ok |", markdown)
+            return [
+                {
+                    "ok": True,
+                    "req_per_s": rate,
+                    "cpu_us_per_request": us,
+                    "server_busy": 1.0,
+                    "client_busy": 1.0,
+                    "others_busy": 0.1,
+                }
+            ] * 3
+
+        markdown, _summary = arena.render(
+            {"async": {"xkit": runs(30000.0, 10.0), "go": runs(15000.0, 40.0)}}, {}, args, "m"
+        )
+        self.assertIn(
+            "| async | 500 | 30,000 | 15,000 | – | – | 2.00× Go | 10.00 | 40.00 | – | – | 0.25× Go "
+            "| xKit 3/3 ok / Go 3/3 ok |",
+            markdown,
+        )
 
 
 class WebSocketLoadTest(unittest.TestCase):
@@ -103,10 +172,13 @@ class WebSocketLoadTest(unittest.TestCase):
         from xkbench.commands.compare_websocket import parse
         from xkbench.loadgen import Run
         from xkbench.servers import RunFailed
+
         self.assertEqual(parse(Run("messages=1200 seconds=2.000 rate=600 errors=0\n", 0, False)), (1200, 600.0))
-        for run in (Run("messages=10 seconds=1.000 rate=10 errors=1\n", 1, False),
-                    Run("connection 3: echo 0 differs\n", 1, False),
-                    Run("messages=10 seconds=1.000 rate=10 errors=0\n", 0, True)):
+        for run in (
+            Run("messages=10 seconds=1.000 rate=10 errors=1\n", 1, False),
+            Run("connection 3: echo 0 differs\n", 1, False),
+            Run("messages=10 seconds=1.000 rate=10 errors=0\n", 0, True),
+        ):
             with self.subTest(run.output), self.assertRaises(RunFailed):
                 parse(run)
 

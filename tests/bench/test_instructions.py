@@ -6,8 +6,7 @@ import unittest
 from pathlib import Path
 
 import support  # noqa: F401  (puts bench/ on the path)
-from xkbench.commands.instructions import (dumped_ir, h2load_requests_argv, per_request, render,
-                                           summarize)
+from xkbench.commands.instructions import dumped_ir, h2load_requests_argv, per_request, render, summarize
 from xkbench.parsing import parse_callgrind_events
 from xkbench.servers import RunFailed
 
@@ -86,22 +85,27 @@ class PerRequestTest(unittest.TestCase):
         self.assertEqual(stats, {"median": 3050.0, "min": 3000.0, "max": 3100.0})
 
     def test_h2load_asks_a_fixed_number_of_requests_in_the_cases_protocol(self):
-        self.assertEqual(h2load_requests_argv("http1", 24000, 500),
-                         ["h2load", "-t1", "-c10", "-n", "500", "--h1", "http://127.0.0.1:24000/ping"])
-        self.assertEqual(h2load_requests_argv("https2", 24001, 20000)[-2:],
-                         ["-m10", "https://127.0.0.1:24001/ping"])
+        self.assertEqual(
+            h2load_requests_argv("http1", 24000, 500),
+            ["h2load", "-t1", "-c10", "-n", "500", "--h1", "http://127.0.0.1:24000/ping"],
+        )
+        self.assertEqual(h2load_requests_argv("https2", 24001, 20000)[-2:], ["-m10", "https://127.0.0.1:24001/ping"])
 
 
 class ReportTest(unittest.TestCase):
     def test_the_table_shows_medians_every_run_and_after_over_before(self):
         class Args:
             compare_build = Path("build-main")
-        results = {"h2c": {"build": [run(22_000_000), run(23_000_000), run(24_000_000)],
-                           "compare": [run(20_000_000), run(20_000_000), run(0, ok=False)]}}
+
+        results = {
+            "h2c": {
+                "build": [run(22_000_000), run(23_000_000), run(24_000_000)],
+                "compare": [run(20_000_000), run(20_000_000), run(0, ok=False)],
+            }
+        }
         markdown, summary = render(results, {}, Args, "machine")
         self.assertEqual(summary["h2c"]["compare"]["median"], 10000.0)
-        self.assertIn("| h2c | 11,500 | 11,000, 11,500, 12,000 | 10,000 | 10,000, 10,000, failed | 1.1500 |",
-                      markdown)
+        self.assertIn("| h2c | 11,500 | 11,000, 11,500, 12,000 | 10,000 | 10,000, 10,000, failed | 1.1500 |", markdown)
         self.assertIn("- compare h2c run 3: failed — callgrind wrote no dump", markdown)
 
 

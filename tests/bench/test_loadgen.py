@@ -7,16 +7,17 @@ import unittest
 import support  # noqa: F401  (puts bench/ on the path)
 from xkbench.loadgen import H2LOAD_OVER, H2LOAD_STARTED, stream
 
-FAKE_H2LOAD = (f"echo 'Warm-up started for thread #0.'; echo '{H2LOAD_STARTED} for thread #0.'; "
-               f"sleep 0.2; echo '{H2LOAD_OVER} for thread #0. Stopping all clients.'; "
-               "echo 'finished in 1.00s, 10.00 req/s, 1B/s'")
+FAKE_H2LOAD = (
+    f"echo 'Warm-up started for thread #0.'; echo '{H2LOAD_STARTED} for thread #0.'; "
+    f"sleep 0.2; echo '{H2LOAD_OVER} for thread #0. Stopping all clients.'; "
+    "echo 'finished in 1.00s, 10.00 req/s, 1B/s'"
+)
 
 
 class StreamTest(unittest.TestCase):
     def test_server_cpu_is_sampled_when_the_main_duration_starts_and_ends(self):
         readings = itertools.count(1)
-        output, returncode, window, timed_out = stream(["sh", "-c", FAKE_H2LOAD], 10, 1,
-                                                       lambda: next(readings))
+        output, returncode, window, timed_out = stream(["sh", "-c", FAKE_H2LOAD], 10, 1, lambda: next(readings))
         self.assertEqual((returncode, window, timed_out), (0, (1, 2), False))
         self.assertTrue(output.endswith("finished in 1.00s, 10.00 req/s, 1B/s\n"))
 

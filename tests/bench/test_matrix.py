@@ -41,20 +41,35 @@ class MatrixTest(unittest.TestCase):
         self.assertEqual(case("http1", "ping", 500).path, "/ping")
         self.assertEqual(case("http1", "echo", size=4096).path, "/echo?size=4096")
         post = case("https2", "post", size=65536)
-        self.assertEqual((post.method, post.path, post.id, post.x_label),
-                         ("POST", "/echo", "https2.post.64KiB", "64 KiB"))
+        self.assertEqual(
+            (post.method, post.path, post.id, post.x_label), ("POST", "/echo", "https2.post.64KiB", "64 KiB")
+        )
         self.assertEqual(case("h2c", "echo", size=64).x_label, "64 B")
 
 
 class CommandTest(unittest.TestCase):
     def test_wrk_get_over_tls(self):
-        self.assertEqual(load_argv(case("https1", "echo", size=256), 9000, 2, 1, client()),
-                         ["wrk", "-t1", "-c100", "-d2s", "https://127.0.0.1:9000/echo?size=256"])
+        self.assertEqual(
+            load_argv(case("https1", "echo", size=256), 9000, 2, 1, client()),
+            ["wrk", "-t1", "-c100", "-d2s", "https://127.0.0.1:9000/echo?size=256"],
+        )
 
     def test_wrk_post_sends_the_body_file_through_post_lua(self):
         argv = load_argv(case("http1", "post", size=1024), 9000, 2, 1, client())
-        self.assertEqual(argv, ["wrk", "-t1", "-c100", "-d2s", "-s", str(POST_SCRIPT),
-                                "http://127.0.0.1:9000/echo", "--", "/tmp/body-1024"])
+        self.assertEqual(
+            argv,
+            [
+                "wrk",
+                "-t1",
+                "-c100",
+                "-d2s",
+                "-s",
+                str(POST_SCRIPT),
+                "http://127.0.0.1:9000/echo",
+                "--",
+                "/tmp/body-1024",
+            ],
+        )
         self.assertTrue(POST_SCRIPT.is_file())
 
     def test_wrk_pipelined_uses_pipeline_lua(self):
@@ -63,19 +78,40 @@ class CommandTest(unittest.TestCase):
 
     def test_h2load_streams_warm_up_and_h2_only_over_tls(self):
         argv = load_argv(case("https2", "post", size=65536), 9000, 2, 1, client())
-        self.assertEqual(argv, ["h2load", "-t1", "-c100", "-m10", "-D", "2", "--warm-up-time=1",
-                                "--npn-list=h2", "-d", "/tmp/body-65536", "https://127.0.0.1:9000/echo"])
-        self.assertEqual(load_argv(case("h2c", "ping", 50), 9000, 2, 0, client()),
-                         ["h2load", "-t1", "-c50", "-m10", "-D", "2", "http://127.0.0.1:9000/ping"])
+        self.assertEqual(
+            argv,
+            [
+                "h2load",
+                "-t1",
+                "-c100",
+                "-m10",
+                "-D",
+                "2",
+                "--warm-up-time=1",
+                "--npn-list=h2",
+                "-d",
+                "/tmp/body-65536",
+                "https://127.0.0.1:9000/echo",
+            ],
+        )
+        self.assertEqual(
+            load_argv(case("h2c", "ping", 50), 9000, 2, 0, client()),
+            ["h2load", "-t1", "-c50", "-m10", "-D", "2", "http://127.0.0.1:9000/ping"],
+        )
 
     def test_the_report_shows_commands_with_placeholders(self):
         sections = {s.id: s for s in matrix.build_sections(ALL, matrix.KINDS, matrix.QUICK)}
-        self.assertEqual(describe(sections["http1-ping"], 2, 1, client()),
-                         "wrk -t1 -cN -d2s http://127.0.0.1:PORT/ping")
-        self.assertEqual(describe(sections["h2c-echo"], 2, 1, client()),
-                         "h2load -t1 -c100 -m10 -D 2 --warm-up-time=1 http://127.0.0.1:PORT/echo?size=N")
-        self.assertEqual(describe(sections["https1-post"], 2, 1, client()),
-                         "wrk -t1 -c100 -d2s -s bench/xkbench/wrk/post.lua https://127.0.0.1:PORT/echo -- BODY_FILE")
+        self.assertEqual(
+            describe(sections["http1-ping"], 2, 1, client()), "wrk -t1 -cN -d2s http://127.0.0.1:PORT/ping"
+        )
+        self.assertEqual(
+            describe(sections["h2c-echo"], 2, 1, client()),
+            "h2load -t1 -c100 -m10 -D 2 --warm-up-time=1 http://127.0.0.1:PORT/echo?size=N",
+        )
+        self.assertEqual(
+            describe(sections["https1-post"], 2, 1, client()),
+            "wrk -t1 -c100 -d2s -s bench/xkbench/wrk/post.lua https://127.0.0.1:PORT/echo -- BODY_FILE",
+        )
 
 
 if __name__ == "__main__":

@@ -43,13 +43,13 @@ class WrkTest(unittest.TestCase):
     def test_timeouts_fail_the_run_even_with_requests_done(self):
         result = wrk("wrk_timeout")
         self.assertEqual(result.requests, 20)
-        self.assertEqual(result.problems,
-                         ["wrk Socket errors: connect 0, read 0, write 0, timeout 20"])
+        self.assertEqual(result.problems, ["wrk Socket errors: connect 0, read 0, write 0, timeout 20"])
 
     def test_refused_connection_fails_with_wrks_own_words(self):
         result = wrk("wrk_refused")
-        self.assertEqual(result.problems,
-                         ["wrk exited with 1: unable to connect to 127.0.0.1:23999 Connection refused"])
+        self.assertEqual(
+            result.problems, ["wrk exited with 1: unable to connect to 127.0.0.1:23999 Connection refused"]
+        )
 
     def test_a_silent_server_fails_as_no_requests(self):
         result = wrk("wrk_silent")
@@ -81,8 +81,7 @@ class H2loadTest(unittest.TestCase):
     def test_4xx_responses_fail_the_run(self):
         problems = h2load("h2load_not_found").problems
         self.assertIn("h2load: 436510 failed, 0 errored, 0 timeout", problems)
-        self.assertIn("h2load saw responses other than 2xx: "
-                      "status codes: 0 2xx, 0 3xx, 436510 4xx, 0 5xx", problems)
+        self.assertIn("h2load saw responses other than 2xx: status codes: 0 2xx, 0 3xx, 436510 4xx, 0 5xx", problems)
 
     def test_errored_requests_fail_the_run(self):
         for name in ("h2load_errored", "h2load_refused_n"):
@@ -100,8 +99,9 @@ class H2loadTest(unittest.TestCase):
                 self.assertEqual(h2load(name).problems, ["h2load completed no requests"])
 
     def test_nonzero_exit_and_unreadable_output_fail(self):
-        self.assertEqual(parse_h2load("", "h2load: bad option\n", 1).problems,
-                         ["h2load exited with 1: h2load: bad option"])
+        self.assertEqual(
+            parse_h2load("", "h2load: bad option\n", 1).problems, ["h2load exited with 1: h2load: bad option"]
+        )
         self.assertIn("unreadable h2load output", parse_h2load("starting benchmark...\n").problems[0])
 
 

@@ -30,18 +30,23 @@ class MarkdownTest(unittest.TestCase):
 
     def test_section_table_has_the_reports_columns_and_cpu_per_request(self):
         table = table_after(self.markdown, "## HTTP/1.1, with wrk")
-        self.assertEqual(table[0], "| Connections | xKit Req/s | Go Req/s | nginx Req/s | xKit Latency "
-                                   "| Go Latency | nginx Latency | Δ | xKit CPU µs/req | Go CPU µs/req "
-                                   "| nginx CPU µs/req | Req/s spread |")
-        self.assertEqual(table[2], "| 50 | 100,000 | 50,000 | 90,000 | 1.50 ms | 1.50 ms | 1.50 ms "
-                                   "| +100% | 8.00 | 20.0 | 10.0 | xKit 20% · Go 20% · nginx 20% |")
+        self.assertEqual(
+            table[0],
+            "| Connections | xKit Req/s | Go Req/s | nginx Req/s | xKit Latency "
+            "| Go Latency | nginx Latency | Δ | xKit CPU µs/req | Go CPU µs/req "
+            "| nginx CPU µs/req | Req/s spread |",
+        )
+        self.assertEqual(
+            table[2],
+            "| 50 | 100,000 | 50,000 | 90,000 | 1.50 ms | 1.50 ms | 1.50 ms "
+            "| +100% | 8.00 | 20.0 | 10.0 | xKit 20% · Go 20% · nginx 20% |",
+        )
 
     def test_a_failed_case_shows_failed_and_why_never_a_number(self):
         table = table_after(self.markdown, "## HTTP/1.1, with wrk")
         self.assertTrue(table[3].startswith("| 500 | 120,000 | failed | 95,000 | 1.50 ms | – |"))
         self.assertIn("| n/a |", table[3])  # no Δ against a failed Go
-        self.assertIn("- Go, connections 500: **failed**: wrk Socket errors: connect 0, read 3",
-                      self.markdown)
+        self.assertIn("- Go, connections 500: **failed**: wrk Socket errors: connect 0, read 3", self.markdown)
 
     def test_body_sizes_label_rows_and_unserved_cases_are_n_a(self):
         table = table_after(self.markdown, "### POST /echo by body size")
@@ -66,8 +71,10 @@ class MarkdownTest(unittest.TestCase):
         self.assertEqual(summary[0], "| Section | xKit Req/s ÷ Go | xKit CPU µs/req ÷ Go | Cells ok | Failed |")
         # ping: only the 50-connection row has both; post: 2.00× and 3.75× (median 2.875)
         self.assertEqual(summary[2], "| HTTP/1.1: GET /ping by connections | 2.00× | 0.40× | 5 | 1 |")
-        self.assertIn("| HTTP/1.1: POST /echo by body size, 100 connections | 2.88× (2.00–3.75×) "
-                      "| 0.26× (0.22–0.30×) | 4 | 0 |", summary)
+        self.assertIn(
+            "| HTTP/1.1: POST /echo by body size, 100 connections | 2.88× (2.00–3.75×) | 0.26× (0.22–0.30×) | 4 | 0 |",
+            summary,
+        )
         self.assertIn("| HTTPS/2: GET /ping by connections | n/a | n/a | 4 | 0 |", summary)
 
 

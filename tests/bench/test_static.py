@@ -7,8 +7,16 @@ from pathlib import Path
 import support  # noqa: F401  (puts bench/ on the path)
 from xkbench.cli import build_parser
 from xkbench.commands import static
-from xkbench.peers import (H2O_STATIC, H2O_TEMPLATE, NGINX_STATIC, NGINX_TEMPLATE, PeerContext, fill_template,
-                           make_peer, static_block)
+from xkbench.peers import (
+    H2O_STATIC,
+    H2O_TEMPLATE,
+    NGINX_STATIC,
+    NGINX_TEMPLATE,
+    PeerContext,
+    fill_template,
+    make_peer,
+    static_block,
+)
 
 
 class StaticOptionsTest(unittest.TestCase):
@@ -36,8 +44,15 @@ class StaticOptionsTest(unittest.TestCase):
 class PeerConfigurationTest(unittest.TestCase):
     def conf(self, template, block, static_dir):
         context = PeerContext(build_dir=Path("/nonexistent"), workers=1, static_dir=static_dir)
-        values = {"WORKERS": "1", "THREADS": "1", "PORT": "9999", "RUNDIR": "/run", "LISTEN_FLAGS": "",
-                  "TLS": "", "STATIC": static_block(block, context)}
+        values = {
+            "WORKERS": "1",
+            "THREADS": "1",
+            "PORT": "9999",
+            "RUNDIR": "/run",
+            "LISTEN_FLAGS": "",
+            "TLS": "",
+            "STATIC": static_block(block, context),
+        }
         return fill_template(template, values)
 
     def test_xkit_is_given_the_directory(self):

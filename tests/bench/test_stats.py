@@ -7,8 +7,14 @@ from xkbench import stats
 
 
 def run(rate, cpu, latency=1.0, ok=True):
-    return {"ok": ok, "problems": [] if ok else ["wrk Socket errors: connect 0, read 3, write 0, timeout 0"],
-            "requests": 1000, "req_per_s": rate, "latency_ms": latency, "cpu_us_per_request": cpu}
+    return {
+        "ok": ok,
+        "problems": [] if ok else ["wrk Socket errors: connect 0, read 3, write 0, timeout 0"],
+        "requests": 1000,
+        "req_per_s": rate,
+        "latency_ms": latency,
+        "cpu_us_per_request": cpu,
+    }
 
 
 class SpreadTest(unittest.TestCase):
@@ -61,12 +67,13 @@ class ComparisonTest(unittest.TestCase):
 
     def test_median_ratio_over_rows_skips_rows_missing_a_side(self):
         ok = lambda rate: stats.summarize([run(rate, 1.0)])  # noqa: E731
-        rows = [{"results": {"xkit": ok(200), "go": ok(100)}},
-                {"results": {"xkit": ok(300), "go": ok(100)}},
-                {"results": {"xkit": ok(900), "go": stats.summarize([run(1, 1, ok=False)])}},
-                {"results": {"xkit": ok(400), "go": ok(100)}}]
-        self.assertEqual(stats.median_ratio(rows, "xkit", "go", "req_per_s"),
-                         {"median": 3.0, "min": 2.0, "max": 4.0})
+        rows = [
+            {"results": {"xkit": ok(200), "go": ok(100)}},
+            {"results": {"xkit": ok(300), "go": ok(100)}},
+            {"results": {"xkit": ok(900), "go": stats.summarize([run(1, 1, ok=False)])}},
+            {"results": {"xkit": ok(400), "go": ok(100)}},
+        ]
+        self.assertEqual(stats.median_ratio(rows, "xkit", "go", "req_per_s"), {"median": 3.0, "min": 2.0, "max": 4.0})
 
 
 if __name__ == "__main__":

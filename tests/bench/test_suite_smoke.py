@@ -23,17 +23,38 @@ SECTIONS = ["http1-ping", "h2c-ping", "https1-ping", "https2-ping", "pipeline-pi
 
 
 @unittest.skipUnless(BUILD_DIR, "XK_BUILD_DIR is not set: run this through ctest")
-@unittest.skipUnless(all(shutil.which(tool) for tool in TOOLS),
-                     "needs " + ", ".join(TOOLS) + " (make deps installs them)")
+@unittest.skipUnless(
+    all(shutil.which(tool) for tool in TOOLS), "needs " + ", ".join(TOOLS) + " (make deps installs them)"
+)
 class SuiteSmokeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not GO:
             print("Go is not installed: the smoke run measures xKit alone", file=sys.stderr)
         cls.out = Path(tempfile.mkdtemp(prefix="xkbench_suite_smoke-"))
-        argv = [sys.executable, str(XKBENCH), "suite", "--build-dir", BUILD_DIR, "--out-dir", str(cls.out),
-                "--cases", "ping", "--connections", "10", "--duration", "1", "--runs", "1",
-                "--warmup", "0", "--peers", "go" if GO else "none", "--first-port", "26000"]
+        argv = [
+            sys.executable,
+            str(XKBENCH),
+            "suite",
+            "--build-dir",
+            BUILD_DIR,
+            "--out-dir",
+            str(cls.out),
+            "--cases",
+            "ping",
+            "--connections",
+            "10",
+            "--duration",
+            "1",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--peers",
+            "go" if GO else "none",
+            "--first-port",
+            "26000",
+        ]
         cls.done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
         latest = cls.out / "latest.json"
         cls.report = json.loads(latest.read_text()) if latest.is_file() else None
@@ -64,23 +85,53 @@ class SuiteSmokeTest(unittest.TestCase):
         self.assertTrue(self.report["command"].startswith("python3 bench/xkbench suite --build-dir"))
 
     def test_json_has_settings_environment_and_summary(self):
-        for key in ("schema", "mode", "date", "elapsed_s", "command", "settings", "environment",
-                    "servers", "notes", "sections", "summary"):
+        for key in (
+            "schema",
+            "mode",
+            "date",
+            "elapsed_s",
+            "command",
+            "settings",
+            "environment",
+            "servers",
+            "notes",
+            "sections",
+            "summary",
+        ):
             self.assertIn(key, self.report)
-        for key in ("CPU", "Server cores", "Client cores", "Memory", "Kernel", "Compiler", "OpenSSL",
-                    "nghttp2", "wrk", "h2load", "Go"):
+        for key in (
+            "CPU",
+            "Server cores",
+            "Client cores",
+            "Memory",
+            "Kernel",
+            "Compiler",
+            "OpenSSL",
+            "nghttp2",
+            "wrk",
+            "h2load",
+            "Go",
+        ):
             self.assertIn(key, self.report["environment"])
         self.assertEqual(self.report["settings"]["runs"], 1)
         self.assertEqual([entry["section"] for entry in self.report["summary"]], SECTIONS)
 
     def test_markdown_has_environment_summary_and_section_tables(self):
-        for heading in ("## Test Environment", "## Summary", "## HTTP/1.1, with wrk",
-                        "## h2c (cleartext HTTP/2, prior knowledge), with h2load",
-                        "## HTTPS/1.1, with wrk", "## HTTPS/2 (h2 by ALPN), with h2load",
-                        "### GET /ping by connections"):
+        for heading in (
+            "## Test Environment",
+            "## Summary",
+            "## HTTP/1.1, with wrk",
+            "## h2c (cleartext HTTP/2, prior knowledge), with h2load",
+            "## HTTPS/1.1, with wrk",
+            "## HTTPS/2 (h2 by ALPN), with h2load",
+            "### GET /ping by connections",
+        ):
             self.assertIn(heading, self.markdown)
-        header = "| Connections | xKit Req/s | Go Req/s | xKit Latency | Go Latency | Δ |" if GO else \
-            "| Connections | xKit Req/s | xKit Latency | xKit CPU µs/req |"
+        header = (
+            "| Connections | xKit Req/s | Go Req/s | xKit Latency | Go Latency | Δ |"
+            if GO
+            else "| Connections | xKit Req/s | xKit Latency | xKit CPU µs/req |"
+        )
         self.assertEqual(self.markdown.count(header), len(SECTIONS))
 
     def test_xkit_is_measured_over_every_protocol(self):

@@ -18,6 +18,7 @@ and ARENA_PORTS in its environment, e.g.
     -v {certs}/server.crt:/certs/server.crt:ro -v {certs}/server.key:/certs/server.key:ro
     xkit-arena' python3 tests/integration/test_arena.py
 (run from tests/integration/). SIGTERM to that command must stop the entry."""
+
 import concurrent.futures
 import gzip
 import json
@@ -27,7 +28,6 @@ import shlex
 import shutil
 import socket
 import ssl
-import struct
 import tempfile
 import time
 import unittest
@@ -47,15 +47,30 @@ TAGS = ["sale", "new", "popular", "heavy-duty", "wireless", "fast", "eco", "prem
 
 def make_dataset(n=50, seed=7):
     rng = random.Random(seed)
-    return [{"id": i + 1, "name": f"Item {i + 1} \u00e9\"q\"", "category": rng.choice(["tools", "toys", "food"]),
-             "price": rng.randint(1, 1000), "quantity": rng.randint(0, 200), "active": rng.random() < 0.5,
-             "tags": rng.sample(TAGS, rng.randint(0, 4)),
-             "rating": {"score": rng.randint(0, 50), "count": rng.randint(0, 1000)}} for i in range(n)]
+    return [
+        {
+            "id": i + 1,
+            "name": f'Item {i + 1} \u00e9"q"',
+            "category": rng.choice(["tools", "toys", "food"]),
+            "price": rng.randint(1, 1000),
+            "quantity": rng.randint(0, 200),
+            "active": rng.random() < 0.5,
+            "tags": rng.sample(TAGS, rng.randint(0, 4)),
+            "rating": {"score": rng.randint(0, 50), "count": rng.randint(0, 1000)},
+        }
+        for i in range(n)
+    ]
 
 
-STATIC_TYPES = {"app.js": "application/javascript", "reset.css": "text/css", "index.html": "text/html",
-                "manifest.json": "application/json", "logo.svg": "image/svg+xml", "hero.webp": "image/webp",
-                "bold.woff2": "font/woff2"}
+STATIC_TYPES = {
+    "app.js": "application/javascript",
+    "reset.css": "text/css",
+    "index.html": "text/html",
+    "manifest.json": "application/json",
+    "logo.svg": "image/svg+xml",
+    "hero.webp": "image/webp",
+    "bold.woff2": "font/woff2",
+}
 STATIC_TEXT = ("app.js", "reset.css", "index.html", "manifest.json", "logo.svg")
 
 
@@ -108,6 +123,7 @@ def sum_request(a, b):
             v >>= 7
             if not v:
                 return bytes(out)
+
     return b"\x08" + varint(a) + b"\x10" + varint(b)
 
 
@@ -126,8 +142,7 @@ class ArenaEntryTest(unittest.TestCase):
         shutil.copy(CERTS.rsa.cert, os.path.join(certs, "server.crt"))
         shutil.copy(CERTS.rsa.key, os.path.join(certs, "server.key"))
         cls.h1, cls.tls_h1, cls.h2c, cls.tls_h2 = free_ports(4)
-        env = {"DATA_DIR": data, "CERTS_DIR": certs,
-               "ARENA_PORTS": f"{cls.h1},{cls.tls_h1},{cls.h2c},{cls.tls_h2}"}
+        env = {"DATA_DIR": data, "CERTS_DIR": certs, "ARENA_PORTS": f"{cls.h1},{cls.tls_h1},{cls.h2c},{cls.tls_h2}"}
         cls.server = ServerProcess(argv=arena_argv(data, certs), env=env).start()
 
     @classmethod
@@ -166,13 +181,14 @@ class ArenaEntryTest(unittest.TestCase):
         body = chunked(b"20", [1, 1])
         self.assertEqual(self.post("/baseline11?a=13&b=42", body, {"transfer-encoding": "chunked"}).body, b"75")
         for _ in range(5):
-            a, b, c = (random.randint(-10**6, 10**6) for _ in range(3))
+            a, b, c = (random.randint(-(10**6), 10**6) for _ in range(3))
             self.assertEqual(self.get(f"/baseline11?a={a}&b={b}").body, str(a + b).encode())
             self.assertEqual(self.post(f"/baseline11?a={a}&b={b}", str(c).encode()).body, str(a + b + c).encode())
 
     def test_requests_in_fragments_and_split_at_every_byte(self):
-        raw = http_request("POST", "/baseline11?a=13&b=42", headers=[("connection", "close")], body=b"20",
-                           host="localhost")
+        raw = http_request(
+            "POST", "/baseline11?a=13&b=42", headers=[("connection", "close")], body=b"20", host="localhost"
+        )
         with Conn(self.h1) as conn:
             for piece in (raw[:10], raw[10:30], raw[30:-2], raw[-2:]):
                 conn.send(piece)
@@ -187,16 +203,35 @@ class ArenaEntryTest(unittest.TestCase):
             self.assertTrue(answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"75"), (at, answer))
 
     def test_baseline2_over_h2_tls_and_h2c_prior_knowledge(self):
-        out = self.curl("--http2", "--cacert", CERTS.ca, "-w", " %{http_version}",
-                        f"https://localhost:{self.tls_h2}/baseline2?a=13&b=42")
+        out = self.curl(
+            "--http2",
+            "--cacert",
+            CERTS.ca,
+            "-w",
+            " %{http_version}",
+            f"https://localhost:{self.tls_h2}/baseline2?a=13&b=42",
+        )
         self.assertEqual(out, b"55 2")
-        out = self.curl("--http2-prior-knowledge", "-w", " %{http_version}",
-                        f"http://127.0.0.1:{self.h2c}/baseline2?a=20&b=22")
+        out = self.curl(
+            "--http2-prior-knowledge", "-w", " %{http_version}", f"http://127.0.0.1:{self.h2c}/baseline2?a=20&b=22"
+        )
         self.assertEqual(out, b"42 2")
 
     def test_the_h2c_port_does_not_answer_http11(self):
-        result = run_client(["curl", "-sS", "--max-time", "5", "--http1.1", "-o", "/dev/null", "-w",
-                             "%{http_code}", f"http://127.0.0.1:{self.h2c}/baseline2?a=1&b=1"])
+        result = run_client(
+            [
+                "curl",
+                "-sS",
+                "--max-time",
+                "5",
+                "--http1.1",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                f"http://127.0.0.1:{self.h2c}/baseline2?a=1&b=1",
+            ]
+        )
         self.assertNotEqual(result.returncode, 0)
         self.assertEqual(result.stdout, b"000")
 
@@ -254,8 +289,9 @@ class ArenaEntryTest(unittest.TestCase):
         resp = self.get("/json/50?m=1")
         self.assertIsNone(resp.header("content-encoding"))
         self.check_json(resp.body, 50, 1)
-        self.assertIsNone(self.get("/baseline11?a=1&b=2", headers={"Accept-Encoding": "gzip, br"})
-                          .header("content-encoding"))
+        self.assertIsNone(
+            self.get("/baseline11?a=1&b=2", headers={"Accept-Encoding": "gzip, br"}).header("content-encoding")
+        )
 
     # ---- /echo ----
 
@@ -277,8 +313,9 @@ class ArenaEntryTest(unittest.TestCase):
 
     def test_grpc_get_sum_over_h2c_and_tls(self):
         def call(channel):
-            method = channel.unary_unary("/benchmark.BenchmarkService/GetSum",
-                                         request_serializer=lambda m: m, response_deserializer=lambda m: m)
+            method = channel.unary_unary(
+                "/benchmark.BenchmarkService/GetSum", request_serializer=lambda m: m, response_deserializer=lambda m: m
+            )
             return method(sum_request(13, 42), timeout=10)
 
         with grpc.insecure_channel(f"127.0.0.1:{self.h1}") as channel:
@@ -304,20 +341,31 @@ class ArenaEntryTest(unittest.TestCase):
         self.assertEqual(self.get("/static/nonexistent.txt").status, 404)
 
     def test_static_twins_as_the_client_prefers_them(self):
-        for accept, coding, decode in (("br;q=1, gzip;q=0.8", "br", brotli.decompress),
-                                       ("gzip", "gzip", gzip.decompress)):
+        for accept, coding, decode in (
+            ("br;q=1, gzip;q=0.8", "br", brotli.decompress),
+            ("gzip", "gzip", gzip.decompress),
+        ):
             resp = self.get("/static/app.js", headers={"Accept-Encoding": accept})
             self.assertEqual(resp.header("content-encoding"), coding)
             self.assertEqual(decode(resp.body), self.static_bytes("app.js"))
-        self.assertIsNone(self.get("/static/hero.webp", headers={"Accept-Encoding": "br, gzip"})
-                          .header("content-encoding"))
+        self.assertIsNone(
+            self.get("/static/hero.webp", headers={"Accept-Encoding": "br, gzip"}).header("content-encoding")
+        )
 
     def test_static_over_tls_h1_and_h2(self):
         with TlsConn(self.tls_h1, client_context()) as conn:
             conn.request("GET", "/static/reset.css")
             self.assertEqual(conn.read_response().body, self.static_bytes("reset.css"))
-        out = self.curl("--http2", "--cacert", CERTS.ca, "-H", "Accept-Encoding: br;q=1, gzip;q=0.8",
-                        "-D", "-", f"https://localhost:{self.tls_h2}/static/logo.svg")
+        out = self.curl(
+            "--http2",
+            "--cacert",
+            CERTS.ca,
+            "-H",
+            "Accept-Encoding: br;q=1, gzip;q=0.8",
+            "-D",
+            "-",
+            f"https://localhost:{self.tls_h2}/static/logo.svg",
+        )
         head, body = out.split(b"\r\n\r\n", 1)
         self.assertIn(b"content-encoding: br", head.lower())
         self.assertEqual(brotli.decompress(body), self.static_bytes("logo.svg"))
@@ -367,15 +415,19 @@ class ArenaEntryTest(unittest.TestCase):
     # ---- TLS ----
 
     def test_tls_ports_serve_the_mounted_certificate_with_tls13_and_alpn_as_offered(self):
-        for port, offered, chosen in ((self.tls_h1, ("h2", "http/1.1"), "http/1.1"),
-                                      (self.tls_h2, ("h2", "http/1.1"), "h2")):
+        for port, offered, chosen in (
+            (self.tls_h1, ("h2", "http/1.1"), "http/1.1"),
+            (self.tls_h2, ("h2", "http/1.1"), "h2"),
+        ):
             context = client_context(alpn=offered)
             with socket.create_connection(("127.0.0.1", port)) as raw:
                 with context.wrap_socket(raw, server_hostname="localhost") as tls:
                     self.assertEqual(tls.version(), "TLSv1.3")
                     self.assertEqual(tls.selected_alpn_protocol(), chosen)
-                    self.assertIn(tls.cipher()[0], ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
-                                                    "TLS_CHACHA20_POLY1305_SHA256"))
+                    self.assertIn(
+                        tls.cipher()[0],
+                        ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"),
+                    )
                     with open(CERTS.rsa.cert, "rb") as f:
                         pem = f.read().decode()
                     self.assertEqual(tls.getpeercert(binary_form=True), ssl.PEM_cert_to_DER_cert(pem))

@@ -16,8 +16,10 @@ from email.utils import parsedate_to_datetime
 
 from support.harness import Conn, ServerProcess, ServerTestCase, http_request, raise_fd_limit
 
-PONG = re.compile(rb"HTTP/1\.1 200 OK\r\nServer: base\r\nDate: ([A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} "
-                  rb"\d\d:\d\d:\d\d GMT)\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\npong")
+PONG = re.compile(
+    rb"HTTP/1\.1 200 OK\r\nServer: base\r\nDate: ([A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} "
+    rb"\d\d:\d\d:\d\d GMT)\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\npong"
+)
 PONG_LEN = 119  # xKit's answer to GET /ping, byte for byte in length
 PING = http_request("GET", "/ping")
 
@@ -26,8 +28,8 @@ def check_pongs(test, data, count):
     """data is count pongs, each dated within two seconds of now."""
     test.assertEqual(len(data), PONG_LEN * count, data[:200])
     for i in range(count):
-        match = PONG.fullmatch(data[i * PONG_LEN:(i + 1) * PONG_LEN])
-        test.assertIsNotNone(match, data[i * PONG_LEN:(i + 1) * PONG_LEN])
+        match = PONG.fullmatch(data[i * PONG_LEN : (i + 1) * PONG_LEN])
+        test.assertIsNotNone(match, data[i * PONG_LEN : (i + 1) * PONG_LEN])
         age = time.time() - parsedate_to_datetime(match.group(1).decode()).timestamp()
         test.assertTrue(-2 < age < 2, f"Date {match.group(1)} is {age:.1f} s off")
 
@@ -35,9 +37,11 @@ def check_pongs(test, data, count):
 def responder_path(variable, what):
     path = os.environ.get(variable)
     if not path:
-        raise AssertionError(f"{variable} is not set: {what} was not built, which happens when CMake finds "
-                             "no liburing (apt-get install liburing-dev, or scripts/install-deps.sh), "
-                             "or this test ran outside ctest")
+        raise AssertionError(
+            f"{variable} is not set: {what} was not built, which happens when CMake finds "
+            "no liburing (apt-get install liburing-dev, or scripts/install-deps.sh), "
+            "or this test ran outside ctest"
+        )
     if not os.access(path, os.X_OK):
         raise AssertionError(f"{variable}={path} is not an executable file")
     return path
@@ -113,9 +117,11 @@ class BaselineUringTest(ServerTestCase):
         deadline = time.monotonic() + 5
         while len(os.listdir(f"/proc/{self.server.pid}/fd")) != fds_before + 1 and time.monotonic() < deadline:
             time.sleep(0.02)
-        self.assertEqual(len(os.listdir(f"/proc/{self.server.pid}/fd")), fds_before + 1,
-                         "connections left open after their clients went")
-
+        self.assertEqual(
+            len(os.listdir(f"/proc/{self.server.pid}/fd")),
+            fds_before + 1,
+            "connections left open after their clients went",
+        )
 
     def test_the_date_follows_the_clock(self):
         conn = self.connect()
@@ -131,8 +137,10 @@ class BaselineUringTest(ServerTestCase):
             conn = Conn(xkit.port, xkit.connect_host)
             conn.send(PING)
             answer = conn.read_exactly(PONG_LEN)
-            self.assertTrue(answer.startswith(b"HTTP/1.1 200 OK\r\nServer: xkit\r\nDate: ") and
-                            answer.endswith(b"\r\n\r\npong"), answer)
+            self.assertTrue(
+                answer.startswith(b"HTTP/1.1 200 OK\r\nServer: xkit\r\nDate: ") and answer.endswith(b"\r\n\r\npong"),
+                answer,
+            )
             self.assertTrue(conn.stays_open_for(0.1), "xKit's answer is longer than the floor's")
             conn.close()
         finally:

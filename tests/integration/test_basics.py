@@ -5,8 +5,16 @@ import socket
 import time
 import unittest
 
-from support.harness import (Conn, ServerTestCase, assert_standard_headers, hello_server_path, http_request,
-                             ipv6_loopback_or_skip, run_client, start_server)
+from support.harness import (
+    Conn,
+    ServerTestCase,
+    assert_standard_headers,
+    hello_server_path,
+    http_request,
+    ipv6_loopback_or_skip,
+    run_client,
+    start_server,
+)
 
 
 class RoutesTest(ServerTestCase):
@@ -41,8 +49,19 @@ class RoutesTest(ServerTestCase):
                 self.assertEqual(resp.body, b"x" * size)
 
     def test_echo_get_rejects_missing_negative_non_numeric_and_too_large_sizes(self):
-        for query in ("", "?", "?size=", "?other=5", "?size=-1", "?size=abc", "?size=12abc",
-                      "?size=0x10", "?size=1e3", "?size=16777217", "?size=99999999999999999999999"):
+        for query in (
+            "",
+            "?",
+            "?size=",
+            "?other=5",
+            "?size=-1",
+            "?size=abc",
+            "?size=12abc",
+            "?size=0x10",
+            "?size=1e3",
+            "?size=16777217",
+            "?size=99999999999999999999999",
+        ):
             with self.subTest(query=query):
                 resp = self.fetch("GET", f"/echo{query}")
                 self.assertEqual(resp.status, 400, resp)
@@ -65,12 +84,14 @@ class RoutesTest(ServerTestCase):
                 assert_standard_headers(self, resp)
 
     def test_wrong_method_is_405_with_allow_listing_the_route_methods(self):
-        cases = [("DELETE", "/ping", {"get", "head"}),
-                 ("POST", "/ping", {"get", "head"}),
-                 ("PUT", "/echo", {"get", "head", "post"}),
-                 ("DELETE", "/", {"get", "head", "post"}),
-                 ("POST", "/delay?ms=1", {"get", "head"}),
-                 ("PATCH", "/stream", {"get", "head"})]
+        cases = [
+            ("DELETE", "/ping", {"get", "head"}),
+            ("POST", "/ping", {"get", "head"}),
+            ("PUT", "/echo", {"get", "head", "post"}),
+            ("DELETE", "/", {"get", "head", "post"}),
+            ("POST", "/delay?ms=1", {"get", "head"}),
+            ("PATCH", "/stream", {"get", "head"}),
+        ]
         for method, target, allowed in cases:
             with self.subTest(method=method, target=target):
                 resp = self.fetch(method, target, body=b"" if method != "DELETE" else None)
@@ -93,8 +114,9 @@ class RoutesTest(ServerTestCase):
                 self.assertEqual(head.status, 200)
                 self.assertEqual(head.header("content-length"), get.header("content-length"))
                 self.assertEqual(head.header("content-type"), get.header("content-type"))
-                self.assertEqual({n.lower() for n, _ in head.headers} - {"date"},
-                                 {n.lower() for n, _ in get.headers} - {"date"})
+                self.assertEqual(
+                    {n.lower() for n, _ in head.headers} - {"date"}, {n.lower() for n, _ in get.headers} - {"date"}
+                )
                 self.assertEqual((after.status, after.body), (200, b"pong"))
 
     def test_head_of_error_responses_sends_no_body(self):
@@ -119,9 +141,17 @@ class RoutesTest(ServerTestCase):
     def test_legal_but_unusual_header_values_are_accepted(self):
         # RFC 9110 field values: visible bytes, obs-text (UTF-8 here), SP and
         # HTAB inside, optional whitespace around.
-        resp = self.fetch("GET", "/ping", headers=[("X-Name", "J\u00fcrgen".encode()),
-                                                   ("X-Tab", b"a\tb"), ("X-Pad", b"  padded\t "),
-                                                   ("X-Empty", b""), ("x-lower-case", b"v")])
+        resp = self.fetch(
+            "GET",
+            "/ping",
+            headers=[
+                ("X-Name", "J\u00fcrgen".encode()),
+                ("X-Tab", b"a\tb"),
+                ("X-Pad", b"  padded\t "),
+                ("X-Empty", b""),
+                ("x-lower-case", b"v"),
+            ],
+        )
         self.assertEqual((resp.status, resp.body), (200, b"pong"))
 
     def test_error_responses_carry_date_server_and_length(self):
@@ -295,8 +325,7 @@ class HelloExampleTest(unittest.TestCase):
         # the front), and the handler must still see the parameter's bytes.
         body = b"b" * (300 << 10)
         with Conn(self.server.port, self.server.connect_host) as conn:
-            conn.send(http_request("GET", "/hello/first") +
-                      http_request("GET", "/hello/moved-name", body=body))
+            conn.send(http_request("GET", "/hello/first") + http_request("GET", "/hello/moved-name", body=body))
             first, second = conn.read_response(), conn.read_response()
         self.assertEqual(first.body.rstrip(b"\n"), b"Hello, first!")
         self.assertEqual(second.status, 200)

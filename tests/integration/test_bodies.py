@@ -52,8 +52,7 @@ class BodiesTest(ServerTestCase):
             with self.subTest(size=size):
                 body = self.data[:size]
                 pieces = [3, 1, MIB] if size > MIB else [rng.randint(1, 70 * KIB) for _ in range(64)]
-                raw = (http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")])
-                       + chunked(body, pieces))
+                raw = http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")]) + chunked(body, pieces)
                 self.assert_echoed(self.echo(raw), body)
 
     def test_post_without_framing_has_an_empty_body(self):
@@ -64,11 +63,13 @@ class BodiesTest(ServerTestCase):
     def test_chunk_extensions_and_trailers_are_accepted_and_dropped(self):
         # Includes the bad whitespace (BWS) and quoted-pairs RFC 9112 tells
         # recipients to accept.
-        body = (b"5;foo=bar\r\nhello\r\n"
-                b"1;name=\"quoted; \\\"value\\\"\";flag\r\n \r\n"
-                b"5 ;e = v\r\nworld\r\n"
-                b"1\t;e\r\n!\r\n"
-                b"0;last=1\r\nX-Trailer: one\r\nX-Other: two\r\n\r\n")
+        body = (
+            b"5;foo=bar\r\nhello\r\n"
+            b'1;name="quoted; \\"value\\"";flag\r\n \r\n'
+            b"5 ;e = v\r\nworld\r\n"
+            b"1\t;e\r\n!\r\n"
+            b"0;last=1\r\nX-Trailer: one\r\nX-Other: two\r\n\r\n"
+        )
         raw = http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")]) + body
         self.assert_echoed(self.echo(raw), b"hello world!")
 
@@ -82,40 +83,65 @@ class BodiesTest(ServerTestCase):
             with self.subTest(extra=extra), tempfile.TemporaryDirectory() as tmp:
                 src, out = os.path.join(tmp, "in"), os.path.join(tmp, "out")
                 with open(src, "wb") as f:
-                    f.write(self.data[:MIB + 17])
-                result = run_client(["curl", "-s", "--max-time", "30", "-o", out, "-w", "%{http_code}",
-                                     "-H", "Content-Type: application/octet-stream", *extra,
-                                     "--data-binary", f"@{src}", self.server.url("/echo")])
+                    f.write(self.data[: MIB + 17])
+                result = run_client(
+                    [
+                        "curl",
+                        "-s",
+                        "--max-time",
+                        "30",
+                        "-o",
+                        out,
+                        "-w",
+                        "%{http_code}",
+                        "-H",
+                        "Content-Type: application/octet-stream",
+                        *extra,
+                        "--data-binary",
+                        f"@{src}",
+                        self.server.url("/echo"),
+                    ]
+                )
                 self.assertEqual(result.returncode, 0, result.stderr.decode())
                 self.assertEqual(result.stdout, b"200")
                 with open(out, "rb") as f:
-                    self.assertTrue(f.read() == self.data[:MIB + 17], "curl got back different bytes")
+                    self.assertTrue(f.read() == self.data[: MIB + 17], "curl got back different bytes")
 
     def test_curl_expect_100_continue_gets_the_interim_response(self):
         with tempfile.TemporaryDirectory() as tmp:
             src = os.path.join(tmp, "in")
             with open(src, "wb") as f:
-                f.write(self.data[:100 * KIB])
+                f.write(self.data[: 100 * KIB])
             # --expect100-timeout high: without the 100 curl would wait it out.
-            result = run_client(["curl", "-sv", "--max-time", "30", "--expect100-timeout", "20",
-                                 "-H", "Expect: 100-continue", "--data-binary", f"@{src}",
-                                 self.server.url("/echo")])
+            result = run_client(
+                [
+                    "curl",
+                    "-sv",
+                    "--max-time",
+                    "30",
+                    "--expect100-timeout",
+                    "20",
+                    "-H",
+                    "Expect: 100-continue",
+                    "--data-binary",
+                    f"@{src}",
+                    self.server.url("/echo"),
+                ]
+            )
         self.assertEqual(result.returncode, 0, result.stderr.decode())
         self.assertIn("< HTTP/1.1 100 Continue", result.stderr.decode())
-        self.assertTrue(result.stdout == self.data[:100 * KIB])
+        self.assertTrue(result.stdout == self.data[: 100 * KIB])
 
     def test_expect_100_continue_is_sent_before_the_body_is_read(self):
         conn = self.connect()
-        conn.send(http_request("POST", "/echo", headers=[("Expect", "100-continue"),
-                                                         ("Content-Length", "5")]))
+        conn.send(http_request("POST", "/echo", headers=[("Expect", "100-continue"), ("Content-Length", "5")]))
         self.assertEqual(conn.read_exactly(len(CONTINUE)), CONTINUE)
         conn.send(b"hello")
         self.assert_echoed(conn.read_response(), b"hello")
 
     def test_expect_100_continue_with_chunked_body(self):
         conn = self.connect()
-        conn.send(http_request("POST", "/echo", headers=[("Expect", "100-continue"),
-                                                         ("Transfer-Encoding", "chunked")]))
+        conn.send(http_request("POST", "/echo", headers=[("Expect", "100-continue"), ("Transfer-Encoding", "chunked")]))
         self.assertEqual(conn.read_exactly(len(CONTINUE)), CONTINUE)
         conn.send(chunked(self.data[:5000], [999]))
         self.assert_echoed(conn.read_response(), self.data[:5000])
@@ -141,8 +167,9 @@ class BodiesTest(ServerTestCase):
     def test_chunked_request_in_7_byte_fragments_is_served(self):
         body = self.data[:200]
         conn = self.connect()
-        raw = (http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")])
-               + chunked(body, [13, 1, 60], extension=b";e=1", trailers=b"T: v\r\n"))
+        raw = http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")]) + chunked(
+            body, [13, 1, 60], extension=b";e=1", trailers=b"T: v\r\n"
+        )
         conn.send_in_pieces(raw, 7, 0.02)
         self.assert_echoed(conn.read_response(), body)
 
@@ -166,8 +193,7 @@ class BodiesTest(ServerTestCase):
         expected = stream_body(1000, 1000)
         resp = self.fetch("GET", "/stream?chunks=1000&size=1000")
         self.assertEqual(resp.body, expected)
-        result = run_client(["curl", "-s", "--max-time", "30",
-                             self.server.url("/stream?chunks=1000&size=1000")])
+        result = run_client(["curl", "-s", "--max-time", "30", self.server.url("/stream?chunks=1000&size=1000")])
         self.assertEqual(result.returncode, 0, result.stderr.decode())
         self.assertTrue(result.stdout == expected, "curl de-chunked different bytes")
 
@@ -183,8 +209,7 @@ class BodiesTest(ServerTestCase):
         # HTTP/1.0 has no chunked coding: the body must be delimited by a
         # Content-Length or by closing the connection.
         conn = self.connect()
-        conn.request("GET", "/stream?chunks=3&size=4", version="HTTP/1.0",
-                     headers=[("Connection", "keep-alive")])
+        conn.request("GET", "/stream?chunks=3&size=4", version="HTTP/1.0", headers=[("Connection", "keep-alive")])
         resp = conn.read_response()
         self.assertEqual(resp.status, 200)
         self.assertNotIn("chunked", resp.tokens("transfer-encoding"))

@@ -111,8 +111,20 @@ class ClientDetailsCleartextTest(ServerTestCase, ClientDetailsTestCase):
     def test_curl_sees_the_same_details(self):
         for http in ("--http1.1", "--http2-prior-knowledge"):
             with self.subTest(http=http):
-                result = run_client(["curl", "-sS", "--max-time", "10", http, "-b", "id=c; x=y", "-w",
-                                     "\n%{local_port}", self.server.url("/whoami?q=hello+world%21")])
+                result = run_client(
+                    [
+                        "curl",
+                        "-sS",
+                        "--max-time",
+                        "10",
+                        http,
+                        "-b",
+                        "id=c; x=y",
+                        "-w",
+                        "\n%{local_port}",
+                        self.server.url("/whoami?q=hello+world%21"),
+                    ]
+                )
                 self.assertEqual(result.returncode, 0, result.stderr)
                 body, local_port = result.stdout.rsplit(b"\n", 1)
                 info = json.loads(body)

@@ -4,6 +4,7 @@ above the size threshold, never for HEAD, 204, 206, 304 or a body the handler
 encoded itself, strong ETags made weak, off per response and per route, and
 streamed bodies that decode piece by piece as they are written, over
 HTTP/1.1, h2c and TLS."""
+
 import gzip
 import unittest
 import zlib
@@ -81,11 +82,25 @@ class CompressHttp1Test(ServerTestCase):
 
     def test_q_values_choose_the_coding(self):
         cases = [
-            (None, None), ("", None), ("identity", None), ("deflate", None), ("x-gzip", None),
-            ("gzip", "gzip"), ("br", "br"), ("gzip, br", "br"), ("GZIP", "gzip"),
-            ("br;q=0.5, gzip", "gzip"), ("br;q=0.5, gzip;q=0.5", "br"), ("br;q=0, gzip;q=0.1", "gzip"),
-            ("gzip;q=0, br;q=0", None), ("*", "br"), ("*;q=0.5, br;q=0", "gzip"), ("*;q=0", None),
-            ("br;q=0.001", "br"), ("gzip;q=2, br;q=x", None), ("deflate, gzip, br, zstd", "br"),
+            (None, None),
+            ("", None),
+            ("identity", None),
+            ("deflate", None),
+            ("x-gzip", None),
+            ("gzip", "gzip"),
+            ("br", "br"),
+            ("gzip, br", "br"),
+            ("GZIP", "gzip"),
+            ("br;q=0.5, gzip", "gzip"),
+            ("br;q=0.5, gzip;q=0.5", "br"),
+            ("br;q=0, gzip;q=0.1", "gzip"),
+            ("gzip;q=0, br;q=0", None),
+            ("*", "br"),
+            ("*;q=0.5, br;q=0", "gzip"),
+            ("*;q=0", None),
+            ("br;q=0.001", "br"),
+            ("gzip;q=2, br;q=x", None),
+            ("deflate, gzip, br, zstd", "br"),
         ]
         for accept, coding in cases:
             with self.subTest(accept=accept):
@@ -95,8 +110,14 @@ class CompressHttp1Test(ServerTestCase):
 
     def test_listed_types_are_compressed_whatever_their_case_and_parameters(self):
         identity = self.get("/text?size=3000").body
-        for media_type in ("text/plain", "text/html", "TEXT/CSS", "application/json;charset=utf-8",
-                           "image/svg+xml", "application/javascript"):
+        for media_type in (
+            "text/plain",
+            "text/html",
+            "TEXT/CSS",
+            "application/json;charset=utf-8",
+            "image/svg+xml",
+            "application/javascript",
+        ):
             with self.subTest(media_type=media_type):
                 resp = self.get(f"/text?size=3000&type={media_type}", "gzip")
                 self.assert_coded(resp, "gzip", identity)
@@ -224,8 +245,7 @@ class CompressHttp1Test(ServerTestCase):
                 self.assertEqual(resp.header("vary"), "Accept-Encoding")
                 self.assertEqual(decode(coding, resp.body), self.json)
             for coding in ("gzip", "br"):
-                stream_id = conn.request("GET", f"/drip?pieces=3&ms={DRIP_MS}",
-                                         headers=[("accept-encoding", coding)])
+                stream_id = conn.request("GET", f"/drip?pieces=3&ms={DRIP_MS}", headers=[("accept-encoding", coding)])
                 stream = conn.stream(stream_id)
                 decoder = Incremental(coding)
                 fed = 0
@@ -256,8 +276,9 @@ class CompressTlsTest(HttpsTestCase):
         self.assertEqual(status, 200)
         for http in ("1.1", "2"):
             with self.subTest(http=http):
-                result, body, version, status = curl_https(self.server, "/json", "--compressed", "-D",
-                                                           "/dev/stderr", http=http)
+                result, body, version, status = curl_https(
+                    self.server, "/json", "--compressed", "-D", "/dev/stderr", http=http
+                )
                 self.assertEqual((status, version), (200, "2" if http == "2" else "1.1"))
                 self.assertIn(b"content-encoding: br", result.stderr.lower())
                 self.assertEqual(body, identity)

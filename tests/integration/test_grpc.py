@@ -2,6 +2,7 @@
 GetSum method (the arena's SumRequest/SumReply, protobuf by hand) called with
 Python's grpcio over h2c and over TLS, and malformed calls made frame by frame
 with the raw HTTP/2 client, each answered with the status gRPC prescribes."""
+
 import struct
 import unittest
 
@@ -58,7 +59,7 @@ class GrpcOverH2cTest(ServerTestCase):
     def test_negative_and_wrapping_int32_values(self):
         call = get_sum(self.channel)
         self.assertEqual(call(sum_request(-5, 2), timeout=10), sum_reply(-3))
-        self.assertEqual(call(sum_request(2**31 - 1, 1), timeout=10), sum_reply(-2**31))
+        self.assertEqual(call(sum_request(2**31 - 1, 1), timeout=10), sum_reply(-(2**31)))
 
     def test_many_calls_share_one_connection(self):
         call = get_sum(self.channel)
@@ -133,8 +134,7 @@ class GrpcFramingTest(ServerTestCase):
 
     def test_http11_is_505(self):
         with Conn(self.server.port) as conn:
-            conn.request("POST", METHOD, headers={"Content-Type": "application/grpc"},
-                         body=framed(sum_request(1, 2)))
+            conn.request("POST", METHOD, headers={"Content-Type": "application/grpc"}, body=framed(sum_request(1, 2)))
             self.assertEqual(conn.read_response().status, 505)
 
 

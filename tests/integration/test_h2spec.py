@@ -47,18 +47,29 @@ def junit_cases(path):
 
 
 class H2specTest(unittest.TestCase):
-
     def run_h2spec(self, server_args, *h2spec_args):
         """Runs every h2spec case against a fresh server; (cases, output)."""
         h2spec = find_h2spec()
         if h2spec is None:
-            self.fail("h2spec is neither on PATH nor in ~/go/bin; scripts/install-deps.sh "
-                      "(run by `make test`) installs it with `go install`")
+            self.fail(
+                "h2spec is neither on PATH nor in ~/go/bin; scripts/install-deps.sh "
+                "(run by `make test`) installs it with `go install`"
+            )
         server = start_server(self, server_args)
         with tempfile.TemporaryDirectory() as tmp:
             report = os.path.join(tmp, "h2spec.xml")
-            argv = [h2spec, "-h", server.connect_host, "-p", str(server.port),
-                    "--timeout", str(CASE_TIMEOUT), "-j", report, *h2spec_args]
+            argv = [
+                h2spec,
+                "-h",
+                server.connect_host,
+                "-p",
+                str(server.port),
+                "--timeout",
+                str(CASE_TIMEOUT),
+                "-j",
+                report,
+                *h2spec_args,
+            ]
             try:
                 result = subprocess.run(argv, capture_output=True, timeout=RUN_TIMEOUT)
             except subprocess.TimeoutExpired:
@@ -73,8 +84,11 @@ class H2specTest(unittest.TestCase):
 
     @staticmethod
     def failing(cases, allowed=()):
-        return [f"{package} / {title}: {problem}" for (package, title), problem in sorted(cases.items())
-                if problem and (package, title) not in allowed]
+        return [
+            f"{package} / {title}: {problem}"
+            for (package, title), problem in sorted(cases.items())
+            if problem and (package, title) not in allowed
+        ]
 
     def test_every_h2spec_case_but_the_invalid_preface_passes_on_the_shared_port(self):
         cases, _ = self.run_h2spec(["--workers", "2"])

@@ -10,8 +10,8 @@ import unittest
 
 from support.harness import Conn, ServerProcess
 
-HEADROOM = 24        # fds the server may open above its settled baseline
-CLOCK_TICKS = 100    # /proc/PID/stat counts CPU time in USER_HZ, 100 on Linux
+HEADROOM = 24  # fds the server may open above its settled baseline
+CLOCK_TICKS = 100  # /proc/PID/stat counts CPU time in USER_HZ, 100 on Linux
 SATURATED_FOR = 3.0  # seconds of connection attempts against the full server
 
 
@@ -34,7 +34,6 @@ def ping_on(conn):
 
 
 class FdExhaustionTest(unittest.TestCase):
-
     def start(self, workers):
         server = ServerProcess(["--workers", workers]).start()
         self.addCleanup(server.close)
@@ -92,8 +91,7 @@ class FdExhaustionTest(unittest.TestCase):
         self.assertGreater(len(outcomes), 20, "hardly any client could knock")
         self.assertEqual(set(outcomes), {b""}, f"knocks while full got {set(outcomes)}")
         # A busy loop would burn the whole window; shedding a knock costs microseconds.
-        self.assertLess(cpu_used, SATURATED_FOR * 0.3,
-                        f"{cpu_used:.2f}s of CPU in {SATURATED_FOR}s while saturated")
+        self.assertLess(cpu_used, SATURATED_FOR * 0.3, f"{cpu_used:.2f}s of CPU in {SATURATED_FOR}s while saturated")
 
         for conn in held:  # still served while full
             self.assertEqual(ping_on(conn), (200, b"pong"))

@@ -26,7 +26,6 @@ PING = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
 class FloodTestCase(unittest.TestCase):
-
     def serve(self, *args, server=None):
         server = server or ServerProcess(["--workers", "1", *args], env=SMALL_QUARANTINE)
         server.start()
@@ -53,14 +52,16 @@ class FloodTestCase(unittest.TestCase):
         self.assertFalse(failures, f"other clients failed during the flood: {failures[:5]}")
         # A loaded machine may serve few in the window; none would mean starved.
         self.assertGreaterEqual(len(during), 2, "other clients were hardly served during the flood")
-        self.assertLess(median(during), 20 * median(before) + 0.1,
-                        f"median latency {median(during):.4f}s during the flood, {median(before):.4f}s before")
+        self.assertLess(
+            median(during),
+            20 * median(before) + 0.1,
+            f"median latency {median(during):.4f}s during the flood, {median(before):.4f}s before",
+        )
         server.assert_running()
         return results, grown
 
 
 class Http1FloodTest(FloodTestCase):
-
     def test_pipelined_garbage_gets_answers_then_a_4xx_and_a_close_on_a_hundred_connections(self):
         server = self.serve()
         garbage = PING * 20 + b"\x00\x01 not http at all\r\n" * 20000
@@ -69,8 +70,11 @@ class Http1FloodTest(FloodTestCase):
             self.assertIsNotNone(result.closed_at, f"connection {i} was not closed")
             self.assertEqual(result.received.count(b"HTTP/1.1 200 OK\r\n"), 20, f"connection {i}")
             # 400 for a bad request line, or 431 when it never ends in a valid head.
-            self.assertRegex(bytes(result.received), rb"pong(HTTP/1\.1 4(00|31) [^\r]*\r\n)",
-                             f"connection {i} got no 400 or 431 after its good requests")
+            self.assertRegex(
+                bytes(result.received),
+                rb"pong(HTTP/1\.1 4(00|31) [^\r]*\r\n)",
+                f"connection {i} got no 400 or 431 after its good requests",
+            )
         self.assertLess(grown, 100 * 64, f"RSS grew by {grown} KiB")
         server.stop_and_check()
 
@@ -104,8 +108,9 @@ class Http2ControlFloodTest(FloodTestCase):
 
         for name, payload in self.FLOODS.items():
             with self.subTest(frame=name):
-                results, grown = self.attack(server, 10, payload, read=True, seconds=SLACK * 2, prepare=preface,
-                                             until_closed=False)
+                results, grown = self.attack(
+                    server, 10, payload, read=True, seconds=SLACK * 2, prepare=preface, until_closed=False
+                )
                 self.assertEqual([r.sent for r in results], [len(payload)] * 10, "the server stopped reading")
                 self.assertLess(grown, 10 * 512, f"RSS grew by {grown} KiB for 10 {name} floods")
                 # No opening WINDOW_UPDATE: 150,000 increments of 1 must not overflow our window.
@@ -122,14 +127,22 @@ class TlsHandshakeFloodTest(FloodTestCase):
     COUNT = 1000
 
     def test_a_thousand_client_hellos_then_silence_are_closed_at_the_handshake_timeout(self):
-        server = HttpsServer(CERTS.ec, ["--workers", "1", "--handshake-timeout",
-                                        str(int(self.HANDSHAKE_TIMEOUT * 1000)), "--plain-port", "0"])
+        server = HttpsServer(
+            CERTS.ec,
+            ["--workers", "1", "--handshake-timeout", str(int(self.HANDSHAKE_TIMEOUT * 1000)), "--plain-port", "0"],
+        )
         server.env = SMALL_QUARANTINE
         self.serve(server=server)
         hello = client_hello()
         started = time.monotonic()
-        results, grown = self.attack(server, self.COUNT, hello, read=True,
-                                 seconds=self.HANDSHAKE_TIMEOUT + SLACK * 2, probe_port=server.plain_port)
+        results, grown = self.attack(
+            server,
+            self.COUNT,
+            hello,
+            read=True,
+            seconds=self.HANDSHAKE_TIMEOUT + SLACK * 2,
+            probe_port=server.plain_port,
+        )
         for i, result in enumerate(results):
             self.assertIsNotNone(result.closed_at, f"stalled handshake {i} was never closed")
             self.assertEqual(result.received[:1], b"\x16", f"connection {i} got no ServerHello")
@@ -145,7 +158,6 @@ class TlsHandshakeFloodTest(FloodTestCase):
 
 
 class WebSocketPingFloodTest(FloodTestCase):
-
     def test_pings_from_clients_that_never_read_are_bounded_and_dropped_at_the_send_timeout(self):
         server = self.serve("--send-timeout", int(SEND_TIMEOUT * 1000))
 
@@ -158,8 +170,7 @@ class WebSocketPingFloodTest(FloodTestCase):
             self.assertIn(b" 101 ", head.split(b"\r\n")[0])
 
         pings = ws_frame(OP_PING, b"p" * 125) * 80000  # 10 MiB of pongs owed per client
-        results, grown = self.attack(server, 20, pings, read=False, seconds=SEND_TIMEOUT + SLACK * 2,
-                                     prepare=upgrade)
+        results, grown = self.attack(server, 20, pings, read=False, seconds=SEND_TIMEOUT + SLACK * 2, prepare=upgrade)
         for i, result in enumerate(results):
             self.assertIsNotNone(result.closed_at, f"ping flooder {i} was not dropped")
             self.assertLess(result.closed_at - result.last_taken, SEND_TIMEOUT + SLACK)

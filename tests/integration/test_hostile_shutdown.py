@@ -23,10 +23,18 @@ CERTS = None
 setUpModule, tearDownModule = shared_certs(__name__)
 
 CLIENTS = 6
-LOAD_BEFORE = 1.0      # seconds of load before the signal
+LOAD_BEFORE = 1.0  # seconds of load before the signal
 SIZES = (0, 100, 16384, 200000)
-GONE = (ConnectionRefusedError, ConnectionResetError, BrokenPipeError, ssl.SSLError, socket.timeout,
-        TimeoutError, EOFError, OSError)
+GONE = (
+    ConnectionRefusedError,
+    ConnectionResetError,
+    BrokenPipeError,
+    ssl.SSLError,
+    socket.timeout,
+    TimeoutError,
+    EOFError,
+    OSError,
+)
 
 
 class Tally:
@@ -44,13 +52,11 @@ class Tally:
 
 
 class ShutdownUnderLoadTest(unittest.TestCase):
-
     def run_load(self, server, client, extra=()):
         """CLIENTS threads run client(server, tally, stop) until the server is
         gone; SIGTERM comes after LOAD_BEFORE seconds."""
         tally, stop = Tally(), threading.Event()
-        threads = [threading.Thread(target=client, args=(server, tally, stop), daemon=True)
-                   for _ in range(CLIENTS)]
+        threads = [threading.Thread(target=client, args=(server, tally, stop), daemon=True) for _ in range(CLIENTS)]
         for thread in threads:
             thread.start()
         time.sleep(LOAD_BEFORE)
@@ -101,6 +107,7 @@ class ShutdownUnderLoadTest(unittest.TestCase):
                         tally.add(answered=1)
                         if "close" in resp.tokens("connection"):
                             break
+
         return client
 
     def test_http1_keepalive_clients_get_whole_responses_or_a_clean_close(self):
@@ -134,11 +141,13 @@ class ShutdownUnderLoadTest(unittest.TestCase):
                                 n += 1
                                 streams[conn.request("GET", f"/echo?size={size}")] = size
                             for stream_id in streams:
-                                conn.read_until(lambda s=conn.stream(stream_id): s.closed)
+                                stream = conn.stream(stream_id)
+                                conn.read_until(lambda stream=stream: stream.closed)
                         except (ConnectionClosed, NothingInTime, *GONE):
                             pass
                         if not self.h2_tally(conn, streams, tally):
                             break
+
         return client
 
     def h2_tally(self, conn, streams, tally):
@@ -152,8 +161,10 @@ class ShutdownUnderLoadTest(unittest.TestCase):
             elif resp is None and (stream.reset_code == REFUSED_STREAM or (last is not None and stream_id > last)):
                 tally.add(refused=1)
             else:
-                tally.add(cut=f"stream {stream_id} (size {size}): ended={stream.ended} reset="
-                              f"{stream.reset_code} body {len(stream.body)} goaway last={last}")
+                tally.add(
+                    cut=f"stream {stream_id} (size {size}): ended={stream.ended} reset="
+                    f"{stream.reset_code} body {len(stream.body)} goaway last={last}"
+                )
         return not (conn.eof or conn.goaways)
 
     def test_h2c_clients_get_whole_responses_or_streams_refused(self):
@@ -225,6 +236,7 @@ class ShutdownUnderLoadTest(unittest.TestCase):
 
 def read_ws_frame(sock, buf):
     """(opcode, payload, rest) of the next unmasked server frame; EOFError when it ends first."""
+
     def need(n):
         nonlocal buf
         while len(buf) < n:
@@ -232,6 +244,7 @@ def read_ws_frame(sock, buf):
             if not piece:
                 raise EOFError(f"EOF with {len(buf)} of {n} bytes")
             buf += piece
+
     need(2)
     length, at = buf[1] & 0x7F, 2
     if length == 126:
@@ -241,7 +254,7 @@ def read_ws_frame(sock, buf):
         need(10)
         length, at = struct.unpack("!Q", buf[2:10])[0], 10
     need(at + length)
-    return buf[0] & 0x0F, buf[at:at + length], buf[at + length:]
+    return buf[0] & 0x0F, buf[at : at + length], buf[at + length :]
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ stalled partial head costs its connection little more than the bytes it sent,
 not a pooled input block, yet the request completes as usual once the rest
 comes."""
 
-import sys
 import select
+import sys
 import time
 import unittest
 
@@ -14,9 +14,9 @@ from support.harness import Conn, ServerProcess, raise_fd_limit
 from support.hostile import LatencyProbe, close_all, is_closed_by_peer, median, open_many, percentile
 
 COUNT = 10000
-HEADER_TIMEOUT = 5.0   # --header-timeout, seconds
-BYTE_EVERY = 2.0       # each connection sends one more byte this often
-SLACK = 5.0            # loaded 2-core machine, ASan: closes may come late
+HEADER_TIMEOUT = 5.0  # --header-timeout, seconds
+BYTE_EVERY = 2.0  # each connection sends one more byte this often
+SLACK = 5.0  # loaded 2-core machine, ASan: closes may come late
 # What one stalled connection may cost: the connection and its partial head,
 # which waits in an allocation of its own size while the input block (16 KiB)
 # and the exchange go back to their pools; ASan's redzones on top. Measured
@@ -26,12 +26,12 @@ STALLED = 2000  # connections that stop part way through their heads
 
 
 class SlowlorisTest(unittest.TestCase):
-
     def setUp(self):
         limit = raise_fd_limit(COUNT + 1000)
         self.assertGreaterEqual(limit, COUNT + 200, "RLIMIT_NOFILE cannot be raised enough")
-        self.server = ServerProcess(["--workers", "1", "--max-connections", COUNT + 500,
-                                     "--header-timeout", int(HEADER_TIMEOUT * 1000)]).start()
+        self.server = ServerProcess(
+            ["--workers", "1", "--max-connections", COUNT + 500, "--header-timeout", int(HEADER_TIMEOUT * 1000)]
+        ).start()
         self.addCleanup(self.server.close)
 
     def trickle(self, socks, connected_at):
@@ -83,36 +83,41 @@ class SlowlorisTest(unittest.TestCase):
 
         still_open = sum(1 for t in closed_at if t is None)
         self.assertEqual(still_open, 0, f"{still_open} of {COUNT} trickling connections were never closed")
-        lived = sorted(c - o for c, o in zip(closed_at, connected_at))
+        lived = sorted(c - o for c, o in zip(closed_at, connected_at, strict=True))
         self.assertGreaterEqual(lived[0], HEADER_TIMEOUT * 0.8, "a connection was dropped before the timeout")
         self.assertLess(lived[-1], HEADER_TIMEOUT + SLACK, "a connection outlived the header timeout")
 
         self.assertFalse(failures, f"other clients failed during the attack: {failures[:5]}")
         self.assertGreater(len(during), 10, "the probe was hardly served during the attack")
         # Generous: the machine is shared and the attacker runs on it too.
-        self.assertLess(median(during), 10 * median(before) + 0.05,
-                        f"median latency {median(during):.4f}s under attack, {median(before):.4f}s before")
+        self.assertLess(
+            median(during),
+            10 * median(before) + 0.05,
+            f"median latency {median(during):.4f}s under attack, {median(before):.4f}s before",
+        )
         self.assertLess(percentile(during, 0.95), 2.0, f"95th percentile {percentile(during, 0.95):.3f}s")
 
         grown = peak_rss - baseline_rss
-        self.assertLess(grown, COUNT * PER_CONNECTION_KIB,
-                        f"RSS grew by {grown} KiB for {COUNT} stalled connections")
+        self.assertLess(grown, COUNT * PER_CONNECTION_KIB, f"RSS grew by {grown} KiB for {COUNT} stalled connections")
         self.assertEqual(self.server.wait_fd_count(baseline_fds, 10), baseline_fds)
-        print(f"\n{COUNT} connections: lived {lived[0]:.2f}-{lived[-1]:.2f}s; latency median "
-              f"{median(before) * 1000:.1f} ms before, {median(during) * 1000:.1f} ms during "
-              f"(p95 {percentile(during, 0.95) * 1000:.1f} ms, {len(during)} probes); RSS +{grown} KiB "
-              f"({grown / COUNT:.1f} KiB each)", file=sys.stderr)
+        print(
+            f"\n{COUNT} connections: lived {lived[0]:.2f}-{lived[-1]:.2f}s; latency median "
+            f"{median(before) * 1000:.1f} ms before, {median(during) * 1000:.1f} ms during "
+            f"(p95 {percentile(during, 0.95) * 1000:.1f} ms, {len(during)} probes); RSS +{grown} KiB "
+            f"({grown / COUNT:.1f} KiB each)",
+            file=sys.stderr,
+        )
         self.server.stop_and_check()
 
 
 class StalledHeadTest(unittest.TestCase):
-
     def setUp(self):
         limit = raise_fd_limit(STALLED + 1000)
         self.assertGreaterEqual(limit, STALLED + 200, "RLIMIT_NOFILE cannot be raised enough")
         # A header timeout far beyond the test: every connection stays until it finishes.
-        self.server = ServerProcess(["--workers", "1", "--max-connections", STALLED + 500,
-                                     "--header-timeout", 120000]).start()
+        self.server = ServerProcess(
+            ["--workers", "1", "--max-connections", STALLED + 500, "--header-timeout", 120000]
+        ).start()
         self.addCleanup(self.server.close)
 
     def settled_rss(self):
@@ -125,7 +130,7 @@ class StalledHeadTest(unittest.TestCase):
         return self.server.rss_kib()
 
     def send_all(self, socks, pieces):
-        for sock, piece in zip(socks, pieces):
+        for sock, piece in zip(socks, pieces, strict=True):
             sock.sendall(piece)
 
     def test_stalled_partial_heads_cost_little_memory_and_complete_when_the_rest_comes(self):
@@ -134,19 +139,22 @@ class StalledHeadTest(unittest.TestCase):
         socks, _ = open_many(self.server.port, STALLED)
         self.addCleanup(close_all, socks)
         bodies = [f"connection {i}".encode() for i in range(STALLED)]
-        self.send_all(socks, (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nX-Slow: a"
-                              % len(body) for body in bodies))
+        self.send_all(
+            socks, (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nX-Slow: a" % len(body) for body in bodies)
+        )
         stalled_rss = self.settled_rss()
         grown = stalled_rss - baseline_rss
-        self.assertLess(grown, STALLED * PER_CONNECTION_KIB,
-                        f"RSS grew by {grown} KiB ({grown / STALLED:.1f} KiB each) for {STALLED} "
-                        f"connections stalled in their heads")
+        self.assertLess(
+            grown,
+            STALLED * PER_CONNECTION_KIB,
+            f"RSS grew by {grown} KiB ({grown / STALLED:.1f} KiB each) for {STALLED} "
+            f"connections stalled in their heads",
+        )
 
         # More of each head, still not all of it: read, then set aside again.
         self.send_all(socks, (b"b\r\nX-More: %d" % i for i in range(STALLED)))
         again = self.settled_rss() - baseline_rss
-        self.assertLess(again, STALLED * PER_CONNECTION_KIB,
-                        f"RSS grew by {again} KiB once the heads went on")
+        self.assertLess(again, STALLED * PER_CONNECTION_KIB, f"RSS grew by {again} KiB once the heads went on")
 
         self.send_all(socks, (b"\r\nConnection: close\r\n\r\n" + body for body in bodies))
         for i, sock in enumerate(socks):
@@ -160,8 +168,11 @@ class StalledHeadTest(unittest.TestCase):
             self.assertEqual(body, bodies[i], f"connection {i}: {got[:200]!r}")
         close_all(socks)
         self.assertEqual(self.server.wait_fd_count(baseline_fds, 10), baseline_fds)
-        print(f"\n{STALLED} stalled heads: RSS +{grown} KiB ({grown / STALLED:.2f} KiB each), "
-              f"+{again} KiB after more of each", file=sys.stderr)
+        print(
+            f"\n{STALLED} stalled heads: RSS +{grown} KiB ({grown / STALLED:.2f} KiB each), "
+            f"+{again} KiB after more of each",
+            file=sys.stderr,
+        )
         self.server.stop_and_check()
 
     def test_stalled_prefaces_cost_little_memory_and_speak_http2_when_the_rest_comes(self):
@@ -174,9 +185,12 @@ class StalledHeadTest(unittest.TestCase):
         self.addCleanup(close_all, socks)
         self.send_all(socks, (preface[:16] for _ in socks))
         grown = self.settled_rss() - baseline_rss
-        self.assertLess(grown, STALLED * PER_CONNECTION_KIB,
-                        f"RSS grew by {grown} KiB ({grown / STALLED:.1f} KiB each) for {STALLED} "
-                        f"connections stalled in the preface")
+        self.assertLess(
+            grown,
+            STALLED * PER_CONNECTION_KIB,
+            f"RSS grew by {grown} KiB ({grown / STALLED:.1f} KiB each) for {STALLED} "
+            f"connections stalled in the preface",
+        )
         # The rest of the preface and an empty SETTINGS: each gets the server's SETTINGS.
         self.send_all(socks, (preface[16:] + b"\0\0\0\4\0\0\0\0\0" for _ in socks))
         for i, sock in enumerate(socks):
@@ -190,8 +204,7 @@ class StalledHeadTest(unittest.TestCase):
             self.assertEqual(got[3], 4, f"connection {i}: {got[:32]!r} does not open with SETTINGS")
         close_all(socks)
         self.assertEqual(self.server.wait_fd_count(baseline_fds, 10), baseline_fds)
-        print(f"\n{STALLED} stalled prefaces: RSS +{grown} KiB ({grown / STALLED:.2f} KiB each)",
-              file=sys.stderr)
+        print(f"\n{STALLED} stalled prefaces: RSS +{grown} KiB ({grown / STALLED:.2f} KiB each)", file=sys.stderr)
         self.server.stop_and_check()
 
 

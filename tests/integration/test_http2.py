@@ -10,12 +10,34 @@ import threading
 import time
 import unittest
 
-from support.h2client import (CANCEL, DEFAULT_WINDOW, END_STREAM, HEADERS, INITIAL_WINDOW_SIZE,
-                              MAX_CONCURRENT_STREAMS, NO_ERROR, PREFACE, H2Conn, H2ServerTestCase,
-                              HpackDecoder, HUFFMAN_CODES, assert_h2_response_fields, continuation_frame,
-                              curl, error_name, goaway_frame, headers_frame, hpack_encode, huffman_decode,
-                              huffman_encode, data_frame, priority_frame, request_headers,
-                              rst_stream_frame, settings_frame)
+from support.h2client import (
+    CANCEL,
+    DEFAULT_WINDOW,
+    END_STREAM,
+    HEADERS,
+    HUFFMAN_CODES,
+    INITIAL_WINDOW_SIZE,
+    MAX_CONCURRENT_STREAMS,
+    NO_ERROR,
+    PREFACE,
+    H2Conn,
+    H2ServerTestCase,
+    HpackDecoder,
+    assert_h2_response_fields,
+    continuation_frame,
+    curl,
+    data_frame,
+    error_name,
+    goaway_frame,
+    headers_frame,
+    hpack_encode,
+    huffman_decode,
+    huffman_encode,
+    priority_frame,
+    request_headers,
+    rst_stream_frame,
+    settings_frame,
+)
 from support.harness import Conn, run_client, start_server
 
 MiB = 1 << 20
@@ -33,14 +55,17 @@ def random_file(test, size):
 
 def parse_h2load(output):
     text = output.decode("utf-8", "replace")
-    summary = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
-                        r"(\d+) failed, (\d+) errored, (\d+) timeout", text)
+    summary = re.search(
+        r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+        r"(\d+) failed, (\d+) errored, (\d+) timeout",
+        text,
+    )
     codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
     if not summary or not codes:
         raise AssertionError(f"unrecognised h2load output:\n{text}")
     keys = ("total", "started", "done", "succeeded", "failed", "errored", "timeout")
-    stats = dict(zip(keys, map(int, summary.groups())))
-    stats.update(zip(("2xx", "3xx", "4xx", "5xx"), map(int, codes.groups())))
+    stats = dict(zip(keys, map(int, summary.groups()), strict=True))
+    stats.update(zip(("2xx", "3xx", "4xx", "5xx"), map(int, codes.groups()), strict=True))
     stats["text"] = text
     return stats
 
@@ -50,25 +75,33 @@ class H2ClientSelfTest(unittest.TestCase):
 
     def test_huffman_table_is_a_complete_prefix_code_that_round_trips(self):
         self.assertEqual(len(HUFFMAN_CODES), 257)
-        self.assertEqual(sum(2 ** (30 - bits) for _, bits in HUFFMAN_CODES), 2 ** 30)
+        self.assertEqual(sum(2 ** (30 - bits) for _, bits in HUFFMAN_CODES), 2**30)
         data = bytes(range(256)) * 2
         self.assertEqual(huffman_decode(huffman_encode(data)), data)
 
     def test_decoder_reads_rfc7541_c6_responses_with_huffman_and_eviction(self):
         decoder = HpackDecoder(256)
-        blocks = ["488264025885aec3771a4b6196d07abe941054d444a8200595040b8166e082a62d1bff"
-                  "6e919d29ad171863c78f0b97c8e9ae82ae43d3",
-                  "4883640effc1c0bf",
-                  "88c16196d07abe941054d444a8200595040b8166e084a62d1bffc05a839bd9ab77ad94"
-                  "e7821dd7f2e6c7b335dfdfcd5b3960d5af27087f3672c1ab270fb5291f9587316065c0"
-                  "03ed4ee5b1063d5007"]
+        blocks = [
+            "488264025885aec3771a4b6196d07abe941054d444a8200595040b8166e082a62d1bff"
+            "6e919d29ad171863c78f0b97c8e9ae82ae43d3",
+            "4883640effc1c0bf",
+            "88c16196d07abe941054d444a8200595040b8166e084a62d1bffc05a839bd9ab77ad94"
+            "e7821dd7f2e6c7b335dfdfcd5b3960d5af27087f3672c1ab270fb5291f9587316065c0"
+            "03ed4ee5b1063d5007",
+        ]
         results = [decoder.decode(bytes.fromhex(block)) for block in blocks]
         date = b"Mon, 21 Oct 2013 20:13:21 GMT"
-        self.assertEqual(results[0], [(b":status", b"302"), (b"cache-control", b"private"),
-                                      (b"date", date), (b"location", b"https://www.example.com")])
+        self.assertEqual(
+            results[0],
+            [
+                (b":status", b"302"),
+                (b"cache-control", b"private"),
+                (b"date", date),
+                (b"location", b"https://www.example.com"),
+            ],
+        )
         self.assertEqual(results[1][0], (b":status", b"307"))
-        self.assertEqual(results[2][-1], (b"set-cookie", b"foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; "
-                                                        b"max-age=3600; version=1"))
+        self.assertEqual(results[2][-1], (b"set-cookie", b"foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1"))
         self.assertEqual(decoder.size, 215)
 
 
@@ -77,8 +110,9 @@ class CurlAndNghttpTest(H2ServerTestCase):
 
     def curl_h2(self, target, *args):
         """curl with prior knowledge; (CompletedProcess, http_version, status)."""
-        result = curl("--http2-prior-knowledge", "-w", "\n%{http_version} %{response_code}",
-                      *args, self.server.url(target))
+        result = curl(
+            "--http2-prior-knowledge", "-w", "\n%{http_version} %{response_code}", *args, self.server.url(target)
+        )
         self.assertEqual(result.returncode, 0, result.stderr.decode())
         body, _, tail = result.stdout.rpartition(b"\n")
         version, status = tail.decode().split()
@@ -101,11 +135,10 @@ class CurlAndNghttpTest(H2ServerTestCase):
         # A server may ignore an Upgrade (RFC 9110 §7.8) and answer one that
         # comes with a body over HTTP/1.1, but the answer must be whole.
         path, data = random_file(self, 100000)
-        result = curl("--http2", "--data-binary", f"@{path}", "-w", "%{http_version}",
-                      self.server.url("/echo"))
+        result = curl("--http2", "--data-binary", f"@{path}", "-w", "%{http_version}", self.server.url("/echo"))
         self.assertEqual(result.returncode, 0, result.stderr.decode())
-        self.assertIn(result.stdout[len(data):], (b"1.1", b"2"))
-        self.assertTrue(result.stdout[:len(data)] == data, "echoed body differs")
+        self.assertIn(result.stdout[len(data) :], (b"1.1", b"2"))
+        self.assertTrue(result.stdout[: len(data)] == data, "echoed body differs")
 
     def test_curl_echo_get_returns_each_size_in_full(self):
         for size in (0, 1, 4096, MiB, 16 * MiB):
@@ -122,8 +155,8 @@ class CurlAndNghttpTest(H2ServerTestCase):
                 out = path + ".out"
                 self.addCleanup(lambda p=out: os.path.exists(p) and os.unlink(p))
                 _, version, status = self.curl_h2(
-                    "/echo", "--data-binary", f"@{path}", "-H",
-                    "Content-Type: application/octet-stream", "-o", out)
+                    "/echo", "--data-binary", f"@{path}", "-H", "Content-Type: application/octet-stream", "-o", out
+                )
                 self.assertEqual((version, status), ("2", 200))
                 with open(out, "rb") as handle:
                     echoed = handle.read()
@@ -154,8 +187,7 @@ class CurlAndNghttpTest(H2ServerTestCase):
 
     def test_h2load_smoke_run_has_no_failures_and_only_2xx(self):
         baseline = self.server.settle_fd_baseline()
-        result = run_client(["h2load", "-n", "20000", "-c", "10", "-m", "10",
-                             self.server.url("/ping")], timeout=120)
+        result = run_client(["h2load", "-n", "20000", "-c", "10", "-m", "10", self.server.url("/ping")], timeout=120)
         self.assertEqual(result.returncode, 0, result.stderr.decode())
         stats = parse_h2load(result.stdout)
         self.assertIn("0 failed, 0 errored", stats["text"])
@@ -171,8 +203,7 @@ class RawHttp2Test(H2ServerTestCase):
         self.assertTrue(conn.ping(), "no PING ACK")
         settings = conn.peer_settings_frames[0]
         self.assertGreaterEqual(settings.get(MAX_CONCURRENT_STREAMS, 0), 256, settings)
-        self.assertGreaterEqual(settings.get(INITIAL_WINDOW_SIZE, DEFAULT_WINDOW), 16 * MiB - 1,
-                                settings)
+        self.assertGreaterEqual(settings.get(INITIAL_WINDOW_SIZE, DEFAULT_WINDOW), 16 * MiB - 1, settings)
         self.assertGreaterEqual(conn.send_window, 16 * MiB - 1, "connection window not raised")
         self.assertGreaterEqual(conn.settings_acks, 1, "our SETTINGS were not acknowledged")
 
@@ -216,9 +247,11 @@ class RawHttp2Test(H2ServerTestCase):
         fields = request_headers("GET", "/ping", headers=[(f"x-part-{i}", "v" * 200) for i in range(20)])
         block = hpack_encode(fields)
         third = len(block) // 3
-        conn.send(headers_frame(1, block[:third], end_headers=False) +
-                  continuation_frame(1, block[third:2 * third], end_headers=False) +
-                  continuation_frame(1, block[2 * third:]))
+        conn.send(
+            headers_frame(1, block[:third], end_headers=False)
+            + continuation_frame(1, block[third : 2 * third], end_headers=False)
+            + continuation_frame(1, block[2 * third :])
+        )
         conn.next_stream_id = 3
         resp = conn.read_response(1)
         self.assertEqual((resp.status, resp.body), (200, b"pong"))
@@ -233,8 +266,7 @@ class RawHttp2Test(H2ServerTestCase):
 
     def test_streamed_trailers_arrive_in_a_last_headers_frame_that_ends_the_stream(self):
         conn = self.h2connect()
-        stream_id = conn.request("GET", "/stream?chunks=3&size=100&trailer=all-good",
-                                 headers=[("te", "trailers")])
+        stream_id = conn.request("GET", "/stream?chunks=3&size=100&trailer=all-good", headers=[("te", "trailers")])
         resp = conn.read_response(stream_id)
         self.assertEqual((resp.status, len(resp.body)), (200, 300))
         self.assertEqual(resp.trailers, [[(b"x-stream-trailer", b"all-good")]])
@@ -286,8 +318,10 @@ class RawHttp2Test(H2ServerTestCase):
                 assert_h2_response_fields(self, resp)
 
     def test_wrong_method_is_405_with_allow(self):
-        for method, target, allowed in (("DELETE", "/ping", {"get", "head"}),
-                                        ("PUT", "/echo", {"get", "head", "post"})):
+        for method, target, allowed in (
+            ("DELETE", "/ping", {"get", "head"}),
+            ("PUT", "/echo", {"get", "head", "post"}),
+        ):
             with self.subTest(method=method, target=target):
                 resp = self.h2fetch(method, target)
                 self.assertEqual(resp.status, 405)
@@ -333,11 +367,9 @@ class RawHttp2Test(H2ServerTestCase):
 
     def test_body_over_64mib_declared_up_front_is_413(self):
         conn = self.h2connect()
-        stream_id = conn.request("POST", "/echo", headers=[("content-length", 64 * MiB + 1)],
-                                 end_stream=False)
+        stream_id = conn.request("POST", "/echo", headers=[("content-length", 64 * MiB + 1)], end_stream=False)
         resp = conn.read_response(stream_id)
-        self.assertIsNotNone(resp, f"reset instead of 413: "
-                                   f"{error_name(conn.streams[stream_id].reset_code)}")
+        self.assertIsNotNone(resp, f"reset instead of 413: {error_name(conn.streams[stream_id].reset_code)}")
         self.assertEqual(resp.status, 413)
         # RFC 9113 §8.1: the answer is complete, so the rest of the body is
         # waved off without error, and what was already on its way is ignored.
@@ -350,8 +382,7 @@ class RawHttp2Test(H2ServerTestCase):
     def test_early_answer_without_a_body_also_waves_the_upload_off(self):
         # HEAD's answer ends on its HEADERS frame; the reset follows it.
         conn = self.h2connect()
-        stream_id = conn.request("HEAD", "/echo", headers=[("content-length", 64 * MiB + 1)],
-                                 end_stream=False)
+        stream_id = conn.request("HEAD", "/echo", headers=[("content-length", 64 * MiB + 1)], end_stream=False)
         stream = conn.streams[stream_id]
         conn.read_until(lambda: stream.reset_code is not None, "RST_STREAM after the answer")
         self.assertEqual(stream.response().status, 413)
@@ -414,16 +445,15 @@ class OptionsTest(unittest.TestCase):
 
     def test_no_http2_speaks_only_http1(self):
         server = start_server(self, ["--workers", "1", "--no-http2"])
-        result = curl("--http2-prior-knowledge", "-w", "%{http_version}", server.url("/ping"),
-                      timeout=20)
-        self.assertFalse(result.returncode == 0 and result.stdout.endswith(b"2"),
-                         f"HTTP/2 was spoken: {result!r}")
+        result = curl("--http2-prior-knowledge", "-w", "%{http_version}", server.url("/ping"), timeout=20)
+        self.assertFalse(result.returncode == 0 and result.stdout.endswith(b"2"), f"HTTP/2 was spoken: {result!r}")
         with H2Conn(server.port, handshake=False) as conn:
             conn.send(PREFACE + settings_frame())
             conn.pump(3)
             data = bytes(conn.buf)
-            self.assertTrue(data == b"" or data.startswith(b"HTTP/1.1 "),
-                            f"answer to the HTTP/2 preface: {data[:100]!r}")
+            self.assertTrue(
+                data == b"" or data.startswith(b"HTTP/1.1 "), f"answer to the HTTP/2 preface: {data[:100]!r}"
+            )
         result = curl("-w", "\n%{http_version}", "--http2", server.url("/ping"), timeout=20)
         self.assertEqual((result.returncode, result.stdout), (0, b"pong\n1.1"), result.stderr)
         with Conn(server.port) as conn:
@@ -450,8 +480,7 @@ class OptionsTest(unittest.TestCase):
             codes = {error_name(s.reset_code) for s in streams if s.reset_code is not None}
             self.assertEqual(codes, set(), "streams within the limit were reset")
             self.assertEqual({s.response().status for s in streams}, {200})
-        result = run_client(["h2load", "-n", "1000", "-c", "1", "-m", "1000", server.url("/ping")],
-                            timeout=60)
+        result = run_client(["h2load", "-n", "1000", "-c", "1", "-m", "1000", server.url("/ping")], timeout=60)
         self.assertEqual(result.returncode, 0, result.stderr.decode())
         stats = parse_h2load(result.stdout)
         self.assertIn("0 failed, 0 errored", stats["text"])
@@ -460,7 +489,6 @@ class OptionsTest(unittest.TestCase):
 
 
 class GracefulStopTest(unittest.TestCase):
-
     def test_sigterm_sends_goaway_and_answers_inflight_streams(self):
         server = start_server(self, ["--workers", "1", "--shutdown-timeout", "5000"])
         conn = H2Conn(server.port)

@@ -6,10 +6,24 @@ file descriptors back at their baseline."""
 import time
 import unittest
 
-from support.h2client import (CANCEL, ENHANCE_YOUR_CALM, INITIAL_WINDOW_SIZE, INTERNAL_ERROR,
-                              MAX_CONCURRENT_STREAMS, NO_ERROR, ConnectionClosed, H2ServerTestCase,
-                              continuation_frame, error_name, headers_frame, hpack_encode, ping_frame,
-                              request_headers, rst_stream_frame, settings_frame)
+from support.h2client import (
+    CANCEL,
+    ENHANCE_YOUR_CALM,
+    INITIAL_WINDOW_SIZE,
+    INTERNAL_ERROR,
+    MAX_CONCURRENT_STREAMS,
+    NO_ERROR,
+    ConnectionClosed,
+    H2ServerTestCase,
+    continuation_frame,
+    error_name,
+    headers_frame,
+    hpack_encode,
+    ping_frame,
+    request_headers,
+    rst_stream_frame,
+    settings_frame,
+)
 
 MiB = 1 << 20
 # Floods big enough to outrun every buffer between us and nghttp2's queue
@@ -19,7 +33,6 @@ FLOOD_FRAMES = 400000
 
 
 class H2DefenceTestCase(H2ServerTestCase):
-
     def setUp(self):
         super().setUp()
         self.baseline = self.server.settle_fd_baseline()
@@ -48,22 +61,24 @@ class FloodDefencesTest(H2DefenceTestCase):
         conn = self.h2connect()
         block = hpack_encode(request_headers("GET", "/delay?ms=10000"))
         count = 20000
-        conn.flood(b"".join(headers_frame(sid, block) + rst_stream_frame(sid, CANCEL)
-                            for sid in range(1, 2 * count, 2)))
+        conn.flood(
+            b"".join(headers_frame(sid, block) + rst_stream_frame(sid, CANCEL) for sid in range(1, 2 * count, 2))
+        )
         goaway = conn.last_goaway()
         self.assertIsNotNone(goaway, f"closed without GOAWAY after {count} rapid resets")
         self.assertIn(goaway.error_code(), (ENHANCE_YOUR_CALM, INTERNAL_ERROR), goaway)
-        self.assertLess(goaway.goaway_last_stream(), count,  # ids run to 2 * count
-                        "the server took more than half the resets before stopping")
-        self.assertEqual([s.id for s in conn.streams.values() if s.response()], [],
-                         "reset streams were answered")
+        self.assertLess(
+            goaway.goaway_last_stream(),
+            count,  # ids run to 2 * count
+            "the server took more than half the resets before stopping",
+        )
+        self.assertEqual([s.id for s in conn.streams.values() if s.response()], [], "reset streams were answered")
         self.assert_recovered(conn)
 
     def test_a_hundred_client_resets_are_tolerated(self):
         conn = self.h2connect()
         block = hpack_encode(request_headers("GET", "/delay?ms=10000"))
-        conn.send(b"".join(headers_frame(sid, block) + rst_stream_frame(sid, CANCEL)
-                           for sid in range(1, 201, 2)))
+        conn.send(b"".join(headers_frame(sid, block) + rst_stream_frame(sid, CANCEL) for sid in range(1, 201, 2)))
         conn.next_stream_id = 201
         self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
         self.assertEqual(conn.goaways, [])
@@ -75,8 +90,9 @@ class FloodDefencesTest(H2DefenceTestCase):
         not growing by what it was sent."""
         conn = self.h2connect()
         frames = continuation_frame(1, fragment, end_headers=False)
-        flood = headers_frame(1, hpack_encode(request_headers("GET", "/ping")), end_headers=False) + \
-            frames * (16 * MiB // len(frames))
+        flood = headers_frame(1, hpack_encode(request_headers("GET", "/ping")), end_headers=False) + frames * (
+            16 * MiB // len(frames)
+        )
         rss_before = self.server.rss_kib()
         conn.flood(flood)
         self.assertLess(self.server.rss_kib() - rss_before, 8 * 1024, "server memory grew with the flood")
@@ -94,10 +110,12 @@ class FloodDefencesTest(H2DefenceTestCase):
 
     def test_a_header_list_over_8kib_gets_431_or_a_stream_reset(self):
         conn = self.h2connect()
-        cases = {"one 10 KiB field": [("x-big", "a" * 10240)],
-                 "twelve 1 KiB fields": [(f"x-f{i}", "b" * 1024) for i in range(12)],
-                 "150 small fields": [(f"x-s{i}", "c") for i in range(150)],
-                 "20 KiB over continuations": [(f"x-c{i}", "d" * 1000) for i in range(20)]}
+        cases = {
+            "one 10 KiB field": [("x-big", "a" * 10240)],
+            "twelve 1 KiB fields": [(f"x-f{i}", "b" * 1024) for i in range(12)],
+            "150 small fields": [(f"x-s{i}", "c") for i in range(150)],
+            "20 KiB over continuations": [(f"x-c{i}", "d" * 1000) for i in range(20)],
+        }
         for name, fields in cases.items():
             with self.subTest(name):
                 stream_id = conn.request("GET", "/ping", headers=fields)
@@ -106,8 +124,9 @@ class FloodDefencesTest(H2DefenceTestCase):
                     self.assertEqual(resp.status, 431)
                 else:
                     self.assertNotEqual(conn.streams[stream_id].reset_code, NO_ERROR)
-                self.assertEqual(conn.fetch("GET", "/ping").body, b"pong",
-                                 "the connection was not kept after a stream-level refusal")
+                self.assertEqual(
+                    conn.fetch("GET", "/ping").body, b"pong", "the connection was not kept after a stream-level refusal"
+                )
         self.assertEqual(conn.goaways, [])
         self.assert_recovered(conn)
 
@@ -120,8 +139,7 @@ class FloodDefencesTest(H2DefenceTestCase):
     def assert_closed_for_flooding(self, conn):
         codes = [g.error_code() for g in conn.goaways]
         self.assertTrue(conn.eof, "still open")
-        self.assertEqual(codes[-1:], [ENHANCE_YOUR_CALM],
-                         f"expected GOAWAY ENHANCE_YOUR_CALM, got {conn.goaways}")
+        self.assertEqual(codes[-1:], [ENHANCE_YOUR_CALM], f"expected GOAWAY ENHANCE_YOUR_CALM, got {conn.goaways}")
 
     def test_ping_flood_with_acks_left_unread_gets_goaway_enhance_your_calm(self):
         conn = self.flood_conn()
@@ -159,8 +177,7 @@ class FloodDefencesTest(H2DefenceTestCase):
         conn.next_stream_id = ids[-1] + 2
         admitted, excess = ids[:limit], ids[limit:]
         try:
-            conn.read_until(lambda: all(conn.stream(sid).closed for sid in ids),
-                            f"{len(ids)} streams to end")
+            conn.read_until(lambda: all(conn.stream(sid).closed for sid in ids), f"{len(ids)} streams to end")
         except ConnectionClosed:
             self.assertEqual([error_name(g.error_code()) for g in conn.goaways], ["PROTOCOL_ERROR"])
             self.assertLessEqual(conn.goaways[0].goaway_last_stream(), admitted[-1])
@@ -211,8 +228,7 @@ class StalledPeerTest(H2DefenceTestCase):
         conn.read_until_closed(5)
         self.assertLess(time.monotonic() - started, 3, "not dropped within the send timeout")
         stream = conn.streams[stream_id]
-        self.assertEqual(stream.response() and stream.response().status, 200,
-                         "the response was never begun")
+        self.assertEqual(stream.response() and stream.response().status, 200, "the response was never begun")
         self.assertGreater(len(stream.body), 0)
         self.assertLess(len(stream.body), 16 * MiB)
         self.assertFalse(stream.ended)
@@ -224,8 +240,7 @@ class StalledPeerTest(H2DefenceTestCase):
             conn = self.h2connect(rcvbuf=4096)
             conn.request("GET", "/echo?size=16777216")
             conn.request("GET", "/delay?ms=2000")
-            conn.request("POST", "/echo", headers=[("content-length", 100000)], body=b"a" * 5000,
-                         end_stream=False)
+            conn.request("POST", "/echo", headers=[("content-length", 100000)], body=b"a" * 5000, end_stream=False)
             conns.append(conn)
         time.sleep(0.3)
         for conn in conns:
@@ -250,8 +265,7 @@ class QuietPeerTest(H2DefenceTestCase):
     """Peers that go quiet: an idle connection, a header block or a request
     body that stops coming. Each is given up after its timeout."""
 
-    server_args = ["--workers", "1", "--idle-timeout", "500", "--header-timeout", "500",
-                   "--body-timeout", "500"]
+    server_args = ["--workers", "1", "--idle-timeout", "500", "--header-timeout", "500", "--body-timeout", "500"]
 
     def wait_given_up(self, conn, stream_id):
         """Seconds until the server ended the stream (RST_STREAM or a 408) or

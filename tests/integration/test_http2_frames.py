@@ -7,18 +7,50 @@ decoder in step. Raw frames from support/h2client.py on the shared server."""
 import struct
 import unittest
 
-from support.h2client import (CANCEL, CONTINUATION, DATA, END_HEADERS, END_STREAM, FLOW_CONTROL_ERROR,
-                              FRAME_SIZE_ERROR, HEADERS, INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_WINDOW,
-                              ENHANCE_YOUR_CALM, NO_ERROR, PADDED, PING, PRIORITY, PRIORITY_FLAG, PROTOCOL_ERROR, PUSH_PROMISE,
-                              RST_STREAM, SETTINGS, STREAM_CLOSED, WINDOW_UPDATE, COMPRESSION_ERROR,
-                              ENABLE_PUSH, HEADER_TABLE_SIZE, H2ServerTestCase, continuation_frame,
-                              data_frame, encode_integer, error_name, frame, goaway_frame, headers_frame,
-                              hpack_encode, ping_frame, priority_frame, request_headers, rst_stream_frame,
-                              settings_frame, window_update_frame)
+from support.h2client import (
+    CANCEL,
+    COMPRESSION_ERROR,
+    DATA,
+    ENABLE_PUSH,
+    END_HEADERS,
+    END_STREAM,
+    FLOW_CONTROL_ERROR,
+    FRAME_SIZE_ERROR,
+    HEADER_TABLE_SIZE,
+    HEADERS,
+    INITIAL_WINDOW_SIZE,
+    MAX_FRAME_SIZE,
+    MAX_WINDOW,
+    NO_ERROR,
+    PADDED,
+    PING,
+    PRIORITY,
+    PRIORITY_FLAG,
+    PROTOCOL_ERROR,
+    PUSH_PROMISE,
+    RST_STREAM,
+    SETTINGS,
+    STREAM_CLOSED,
+    WINDOW_UPDATE,
+    H2ServerTestCase,
+    continuation_frame,
+    data_frame,
+    encode_integer,
+    error_name,
+    frame,
+    headers_frame,
+    hpack_encode,
+    ping_frame,
+    priority_frame,
+    request_headers,
+    rst_stream_frame,
+    settings_frame,
+    window_update_frame,
+)
 
 ENABLE_CONNECT_PROTOCOL = 0x8
 NO_RFC7540_PRIORITIES = 0x9
-UNKNOWN_FRAME_TYPE = 0xfa
+UNKNOWN_FRAME_TYPE = 0xFA
 
 
 def block(method="GET", path="/ping", headers=()):
@@ -26,13 +58,11 @@ def block(method="GET", path="/ping", headers=()):
 
 
 class FrameTestCase(H2ServerTestCase):
-
     def assert_connection_error(self, conn, code, frames):
         """frames make the server end the connection with GOAWAY(code)."""
         conn.send(frames)
         conn.read_until_closed()
-        self.assertEqual([error_name(g.error_code()) for g in conn.goaways][-1:], [error_name(code)],
-                         conn.goaways)
+        self.assertEqual([error_name(g.error_code()) for g in conn.goaways][-1:], [error_name(code)], conn.goaways)
 
     def assert_stream_error(self, conn, stream_id, code, frames):
         """frames make the server reset stream_id with code; the connection
@@ -72,12 +102,14 @@ class BadFramesTest(FrameTestCase):
 
     def test_headers_padding_past_the_block_is_a_protocol_error(self):
         payload = bytes([200]) + block()
-        self.assert_connection_error(self.h2connect(), PROTOCOL_ERROR,
-                                     frame(HEADERS, END_HEADERS | END_STREAM | PADDED, 1, payload))
+        self.assert_connection_error(
+            self.h2connect(), PROTOCOL_ERROR, frame(HEADERS, END_HEADERS | END_STREAM | PADDED, 1, payload)
+        )
 
     def test_headers_with_priority_too_short_is_a_protocol_error(self):
-        self.assert_connection_error(self.h2connect(), PROTOCOL_ERROR,
-                                     frame(HEADERS, END_HEADERS | END_STREAM | PRIORITY_FLAG, 1, b"\0\0"))
+        self.assert_connection_error(
+            self.h2connect(), PROTOCOL_ERROR, frame(HEADERS, END_HEADERS | END_STREAM | PRIORITY_FLAG, 1, b"\0\0")
+        )
 
     def test_priority_of_the_wrong_length_resets_its_stream(self):
         conn = self.h2connect()
@@ -92,8 +124,9 @@ class BadFramesTest(FrameTestCase):
     def test_headers_depending_on_itself_resets_the_stream_and_keeps_hpack_in_step(self):
         conn = self.h2connect()
         payload = struct.pack(">IB", 1, 15) + block()
-        self.assert_stream_error(conn, 1, PROTOCOL_ERROR, frame(HEADERS, END_HEADERS | END_STREAM | PRIORITY_FLAG,
-                                                                1, payload))
+        self.assert_stream_error(
+            conn, 1, PROTOCOL_ERROR, frame(HEADERS, END_HEADERS | END_STREAM | PRIORITY_FLAG, 1, payload)
+        )
 
     def test_priority_on_an_idle_stream_is_accepted_and_opens_nothing(self):
         conn = self.h2connect()
@@ -116,8 +149,7 @@ class BadFramesTest(FrameTestCase):
         self.assert_connection_error(self.h2connect(), FRAME_SIZE_ERROR, frame(SETTINGS, 0, 0, b"\0\4\0\0\0"))
 
     def test_settings_ack_with_a_payload_is_a_frame_size_error(self):
-        self.assert_connection_error(self.h2connect(), FRAME_SIZE_ERROR,
-                                     frame(SETTINGS, 1, 0, b"\0\4\0\0\0\1"))
+        self.assert_connection_error(self.h2connect(), FRAME_SIZE_ERROR, frame(SETTINGS, 1, 0, b"\0\4\0\0\0\1"))
 
     def test_settings_on_a_stream_is_a_protocol_error(self):
         self.assert_connection_error(self.h2connect(), PROTOCOL_ERROR, frame(SETTINGS, 0, 1, b""))
@@ -166,8 +198,9 @@ class BadFramesTest(FrameTestCase):
         self.assert_connection_error(self.h2connect(), PROTOCOL_ERROR, frames)
 
     def test_push_promise_from_a_client_is_a_protocol_error(self):
-        self.assert_connection_error(self.h2connect(), PROTOCOL_ERROR, frame(PUSH_PROMISE, END_HEADERS, 1,
-                                                                             b"\0\0\0\2" + block()))
+        self.assert_connection_error(
+            self.h2connect(), PROTOCOL_ERROR, frame(PUSH_PROMISE, END_HEADERS, 1, b"\0\0\0\2" + block())
+        )
 
     def test_a_frame_over_16kib_is_a_frame_size_error(self):
         conn = self.h2connect()
@@ -176,15 +209,14 @@ class BadFramesTest(FrameTestCase):
 
     def test_unknown_frame_types_and_flags_are_ignored(self):
         conn = self.h2connect()
-        conn.send(frame(UNKNOWN_FRAME_TYPE, 0xff, 0, b"whatever") + frame(UNKNOWN_FRAME_TYPE, 0, 3, b""))
-        conn.send(frame(HEADERS, END_HEADERS | END_STREAM | 0xc2, 1, block()))
+        conn.send(frame(UNKNOWN_FRAME_TYPE, 0xFF, 0, b"whatever") + frame(UNKNOWN_FRAME_TYPE, 0, 3, b""))
+        conn.send(frame(HEADERS, END_HEADERS | END_STREAM | 0xC2, 1, block()))
         conn.next_stream_id = 3
         self.assertEqual(conn.read_response(1).body, b"pong")
         self.assert_still_serves(conn)
 
 
 class PaddingTest(FrameTestCase):
-
     def test_padded_headers_and_data_are_read_without_their_padding(self):
         conn = self.h2connect()
         head = bytes([10]) + block("POST", "/echo") + b"\0" * 10
@@ -205,7 +237,6 @@ class PaddingTest(FrameTestCase):
 
 
 class StreamStatesTest(FrameTestCase):
-
     def test_data_on_an_idle_stream_is_a_protocol_error(self):
         self.assert_connection_error(self.h2connect(), PROTOCOL_ERROR, data_frame(1, b"x"))
 
@@ -244,8 +275,11 @@ class StreamStatesTest(FrameTestCase):
 
     def test_trailers_that_end_the_body_are_accepted(self):
         conn = self.h2connect()
-        conn.send(headers_frame(1, block("POST", "/echo"), end_stream=False) + data_frame(1, b"abc") +
-                  headers_frame(1, hpack_encode([("x-t", "1")])))
+        conn.send(
+            headers_frame(1, block("POST", "/echo"), end_stream=False)
+            + data_frame(1, b"abc")
+            + headers_frame(1, hpack_encode([("x-t", "1")]))
+        )
         self.assertEqual(conn.read_response(1).body, b"abc")
 
     def test_frames_on_a_stream_we_reset_are_dropped_quietly(self):
@@ -259,7 +293,6 @@ class StreamStatesTest(FrameTestCase):
 
 
 class FlowControlTest(FrameTestCase):
-
     def test_connection_window_past_2_31_minus_1_is_a_flow_control_error(self):
         self.assert_connection_error(self.h2connect(), FLOW_CONTROL_ERROR, window_update_frame(0, MAX_WINDOW))
 
@@ -299,29 +332,39 @@ class FlowControlTest(FrameTestCase):
 
 
 class SettingsTest(FrameTestCase):
-
     def test_our_settings_announce_extended_connect_and_no_rfc7540_priorities(self):
         conn = self.h2connect()
         self.assertEqual(conn.peer_settings.get(ENABLE_CONNECT_PROTOCOL), 1, conn.peer_settings)
         self.assertEqual(conn.peer_settings.get(NO_RFC7540_PRIORITIES), 1, conn.peer_settings)
 
     def test_values_out_of_range_are_connection_errors(self):
-        cases = [(ENABLE_PUSH, 2, PROTOCOL_ERROR), (MAX_FRAME_SIZE, 16383, PROTOCOL_ERROR),
-                 (MAX_FRAME_SIZE, 1 << 24, PROTOCOL_ERROR), (INITIAL_WINDOW_SIZE, 1 << 31, FLOW_CONTROL_ERROR),
-                 (ENABLE_CONNECT_PROTOCOL, 2, PROTOCOL_ERROR)]
+        cases = [
+            (ENABLE_PUSH, 2, PROTOCOL_ERROR),
+            (MAX_FRAME_SIZE, 16383, PROTOCOL_ERROR),
+            (MAX_FRAME_SIZE, 1 << 24, PROTOCOL_ERROR),
+            (INITIAL_WINDOW_SIZE, 1 << 31, FLOW_CONTROL_ERROR),
+            (ENABLE_CONNECT_PROTOCOL, 2, PROTOCOL_ERROR),
+        ]
         for setting, value, code in cases:
             with self.subTest(setting=setting, value=value):
                 self.assert_connection_error(self.h2connect(), code, settings_frame({setting: value}))
 
     def test_values_at_the_edges_are_accepted_and_acknowledged(self):
-        cases = [(ENABLE_PUSH, 0), (ENABLE_PUSH, 1), (MAX_FRAME_SIZE, 16384), (MAX_FRAME_SIZE, (1 << 24) - 1),
-                 (INITIAL_WINDOW_SIZE, MAX_WINDOW), (HEADER_TABLE_SIZE, 0), (0x4242, 7)]
+        cases = [
+            (ENABLE_PUSH, 0),
+            (ENABLE_PUSH, 1),
+            (MAX_FRAME_SIZE, 16384),
+            (MAX_FRAME_SIZE, (1 << 24) - 1),
+            (INITIAL_WINDOW_SIZE, MAX_WINDOW),
+            (HEADER_TABLE_SIZE, 0),
+            (0x4242, 7),
+        ]
         for setting, value in cases:
             with self.subTest(setting=setting, value=value):
                 conn = self.h2connect()
                 acks = conn.settings_acks
                 conn.send(settings_frame({setting: value}))
-                conn.read_until(lambda: conn.settings_acks > acks, "the SETTINGS ACK")
+                conn.read_until(lambda: conn.settings_acks > acks, "the SETTINGS ACK")  # noqa: B023 (called here, in this iteration)
                 self.assert_still_serves(conn)
 
     def test_a_header_table_size_of_0_is_honoured_in_our_responses(self):
@@ -374,8 +417,13 @@ class RequestChecksTest(FrameTestCase):
 
     def test_te_trailers_and_host_without_authority_are_accepted(self):
         conn = self.h2connect()
-        fields = [(":method", "GET"), (":scheme", "http"), (":path", "/ping"), ("host", "localhost"),
-                  ("te", "trailers")]
+        fields = [
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/ping"),
+            ("host", "localhost"),
+            ("te", "trailers"),
+        ]
         conn.send(headers_frame(1, hpack_encode(fields)))
         self.assertEqual(conn.read_response(1).body, b"pong")
 
@@ -391,8 +439,14 @@ class RequestChecksTest(FrameTestCase):
 
     def test_extended_connect_without_a_tunnel_route_is_answered_at_once(self):
         conn = self.h2connect()
-        fields = [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"), (":path", "/ping"),
-                  (":authority", "localhost"), ("sec-websocket-version", "13")]
+        fields = [
+            (":method", "CONNECT"),
+            (":protocol", "websocket"),
+            (":scheme", "http"),
+            (":path", "/ping"),
+            (":authority", "localhost"),
+            ("sec-websocket-version", "13"),
+        ]
         conn.send(headers_frame(1, hpack_encode(fields), end_stream=False))
         resp = conn.read_response(1)
         self.assertIn(resp.status, (404, 405))
@@ -404,7 +458,6 @@ class RequestChecksTest(FrameTestCase):
 
 
 class HpackInStepTest(FrameTestCase):
-
     def test_a_size_update_over_our_limit_is_a_compression_error(self):
         update = encode_integer(8192, 5, 0x20)
         self.assert_connection_error(self.h2connect(), COMPRESSION_ERROR, headers_frame(1, update + block()))
@@ -442,8 +495,9 @@ class FloodTest(FrameTestCase):
     def test_resets_owed_to_a_client_that_does_not_read_are_bounded(self):
         # DATA after the client ended its side: each earns RST_STREAM(STREAM_CLOSED).
         conn = self.h2connect(rcvbuf=4096, auto_ack=False)
-        conn.flood(b"".join(headers_frame(sid, block()) + data_frame(sid, b"x") for sid in range(1, 2000001, 2)),
-                   quiet=3)
+        conn.flood(
+            b"".join(headers_frame(sid, block()) + data_frame(sid, b"x") for sid in range(1, 2000001, 2)), quiet=3
+        )
         self.assertTrue(conn.eof, "still open")
         self.assertEqual([error_name(g.error_code()) for g in conn.goaways][-1:], ["ENHANCE_YOUR_CALM"])
         self.assert_serves_both()

@@ -65,8 +65,7 @@ class GoClientTest(H2ServerTestCase):
 
     def test_go_client_over_tls_with_alpn_h2(self):
         server = start_https(self, CERTS.rsa, "--workers", "1")  # noqa: F821 (set by setUpModule)
-        self.assert_go_report(run_go_client(self, "-base", f"https://localhost:{server.port}",
-                                            "-ca", CERTS.ca))  # noqa: F821
+        self.assert_go_report(run_go_client(self, "-base", f"https://localhost:{server.port}", "-ca", CERTS.ca))  # noqa: F821
         server.stop_and_check()
 
 
@@ -78,8 +77,7 @@ class H2Package:
         self.test = test
         self.sock = socket.create_connection((host, port), timeout=10)
         test.addCleanup(self.sock.close)
-        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
-                                                                         header_encoding="utf-8"))
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
         self.conn.initiate_connection()
         self.flush()
         self.responses, self.bodies, self.trailers, self.ended = {}, {}, {}, set()
@@ -109,8 +107,7 @@ class H2Package:
 
     def request(self, path, method="GET", extra=(), end_stream=True):
         stream_id = self.conn.get_next_available_stream_id()
-        headers = [(":method", method), (":path", path), (":scheme", "http"), (":authority", "localhost"),
-                   *extra]
+        headers = [(":method", method), (":path", path), (":scheme", "http"), (":authority", "localhost"), *extra]
         self.conn.send_headers(stream_id, headers, end_stream=end_stream)
         self.flush()
         return stream_id
@@ -134,16 +131,25 @@ class H2Package:
 def browser_headers(request_number):
     """What a browser sends for a page's sub-resource: 50 fields in all, among them a long
     user-agent and 30 cookies, each in its own field as browsers split them (RFC 9113 §8.2.3)."""
-    fields = [("user-agent", "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
-                             "Chrome/126.0.0.0 Safari/537.36 " + "x" * 300),
-              ("accept", "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"),
-              ("accept-encoding", "gzip, deflate, br, zstd"),
-              ("accept-language", "en-GB,en;q=0.9,fr;q=0.8"),
-              ("referer", f"http://localhost/page/{request_number}"),
-              ("sec-fetch-dest", "document"), ("sec-fetch-mode", "navigate"), ("sec-fetch-site", "same-origin"),
-              ("sec-ch-ua", '"Chromium";v="126", "Not.A/Brand";v="24"'), ("sec-ch-ua-mobile", "?0"),
-              ("sec-ch-ua-platform", '"Linux"'), ("upgrade-insecure-requests", "1"),
-              ("cache-control", "max-age=0")]
+    fields = [
+        (
+            "user-agent",
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+            "Chrome/126.0.0.0 Safari/537.36 " + "x" * 300,
+        ),
+        ("accept", "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"),
+        ("accept-encoding", "gzip, deflate, br, zstd"),
+        ("accept-language", "en-GB,en;q=0.9,fr;q=0.8"),
+        ("referer", f"http://localhost/page/{request_number}"),
+        ("sec-fetch-dest", "document"),
+        ("sec-fetch-mode", "navigate"),
+        ("sec-fetch-site", "same-origin"),
+        ("sec-ch-ua", '"Chromium";v="126", "Not.A/Brand";v="24"'),
+        ("sec-ch-ua-mobile", "?0"),
+        ("sec-ch-ua-platform", '"Linux"'),
+        ("upgrade-insecure-requests", "1"),
+        ("cache-control", "max-age=0"),
+    ]
     fields += [("cookie", f"c{i}=v{i}-{'y' * (i * 7 % 60)}") for i in range(30)]
     fields += [(f"x-custom-{i}", f"value {i} of request {request_number}") for i in range(50 - 4 - len(fields))]
     return fields

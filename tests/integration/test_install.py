@@ -1,6 +1,7 @@
 """The install story: `cmake --install` lays out headers, both libraries, a
 pkg-config file and a CMake package, and a user's program builds against each
 of them the way our README says, and serves."""
+
 import os
 import shutil
 import subprocess
@@ -31,9 +32,11 @@ class InstallTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="xkit-install-")
         cls.prefix = os.path.join(cls.tmp, "prefix")
         run(["cmake", "--install", BUILD_DIR, "--prefix", cls.prefix])
-        cls.libdir = next(os.path.join(cls.prefix, d) for d in ("lib", "lib64", "lib/x86_64-linux-gnu",
-                                                                 "lib/aarch64-linux-gnu")
-                          if os.path.exists(os.path.join(cls.prefix, d, "pkgconfig", "xkit.pc")))
+        cls.libdir = next(
+            os.path.join(cls.prefix, d)
+            for d in ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu")
+            if os.path.exists(os.path.join(cls.prefix, d, "pkgconfig", "xkit.pc"))
+        )
 
     @classmethod
     def tearDownClass(cls):
@@ -48,13 +51,29 @@ class InstallTest(unittest.TestCase):
             server.stop_and_check()
 
     def test_headers_libraries_and_package_files_are_installed(self):
-        public = {"xkit.h", "xbase/buffer.h", "xbase/errno.h", "xbase/event.h", "xbase/json.h", "xbase/log.h",
-                  "xbase/str.h", "xhttp/compress.h", "xhttp/grpc.h", "xhttp/observe.h", "xhttp/request.h",
-                  "xhttp/response.h", "xhttp/server.h", "xhttp/static.h", "xhttp/tls.h", "xhttp/tls_conf.h",
-                  "xhttp/websocket.h"}
+        public = {
+            "xkit.h",
+            "xbase/buffer.h",
+            "xbase/errno.h",
+            "xbase/event.h",
+            "xbase/json.h",
+            "xbase/log.h",
+            "xbase/str.h",
+            "xhttp/compress.h",
+            "xhttp/grpc.h",
+            "xhttp/observe.h",
+            "xhttp/request.h",
+            "xhttp/response.h",
+            "xhttp/server.h",
+            "xhttp/static.h",
+            "xhttp/tls.h",
+            "xhttp/tls_conf.h",
+            "xhttp/websocket.h",
+        }
         include = os.path.join(self.prefix, "include")
-        installed = {os.path.relpath(os.path.join(top, name), include)
-                     for top, _, names in os.walk(include) for name in names}
+        installed = {
+            os.path.relpath(os.path.join(top, name), include) for top, _, names in os.walk(include) for name in names
+        }
         # Exactly the public API: internals (the memory cache, the buffer pool) stay in src/.
         self.assertEqual(installed, public)
         for lib in ("libxkit.a", "libxkit.so", "libxkit.so.0.3"):
@@ -69,8 +88,11 @@ class InstallTest(unittest.TestCase):
 
     def test_program_built_with_pkg_config_serves(self):
         binary = os.path.join(self.tmp, "hello_pkgconfig")
-        run(["cc", os.path.join(SOURCE_DIR, "examples", "hello_server.c"), "-o", binary]
-            + self.pkg_config_flags() + SANITIZE)
+        run(
+            ["cc", os.path.join(SOURCE_DIR, "examples", "hello_server.c"), "-o", binary]
+            + self.pkg_config_flags()
+            + SANITIZE
+        )
         self.serves_hello(binary)
 
     def test_program_built_with_find_package_serves(self):
@@ -78,12 +100,23 @@ class InstallTest(unittest.TestCase):
         os.makedirs(project, exist_ok=True)
         shutil.copy(os.path.join(SOURCE_DIR, "examples", "hello_server.c"), project)
         with open(os.path.join(project, "CMakeLists.txt"), "w") as f:
-            f.write("cmake_minimum_required(VERSION 3.25)\nproject(consumer C)\n"
-                    "find_package(xkit REQUIRED)\nadd_executable(hello hello_server.c)\n"
-                    "target_link_libraries(hello PRIVATE xkit::xkit)\n")
+            f.write(
+                "cmake_minimum_required(VERSION 3.25)\nproject(consumer C)\n"
+                "find_package(xkit REQUIRED)\nadd_executable(hello hello_server.c)\n"
+                "target_link_libraries(hello PRIVATE xkit::xkit)\n"
+            )
         build = os.path.join(project, "build")
-        run(["cmake", "-S", project, "-B", build, f"-DCMAKE_PREFIX_PATH={self.prefix}",
-             f"-DCMAKE_EXE_LINKER_FLAGS={' '.join(SANITIZE)}"])
+        run(
+            [
+                "cmake",
+                "-S",
+                project,
+                "-B",
+                build,
+                f"-DCMAKE_PREFIX_PATH={self.prefix}",
+                f"-DCMAKE_EXE_LINKER_FLAGS={' '.join(SANITIZE)}",
+            ]
+        )
         run(["cmake", "--build", build])
         self.serves_hello(os.path.join(build, "hello"))
 
@@ -91,16 +124,21 @@ class InstallTest(unittest.TestCase):
         cxx = require_tool(self, "c++")
         source = os.path.join(self.tmp, "use.cpp")
         with open(source, "w") as f:
-            f.write("#include <xkit.h>\n#include <cstdio>\n#include <cstring>\n"
-                    "static void h(xHttpRequest *, xHttpResponse *res, void *) {"
-                    " xHttpResponseSend(res, \"ok\", 2); }\n"
-                    "int main() { xHttpServer *s = xHttpServerCreate(nullptr, nullptr);"
-                    " xHttpServerRoute(s, \"GET /\", h, nullptr); xHttpServerDestroy(s);"
-                    " char v[32]; std::snprintf(v, sizeof v, \"%d.%d.%d\", XKIT_VERSION_MAJOR,"
-                    " XKIT_VERSION_MINOR, XKIT_VERSION_PATCH);"
-                    " std::puts(xKitVersion()); return std::strcmp(v, xKitVersion()) != 0; }\n")
-        run([cxx, "-std=c++17", "-Wall", "-Werror", source, "-o", os.path.join(self.tmp, "use_cpp")]
-            + self.pkg_config_flags() + SANITIZE)
+            f.write(
+                "#include <xkit.h>\n#include <cstdio>\n#include <cstring>\n"
+                "static void h(xHttpRequest *, xHttpResponse *res, void *) {"
+                ' xHttpResponseSend(res, "ok", 2); }\n'
+                "int main() { xHttpServer *s = xHttpServerCreate(nullptr, nullptr);"
+                ' xHttpServerRoute(s, "GET /", h, nullptr); xHttpServerDestroy(s);'
+                ' char v[32]; std::snprintf(v, sizeof v, "%d.%d.%d", XKIT_VERSION_MAJOR,'
+                " XKIT_VERSION_MINOR, XKIT_VERSION_PATCH);"
+                " std::puts(xKitVersion()); return std::strcmp(v, xKitVersion()) != 0; }\n"
+            )
+        run(
+            [cxx, "-std=c++17", "-Wall", "-Werror", source, "-o", os.path.join(self.tmp, "use_cpp")]
+            + self.pkg_config_flags()
+            + SANITIZE
+        )
         printed = run([os.path.join(self.tmp, "use_cpp")]).stdout.strip()
         self.assertRegex(printed, r"^\d+\.\d+\.\d+$")
 

@@ -9,10 +9,9 @@ so a refusal fails the default test with the reason the server logged."""
 
 import os
 import re
+import socket
 import time
 import unittest
-
-import socket
 
 from support.harness import Conn, ServerProcess, http_request, raise_fd_limit
 from support.tls_fixtures import HttpsServer, TlsConn, client_context, make_certs, use_certs
@@ -24,8 +23,10 @@ IO_LINE = re.compile(r"\bio: (.*)$", re.M)
 def without_io_uring_path():
     path = os.environ.get("XK_WITHOUT_URING")
     if not path or not os.access(path, os.X_OK):
-        raise AssertionError("XK_WITHOUT_URING is not set to tests/integration/support/without_io_uring "
-                             "(built with the tests); run this test through ctest")
+        raise AssertionError(
+            "XK_WITHOUT_URING is not set to tests/integration/support/without_io_uring "
+            "(built with the tests); run this test through ctest"
+        )
     return path
 
 
@@ -78,7 +79,6 @@ class IoBackendTest(unittest.TestCase):
     def test_io_uring_asked_for_but_refused_still_serves_on_epoll(self):
         server = self.start("io_uring", refused=True)
         self.assert_says(server, "epoll (io_uring_setup: Operation not permitted)")
-
 
 
 class IoUnderPressureTest(unittest.TestCase):

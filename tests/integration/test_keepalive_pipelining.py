@@ -55,9 +55,23 @@ class KeepAlivePipeliningTest(ServerTestCase):
         self.addCleanup(shutil.rmtree, tmp)
         errors = open(os.path.join(tmp, "stderr"), "w+")
         self.addCleanup(errors.close)
-        tracer = subprocess.Popen([strace, "-qq", "-ff", "-s", "40", "-o", os.path.join(tmp, "t"),
-                                   "-e", "trace=" + ",".join(IO_CALLS), "-p", str(self.server.pid)],
-                                  stdout=subprocess.DEVNULL, stderr=errors)
+        tracer = subprocess.Popen(
+            [
+                strace,
+                "-qq",
+                "-ff",
+                "-s",
+                "40",
+                "-o",
+                os.path.join(tmp, "t"),
+                "-e",
+                "trace=" + ",".join(IO_CALLS),
+                "-p",
+                str(self.server.pid),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+        )
         self.addCleanup(tracer.wait, 10)
         self.addCleanup(tracer.kill)
         if not self.wait_traced(tracer):
@@ -111,9 +125,12 @@ class KeepAlivePipeliningTest(ServerTestCase):
                     match = IO_CALL_RE.match(line)
                     if match and int(match.group(3)) > 0:
                         calls.append((match.group(1), int(match.group(2)), line))
-        fds = {fd for name, fd, line in calls
-               if name.startswith(("read", "recv") if by_reads else ("write", "send"))
-               and ("GET /echo?size=0 " in line or not by_reads)}
+        fds = {
+            fd
+            for name, fd, line in calls
+            if name.startswith(("read", "recv") if by_reads else ("write", "send"))
+            and ("GET /echo?size=0 " in line or not by_reads)
+        }
         self.assertEqual(len(fds), 1, f"cannot tell the connection's fd from {calls[:5]}")
         fd = fds.pop()
         reads = sum(1 for name, f, _ in calls if f == fd and name.startswith(("read", "recv")))
@@ -145,7 +162,7 @@ class KeepAlivePipeliningTest(ServerTestCase):
         pos = 0
         while pos < len(stream):
             step = rng.choice((1, 2, 3, 13, 64, 200))
-            conn.send(stream[pos:pos + step])
+            conn.send(stream[pos : pos + step])
             pos += step
         for i in range(50):
             self.assertEqual(conn.read_response().body, b"x" * i)
@@ -153,14 +170,16 @@ class KeepAlivePipeliningTest(ServerTestCase):
     def test_pipelined_mix_of_bodies_heads_and_gets_is_answered_in_order(self):
         payload = bytes(range(256)) * 4
         conn = self.connect()
-        conn.send(http_request("POST", "/echo", body=payload)
-                  + http_request("HEAD", "/echo?size=77")
-                  + http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")])
-                  + chunked(b"chunked-body", [5])
-                  + http_request("GET", "/ping")
-                  + http_request("POST", "/echo", body=b"")
-                  + http_request("GET", "/nope")
-                  + http_request("GET", "/echo?size=3"))
+        conn.send(
+            http_request("POST", "/echo", body=payload)
+            + http_request("HEAD", "/echo?size=77")
+            + http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")])
+            + chunked(b"chunked-body", [5])
+            + http_request("GET", "/ping")
+            + http_request("POST", "/echo", body=b"")
+            + http_request("GET", "/nope")
+            + http_request("GET", "/echo?size=3")
+        )
         self.assertEqual(conn.read_response().body, payload)
         head = conn.read_response(head_only=True)
         self.assertEqual((head.status, head.header("content-length")), (200, "77"))
@@ -185,16 +204,18 @@ class KeepAlivePipeliningTest(ServerTestCase):
     def test_pipelined_delays_are_answered_in_request_order(self):
         # The first answer is ready last; it must still go out first.
         conn = self.connect()
-        conn.send(http_request("GET", "/delay?ms=300") + http_request("GET", "/echo?size=5")
-                  + http_request("GET", "/delay?ms=10"))
+        conn.send(
+            http_request("GET", "/delay?ms=300")
+            + http_request("GET", "/echo?size=5")
+            + http_request("GET", "/delay?ms=10")
+        )
         self.assertEqual(conn.read_response().body, b"done")
         self.assertEqual(conn.read_response().body, b"xxxxx")
         self.assertEqual(conn.read_response().body, b"done")
 
     def test_request_pipelined_after_connection_close_is_not_served(self):
         conn = self.connect()
-        conn.send(http_request("GET", "/ping", headers=[("Connection", "close")])
-                  + echo_get(7) + echo_get(9))
+        conn.send(http_request("GET", "/ping", headers=[("Connection", "close")]) + echo_get(7) + echo_get(9))
         resp = conn.read_response()
         self.assertEqual((resp.status, resp.body), (200, b"pong"))
         self.assertEqual(resp.tokens("connection"), {"close"})
@@ -213,8 +234,11 @@ class KeepAlivePipeliningTest(ServerTestCase):
         conn.send(http_request("POST", "/echo", body=b"GET /ping HTTP/1.1\r\n\r\n") + echo_get(2))
         self.assertEqual(conn.read_response().body, b"GET /ping HTTP/1.1\r\n\r\n")
         self.assertEqual(conn.read_response().body, b"xx")
-        conn.send(http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")])
-                  + chunked(b"0\r\n\r\n", [2]) + echo_get(4))
+        conn.send(
+            http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")])
+            + chunked(b"0\r\n\r\n", [2])
+            + echo_get(4)
+        )
         self.assertEqual(conn.read_response().body, b"0\r\n\r\n")
         self.assertEqual(conn.read_response().body, b"xxxx")
 
@@ -226,8 +250,11 @@ class KeepAlivePipeliningTest(ServerTestCase):
         conn.send(http_request("GET", "/ping", body=inner) + echo_get(1))
         self.assertEqual(conn.read_response().body, b"pong")
         self.assertEqual(conn.read_response().body, b"x")
-        conn.send(http_request("GET", "/ping", headers=[("Transfer-Encoding", "chunked")])
-                  + chunked(inner, [10]) + echo_get(2))
+        conn.send(
+            http_request("GET", "/ping", headers=[("Transfer-Encoding", "chunked")])
+            + chunked(inner, [10])
+            + echo_get(2)
+        )
         self.assertEqual(conn.read_response().body, b"pong")
         self.assertEqual(conn.read_response().body, b"xx")
 
@@ -251,8 +278,7 @@ class KeepAlivePipeliningTest(ServerTestCase):
         for method, target, status in (("POST", "/nope", 404), ("PUT", "/ping", 405)):
             with self.subTest(method=method, target=target):
                 conn = self.connect()
-                conn.send(http_request(method, target, headers=[("Expect", "100-continue"),
-                                                                ("Content-Length", "5")]))
+                conn.send(http_request(method, target, headers=[("Expect", "100-continue"), ("Content-Length", "5")]))
                 self.assertEqual(conn.read_response().status, status)
 
     def test_keepalive_connection_survives_a_pause_between_requests(self):

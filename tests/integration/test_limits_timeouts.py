@@ -6,8 +6,7 @@ import select
 import time
 import unittest
 
-from support.harness import (Conn, ServerTestCase, assert_standard_headers, chunked, http_request,
-                             raise_fd_limit)
+from support.harness import Conn, ServerTestCase, assert_standard_headers, chunked, http_request, raise_fd_limit
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
@@ -77,8 +76,9 @@ class ConfiguredLimitsTest(LimitAssertions, ServerTestCase):
             with self.subTest(framing=framing):
                 body = bytes(range(250)) * 4
                 if framing == "chunked":
-                    raw = http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")]) \
-                        + chunked(body, [300])
+                    raw = http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")]) + chunked(
+                        body, [300]
+                    )
                 else:
                     raw = http_request("POST", "/echo", body=body)
                 with Conn(self.server.port) as conn:
@@ -90,14 +90,12 @@ class ConfiguredLimitsTest(LimitAssertions, ServerTestCase):
         self.assert_refused(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n\r\n", 413)
 
     def test_chunked_body_over_max_body_gets_413(self):
-        raw = http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")]) \
-            + chunked(b"b" * 1200, [600])
+        raw = http_request("POST", "/echo", headers=[("Transfer-Encoding", "chunked")]) + chunked(b"b" * 1200, [600])
         self.assert_refused(raw, 413)
 
     def test_expect_100_continue_over_max_body_gets_413_without_100(self):
         conn = self.connect()
-        conn.send(http_request("POST", "/echo", headers=[("Expect", "100-continue"),
-                                                         ("Content-Length", "5000")]))
+        conn.send(http_request("POST", "/echo", headers=[("Expect", "100-continue"), ("Content-Length", "5000")]))
         resp = conn.read_response()
         self.assertEqual(resp.status, 413, "expected 413 straight away, not a 100 first")
         self.assertIn("close", resp.tokens("connection"))
@@ -105,8 +103,7 @@ class ConfiguredLimitsTest(LimitAssertions, ServerTestCase):
 
     def test_expect_100_continue_within_max_body_gets_100(self):
         conn = self.connect()
-        conn.send(http_request("POST", "/echo", headers=[("Expect", "100-continue"),
-                                                         ("Content-Length", "1000")]))
+        conn.send(http_request("POST", "/echo", headers=[("Expect", "100-continue"), ("Content-Length", "1000")]))
         self.assertEqual(conn.read_exactly(len(CONTINUE)), CONTINUE)
         conn.send(b"c" * 1000)
         self.assertEqual(conn.read_response().body, b"c" * 1000)
@@ -122,6 +119,7 @@ class ConfiguredLimitsTest(LimitAssertions, ServerTestCase):
 class Http2OnlyTimeoutsTest(ServerTestCase):
     """A cleartext HTTP/2-only server waits for a connection's first bytes
     under the header timeout, as an HTTP/1.1 server does, not the idle one."""
+
     HEADER, SLACK = 0.5, 2.0
     server_args = ["--workers", "1", "--http2-only", "--idle-timeout", "30000", "--header-timeout", "500"]
 
@@ -134,8 +132,7 @@ class Http2OnlyTimeoutsTest(ServerTestCase):
 
 class TimeoutsTest(ServerTestCase):
     IDLE, HEADER, BODY = 0.3, 0.5, 0.5
-    server_args = ["--workers", "1", "--idle-timeout", "300", "--header-timeout", "500",
-                   "--body-timeout", "500"]
+    server_args = ["--workers", "1", "--idle-timeout", "300", "--header-timeout", "500", "--body-timeout", "500"]
     # Timers may fire late on a loaded ASan build, never much early.
     SLACK = 2.0
 
@@ -261,8 +258,11 @@ class ManyConnectionsTest(ServerTestCase):
                 conn = Conn(self.server.port)
                 conns.append(conn)
                 conn.request("GET", f"/echo?size={i % 97}")
-            self.assertEqual(self.server.wait_fd_count(baseline + self.CONNECTIONS),
-                             baseline + self.CONNECTIONS, "the connections were not all open at once")
+            self.assertEqual(
+                self.server.wait_fd_count(baseline + self.CONNECTIONS),
+                baseline + self.CONNECTIONS,
+                "the connections were not all open at once",
+            )
             for i, conn in enumerate(conns):
                 resp = conn.read_response()
                 self.assertEqual((resp.status, resp.body), (200, b"x" * (i % 97)), f"connection {i}")

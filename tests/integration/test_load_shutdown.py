@@ -18,18 +18,19 @@ def parse_wrk(output):
         raise AssertionError(f"unrecognised wrk output:\n{text}")
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
-    return {"requests": int(requests.group(1)),
-            "socket_errors": sum(map(int, errors.groups())) if errors else 0,
-            "non2xx": int(non2xx.group(1)) if non2xx else 0,
-            "text": text}
+    return {
+        "requests": int(requests.group(1)),
+        "socket_errors": sum(map(int, errors.groups())) if errors else 0,
+        "non2xx": int(non2xx.group(1)) if non2xx else 0,
+        "text": text,
+    }
 
 
 class WrkLoadTest(ServerTestCase):
     server_args = ["--workers", "2"]
 
     def run_wrk(self, target, seconds):
-        result = run_client(["wrk", "-t1", "-c50", f"-d{seconds}s", self.server.url(target)],
-                            timeout=seconds + 30)
+        result = run_client(["wrk", "-t1", "-c50", f"-d{seconds}s", self.server.url(target)], timeout=seconds + 30)
         self.assertEqual(result.returncode, 0, result.stderr.decode())
         return parse_wrk(result.stdout)
 
@@ -77,8 +78,9 @@ class ShutdownTest(unittest.TestCase):
             conn.request("GET", "/delay?ms=1000")
             delayed.append(conn)
         sent = time.monotonic()
-        wrk = subprocess.Popen(["wrk", "-t1", "-c20", "-d5s", server.url("/ping")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wrk = subprocess.Popen(
+            ["wrk", "-t1", "-c20", "-d5s", server.url("/ping")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         self.addCleanup(wrk.wait, 10)
         self.addCleanup(wrk.kill)
         time.sleep(0.2)

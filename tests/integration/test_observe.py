@@ -26,12 +26,26 @@ setUpModule, tearDownModule = shared_certs(__name__)
 CLF_ESCAPED = r'(?:[^"\\\x00-\x1f\x7f-\xff]|\\x[0-9a-f]{2})*'
 CLF_TIME = r"\[(\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4})\]"
 COMMON_RE = re.compile(rf'^(\S+) - - {CLF_TIME} "({CLF_ESCAPED})" (\d{{3}}) (\d+)$')
-COMBINED_RE = re.compile(rf'^(\S+) - - {CLF_TIME} "({CLF_ESCAPED})" (\d{{3}}) (\d+) '
-                         rf'"({CLF_ESCAPED})" "({CLF_ESCAPED})"$')
+COMBINED_RE = re.compile(
+    rf'^(\S+) - - {CLF_TIME} "({CLF_ESCAPED})" (\d{{3}}) (\d+) '
+    rf'"({CLF_ESCAPED})" "({CLF_ESCAPED})"$'
+)
 ISO_TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}[+-]\d{2}:\d{2}$")
-JSON_KEYS = ["time", "remote_addr", "remote_port", "method", "target", "protocol", "status", "bytes",
-             "duration_ms", "referer", "user_agent", "tls"]
-SAMPLE_RE = re.compile(r'^([a-z_0-9]+)(?:\{([^}]*)\})? (\d+)$')
+JSON_KEYS = [
+    "time",
+    "remote_addr",
+    "remote_port",
+    "method",
+    "target",
+    "protocol",
+    "status",
+    "bytes",
+    "duration_ms",
+    "referer",
+    "user_agent",
+    "tls",
+]
+SAMPLE_RE = re.compile(r"^([a-z_0-9]+)(?:\{([^}]*)\})? (\d+)$")
 
 
 def clf_unescape(text):
@@ -96,8 +110,9 @@ class LogTestCase(unittest.TestCase):
     def start(self, fmt, *extra, workers=1):
         """One worker unless asked: then lines keep the order of the requests, which
         workers that write their own batches would not."""
-        self.server = start_server(self, ["--access-log", self.log, "--log-format", fmt,
-                                          "--workers", str(workers), *extra])
+        self.server = start_server(
+            self, ["--access-log", self.log, "--log-format", fmt, "--workers", str(workers), *extra]
+        )
         return self.server
 
     def stop(self):
@@ -105,8 +120,9 @@ class LogTestCase(unittest.TestCase):
 
 
 class AccessLogFormatsTest(LogTestCase):
-    def assert_json_line(self, line, client, method, target, protocol, status, nbytes, user_agent=None,
-                         referer=None, tls=None):
+    def assert_json_line(
+        self, line, client, method, target, protocol, status, nbytes, user_agent=None, referer=None, tls=None
+    ):
         rec = json.loads(line)
         self.assertEqual(list(rec), JSON_KEYS)
         self.assertRegex(rec["time"], ISO_TIME_RE)
@@ -139,8 +155,9 @@ class AccessLogFormatsTest(LogTestCase):
             up = conn.sock.getsockname()
         lines = wait_for_lines(self.log, 6)
         self.assertEqual(len(lines), 6, lines)
-        self.assert_json_line(lines[0], c11, "GET", "/echo?size=5", "HTTP/1.1", 200, 5, "tester/1.0",
-                              "http://r.example/p")
+        self.assert_json_line(
+            lines[0], c11, "GET", "/echo?size=5", "HTTP/1.1", 200, 5, "tester/1.0", "http://r.example/p"
+        )
         self.assert_json_line(lines[1], c11, "GET", "/nowhere", "HTTP/1.1", 404, len(b"Not Found\n"))
         self.assert_json_line(lines[2], c11, "HEAD", "/ping", "HTTP/1.1", 200, 0)
         self.assert_json_line(lines[3], c10, "GET", "/ping", "HTTP/1.0", 200, 4)
@@ -158,14 +175,17 @@ class AccessLogFormatsTest(LogTestCase):
         # Every client is 127.0.0.1; the JSON test checks ports.
         lines = wait_for_lines(self.log, 3)
         self.assertEqual(len(lines), 3, lines)
-        want = [(conn, "GET /echo?size=3 HTTP/1.1", "200", "3"), (conn, "GET /nowhere HTTP/1.1", "404", "10"),
-                (h2, "GET /ping HTTP/2", "200", "4")]
-        for line, (client, request, status, nbytes) in zip(lines, want):
+        want = [
+            ("GET /echo?size=3 HTTP/1.1", "200", "3"),
+            ("GET /nowhere HTTP/1.1", "404", "10"),
+            ("GET /ping HTTP/2", "200", "4"),
+        ]
+        for line, fields in zip(lines, want, strict=True):
             m = COMMON_RE.match(line)
             self.assertIsNotNone(m, line)
             self.assertEqual(m.group(1), "127.0.0.1")
             time.strptime(m.group(2), "%d/%b/%Y:%H:%M:%S %z")
-            self.assertEqual(m.groups()[2:], (request, status, nbytes))
+            self.assertEqual(m.groups()[2:], fields)
         self.stop()
 
     def test_combined_lines_add_referer_and_user_agent(self):
@@ -176,8 +196,9 @@ class AccessLogFormatsTest(LogTestCase):
         lines = wait_for_lines(self.log, 2)
         self.assertEqual(len(lines), 2, lines)
         first, second = (COMBINED_RE.match(line) for line in lines)
-        self.assertEqual(first.groups()[2:],
-                         ("GET /ping HTTP/1.1", "200", "4", "https://a.example/x?y", "Mozilla/5.0 (X11; Linux)"))
+        self.assertEqual(
+            first.groups()[2:], ("GET /ping HTTP/1.1", "200", "4", "https://a.example/x?y", "Mozilla/5.0 (X11; Linux)")
+        )
         self.assertEqual(second.groups()[5:], ("-", "-"))
         self.stop()
 
@@ -189,10 +210,19 @@ class HostileInputTest(LogTestCase):
     # target, and any byte but controls in a field value; HTTP/2 (nghttp2) takes bytes from
     # 0x80 in :path too. Controls and newlines never get that far (the unit test has them).
     H1_TARGETS = [b'/a"b', b"/back\\slash", b"/%22%0a%00", b'/x?a=\\"', b'/x?"]"-"']
-    H1_AGENTS = [b'a" "b', b"tab\there", b'\\"\\', b"\xff\xfe not utf-8", b"caf\xc3\xa9 \xf0\x9f\x98\x80",
-                 b'x" 200 0 "-" "-"\tq']
-    H2_REQUESTS = [(b"/\xc3\xa9\xff\x80", b'"quoted"\\'), (b'/q?"\\', b"\xc0\xaf overlong"),
-                   (b"/ping", b'x" 200 0 "-" "-')]
+    H1_AGENTS = [
+        b'a" "b',
+        b"tab\there",
+        b'\\"\\',
+        b"\xff\xfe not utf-8",
+        b"caf\xc3\xa9 \xf0\x9f\x98\x80",
+        b'x" 200 0 "-" "-"\tq',
+    ]
+    H2_REQUESTS = [
+        (b"/\xc3\xa9\xff\x80", b'"quoted"\\'),
+        (b'/q?"\\', b"\xc0\xaf overlong"),
+        (b"/ping", b'x" 200 0 "-" "-'),
+    ]
 
     def hostile_requests(self):
         sent = []
@@ -216,13 +246,11 @@ class HostileInputTest(LogTestCase):
         sent = self.hostile_requests()
         lines = wait_for_lines(self.log, len(sent))
         self.assertEqual(len(lines), len(sent), lines)
-        for line, (target, agent) in zip(lines, sent):
+        for line, (target, agent) in zip(lines, sent, strict=True):
             rec = json.loads(line.encode("latin-1").decode("utf-8"))  # valid UTF-8 or it fails
             self.assertEqual(list(rec), JSON_KEYS)
-            # Valid UTF-8 comes back as it was; any other byte as the code point of its number.
-            expect = lambda raw: raw.decode("utf-8") if _is_utf8(raw) else _mixed_decode(raw)
-            self.assertEqual(rec["target"], expect(target))
-            self.assertEqual(rec["user_agent"], None if agent is None else expect(agent))
+            self.assertEqual(rec["target"], _logged_text(target))
+            self.assertEqual(rec["user_agent"], None if agent is None else _logged_text(agent))
         self.stop()
 
     def test_combined_lines_have_exactly_their_fields(self):
@@ -230,13 +258,18 @@ class HostileInputTest(LogTestCase):
         sent = self.hostile_requests()
         lines = wait_for_lines(self.log, len(sent))
         self.assertEqual(len(lines), len(sent), lines)
-        for line, (target, agent) in zip(lines, sent):
+        for line, (target, agent) in zip(lines, sent, strict=True):
             m = COMBINED_RE.match(line)
             self.assertIsNotNone(m, line)
             request = clf_unescape(m.group(3))
             self.assertTrue(request.startswith(b"GET " + target + b" HTTP/"), (request, target))
             self.assertEqual(clf_unescape(m.group(7)), b"-" if agent is None else agent)
         self.stop()
+
+
+def _logged_text(raw):
+    """What the JSON log holds for raw: valid UTF-8 as it was; any other byte as the code point of its number."""
+    return raw.decode("utf-8") if _is_utf8(raw) else _mixed_decode(raw)
 
 
 def _is_utf8(raw):
@@ -253,7 +286,7 @@ def _mixed_decode(raw):
     while i < len(raw):
         for n in (4, 3, 2, 1):
             try:
-                out.append(raw[i:i + n].decode("utf-8"))
+                out.append(raw[i : i + n].decode("utf-8"))
                 i += n
                 break
             except UnicodeDecodeError:
@@ -277,8 +310,7 @@ class RefusedRequestsTest(LogTestCase):
         return int(data.split(b" ", 2)[1])
 
     def test_each_refusal_is_counted_and_logged(self):
-        self.start("json", "--metrics", "--max-header-size", "1024", "--max-body", "1000",
-                   "--header-timeout", "600")
+        self.start("json", "--metrics", "--max-header-size", "1024", "--max-body", "1000", "--header-timeout", "600")
         before = metrics(self.server.port)
         refused = [
             (b"GET /a HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n", 400),
@@ -339,13 +371,18 @@ class RotationAndStopTest(LogTestCase):
         self.assertEqual(read_lines(self.log), [], "lines were written before the buffer filled")
         self.stop()
         lines = read_lines(self.log)
-        self.assertEqual(sorted(COMMON_RE.match(line).group(3) for line in lines),
-                         sorted(f"GET /ping?n={i} HTTP/1.1" for i in range(20)))
+        self.assertEqual(
+            sorted(COMMON_RE.match(line).group(3) for line in lines),
+            sorted(f"GET /ping?n={i} HTTP/1.1" for i in range(20)),
+        )
 
     def test_an_unopenable_path_stops_the_server_at_start(self):
         server_path = os.environ["XK_BENCH_SERVER"]
-        done = subprocess.run([server_path, "0", "--access-log", os.path.join(self.dir, "no/such/dir/log")],
-                              capture_output=True, timeout=30)
+        done = subprocess.run(
+            [server_path, "0", "--access-log", os.path.join(self.dir, "no/such/dir/log")],
+            capture_output=True,
+            timeout=30,
+        )
         self.assertEqual(done.returncode, 1)
         self.assertIn(b"access log: cannot open", done.stderr)
 
@@ -378,7 +415,10 @@ class MetricsTest(unittest.TestCase):
             for target in ("/ping", "/echo?size=10", "/nope"):
                 h2.fetch("GET", target)
         after = metrics(self.server.port)
-        delta = lambda p, s: requests_total(after, p, s) - requests_total(before, p, s)
+
+        def delta(protocol, status):
+            return requests_total(after, protocol, status) - requests_total(before, protocol, status)
+
         # The first /metrics response itself ended after its snapshot: one more 2xx.
         self.assertEqual(delta("http/1.1", "2xx"), 3 + 1)
         self.assertEqual(delta("http/1.1", "4xx"), 3)
@@ -393,15 +433,22 @@ class MetricsTest(unittest.TestCase):
     def test_bytes_in_and_out_count_every_byte(self):
         first = http_request("GET", "/metrics", headers={"Connection": "close"})
         before_raw = self.raw_exchange(first)
-        requests = [http_request("GET", "/echo?size=1000", headers={"Connection": "close"}),
-                    http_request("POST", "/echo", body=b"x" * 5000, headers={"Connection": "close"}),
-                    http_request("GET", "/nowhere", headers={"Connection": "close"})]
+        requests = [
+            http_request("GET", "/echo?size=1000", headers={"Connection": "close"}),
+            http_request("POST", "/echo", body=b"x" * 5000, headers={"Connection": "close"}),
+            http_request("GET", "/nowhere", headers={"Connection": "close"}),
+        ]
         answers = [self.raw_exchange(r) for r in requests]
         second = http_request("GET", "/metrics", headers={"Connection": "close", "X-Pad": "abc"})
         after_raw = self.raw_exchange(second)
-        parse = lambda raw: {tuple(line.split(" ")[:1]): int(line.split(" ")[-1])
-                             for line in raw.split(b"\r\n\r\n", 1)[1].decode().splitlines()
-                             if line.startswith("xkit_") and "{" not in line}
+
+        def parse(raw):
+            return {
+                tuple(line.split(" ")[:1]): int(line.split(" ")[-1])
+                for line in raw.split(b"\r\n\r\n", 1)[1].decode().splitlines()
+                if line.startswith("xkit_") and "{" not in line
+            }
+
         before, after = parse(before_raw), parse(after_raw)
         received = after[("xkit_received_bytes_total",)] - before[("xkit_received_bytes_total",)]
         sent = after[("xkit_sent_bytes_total",)] - before[("xkit_sent_bytes_total",)]
@@ -441,8 +488,9 @@ class TlsLogAndMetricsTest(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="xk-observe-tls-")
         self.addCleanup(shutil.rmtree, tmp, True)
         log = os.path.join(tmp, "access.log")
-        server = start_https(self, CERTS.rsa, "--access-log", log, "--log-format", "json", "--metrics",
-                             "--workers", "1")
+        server = start_https(
+            self, CERTS.rsa, "--access-log", log, "--log-format", "json", "--metrics", "--workers", "1"
+        )
         before = _metrics_over_tls(server.port)
         with TlsConn(server.port, client_context()) as c11:
             self.assertEqual(get(c11, "/echo?size=9", {"User-Agent": "tls tester"}).status, 200)
@@ -457,17 +505,26 @@ class TlsLogAndMetricsTest(unittest.TestCase):
             raw.sendall(b"\x16\x03\x01\x00\x05hello")  # a TLS record that is no ClientHello
             raw.recv(4096)
         after = _metrics_over_tls(server.port)
-        handshakes = lambda m, result: m[("xkit_tls_handshakes_total", (("result", result),))]
+
+        def handshakes(m, result):
+            return m[("xkit_tls_handshakes_total", (("result", result),))]
+
         # The two served connections and the second /metrics fetch's own.
         self.assertEqual(handshakes(after, "ok") - handshakes(before, "ok"), 3)
         self.assertEqual(handshakes(after, "failed") - handshakes(before, "failed"), 1)
         server.stop_and_check()
         recs = [json.loads(line) for line in read_lines(log)]
         ours = [r for r in recs if r["target"] != "/metrics"]
-        self.assertEqual([(r["method"], r["target"], r["protocol"], r["status"], r["bytes"], r["user_agent"],
-                           r["tls"]) for r in ours],
-                         [("GET", "/echo?size=9", "HTTP/1.1", 200, 9, "tls tester", version11),
-                          ("GET", "/ping", "HTTP/2", 200, 4, "h2 tls", version2)])
+        self.assertEqual(
+            [
+                (r["method"], r["target"], r["protocol"], r["status"], r["bytes"], r["user_agent"], r["tls"])
+                for r in ours
+            ],
+            [
+                ("GET", "/echo?size=9", "HTTP/1.1", 200, 9, "tls tester", version11),
+                ("GET", "/ping", "HTTP/2", 200, 4, "h2 tls", version2),
+            ],
+        )
         self.assertTrue(all(r["remote_addr"] == "127.0.0.1" for r in recs))
 
 
@@ -478,8 +535,7 @@ def _metrics_over_tls(port):
     for line in resp.body.decode().splitlines():
         m = SAMPLE_RE.match(line)
         if m:
-            samples[(m.group(1), tuple(sorted(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))))] = \
-                int(m.group(3))
+            samples[(m.group(1), tuple(sorted(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))))] = int(m.group(3))
     return samples
 
 

@@ -24,8 +24,7 @@ def get_with(*header_lines, target=b"/ping", version=b"HTTP/1.1"):
 
 
 def post_with(*header_lines, body=b""):
-    return (b"POST /echo HTTP/1.1\r\nHost: x\r\n"
-            + b"".join(line + b"\r\n" for line in header_lines) + b"\r\n" + body)
+    return b"POST /echo HTTP/1.1\r\nHost: x\r\n" + b"".join(line + b"\r\n" for line in header_lines) + b"\r\n" + body
 
 
 class RejectionsTest(ServerTestCase):
@@ -72,30 +71,38 @@ class RejectionsTest(ServerTestCase):
     # ---- Body framing and smuggling ----
 
     def test_content_length_with_transfer_encoding_is_400(self):
-        self.assert_all_rejected([
-            post_with(b"Content-Length: 5", b"Transfer-Encoding: chunked", body=b"0\r\n\r\n"),
-            post_with(b"Transfer-Encoding: chunked", b"Content-Length: 5", body=b"0\r\n\r\n"),
-            post_with(b"Content-Length: 0", b"Transfer-Encoding: chunked", body=b"0\r\n\r\n"),
-        ], 400)
+        self.assert_all_rejected(
+            [
+                post_with(b"Content-Length: 5", b"Transfer-Encoding: chunked", body=b"0\r\n\r\n"),
+                post_with(b"Transfer-Encoding: chunked", b"Content-Length: 5", body=b"0\r\n\r\n"),
+                post_with(b"Content-Length: 0", b"Transfer-Encoding: chunked", body=b"0\r\n\r\n"),
+            ],
+            400,
+        )
 
     def test_smuggled_request_behind_a_cl_te_conflict_is_never_served(self):
         # Read by Content-Length the body is "0\r\n\r\n"; read as chunked it
         # ends early and the rest looks like a second request. Either way it
         # must not be served.
         smuggled = b"GET /echo?size=21 HTTP/1.1\r\nHost: x\r\n\r\n"
-        for raw in (post_with(b"Content-Length: 5", b"Transfer-Encoding: chunked",
-                              body=b"0\r\n\r\n" + smuggled),
-                    post_with(b"Content-Length: %d" % (5 + len(smuggled)), b"Transfer-Encoding: chunked",
-                              body=b"0\r\n\r\n" + smuggled)):
+        for raw in (
+            post_with(b"Content-Length: 5", b"Transfer-Encoding: chunked", body=b"0\r\n\r\n" + smuggled),
+            post_with(
+                b"Content-Length: %d" % (5 + len(smuggled)), b"Transfer-Encoding: chunked", body=b"0\r\n\r\n" + smuggled
+            ),
+        ):
             with self.subTest(request=raw):
                 self.assert_rejected(raw, 400, follow_up=False)
 
     def test_differing_content_lengths_are_400(self):
-        self.assert_all_rejected([
-            post_with(b"Content-Length: 5", b"Content-Length: 6", body=b"hello!"),
-            post_with(b"Content-Length: 5, 6", body=b"hello!"),
-            post_with(b"Content-Length: 6", b"Content-Length: 5", body=b"hello!"),
-        ], 400)
+        self.assert_all_rejected(
+            [
+                post_with(b"Content-Length: 5", b"Content-Length: 6", body=b"hello!"),
+                post_with(b"Content-Length: 5, 6", body=b"hello!"),
+                post_with(b"Content-Length: 6", b"Content-Length: 5", body=b"hello!"),
+            ],
+            400,
+        )
 
     def test_malformed_content_length_is_400(self):
         values = (b"abc", b"-1", b"+5", b"0x5", b"5.0", b"", b"5 5", b"5a", b"1_0")
@@ -107,26 +114,40 @@ class RejectionsTest(ServerTestCase):
         self.assert_rejected(post_with(b"Content-Length: 18446744073709551621", body=b"hello"), (400, 413))
 
     def test_unknown_transfer_coding_is_501(self):
-        self.assert_all_rejected([post_with(b"Transfer-Encoding: " + coding, body=b"0\r\n\r\n")
-                                  for coding in (b"gzip", b"gzip, chunked", b"deflate", b"xchunked")], 501)
+        self.assert_all_rejected(
+            [
+                post_with(b"Transfer-Encoding: " + coding, body=b"0\r\n\r\n")
+                for coding in (b"gzip", b"gzip, chunked", b"deflate", b"xchunked")
+            ],
+            501,
+        )
 
     def test_chunked_not_last_is_400(self):
-        self.assert_all_rejected([
-            post_with(b"Transfer-Encoding: chunked, gzip", body=b"0\r\n\r\n"),
-            post_with(b"Transfer-Encoding: chunked", b"Transfer-Encoding: gzip", body=b"0\r\n\r\n"),
-        ], 400)
+        self.assert_all_rejected(
+            [
+                post_with(b"Transfer-Encoding: chunked, gzip", body=b"0\r\n\r\n"),
+                post_with(b"Transfer-Encoding: chunked", b"Transfer-Encoding: gzip", body=b"0\r\n\r\n"),
+            ],
+            400,
+        )
 
     def test_bad_chunk_framing_is_400(self):
-        self.assert_all_rejected([POST_CHUNKED + body for body in (
-            b"zz\r\nhello\r\n0\r\n\r\n",          # not hex
-            b"-5\r\nhello\r\n0\r\n\r\n",          # signed
-            b"0x5\r\nhello\r\n0\r\n\r\n",         # C-style prefix
-            b"\r\nhello\r\n0\r\n\r\n",            # empty size
-            b"5\r\nhelloXX\r\n0\r\n\r\n",         # data longer than its size
-            b"5\r\nhel\r\n0\r\n\r\n" + b"X" * 8,  # data shorter than its size
-            b"5\nhello\n0\n\n",                   # bare LF framing
-            b"5\r\nhello\r\n0\r\nbad trailer\r\n\r\n",  # trailer without colon
-        )], 400)
+        self.assert_all_rejected(
+            [
+                POST_CHUNKED + body
+                for body in (
+                    b"zz\r\nhello\r\n0\r\n\r\n",  # not hex
+                    b"-5\r\nhello\r\n0\r\n\r\n",  # signed
+                    b"0x5\r\nhello\r\n0\r\n\r\n",  # C-style prefix
+                    b"\r\nhello\r\n0\r\n\r\n",  # empty size
+                    b"5\r\nhelloXX\r\n0\r\n\r\n",  # data longer than its size
+                    b"5\r\nhel\r\n0\r\n\r\n" + b"X" * 8,  # data shorter than its size
+                    b"5\nhello\n0\n\n",  # bare LF framing
+                    b"5\r\nhello\r\n0\r\nbad trailer\r\n\r\n",  # trailer without colon
+                )
+            ],
+            400,
+        )
 
     def test_overflowing_chunk_size_is_rejected(self):
         self.assert_rejected(POST_CHUNKED + b"10000000000000005\r\nhello\r\n0\r\n\r\n", (400, 413))
@@ -134,70 +155,90 @@ class RejectionsTest(ServerTestCase):
     # ---- Head syntax ----
 
     def test_bare_cr_is_400(self):
-        self.assert_all_rejected([
-            b"GET /ping HTTP/1.1\rHost: x\r\n\r\n",
-            get_with(b"Host: x\rX-A: b"),
-            get_with(b"Host: x", b"X-A: a\rb"),
-            get_with(b"Host: x", b"X-A\r: b"),
-        ], 400)
+        self.assert_all_rejected(
+            [
+                b"GET /ping HTTP/1.1\rHost: x\r\n\r\n",
+                get_with(b"Host: x\rX-A: b"),
+                get_with(b"Host: x", b"X-A: a\rb"),
+                get_with(b"Host: x", b"X-A\r: b"),
+            ],
+            400,
+        )
 
     def test_bare_lf_is_400(self):
-        self.assert_all_rejected([
-            b"GET /ping HTTP/1.1\nHost: x\n\n",
-            b"GET /ping HTTP/1.1\r\nHost: x\nX-A: b\r\n\r\n",
-            b"GET /ping HTTP/1.1\r\nHost: x\r\n\n",
-        ], 400)
+        self.assert_all_rejected(
+            [
+                b"GET /ping HTTP/1.1\nHost: x\n\n",
+                b"GET /ping HTTP/1.1\r\nHost: x\nX-A: b\r\n\r\n",
+                b"GET /ping HTTP/1.1\r\nHost: x\r\n\n",
+            ],
+            400,
+        )
 
     def test_nul_is_400(self):
-        self.assert_all_rejected([
-            get_with(b"Host: x", b"X-A: a\x00b"),
-            get_with(b"Host: x", b"X-\x00A: b"),
-            get_with(b"Host: x", target=b"/pi\x00ng"),
-        ], 400)
+        self.assert_all_rejected(
+            [
+                get_with(b"Host: x", b"X-A: a\x00b"),
+                get_with(b"Host: x", b"X-\x00A: b"),
+                get_with(b"Host: x", target=b"/pi\x00ng"),
+            ],
+            400,
+        )
 
     def test_header_line_without_colon_is_400(self):
-        self.assert_all_rejected([get_with(b"Host: x", b"X-No-Colon"),
-                                  get_with(b"Host: x", b"X-No-Colon value")], 400)
+        self.assert_all_rejected([get_with(b"Host: x", b"X-No-Colon"), get_with(b"Host: x", b"X-No-Colon value")], 400)
 
     def test_whitespace_before_colon_is_400(self):
-        self.assert_all_rejected([get_with(b"Host : x"),
-                                  get_with(b"Host: x", b"X-A\t: b"),
-                                  post_with(b"Content-Length : 5", body=b"hello")], 400)
+        self.assert_all_rejected(
+            [get_with(b"Host : x"), get_with(b"Host: x", b"X-A\t: b"), post_with(b"Content-Length : 5", body=b"hello")],
+            400,
+        )
 
     def test_invalid_token_characters_are_400(self):
-        self.assert_all_rejected([
-            get_with(b"Host: x", b"X(A): b"),
-            get_with(b"Host: x", b"X A: b"),
-            get_with(b"Host: x", b"X\x7fA: b"),
-            get_with(b"Host: x", "X-\u00e4: b".encode()),
-            get_with(b"Host: x", b": empty-name"),
-            b"GE(T /ping HTTP/1.1\r\nHost: x\r\n\r\n",
-            b"G\x01T /ping HTTP/1.1\r\nHost: x\r\n\r\n",
-        ], 400)
+        self.assert_all_rejected(
+            [
+                get_with(b"Host: x", b"X(A): b"),
+                get_with(b"Host: x", b"X A: b"),
+                get_with(b"Host: x", b"X\x7fA: b"),
+                get_with(b"Host: x", "X-\u00e4: b".encode()),
+                get_with(b"Host: x", b": empty-name"),
+                b"GE(T /ping HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"G\x01T /ping HTTP/1.1\r\nHost: x\r\n\r\n",
+            ],
+            400,
+        )
 
     def test_control_characters_in_values_are_400(self):
         # RFC 9110 field values allow visible bytes, SP and HTAB only.
-        self.assert_all_rejected([get_with(b"Host: x", b"X-A: a\x01b"),
-                                  get_with(b"Host: x", b"X-A: a\x7fb")], 400)
+        self.assert_all_rejected([get_with(b"Host: x", b"X-A: a\x01b"), get_with(b"Host: x", b"X-A: a\x7fb")], 400)
 
     def test_obs_fold_is_400(self):
-        self.assert_all_rejected([get_with(b"Host: x", b"X-A: a", b" folded"),
-                                  get_with(b"Host: x", b"X-A: a", b"\tfolded"),
-                                  post_with(b"Transfer-Encoding:", b" chunked", body=b"0\r\n\r\n")], 400)
+        self.assert_all_rejected(
+            [
+                get_with(b"Host: x", b"X-A: a", b" folded"),
+                get_with(b"Host: x", b"X-A: a", b"\tfolded"),
+                post_with(b"Transfer-Encoding:", b" chunked", body=b"0\r\n\r\n"),
+            ],
+            400,
+        )
 
     def test_http11_without_exactly_one_host_is_400(self):
-        self.assert_all_rejected([get_with(),
-                                  get_with(b"Host: x", b"Host: y"),
-                                  get_with(b"Host: x", b"host: x")], 400)
+        self.assert_all_rejected([get_with(), get_with(b"Host: x", b"Host: y"), get_with(b"Host: x", b"host: x")], 400)
 
     def test_unknown_http_version_is_505(self):
-        self.assert_all_rejected([get_with(b"Host: x", version=version)
-                                  for version in (b"HTTP/1.2", b"HTTP/2.0", b"HTTP/3.0", b"HTTP/9.9")], 505)
+        self.assert_all_rejected(
+            [get_with(b"Host: x", version=version) for version in (b"HTTP/1.2", b"HTTP/2.0", b"HTTP/3.0", b"HTTP/9.9")],
+            505,
+        )
 
     def test_rejection_mid_pipeline_answers_only_the_requests_before_it(self):
         conn = self.connect()
-        conn.send(http_request("GET", "/echo?size=1") + http_request("GET", "/echo?size=2")
-                  + get_with(b"Host: x", b"Bad Header: 1") + FOLLOW_UP)
+        conn.send(
+            http_request("GET", "/echo?size=1")
+            + http_request("GET", "/echo?size=2")
+            + get_with(b"Host: x", b"Bad Header: 1")
+            + FOLLOW_UP
+        )
         self.assertEqual(conn.read_response().body, b"x")
         self.assertEqual(conn.read_response().body, b"xx")
         resp = conn.read_response()
@@ -209,8 +250,13 @@ class RejectionsTest(ServerTestCase):
 
     def test_random_garbage_on_fifty_connections_leaves_server_serving(self):
         rng = random.Random(20240501)
-        prefixes = (b"", b"GET / HTTP/1.1\r\n", b"GET /ping HTTP/1.1\r\nHost: x\r\nContent-Length: ",
-                    POST_CHUNKED, b"GET /ping HTTP/1.1\r\nHost: x\r\nX-A: ")
+        prefixes = (
+            b"",
+            b"GET / HTTP/1.1\r\n",
+            b"GET /ping HTTP/1.1\r\nHost: x\r\nContent-Length: ",
+            POST_CHUNKED,
+            b"GET /ping HTTP/1.1\r\nHost: x\r\nX-A: ",
+        )
         conns = []
         for i in range(50):
             conn = self.connect()
@@ -224,8 +270,10 @@ class RejectionsTest(ServerTestCase):
         for conn, junk in conns:
             reply = conn.read_until_eof()
             # Nothing, or one error response: never a success for garbage.
-            self.assertTrue(reply == b"" or re.match(rb"HTTP/1\.[01] [45]\d\d ", reply),
-                            f"garbage {junk[:60]!r}... got {reply[:200]!r}")
+            self.assertTrue(
+                reply == b"" or re.match(rb"HTTP/1\.[01] [45]\d\d ", reply),
+                f"garbage {junk[:60]!r}... got {reply[:200]!r}",
+            )
             conn.close()
         self.assert_serves_ping()
         self.assertEqual(self.server.wait_fd_count(self.baseline_fds), self.baseline_fds)
@@ -254,7 +302,7 @@ class RejectionsTest(ServerTestCase):
 
     def test_hundred_clients_vanishing_with_pending_delays_leave_server_serving(self):
         conns = []
-        for i in range(100):
+        for _ in range(100):
             conn = Conn(self.server.port)
             conn.request("GET", "/delay?ms=100")
             conns.append(conn)
@@ -266,8 +314,7 @@ class RejectionsTest(ServerTestCase):
         self.assertEqual(self.server.wait_fd_count(self.baseline_fds), self.baseline_fds)
 
     def test_half_sent_requests_closed_by_the_client_leave_server_serving(self):
-        for raw in (b"GET /pi", http_request("POST", "/echo", body=b"x" * 100)[:-50],
-                    POST_CHUNKED + b"5\r\nhel"):
+        for raw in (b"GET /pi", http_request("POST", "/echo", body=b"x" * 100)[:-50], POST_CHUNKED + b"5\r\nhel"):
             conn = Conn(self.server.port)
             conn.send(raw)
             conn.close()

@@ -144,10 +144,16 @@ class StaticTestCase(ServerTestCase):
 class FilesTest(StaticTestCase):
     def test_files_come_with_their_type_length_and_bytes(self):
         types = {
-            "page.css": "text/css", "app.js": "application/javascript", "index.html": "text/html",
-            "photo.webp": "image/webp", "font.woff2": "font/woff2", "data.json": "application/json",
-            "UPPER.SVG": "image/svg+xml", "no-extension": "application/octet-stream",
-            "sub/deeper/note.txt": "text/plain", "empty.txt": "text/plain",
+            "page.css": "text/css",
+            "app.js": "application/javascript",
+            "index.html": "text/html",
+            "photo.webp": "image/webp",
+            "font.woff2": "font/woff2",
+            "data.json": "application/json",
+            "UPPER.SVG": "image/svg+xml",
+            "no-extension": "application/octet-stream",
+            "sub/deeper/note.txt": "text/plain",
+            "empty.txt": "text/plain",
         }
         for name, media_type in types.items():
             with self.subTest(name=name):
@@ -249,8 +255,14 @@ class FilesTest(StaticTestCase):
 
     def test_files_kept_open_are_closed_once_their_time_is_over(self):
         baseline = self.server.settle_fd_baseline()
-        for target in ("/static/page.css", "/static/app.js", "/static/nope", "/static/sub",
-                       "/static/pipe", "/static/big.bin"):
+        for target in (
+            "/static/page.css",
+            "/static/app.js",
+            "/static/nope",
+            "/static/sub",
+            "/static/pipe",
+            "/static/big.bin",
+        ):
             self.fetch("HEAD" if "big" in target else "GET", target, head_only="big" in target)
         time.sleep(1.2)
         self.assertEqual(self.get("/static/nope.txt").status, 404)  # a missing file keeps no descriptor
@@ -275,8 +287,14 @@ class UncachedTest(StaticTestCase):
 
     def test_no_file_descriptor_stays_open(self):
         baseline = self.server.settle_fd_baseline()
-        for target in ("/static/page.css", "/static/app.js", "/static/nope", "/static/sub",
-                       "/static/pipe", "/static/big.bin"):
+        for target in (
+            "/static/page.css",
+            "/static/app.js",
+            "/static/nope",
+            "/static/sub",
+            "/static/pipe",
+            "/static/big.bin",
+        ):
             self.fetch("HEAD" if "big" in target else "GET", target, head_only="big" in target)
         conn = self.connect()
         conn.request("GET", "/static/page.css", headers={"Range": "bytes=0-9"})
@@ -294,8 +312,15 @@ class SettingsTest(StaticTestCase):
     """The settings a bench server passes on: Cache-Control, media types over
     the built-in ones, and twins turned off."""
 
-    extra_args = ("--static-cache-control", "public, max-age=60", "--static-type", "CSS=text/x-css",
-                  "--static-type", "md=text/markdown; charset=utf-8", "--static-no-twins")
+    extra_args = (
+        "--static-cache-control",
+        "public, max-age=60",
+        "--static-type",
+        "CSS=text/x-css",
+        "--static-type",
+        "md=text/markdown; charset=utf-8",
+        "--static-no-twins",
+    )
 
     def test_cache_control_and_types_come_from_the_settings(self):
         with open(self.path("notes.md"), "wb") as f:
@@ -307,8 +332,9 @@ class SettingsTest(StaticTestCase):
         self.assertEqual(self.get("/static/app.js").header("Content-Type"), "application/javascript")
         etag = resp.header("ETag")
         resp = self.get("/static/notes.md", {"If-None-Match": etag})
-        self.assertEqual((resp.status, resp.header("Cache-Control"), resp.header("Content-Type")),
-                         (304, "public, max-age=60", None))
+        self.assertEqual(
+            (resp.status, resp.header("Cache-Control"), resp.header("Content-Type")), (304, "public, max-age=60", None)
+        )
 
     def test_without_twins_the_file_itself_is_sent_with_no_vary(self):
         resp = self.get("/static/app.js", {"Accept-Encoding": "br, gzip"})
@@ -327,19 +353,44 @@ class SettingsTest(StaticTestCase):
 
 class TraversalTest(StaticTestCase):
     ATTEMPTS = [
-        "/static/../outside.txt", "/static/..%2foutside.txt", "/static/..%2Foutside.txt",
-        "/static/%2e%2e/outside.txt", "/static/%2E%2E/outside.txt", "/static/%2e%2e%2foutside.txt",
-        "/static/.%2e/outside.txt", "/static/%2e./outside.txt", "/static/sub/../../outside.txt",
-        "/static/sub/%2e%2e/%2e%2e/outside.txt", "/static/sub%2f..%2f..%2foutside.txt",
-        "/static/%252e%252e/outside.txt", "/static/..%5coutside.txt", "/static/..\\outside.txt",
-        "/static/%5c..%5coutside.txt", "/static//outside.txt", "/static/%2foutside.txt",
-        "/static/%2f%2e%2e%2foutside.txt", "/static/./../outside.txt", "/static/%2e/page.css",
-        "/static/sub//note.txt", "/static/outside.txt%00.css", "/static/page.css%00",
-        "/static/%00", "/static/escape.txt", "/static/escape-absolute.txt", "/static/up/outside.txt",
-        "/static/up/root/page.css", "/static/up%2foutside.txt", "/static/..;/outside.txt",
-        "/static/...", "/static/%c0%ae%c0%ae/outside.txt", "/static/%e0%80%ae%e0%80%ae/outside.txt",
-        "/static/.%00./outside.txt", "/static/%2e%2e%5c%2e%2e%5coutside.txt", "/static/..",
-        "/static/sub/..", "/static/%",
+        "/static/../outside.txt",
+        "/static/..%2foutside.txt",
+        "/static/..%2Foutside.txt",
+        "/static/%2e%2e/outside.txt",
+        "/static/%2E%2E/outside.txt",
+        "/static/%2e%2e%2foutside.txt",
+        "/static/.%2e/outside.txt",
+        "/static/%2e./outside.txt",
+        "/static/sub/../../outside.txt",
+        "/static/sub/%2e%2e/%2e%2e/outside.txt",
+        "/static/sub%2f..%2f..%2foutside.txt",
+        "/static/%252e%252e/outside.txt",
+        "/static/..%5coutside.txt",
+        "/static/..\\outside.txt",
+        "/static/%5c..%5coutside.txt",
+        "/static//outside.txt",
+        "/static/%2foutside.txt",
+        "/static/%2f%2e%2e%2foutside.txt",
+        "/static/./../outside.txt",
+        "/static/%2e/page.css",
+        "/static/sub//note.txt",
+        "/static/outside.txt%00.css",
+        "/static/page.css%00",
+        "/static/%00",
+        "/static/escape.txt",
+        "/static/escape-absolute.txt",
+        "/static/up/outside.txt",
+        "/static/up/root/page.css",
+        "/static/up%2foutside.txt",
+        "/static/..;/outside.txt",
+        "/static/...",
+        "/static/%c0%ae%c0%ae/outside.txt",
+        "/static/%e0%80%ae%e0%80%ae/outside.txt",
+        "/static/.%00./outside.txt",
+        "/static/%2e%2e%5c%2e%2e%5coutside.txt",
+        "/static/..",
+        "/static/sub/..",
+        "/static/%",
         "/static/%2",
     ]
 
@@ -382,16 +433,18 @@ class ConditionalTest(StaticTestCase):
     def test_if_modified_since_answers_304_on_the_date_given(self):
         _, modified = self.validators("page.css")
         self.assertEqual(self.get("/static/page.css", {"If-Modified-Since": modified}).status, 304)
-        self.assertEqual(self.get("/static/page.css", {"If-Modified-Since": "Sat, 01 Jan 2000 00:00:00 GMT"}).status,
-                         200)
+        self.assertEqual(
+            self.get("/static/page.css", {"If-Modified-Since": "Sat, 01 Jan 2000 00:00:00 GMT"}).status, 200
+        )
         # If-None-Match decides when both are there (RFC 9110 §13.2.2).
         resp = self.get("/static/page.css", {"If-Modified-Since": modified, "If-None-Match": '"other"'})
         self.assertEqual(resp.status, 200)
 
     def test_curl_revalidates_with_its_etag(self):
         etag, _ = self.validators("data.json")
-        done = curl("-o", "/dev/null", "-w", "%{http_code}", "-H", f"If-None-Match: {etag}",
-                    self.url("/static/data.json"))
+        done = curl(
+            "-o", "/dev/null", "-w", "%{http_code}", "-H", f"If-None-Match: {etag}", self.url("/static/data.json")
+        )
         self.assertEqual(done.stdout, b"304")
 
     def test_a_replaced_file_has_a_new_etag(self):
@@ -409,9 +462,14 @@ class RangeTest(StaticTestCase):
     def test_one_range_is_206_with_its_content_range(self):
         data = self.files["app.js"]
         size = len(data)
-        cases = {"bytes=0-99": (0, 99), "bytes=100-": (100, size - 1), "bytes=-500": (size - 500, size - 1),
-                 f"bytes=10-{size + 100}": (10, size - 1), "bytes=-999999999": (0, size - 1),
-                 "BYTES = 5-5": None}
+        cases = {
+            "bytes=0-99": (0, 99),
+            "bytes=100-": (100, size - 1),
+            "bytes=-500": (size - 500, size - 1),
+            f"bytes=10-{size + 100}": (10, size - 1),
+            "bytes=-999999999": (0, size - 1),
+            "BYTES = 5-5": None,
+        }
         for value, span in cases.items():
             with self.subTest(range=value):
                 resp = self.get("/static/app.js", {"Range": value})
@@ -422,7 +480,7 @@ class RangeTest(StaticTestCase):
                 first, last = span
                 self.assertEqual(resp.status, 206)
                 self.assertEqual(resp.header("Content-Range"), f"bytes {first}-{last}/{size}")
-                self.assertEqual(resp.body, data[first:last + 1])
+                self.assertEqual(resp.body, data[first : last + 1])
 
     def test_a_range_beyond_the_end_is_416(self):
         size = len(self.files["page.css"])
@@ -468,11 +526,25 @@ class RangeTest(StaticTestCase):
 class TwinsTest(StaticTestCase):
     # Accept-Encoding → the coding served for app.js (which has .br and .gz)
     CHOICES = [
-        ("br", "br"), ("gzip", "gzip"), ("br;q=1, gzip;q=0.8", "br"), ("gzip;q=1, br;q=0.5", "gzip"),
-        ("gzip, br", "br"), ("br;q=0, gzip", "gzip"), ("br;q=0, gzip;q=0", None), ("*", "br"),
-        ("*;q=0", None), ("identity", None), ("", None), ("gzip;q=0.5, identity;q=1", None),
-        ("BR", "br"), ("deflate", None), ("gzip;q=0.001", "gzip"), ("br;q=1.5, gzip", "gzip"),
-        ("br;q=0.0, *;q=0.3", "gzip"), (" gzip ; q=0.9 , br ; q=0.8 ", "gzip"), ("x-gzip", None),
+        ("br", "br"),
+        ("gzip", "gzip"),
+        ("br;q=1, gzip;q=0.8", "br"),
+        ("gzip;q=1, br;q=0.5", "gzip"),
+        ("gzip, br", "br"),
+        ("br;q=0, gzip", "gzip"),
+        ("br;q=0, gzip;q=0", None),
+        ("*", "br"),
+        ("*;q=0", None),
+        ("identity", None),
+        ("", None),
+        ("gzip;q=0.5, identity;q=1", None),
+        ("BR", "br"),
+        ("deflate", None),
+        ("gzip;q=0.001", "gzip"),
+        ("br;q=1.5, gzip", "gzip"),
+        ("br;q=0.0, *;q=0.3", "gzip"),
+        (" gzip ; q=0.9 , br ; q=0.8 ", "gzip"),
+        ("x-gzip", None),
     ]
 
     def body_of(self, coding, name="app.js"):
@@ -532,8 +604,7 @@ class HTTP2Test(StaticTestCase):
             resp = conn.fetch("GET", "/static/page.css", headers=[("range", "bytes=10-19")])
             self.assertEqual((resp.status, resp.body), (206, self.files["page.css"][10:20]))
             resp = conn.fetch("HEAD", "/static/app.js")
-            self.assertEqual((resp.header("content-length"), resp.body),
-                             (str(len(self.files["app.js"])), b""))
+            self.assertEqual((resp.header("content-length"), resp.body), (str(len(self.files["app.js"])), b""))
             resp = conn.fetch("GET", "/static/empty.txt")
             self.assertEqual((resp.status, resp.body), (200, b""))
 
@@ -645,8 +716,14 @@ class TlsTest(unittest.TestCase):
                 done = curl("-k", *flags, f"https://127.0.0.1:{server.port}/static/big.bin", timeout=120)
                 self.assertEqual(done.returncode, 0, done.stderr)
                 self.assertEqual(hashlib.sha256(done.stdout).hexdigest(), expected)
-                done = curl("-k", *flags, "--compressed", "-H", "Accept-Encoding: br;q=1, gzip;q=0.8",
-                            f"https://127.0.0.1:{server.port}/static/app.js")
+                done = curl(
+                    "-k",
+                    *flags,
+                    "--compressed",
+                    "-H",
+                    "Accept-Encoding: br;q=1, gzip;q=0.8",
+                    f"https://127.0.0.1:{server.port}/static/app.js",
+                )
                 self.assertEqual(done.stdout, self.files["app.js"])
                 done = curl("-k", *flags, "-r", "70000-89999", f"https://127.0.0.1:{server.port}/static/app.js")
                 self.assertEqual(done.stdout, self.files["app.js"][70000:90000])
@@ -655,8 +732,9 @@ class TlsTest(unittest.TestCase):
             resp = conn.read_response()
             self.assertEqual((resp.status, resp.body), (200, self.files["page.css"]))
         require_tool(self, "nghttp")
-        done = run_client(["nghttp", "-v", "-H", "accept-encoding: br",
-                           f"https://127.0.0.1:{server.port}/static/app.js"])
+        done = run_client(
+            ["nghttp", "-v", "-H", "accept-encoding: br", f"https://127.0.0.1:{server.port}/static/app.js"]
+        )
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertTrue(b"content-encoding: br" in done.stdout, done.stdout[:3000])
         with open(os.path.join(self.root, "app.js.br"), "rb") as f:

@@ -17,14 +17,22 @@ import time
 import unittest
 import zlib
 
-from support.h2client import (CANCEL, DATA, NO_ERROR, WINDOW_UPDATE, H2ServerTestCase, assert_h2_response_fields, curl,
-                              data_frame, rst_stream_frame)
+from support.h2client import (
+    CANCEL,
+    NO_ERROR,
+    WINDOW_UPDATE,
+    H2ServerTestCase,
+    assert_h2_response_fields,
+    curl,
+    data_frame,
+    rst_stream_frame,
+)
 from support.harness import Conn, assert_standard_headers, chunked, http_request, run_client
 
 KIB = 1024
 MIB = 1024 * KIB
-MAX_BODY = MIB          # the server's max_body_size: buffered routes refuse more
-HOLD_MS = 1500          # how long /upload?hold_ms= takes nothing
+MAX_BODY = MIB  # the server's max_body_size: buffered routes refuse more
+HOLD_MS = 1500  # how long /upload?hold_ms= takes nothing
 RSS_SLACK_KIB = 16 * 1024  # what a paused 64 MiB body may cost, at most (it should cost ~0)
 
 
@@ -34,13 +42,14 @@ def upload_result(test, resp, body):
     test.assertEqual(resp.header("content-type"), "application/json")
     report = json.loads(resp.body)
     test.assertEqual(report["bytes"], len(body))
-    test.assertEqual(report["crc32"], "%08x" % zlib.crc32(body))
+    test.assertEqual(report["crc32"], f"{zlib.crc32(body):08x}")
     return report
 
 
 class UploadServerTestCase(H2ServerTestCase):
     """One server whose buffered routes stop at MAX_BODY and whose body
     timeout is 1 s, and 64 MiB of random bytes to upload."""
+
     server_args = ["--workers", "1", "--max-body", str(MAX_BODY), "--body-timeout", "1000"]
 
     @classmethod
@@ -50,7 +59,6 @@ class UploadServerTestCase(H2ServerTestCase):
 
 
 class StreamingBodiesHttp1Test(UploadServerTestCase):
-
     def test_content_length_body_of_64_mib_arrives_whole_past_max_body(self):
         body = self.data
         resp = self.connect(timeout=60).exchange(http_request("POST", "/upload", body=body))
@@ -58,28 +66,30 @@ class StreamingBodiesHttp1Test(UploadServerTestCase):
         self.assertGreater(report["pieces"], 1, "a 64 MiB body must come in pieces, not buffered whole")
         assert_standard_headers(self, resp)
         # The buffered route still holds its limit.
-        self.assertEqual(self.fetch("POST", "/echo", body=self.data[:MAX_BODY + 1]).status, 413)
+        self.assertEqual(self.fetch("POST", "/echo", body=self.data[: MAX_BODY + 1]).status, 413)
 
     def test_chunked_body_arrives_whole_in_order(self):
-        body = self.data[:8 * MIB]
-        raw = (http_request("POST", "/upload", headers=[("Transfer-Encoding", "chunked")])
-               + chunked(body, [1, 2, 70 * KIB, 3, MIB, 5000], extension=b";ext=1", trailers=b"X-T: 1\r\n"))
+        body = self.data[: 8 * MIB]
+        raw = http_request("POST", "/upload", headers=[("Transfer-Encoding", "chunked")]) + chunked(
+            body, [1, 2, 70 * KIB, 3, MIB, 5000], extension=b";ext=1", trailers=b"X-T: 1\r\n"
+        )
         upload_result(self, self.connect(timeout=60).exchange(raw), body)
 
     def test_curl_upload_with_expect_continue(self):
-        body = self.data[:16 * MIB]
+        body = self.data[: 16 * MIB]
         with tempfile.NamedTemporaryFile() as f:
             f.write(body)
             f.flush()
             proc = curl("-H", "Expect: 100-continue", "--data-binary", "@" + f.name, self.server.url("/upload"))
         self.assertEqual(proc.returncode, 0, proc.stderr)
         report = json.loads(proc.stdout)
-        self.assertEqual((report["bytes"], report["crc32"]), (len(body), "%08x" % zlib.crc32(body)))
+        self.assertEqual((report["bytes"], report["crc32"]), (len(body), f"{zlib.crc32(body):08x}"))
 
     def test_100_continue_comes_when_the_handler_asks_for_the_body(self):
         conn = self.connect()
-        conn.send(http_request("POST", "/upload?hold_ms=200", headers=[("Expect", "100-continue"),
-                                                                        ("Content-Length", "5")]))
+        conn.send(
+            http_request("POST", "/upload?hold_ms=200", headers=[("Expect", "100-continue"), ("Content-Length", "5")])
+        )
         self.assertEqual(conn.read_response().status, 100)
         conn.send(b"hello")
         upload_result(self, conn.read_response(), b"hello")
@@ -89,8 +99,11 @@ class StreamingBodiesHttp1Test(UploadServerTestCase):
         # waiting for 100 Continue, gets the final answer instead, and the
         # body it was about to send is not invited.
         conn = self.connect()
-        conn.send(http_request("POST", "/upload?hold_ms=oops", headers=[("Expect", "100-continue"),
-                                                                         ("Content-Length", str(MIB))]))
+        conn.send(
+            http_request(
+                "POST", "/upload?hold_ms=oops", headers=[("Expect", "100-continue"), ("Content-Length", str(MIB))]
+            )
+        )
         resp = conn.read_final_response()
         self.assertEqual(resp.interim, [])
         self.assertEqual(resp.status, 400)
@@ -107,11 +120,14 @@ class StreamingBodiesHttp1Test(UploadServerTestCase):
                 self.assertEqual(report["pieces"], 0)
 
     def test_keep_alive_and_pipelining_go_on_after_a_streamed_body(self):
-        first, second = self.data[:300 * KIB], self.data[MIB:MIB + 5]
+        first, second = self.data[: 300 * KIB], self.data[MIB : MIB + 5]
         conn = self.connect(timeout=30)
-        raw = (http_request("POST", "/upload", body=first)
-               + http_request("POST", "/upload", headers=[("Transfer-Encoding", "chunked")])
-               + chunked(second, [2, 3]) + http_request("GET", "/ping"))
+        raw = (
+            http_request("POST", "/upload", body=first)
+            + http_request("POST", "/upload", headers=[("Transfer-Encoding", "chunked")])
+            + chunked(second, [2, 3])
+            + http_request("GET", "/ping")
+        )
         conn.send(raw)
         upload_result(self, conn.read_response(), first)
         resp = conn.read_response()
@@ -132,7 +148,7 @@ class StreamingBodiesHttp1Test(UploadServerTestCase):
         sent, deadline = 0, time.monotonic() + HOLD_MS / 2000
         while time.monotonic() < deadline:
             try:
-                sent += conn.sock.send(body[sent:sent + MIB])
+                sent += conn.sock.send(body[sent : sent + MIB])
             except BlockingIOError:
                 time.sleep(0.01)
         # Loopback socket buffers take a few MiB; the rest must wait.
@@ -145,13 +161,13 @@ class StreamingBodiesHttp1Test(UploadServerTestCase):
 
     def test_a_pause_is_not_a_body_timeout(self):
         # --body-timeout is 1 s; the reader takes nothing for 1.5 s.
-        body = self.data[:64 * KIB]
+        body = self.data[: 64 * KIB]
         resp = self.connect().exchange(http_request("POST", f"/upload?hold_ms={HOLD_MS}", body=body))
         upload_result(self, resp, body)
 
     def test_early_answer_closes_the_connection_after_it(self):
         conn = self.connect(timeout=30)
-        resp = conn.exchange(http_request("POST", "/upload?reject_after=100000", body=self.data[:8 * MIB]))
+        resp = conn.exchange(http_request("POST", "/upload?reject_after=100000", body=self.data[: 8 * MIB]))
         self.assertEqual(resp.status, 413)
         self.assertIn("close", resp.tokens("connection"))
         self.assertEqual(json.loads(resp.body), {"error": "more than 100000 bytes"})
@@ -160,8 +176,7 @@ class StreamingBodiesHttp1Test(UploadServerTestCase):
 
     def test_malformed_chunked_body_mid_stream_gets_400_and_close(self):
         conn = self.connect()
-        conn.send(http_request("POST", "/upload", headers=[("Transfer-Encoding", "chunked")])
-                  + b"5\r\nhello\r\nzz\r\n")
+        conn.send(http_request("POST", "/upload", headers=[("Transfer-Encoding", "chunked")]) + b"5\r\nhello\r\nzz\r\n")
         resp = conn.read_response()
         self.assertEqual(resp.status, 400)
         conn.read_until_eof()
@@ -178,8 +193,10 @@ class StreamingBodiesHttp1Test(UploadServerTestCase):
     def test_a_handler_without_abort_callback_keeps_its_request_after_a_reset(self):
         baseline = self.server.settle_fd_baseline()
         conn = Conn(self.server.port, self.server.connect_host)
-        conn.send(http_request("POST", "/upload?hold_ms=500&no_abort_callback=1",
-                               headers=[("Content-Length", str(MIB))]) + self.data[:100 * KIB])
+        conn.send(
+            http_request("POST", "/upload?hold_ms=500&no_abort_callback=1", headers=[("Content-Length", str(MIB))])
+            + self.data[: 100 * KIB]
+        )
         time.sleep(0.1)
         conn.abort()
         time.sleep(0.8)  # the hold ends: the handler resumes, finds the client gone, ends
@@ -191,8 +208,10 @@ class StreamingBodiesHttp1Test(UploadServerTestCase):
         baseline = self.server.settle_fd_baseline()
         for abort in (False, True):
             conn = Conn(self.server.port, self.server.connect_host)
-            conn.send(http_request("POST", f"/upload?hold_ms={HOLD_MS}", headers=[("Content-Length", str(MIB))])
-                      + self.data[:100 * KIB])
+            conn.send(
+                http_request("POST", f"/upload?hold_ms={HOLD_MS}", headers=[("Content-Length", str(MIB))])
+                + self.data[: 100 * KIB]
+            )
             time.sleep(0.1)
             conn.abort() if abort else conn.close()
         self.assertEqual(self.server.wait_fd_count(baseline), baseline)
@@ -200,24 +219,24 @@ class StreamingBodiesHttp1Test(UploadServerTestCase):
 
 
 class StreamingBodiesHttp2Test(UploadServerTestCase):
-
     def test_64_mib_body_over_curl_prior_knowledge(self):
         with tempfile.NamedTemporaryFile() as f:
             f.write(self.data)
             f.flush()
-            proc = curl("--http2-prior-knowledge", "--data-binary", "@" + f.name, self.server.url("/upload"),
-                        timeout=120)
+            proc = curl(
+                "--http2-prior-knowledge", "--data-binary", "@" + f.name, self.server.url("/upload"), timeout=120
+            )
         self.assertEqual(proc.returncode, 0, proc.stderr)
         report = json.loads(proc.stdout)
-        self.assertEqual((report["bytes"], report["crc32"]), (len(self.data), "%08x" % zlib.crc32(self.data)))
+        self.assertEqual((report["bytes"], report["crc32"]), (len(self.data), f"{zlib.crc32(self.data):08x}"))
 
     def test_concurrent_streamed_bodies_on_one_connection(self):
         conn = self.h2connect(timeout=30)
-        bodies = [self.data[i * MIB:i * MIB + (i + 1) * 700 * KIB] for i in range(6)]
+        bodies = [self.data[i * MIB : i * MIB + (i + 1) * 700 * KIB] for i in range(6)]
         ids = [conn.request("POST", "/upload", end_stream=False) for _ in bodies]
-        for stream_id, body in zip(ids, bodies):
+        for stream_id, body in zip(ids, bodies, strict=True):
             self.assertTrue(conn.send_data(stream_id, body))
-        for stream_id, body in zip(ids, bodies):
+        for stream_id, body in zip(ids, bodies, strict=True):
             resp = conn.read_response(stream_id)
             upload_result(self, resp, body)
             assert_h2_response_fields(self, resp)
@@ -235,7 +254,7 @@ class StreamingBodiesHttp2Test(UploadServerTestCase):
         self.assertGreaterEqual(window, 16 * MIB)
         sent = 0
         while sent < window:
-            piece = body[sent:sent + min(16 * KIB, window - sent)]
+            piece = body[sent : sent + min(16 * KIB, window - sent)]
             conn.send(data_frame(stream_id, piece))
             sent += len(piece)
         conn.send_window -= sent
@@ -255,11 +274,10 @@ class StreamingBodiesHttp2Test(UploadServerTestCase):
     def fill_stream_window(self, conn, stream_id):
         """Sends DATA until the stream's window is spent (the connection's
         window permitting); returns the bytes sent."""
-        conn.read_until(lambda: min(conn.send_window, conn.stream(stream_id).send_window) > 0,
-                        "window to send in")
+        conn.read_until(lambda: min(conn.send_window, conn.stream(stream_id).send_window) > 0, "window to send in")
         window = min(conn.send_window, conn.stream(stream_id).send_window)
         for offset in range(0, window, 16 * KIB):
-            conn.send(data_frame(stream_id, self.data[offset:min(offset + 16 * KIB, window)]))
+            conn.send(data_frame(stream_id, self.data[offset : min(offset + 16 * KIB, window)]))
         conn.send_window -= window
         conn.stream(stream_id).send_window -= window
         return window
@@ -276,7 +294,7 @@ class StreamingBodiesHttp2Test(UploadServerTestCase):
         held = conn.request("POST", "/upload?hold_ms=4000", end_stream=False)
         self.assertGreaterEqual(self.fill_stream_window(conn, held), 16 * MIB)
         started = time.monotonic()
-        body = self.data[:8 * MIB]
+        body = self.data[: 8 * MIB]
         upload_result(self, conn.read_response(conn.request("POST", "/upload", body=body)), body)
         self.assertFalse(conn.streams[held].closed)
         self.assertLess(time.monotonic() - started, 4.0, "the second upload waited for the held one")
@@ -306,7 +324,7 @@ class StreamingBodiesHttp2Test(UploadServerTestCase):
         for stream_id in (first, second):
             self.assertTrue(conn.send_data(stream_id, b"tail"))
         for stream_id in (first, second):
-            upload_result(self, conn.read_response(stream_id), self.data[:sent // 2] + b"tail")
+            upload_result(self, conn.read_response(stream_id), self.data[: sent // 2] + b"tail")
 
     def full_window_connection(self):
         conn = self.h2connect(timeout=30)
@@ -316,7 +334,7 @@ class StreamingBodiesHttp2Test(UploadServerTestCase):
     def test_early_answer_drops_the_rest_and_gives_its_window_back(self):
         conn, full = self.full_window_connection()
         stream_id = conn.request("POST", "/upload?reject_after=100000", end_stream=False)
-        conn.send_data(stream_id, self.data[:10 * MIB], end_stream=False)
+        conn.send_data(stream_id, self.data[: 10 * MIB], end_stream=False)
         resp = conn.read_response(stream_id)
         self.assertEqual(resp.status, 413)
         stream = conn.streams[stream_id]
@@ -327,21 +345,25 @@ class StreamingBodiesHttp2Test(UploadServerTestCase):
         conn.read_until(lambda: conn.send_window > full - 8 * MIB, "WINDOW_UPDATE for the dropped body")
         conn.send(data_frame(stream_id, self.data[:1000], end_stream=True))  # still in flight: ignored
         self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
-        body = self.data[:3 * MIB]
+        body = self.data[: 3 * MIB]
         upload_result(self, conn.read_response(conn.request("POST", "/upload", body=body)), body)
 
     def test_nghttp_stops_uploading_once_answered(self):
         # nghttp sends a 32 MiB file as fast as the windows allow; waved off
         # by RST_STREAM(NO_ERROR) after the 413, it stops well short of it.
         with tempfile.NamedTemporaryFile() as f:
-            f.write(self.data[:32 * MIB])
+            f.write(self.data[: 32 * MIB])
             f.flush()
-            proc = run_client(["nghttp", "-nv", "-d", f.name, self.server.url("/upload?reject_after=100000")],
-                              timeout=60)
+            proc = run_client(
+                ["nghttp", "-nv", "-d", f.name, self.server.url("/upload?reject_after=100000")], timeout=60
+            )
         out = proc.stdout.decode()
         self.assertIn(":status: 413", out)
-        self.assertRegex(out, r"recv RST_STREAM frame <length=4, flags=0x00, stream_id=\d+>\s+"
-                                      r"\(error_code=NO_ERROR\(0x00\)\)")
+        self.assertRegex(
+            out,
+            r"recv RST_STREAM frame <length=4, flags=0x00, stream_id=\d+>\s+"
+            r"\(error_code=NO_ERROR\(0x00\)\)",
+        )
         sent = sum(int(n) for n in re.findall(r"send DATA frame <length=(\d+)", out))
         self.assertLess(sent, 24 * MIB, "the client was let send most of the body")
         self.assertEqual(self.h2fetch("GET", "/ping").body, b"pong")
@@ -368,7 +390,7 @@ class StreamingBodiesHttp2Test(UploadServerTestCase):
         self.assert_window_back(conn, full, "the window back for a new held stream")
         conn.send(rst_stream_frame(third, CANCEL))
         self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
-        body = self.data[:5 * MIB]
+        body = self.data[: 5 * MIB]
         upload_result(self, conn.read_response(conn.request("POST", "/upload", body=body)), body)
 
     def test_a_reset_stream_still_held_by_its_handler_frees_its_share_of_the_window(self):
@@ -399,8 +421,11 @@ class StreamingBodiesHttp2Test(UploadServerTestCase):
         stream_id = conn.new_stream_id()
         # Head and body in one write: the handler runs with part of the body
         # already here, which still goes only to the reader.
-        conn.send_headers(stream_id, [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"x"),
-                                      (b":path", b"/upload?hold_ms=100")], end_stream=False)
+        conn.send_headers(
+            stream_id,
+            [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"x"), (b":path", b"/upload?hold_ms=100")],
+            end_stream=False,
+        )
         conn.send_data(stream_id, self.data[:5000])
         upload_result(self, conn.read_response(stream_id), self.data[:5000])
 

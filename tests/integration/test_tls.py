@@ -14,8 +14,19 @@ import time
 import unittest
 
 from support.harness import Conn, run_client
-from support.tls_fixtures import (HttpsTestCase, InteractiveSClient, ManualTls, TlsConn, client_context, curl_https,
-                                  h2_over_tls, http1_get, s_client, shared_certs, start_https)
+from support.tls_fixtures import (
+    HttpsTestCase,
+    InteractiveSClient,
+    ManualTls,
+    TlsConn,
+    client_context,
+    curl_https,
+    h2_over_tls,
+    http1_get,
+    s_client,
+    shared_certs,
+    start_https,
+)
 
 MiB = 1 << 20
 CERTS = None
@@ -36,15 +47,17 @@ def kernel_has_ktls():
 
 def parse_h2load(output):
     text = output.decode("utf-8", "replace")
-    summary = re.search(r"requests: (\d+) total, \d+ started, \d+ done, (\d+) succeeded, "
-                        r"(\d+) failed, (\d+) errored, (\d+) timeout", text)
+    summary = re.search(
+        r"requests: (\d+) total, \d+ started, \d+ done, (\d+) succeeded, "
+        r"(\d+) failed, (\d+) errored, (\d+) timeout",
+        text,
+    )
     codes = re.search(r"status codes: (\d+) 2xx", text)
     if not summary or not codes:
         raise AssertionError(f"unrecognised h2load output:\n{text}")
-    stats = dict(zip(("total", "succeeded", "failed", "errored", "timeout"), map(int, summary.groups())))
+    stats = dict(zip(("total", "succeeded", "failed", "errored", "timeout"), map(int, summary.groups()), strict=True))
     stats["2xx"] = int(codes.group(1))
-    for key, label in (("protocol", "TLS Protocol"), ("cipher", "Cipher"),
-                       ("alpn", "Application protocol")):
+    for key, label in (("protocol", "TLS Protocol"), ("cipher", "Cipher"), ("alpn", "Application protocol")):
         match = re.search(rf"^{label}: (\S+)", text, re.MULTILINE)
         stats[key] = match.group(1) if match else None
     stats["text"] = text
@@ -78,11 +91,11 @@ class HttpsClientsTest(HttpsTestCase):
         self.assertEqual(info["protocol"], "HTTP/1.1")
         self.assertEqual(info["alpn"], "http/1.1")
         self.assertEqual(info["version"], "TLSv1.3")
-        self.assertIn(info["cipher"], ("TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256",
-                                       "TLS_CHACHA20_POLY1305_SHA256"))
+        self.assertIn(
+            info["cipher"], ("TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256", "TLS_CHACHA20_POLY1305_SHA256")
+        )
         self.assertEqual(info["sni"], "localhost")
-        self.assertEqual((info["resumed"], info["client_verified"], info["client_subject"]),
-                         (False, False, ""))
+        self.assertEqual((info["resumed"], info["client_verified"], info["client_subject"]), (False, False, ""))
 
     def test_curl_over_http2_negotiates_h2_by_alpn(self):
         version, info = self.tls_info("2")
@@ -151,8 +164,18 @@ class HttpsClientsTest(HttpsTestCase):
         self.assertIn("Server public key is 2048 bit", result.out)
 
     def test_curl_by_ip_address_verifies_against_the_ip_san(self):
-        result = run_client(["curl", "-sS", "--max-time", "20", "--cacert", self.certs.ca,
-                             f"https://127.0.0.1:{self.server.port}/ping"], timeout=30)
+        result = run_client(
+            [
+                "curl",
+                "-sS",
+                "--max-time",
+                "20",
+                "--cacert",
+                self.certs.ca,
+                f"https://127.0.0.1:{self.server.port}/ping",
+            ],
+            timeout=30,
+        )
         self.assertEqual((result.returncode, result.stdout), (0, b"pong"), result.stderr)
 
     def test_nghttp_fetches_over_h2_and_posts_a_body(self):
@@ -163,8 +186,7 @@ class HttpsClientsTest(HttpsTestCase):
         self.assertIn(":status: 200", text)
         self.assertTrue(text.rstrip().endswith("pong") or "\npong" in text, text[-2000:])
         path, data = random_file(self, 300 * 1024)
-        result = run_client(["nghttp", "-d", path, f"https://127.0.0.1:{self.server.port}/echo"],
-                            timeout=30)
+        result = run_client(["nghttp", "-d", path, f"https://127.0.0.1:{self.server.port}/echo"], timeout=30)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertTrue(result.stdout == data, f"nghttp -d echoed {len(result.stdout)} bytes")
 
@@ -183,8 +205,14 @@ class HttpsClientsTest(HttpsTestCase):
         for http in ("1.1", "2"):
             with self.subTest(http=http):
                 result, body, version, status = curl_https(
-                    self.server, "/echo", "--data-binary", f"@{path}",
-                    "-H", "Content-Type: application/octet-stream", http=http)
+                    self.server,
+                    "/echo",
+                    "--data-binary",
+                    f"@{path}",
+                    "-H",
+                    "Content-Type: application/octet-stream",
+                    http=http,
+                )
                 self.assertEqual((result.returncode, version, status), (0, http, 200), result.stderr)
                 self.assertTrue(body == data, f"echoed {len(body)} of {len(data)} bytes")
                 result, body, version, status = curl_https(self.server, "/echo?size=4194304", http=http)
@@ -206,9 +234,15 @@ class HttpsClientsTest(HttpsTestCase):
     def test_an_h2c_upgrade_over_tls_is_ignored(self):
         # RFC 9113 §3.1: "h2c" is HTTP/2 over cleartext; over TLS only ALPN may pick h2.
         conn = self.connect()
-        conn.request("GET", "/ping", headers=[("Connection", "Upgrade, HTTP2-Settings"),
-                                              ("Upgrade", "h2c"),
-                                              ("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA")])
+        conn.request(
+            "GET",
+            "/ping",
+            headers=[
+                ("Connection", "Upgrade, HTTP2-Settings"),
+                ("Upgrade", "h2c"),
+                ("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA"),
+            ],
+        )
         resp = conn.read_final_response()
         self.assertEqual((resp.version, resp.status, resp.body), ("HTTP/1.1", 200, b"pong"))
         self.assertEqual(resp.interim, [], "answered 101 Switching Protocols over TLS")
@@ -243,7 +277,7 @@ class HttpsClientsTest(HttpsTestCase):
         self.addCleanup(conn.close)
         sizes = range(0, 20000, 100)
         streams = conn.fetch_many([("GET", f"/echo?size={size}") for size in sizes])
-        for size, stream in zip(sizes, streams):
+        for size, stream in zip(sizes, streams, strict=True):
             self.assertEqual(stream.response().status, 200)
             self.assertEqual(bytes(stream.body), b"x" * size)
 
@@ -273,8 +307,7 @@ class HttpsClientsTest(HttpsTestCase):
             client.send(b"R\n")
             client.wait_for("RENEGOTIATING")
             client.wait_exit()
-            self.assertRegex(client.text, r"no renegotiation|alert number 100|handshake failure",
-                             client.text[-3000:])
+            self.assertRegex(client.text, r"no renegotiation|alert number 100|handshake failure", client.text[-3000:])
         self.assert_serves_ping()
 
     def test_tls11_and_older_are_refused_by_default(self):
@@ -344,7 +377,6 @@ class AlpnConfigTest(unittest.TestCase):
 
 
 class PlainAndTlsListenersTest(unittest.TestCase):
-
     def test_plain_port_serves_cleartext_beside_the_tls_port(self):
         server = start_https(self, CERTS.ec, "--workers", "2", "--plain-port", "0")
         self.assertIsNotNone(server.plain_port)
@@ -357,8 +389,10 @@ class PlainAndTlsListenersTest(unittest.TestCase):
             self.assertEqual((info["tls"], info["protocol"]), (False, "HTTP/1.1"))
             conn.request("GET", "/ping")
             self.assertEqual(conn.read_response().body, b"pong")
-        result = run_client(["curl", "-sS", "--max-time", "20", "--http2-prior-knowledge",
-                             f"http://127.0.0.1:{server.plain_port}/tls"], timeout=30)
+        result = run_client(
+            ["curl", "-sS", "--max-time", "20", "--http2-prior-knowledge", f"http://127.0.0.1:{server.plain_port}/tls"],
+            timeout=30,
+        )
         self.assertEqual(result.returncode, 0, result.stderr)
         info = json.loads(result.stdout)
         self.assertEqual((info["tls"], info["protocol"]), (False, "HTTP/2"))
@@ -410,7 +444,6 @@ class ConnectionEndsTest(unittest.TestCase):
 
 
 class GracefulStopTest(unittest.TestCase):
-
     def test_sigterm_with_idle_and_half_handshaken_connections_exits_cleanly(self):
         server = start_https(self, CERTS.rsa, "--workers", "1", "--shutdown-timeout", "2000")
         idle = TlsConn(server.port, client_context())

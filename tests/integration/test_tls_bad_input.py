@@ -79,30 +79,45 @@ class GarbageTest(FdCheckedTestCase):
         self.assertEqual(conn.read_until_eof(self.ANSWER_WITHIN), b"")
 
     def test_plaintext_http_gets_a_plain_400_then_close(self):
-        for request in (b"GET /ping HTTP/1.1\r\nHost: localhost\r\n\r\n",
-                        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
-                        b"HEAD /ping HTTP/1.1\r\nHost: x\r\n\r\n",
-                        b"PUT /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"):
+        for request in (
+            b"GET /ping HTTP/1.1\r\nHost: localhost\r\n\r\n",
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+            b"HEAD /ping HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"PUT /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+        ):
             with self.subTest(request=request[:20]):
                 self.assert_plain_400(request)
 
     def test_plaintext_with_any_other_method_gets_a_plain_400_too(self):
-        for request in (b"DELETE /ping HTTP/1.1\r\nHost: x\r\n\r\n",
-                        b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
-                        b"PATCH /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
-                        b"CONNECT localhost:443 HTTP/1.1\r\nHost: localhost:443\r\n\r\n",
-                        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"):
+        for request in (
+            b"DELETE /ping HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"PATCH /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+            b"CONNECT localhost:443 HTTP/1.1\r\nHost: localhost:443\r\n\r\n",
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        ):
             with self.subTest(request=request[:20]):
                 self.assert_plain_400(request)
 
     def test_plaintext_http_with_curl_is_told_plainly(self):
         result = run_client(
-            ["curl", "-sS", "--max-time", "20", "-o", "/dev/null", "-w", "%{http_code}",
-             f"http://127.0.0.1:{self.server.port}/ping"], timeout=30)
+            [
+                "curl",
+                "-sS",
+                "--max-time",
+                "20",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                f"http://127.0.0.1:{self.server.port}/ping",
+            ],
+            timeout=30,
+        )
         self.assertEqual(result.stdout, b"400", result.stderr)
 
     def test_random_bytes_get_an_alert_or_a_close(self):
-        for first in (0x00, 0x80, 0x17, 0xff):
+        for first in (0x00, 0x80, 0x17, 0xFF):
             with self.subTest(first_byte=first):
                 conn = self.raw()
                 conn.send(bytes([first]) + os.urandom(1023))
@@ -113,8 +128,7 @@ class GarbageTest(FdCheckedTestCase):
         cases = {
             "garbage handshake body": tls_record(0x16, os.urandom(64)),
             "oversized record": b"\x16\x03\x01\xff\xff" + os.urandom(2000),
-            "hello shorter than its record":
-                hello[:6] + (len(hello) - 9 - 50).to_bytes(3, "big") + hello[9:],
+            "hello shorter than its record": hello[:6] + (len(hello) - 9 - 50).to_bytes(3, "big") + hello[9:],
             "application data before the handshake": tls_record(0x17, os.urandom(100), b"\x03\x03"),
             "alert before the handshake": tls_record(0x15, b"\x02\x28", b"\x03\x03"),
         }
@@ -143,8 +157,7 @@ class GarbageTest(FdCheckedTestCase):
             tls.read_until_eof(self.ANSWER_WITHIN)
 
     def test_no_common_cipher_gets_handshake_failure(self):
-        for args in (["-tls1_3", "-ciphersuites", "TLS_AES_128_CCM_SHA256"],
-                     ["-tls1_2", "-cipher", "AES128-SHA256"]):
+        for args in (["-tls1_3", "-ciphersuites", "TLS_AES_128_CCM_SHA256"], ["-tls1_2", "-cipher", "AES128-SHA256"]):
             with self.subTest(args=args):
                 result = s_client(self.server.port, *args)
                 self.assertFalse(result.handshake_done, result.text)
@@ -204,7 +217,7 @@ class StalledHandshakeTest(FdCheckedTestCase):
         closed = False
         for pos in range(len(hello)):
             try:
-                conn.send(hello[pos:pos + 1])
+                conn.send(hello[pos : pos + 1])
             except (BrokenPipeError, ConnectionResetError):
                 closed = True
                 break

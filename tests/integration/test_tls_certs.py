@@ -9,8 +9,19 @@ import tempfile
 import unittest
 
 from support.harness import SANITIZER_MARKERS, ResponseIncomplete
-from support.tls_fixtures import (HttpsTestCase, KEY_PASSWORD, Pair, TlsConn, client_context, curl_https, http1_get,
-                                  run_https_expecting_failure, s_client, shared_certs, start_https)
+from support.tls_fixtures import (
+    KEY_PASSWORD,
+    HttpsTestCase,
+    Pair,
+    TlsConn,
+    client_context,
+    curl_https,
+    http1_get,
+    run_https_expecting_failure,
+    s_client,
+    shared_certs,
+    start_https,
+)
 
 CERTS = None
 ALERT_CERTIFICATE_REQUIRED = 116
@@ -26,9 +37,14 @@ class SniTest(HttpsTestCase):
 
     @classmethod
     def options(cls, certs):
-        return ["--workers", "2",
-                "--sni", f"a.example.test,{certs.sni_a.cert},{certs.sni_a.key}",
-                "--sni", f"*.wild.example.test,{certs.sni_wild.cert},{certs.sni_wild.key}"]
+        return [
+            "--workers",
+            "2",
+            "--sni",
+            f"a.example.test,{certs.sni_a.cert},{certs.sni_a.key}",
+            "--sni",
+            f"*.wild.example.test,{certs.sni_wild.cert},{certs.sni_wild.key}",
+        ]
 
     def served(self, name):
         """(DER of the certificate served for SNI `name`, s_client result)."""
@@ -38,9 +54,11 @@ class SniTest(HttpsTestCase):
         return der, s_client(self.server.port, server_name=name)
 
     def test_each_sni_name_gets_its_certificate_which_verifies_for_it(self):
-        for name, pair in (("a.example.test", self.certs.sni_a),
-                           ("x.wild.example.test", self.certs.sni_wild),
-                           ("other-label.wild.example.test", self.certs.sni_wild)):
+        for name, pair in (
+            ("a.example.test", self.certs.sni_a),
+            ("x.wild.example.test", self.certs.sni_wild),
+            ("other-label.wild.example.test", self.certs.sni_wild),
+        ):
             with self.subTest(name=name):
                 der, result = self.served(name)
                 self.assertEqual(der, pair.der())
@@ -49,8 +67,7 @@ class SniTest(HttpsTestCase):
                 self.assertEqual(checked.verify_code, 0, checked.text)
 
     def test_names_matching_no_sni_entry_get_the_default_certificate(self):
-        for name in ("localhost", "b.example.test", "deep.x.wild.example.test", "wild.example.test",
-                     "example.test"):
+        for name in ("localhost", "b.example.test", "deep.x.wild.example.test", "wild.example.test", "example.test"):
             with self.subTest(name=name):
                 der, _ = self.served(name)
                 self.assertEqual(der, self.certs.rsa.der())
@@ -59,8 +76,7 @@ class SniTest(HttpsTestCase):
         self.assertEqual(result.json_body()["sni"], "")
 
     def test_sni_names_match_without_regard_to_case(self):
-        for name, pair in (("A.Example.TEST", self.certs.sni_a),
-                           ("X.WILD.example.test", self.certs.sni_wild)):
+        for name, pair in (("A.Example.TEST", self.certs.sni_a), ("X.WILD.example.test", self.certs.sni_wild)):
             with self.subTest(name=name):
                 der, _ = self.served(name)
                 self.assertEqual(der, pair.der())
@@ -75,10 +91,8 @@ class SniTest(HttpsTestCase):
 
 
 class ClientCertificateTest(unittest.TestCase):
-
     def mtls_server(self, mode):
-        return start_https(self, CERTS.ec, "--workers", "2", "--client-ca", CERTS.ca,
-                           "--verify-client", mode)
+        return start_https(self, CERTS.ec, "--workers", "2", "--client-ca", CERTS.ca, "--verify-client", mode)
 
     def curl_tls(self, server, *args, http="1.1"):
         return curl_https(server, "/tls", *args, http=http)
@@ -89,8 +103,7 @@ class ClientCertificateTest(unittest.TestCase):
     def assert_verified_client(self, server):
         for http in ("1.1", "2"):
             with self.subTest(http=http):
-                result, body, version, status = self.curl_tls(server, *self.with_cert(CERTS.client),
-                                                              http=http)
+                result, body, version, status = self.curl_tls(server, *self.with_cert(CERTS.client), http=http)
                 self.assertEqual((result.returncode, version, status), (0, http, 200), result.stderr)
                 info = json.loads(body)
                 self.assertEqual(info["client_verified"], True)
@@ -122,8 +135,11 @@ class ClientCertificateTest(unittest.TestCase):
         server = self.mtls_server("required")
         self.assert_verified_client(server)
         result = s_client(server.port, "-cert", CERTS.client.cert, "-key", CERTS.client.key)
-        self.assertIn("xKit Test CA", result.out.partition("Acceptable client certificate CA names")[2],
-                      "the certificate request should name the CA clients must chain to:\n" + result.out)
+        self.assertIn(
+            "xKit Test CA",
+            result.out.partition("Acceptable client certificate CA names")[2],
+            "the certificate request should name the CA clients must chain to:\n" + result.out,
+        )
         server.stop_and_check()
 
     def test_required_refuses_a_client_without_a_certificate(self):
@@ -158,11 +174,9 @@ class ClientCertificateTest(unittest.TestCase):
             for version in ("-tls1_3", "-tls1_2"):
                 with self.subTest(version=version):
                     cert = ["-cert", CERTS.client.cert, "-key", CERTS.client.key]
-                    first = s_client(server.port, version, *cert, "-sess_out", session,
-                                     request=http1_get("/tls"))
+                    first = s_client(server.port, version, *cert, "-sess_out", session, request=http1_get("/tls"))
                     self.assertEqual(first.json_body()["client_verified"], True, first.text)
-                    again = s_client(server.port, version, *cert, "-sess_in", session,
-                                     request=http1_get("/tls"))
+                    again = s_client(server.port, version, *cert, "-sess_in", session, request=http1_get("/tls"))
                     self.assertTrue(again.reused, again.text)
                     info = again.json_body()
                     self.assertEqual((info["resumed"], info["client_verified"]), (True, True))
@@ -171,10 +185,15 @@ class ClientCertificateTest(unittest.TestCase):
 
 
 class EncryptedKeyTest(unittest.TestCase):
-
     def test_an_encrypted_key_is_used_with_its_password(self):
-        server = start_https(self, Pair(CERTS.ec.cert, CERTS.ec_encrypted_key, CERTS.ec.subject),
-                             "--workers", "1", "--key-password", KEY_PASSWORD)
+        server = start_https(
+            self,
+            Pair(CERTS.ec.cert, CERTS.ec_encrypted_key, CERTS.ec.subject),
+            "--workers",
+            "1",
+            "--key-password",
+            KEY_PASSWORD,
+        )
         with TlsConn(server.port, client_context()) as conn:
             self.assertEqual(conn.peer_der(), CERTS.ec.der())
             conn.request("GET", "/ping")
@@ -213,8 +232,11 @@ class BadConfigurationTest(unittest.TestCase):
         self.assert_refuses(self.pair(key=CERTS.sni_a.key), names=("sni-a.key", "ec.pem"))
 
     def test_unknown_cipher_suite_group_names(self):
-        for option, value in (("--ciphers", "NOT-A-CIPHER"), ("--ciphersuites", "TLS_NOT_A_SUITE"),
-                              ("--groups", "NOTAGROUP")):
+        for option, value in (
+            ("--ciphers", "NOT-A-CIPHER"),
+            ("--ciphersuites", "TLS_NOT_A_SUITE"),
+            ("--groups", "NOTAGROUP"),
+        ):
             with self.subTest(option=option):
                 self.assert_refuses(self.pair(), option, value, names=value)
 
@@ -226,19 +248,23 @@ class BadConfigurationTest(unittest.TestCase):
     def test_bad_client_ca_file(self):
         for path in (CERTS.garbage, os.path.join(CERTS.dir, "no-such-ca.pem")):
             with self.subTest(ca=path):
-                self.assert_refuses(self.pair(), "--client-ca", path, "--verify-client", "required",
-                                    names=os.path.basename(path))
+                self.assert_refuses(
+                    self.pair(), "--client-ca", path, "--verify-client", "required", names=os.path.basename(path)
+                )
 
     def test_bad_sni_certificate(self):
         missing = os.path.join(CERTS.dir, "no-such-sni.pem")
-        self.assert_refuses(self.pair(), "--sni", f"a.example.test,{missing},{CERTS.sni_a.key}",
-                            names="no-such-sni.pem")
-        self.assert_refuses(self.pair(), "--sni", f"a.example.test,{CERTS.sni_a.cert},{CERTS.ec.key}",
-                            names=("sni-a.pem", "ec.key"))
+        self.assert_refuses(
+            self.pair(), "--sni", f"a.example.test,{missing},{CERTS.sni_a.key}", names="no-such-sni.pem"
+        )
+        self.assert_refuses(
+            self.pair(), "--sni", f"a.example.test,{CERTS.sni_a.cert},{CERTS.ec.key}", names=("sni-a.pem", "ec.key")
+        )
 
     def test_inconsistent_options_are_refused(self):
         self.assert_refuses(self.pair(), "--tls-min", "1.3", "--tls-max", "1.2", names=("version", "1.3"))
         self.assert_refuses(self.pair(), "--verify-client", "required", names=("CA", "client-ca"))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -13,9 +13,14 @@ ALERT_HANDSHAKE_FAILURE = 40
 
 TLS13_SUITES = ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256")
 # OpenSSL name, the certificate it needs.
-TLS12_SUITES = (("ECDHE-RSA-AES128-GCM-SHA256", "rsa"), ("ECDHE-RSA-AES256-GCM-SHA384", "rsa"),
-                ("ECDHE-RSA-CHACHA20-POLY1305", "rsa"), ("ECDHE-ECDSA-AES128-GCM-SHA256", "ec"),
-                ("ECDHE-ECDSA-AES256-GCM-SHA384", "ec"), ("ECDHE-ECDSA-CHACHA20-POLY1305", "ec"))
+TLS12_SUITES = (
+    ("ECDHE-RSA-AES128-GCM-SHA256", "rsa"),
+    ("ECDHE-RSA-AES256-GCM-SHA384", "rsa"),
+    ("ECDHE-RSA-CHACHA20-POLY1305", "rsa"),
+    ("ECDHE-ECDSA-AES128-GCM-SHA256", "ec"),
+    ("ECDHE-ECDSA-AES256-GCM-SHA384", "ec"),
+    ("ECDHE-ECDSA-CHACHA20-POLY1305", "ec"),
+)
 # The same suites by their IANA names, which /tls may use instead of OpenSSL's.
 IANA_NAMES = {
     "ECDHE-RSA-AES128-GCM-SHA256": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
@@ -31,7 +36,6 @@ setUpModule, tearDownModule = shared_certs(__name__)
 
 
 class CipherSuitesTest(unittest.TestCase):
-
     def assert_refused(self, result):
         self.assertFalse(result.handshake_done, result.text)
         self.assertIn(ALERT_HANDSHAKE_FAILURE, result.alert_numbers, result.text)
@@ -72,8 +76,7 @@ class CipherSuitesTest(unittest.TestCase):
         server = start_https(self, CERTS.ec, "--workers", "1", "--ciphersuites", ":".join(TLS13_SUITES))
         for suite in TLS13_SUITES:
             with self.subTest(suite=suite):
-                result = s_client(server.port, "-tls1_3", "-ciphersuites", suite,
-                                  request=http1_get("/tls"))
+                result = s_client(server.port, "-tls1_3", "-ciphersuites", suite, request=http1_get("/tls"))
                 self.assertEqual(result.cipher, suite, result.text)
                 self.assertEqual(result.json_body()["cipher"], suite)
         server.stop_and_check()
@@ -81,8 +84,9 @@ class CipherSuitesTest(unittest.TestCase):
     def test_each_tls12_suite_configured_alone_is_the_one_negotiated_with_its_certificate(self):
         for suite, pair in TLS12_SUITES:
             with self.subTest(suite=suite):
-                server = start_https(self, getattr(CERTS, pair), "--workers", "1", "--tls-max", "1.2",
-                                     "--ciphers", suite)
+                server = start_https(
+                    self, getattr(CERTS, pair), "--workers", "1", "--tls-max", "1.2", "--ciphers", suite
+                )
                 result = s_client(server.port, "-tls1_2", request=http1_get("/tls"))
                 self.assertEqual((result.protocol, result.cipher), ("TLSv1.2", suite), result.text)
                 self.assertIn(result.json_body()["cipher"], (suite, IANA_NAMES[suite]))
@@ -90,8 +94,10 @@ class CipherSuitesTest(unittest.TestCase):
                 server.stop_and_check()
 
     def test_tls12_suites_for_the_other_key_type_are_refused(self):
-        for pair, wrong in (("rsa", "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-AES128-GCM-SHA256"),
-                            ("ec", "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256")):
+        for pair, wrong in (
+            ("rsa", "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-AES128-GCM-SHA256"),
+            ("ec", "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256"),
+        ):
             with self.subTest(certificate=pair):
                 server = start_https(self, getattr(CERTS, pair), "--workers", "1")
                 self.assert_refused(s_client(server.port, "-tls1_2", "-cipher", wrong))
@@ -101,8 +107,12 @@ class CipherSuitesTest(unittest.TestCase):
 
     def test_default_tls12_list_has_only_ecdhe_with_aead(self):
         server = start_https(self, CERTS.rsa, "--workers", "1")
-        for weak in ("AES128-GCM-SHA256", "ECDHE-RSA-AES128-SHA", "ECDHE-RSA-AES256-SHA384",
-                     "DHE-RSA-AES128-GCM-SHA256"):
+        for weak in (
+            "AES128-GCM-SHA256",
+            "ECDHE-RSA-AES128-SHA",
+            "ECDHE-RSA-AES256-SHA384",
+            "DHE-RSA-AES128-GCM-SHA256",
+        ):
             with self.subTest(cipher=weak):
                 self.assert_refused(s_client(server.port, "-tls1_2", "-cipher", weak))
         for good in ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-CHACHA20-POLY1305"):
@@ -122,10 +132,8 @@ class CipherSuitesTest(unittest.TestCase):
             server.stop_and_check()
 
     def test_no_common_tls13_suite_is_refused_and_the_server_serves_on(self):
-        server = start_https(self, CERTS.rsa, "--workers", "1",
-                             "--ciphersuites", "TLS_AES_128_GCM_SHA256")
-        self.assert_refused(s_client(server.port, "-tls1_3",
-                                     "-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256"))
+        server = start_https(self, CERTS.rsa, "--workers", "1", "--ciphersuites", "TLS_AES_128_GCM_SHA256")
+        self.assert_refused(s_client(server.port, "-tls1_3", "-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256"))
         with self.assertRaisesRegex(ssl.SSLError, "(?i)handshake.failure"):
             context = client_context(version=ssl.TLSVersion.TLSv1_2, ciphers="ECDHE-RSA-AES256-SHA384")
             TlsConn(server.port, context).close()
@@ -146,7 +154,6 @@ class CipherSuitesTest(unittest.TestCase):
 
 
 class GroupsTest(unittest.TestCase):
-
     def temp_key(self, server, *args):
         result = s_client(server.port, *args)
         return result.temp_key if result.handshake_done else result.alert_numbers
@@ -156,8 +163,7 @@ class GroupsTest(unittest.TestCase):
         for version in ("-tls1_3", "-tls1_2"):
             with self.subTest(version=version):
                 self.assertRegex(self.temp_key(server, version, "-groups", "X25519"), r"^X25519\b")
-                self.assertRegex(self.temp_key(server, version, "-groups", "P-256"),
-                                 r"^ECDH, (prime256v1|P-256)\b")
+                self.assertRegex(self.temp_key(server, version, "-groups", "P-256"), r"^ECDH, (prime256v1|P-256)\b")
         self.assertIn(ALERT_HANDSHAKE_FAILURE, self.temp_key(server, "-tls1_3", "-groups", "P-384"))
         server.stop_and_check()
 

@@ -17,18 +17,31 @@ setUpModule, tearDownModule = shared_certs(__name__)
 
 
 class TlsH2specTest(unittest.TestCase):
-
     def run_h2spec(self, pair, server_options, *h2spec_args):
         h2spec = test_h2spec.find_h2spec()
         if h2spec is None:
-            self.fail("h2spec is neither on PATH nor in ~/go/bin; scripts/install-deps.sh "
-                      "(run by `make test`) installs it with `go install`")
+            self.fail(
+                "h2spec is neither on PATH nor in ~/go/bin; scripts/install-deps.sh "
+                "(run by `make test`) installs it with `go install`"
+            )
         server = start_https(self, pair, *server_options)
         with tempfile.TemporaryDirectory() as tmp:
             report = os.path.join(tmp, "h2spec.xml")
             # -t: TLS; -k: do not verify the (test CA's) certificate.
-            argv = [h2spec, "-t", "-k", "-h", "127.0.0.1", "-p", str(server.port),
-                    "--timeout", str(test_h2spec.CASE_TIMEOUT), "-j", report, *h2spec_args]
+            argv = [
+                h2spec,
+                "-t",
+                "-k",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(server.port),
+                "--timeout",
+                str(test_h2spec.CASE_TIMEOUT),
+                "-j",
+                report,
+                *h2spec_args,
+            ]
             try:
                 result = subprocess.run(argv, capture_output=True, timeout=test_h2spec.RUN_TIMEOUT)
             except subprocess.TimeoutExpired:
@@ -37,8 +50,7 @@ class TlsH2specTest(unittest.TestCase):
             self.assertTrue(os.path.exists(report), f"h2spec wrote no report:\n{output[-4000:]}")
             cases = test_h2spec.junit_cases(report)
         self.assertGreaterEqual(len(cases), test_h2spec.MIN_CASES, output[-4000:])
-        failing = [f"{package} / {title}: {problem}"
-                   for (package, title), problem in sorted(cases.items()) if problem]
+        failing = [f"{package} / {title}: {problem}" for (package, title), problem in sorted(cases.items()) if problem]
         self.assertEqual(failing, [], "h2spec cases that did not pass over TLS:\n" + "\n".join(failing))
         self.assertIn(" 0 failed", output)
         server.assert_running()

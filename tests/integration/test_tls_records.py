@@ -5,6 +5,7 @@ and that OpenSSL keeps the records where it should (other suites, or the
 option off)."""
 
 import fcntl
+import itertools
 import json
 import os
 import ssl
@@ -14,12 +15,40 @@ import time
 import unittest
 
 from cryptography.exceptions import InvalidTag
-from support.h2client import (ACK, DATA, DEFAULT_WINDOW, END_STREAM, GOAWAY, HEADERS, INITIAL_WINDOW_SIZE, PREFACE,
-                              RST_STREAM, SETTINGS, HpackDecoder, headers_frame, hpack_encode, request_headers,
-                              settings_frame, window_update_frame)
-from support.tls_fixtures import (HttpsTestCase, InteractiveSClient, KeyedTls, ManualTls, TlsConn, client_context,
-                                  curl_https, h2_over_tls, hkdf_expand_label, http1_get, shared_certs, split_records,
-                                  start_https)
+
+from support.h2client import (
+    ACK,
+    DATA,
+    DEFAULT_WINDOW,
+    END_STREAM,
+    GOAWAY,
+    HEADERS,
+    INITIAL_WINDOW_SIZE,
+    PREFACE,
+    RST_STREAM,
+    SETTINGS,
+    HpackDecoder,
+    headers_frame,
+    hpack_encode,
+    request_headers,
+    settings_frame,
+    window_update_frame,
+)
+from support.tls_fixtures import (
+    HttpsTestCase,
+    InteractiveSClient,
+    KeyedTls,
+    ManualTls,
+    TlsConn,
+    client_context,
+    curl_https,
+    h2_over_tls,
+    hkdf_expand_label,
+    http1_get,
+    shared_certs,
+    split_records,
+    start_https,
+)
 
 CERTS = None
 
@@ -56,8 +85,16 @@ def tls_json(conn):
 
 def server_for_suite(test, suite, version, pair):
     option = "--ciphersuites" if version == ssl.TLSVersion.TLSv1_3 else "--ciphers"
-    return start_https(test, getattr(CERTS, pair), "--workers", "1", option, suite,
-                       "--tls-max", "1.3" if version == ssl.TLSVersion.TLSv1_3 else "1.2")
+    return start_https(
+        test,
+        getattr(CERTS, pair),
+        "--workers",
+        "1",
+        option,
+        suite,
+        "--tls-max",
+        "1.3" if version == ssl.TLSVersion.TLSv1_3 else "1.2",
+    )
 
 
 class AeadSuitesTest(unittest.TestCase):
@@ -78,7 +115,7 @@ class AeadSuitesTest(unittest.TestCase):
     def check_http2(self, server, version):
         conn = h2_over_tls(server.port, client_context(alpn=("h2",), version=version))
         self.addCleanup(conn.close)
-        body = BODY[:1 << 20]
+        body = BODY[: 1 << 20]
         posted = conn.request("POST", "/echo", body=body)
         self.assertEqual(conn.read_response(posted).status, 200)
         self.assertEqual(bytes(conn.streams[posted].body), body)
@@ -111,8 +148,9 @@ class OpenSslKeepsTheRecordsTest(unittest.TestCase):
     """Where xKit's record layer does not apply, OpenSSL's serves as before."""
 
     def test_a_cbc_suite_stays_with_openssl(self):
-        server = start_https(self, CERTS.rsa, "--workers", "1", "--ciphers", "ECDHE-RSA-AES128-SHA256",
-                             "--tls-max", "1.2")
+        server = start_https(
+            self, CERTS.rsa, "--workers", "1", "--ciphers", "ECDHE-RSA-AES128-SHA256", "--tls-max", "1.2"
+        )
         with TlsConn(server.port, client_context(version=ssl.TLSVersion.TLSv1_2)) as conn:
             info = tls_json(conn)
             self.assertFalse(info["xkit_records"], info)
@@ -204,7 +242,7 @@ class RecordLayerTest(HttpsTestCase):
         client = self.manual()
         raw = b"".join(self.sealed_request(client) for _ in range(3))  # three records
         for i in range(len(raw)):
-            client.send_raw(raw[i:i + 1])
+            client.send_raw(raw[i : i + 1])
             time.sleep(0.001)
         received = bytearray()
         while received.count(b"pong") < 3:
@@ -233,8 +271,7 @@ class RecordLayerTest(HttpsTestCase):
                 client = ManualTls(self.server.port, client_context(), rcvbuf=4096)
                 self.addCleanup(client.close)
                 client.handshake()
-                client.send(f"GET /echo?size={size} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-                            .encode())
+                client.send(f"GET /echo?size={size} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
                 time.sleep(0.3)  # the server fills its socket and waits
                 client.read_until_eof(timeout=20)
                 received = bytearray()
@@ -288,7 +325,7 @@ class HostileRecordsTest(HttpsTestCase):
         finished = client.open_tls12(records[-1], 0)
         cuts = [0] + list(pieces) + [len(finished)]
         client.seq = 0
-        split = b"".join(client.seal(TLS_HANDSHAKE, finished[a:b]) for a, b in zip(cuts, cuts[1:]))
+        split = b"".join(client.seal(TLS_HANDSHAKE, finished[a:b]) for a, b in itertools.pairwise(cuts))
         client.send_raw(b"".join(records[:-1]) + split)
         while True:
             try:
@@ -420,15 +457,13 @@ class AlertsTest(HttpsTestCase):
             self.assertTrue(client.read_raw(), f"closed after records of types {types}")
         self.assertEqual(types[:2], [TLS_ALERT, TLS_APPLICATION_DATA])
 
-
     def test_key_update_requests_while_the_socket_is_full_get_one_answer(self):
         """Over HTTP/2, which keeps reading while its output waits for the socket: three
         KeyUpdates asking for ours, sent while a large response fills the socket, are owed
         one answer (RFC 8446 §4.6.3), not three sealed at once into the output's reserve.
         The server's records are opened here with its keys from the key log, so what it
         sent is seen: the whole response, one KeyUpdate, and a further answer after it."""
-        client = KeyedTls(self.server.port, client_context(alpn=("h2",), version=ssl.TLSVersion.TLSv1_3),
-                          rcvbuf=4096)
+        client = KeyedTls(self.server.port, client_context(alpn=("h2",), version=ssl.TLSVersion.TLSv1_3), rcvbuf=4096)
         self.addCleanup(client.close)
         client.handshake()
         self.assertEqual(client.tls.selected_alpn_protocol(), "h2")
@@ -438,15 +473,17 @@ class AlertsTest(HttpsTestCase):
         server = {"secret": server_secret, "seq": 0, "updates": 0, "opened": False}
 
         def server_keys():
-            return (hkdf_expand_label(digest, server["secret"], b"key", client._traffic[2]),
-                    hkdf_expand_label(digest, server["secret"], b"iv", 12))
+            return (
+                hkdf_expand_label(digest, server["secret"], b"key", client._traffic[2]),
+                hkdf_expand_label(digest, server["secret"], b"iv", 12),
+            )
 
         server["keys"] = server_keys()
 
         def open_server_record(record):
             """The inner type and plaintext of a server record; None for one of the handshake."""
             key, iv = server["keys"]
-            nonce = bytes(a ^ b for a, b in zip(iv, bytes(4) + server["seq"].to_bytes(8, "big")))
+            nonce = bytes(a ^ b for a, b in zip(iv, bytes(4) + server["seq"].to_bytes(8, "big"), strict=True))
             try:
                 inner = client.aead(key).decrypt(nonce, record[5:], record[:5])
             except InvalidTag:
@@ -459,10 +496,15 @@ class AlertsTest(HttpsTestCase):
 
         size = 16 * 1024 * 1024
         window = (1 << 31) - 1
-        client.send_raw(client.seal(TLS_APPLICATION_DATA, PREFACE + settings_frame({INITIAL_WINDOW_SIZE: window}) +
-                                    window_update_frame(0, window - DEFAULT_WINDOW) +
-                                    headers_frame(1, hpack_encode(request_headers("GET", f"/echo?size={size}",
-                                                                                  scheme="https")))))
+        client.send_raw(
+            client.seal(
+                TLS_APPLICATION_DATA,
+                PREFACE
+                + settings_frame({INITIAL_WINDOW_SIZE: window})
+                + window_update_frame(0, window - DEFAULT_WINDOW)
+                + headers_frame(1, hpack_encode(request_headers("GET", f"/echo?size={size}", scheme="https"))),
+            )
+        )
         time.sleep(0.5)  # the response fills the socket both ways
         # A socket that refused a write may take a few KiB later, once the peer has
         # acknowledged what was in flight; answers sealed at once would fill that and
@@ -472,7 +514,7 @@ class AlertsTest(HttpsTestCase):
         for _ in range(KEY_UPDATE_REQUESTS):
             raw += client.seal(TLS_HANDSHAKE, b"\x18\x00\x00\x01\x01")  # update_requested
             client.update_keys()
-            raw += client.seal(TLS_APPLICATION_DATA, bytes([0, 0, 0, 0xfa, 0, 0, 0, 0, 0]))
+            raw += client.seal(TLS_APPLICATION_DATA, bytes([0, 0, 0, 0xFA, 0, 0, 0, 0, 0]))
         client.send_raw(bytes(raw))
         # Every request is in the server's hands (acknowledged), then given time to be
         # taken while the socket stays full: all of them then owe the one answer.
@@ -491,10 +533,13 @@ class AlertsTest(HttpsTestCase):
         while 3 not in streams or not streams[3]["done"]:
             data = bytes(client.received[pos:])
             if len(data) < 5 or len(data) < 5 + struct.unpack("!H", data[3:5])[0]:
-                self.assertTrue(client.read_raw(), f"closed; streams {sorted(streams)}, "
-                                f"{server['updates']} KeyUpdates, {len(streams.get(1, {}).get('body', b''))} bytes")
+                self.assertTrue(
+                    client.read_raw(),
+                    f"closed; streams {sorted(streams)}, "
+                    f"{server['updates']} KeyUpdates, {len(streams.get(1, {}).get('body', b''))} bytes",
+                )
                 continue
-            record = data[:5 + struct.unpack("!H", data[3:5])[0]]
+            record = data[: 5 + struct.unpack("!H", data[3:5])[0]]
             pos += len(record)
             if record[0] != TLS_APPLICATION_DATA:
                 continue  # the handshake's ServerHello and ChangeCipherSpec
@@ -507,17 +552,18 @@ class AlertsTest(HttpsTestCase):
                 if plain[0] == 24:  # KeyUpdate: the server's write keys move on
                     self.assertEqual(plain, b"\x18\x00\x00\x01\x00")
                     server["updates"] += 1
-                    server["secret"] = hkdf_expand_label(digest, server["secret"], b"traffic upd",
-                                                         len(server["secret"]))
+                    server["secret"] = hkdf_expand_label(
+                        digest, server["secret"], b"traffic upd", len(server["secret"])
+                    )
                     server["keys"] = server_keys()
                     server["seq"] = 0
                 continue  # NewSessionTicket
             h2 += plain
             while len(h2) >= 9 and len(h2) >= 9 + int.from_bytes(h2[:3], "big"):
                 length, ftype, flags = int.from_bytes(h2[:3], "big"), h2[3], h2[4]
-                stream_id = int.from_bytes(h2[5:9], "big") & 0x7fffffff
-                payload = bytes(h2[9:9 + length])
-                del h2[:9 + length]
+                stream_id = int.from_bytes(h2[5:9], "big") & 0x7FFFFFFF
+                payload = bytes(h2[9 : 9 + length])
+                del h2[: 9 + length]
                 self.assertNotIn(ftype, (GOAWAY, RST_STREAM), payload)
                 if ftype == SETTINGS and not flags & ACK:
                     client.send_raw(client.seal(TLS_APPLICATION_DATA, settings_frame(ack=True)))
@@ -531,8 +577,12 @@ class AlertsTest(HttpsTestCase):
                 stream["done"] = bool(flags & END_STREAM)
             if 1 in streams and streams[1]["done"] and not sent_second:
                 sent_second = True  # a further request, under the client's keys of now
-                client.send_raw(client.seal(TLS_APPLICATION_DATA, headers_frame(
-                    3, hpack_encode(request_headers("GET", "/ping", scheme="https")))))
+                client.send_raw(
+                    client.seal(
+                        TLS_APPLICATION_DATA,
+                        headers_frame(3, hpack_encode(request_headers("GET", "/ping", scheme="https"))),
+                    )
+                )
         self.assertEqual(streams[1]["headers"][b":status"], b"200")
         self.assertEqual(len(streams[1]["body"]), size)
         self.assertEqual(bytes(streams[1]["body"]), b"x" * size)
@@ -558,8 +608,11 @@ class SlowRecordsTest(HttpsTestCase):
         self.addCleanup(client.close)
         client.handshake()
         if alpn == "h2":
-            client.send(PREFACE + settings_frame({}) + headers_frame(1, hpack_encode(
-                request_headers("GET", "/ping", scheme="https"))))
+            client.send(
+                PREFACE
+                + settings_frame({})
+                + headers_frame(1, hpack_encode(request_headers("GET", "/ping", scheme="https")))
+            )
         else:
             client.send(PING)
         received = bytearray()

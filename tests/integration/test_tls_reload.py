@@ -26,7 +26,6 @@ def served_der(server, name="localhost", client=None):
 
 
 class ReloadTest(unittest.TestCase):
-
     def setUp(self):
         self.live = CERTS.copy(CERTS.ec, f"live-{self._testMethodName}")
 
@@ -40,8 +39,10 @@ class ReloadTest(unittest.TestCase):
         deadline = time.monotonic() + RELOAD_WAIT
         while server.stderr_text().count(text) < occurrences:
             if time.monotonic() > deadline:
-                self.fail(f"stderr has {server.stderr_text().count(text)} of {occurrences} "
-                          f"{text!r} lines after {RELOAD_WAIT}s:\n{server.stderr_tail()}")
+                self.fail(
+                    f"stderr has {server.stderr_text().count(text)} of {occurrences} "
+                    f"{text!r} lines after {RELOAD_WAIT}s:\n{server.stderr_tail()}"
+                )
             time.sleep(0.05)
         return server.stderr_text()
 
@@ -49,8 +50,10 @@ class ReloadTest(unittest.TestCase):
         deadline = time.monotonic() + RELOAD_WAIT
         while served_der(server, name) != der:
             if time.monotonic() > deadline:
-                self.fail(f"new connections to {name} still get the old certificate "
-                          f"{RELOAD_WAIT}s after SIGHUP:\n{server.stderr_tail()}")
+                self.fail(
+                    f"new connections to {name} still get the old certificate "
+                    f"{RELOAD_WAIT}s after SIGHUP:\n{server.stderr_tail()}"
+                )
             time.sleep(0.05)
 
     def test_sighup_serves_the_new_certificate_and_keeps_open_connections(self):
@@ -81,8 +84,7 @@ class ReloadTest(unittest.TestCase):
         baseline = server.settle_fd_baseline()
         keep_alive = TlsConn(server.port, client_context())
         self.addCleanup(keep_alive.close)
-        for reloads, (cert, key) in enumerate(((CERTS.garbage, CERTS.ec.key),
-                                               (CERTS.ec_next.cert, CERTS.ec.key)), 1):
+        for reloads, (cert, key) in enumerate(((CERTS.garbage, CERTS.ec.key), (CERTS.ec_next.cert, CERTS.ec.key)), 1):
             with self.subTest(cert=cert, key=key):
                 replace_file(self.live.cert, cert)
                 replace_file(self.live.key, key)
@@ -117,8 +119,7 @@ class ReloadTest(unittest.TestCase):
 
     def test_sni_certificates_are_reloaded_too(self):
         sni = CERTS.copy(CERTS.sni_a, "live-sni-a")
-        server = start_https(self, self.live, "--workers", "1",
-                             "--sni", f"a.example.test,{sni.cert},{sni.key}")
+        server = start_https(self, self.live, "--workers", "1", "--sni", f"a.example.test,{sni.cert},{sni.key}")
         self.assertEqual(served_der(server, "a.example.test"), CERTS.sni_a.der())
         self.install(CERTS.sni_a_next, sni)
         server.send_signal(signal.SIGHUP)
@@ -129,8 +130,7 @@ class ReloadTest(unittest.TestCase):
     def test_the_client_ca_is_reloaded_too(self):
         live_ca = CERTS.path("live-client-ca.pem")
         replace_file(live_ca, CERTS.ca)
-        server = start_https(self, self.live, "--workers", "1", "--client-ca", live_ca,
-                             "--verify-client", "required")
+        server = start_https(self, self.live, "--workers", "1", "--client-ca", live_ca, "--verify-client", "required")
 
         def verified(pair):
             result, body, _, status = curl_https(server, "/tls", "--cert", pair.cert, "--key", pair.key)

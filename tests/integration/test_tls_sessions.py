@@ -18,7 +18,6 @@ setUpModule, tearDownModule = shared_certs(__name__)
 
 
 class ResumptionTest(unittest.TestCase):
-
     def setUp(self):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
@@ -36,8 +35,10 @@ class ResumptionTest(unittest.TestCase):
         self.assertTrue(first.handshake_done, first.text)
         self.assertFalse(first.reused, first.text)
         self.assertEqual(first.json_body()["resumed"], False)
-        later = [s_client(server.port, *args, "-sess_in", self.session_file, request=http1_get("/tls"))
-                 for _ in range(RESUMPTIONS)]
+        later = [
+            s_client(server.port, *args, "-sess_in", self.session_file, request=http1_get("/tls"))
+            for _ in range(RESUMPTIONS)
+        ]
         for result in later:
             self.assertTrue(result.handshake_done, result.text)
         return first, later
@@ -60,8 +61,10 @@ class ResumptionTest(unittest.TestCase):
         self.assertTrue(first.handshake_done, first.text)
         if not os.path.exists(self.session_file):
             return
-        later = [s_client(server.port, *args, "-sess_in", self.session_file, request=http1_get("/tls"))
-                 for _ in range(RESUMPTIONS)]
+        later = [
+            s_client(server.port, *args, "-sess_in", self.session_file, request=http1_get("/tls"))
+            for _ in range(RESUMPTIONS)
+        ]
         for result in later:
             self.assertTrue(result.handshake_done, result.text)
             self.assertFalse(result.reused, result.text)
@@ -103,11 +106,9 @@ class ResumptionTest(unittest.TestCase):
         two = start_https(self, CERTS.ec, "--workers", "1")
         for version in ("-tls1_3", "-tls1_2"):
             with self.subTest(version=version):
-                first = s_client(one.port, version, "-sess_out", self.session_file,
-                                 request=http1_get("/ping"))
+                first = s_client(one.port, version, "-sess_out", self.session_file, request=http1_get("/ping"))
                 self.assertTrue(first.handshake_done, first.text)
-                other = s_client(two.port, version, "-sess_in", self.session_file,
-                                 request=http1_get("/tls"))
+                other = s_client(two.port, version, "-sess_in", self.session_file, request=http1_get("/tls"))
                 self.assertTrue(other.handshake_done, other.text)
                 self.assertFalse(other.reused, other.text)
                 self.assertEqual(other.json_body()["resumed"], False)

@@ -1,5 +1,6 @@
 """Trailer fields after a streamed body: a chunked trailer section on
 HTTP/1.1, a trailing HEADERS frame on HTTP/2, nothing for HTTP/1.0."""
+
 import unittest
 
 from support.harness import Conn, ServerTestCase, http_request, run_client
@@ -12,7 +13,7 @@ class TrailersTest(ServerTestCase):
         with Conn(self.server.port) as conn:
             conn.request("GET", self.TARGET)
             resp = conn.read_response()
-            self.assertEqual(resp.body, b"00000" b"11111" b"22222")
+            self.assertEqual(resp.body, b"000001111122222")
             self.assertEqual(resp.trailers, [b"X-Stream-Trailer: sum-42"])
             # The connection stays usable after a trailer section.
             conn.request("GET", "/ping")
@@ -32,7 +33,7 @@ class TrailersTest(ServerTestCase):
         self.assertEqual(result.returncode, 0, out)
         self.assertIn("x-stream-trailer: sum-42", out)
         # The trailers, not a DATA frame, end the stream.
-        self.assertIn("END_STREAM | END_HEADERS", out[out.index("x-stream-trailer: sum-42"):])
+        self.assertIn("END_STREAM | END_HEADERS", out[out.index("x-stream-trailer: sum-42") :])
         self.assertNotRegex(out, r"recv DATA frame <length=\d+, flags=0x01")
 
 

@@ -17,15 +17,34 @@ import tempfile
 import time
 import unittest
 
-import test_keepalive_pipelining as pipelining
 import websockets
 
-from support.harness import (SOCKET_TIMEOUT, Conn, ServerProcess, ServerTestCase, raise_fd_limit, require_tool,
-                             run_client)
+import test_keepalive_pipelining as pipelining
+from support.harness import (
+    SOCKET_TIMEOUT,
+    Conn,
+    ServerProcess,
+    ServerTestCase,
+    raise_fd_limit,
+    require_tool,
+    run_client,
+)
 from support.tls_fixtures import client_context, shared_certs, start_https
-from support.wsclient import (OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT, WsConn, accept_for,
-                              close_payload, frame, handshake_request)
+from support.wsclient import (
+    OP_BINARY,
+    OP_CLOSE,
+    OP_CONT,
+    OP_PING,
+    OP_PONG,
+    OP_TEXT,
+    WsConn,
+    accept_for,
+    close_payload,
+    frame,
+    handshake_request,
+)
 
+CERTS = None  # set by setUpModule (shared_certs)
 setUpModule, tearDownModule = shared_certs(__name__)
 
 SOURCE_DIR = os.environ.get("XK_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
@@ -44,8 +63,7 @@ def build_ws_load(test):
     out = tempfile.mkdtemp()
     test.addCleanup(shutil.rmtree, out, True)
     path = os.path.join(out, "ws_load")
-    done = subprocess.run([go_binary(), "build", "-o", path, "./ws_load"], cwd=GO_DIR, capture_output=True,
-                          timeout=300)
+    done = subprocess.run([go_binary(), "build", "-o", path, "./ws_load"], cwd=GO_DIR, capture_output=True, timeout=300)
     test.assertEqual(done.returncode, 0, done.stderr.decode())
     return path
 
@@ -83,8 +101,9 @@ class HandshakeTest(ServerTestCase):
     def test_websocket_route_over_http2_is_426_without_an_upgrade_header(self):
         # Over HTTP/2 a WebSocket opens with an extended CONNECT (test_websocket_h2.py); a GET is
         # told so, in a valid HTTP/2 answer.
-        result = run_client(["curl", "-sS", "--http2-prior-knowledge", "-D", "-", "-o", "/dev/null",
-                             self.server.url("/ws")], timeout=30)
+        result = run_client(
+            ["curl", "-sS", "--http2-prior-knowledge", "-D", "-", "-o", "/dev/null", self.server.url("/ws")], timeout=30
+        )
         self.assertEqual(result.returncode, 0, result.stderr)
         head = result.stdout.decode().lower()
         self.assertTrue(head.startswith("http/2 426"), head)
@@ -187,8 +206,15 @@ class FramesTest(ServerTestCase):
         self.assert_fails(1002, frame(OP_TEXT, b"hello", mask=False))
 
     def test_reserved_bits_and_opcodes_close_1002(self):
-        for bad in (frame(OP_TEXT, b"x", rsv=4), frame(OP_TEXT, b"x", rsv=2), frame(OP_TEXT, b"x", rsv=1),
-                    frame(0x3, b"x"), frame(0x7, b""), frame(0xB, b""), frame(0xF, b"x")):
+        for bad in (
+            frame(OP_TEXT, b"x", rsv=4),
+            frame(OP_TEXT, b"x", rsv=2),
+            frame(OP_TEXT, b"x", rsv=1),
+            frame(0x3, b"x"),
+            frame(0x7, b""),
+            frame(0xB, b""),
+            frame(0xF, b"x"),
+        ):
             with self.subTest(frame=bad[:2].hex()):
                 self.assert_fails(1002, bad)
 
@@ -208,8 +234,9 @@ class FramesTest(ServerTestCase):
 
     def test_oversized_frames_and_messages_close_1009(self):
         self.assert_fails(1009, frame(OP_BINARY, b"x" * 65537), path="/ws-test")
-        self.assert_fails(1009, frame(OP_BINARY, b"x" * 40000, fin=False), frame(OP_CONT, b"y" * 40000),
-                          path="/ws-test")
+        self.assert_fails(
+            1009, frame(OP_BINARY, b"x" * 40000, fin=False), frame(OP_CONT, b"y" * 40000), path="/ws-test"
+        )
         ws = self.ws()  # a 2^62-byte frame is refused from its header alone
         ws.send(bytes([0x82, 0xFF]) + struct.pack("!Q", 1 << 62) + b"mask")
         self.assertEqual(ws.read_close(), 1009)
@@ -221,8 +248,12 @@ class FramesTest(ServerTestCase):
             self.assertEqual(ws.read_frame(), (True, 0, OP_PONG, payload))
 
     def test_client_close_is_echoed_and_the_server_closes_tcp(self):
-        for payload, want in ((close_payload(1000, b"bye"), 1000), (close_payload(3000), 3000),
-                              (close_payload(4999), 4999), (b"", None)):
+        for payload, want in (
+            (close_payload(1000, b"bye"), 1000),
+            (close_payload(3000), 3000),
+            (close_payload(4999), 4999),
+            (b"", None),
+        ):
             with self.subTest(want=want):
                 ws = self.ws()
                 ws.send_frame(OP_CLOSE, payload)
@@ -230,8 +261,15 @@ class FramesTest(ServerTestCase):
                 self.assertTrue(ws.at_eof())
 
     def test_bad_close_frames_close_1002_or_1007(self):
-        for payload in (b"\x03", close_payload(1005), close_payload(1006), close_payload(999),
-                        close_payload(2000), close_payload(1016), close_payload(5000)):
+        for payload in (
+            b"\x03",
+            close_payload(1005),
+            close_payload(1006),
+            close_payload(999),
+            close_payload(2000),
+            close_payload(1016),
+            close_payload(5000),
+        ):
             with self.subTest(payload=payload.hex()):
                 self.assert_fails(1002, frame(OP_CLOSE, payload))
         self.assert_fails(1007, frame(OP_CLOSE, close_payload(1000, b"\xc3\x28")))
@@ -308,9 +346,23 @@ class FramesTest(ServerTestCase):
         self.addCleanup(shutil.rmtree, tmp)
         errors = open(os.path.join(tmp, "stderr"), "w+")
         self.addCleanup(errors.close)
-        tracer = subprocess.Popen([strace, "-qq", "-ff", "-s", "8", "-o", os.path.join(tmp, "t"), "-e",
-                                   "trace=" + ",".join(pipelining.IO_CALLS), "-p", str(self.server.pid)],
-                                  stdout=subprocess.DEVNULL, stderr=errors)
+        tracer = subprocess.Popen(
+            [
+                strace,
+                "-qq",
+                "-ff",
+                "-s",
+                "8",
+                "-o",
+                os.path.join(tmp, "t"),
+                "-e",
+                "trace=" + ",".join(pipelining.IO_CALLS),
+                "-p",
+                str(self.server.pid),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+        )
         self.addCleanup(tracer.wait, 10)
         self.addCleanup(tracer.kill)
         if not pipelining.KeepAlivePipeliningTest.wait_traced(self, tracer):
@@ -433,21 +485,31 @@ class PythonClientTest(ServerTestCase):
                 for message in ("hello", "ünïcode", b"\x00" * 70000, "x" * 300000):
                     await ws.send(message)
                     self.assertEqual(await ws.recv(), message)
+
         self.run_async(go())
 
     def test_permessage_deflate_with_several_windows(self):
         from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
-        text = ("the quick brown fox jumps over the lazy dog " * 4000)
-        for server_bits, client_bits, no_takeover in ((None, None, False), (9, 9, False), (10, 12, True),
-                                                      (15, 15, False), (12, None, True)):
-            factory = ClientPerMessageDeflateFactory(server_max_window_bits=server_bits,
-                                                     client_max_window_bits=client_bits or True,
-                                                     server_no_context_takeover=no_takeover,
-                                                     client_no_context_takeover=no_takeover)
 
-            async def go():
-                async with websockets.connect(f"ws://127.0.0.1:{self.server.port}/ws",
-                                              extensions=[factory], compression=None, max_size=None) as ws:
+        text = "the quick brown fox jumps over the lazy dog " * 4000
+        for server_bits, client_bits, no_takeover in (
+            (None, None, False),
+            (9, 9, False),
+            (10, 12, True),
+            (15, 15, False),
+            (12, None, True),
+        ):
+            factory = ClientPerMessageDeflateFactory(
+                server_max_window_bits=server_bits,
+                client_max_window_bits=client_bits or True,
+                server_no_context_takeover=no_takeover,
+                client_no_context_takeover=no_takeover,
+            )
+
+            async def go(factory, server_bits):
+                async with websockets.connect(
+                    f"ws://127.0.0.1:{self.server.port}/ws", extensions=[factory], compression=None, max_size=None
+                ) as ws:
                     ext = ws.response.headers.get("Sec-WebSocket-Extensions")
                     self.assertTrue(ext.startswith("permessage-deflate"), ext)
                     if server_bits:
@@ -455,8 +517,9 @@ class PythonClientTest(ServerTestCase):
                     for message in (text, text.encode(), "short", "", os.urandom(5000)):
                         await ws.send(message)
                         self.assertEqual(await ws.recv(), message)
+
             with self.subTest(server=server_bits, client=client_bits, no_takeover=no_takeover):
-                self.run_async(go())
+                self.run_async(go(factory, server_bits))
 
     def test_compressed_wire_bytes_are_smaller(self):
         ws = WsConn(self.server.port, extra="Sec-WebSocket-Extensions: permessage-deflate\r\n")
@@ -479,8 +542,11 @@ class PythonClientTest(ServerTestCase):
             ws = WsConn(self.server.port, extra="Sec-WebSocket-Extensions: permessage-deflate\r\n")
             ws.send_frame(OP_TEXT, b"b" * 20000)
             self.assertEqual(ws.read_frame()[1], 4)  # a compressed echo: both zlib streams exist
-            ws.send(frame(OP_TEXT, b"\xf2\x48\xcd\xc9\xc9\x07\x00" * 50, rsv=4, fin=False)[:200] if cut
-                    else frame(OP_TEXT, b"\xf2\x48", rsv=4, fin=False))
+            ws.send(
+                frame(OP_TEXT, b"\xf2\x48\xcd\xc9\xc9\x07\x00" * 50, rsv=4, fin=False)[:200]
+                if cut
+                else frame(OP_TEXT, b"\xf2\x48", rsv=4, fin=False)
+            )
             ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             ws.close()
         time.sleep(0.2)
@@ -503,8 +569,23 @@ class GorillaClientTest(ServerTestCase):
         load = build_ws_load(self)
         for extra in ([], ["-compress"], ["-reupgrade", "10"]):
             with self.subTest(extra=extra):
-                result = run_client([load, "-url", f"ws://127.0.0.1:{self.server.port}/ws", "-conns", "20",
-                                     "-inflight", "4", "-duration", "1s", "-size", "3000", *extra], timeout=120)
+                result = run_client(
+                    [
+                        load,
+                        "-url",
+                        f"ws://127.0.0.1:{self.server.port}/ws",
+                        "-conns",
+                        "20",
+                        "-inflight",
+                        "4",
+                        "-duration",
+                        "1s",
+                        "-size",
+                        "3000",
+                        *extra,
+                    ],
+                    timeout=120,
+                )
                 self.assertEqual(result.returncode, 0, result.stderr)
                 self.assertRegex(result.stdout.decode(), r"messages=[1-9]")
 
@@ -519,6 +600,7 @@ class TlsTest(unittest.TestCase):
                 for message in ("hello over TLS", b"\x01" * 100000):
                     await ws.send(message)
                     self.assertEqual(await ws.recv(), message)
+
         asyncio.run(asyncio.wait_for(go(), 60))
         server.stop_and_check()
 
@@ -556,6 +638,7 @@ class ManyConnectionsTest(unittest.TestCase):
             self.assertGreaterEqual(server.fd_count(), self.COUNT)
             release.set()
             return await asyncio.gather(*tasks)
+
         got = asyncio.run(asyncio.wait_for(go(), 240))
         self.assertEqual(got, [b"n%d" % i for i in range(self.COUNT)])
         server.stop_and_check()

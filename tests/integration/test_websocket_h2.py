@@ -15,21 +15,37 @@ import h2.connection
 import h2.events
 import h2.settings
 
-from support.h2client import (INITIAL_WINDOW_SIZE, PROTOCOL_ERROR, CANCEL, H2Conn,
-                              H2ServerTestCase, data_frame, error_name, headers_frame, hpack_encode,
-                              rst_stream_frame, window_update_frame)
+from support.h2client import (
+    CANCEL,
+    INITIAL_WINDOW_SIZE,
+    PROTOCOL_ERROR,
+    H2Conn,
+    H2ServerTestCase,
+    data_frame,
+    error_name,
+    headers_frame,
+    hpack_encode,
+    rst_stream_frame,
+    window_update_frame,
+)
 from support.harness import ServerProcess
 from support.tls_fixtures import client_context, shared_certs, start_https
 from support.wsclient import OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, close_payload, frame
 
+CERTS = None  # set by setUpModule (shared_certs)
 setUpModule, tearDownModule = shared_certs(__name__)
 
 ENABLE_CONNECT_PROTOCOL = 0x8  # RFC 8441 §3
 
 
 def connect_fields(path="/ws", protocol="websocket", version="13", extra=(), scheme="http"):
-    fields = [(":method", "CONNECT"), (":protocol", protocol), (":scheme", scheme), (":path", path),
-              (":authority", "localhost")]
+    fields = [
+        (":method", "CONNECT"),
+        (":protocol", protocol),
+        (":scheme", scheme),
+        (":path", path),
+        (":authority", "localhost"),
+    ]
     if version is not None:
         fields.append(("sec-websocket-version", version))
     return fields + list(extra)
@@ -46,14 +62,14 @@ def parse_frames(data):
         if n == 126:
             if len(data) - pos < 4:
                 break
-            n, head = struct.unpack("!H", data[pos + 2:pos + 4])[0], 4
+            n, head = struct.unpack("!H", data[pos + 2 : pos + 4])[0], 4
         elif n == 127:
             if len(data) - pos < 10:
                 break
-            n, head = struct.unpack("!Q", data[pos + 2:pos + 10])[0], 10
+            n, head = struct.unpack("!Q", data[pos + 2 : pos + 10])[0], 10
         if len(data) - pos < head + n:
             break
-        frames.append((bool(b0 & 0x80), b0 & 0x0F, bytes(data[pos + head:pos + head + n])))
+        frames.append((bool(b0 & 0x80), b0 & 0x0F, bytes(data[pos + head : pos + head + n])))
         pos += head + n
     return frames, len(data) - pos
 
@@ -66,8 +82,9 @@ class WsStream:
         self.id = conn.new_stream_id()
         conn.send_headers(self.id, connect_fields(path, **kwargs), end_stream=False)
         self.stream = conn.stream(self.id)
-        self.response = conn.read_until(lambda: self.stream.response() is not None, "the CONNECT answer") \
-            or self.stream.response()
+        self.response = (
+            conn.read_until(lambda: self.stream.response() is not None, "the CONNECT answer") or self.stream.response()
+        )
 
     def send(self, opcode, payload=b"", end_stream=False, **kwargs):
         self.conn.send_data(self.id, frame(opcode, payload, **kwargs), end_stream=end_stream)
@@ -80,7 +97,7 @@ class WsStream:
         taken = getattr(self, "_taken", 0)
         self.conn.read_until(lambda: len(self.frames()) >= taken + count, f"{count} WebSocket frame(s)")
         self._taken = taken + count
-        return self.frames()[taken:taken + count]
+        return self.frames()[taken : taken + count]
 
 
 class Http2WebSocketTest(H2ServerTestCase):
@@ -112,10 +129,10 @@ class Http2WebSocketTest(H2ServerTestCase):
         message = frame(OP_BINARY, b"x" * (16384 - 8))  # one DATA frame of 16,384 bytes
         self.assertEqual(len(message), 16384)
         whole = data_frame(sid, message)
-        conn.send(headers_frame(sid, hpack_encode(connect_fields()), end_stream=False) + whole[:9 + 100])
+        conn.send(headers_frame(sid, hpack_encode(connect_fields()), end_stream=False) + whole[: 9 + 100])
         conn.read_until(lambda: stream.response() is not None, "the CONNECT answer")
         self.assertEqual(stream.response().status, 200)
-        conn.send(whole[9 + 100:])
+        conn.send(whole[9 + 100 :])
         conn.read_until(lambda: parse_frames(stream.body)[0], "the echo")
         self.assertEqual(parse_frames(stream.body)[0][0], (True, OP_BINARY, b"x" * (16384 - 8)))
 
@@ -224,7 +241,7 @@ class Http2WebSocketTest(H2ServerTestCase):
             ws.send(OP_BINARY, m)
         got = []
         while len(got) < len(messages):
-            conn.read_until(lambda: ws.stream.unacked > 0 or len(ws.frames()) > len(got), "echoed DATA")
+            conn.read_until(lambda: ws.stream.unacked > 0 or len(ws.frames()) > len(got), "echoed DATA")  # noqa: B023 (called here, in this iteration)
             got = ws.frames()
             if ws.stream.unacked:
                 conn.send(window_update_frame(ws.id, ws.stream.unacked))
@@ -265,7 +282,7 @@ class Http2WebSocketStopTest(unittest.TestCase):
             self.assertEqual(ws.read(), [(True, OP_TEXT, b"before")])
         server.send_signal(signal.SIGTERM)
         for ws in sockets:
-            (fin, opcode, payload), = ws.read()
+            ((fin, opcode, payload),) = ws.read()
             self.assertEqual((opcode, payload[:2]), (OP_CLOSE, struct.pack("!H", 1001)))
             ws.send(OP_CLOSE, close_payload(1001), end_stream=True)
         conn.read_until(lambda: all(ws.stream.ended for ws in sockets), "END_STREAM on each")
@@ -300,6 +317,7 @@ class TlsTest(unittest.TestCase):
 
 class H2PackageClientTest(H2ServerTestCase):
     """Python's h2 package (RFC 8441 support of its own) drives the CONNECT."""
+
     server_args = ("--workers", "1")
 
     def test_h2_package_opens_and_echoes(self):
@@ -319,9 +337,17 @@ class H2PackageClientTest(H2ServerTestCase):
 
         pump_until(lambda: h2conn.remote_settings.get(h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL) == 1)
         stream_id = h2conn.get_next_available_stream_id()
-        h2conn.send_headers(stream_id, [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
-                                        (":path", "/ws"), (":authority", "localhost"),
-                                        ("sec-websocket-version", "13")])
+        h2conn.send_headers(
+            stream_id,
+            [
+                (":method", "CONNECT"),
+                (":protocol", "websocket"),
+                (":scheme", "http"),
+                (":path", "/ws"),
+                (":authority", "localhost"),
+                ("sec-websocket-version", "13"),
+            ],
+        )
         h2conn.send_data(stream_id, frame(OP_TEXT, b"from the h2 package"))
         sock.sendall(h2conn.data_to_send())
         body = bytearray()

@@ -1,6 +1,7 @@
 """Every C file in the tree is formatted as .clang-format says, by the
 clang-format that Debian 12 ships (version 14; other versions format some
 constructs differently). Reformat with: clang-format-14 -i FILE."""
+
 import os
 import shutil
 import subprocess
@@ -26,8 +27,11 @@ class FormatTest(unittest.TestCase):
         self.assertGreater(len(files), 50)
         done = subprocess.run([tool, "--dry-run", "--Werror", *files], capture_output=True, text=True)
         unformatted = sorted({line.split(":")[0] for line in done.stderr.splitlines() if ": error:" in line})
-        self.assertEqual(done.returncode, 0, "not formatted (clang-format-14 -i):\n" + "\n".join(
-            os.path.relpath(f, SOURCE_DIR) for f in unformatted))
+        self.assertEqual(
+            done.returncode,
+            0,
+            "not formatted (clang-format-14 -i):\n" + "\n".join(os.path.relpath(f, SOURCE_DIR) for f in unformatted),
+        )
 
 
 if __name__ == "__main__":

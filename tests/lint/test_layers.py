@@ -6,6 +6,7 @@ LAYERS is the architecture as data, top to bottom (README.md, "Architecture",
 describes it). A folder may include its own files and any folder with a
 smaller rank; folders of equal rank (HTTP/1.1 and HTTP/2) may not include each
 other."""
+
 import os
 import re
 import unittest
@@ -54,9 +55,9 @@ def violations(rel, folder, text):
         if kind == '"':
             other = layer_of(target)
             if other not in LAYERS:
-                wrong.append(f"{rel}: \"{target}\" names no layer (write it from src/)")
+                wrong.append(f'{rel}: "{target}" names no layer (write it from src/)')
             elif other != folder and LAYERS[other][0] >= rank:
-                wrong.append(f"{rel} ({folder}) includes \"{target}\" ({other}): not above it")
+                wrong.append(f'{rel} ({folder}) includes "{target}" ({other}): not above it')
         elif target.startswith(("xbase/", "xhttp/")) or target == "xkit.h":
             if not any(target == p or target.startswith(p + "/") for p in public):
                 wrong.append(f"{rel} ({folder}) includes <{target}>, which its layer may not use")
@@ -92,10 +93,11 @@ class LayerTest(unittest.TestCase):
     def test_the_check_catches_what_it_should(self):
         self.assertEqual(violations("a.c", "xnet", '#include "xnet/connection.h"\n#include <xbase/log.h>\n'), [])
         self.assertEqual(len(violations("a.c", "xnet", '#include "xhttp/core/context.h"\n')), 1)
-        self.assertEqual(len(violations("a.c", "xnet", '#include <xhttp/server.h>\n')), 1)
+        self.assertEqual(len(violations("a.c", "xnet", "#include <xhttp/server.h>\n")), 1)
         self.assertEqual(len(violations("a.c", "xhttp/http1", '#include "xhttp/http2/http2.h"\n')), 1)
         self.assertEqual(len(violations("a.c", "xhttp/http1", '#include "xhttp/upgrade/upgrade.h"\n')), 1)
         self.assertEqual(len(violations("a.c", "xhttp/core", '#include "context.h"\n')), 1)
+
 
 if __name__ == "__main__":
     unittest.main()

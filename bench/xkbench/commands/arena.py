@@ -96,35 +96,93 @@ class Profile:
 
 
 PROFILES = {
-    "baseline": Profile("GET and POST (Content-Length, chunked) /baseline11", "wrk", "h1",
-                        "/baseline11", 4096, ("-s", str(BASELINE_SCRIPT))),
-    "limited-conn": Profile("baseline, a reconnect every 10 requests", "wrk", "h1", "/baseline11", 4096,
-                            ("-s", str(BASELINE_SCRIPT)), ("10",)),
-    "pipelined": Profile("GET /pipeline, 16 pipelined", "wrk", "h1", "/pipeline", 4096,
-                         ("-s", str(PIPELINE_SCRIPT)), ("/pipeline",)),
+    "baseline": Profile(
+        "GET and POST (Content-Length, chunked) /baseline11",
+        "wrk",
+        "h1",
+        "/baseline11",
+        4096,
+        ("-s", str(BASELINE_SCRIPT)),
+    ),
+    "limited-conn": Profile(
+        "baseline, a reconnect every 10 requests",
+        "wrk",
+        "h1",
+        "/baseline11",
+        4096,
+        ("-s", str(BASELINE_SCRIPT)),
+        ("10",),
+    ),
+    "pipelined": Profile(
+        "GET /pipeline, 16 pipelined", "wrk", "h1", "/pipeline", 4096, ("-s", str(PIPELINE_SCRIPT)), ("/pipeline",)
+    ),
     "async": Profile("GET /delay/15, held connections", "wrk", "h1", "/delay/15", 32000),
-    "json-tls": Profile("GET /json/{count}?m=, 7 pairs, TLS 1.3 http/1.1", "wrk", "tls-h1", "/json", 4096,
-                        ("-s", str(JSON_SCRIPT))),
-    "baseline-h2": Profile("GET /baseline2 over TLS h2, 100 streams", "h2load", "tls-h2",
-                           "/baseline2?a=1&b=1", 1024, ("--npn-list=h2",)),
-    "static-h2": Profile(f"GET the 20 files of /static/ in turn over TLS h2, 32 streams, {ACCEPT}", "h2load",
-                         "tls-h2", None, 1024, ("--npn-list=h2", "-H", ACCEPT, "-i", "{static_uris}"), streams=32),
-    "baseline-h2c": Profile("GET /baseline2, h2c prior knowledge, 100 streams", "h2load", "h2c",
-                            "/baseline2?a=1&b=1", 1024),
-    "unary-grpc": Profile("gRPC GetSum over h2c, 100 streams", "h2load", "h1", GRPC_PATH, 1024,
-                          ("-d", "{grpc_body}", *GRPC_HEADERS)),
-    "unary-grpc-tls": Profile("gRPC GetSum over TLS h2, 100 streams", "h2load", "tls-h2", GRPC_PATH, 1024,
-                              ("--npn-list=h2", "-d", "{grpc_body}", *GRPC_HEADERS)),
-    "echo-ws": Profile('WebSocket "hello" echo, 1 in flight (req/s: messages/s)', "ws_load", "h1", "/ws", 4096,
-                       ("-inflight", "1", "-reupgrade", "0")),
-    "echo-ws-pipeline": Profile('WebSocket "hello" echo, 16 in flight', "ws_load", "h1", "/ws", 4096,
-                                ("-inflight", "16", "-reupgrade", "0")),
-    "echo-ws-limited": Profile('WebSocket "hello" echo, a new connection and upgrade every 10 messages',
-                               "ws_load", "h1", "/ws", 4096, ("-inflight", "1", "-reupgrade", "10")),
-    "latency-10k": Profile("GET /baseline11, paced (latency from each request's due time)", "paced_load", "h1",
-                           "/baseline11?a=1&b=1", 1024, ("-expect", "2"), rate_option="latency_rate"),
-    "8gbit": Profile(f"POST /echo, {ECHO_BODY_BYTES:,} B bodies echoed, TLS 1.3 http/1.1, paced", "paced_load",
-                     "tls-h1", "/echo", 512, ("-body", "{echo_body}", "-echo"), rate_option="rate_8gbit"),
+    "json-tls": Profile(
+        "GET /json/{count}?m=, 7 pairs, TLS 1.3 http/1.1", "wrk", "tls-h1", "/json", 4096, ("-s", str(JSON_SCRIPT))
+    ),
+    "baseline-h2": Profile(
+        "GET /baseline2 over TLS h2, 100 streams", "h2load", "tls-h2", "/baseline2?a=1&b=1", 1024, ("--npn-list=h2",)
+    ),
+    "static-h2": Profile(
+        f"GET the 20 files of /static/ in turn over TLS h2, 32 streams, {ACCEPT}",
+        "h2load",
+        "tls-h2",
+        None,
+        1024,
+        ("--npn-list=h2", "-H", ACCEPT, "-i", "{static_uris}"),
+        streams=32,
+    ),
+    "baseline-h2c": Profile(
+        "GET /baseline2, h2c prior knowledge, 100 streams", "h2load", "h2c", "/baseline2?a=1&b=1", 1024
+    ),
+    "unary-grpc": Profile(
+        "gRPC GetSum over h2c, 100 streams", "h2load", "h1", GRPC_PATH, 1024, ("-d", "{grpc_body}", *GRPC_HEADERS)
+    ),
+    "unary-grpc-tls": Profile(
+        "gRPC GetSum over TLS h2, 100 streams",
+        "h2load",
+        "tls-h2",
+        GRPC_PATH,
+        1024,
+        ("--npn-list=h2", "-d", "{grpc_body}", *GRPC_HEADERS),
+    ),
+    "echo-ws": Profile(
+        'WebSocket "hello" echo, 1 in flight (req/s: messages/s)',
+        "ws_load",
+        "h1",
+        "/ws",
+        4096,
+        ("-inflight", "1", "-reupgrade", "0"),
+    ),
+    "echo-ws-pipeline": Profile(
+        'WebSocket "hello" echo, 16 in flight', "ws_load", "h1", "/ws", 4096, ("-inflight", "16", "-reupgrade", "0")
+    ),
+    "echo-ws-limited": Profile(
+        'WebSocket "hello" echo, a new connection and upgrade every 10 messages',
+        "ws_load",
+        "h1",
+        "/ws",
+        4096,
+        ("-inflight", "1", "-reupgrade", "10"),
+    ),
+    "latency-10k": Profile(
+        "GET /baseline11, paced (latency from each request's due time)",
+        "paced_load",
+        "h1",
+        "/baseline11?a=1&b=1",
+        1024,
+        ("-expect", "2"),
+        rate_option="latency_rate",
+    ),
+    "8gbit": Profile(
+        f"POST /echo, {ECHO_BODY_BYTES:,} B bodies echoed, TLS 1.3 http/1.1, paced",
+        "paced_load",
+        "tls-h1",
+        "/echo",
+        512,
+        ("-body", "{echo_body}", "-echo"),
+        rate_option="rate_8gbit",
+    ),
 }
 # The paced profiles' rates. The arena paces latency-10k at 10,000 req/s and 8gbit at 50,000
 # over 64 CPUs; divided by --scale they would be 156 and 781 req/s here, too few requests
@@ -136,18 +194,31 @@ PACED = {"latency_rate": 10000, "rate_8gbit": 5000}
 
 
 def add_arguments(parser):
-    add_common_options(parser, first_port=26000, servers=(SERVERS, SERVERS),
-                       cases=(tuple(PROFILES), tuple(PROFILES)))
-    parser.add_argument("--scale", type=int, default=64,
-                        help="divide the arena's connections by this (default 64: its logical CPUs "
-                             "per server CPU here)")
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                        help="the arena's data, with dataset.json and static/ (default ../shared/arena/data)")
-    parser.add_argument("--latency-rate", type=int, default=PACED["latency_rate"],
-                        help="latency-10k's requests per second, over all connections (default 10000, "
-                             "not scaled)")
-    parser.add_argument("--rate-8gbit", type=int, default=PACED["rate_8gbit"],
-                        help="8gbit's requests per second, over all connections (default 5000, not scaled)")
+    add_common_options(parser, first_port=26000, servers=(SERVERS, SERVERS), cases=(tuple(PROFILES), tuple(PROFILES)))
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=64,
+        help="divide the arena's connections by this (default 64: its logical CPUs per server CPU here)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help="the arena's data, with dataset.json and static/ (default ../shared/arena/data)",
+    )
+    parser.add_argument(
+        "--latency-rate",
+        type=int,
+        default=PACED["latency_rate"],
+        help="latency-10k's requests per second, over all connections (default 10000, not scaled)",
+    )
+    parser.add_argument(
+        "--rate-8gbit",
+        type=int,
+        default=PACED["rate_8gbit"],
+        help="8gbit's requests per second, over all connections (default 5000, not scaled)",
+    )
 
 
 def connections(profile, args):
@@ -173,10 +244,29 @@ def load_argv(profile, ports, seconds, args, files, tools=None):
         return argv if profile.path else argv[:-1]
     tool = str((tools or {}).get(profile.tool, profile.tool))
     if profile.tool == "ws_load":
-        return [tool, "-raw", "-url", f"ws://127.0.0.1:{ports[profile.port]}{profile.path}",
-                "-conns", str(count), *options, "-duration", f"{seconds}s"]
-    return [tool, "-url", target, "-conns", str(count), "-rate", str(rate(profile, args)),
-            "-duration", f"{seconds}s", *options]
+        return [
+            tool,
+            "-raw",
+            "-url",
+            f"ws://127.0.0.1:{ports[profile.port]}{profile.path}",
+            "-conns",
+            str(count),
+            *options,
+            "-duration",
+            f"{seconds}s",
+        ]
+    return [
+        tool,
+        "-url",
+        target,
+        "-conns",
+        str(count),
+        "-rate",
+        str(rate(profile, args)),
+        "-duration",
+        f"{seconds}s",
+        *options,
+    ]
 
 
 def shown_argv(profile, args):
@@ -186,8 +276,9 @@ def shown_argv(profile, args):
 
 def static_files(data_dir):
     """The files the arena's static-h2 asks for in turn: the 20 under static/, not their twins."""
-    return sorted(path.name for path in (data_dir / "static").iterdir()
-                  if path.is_file() and path.suffix not in (".br", ".gz"))
+    return sorted(
+        path.name for path in (data_dir / "static").iterdir() if path.is_file() and path.suffix not in (".br", ".gz")
+    )
 
 
 def write_static_uris(directory, data_dir, port):
@@ -224,10 +315,17 @@ def measure_h1_h2(profile, ports, args, inputs, server):
     if profile.path is None:
         files = {**files, "{static_uris}": write_static_uris(inputs.work_dir, inputs.data_dir, ports["tls-h2"])}
         record["sent"] = what_static_sends(ports["tls-h2"])
-    unmeasured_load(load_argv(profile, ports, WARMUP_SECONDS, args, files), args.client_cpus,
-                    WARMUP_SECONDS, h2_protocol=protocol)
-    result, run = measured_load(load_argv(profile, ports, args.duration, args, files), args.client_cpus,
-                                args.duration, server, h2_protocol=protocol, h2load_window=False)
+    unmeasured_load(
+        load_argv(profile, ports, WARMUP_SECONDS, args, files), args.client_cpus, WARMUP_SECONDS, h2_protocol=protocol
+    )
+    result, run = measured_load(
+        load_argv(profile, ports, args.duration, args, files),
+        args.client_cpus,
+        args.duration,
+        server,
+        h2_protocol=protocol,
+        h2load_window=False,
+    )
     return {**record, "requests": result.requests, "req_per_s": result.req_per_s, **run.per_request(result.requests)}
 
 
@@ -235,21 +333,35 @@ def measure_go_tool(profile, ports, args, inputs, server):
     """ws_load or paced_load: a warm-up run, then the measured one; the server's CPU over the
     whole measured run (paced_load connects first, then keeps its schedule)."""
     parse = parse_paced if profile.paced else parse_ws_load
-    parse(run_tool(load_argv(profile, ports, WARMUP_SECONDS, args, inputs.files, inputs.tools),
-                   args.client_cpus, WARMUP_SECONDS))
-    run = run_measured(load_argv(profile, ports, args.duration, args, inputs.files, inputs.tools),
-                       args.client_cpus, args.duration, server)
+    parse(
+        run_tool(
+            load_argv(profile, ports, WARMUP_SECONDS, args, inputs.files, inputs.tools),
+            args.client_cpus,
+            WARMUP_SECONDS,
+        )
+    )
+    run = run_measured(
+        load_argv(profile, ports, args.duration, args, inputs.files, inputs.tools),
+        args.client_cpus,
+        args.duration,
+        server,
+    )
     if not profile.paced:
         messages, per_second = parse(run)
         return {"requests": messages, "req_per_s": per_second, **run.per_request(messages)}
     report = parse(run)
     latency = {key: report[key] for key in ("p50_us", "p99_us", "p999_us", "mean_us", "max_us")}
-    return {"requests": report["requests"], "req_per_s": report["rate"], "target_rate": report["target_rate"],
-            **latency, **run.per_request(report["requests"])}
+    return {
+        "requests": report["requests"],
+        "req_per_s": report["rate"],
+        "target_rate": report["target_rate"],
+        **latency,
+        **run.per_request(report["requests"]),
+    }
 
 
 def measure_profile(profile, server, extra_ports, args, inputs):
-    ports = dict(zip(PORTS, (server.port, *extra_ports)))
+    ports = dict(zip(PORTS, (server.port, *extra_ports), strict=True))
     if profile.tool in ("wrk", "h2load"):
         return measure_h1_h2(profile, ports, args, inputs, server)
     return measure_go_tool(profile, ports, args, inputs, server)
@@ -281,18 +393,24 @@ def number_cell(value, form):
 
 
 def throughput_lines(results, summary, args):
-    heads = " | ".join(f"{LABELS[s]} req/s" for s in SERVERS) + " | req/s xKit ÷ best peer | " + \
-        " | ".join(f"{LABELS[s]} CPU µs/req" for s in SERVERS) + " | CPU xKit ÷ best peer"
+    heads = (
+        " | ".join(f"{LABELS[s]} req/s" for s in SERVERS)
+        + " | req/s xKit ÷ best peer | "
+        + " | ".join(f"{LABELS[s]} CPU µs/req" for s in SERVERS)
+        + " | CPU xKit ÷ best peer"
+    )
     lines = [f"| Profile | conns | {heads} | runs |", "|---|---:|" + "---:|" * (2 * len(SERVERS) + 2) + "---|"]
     for name, by_server in results.items():
         rate_of = {s: summary_median(summary, name, s, "req_per_s") for s in SERVERS}
         cpu_of = {s: summary_median(summary, name, s, "cpu_us_per_request") for s in SERVERS}
         runs = " / ".join(f"{LABELS[server]} {runs_cell(r)}" for server, r in by_server.items())
-        lines.append(f"| {name} | {connections(PROFILES[name], args)} | "
-                     + " | ".join(number_cell(rate_of[s], ",.0f") for s in SERVERS)
-                     + f" | {versus_best(rate_of, max)} | "
-                     + " | ".join(number_cell(cpu_of[s], ".2f") for s in SERVERS)
-                     + f" | {versus_best(cpu_of, min)} | {runs} |")
+        lines.append(
+            f"| {name} | {connections(PROFILES[name], args)} | "
+            + " | ".join(number_cell(rate_of[s], ",.0f") for s in SERVERS)
+            + f" | {versus_best(rate_of, max)} | "
+            + " | ".join(number_cell(cpu_of[s], ".2f") for s in SERVERS)
+            + f" | {versus_best(cpu_of, min)} | {runs} |"
+        )
     return lines
 
 
@@ -302,13 +420,23 @@ def latency_lines(results, summary, args):
     if not paced:
         return []
     heads = " | ".join(f"{LABELS[s]} {key} ms" for key in ("p99", "mean") for s in SERVERS)
-    lines = ["### Paced profiles: latency from each request's due time", "",
-             f"| Profile | conns | target req/s | {heads} |", "|---|---:|---:|" + "---:|" * (2 * len(SERVERS))]
+    lines = [
+        "### Paced profiles: latency from each request's due time",
+        "",
+        f"| Profile | conns | target req/s | {heads} |",
+        "|---|---:|---:|" + "---:|" * (2 * len(SERVERS)),
+    ]
     for name in paced:
-        cells = [number_cell((summary_median(summary, name, s, key) or 0) / 1000, ".2f")
-                 for key in ("p99_us", "mean_us") for s in SERVERS]
-        lines.append(f"| {name} | {connections(PROFILES[name], args)} | {rate(PROFILES[name], args):,} | "
-                     + " | ".join(cells) + " |")
+        cells = [
+            number_cell((summary_median(summary, name, s, key) or 0) / 1000, ".2f")
+            for key in ("p99_us", "mean_us")
+            for s in SERVERS
+        ]
+        lines.append(
+            f"| {name} | {connections(PROFILES[name], args)} | {rate(PROFILES[name], args):,} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return lines + [""]
 
 
@@ -316,10 +444,15 @@ def sent_lines(results):
     """What each server sent for static-h2's app.js: the peers do not all read q-values alike."""
     if "static-h2" not in results:
         return []
-    seen = {server: next((run["sent"] for run in runs if run.get("ok") and "sent" in run), None)
-            for server, runs in results["static-h2"].items()}
-    return ["static-h2, what GET /static/app.js with the profile's Accept-Encoding got: "
-            + "; ".join(f"{LABELS[server]} {sent}" for server, sent in seen.items() if sent), ""]
+    seen = {
+        server: next((run["sent"] for run in runs if run.get("ok") and "sent" in run), None)
+        for server, runs in results["static-h2"].items()
+    }
+    return [
+        "static-h2, what GET /static/app.js with the profile's Accept-Encoding got: "
+        + "; ".join(f"{LABELS[server]} {sent}" for server, sent in seen.items() if sent),
+        "",
+    ]
 
 
 def not_served_lines(unserved):
@@ -337,34 +470,51 @@ def render(results, skipped, args, machine, unserved=None):
     summary = summarize_rounds(results, lambda profile: PACED_KEYS if PROFILES[profile].paced else KEYS)
     lines = ["## HttpArena profiles at this machine's scale", "", machine, ""]
     lines += throughput_lines(results, summary, args) + [""]
-    lines += ["Best peer: the peer with the most req/s, or the least CPU µs/req; echo-ws rows count "
-              "messages, the paced rows run at a fixed rate (req/s is the rate reached).", ""]
+    lines += [
+        "Best peer: the peer with the most req/s, or the least CPU µs/req; echo-ws rows count "
+        "messages, the paced rows run at a fixed rate (req/s is the rate reached).",
+        "",
+    ]
     lines += latency_lines(results, summary, args)
     lines += sent_lines(results)
     lines += not_served_lines(unserved or {})
-    lines += ["Load per profile (PORT: the profile's port; REQUEST_FILE: one SumRequest{a=1, b=2}; "
-              f"URI_FILE: the 20 static files; BODY_FILE: {ECHO_BODY_BYTES:,} random bytes):", ""]
+    lines += [
+        "Load per profile (PORT: the profile's port; REQUEST_FILE: one SumRequest{a=1, b=2}; "
+        f"URI_FILE: the 20 static files; BODY_FILE: {ECHO_BODY_BYTES:,} random bytes):",
+        "",
+    ]
     lines += [f"- {name}: {PROFILES[name].title} — `{shown_argv(PROFILES[name], args)}`" for name in results]
     busy = [summary_median(summary, name, server, "others_busy") for name in results for server in results[name]]
     busy = [value for value in busy if value is not None]
-    lines += ["", f"Other load on the measured cores (medians, in cores): up to {max(busy, default=0):.2f}; "
-                  "req/s moves with it, CPU µs/req much less.", ""]
+    lines += [
+        "",
+        f"Other load on the measured cores (medians, in cores): up to {max(busy, default=0):.2f}; "
+        "req/s moves with it, CPU µs/req much less.",
+        "",
+    ]
     lines += failure_lines(results, skipped)
     return "\n".join(lines).rstrip() + "\n", summary
 
 
 def machine_description(args):
-    versions = ", ".join(environment.first_line(argv) for argv in (
-        ["wrk", "--version"], ["h2load", "--version"],
-        [find_tool("go", "/usr/local/go/bin/go") or "go", "version"],
-        [find_tool("h2o", "/usr/sbin/h2o") or "h2o", "--version"],
-        [find_tool("nginx", "/usr/sbin/nginx") or "nginx", "-v"]))
-    return (f"{environment.host_line()}; {versions}. xkit-arena, Go's arena_server (GOMAXPROCS=1), h2o and "
-            f"nginx with one worker on CPU {environment.cpu_list(args.server_cpus)}, the load (one thread, "
-            f"or a Go program) on CPU {environment.cpu_list(args.client_cpus)}; the arena's connections ÷ "
-            f"{args.scale} (at least {MIN_CONNECTIONS}); latency-10k paced at {args.latency_rate:,} req/s and "
-            f"8gbit at {args.rate_8gbit:,} req/s in all, not scaled; {args.duration} s per run after "
-            f"{WARMUP_SECONDS} s warm-up, {args.runs} runs, medians.")
+    versions = ", ".join(
+        environment.first_line(argv)
+        for argv in (
+            ["wrk", "--version"],
+            ["h2load", "--version"],
+            [find_tool("go", "/usr/local/go/bin/go") or "go", "version"],
+            [find_tool("h2o", "/usr/sbin/h2o") or "h2o", "--version"],
+            [find_tool("nginx", "/usr/sbin/nginx") or "nginx", "-v"],
+        )
+    )
+    return (
+        f"{environment.host_line()}; {versions}. xkit-arena, Go's arena_server (GOMAXPROCS=1), h2o and "
+        f"nginx with one worker on CPU {environment.cpu_list(args.server_cpus)}, the load (one thread, "
+        f"or a Go program) on CPU {environment.cpu_list(args.client_cpus)}; the arena's connections ÷ "
+        f"{args.scale} (at least {MIN_CONNECTIONS}); latency-10k paced at {args.latency_rate:,} req/s and "
+        f"8gbit at {args.rate_8gbit:,} req/s in all, not scaled; {args.duration} s per run after "
+        f"{WARMUP_SECONDS} s warm-up, {args.runs} runs, medians."
+    )
 
 
 def copy_data(source, work_dir):
@@ -442,19 +592,27 @@ def run(args):
         grpc_body.write_bytes(GRPC_REQUEST)
         echo_body = bench.work_dir / "echo-body"
         echo_body.write_bytes(os.urandom(ECHO_BODY_BYTES))
-        inputs = Inputs({"{grpc_body}": grpc_body, "{echo_body}": echo_body}, bench.work_dir, setup.data_dir,
-                        load_tools)
+        inputs = Inputs(
+            {"{grpc_body}": grpc_body, "{echo_body}": echo_body}, bench.work_dir, setup.data_dir, load_tools
+        )
 
         def once(name, server_name):
             extra = [bench.ports.take() for _ in PORTS[1:]]
             peer = make_peer(server_name, binaries[server_name], setup, extra, tools)
-            return bench.run_once(peer, name, lambda server: measure_profile(
-                PROFILES[name], server, extra, args, inputs))
+            return bench.run_once(
+                peer, name, lambda server: measure_profile(PROFILES[name], server, extra, args, inputs)
+            )
 
         plan, unserved = plan_profiles(args, binaries, tools, load_tools)
         results = bench.rounds(plan, once)
         markdown, summary = render(results, skipped, args, machine, unserved)
-        return markdown, {"machine": machine, "skipped": skipped, "not_served": unserved, "tools": tools,
-                          "results": results, "summary": summary}
+        return markdown, {
+            "machine": machine,
+            "skipped": skipped,
+            "not_served": unserved,
+            "tools": tools,
+            "results": results,
+            "summary": summary,
+        }
 
     return run_comparison(args, "arena", ["taskset", "wrk", "h2load", "openssl", "curl"], measure, fd_limit=8192)

@@ -54,8 +54,8 @@ class Config:
     """One suite with one certificate type."""
 
     version: str  # "1.3" or "1.2"
-    suite: str    # OpenSSL's name
-    cert: str     # "rsa" or "ecdsa"
+    suite: str  # OpenSSL's name
+    cert: str  # "rsa" or "ecdsa"
 
     @property
     def label(self):
@@ -65,8 +65,7 @@ class Config:
 TLS13_SUITES = ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256")
 TLS12_SUITES = {
     "rsa": ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-CHACHA20-POLY1305"),
-    "ecdsa": ("ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384",
-              "ECDHE-ECDSA-CHACHA20-POLY1305"),
+    "ecdsa": ("ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-ECDSA-CHACHA20-POLY1305"),
 }
 
 
@@ -91,12 +90,15 @@ def add_arguments(parser):
     all_suites = TLS13_SUITES + TLS12_SUITES["rsa"] + TLS12_SUITES["ecdsa"]
     add_common_options(parser, first_port=23000, servers=(SERVERS, ["xkit"]), cases=(CASES, CASES))
     parser.add_argument("--certs", type=name_list(CERTS), default=list(CERTS))
-    parser.add_argument("--suites", type=name_list(all_suites), default=list(all_suites),
-                        help="OpenSSL names, comma separated (default: all)")
+    parser.add_argument(
+        "--suites",
+        type=name_list(all_suites),
+        default=list(all_suites),
+        help="OpenSSL names, comma separated (default: all)",
+    )
     parser.add_argument("--connections", type=int, default=100, help="keep-alive connections (h1, h2)")
     parser.add_argument("--streams", type=int, default=10, help="h2load -m")
-    parser.add_argument("--handshake-connections", type=int, default=50,
-                        help="wrk connections in the handshake case")
+    parser.add_argument("--handshake-connections", type=int, default=50, help="wrk connections in the handshake case")
 
 
 # --- setup ----------------------------------------------------------------------
@@ -107,11 +109,17 @@ def client_openssl_conf(config, work_dir):
     config's version and suite; the client finds it through OPENSSL_CONF."""
     path = work_dir / f"client-{config.version}-{config.suite}.cnf"
     protocol = f"TLSv{config.version}"
-    lines = ["openssl_conf = openssl_init", "[openssl_init]", "ssl_conf = ssl_sect", "[ssl_sect]",
-             "system_default = system_default_sect", "[system_default_sect]",
-             f"MinProtocol = {protocol}", f"MaxProtocol = {protocol}"]
-    lines.append(f"Ciphersuites = {config.suite}" if config.version == "1.3"
-                 else f"CipherString = {config.suite}")
+    lines = [
+        "openssl_conf = openssl_init",
+        "[openssl_init]",
+        "ssl_conf = ssl_sect",
+        "[ssl_sect]",
+        "system_default = system_default_sect",
+        "[system_default_sect]",
+        f"MinProtocol = {protocol}",
+        f"MaxProtocol = {protocol}",
+    ]
+    lines.append(f"Ciphersuites = {config.suite}" if config.version == "1.3" else f"CipherString = {config.suite}")
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -127,8 +135,14 @@ def prepare_peers(args, work_dir, certs):
             go_problem = str(error)
     peers, skipped = {}, {}
     for cert, (cert_path, key_path) in certs.items():
-        context = PeerContext(build_dir=args.build_dir.resolve(), workers=1, cert=cert_path,
-                              key=key_path, go_bin=go_bin, go_problem=go_problem or "the Go peers were not built")
+        context = PeerContext(
+            build_dir=args.build_dir.resolve(),
+            workers=1,
+            cert=cert_path,
+            key=key_path,
+            go_bin=go_bin,
+            go_problem=go_problem or "the Go peers were not built",
+        )
         for name in args.servers:
             peer = make_peer(name, "https1", context)
             if isinstance(peer, Missing):
@@ -144,8 +158,11 @@ def configured(peer, config, case):
     the client's offer picks one."""
     if peer.name != "xkit":
         return peer
-    flags = (["--tls-min", "1.3", "--ciphersuites", config.suite] if config.version == "1.3"
-             else ["--tls-max", "1.2", "--ciphers", config.suite])
+    flags = (
+        ["--tls-min", "1.3", "--ciphersuites", config.suite]
+        if config.version == "1.3"
+        else ["--tls-max", "1.2", "--ciphers", config.suite]
+    )
     if case == "handshake":
         flags += ["--no-tickets", "--session-cache", "0"]
     if case in ("handshake", "resume"):
@@ -177,8 +194,12 @@ def wrk(port, seconds, connections, close, path="/ping", script=None):
 def check_resumption(port, case, args, env):
     """wrk against GET /tls with Connection: close, counting the answers that say they came
     over a resumed session: none may in the handshake case, most must in the resume case."""
-    _result, run = unmeasured_load(wrk(port, WARMUP_SECONDS, args.handshake_connections, True, "/tls",
-                                       RESUMPTION_SCRIPT), args.client_cpus, WARMUP_SECONDS, env)
+    _result, run = unmeasured_load(
+        wrk(port, WARMUP_SECONDS, args.handshake_connections, True, "/tls", RESUMPTION_SCRIPT),
+        args.client_cpus,
+        WARMUP_SECONDS,
+        env,
+    )
     tally = parse_resumption(run.output)
     if not tally or tally[1] == 0:
         raise RunFailed("the resumption check counted no /tls answers")
@@ -194,8 +215,13 @@ def load_argv(case, port, seconds, config, args):
     if case == "h2":
         # For TLS 1.2 h2load still offers TLS 1.3 too: the server's --tls-max 1.2 settles it.
         suite_flag = "--tls13-ciphers" if config.version == "1.3" else "--ciphers"
-        return h2load_argv(f"https://127.0.0.1:{port}/ping", args.connections, seconds,
-                           streams=args.streams, options=[f"{suite_flag}={config.suite}"])
+        return h2load_argv(
+            f"https://127.0.0.1:{port}/ping",
+            args.connections,
+            seconds,
+            streams=args.streams,
+            options=[f"{suite_flag}={config.suite}"],
+        )
     if case == "h1":
         return wrk(port, seconds, args.connections, close=False)
     return wrk(port, seconds, args.handshake_connections, close=True)
@@ -217,14 +243,25 @@ def measure_case(server, case, config, args, client_conf):
     if server.peer.name == "xkit" and case in ("handshake", "resume"):
         resumed_share = check_resumption(server.port, case, args, env)
     else:
-        unmeasured_load(load_argv(case, server.port, WARMUP_SECONDS, config, args), args.client_cpus,
-                        WARMUP_SECONDS, env)
-    result, run = measured_load(load_argv(case, server.port, args.duration, config, args),
-                                args.client_cpus, args.duration, server, env, h2load_window=False)
+        unmeasured_load(
+            load_argv(case, server.port, WARMUP_SECONDS, config, args), args.client_cpus, WARMUP_SECONDS, env
+        )
+    result, run = measured_load(
+        load_argv(case, server.port, args.duration, config, args),
+        args.client_cpus,
+        args.duration,
+        server,
+        env,
+        h2load_window=False,
+    )
     if case == "h2":
         check_h2load_tls(result, config)
-    return {"requests": result.requests, "req_per_s": result.req_per_s,
-            **run.per_request(result.requests), "resumed_share_checked": resumed_share}
+    return {
+        "requests": result.requests,
+        "req_per_s": result.req_per_s,
+        **run.per_request(result.requests),
+        "resumed_share_checked": resumed_share,
+    }
 
 
 # --- report ---------------------------------------------------------------------
@@ -232,15 +269,21 @@ def measure_case(server, case, config, args, client_conf):
 
 def summarize(results):
     keys = ("req_per_s", "cpu_us_per_request", "server_busy", "client_busy")
-    return {server: {label: {case: {key: spread_of(runs, key) for key in keys}
-                             for case, runs in cases.items()}
-                     for label, cases in by_config.items()}
-            for server, by_config in results.items()}
+    return {
+        server: {
+            label: {case: {key: spread_of(runs, key) for key in keys} for case, runs in cases.items()}
+            for label, cases in by_config.items()
+        }
+        for server, by_config in results.items()
+    }
 
 
-CASE_HEADINGS = {"h1": ("HTTPS/1.1 req/s", "µs/req"), "h2": ("HTTPS/2 req/s", "µs/req"),
-                 "handshake": ("full handshakes/s", "µs/handshake"),
-                 "resume": ("resumed handshakes/s", "µs/handshake")}
+CASE_HEADINGS = {
+    "h1": ("HTTPS/1.1 req/s", "µs/req"),
+    "h2": ("HTTPS/2 req/s", "µs/req"),
+    "handshake": ("full handshakes/s", "µs/handshake"),
+    "resume": ("resumed handshakes/s", "µs/handshake"),
+}
 
 
 def cell(stats, key, fmt):
@@ -251,8 +294,7 @@ def main_table(configs, summary, args):
     headings = ["Server", "TLS", "Suite", "Cert"]
     for case in args.cases:
         headings += CASE_HEADINGS[case]
-    lines = ["| " + " | ".join(headings) + " |",
-             "|" + "---|" * 4 + "---:|" * (2 * len(args.cases))]
+    lines = ["| " + " | ".join(headings) + " |", "|" + "---|" * 4 + "---:|" * (2 * len(args.cases))]
     for server, by_config in summary.items():
         for config in configs:
             cert = "RSA-2048" if config.cert == "rsa" else "ECDSA P-256"
@@ -268,9 +310,10 @@ def main_table(configs, summary, args):
 
 
 def detail_table(configs, summary, results, args):
-    lines = ["| Server | Config | Case | runs | req/s min–max | µs/req min–max "
-             "| busy: server / client |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| Server | Config | Case | runs | req/s min–max | µs/req min–max | busy: server / client |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for server, by_config in summary.items():
         for config in configs:
             for case in args.cases:
@@ -284,29 +327,39 @@ def detail_table(configs, summary, results, args):
                     continue
                 rate, cpu = stats["req_per_s"], stats["cpu_us_per_request"]
                 busy = f"{stats['server_busy']['median']:.0%} / {stats['client_busy']['median']:.0%}"
-                lines.append(f"| {server} | {config.label} | {case} | {ok} "
-                             f"| {rate['min']:,.0f}–{rate['max']:,.0f} "
-                             f"| {cpu['min']:.1f}–{cpu['max']:.1f} | {busy} |")
+                lines.append(
+                    f"| {server} | {config.label} | {case} | {ok} "
+                    f"| {rate['min']:,.0f}–{rate['max']:,.0f} "
+                    f"| {cpu['min']:.1f}–{cpu['max']:.1f} | {busy} |"
+                )
     return lines
 
 
 def not_measured(configs, servers, cases):
     """Why cells are n/a, once per reason."""
-    return sorted({f"- n/a: {server} {case}: {reason}" for server in servers for config in configs
-                   for case in cases if (reason := not_applicable(server, config, case))})
+    return sorted(
+        {
+            f"- n/a: {server} {case}: {reason}"
+            for server in servers
+            for config in configs
+            for case in cases
+            if (reason := not_applicable(server, config, case))
+        }
+    )
 
 
 def machine_description(args):
-    versions = ", ".join(environment.first_line(argv) for argv in (["openssl", "version"],
-                                                                    ["h2load", "--version"]))
-    return (f"{environment.host_line(with_aes=True)}; "
-            f"{versions}. Server: one worker on CPU {environment.cpu_list(args.server_cpus)}; "
-            f"client on CPU {environment.cpu_list(args.client_cpus)}: "
-            f"wrk -t1 -c{args.connections} (HTTPS/1.1), h2load -t1 -c{args.connections} -m{args.streams} "
-            f"(HTTPS/2), wrk -t1 -c{args.handshake_connections} with Connection: close (a handshake per "
-            f"request: full with xKit's resumption off, resumed with it on; X25519 key exchange). "
-            f"{args.duration} s per run after {WARMUP_SECONDS} s warm-up, {args.runs} rounds, medians; "
-            f"µs = server CPU (user+system) per request or handshake.")
+    versions = ", ".join(environment.first_line(argv) for argv in (["openssl", "version"], ["h2load", "--version"]))
+    return (
+        f"{environment.host_line(with_aes=True)}; "
+        f"{versions}. Server: one worker on CPU {environment.cpu_list(args.server_cpus)}; "
+        f"client on CPU {environment.cpu_list(args.client_cpus)}: "
+        f"wrk -t1 -c{args.connections} (HTTPS/1.1), h2load -t1 -c{args.connections} -m{args.streams} "
+        f"(HTTPS/2), wrk -t1 -c{args.handshake_connections} with Connection: close (a handshake per "
+        f"request: full with xKit's resumption off, resumed with it on; X25519 key exchange). "
+        f"{args.duration} s per run after {WARMUP_SECONDS} s warm-up, {args.runs} rounds, medians; "
+        f"µs = server CPU (user+system) per request or handshake."
+    )
 
 
 def render(configs, results, by_key, skipped, args, machine):
@@ -314,8 +367,9 @@ def render(configs, results, by_key, skipped, args, machine):
     lines = ["## TLS cipher suites", "", machine, ""]
     lines += main_table(configs, summary, args) + [""]
     lines += ["### Spread and load", ""] + detail_table(configs, summary, results, args) + [""]
-    lines += failure_lines(by_key, skipped, "### Not measured, skipped and failed",
-                           not_measured(configs, list(results), args.cases))
+    lines += failure_lines(
+        by_key, skipped, "### Not measured, skipped and failed", not_measured(configs, list(results), args.cases)
+    )
     return "\n".join(lines).rstrip() + "\n", summary
 
 
@@ -343,16 +397,27 @@ def run(args):
             config, case = cells[key]
             peer = configured(peers[name, config.cert], config, case)
             client_conf = client_openssl_conf(config, bench.work_dir)
-            return bench.run_once(peer, f"{config.suite}-{config.cert}-{case}", lambda server: measure_case(
-                server, case, config, args, client_conf))
+            return bench.run_once(
+                peer,
+                f"{config.suite}-{config.cert}-{case}",
+                lambda server: measure_case(server, case, config, args, client_conf),
+            )
 
         by_key = bench.rounds(plan, measure_one)
-        results = {name: {config.label: {case: by_key[f"{config.label} {case}"].get(name, [])
-                                         for case in args.cases} for config in configs}
-                   for name in servers}
+        results = {
+            name: {
+                config.label: {case: by_key[f"{config.label} {case}"].get(name, []) for case in args.cases}
+                for config in configs
+            }
+            for name in servers
+        }
         markdown, summary = render(configs, results, by_key, skipped, args, machine)
-        return markdown, {"machine": machine, "skipped": skipped,
-                          "configs": [asdict(config) for config in configs], "results": results,
-                          "summary": summary}
+        return markdown, {
+            "machine": machine,
+            "skipped": skipped,
+            "configs": [asdict(config) for config in configs],
+            "results": results,
+            "summary": summary,
+        }
 
     return run_comparison(args, "ciphers", ["taskset", "wrk", "h2load", "openssl"], measure)

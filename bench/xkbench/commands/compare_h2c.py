@@ -39,37 +39,39 @@ class Case:
 
 CASES = {
     "ping": Case("GET /ping", "/ping", 100, False, SERVERS),
-    "echo4k": Case("GET /echo?size=4096 (h2o: a static 4096-byte file)", "/echo?size=4096",
-                   100, False, SERVERS),
+    "echo4k": Case("GET /echo?size=4096 (h2o: a static 4096-byte file)", "/echo?size=4096", 100, False, SERVERS),
     "post64k": Case("POST /echo, 64 KiB body echoed back", "/echo", 20, True, ("xkit", "go")),
 }
 
 # Ratios of median CPU µs/req that the claims bound from above: (case, peer) -> bound.
-CLAIMS = {("ping", "h2o"): 0.85, ("ping", "go"): 0.10, ("echo4k", "h2o"): 0.85,
-          ("post64k", "go"): 0.67}
+CLAIMS = {("ping", "h2o"): 0.85, ("ping", "go"): 0.10, ("echo4k", "h2o"): 0.85, ("post64k", "go"): 0.67}
 
 
 def add_arguments(parser):
-    add_common_options(parser, first_port=22000, servers=(SERVERS, SERVERS),
-                       cases=(tuple(CASES), tuple(CASES)))
+    add_common_options(parser, first_port=22000, servers=(SERVERS, SERVERS), cases=(tuple(CASES), tuple(CASES)))
 
 
 def h2load(server, case, seconds, body_path):
     options = ["-d", str(body_path)] if case.posts_body else []
-    return h2load_argv(f"http://127.0.0.1:{server.port}{case.path}", case.connections, seconds,
-                       options=options)
+    return h2load_argv(f"http://127.0.0.1:{server.port}{case.path}", case.connections, seconds, options=options)
 
 
 def measure_case(case_name, server, args, body_path):
     """A warm-up run, the first to speak HTTP/2 (the start check speaks HTTP/1.1), then the
     measured one; the server's CPU over the whole measured run."""
     case = CASES[case_name]
-    unmeasured_load(h2load(server, case, WARMUP_SECONDS, body_path), args.client_cpus,
-                    WARMUP_SECONDS, h2_protocol="h2c")
-    result, run = measured_load(h2load(server, case, args.duration, body_path), args.client_cpus,
-                                args.duration, server, h2_protocol="h2c", h2load_window=False)
-    return {"requests": result.requests, "req_per_s": result.req_per_s,
-            **run.per_request(result.requests)}
+    unmeasured_load(
+        h2load(server, case, WARMUP_SECONDS, body_path), args.client_cpus, WARMUP_SECONDS, h2_protocol="h2c"
+    )
+    result, run = measured_load(
+        h2load(server, case, args.duration, body_path),
+        args.client_cpus,
+        args.duration,
+        server,
+        h2_protocol="h2c",
+        h2load_window=False,
+    )
+    return {"requests": result.requests, "req_per_s": result.req_per_s, **run.per_request(result.requests)}
 
 
 # --- report -------------------------------------------------------------------
@@ -77,16 +79,20 @@ def measure_case(case_name, server, args, body_path):
 
 def case_table(case_name, by_server, summary):
     case = CASES[case_name]
-    return ([f"### {case.title} — `h2load -c{case.connections} -m{STREAMS_PER_CONNECTION}`", ""]
-            + cpu_table(by_server, summary[case_name], "h2load"))
+    return [f"### {case.title} — `h2load -c{case.connections} -m{STREAMS_PER_CONNECTION}`", ""] + cpu_table(
+        by_server, summary[case_name], "h2load"
+    )
 
 
 def ratio_table(summary):
     """xKit's median CPU µs/req over each peer's, with the claimed bound where there is one."""
     peers = [peer for peer in SERVERS if peer != "xkit"]
-    lines = ["### xKit's CPU µs/req ÷ each peer's (of medians)", "",
-             "| Case | " + " | ".join(f"xkit ÷ {peer}" for peer in peers) + " |",
-             "|---|" + "---|" * len(peers)]
+    lines = [
+        "### xKit's CPU µs/req ÷ each peer's (of medians)",
+        "",
+        "| Case | " + " | ".join(f"xkit ÷ {peer}" for peer in peers) + " |",
+        "|---|" + "---|" * len(peers),
+    ]
     for case in summary:
         cells = [ratio_cell(summary, case, peer) for peer in peers]
         lines.append(f"| {case} | " + " | ".join(cells) + " |")
@@ -109,14 +115,20 @@ def ratio_cell(summary, case, peer):
 
 
 def machine_description(args):
-    versions = ", ".join(environment.first_line(argv) for argv in (
-        ["h2load", "--version"],
-        [find_tool("h2o", "/usr/sbin/h2o") or "h2o", "--version"],
-        [find_tool("go", "/usr/local/go/bin/go") or "go", "version"]))
-    return (f"{environment.host_line()}; {versions}. Servers on CPU "
-            f"{environment.cpu_list(args.server_cpus)} with one worker, h2load -t1 (cleartext "
-            f"HTTP/2, prior knowledge) on CPU {environment.cpu_list(args.client_cpus)}; "
-            f"{args.duration} s per run after {WARMUP_SECONDS} s warm-up, {args.runs} runs, medians.")
+    versions = ", ".join(
+        environment.first_line(argv)
+        for argv in (
+            ["h2load", "--version"],
+            [find_tool("h2o", "/usr/sbin/h2o") or "h2o", "--version"],
+            [find_tool("go", "/usr/local/go/bin/go") or "go", "version"],
+        )
+    )
+    return (
+        f"{environment.host_line()}; {versions}. Servers on CPU "
+        f"{environment.cpu_list(args.server_cpus)} with one worker, h2load -t1 (cleartext "
+        f"HTTP/2, prior knowledge) on CPU {environment.cpu_list(args.client_cpus)}; "
+        f"{args.duration} s per run after {WARMUP_SECONDS} s warm-up, {args.runs} runs, medians."
+    )
 
 
 def render(results, skipped, machine):
@@ -136,8 +148,12 @@ def run(args):
         body_path.write_bytes(os.urandom(POST_BODY_BYTES))
         peers, skipped = prepare_peers(args, bench.work_dir, "h2c")
         plan = {case: [name for name in peers if name in CASES[case].servers] for case in args.cases}
-        results = bench.rounds(plan, lambda case, name: bench.run_once(
-            peers[name], case, lambda server: measure_case(case, server, args, body_path)))
+        results = bench.rounds(
+            plan,
+            lambda case, name: bench.run_once(
+                peers[name], case, lambda server: measure_case(case, server, args, body_path)
+            ),
+        )
         markdown, summary = render(results, skipped, machine)
         return markdown, {"machine": machine, "skipped": skipped, "results": results, "summary": summary}
 

@@ -17,12 +17,17 @@ from ..rounds import failure_lines, runs_cell
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, prepare_peers, run_comparison
 
-HELP = ("HTTP/1.1: xKit, the epoll and io_uring baselines, nginx and Go under wrk; idle memory "
-        "per connection")
+HELP = "HTTP/1.1: xKit, the epoll and io_uring baselines, nginx and Go under wrk; idle memory per connection"
 SERVERS = ("xkit", "xkit_epoll", "baseline", "baseline_uring", "nginx", "go")
 CASES = ("ping", "pipeline", "idle")
-THROUGHPUT_KEYS = ("req_per_s", "cpu_us_per_request", "softirq_us_per_request",
-                   "server_busy", "client_busy", "others_busy")
+THROUGHPUT_KEYS = (
+    "req_per_s",
+    "cpu_us_per_request",
+    "softirq_us_per_request",
+    "server_busy",
+    "client_busy",
+    "others_busy",
+)
 
 
 def add_arguments(parser):
@@ -40,16 +45,18 @@ def wrk(server, args, seconds, pipelined=False):
 def measure_throughput(server, args, pipelined):
     """Rates from wrk, CPU from /proc, after a warm-up run."""
     unmeasured_load(wrk(server, args, WARMUP_SECONDS, pipelined), args.client_cpus, WARMUP_SECONDS)
-    result, run = measured_load(wrk(server, args, args.duration, pipelined), args.client_cpus,
-                                args.duration, server)
-    return {"requests": result.requests, "req_per_s": result.req_per_s,
-            **run.per_request(result.requests)}
+    result, run = measured_load(wrk(server, args, args.duration, pipelined), args.client_cpus, args.duration, server)
+    return {"requests": result.requests, "req_per_s": result.req_per_s, **run.per_request(result.requests)}
 
 
 def measure_case(case, server, args):
     if case == "idle":
-        return measure_idle(server, args.idle_connections, args.idle_seconds, lambda: unmeasured_load(
-            wrk(server, args, WARMUP_SECONDS), args.client_cpus, WARMUP_SECONDS))
+        return measure_idle(
+            server,
+            args.idle_connections,
+            args.idle_seconds,
+            lambda: unmeasured_load(wrk(server, args, WARMUP_SECONDS), args.client_cpus, WARMUP_SECONDS),
+        )
     return measure_throughput(server, args, pipelined=case == "pipeline")
 
 
@@ -57,16 +64,20 @@ def measure_case(case, server, args):
 
 
 def throughput_table(case, by_server, summary):
-    title = {"ping": "GET /ping, one request in flight per connection",
-             "pipeline": "GET /ping, 16 pipelined requests per write"}[case]
+    title = {
+        "ping": "GET /ping, one request in flight per connection",
+        "pipeline": "GET /ping, 16 pipelined requests per write",
+    }[case]
     return [f"### {title}", ""] + cpu_table(by_server, summary[case], "wrk")
 
 
 def cpu_table(by_server, summary, client):
     """| Server | Req/s | CPU µs/req | runs | spread | + softirq | busy |, medians of each."""
-    lines = ["| Server | Req/s (median) | CPU µs/req (median) | runs | spread "
-             f"| + softirq µs/req | busy: server / {client} / others |",
-             "|---|---:|---:|---|---|---:|---|"]
+    lines = [
+        "| Server | Req/s (median) | CPU µs/req (median) | runs | spread "
+        f"| + softirq µs/req | busy: server / {client} / others |",
+        "|---|---:|---:|---|---|---:|---|",
+    ]
     for server, runs in by_server.items():
         stats = summary[server]
         if stats["req_per_s"] is None:
@@ -76,7 +87,8 @@ def cpu_table(by_server, summary, client):
         lines.append(
             f"| {server} | {rate['median']:,.0f} | {cpu['median']:.2f} | {runs_cell(runs)} "
             f"| {rate['min']:,.0f}–{rate['max']:,.0f} req/s; {cpu['min']:.2f}–{cpu['max']:.2f} µs "
-            f"| {stats['softirq_us_per_request']['median']:.2f} | {busy_cell(stats)} |")
+            f"| {stats['softirq_us_per_request']['median']:.2f} | {busy_cell(stats)} |"
+        )
     return lines
 
 
@@ -88,15 +100,20 @@ def busy_cell(stats):
 
 
 def idle_table(by_server, summary, connections):
-    lines = [f"### Idle keep-alive connections ({connections:,} served once, then idle)", "",
-             "| Server | RSS bytes/conn (median) | runs | spread |", "|---|---:|---|---|"]
+    lines = [
+        f"### Idle keep-alive connections ({connections:,} served once, then idle)",
+        "",
+        "| Server | RSS bytes/conn (median) | runs | spread |",
+        "|---|---:|---|---|",
+    ]
     for server, runs in by_server.items():
         stats = summary["idle"][server]["bytes_per_connection"]
         if stats is None:
             lines.append(f"| {server} | – | {runs_cell(runs)} | |")
         else:
-            lines.append(f"| {server} | {stats['median']:,.0f} | {runs_cell(runs)} "
-                         f"| {stats['min']:,.0f}–{stats['max']:,.0f} |")
+            lines.append(
+                f"| {server} | {stats['median']:,.0f} | {runs_cell(runs)} | {stats['min']:,.0f}–{stats['max']:,.0f} |"
+            )
     return lines
 
 
@@ -105,13 +122,10 @@ def ratio_lines(summary):
     what io_uring saves the floor (the io_uring baseline's CPU per request over epoll's)."""
     claims = [
         ("xkit CPU/req ÷ baseline", "cpu_us_per_request", "xkit", "baseline", ("ping", "pipeline")),
-        ("xkit CPU/req ÷ baseline_uring", "cpu_us_per_request", "xkit", "baseline_uring",
-         ("ping", "pipeline")),
-        ("baseline_uring CPU/req ÷ baseline", "cpu_us_per_request", "baseline_uring", "baseline",
-         ("ping", "pipeline")),
+        ("xkit CPU/req ÷ baseline_uring", "cpu_us_per_request", "xkit", "baseline_uring", ("ping", "pipeline")),
+        ("baseline_uring CPU/req ÷ baseline", "cpu_us_per_request", "baseline_uring", "baseline", ("ping", "pipeline")),
         ("xkit CPU/req ÷ xkit_epoll", "cpu_us_per_request", "xkit", "xkit_epoll", ("ping", "pipeline")),
-        ("xkit_epoll CPU/req ÷ baseline", "cpu_us_per_request", "xkit_epoll", "baseline",
-         ("ping", "pipeline")),
+        ("xkit_epoll CPU/req ÷ baseline", "cpu_us_per_request", "xkit_epoll", "baseline", ("ping", "pipeline")),
         ("xkit CPU/req ÷ nginx", "cpu_us_per_request", "xkit", "nginx", ("ping", "pipeline")),
         ("xkit req/s ÷ nginx", "req_per_s", "xkit", "nginx", ("pipeline",)),
     ]
@@ -126,15 +140,16 @@ def ratio_lines(summary):
 
 
 def machine_description(args):
-    return (f"{environment.host_line()}; "
-            f"servers on CPU {environment.cpu_list(args.server_cpus)} with one worker, wrk -t1 "
-            f"-c{args.connections} on CPU {environment.cpu_list(args.client_cpus)}; {args.duration} s "
-            f"per run after {WARMUP_SECONDS} s warm-up, {args.runs} runs, medians.")
+    return (
+        f"{environment.host_line()}; "
+        f"servers on CPU {environment.cpu_list(args.server_cpus)} with one worker, wrk -t1 "
+        f"-c{args.connections} on CPU {environment.cpu_list(args.client_cpus)}; {args.duration} s "
+        f"per run after {WARMUP_SECONDS} s warm-up, {args.runs} runs, medians."
+    )
 
 
 def render(results, skipped, args, machine):
-    summary = summarize_rounds(results, lambda case: ("bytes_per_connection",) if case == "idle"
-                               else THROUGHPUT_KEYS)
+    summary = summarize_rounds(results, lambda case: ("bytes_per_connection",) if case == "idle" else THROUGHPUT_KEYS)
     lines = ["## HTTP/1.1 comparison", "", machine, ""]
     for case, by_server in results.items():
         if case == "idle":
@@ -155,8 +170,10 @@ def run(args):
     def measure(bench):
         machine = machine_description(args)
         peers, skipped = prepare_peers(args, bench.work_dir, "http1")
-        results = bench.rounds({case: list(peers) for case in args.cases}, lambda case, name: bench.run_once(
-            peers[name], case, lambda server: measure_case(case, server, args)))
+        results = bench.rounds(
+            {case: list(peers) for case in args.cases},
+            lambda case, name: bench.run_once(peers[name], case, lambda server: measure_case(case, server, args)),
+        )
         markdown, summary = render(results, skipped, args, machine)
         return markdown, {"machine": machine, "skipped": skipped, "results": results, "summary": summary}
 

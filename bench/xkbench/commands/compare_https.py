@@ -19,7 +19,7 @@ import re
 
 from .. import environment
 from ..cli import add_common_options, check_at_least_one, say
-from ..loadgen import (RESUMPTION_SCRIPT, h2load_argv, measured_load, unmeasured_load, wrk_argv)
+from ..loadgen import RESUMPTION_SCRIPT, h2load_argv, measured_load, unmeasured_load, wrk_argv
 from ..matrix import STREAMS_PER_CONNECTION
 from ..parsing import parse_resumption
 from ..probes import measure_idle, negotiated, resumes
@@ -54,30 +54,39 @@ def add_arguments(parser):
 def edit_config(peer, filename, edit):
     """The peer with its generated configuration file passed through edit(text, run_dir)
     before it starts."""
+
     def command(port, run_dir):
         argv = peer.command(port, run_dir)
         path = run_dir / filename
         path.write_text(edit(path.read_text(), run_dir))
         return argv
+
     return dataclasses.replace(peer, command=command)
 
 
 def nginx_edit(full, logged):
     """nginx 1.22 offers TLS 1.2 at most unless told (TLS 1.3 joined its default in 1.23.4)."""
+
     def edit(text, run_dir):
         settings = "ssl_protocols TLSv1.2 TLSv1.3;"
         if full:
             settings += "\n        ssl_session_tickets off;\n        ssl_session_cache off;"
-        text, found = re.subn(r"(ssl_certificate_key [^;]*;)",
-                              lambda match: match.group(1) + "\n        " + settings, text)
+        text, found = re.subn(
+            r"(ssl_certificate_key [^;]*;)", lambda match: match.group(1) + "\n        " + settings, text
+        )
         if logged:
-            text, logs = re.subn(r"access_log off;", lambda _: (
-                f"log_format resumption $ssl_session_reused;\n"
-                f"    access_log {start_log(run_dir)} resumption;"), text)
+            text, logs = re.subn(
+                r"access_log off;",
+                lambda _: (
+                    f"log_format resumption $ssl_session_reused;\n    access_log {start_log(run_dir)} resumption;"
+                ),
+                text,
+            )
             found = found and logs
         if not found:
             raise RunFailed("nginx.conf is not laid out as compare https expects")
         return text
+
     return edit
 
 
@@ -87,9 +96,9 @@ def h2o_edit(full, logged, max_connections):
         if full:
             extra += "ssl-session-resumption:\n  mode: off\n"
         if logged:
-            extra += (f"access-log:\n  path: {start_log(run_dir)}\n"
-                      "  format: \"%{ssl.session-reused}x\"\n")
+            extra += f'access-log:\n  path: {start_log(run_dir)}\n  format: "%{{ssl.session-reused}}x"\n'
         return text.rstrip("\n") + "\n" + extra
+
     return edit
 
 
@@ -109,8 +118,7 @@ def tuned(peer, variant, max_connections, logged=False):
     full = variant == "full"
     if peer.name == "xkit":
         # The check counts resumptions through GET /tls, a test-only route.
-        flags = (["--no-tickets", "--session-cache", "0"] if full else []) + (
-            ["--test-routes"] if logged else [])
+        flags = (["--no-tickets", "--session-cache", "0"] if full else []) + (["--test-routes"] if logged else [])
         if not flags:
             return peer
         return dataclasses.replace(peer, command=lambda port, run_dir: peer.command(port, run_dir) + flags)
@@ -133,16 +141,15 @@ def wrk(url, seconds, connections, options=()):
 
 
 def warm_up(server, args, connections, options=()):
-    unmeasured_load(wrk(ping_url(server.port), WARMUP_SECONDS, connections, options), args.client_cpus,
-                    WARMUP_SECONDS)
+    unmeasured_load(wrk(ping_url(server.port), WARMUP_SECONDS, connections, options), args.client_cpus, WARMUP_SECONDS)
 
 
 def measured_wrk(server, args, seconds, connections, options=()):
     """A measured wrk run's record: its counts and what the server and cores spent."""
-    result, run = measured_load(wrk(ping_url(server.port), seconds, connections, options),
-                                args.client_cpus, seconds, server)
-    return {"requests": result.requests, "req_per_s": result.req_per_s,
-            **run.per_request(result.requests)}
+    result, run = measured_load(
+        wrk(ping_url(server.port), seconds, connections, options), args.client_cpus, seconds, server
+    )
+    return {"requests": result.requests, "req_per_s": result.req_per_s, **run.per_request(result.requests)}
 
 
 # --- cases --------------------------------------------------------------------
@@ -157,21 +164,31 @@ def measure_h1(server, args):
     long = measured_wrk(server, args, args.duration, H1_CONNECTIONS)
     extra_requests = long["requests"] - short["requests"]
     if extra_requests <= 0:
-        raise RunFailed(f"the {args.duration}-s run completed no more requests than the "
-                        f"{SHORT_RUN_SECONDS}-s one")
+        raise RunFailed(f"the {args.duration}-s run completed no more requests than the {SHORT_RUN_SECONDS}-s one")
     steady = (long["server_cpu_s"] - short["server_cpu_s"]) * 1e6 / extra_requests
-    return {**long, "whole_run_cpu_us_per_request": long["cpu_us_per_request"],
-            "cpu_us_per_request": steady, "short_run": short}
+    return {
+        **long,
+        "whole_run_cpu_us_per_request": long["cpu_us_per_request"],
+        "cpu_us_per_request": steady,
+        "short_run": short,
+    }
 
 
 def measure_h2(server, args):
     """h2load opens its connections during --warm-up-time; the CPU window is its main duration."""
-    argv = h2load_argv(ping_url(server.port), H2_CONNECTIONS, args.duration,
-                       options=[f"--warm-up-time={WARMUP_SECONDS}", "--npn-list=h2"])
-    result, run = measured_load(argv, args.client_cpus, args.duration + WARMUP_SECONDS, server,
-                                h2_protocol="h2")
-    return {"requests": result.requests, "req_per_s": result.req_per_s,
-            "latency_ms": result.latency_ms, **run.per_request(result.requests)}
+    argv = h2load_argv(
+        ping_url(server.port),
+        H2_CONNECTIONS,
+        args.duration,
+        options=[f"--warm-up-time={WARMUP_SECONDS}", "--npn-list=h2"],
+    )
+    result, run = measured_load(argv, args.client_cpus, args.duration + WARMUP_SECONDS, server, h2_protocol="h2")
+    return {
+        "requests": result.requests,
+        "req_per_s": result.req_per_s,
+        "latency_ms": result.latency_ms,
+        **run.per_request(result.requests),
+    }
 
 
 def measure_handshakes(server, args):
@@ -183,12 +200,16 @@ def measure_handshakes(server, args):
 
 def measure_idle_tls(server, args):
     """RSS growth per TLS connection that has been served once and then sits idle."""
-    return measure_idle(server, args.idle_connections, args.idle_seconds,
-                        lambda: warm_up(server, args, H1_CONNECTIONS))
+    return measure_idle(server, args.idle_connections, args.idle_seconds, lambda: warm_up(server, args, H1_CONNECTIONS))
 
 
-MEASURES = {"h1": measure_h1, "h2": measure_h2, "handshake-resumed": measure_handshakes,
-            "handshake-full": measure_handshakes, "idle": measure_idle_tls}
+MEASURES = {
+    "h1": measure_h1,
+    "h2": measure_h2,
+    "handshake-resumed": measure_handshakes,
+    "handshake-full": measure_handshakes,
+    "idle": measure_idle_tls,
+}
 
 
 # --- checks -------------------------------------------------------------------
@@ -200,8 +221,9 @@ def wrk_resumption(server, args):
     nginx and h2o write it to RESUMPTION_LOG (read once the server has stopped)."""
     url, close = f"https://127.0.0.1:{server.port}", ("-H", "Connection: close")
     if server.peer.name == "xkit":
-        _result, run = unmeasured_load(wrk(url + "/tls", 1, HANDSHAKE_CONNECTIONS,
-                                           close + ("-s", str(RESUMPTION_SCRIPT))), args.client_cpus, 1)
+        _result, run = unmeasured_load(
+            wrk(url + "/tls", 1, HANDSHAKE_CONNECTIONS, close + ("-s", str(RESUMPTION_SCRIPT))), args.client_cpus, 1
+        )
         tally = parse_resumption(run.output)
         if not tally:
             raise RunFailed("the wrk script counted no /tls answers")
@@ -237,7 +259,7 @@ def resumption_problem(record, variant):
     """A "full" run must resume nothing; a "resumed" one must resume, but how often is the
     server's own business (it is reported)."""
     if record["resumes"] != (variant == "resumed"):
-        return f"resumption is {'on' if record['resumes'] else 'off'}, not what \"{variant}\" needs"
+        return f'resumption is {"on" if record["resumes"] else "off"}, not what "{variant}" needs'
     resumed = record.get("wrk_resumed")
     if variant == "full" and resumed:
         return f"{resumed} of {record['wrk_reconnections']} wrk reconnections were resumed"
@@ -293,66 +315,78 @@ TITLES = {
     "h1": f"HTTPS/1.1 GET /ping — `wrk -t1 -c{H1_CONNECTIONS}`",
     "h2": f"HTTPS/2 GET /ping — `h2load -t1 -c{H2_CONNECTIONS} -m{STREAMS_PER_CONNECTION}`",
     "handshake-resumed": f"Handshakes, resumed (each server's defaults) — `wrk -t1 -c{HANDSHAKE_CONNECTIONS} "
-                         f"-H \"Connection: close\"`, GET /ping",
+    f'-H "Connection: close"`, GET /ping',
     "handshake-full": f"Handshakes, full (resumption off everywhere) — `wrk -t1 -c{HANDSHAKE_CONNECTIONS} "
-                      f"-H \"Connection: close\"`, GET /ping",
+    f'-H "Connection: close"`, GET /ping',
 }
 
 
 def case_figures(case):
     if case == "idle":
         return ("bytes_per_connection", "open_seconds")
-    return THROUGHPUT_KEYS + (("whole_run_cpu_us_per_request",) if case == "h1" else ()) + (
-        ("softirq_us_per_request",) if case != "h2" else ())
+    return (
+        THROUGHPUT_KEYS
+        + (("whole_run_cpu_us_per_request",) if case == "h1" else ())
+        + (("softirq_us_per_request",) if case != "h2" else ())
+    )
 
 
 def throughput_table(case, by_server, summary):
     unit = "handshake" if case.startswith("handshake") else "req"
     client = "h2load" if case == "h2" else "wrk"
     whole = case == "h1"  # the long run's figure with its handshakes, beside the steady one
-    lines = [f"### {TITLES[case]}", "",
-             f"| Server | {'Handshakes' if unit == 'handshake' else 'Req'}/s (median) "
-             f"| CPU µs/{unit} (median) |" + (" CPU µs/req, whole run |" if whole else "")
-             + f" runs | spread | + softirq µs/{unit} | busy: server / {client} / others |",
-             "|---|---:|---:|" + ("---:|" if whole else "") + "---|---|---:|---|"]
+    lines = [
+        f"### {TITLES[case]}",
+        "",
+        f"| Server | {'Handshakes' if unit == 'handshake' else 'Req'}/s (median) "
+        f"| CPU µs/{unit} (median) |"
+        + (" CPU µs/req, whole run |" if whole else "")
+        + f" runs | spread | + softirq µs/{unit} | busy: server / {client} / others |",
+        "|---|---:|---:|" + ("---:|" if whole else "") + "---|---|---:|---|",
+    ]
     for server, runs in by_server.items():
         stats = summary[case][server]
         if stats["req_per_s"] is None:
-            lines.append(f"| {server} | – | – |" + (" – |" if whole else "")
-                         + f" {runs_cell(runs)} | | | |")
+            lines.append(f"| {server} | – | – |" + (" – |" if whole else "") + f" {runs_cell(runs)} | | | |")
             continue
         rates, cpu = stats["req_per_s"], stats["cpu_us_per_request"]
         softirq = stats.get("softirq_us_per_request")
         cells = [server, f"{rates['median']:,.0f}", f"{cpu['median']:.2f}"]
         if whole:
             cells.append(f"{stats['whole_run_cpu_us_per_request']['median']:.2f}")
-        cells += [runs_cell(runs),
-                  f"{rates['min']:,.0f}–{rates['max']:,.0f}/s; {cpu['min']:.2f}–{cpu['max']:.2f} µs",
-                  f"{softirq['median']:.2f}" if softirq else "n/a",
-                  " / ".join(f"{stats[key]['median']:.0%}"
-                             for key in ("server_busy", "client_busy", "others_busy"))]
+        cells += [
+            runs_cell(runs),
+            f"{rates['min']:,.0f}–{rates['max']:,.0f}/s; {cpu['min']:.2f}–{cpu['max']:.2f} µs",
+            f"{softirq['median']:.2f}" if softirq else "n/a",
+            " / ".join(f"{stats[key]['median']:.0%}" for key in ("server_busy", "client_busy", "others_busy")),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
 def idle_table(by_server, summary, connections):
-    lines = [f"### Idle TLS keep-alive connections ({connections:,}, each served one HTTPS/1.1 "
-             "GET /ping, then idle)", "",
-             "| Server | RSS bytes/conn (median) | runs | spread | seconds to open them |",
-             "|---|---:|---|---|---:|"]
+    lines = [
+        f"### Idle TLS keep-alive connections ({connections:,}, each served one HTTPS/1.1 GET /ping, then idle)",
+        "",
+        "| Server | RSS bytes/conn (median) | runs | spread | seconds to open them |",
+        "|---|---:|---|---|---:|",
+    ]
     for server, runs in by_server.items():
         stats = summary["idle"][server]
         if stats["bytes_per_connection"] is None:
             lines.append(f"| {server} | – | {runs_cell(runs)} | | |")
             continue
         rss = stats["bytes_per_connection"]
-        lines.append(f"| {server} | {rss['median']:,.0f} | {runs_cell(runs)} "
-                     f"| {rss['min']:,.0f}–{rss['max']:,.0f} | {stats['open_seconds']['median']:.1f} |")
+        lines.append(
+            f"| {server} | {rss['median']:,.0f} | {runs_cell(runs)} "
+            f"| {rss['min']:,.0f}–{rss['max']:,.0f} | {stats['open_seconds']['median']:.1f} |"
+        )
     return lines
 
 
 def check_table(checks):
     """What each server negotiated with OpenSSL's default client offer, and whether it resumed."""
+
     def suite(found):
         if not found or not found.get("cipher"):
             return "–"
@@ -370,26 +404,34 @@ def check_table(checks):
             text += "; wrk: not counted (no per-request record)"
         return text + (f" — **{record['problem']}**" if record["problem"] else "")
 
-    lines = ["### What each server negotiates and resumes", "",
-             "Suites: `openssl s_client` (OpenSSL's default offer, as wrk's and h2load's). "
-             "Resumption: a second Python connection offering the first one's ticket (resumed "
-             "or full), and how many of wrk's reconnections in 1 s of the handshake load were "
-             "resumed (xKit: its `GET /tls` answers; nginx and h2o: their access logs).", "",
-             "| Server | HTTPS/1.1 | HTTPS/2 | resumption, defaults | resumption off |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "### What each server negotiates and resumes",
+        "",
+        "Suites: `openssl s_client` (OpenSSL's default offer, as wrk's and h2load's). "
+        "Resumption: a second Python connection offering the first one's ticket (resumed "
+        "or full), and how many of wrk's reconnections in 1 s of the handshake load were "
+        "resumed (xKit: its `GET /tls` answers; nginx and h2o: their access logs).",
+        "",
+        "| Server | HTTPS/1.1 | HTTPS/2 | resumption, defaults | resumption off |",
+        "|---|---|---|---|---|",
+    ]
     for name, record in checks.get("resumed", {}).items():
-        lines.append(f"| {name} | {suite(record.get('h1'))} | {suite(record.get('h2'))} "
-                     f"| {resumption(record)} | {resumption(checks.get('full', {}).get(name))} |")
+        lines.append(
+            f"| {name} | {suite(record.get('h1'))} | {suite(record.get('h2'))} "
+            f"| {resumption(record)} | {resumption(checks.get('full', {}).get(name))} |"
+        )
     return lines
 
 
-RATIO_ROWS = (("h1", "cpu_us_per_request", "HTTPS/1.1 CPU µs/req"),
-              ("h1", "req_per_s", "HTTPS/1.1 req/s"),
-              ("h2", "cpu_us_per_request", "HTTPS/2 CPU µs/req"),
-              ("h2", "req_per_s", "HTTPS/2 req/s"),
-              ("handshake-resumed", "cpu_us_per_request", "resumed handshake CPU µs"),
-              ("handshake-full", "cpu_us_per_request", "full handshake CPU µs"),
-              ("idle", "bytes_per_connection", "idle RSS bytes/conn"))
+RATIO_ROWS = (
+    ("h1", "cpu_us_per_request", "HTTPS/1.1 CPU µs/req"),
+    ("h1", "req_per_s", "HTTPS/1.1 req/s"),
+    ("h2", "cpu_us_per_request", "HTTPS/2 CPU µs/req"),
+    ("h2", "req_per_s", "HTTPS/2 req/s"),
+    ("handshake-resumed", "cpu_us_per_request", "resumed handshake CPU µs"),
+    ("handshake-full", "cpu_us_per_request", "full handshake CPU µs"),
+    ("idle", "bytes_per_connection", "idle RSS bytes/conn"),
+)
 
 
 def ratios(summary):
@@ -407,9 +449,12 @@ def ratios(summary):
 
 
 def ratio_table(table):
-    lines = ["### xKit ÷ each peer (of medians; below 1 is less CPU or memory, above 1 more req/s)", "",
-             "| Figure | " + " | ".join(f"xkit ÷ {peer}" for peer in SERVERS[1:]) + " |",
-             "|---|" + "---:|" * len(SERVERS[1:])]
+    lines = [
+        "### xKit ÷ each peer (of medians; below 1 is less CPU or memory, above 1 more req/s)",
+        "",
+        "| Figure | " + " | ".join(f"xkit ÷ {peer}" for peer in SERVERS[1:]) + " |",
+        "|---|" + "---:|" * len(SERVERS[1:]),
+    ]
     for label, by_peer in table.items():
         cells = [f"{value:.2f}×" if value else "n/a" for value in by_peer.values()]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -422,16 +467,19 @@ def versions_line(env):
 
 
 def machine_description(args):
-    return (f"{environment.host_line()}. Servers on CPU {environment.cpu_list(args.server_cpus)} with one worker or thread "
-            f"(xKit --workers 1, h2o num-threads 1, nginx worker_processes 1, Go GOMAXPROCS=1); "
-            f"wrk -t1 and h2load -t1 on CPU {environment.cpu_list(args.client_cpus)}; TLS 1.3, self-signed RSA-2048 "
-            f"certificate; {args.duration} s per run after {WARMUP_SECONDS} s warm-up, "
-            f"{args.runs} runs, medians.")
+    return (
+        f"{environment.host_line()}. Servers on CPU {environment.cpu_list(args.server_cpus)} with one worker or thread "
+        f"(xKit --workers 1, h2o num-threads 1, nginx worker_processes 1, Go GOMAXPROCS=1); "
+        f"wrk -t1 and h2load -t1 on CPU {environment.cpu_list(args.client_cpus)}; TLS 1.3, self-signed RSA-2048 "
+        f"certificate; {args.duration} s per run after {WARMUP_SECONDS} s warm-up, "
+        f"{args.runs} runs, medians."
+    )
 
 
 def method_lines(args):
     return [
-        "### How to read it", "",
+        "### How to read it",
+        "",
         "- CPU is the server's utime + stime from `/proc/PID/stat` over the measured window, "
         "divided by the requests completed in it. nginx: its worker (the master sleeps). h2o: "
         "itself and its neverbleed child, which holds the private key and makes every "
@@ -444,7 +492,7 @@ def method_lines(args):
         f"handshakes, inside every run. Each measurement runs wrk for {SHORT_RUN_SECONDS} s and "
         f"then for {args.duration} s against the same warmed-up server; CPU µs/req is (CPU of "
         f"the long run − CPU of the short one) ÷ (requests of the long run − of the short one), "
-        f"which leaves the handshakes out. \"Whole run\" is the long run's CPU ÷ its requests, "
+        f'which leaves the handshakes out. "Whole run" is the long run\'s CPU ÷ its requests, '
         f"handshakes included. Req/s is the long run's.",
         "- HTTPS/2: h2load connects during `--warm-up-time`; the CPU window is its main "
         "duration, read off its output as it runs.",
@@ -455,13 +503,13 @@ def method_lines(args):
         "`ssl_session_tickets off; ssl_session_cache off;`, h2o `ssl-session-resumption: mode: "
         "off`. The check table says what each server actually did. OpenSSL's client (wrk's) uses "
         "a TLS 1.3 ticket once: a server that sends no fresh ticket after a resumed handshake "
-        "resumes only every other reconnection, and its \"resumed\" figure is that mix.",
+        'resumes only every other reconnection, and its "resumed" figure is that mix.',
         "- Idle: `VmRSS` (nginx: its worker) with the connections open and idle for "
         f"{args.idle_seconds:g} s, minus `VmRSS` before they were opened (after a 1-s wrk "
         "warm-up), ÷ the connections. User-space memory only: kernel socket buffers are not "
         "in RSS.",
         "- busy: share of one core used by the server and by the load generator, and the CPU "
-        "time of everything else on both cores; large \"others\" mean a noisy run.",
+        'time of everything else on both cores; large "others" mean a noisy run.',
     ]
 
 
@@ -481,7 +529,8 @@ def render(results, excluded, skipped, checks, args, machine, env):
     failures = failure_lines(results, skipped)
     if excluded:
         failures = (failures or ["### Skipped and failed", ""]) + [
-            f"- {what}: skipped — {why}" for what, why in excluded.items()]
+            f"- {what}: skipped — {why}" for what, why in excluded.items()
+        ]
     lines += failures
     return "\n".join(lines).rstrip() + "\n", {"cases": summary, "ratios": table, "checks": checks}
 
@@ -503,17 +552,25 @@ def run(args):
 
     def measure(bench):
         machine = machine_description(args)
-        env = environment.capture(args.build_dir.resolve(), args.server_cpus, args.client_cpus,
-                                  args.servers)
+        env = environment.capture(args.build_dir.resolve(), args.server_cpus, args.client_cpus, args.servers)
         peers, skipped = prepare_peers(args, bench.work_dir, "https1", tls=True)
         checks = run_checks(peers, bench)
         plan, excluded = plan_rounds(peers, checks, args)
-        results = bench.rounds(plan, lambda key, name: bench.run_once(
-            tuned(peers[name], "full" if key == "handshake-full" else "resumed", fd_limit(args)),
-            key, lambda server: MEASURES[key](server, args)))
+        results = bench.rounds(
+            plan,
+            lambda key, name: bench.run_once(
+                tuned(peers[name], "full" if key == "handshake-full" else "resumed", fd_limit(args)),
+                key,
+                lambda server: MEASURES[key](server, args),
+            ),
+        )
         markdown, summary = render(results, excluded, skipped, checks, args, machine, env)
         summary["environment"] = env
-        return markdown, {"machine": machine, "skipped": {**skipped, **excluded}, "results": results,
-                          "summary": summary}
+        return markdown, {
+            "machine": machine,
+            "skipped": {**skipped, **excluded},
+            "results": results,
+            "summary": summary,
+        }
 
     return run_comparison(args, "compare/https", tools, measure, fd_limit(args))

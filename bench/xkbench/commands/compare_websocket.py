@@ -26,8 +26,7 @@ from .compare_http1 import cpu_table
 HELP = "WebSocket echo: xKit and Go's gorilla/websocket under bench/peers/go/ws_load"
 SERVERS = ("xkit", "go")
 LOAD = "ws_load"
-KEYS = ("req_per_s", "cpu_us_per_request", "softirq_us_per_request", "server_busy", "client_busy",
-        "others_busy")
+KEYS = ("req_per_s", "cpu_us_per_request", "softirq_us_per_request", "server_busy", "client_busy", "others_busy")
 RESULT_RE = re.compile(r"messages=(\d+) seconds=([\d.]+) rate=(\d+) errors=(\d+)")
 
 
@@ -42,8 +41,7 @@ class Case:
 CASES = {
     "hello": Case('"hello" echo, 512 connections, 1 in flight', 512, 1, 0),
     "inflight16": Case('"hello" echo, 512 connections, 16 in flight', 512, 16, 0),
-    "reupgrade": Case('"hello" echo, 512 connections, 1 in flight, re-upgrading every 10 messages',
-                      512, 1, 10),
+    "reupgrade": Case('"hello" echo, 512 connections, 1 in flight, re-upgrading every 10 messages', 512, 1, 10),
 }
 
 # Bounds on xKit's CPU µs per message ÷ Go's (issue 15's targets).
@@ -51,13 +49,24 @@ CLAIMS = {"hello": 0.33, "inflight16": 0.25, "reupgrade": 0.5}
 
 
 def add_arguments(parser):
-    add_common_options(parser, first_port=23000, servers=(SERVERS, SERVERS),
-                       cases=(tuple(CASES), tuple(CASES)))
+    add_common_options(parser, first_port=23000, servers=(SERVERS, SERVERS), cases=(tuple(CASES), tuple(CASES)))
 
 
 def load_argv(load, server, case, seconds):
-    return [str(load), "-raw", "-url", f"ws://127.0.0.1:{server.port}/ws", "-conns", str(case.connections),
-            "-inflight", str(case.inflight), "-reupgrade", str(case.reupgrade), "-duration", f"{seconds}s"]
+    return [
+        str(load),
+        "-raw",
+        "-url",
+        f"ws://127.0.0.1:{server.port}/ws",
+        "-conns",
+        str(case.connections),
+        "-inflight",
+        str(case.inflight),
+        "-reupgrade",
+        str(case.reupgrade),
+        "-duration",
+        f"{seconds}s",
+    ]
 
 
 def parse(run):
@@ -91,10 +100,12 @@ def ratio_lines(summary):
 
 def machine_description(args):
     go = find_tool("go", "/usr/local/go/bin/go") or "go"
-    return (f"{environment.host_line()}; {environment.first_line([go, 'version'])}, gorilla/websocket "
-            f"v1.5.3. Servers on CPU {environment.cpu_list(args.server_cpus)} with one worker, ws_load "
-            f"on CPU {environment.cpu_list(args.client_cpus)}; {args.duration} s per run after "
-            f"{WARMUP_SECONDS} s warm-up, {args.runs} runs, medians. Req/s below are messages/s.")
+    return (
+        f"{environment.host_line()}; {environment.first_line([go, 'version'])}, gorilla/websocket "
+        f"v1.5.3. Servers on CPU {environment.cpu_list(args.server_cpus)} with one worker, ws_load "
+        f"on CPU {environment.cpu_list(args.client_cpus)}; {args.duration} s per run after "
+        f"{WARMUP_SECONDS} s warm-up, {args.runs} runs, medians. Req/s below are messages/s."
+    )
 
 
 def render(results, skipped, machine):
@@ -116,8 +127,10 @@ def run(args):
             raise RunFailed(f"ws_load (Go) could not be built: {skipped['go']}")
         load = bench.work_dir / "go" / LOAD
         plan = {case: list(peers) for case in args.cases}
-        results = bench.rounds(plan, lambda case, name: bench.run_once(
-            peers[name], case, lambda server: measure_case(case, server, args, load)))
+        results = bench.rounds(
+            plan,
+            lambda case, name: bench.run_once(peers[name], case, lambda server: measure_case(case, server, args, load)),
+        )
         markdown, summary = render(results, skipped, machine)
         return markdown, {"machine": machine, "skipped": skipped, "results": results, "summary": summary}
 

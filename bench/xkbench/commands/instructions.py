@@ -52,20 +52,34 @@ BUILDS = ("build", "compare")
 def add_arguments(parser):
     add_common_options(parser, with_duration=False, first_port=24000, cases=(CASES, DEFAULT_CASES))
     parser.add_argument("--requests", type=int, default=20000, help="measured requests per run (default 20000)")
-    parser.add_argument("--compare-build", type=Path, default=None,
-                        help="a second build (the one before a change) measured beside --build-dir's")
+    parser.add_argument(
+        "--compare-build",
+        type=Path,
+        default=None,
+        help="a second build (the one before a change) measured beside --build-dir's",
+    )
     parser.add_argument("--test-routes", action="store_true", help="start the servers with --test-routes")
-    parser.add_argument("--server-args", default="",
-                        help="more flags for --build-dir's servers only, e.g. \"--access-log /tmp/a.log\": "
-                             "what a feature costs against --compare-build without it")
+    parser.add_argument(
+        "--server-args",
+        default="",
+        help='more flags for --build-dir\'s servers only, e.g. "--access-log /tmp/a.log": '
+        "what a feature costs against --compare-build without it",
+    )
 
 
 def h2load_requests_argv(case, port, requests):
     """h2load for a fixed number of requests on CONNECTIONS connections."""
     scheme = "https" if case.startswith("https") else "http"
     speak = ["--h1"] if PROTOCOLS[case] == "http/1.1" else [f"-m{STREAMS}"]
-    return ["h2load", "-t1", f"-c{CONNECTIONS}", "-n", str(requests), *speak,
-            f"{scheme}://127.0.0.1:{port}{PATHS.get(case, '/ping')}"]
+    return [
+        "h2load",
+        "-t1",
+        f"-c{CONNECTIONS}",
+        "-n",
+        str(requests),
+        *speak,
+        f"{scheme}://127.0.0.1:{port}{PATHS.get(case, '/ping')}",
+    ]
 
 
 def under_callgrind(peer, test_routes, extra=()):
@@ -74,15 +88,20 @@ def under_callgrind(peer, test_routes, extra=()):
     flags = (["--test-routes"] if test_routes else []) + list(extra)
 
     def command(port, run_dir):
-        return (["valgrind", "--tool=callgrind", f"--callgrind-out-file={run_dir}/callgrind.out.%p"]
-                + peer.command(port, run_dir) + flags)
+        return (
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={run_dir}/callgrind.out.%p"]
+            + peer.command(port, run_dir)
+            + flags
+        )
+
     return dataclasses.replace(peer, command=command)
 
 
 def callgrind_control(flag, pid):
     try:
-        done = subprocess.run(["callgrind_control", flag, str(pid)], capture_output=True, text=True,
-                              timeout=CALLGRIND_CONTROL_TIMEOUT)
+        done = subprocess.run(
+            ["callgrind_control", flag, str(pid)], capture_output=True, text=True, timeout=CALLGRIND_CONTROL_TIMEOUT
+        )
     except subprocess.TimeoutExpired:
         raise RunFailed(f"callgrind_control {flag} took over {CALLGRIND_CONTROL_TIMEOUT} s") from None
     if done.returncode != 0:
@@ -92,8 +111,10 @@ def callgrind_control(flag, pid):
 def dumped_ir(run_dir, pid):
     """Ir of the last dump callgrind_control -d made for pid: callgrind.out.PID.N, N counting
     the dumps from 1 (callgrind.out.PID itself is the one written at exit)."""
-    dumps = sorted((path for path in Path(run_dir).glob(f"callgrind.out.{pid}.*")
-                    if path.suffix[1:].isdigit()), key=lambda path: int(path.suffix[1:]))
+    dumps = sorted(
+        (path for path in Path(run_dir).glob(f"callgrind.out.{pid}.*") if path.suffix[1:].isdigit()),
+        key=lambda path: int(path.suffix[1:]),
+    )
     if not dumps:
         raise RunFailed("callgrind wrote no dump")
     events = parse_callgrind_events(dumps[-1].read_text(errors="replace"))
@@ -110,8 +131,9 @@ def per_request(ir, requests):
 def load(case, port, requests, args):
     """h2load for requests that must all succeed, over the case's protocol."""
     argv = h2load_requests_argv(case, port, requests)
-    result, _run = unmeasured_load(argv, args.client_cpus, LOAD_SECONDS + requests * SECONDS_PER_REQUEST,
-                                   h2_protocol=PROTOCOLS[case])
+    result, _run = unmeasured_load(
+        argv, args.client_cpus, LOAD_SECONDS + requests * SECONDS_PER_REQUEST, h2_protocol=PROTOCOLS[case]
+    )
     if result.requests != requests:
         raise RunFailed(f"h2load: {result.requests} of {requests} requests succeeded")
     return result
@@ -145,8 +167,10 @@ def build_peers(build_dir, cert, args, extra=()):
 
 def summarize(results):
     """{case: {build: {"median", "min", "max"} of Ir/request, or None}}."""
-    return {case: {build: spread_of(runs, "ir_per_request") for build, runs in by_build.items()}
-            for case, by_build in results.items()}
+    return {
+        case: {build: spread_of(runs, "ir_per_request") for build, runs in by_build.items()}
+        for case, by_build in results.items()
+    }
 
 
 def median_ratio(stats, build, base):
@@ -186,14 +210,17 @@ def machine_description(args):
     builds = f"build {shown(args.build_dir)}"
     if args.compare_build:
         builds += f" (after), compared with {shown(args.compare_build)} (before)"
-    return (f"{environment.host_line()}; {tools}. {builds}. Server: one worker under valgrind "
-            f"--tool=callgrind on CPU {environment.cpu_list(args.server_cpus)}"
-            f"{', with --test-routes' if args.test_routes else ''}"
-            f"{f'; --build-dir servers with {args.server_args}' if args.server_args else ''}; h2load -c{CONNECTIONS} (--h1 or "
-            f"-m{STREAMS}) GET /ping (h2c-echo4k: /echo?size=4096) on CPU {environment.cpu_list(args.client_cpus)}: {WARMUP_REQUESTS} "
-            f"requests of warm-up, counters zeroed, {args.requests:,} measured. Ir/req = instructions the "
-            f"server executed (all threads) ÷ requests, the HTTPS cases' {CONNECTIONS} full handshakes "
-            f"included; medians of {args.runs} runs.")
+    return (
+        f"{environment.host_line()}; {tools}. {builds}. Server: one worker under valgrind "
+        f"--tool=callgrind on CPU {environment.cpu_list(args.server_cpus)}"
+        f"{', with --test-routes' if args.test_routes else ''}"
+        f"{f'; --build-dir servers with {args.server_args}' if args.server_args else ''}; "
+        f"h2load -c{CONNECTIONS} (--h1 or -m{STREAMS}) GET /ping (h2c-echo4k: /echo?size=4096) "
+        f"on CPU {environment.cpu_list(args.client_cpus)}: {WARMUP_REQUESTS} "
+        f"requests of warm-up, counters zeroed, {args.requests:,} measured. Ir/req = instructions the "
+        f"server executed (all threads) ÷ requests, the HTTPS cases' {CONNECTIONS} full handshakes "
+        f"included; medians of {args.runs} runs."
+    )
 
 
 def render(results, skipped, args, machine):
@@ -225,12 +252,28 @@ def run(args):
             peers[build], missing = build_peers(build_dir, cert, args, extra)
             skipped.update({f"{build} {case}": reason for case, reason in missing.items()})
         plan = {case: [build for build in peers if case in peers[build]] for case in args.cases}
-        by_key = bench.rounds(plan, lambda case, build: bench.run_once(
-            peers[build][case], f"{build}-{case}", lambda server: measure_case(server, case, args)))
+        by_key = bench.rounds(
+            plan,
+            lambda case, build: bench.run_once(
+                peers[build][case], f"{build}-{case}", lambda server: measure_case(server, case, args)
+            ),
+        )
         markdown, summary = render(by_key, skipped, args, machine)
-        return markdown, {"machine": machine, "skipped": skipped, "results": by_key, "summary": summary,
-                          "medians": {case: {build: stats and stats["median"] for build, stats in by_build.items()}
-                                      for case, by_build in summary.items()}}
+        return markdown, {
+            "machine": machine,
+            "skipped": skipped,
+            "results": by_key,
+            "summary": summary,
+            "medians": {
+                case: {build: stats and stats["median"] for build, stats in by_build.items()}
+                for case, by_build in summary.items()
+            },
+        }
 
-    return run_comparison(args, "instructions", ["taskset", "h2load", "valgrind", "callgrind_control"],
-                          measure, at_least_one=("runs", "requests"))
+    return run_comparison(
+        args,
+        "instructions",
+        ["taskset", "h2load", "valgrind", "callgrind_control"],
+        measure,
+        at_least_one=("runs", "requests"),
+    )

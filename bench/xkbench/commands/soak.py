@@ -32,8 +32,7 @@ RSS_SLACK_FRACTION = 0.10
 
 
 def add_arguments(parser):
-    add_common_options(parser, first_port=26000, runs=1, with_duration=False,
-                       server_cpus="1", client_cpus="0")
+    add_common_options(parser, first_port=26000, runs=1, with_duration=False, server_cpus="1", client_cpus="0")
     parser.add_argument("--minutes", type=float, default=60.0, help="how long to run (default 60)")
     parser.add_argument("--round", type=int, default=20, help="seconds per round of load (default 20)")
     parser.add_argument("--sample", type=float, default=5.0, help="seconds between samples (default 5)")
@@ -53,17 +52,42 @@ def round_loads(number, ports, seconds, ws_load):
     conns = lambda: pick.choice(CONNECTIONS)  # noqa: E731
     plain, tls = ports
     loads = [
-        ("http1", ["wrk", "-t1", f"-c{conns()}", f"-d{seconds}s",
-                   f"http://127.0.0.1:{plain}/echo?size={size()}"], parse_wrk),
-        ("h2c", ["h2load", "-t1", f"-c{conns()}", "-m8", f"-D{seconds}",
-                 f"http://127.0.0.1:{plain}/echo?size={size()}"], parse_h2load),
-        ("https2", ["h2load", "-t1", f"-c{conns()}", "-m8", f"-D{seconds}",
-                    f"https://127.0.0.1:{tls}/echo?size={size()}"], parse_h2load),
+        (
+            "http1",
+            ["wrk", "-t1", f"-c{conns()}", f"-d{seconds}s", f"http://127.0.0.1:{plain}/echo?size={size()}"],
+            parse_wrk,
+        ),
+        (
+            "h2c",
+            ["h2load", "-t1", f"-c{conns()}", "-m8", f"-D{seconds}", f"http://127.0.0.1:{plain}/echo?size={size()}"],
+            parse_h2load,
+        ),
+        (
+            "https2",
+            ["h2load", "-t1", f"-c{conns()}", "-m8", f"-D{seconds}", f"https://127.0.0.1:{tls}/echo?size={size()}"],
+            parse_h2load,
+        ),
     ]
     if ws_load:
-        loads.append(("websocket", [str(ws_load), "-url", f"ws://127.0.0.1:{plain}/ws", "-conns",
-                                    str(conns()), "-size", str(min(size(), 16384)), "-duration", f"{seconds}s",
-                                    "-reupgrade", "200"], parse_ws_load))
+        loads.append(
+            (
+                "websocket",
+                [
+                    str(ws_load),
+                    "-url",
+                    f"ws://127.0.0.1:{plain}/ws",
+                    "-conns",
+                    str(conns()),
+                    "-size",
+                    str(min(size(), 16384)),
+                    "-duration",
+                    f"{seconds}s",
+                    "-reupgrade",
+                    "200",
+                ],
+                parse_ws_load,
+            )
+        )
     return loads
 
 
@@ -78,9 +102,14 @@ def parse_ws_load(stdout, stderr="", returncode=0):
 
 
 def run_round(number, ports, seconds, ws_load, client_cpus, tally):
-    procs = [(name, parse, subprocess.Popen(pinned(argv, client_cpus), stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True))
-             for name, argv, parse in round_loads(number, ports, seconds, ws_load)]
+    procs = [
+        (
+            name,
+            parse,
+            subprocess.Popen(pinned(argv, client_cpus), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+        )
+        for name, argv, parse in round_loads(number, ports, seconds, ws_load)
+    ]
     for name, parse, proc in procs:
         try:
             out, err = proc.communicate(timeout=seconds + 60)
@@ -88,8 +117,9 @@ def run_round(number, ports, seconds, ws_load, client_cpus, tally):
             proc.kill()
             out, err = proc.communicate()
         found = parse(out, err, proc.returncode)
-        requests, problems = (found["requests"], found["problems"]) if isinstance(found, dict) else \
-            (found.requests, found.problems)
+        requests, problems = (
+            (found["requests"], found["problems"]) if isinstance(found, dict) else (found.requests, found.problems)
+        )
         entry = tally.setdefault(name, {"requests": 0, "rounds": 0, "errors": []})
         entry["requests"] += requests
         entry["rounds"] += 1
@@ -104,29 +134,44 @@ def flatness(samples, warmup_until):
     warm_rss, late_rss = max(s["rss_kib"] for s in warm), max(s["rss_kib"] for s in after)
     idle_fds = [s["fds"] for s in after if s["idle"]]
     allowed = max(RSS_SLACK_KIB, warm_rss * RSS_SLACK_FRACTION)
-    return {"warmup_peak_rss_kib": warm_rss, "peak_rss_kib": late_rss,
-            "rss_growth_kib": late_rss - warm_rss, "rss_allowed_growth_kib": int(allowed),
-            "rss_flat": late_rss - warm_rss <= allowed,
-            "idle_fds": sorted(set(idle_fds)), "fds_flat": len(set(idle_fds)) <= 1,
-            "peak_fds": max(s["fds"] for s in after)}
+    return {
+        "warmup_peak_rss_kib": warm_rss,
+        "peak_rss_kib": late_rss,
+        "rss_growth_kib": late_rss - warm_rss,
+        "rss_allowed_growth_kib": int(allowed),
+        "rss_flat": late_rss - warm_rss <= allowed,
+        "idle_fds": sorted(set(idle_fds)),
+        "fds_flat": len(set(idle_fds)) <= 1,
+        "peak_fds": max(s["fds"] for s in after),
+    }
 
 
 def render(data, args):
     f, lines = data["flatness"], []
-    lines += [f"# Soak: {args.minutes:g} minutes of mixed load", "",
-              f"`{data['command']}` on {data['machine']}.", "",
-              f"One https_bench_server ({args.workers} worker, CPUs {data['server_cpus']}) served HTTP/1.1 "
-              f"(wrk), h2c and HTTPS/2 (h2load -m8) and WebSocket (ws_load) at once, in "
-              f"{data['rounds']} rounds of {args.round} s with fresh connections, counts from "
-              f"{CONNECTIONS} and response sizes from {SIZES} bytes. RSS and fds sampled every "
-              f"{args.sample:g} s ({len(data['samples'])} samples); warm-up: the first fifth.", ""]
+    lines += [
+        f"# Soak: {args.minutes:g} minutes of mixed load",
+        "",
+        f"`{data['command']}` on {data['machine']}.",
+        "",
+        f"One https_bench_server ({args.workers} worker, CPUs {data['server_cpus']}) served HTTP/1.1 "
+        f"(wrk), h2c and HTTPS/2 (h2load -m8) and WebSocket (ws_load) at once, in "
+        f"{data['rounds']} rounds of {args.round} s with fresh connections, counts from "
+        f"{CONNECTIONS} and response sizes from {SIZES} bytes. RSS and fds sampled every "
+        f"{args.sample:g} s ({len(data['samples'])} samples); warm-up: the first fifth.",
+        "",
+    ]
     if data.get("note"):
         lines += [data["note"], ""]
-    lines += ["| | Warm-up peak | Peak after | Verdict |", "|---|---|---|---|",
-              f"| RSS (KiB) | {f.get('warmup_peak_rss_kib')} | {f.get('peak_rss_kib')} | "
-              f"{'flat' if f['rss_flat'] else 'GROWING'} (allowed +{f.get('rss_allowed_growth_kib')}) |",
-              f"| fds between rounds | | {f.get('idle_fds')} | {'flat' if f['fds_flat'] else 'CHANGING'} |", "",
-              "| Load | Rounds | Requests / messages | Errors |", "|---|---|---|---|"]
+    lines += [
+        "| | Warm-up peak | Peak after | Verdict |",
+        "|---|---|---|---|",
+        f"| RSS (KiB) | {f.get('warmup_peak_rss_kib')} | {f.get('peak_rss_kib')} | "
+        f"{'flat' if f['rss_flat'] else 'GROWING'} (allowed +{f.get('rss_allowed_growth_kib')}) |",
+        f"| fds between rounds | | {f.get('idle_fds')} | {'flat' if f['fds_flat'] else 'CHANGING'} |",
+        "",
+        "| Load | Rounds | Requests / messages | Errors |",
+        "|---|---|---|---|",
+    ]
     for name, entry in data["loads"].items():
         lines.append(f"| {name} | {entry['rounds']} | {entry['requests']} | {len(entry['errors'])} |")
     errors = [e for entry in data["loads"].values() for e in entry["errors"]]
@@ -153,8 +198,20 @@ def run(args):
             ws_load, note = None, f"**WebSocket load left out**: {error}"
             say(note)
         plain_port = args.first_port + 1
-        peer = Peer("xkit", lambda port, _dir: [str(binary), str(port), str(cert), str(key), "--workers",
-                                                 str(args.workers), "--plain-port", str(plain_port)], tls=True)
+        peer = Peer(
+            "xkit",
+            lambda port, _dir: [
+                str(binary),
+                str(port),
+                str(cert),
+                str(key),
+                "--workers",
+                str(args.workers),
+                "--plain-port",
+                str(plain_port),
+            ],
+            tls=True,
+        )
         server = Server(peer, args.first_port, work, args.server_cpus)
         try:
             wait_until_serving(server)
@@ -169,8 +226,9 @@ def run(args):
         def sample():
             while not done.wait(args.sample):
                 rss, fds = proc_sample(server.process.pid)
-                samples.append({"t": round(time.monotonic() - started, 1), "rss_kib": rss, "fds": fds,
-                                "idle": not busy.is_set()})
+                samples.append(
+                    {"t": round(time.monotonic() - started, 1), "rss_kib": rss, "fds": fds, "idle": not busy.is_set()}
+                )
 
         rounds = 0
         try:
@@ -187,10 +245,18 @@ def run(args):
             done.set()
             server.stop()
         exit_status = server.process.returncode
-    data = {"command": command_line(args), "machine": environment.host_line(),
-            "server_cpus": environment.cpu_list(args.server_cpus), "rounds": rounds, "note": note,
-            "options": results.options_record(args), "loads": tally, "samples": samples,
-            "flatness": flatness(samples, args.minutes * 60 / 5), "server_exit": exit_status}
+    data = {
+        "command": command_line(args),
+        "machine": environment.host_line(),
+        "server_cpus": environment.cpu_list(args.server_cpus),
+        "rounds": rounds,
+        "note": note,
+        "options": results.options_record(args),
+        "loads": tally,
+        "samples": samples,
+        "flatness": flatness(samples, args.minutes * 60 / 5),
+        "server_exit": exit_status,
+    }
     markdown = render(data, args)
     stamp, md_path, _ = results.write(args.out_dir, "soak", markdown, data)
     say(f"soak: report in {md_path}")

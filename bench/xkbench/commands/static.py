@@ -39,8 +39,12 @@ CLAIMS = {"nginx": (0.85, ("http1",)), "h2o": (0.85, PROTOCOLS)}
 
 def add_arguments(parser):
     add_common_options(parser, first_port=23000, servers=(SERVERS, SERVERS), cases=(CASES, CASES))
-    parser.add_argument("--static-dir", type=Path, default=DEFAULT_STATIC_DIR,
-                        help="the files served (default: ../shared/arena/data/static from the repository)")
+    parser.add_argument(
+        "--static-dir",
+        type=Path,
+        default=DEFAULT_STATIC_DIR,
+        help="the files served (default: ../shared/arena/data/static from the repository)",
+    )
     parser.add_argument("--connections", type=int, default=100, help="wrk connections (HTTP/1.1)")
     parser.add_argument("--h2-connections", type=int, default=16, help="h2load connections")
     parser.add_argument("--streams", type=int, default=32, help="h2load streams per connection")
@@ -65,8 +69,9 @@ def what_is_sent(case, server):
     """The Content-Encoding and size of the answer the load asks for, as curl sees it."""
     protocol, name = split(case)
     scheme = "https" if protocol == "https2" else "http"
-    flags = {"http1": [], "h2c": ["--http2-prior-knowledge", "-H", ACCEPT],
-             "https2": ["--http2", "-H", ACCEPT]}[protocol]
+    flags = {"http1": [], "h2c": ["--http2-prior-knowledge", "-H", ACCEPT], "https2": ["--http2", "-H", ACCEPT]}[
+        protocol
+    ]
     coding, size = what_curl_gets(f"{scheme}://127.0.0.1:{server.port}/static/{name}", flags)
     return f"{coding}, {size} B"
 
@@ -75,12 +80,21 @@ def measure_case(case, server, args):
     protocol, _ = split(case)
     h2 = {"http1": None, "h2c": "h2c", "https2": "h2"}[protocol]
     sent = what_is_sent(case, server)
-    unmeasured_load(load_argv(case, server, args, WARMUP_SECONDS), args.client_cpus, WARMUP_SECONDS,
-                    h2_protocol=h2)
-    result, run = measured_load(load_argv(case, server, args, args.duration), args.client_cpus,
-                                args.duration, server, h2_protocol=h2, h2load_window=False)
-    return {"sent": sent, "requests": result.requests, "req_per_s": result.req_per_s,
-            **run.per_request(result.requests)}
+    unmeasured_load(load_argv(case, server, args, WARMUP_SECONDS), args.client_cpus, WARMUP_SECONDS, h2_protocol=h2)
+    result, run = measured_load(
+        load_argv(case, server, args, args.duration),
+        args.client_cpus,
+        args.duration,
+        server,
+        h2_protocol=h2,
+        h2load_window=False,
+    )
+    return {
+        "sent": sent,
+        "requests": result.requests,
+        "req_per_s": result.req_per_s,
+        **run.per_request(result.requests),
+    }
 
 
 # --- report -------------------------------------------------------------------
@@ -88,8 +102,11 @@ def measure_case(case, server, args):
 
 def case_title(case, args):
     protocol, name = split(case)
-    tool = (f"wrk -c{args.connections}" if protocol == "http1"
-            else f"h2load -c{args.h2_connections} -m{args.streams}, {ACCEPT}")
+    tool = (
+        f"wrk -c{args.connections}"
+        if protocol == "http1"
+        else f"h2load -c{args.h2_connections} -m{args.streams}, {ACCEPT}"
+    )
     return f"### {protocol}: GET /static/{name} — `{tool}`"
 
 
@@ -100,9 +117,12 @@ def sent_line(by_server):
 
 def ratio_table(summary):
     peers = list(CLAIMS)
-    lines = ["### xKit's CPU µs/req ÷ each peer's (of medians)", "",
-             "| Case | " + " | ".join(f"xkit ÷ {peer}" for peer in peers) + " |",
-             "|---|" + "---|" * len(peers)]
+    lines = [
+        "### xKit's CPU µs/req ÷ each peer's (of medians)",
+        "",
+        "| Case | " + " | ".join(f"xkit ÷ {peer}" for peer in peers) + " |",
+        "|---|" + "---|" * len(peers),
+    ]
     for case in summary:
         cells = []
         for peer in peers:
@@ -121,10 +141,12 @@ def ratio_table(summary):
 
 
 def machine_description(args):
-    return (f"{environment.host_line()}; servers on CPU {environment.cpu_list(args.server_cpus)} with one "
-            f"worker, the load generator (one thread) on CPU {environment.cpu_list(args.client_cpus)}; "
-            f"{args.duration} s per run after {WARMUP_SECONDS} s warm-up, {args.runs} runs, medians. "
-            f"Files: {args.static_dir}.")
+    return (
+        f"{environment.host_line()}; servers on CPU {environment.cpu_list(args.server_cpus)} with one "
+        f"worker, the load generator (one thread) on CPU {environment.cpu_list(args.client_cpus)}; "
+        f"{args.duration} s per run after {WARMUP_SECONDS} s warm-up, {args.runs} runs, medians. "
+        f"Files: {args.static_dir}."
+    )
 
 
 def render(results, skipped, machine, args):
@@ -158,12 +180,17 @@ def run(args):
         static_dir = copy_files(args.static_dir.resolve(), bench.work_dir)
         peers, skipped = {}, {}
         for protocol in {split(case)[0] for case in args.cases}:
-            peers[protocol], missing = prepare_peers(args, bench.work_dir, protocol, tls=protocol == "https2",
-                                                     static_dir=static_dir)
+            peers[protocol], missing = prepare_peers(
+                args, bench.work_dir, protocol, tls=protocol == "https2", static_dir=static_dir
+            )
             skipped.update({f"{name} ({protocol})": why for name, why in missing.items()})
         plan = {case: list(peers[split(case)[0]]) for case in args.cases}
-        results = bench.rounds(plan, lambda case, name: bench.run_once(
-            peers[split(case)[0]][name], case, lambda server: measure_case(case, server, args)))
+        results = bench.rounds(
+            plan,
+            lambda case, name: bench.run_once(
+                peers[split(case)[0]][name], case, lambda server: measure_case(case, server, args)
+            ),
+        )
         markdown, summary = render(results, skipped, machine, args)
         return markdown, {"machine": machine, "skipped": skipped, "results": results, "summary": summary}
 

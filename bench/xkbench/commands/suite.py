@@ -5,7 +5,6 @@ the report (results/latest.md and .json, results/suite/STAMP.{md,json} and its c
 import argparse
 import datetime
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,10 +23,11 @@ OPTIONAL_PEERS = ("go", "nginx", "h2o")
 
 
 def size_list(text):
-    """"64,4k" -> (64, 4096): bytes, k for KiB."""
+    """ "64,4k" -> (64, 4096): bytes, k for KiB."""
     try:
-        sizes = tuple(int(item[:-1]) * matrix.KIB if item.lower().endswith("k") else int(item)
-                      for item in text.split(","))
+        sizes = tuple(
+            int(item[:-1]) * matrix.KIB if item.lower().endswith("k") else int(item) for item in text.split(",")
+        )
     except ValueError:
         raise argparse.ArgumentTypeError("sizes are bytes, or KiB with a k: 64,256,1k,4k") from None
     if not sizes or min(sizes) < 1:
@@ -56,22 +56,38 @@ def default_cpus():
 
 
 def add_arguments(parser):
-    parser.add_argument("--full", action="store_true",
-                        help="the reports' full matrices and 10-s runs (about an hour on 2 cores)")
-    parser.add_argument("--only", type=name_list(tuple(matrix.PROTOCOLS)), default=list(matrix.PROTOCOLS),
-                        help="protocols: " + ",".join(matrix.PROTOCOLS))
-    parser.add_argument("--cases", type=name_list(matrix.KINDS), default=list(matrix.KINDS),
-                        help="kinds of case: ping,echo,post")
-    parser.add_argument("--peers", type=name_list(OPTIONAL_PEERS, allow_empty=True), default=["go"],
-                        help="servers besides xKit: go,nginx,h2o (default go; none for xKit alone)")
+    parser.add_argument(
+        "--full", action="store_true", help="the reports' full matrices and 10-s runs (about an hour on 2 cores)"
+    )
+    parser.add_argument(
+        "--only",
+        type=name_list(tuple(matrix.PROTOCOLS)),
+        default=list(matrix.PROTOCOLS),
+        help="protocols: " + ",".join(matrix.PROTOCOLS),
+    )
+    parser.add_argument(
+        "--cases", type=name_list(matrix.KINDS), default=list(matrix.KINDS), help="kinds of case: ping,echo,post"
+    )
+    parser.add_argument(
+        "--peers",
+        type=name_list(OPTIONAL_PEERS, allow_empty=True),
+        default=["go"],
+        help="servers besides xKit: go,nginx,h2o (default go; none for xKit alone)",
+    )
     parser.add_argument("--warmup", type=int, help="warm-up seconds (default 1; 0 for none)")
     parser.add_argument("--connections", type=count_list, help="GET /ping connection counts")
     parser.add_argument("--sizes", type=size_list, help="GET /echo response sizes")
     parser.add_argument("--bodies", type=size_list, help="POST /echo body sizes")
-    add_common_options(parser, runs=None, duration=None, first_port=21000,
-                       server_cpus=None, client_cpus=None,
-                       duration_help="seconds per run (quick 2, full 10)",
-                       cpus_help="(default: half the cores each, the load generator the larger half)")
+    add_common_options(
+        parser,
+        runs=None,
+        duration=None,
+        first_port=21000,
+        server_cpus=None,
+        client_cpus=None,
+        duration_help="seconds per run (quick 2, full 10)",
+        cpus_help="(default: half the cores each, the load generator the larger half)",
+    )
 
 
 def settle(args):
@@ -79,9 +95,11 @@ def settle(args):
     points = matrix.FULL if args.full else matrix.QUICK
     args.custom = any(value is not None for value in (args.connections, args.sizes, args.bodies))
     args.points = matrix.Points(
-        connections=args.connections or points.connections, sizes=args.sizes or points.sizes,
+        connections=args.connections or points.connections,
+        sizes=args.sizes or points.sizes,
         bodies=args.bodies or points.bodies,
-        pipeline_connections=args.connections or points.pipeline_connections)
+        pipeline_connections=args.connections or points.pipeline_connections,
+    )
     args.runs = 3 if args.runs is None else args.runs
     args.duration = (10 if args.full else 2) if args.duration is None else args.duration
     args.warmup = 1 if args.warmup is None else args.warmup
@@ -99,8 +117,9 @@ def tools_for(protocols):
 
 def prepare_context(args, sections, work_dir):
     """The certificate and the Go peers; what cannot be made is reported and its servers skipped."""
-    context = PeerContext(build_dir=args.build_dir.resolve(), workers=len(args.server_cpus),
-                          echo_sizes=args.points.sizes)
+    context = PeerContext(
+        build_dir=args.build_dir.resolve(), workers=len(args.server_cpus), echo_sizes=args.points.sizes
+    )
     if any(section.protocol.tls for section in sections):
         try:
             context.cert, context.key = make_certificate(work_dir)
@@ -140,33 +159,27 @@ def run(args):
     if not sections:
         raise SetupFailed("nothing to run: no case of " + ",".join(args.cases) + " in " + ",".join(args.only))
     peer_names = ["xkit"] + args.peers
-    started, started_at = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
+    started, started_at = time.monotonic(), datetime.datetime.now(datetime.UTC)
     with tempfile.TemporaryDirectory(prefix="xkbench-") as work:
         work_dir = Path(work)
         work_dir.chmod(0o711)  # h2o and nginx, no longer root, reach their files through it
         context = prepare_context(args, sections, work_dir)
-        client = Client(args.client_cpus, len(args.client_cpus),
-                        write_bodies(work_dir, args.points.bodies))
-        settings = Settings(args.duration, args.warmup, args.runs, args.server_cpus, client,
-                            args.first_port)
-        env = environment.capture(args.build_dir.resolve(), args.server_cpus, args.client_cpus,
-                                  args.peers)
+        client = Client(args.client_cpus, len(args.client_cpus), write_bodies(work_dir, args.points.bodies))
+        settings = Settings(args.duration, args.warmup, args.runs, args.server_cpus, client, args.first_port)
+        env = environment.capture(args.build_dir.resolve(), args.server_cpus, args.client_cpus, args.peers)
         progress = Progress(sections, peer_names, settings)
         say(f"{progress.total} cases, about {format_duration(progress.remaining_seconds())}")
         measured = run_sections(sections, peer_names, context, settings, work_dir, progress)
-        commands = {section.id: describe(section, args.duration, args.warmup, client)
-                    for section, _rows in measured}
+        commands = {section.id: describe(section, args.duration, args.warmup, client) for section, _rows in measured}
         notes = setup_notes(context, sections, args.peers)
     env["Load average at end"] = environment.load_average()
-    result = build(args, env, measured, commands, notes, peer_names, started_at,
-                   time.monotonic() - started)
+    result = build(args, env, measured, commands, notes, peer_names, started_at, time.monotonic() - started)
     written = report.write_report(result, args.out_dir)
     print("\n".join(report.summary_table(result)))
     failed = sum(entry["failed"] for entry in result["summary"])
     if failed:
         say(f"warning: {failed} measurement(s) failed; the report says which and why")
-    say(f"report: {args.out_dir / 'latest.md'} (kept as {written[-4]}); "
-        f"took {format_duration(result['elapsed_s'])}")
+    say(f"report: {args.out_dir / 'latest.md'} (kept as {written[-4]}); took {format_duration(result['elapsed_s'])}")
     return 0
 
 
@@ -181,16 +194,24 @@ def build(args, env, measured, commands, notes, peer_names, started_at, elapsed)
         "elapsed_s": round(elapsed, 1),
         "command": command_line(args),
         "settings": {
-            "duration_s": args.duration, "warmup_s": args.warmup, "runs": args.runs,
+            "duration_s": args.duration,
+            "warmup_s": args.warmup,
+            "runs": args.runs,
             "server_cpus": ",".join(map(str, sorted(args.server_cpus))),
             "client_cpus": ",".join(map(str, sorted(args.client_cpus))),
-            "workers": len(args.server_cpus), "client_threads": len(args.client_cpus),
+            "workers": len(args.server_cpus),
+            "client_threads": len(args.client_cpus),
             "streams_per_connection": matrix.STREAMS_PER_CONNECTION,
             "pipeline_depth": matrix.PIPELINE_DEPTH,
-            "protocols": args.only, "cases": args.cases,
-            "points": {"connections": args.points.connections, "sizes": args.points.sizes,
-                       "bodies": args.points.bodies,
-                       "pipeline_connections": args.points.pipeline_connections}},
+            "protocols": args.only,
+            "cases": args.cases,
+            "points": {
+                "connections": args.points.connections,
+                "sizes": args.points.sizes,
+                "bodies": args.points.bodies,
+                "pipeline_connections": args.points.pipeline_connections,
+            },
+        },
         "environment": env,
         "servers": [{"name": name, "label": LABELS[name]} for name in peer_names],
         "notes": notes,

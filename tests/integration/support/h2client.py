@@ -24,10 +24,19 @@ from .harness import IMF_FIXDATE_RE, SOCKET_TIMEOUT, Response, ServerTestCase, r
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 # Frame types (RFC 9113 §6).
-DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, \
-    WINDOW_UPDATE, CONTINUATION = range(10)
-FRAME_NAMES = ["DATA", "HEADERS", "PRIORITY", "RST_STREAM", "SETTINGS", "PUSH_PROMISE",
-               "PING", "GOAWAY", "WINDOW_UPDATE", "CONTINUATION"]
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
+FRAME_NAMES = [
+    "DATA",
+    "HEADERS",
+    "PRIORITY",
+    "RST_STREAM",
+    "SETTINGS",
+    "PUSH_PROMISE",
+    "PING",
+    "GOAWAY",
+    "WINDOW_UPDATE",
+    "CONTINUATION",
+]
 
 # Flags.
 END_STREAM = 0x1
@@ -45,13 +54,38 @@ MAX_FRAME_SIZE = 0x5
 MAX_HEADER_LIST_SIZE = 0x6
 
 # Error codes (RFC 9113 §7).
-ERROR_NAMES = ["NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR",
-               "SETTINGS_TIMEOUT", "STREAM_CLOSED", "FRAME_SIZE_ERROR", "REFUSED_STREAM",
-               "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
-               "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED"]
-NO_ERROR, PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR, SETTINGS_TIMEOUT, \
-    STREAM_CLOSED, FRAME_SIZE_ERROR, REFUSED_STREAM, CANCEL, COMPRESSION_ERROR, \
-    CONNECT_ERROR, ENHANCE_YOUR_CALM, INADEQUATE_SECURITY, HTTP_1_1_REQUIRED = range(14)
+ERROR_NAMES = [
+    "NO_ERROR",
+    "PROTOCOL_ERROR",
+    "INTERNAL_ERROR",
+    "FLOW_CONTROL_ERROR",
+    "SETTINGS_TIMEOUT",
+    "STREAM_CLOSED",
+    "FRAME_SIZE_ERROR",
+    "REFUSED_STREAM",
+    "CANCEL",
+    "COMPRESSION_ERROR",
+    "CONNECT_ERROR",
+    "ENHANCE_YOUR_CALM",
+    "INADEQUATE_SECURITY",
+    "HTTP_1_1_REQUIRED",
+]
+(
+    NO_ERROR,
+    PROTOCOL_ERROR,
+    INTERNAL_ERROR,
+    FLOW_CONTROL_ERROR,
+    SETTINGS_TIMEOUT,
+    STREAM_CLOSED,
+    FRAME_SIZE_ERROR,
+    REFUSED_STREAM,
+    CANCEL,
+    COMPRESSION_ERROR,
+    CONNECT_ERROR,
+    ENHANCE_YOUR_CALM,
+    INADEQUATE_SECURITY,
+    HTTP_1_1_REQUIRED,
+) = range(14)
 
 DEFAULT_WINDOW = 65535
 DEFAULT_MAX_FRAME = 16384
@@ -65,6 +99,7 @@ def error_name(code):
 
 
 # ---- Frames ----
+
 
 class Frame:
     __slots__ = ("type", "flags", "stream_id", "payload")
@@ -93,8 +128,7 @@ class Frame:
         """A SETTINGS payload as {id: value}."""
         if len(self.payload) % 6:
             raise AssertionError(f"SETTINGS payload of {len(self.payload)} bytes")
-        return dict(struct.unpack(">HI", self.payload[i:i + 6])
-                    for i in range(0, len(self.payload), 6))
+        return dict(struct.unpack(">HI", self.payload[i : i + 6]) for i in range(0, len(self.payload), 6))
 
     def window_increment(self):
         return struct.unpack(">I", self.payload)[0] & MAX_WINDOW
@@ -106,14 +140,17 @@ class Frame:
             extra = f" {error_name(self.error_code())}"
             if self.type == GOAWAY:
                 extra += f" last={self.goaway_last_stream()} debug={bytes(self.payload[8:80])!r}"
-        return (f"<{name} stream={self.stream_id} flags=0x{self.flags:x} "
-                f"len={len(self.payload)}{extra}>")
+        return f"<{name} stream={self.stream_id} flags=0x{self.flags:x} len={len(self.payload)}{extra}>"
 
 
 def frame(ftype, flags, stream_id, payload=b""):
     """One frame on the wire."""
-    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + \
-        struct.pack(">I", stream_id & MAX_WINDOW) + payload
+    return (
+        struct.pack(">I", len(payload))[1:]
+        + bytes([ftype, flags])
+        + struct.pack(">I", stream_id & MAX_WINDOW)
+        + payload
+    )
 
 
 def settings_frame(settings=(), ack=False):
@@ -138,8 +175,7 @@ def window_update_frame(stream_id, increment):
 
 
 def priority_frame(stream_id, depends_on, weight=16, exclusive=False):
-    return frame(PRIORITY, 0, stream_id,
-                 struct.pack(">IB", depends_on | (exclusive << 31), weight - 1))
+    return frame(PRIORITY, 0, stream_id, struct.pack(">IB", depends_on | (exclusive << 31), weight - 1))
 
 
 def data_frame(stream_id, data, end_stream=False, padding=0):
@@ -171,6 +207,7 @@ def _b(value):
 
 # ---- HPACK (RFC 7541) ----
 
+
 class HpackError(AssertionError):
     pass
 
@@ -195,97 +232,332 @@ def _encode_string(data):
 
 def hpack_encode(headers):
     """A header block of literal-without-indexing, new-name fields, no Huffman."""
-    return b"".join(b"\x00" + _encode_string(_b(name)) + _encode_string(_b(value))
-                    for name, value in headers)
+    return b"".join(b"\x00" + _encode_string(_b(name)) + _encode_string(_b(value)) for name, value in headers)
 
 
 STATIC_TABLE = [
-    (b":authority", b""), (b":method", b"GET"), (b":method", b"POST"), (b":path", b"/"),
-    (b":path", b"/index.html"), (b":scheme", b"http"), (b":scheme", b"https"),
-    (b":status", b"200"), (b":status", b"204"), (b":status", b"206"), (b":status", b"304"),
-    (b":status", b"400"), (b":status", b"404"), (b":status", b"500"), (b"accept-charset", b""),
-    (b"accept-encoding", b"gzip, deflate"), (b"accept-language", b""), (b"accept-ranges", b""),
-    (b"accept", b""), (b"access-control-allow-origin", b""), (b"age", b""), (b"allow", b""),
-    (b"authorization", b""), (b"cache-control", b""), (b"content-disposition", b""),
-    (b"content-encoding", b""), (b"content-language", b""), (b"content-length", b""),
-    (b"content-location", b""), (b"content-range", b""), (b"content-type", b""),
-    (b"cookie", b""), (b"date", b""), (b"etag", b""), (b"expect", b""), (b"expires", b""),
-    (b"from", b""), (b"host", b""), (b"if-match", b""), (b"if-modified-since", b""),
-    (b"if-none-match", b""), (b"if-range", b""), (b"if-unmodified-since", b""),
-    (b"last-modified", b""), (b"link", b""), (b"location", b""), (b"max-forwards", b""),
-    (b"proxy-authenticate", b""), (b"proxy-authorization", b""), (b"range", b""),
-    (b"referer", b""), (b"refresh", b""), (b"retry-after", b""), (b"server", b""),
-    (b"set-cookie", b""), (b"strict-transport-security", b""), (b"transfer-encoding", b""),
-    (b"user-agent", b""), (b"vary", b""), (b"via", b""), (b"www-authenticate", b""),
+    (b":authority", b""),
+    (b":method", b"GET"),
+    (b":method", b"POST"),
+    (b":path", b"/"),
+    (b":path", b"/index.html"),
+    (b":scheme", b"http"),
+    (b":scheme", b"https"),
+    (b":status", b"200"),
+    (b":status", b"204"),
+    (b":status", b"206"),
+    (b":status", b"304"),
+    (b":status", b"400"),
+    (b":status", b"404"),
+    (b":status", b"500"),
+    (b"accept-charset", b""),
+    (b"accept-encoding", b"gzip, deflate"),
+    (b"accept-language", b""),
+    (b"accept-ranges", b""),
+    (b"accept", b""),
+    (b"access-control-allow-origin", b""),
+    (b"age", b""),
+    (b"allow", b""),
+    (b"authorization", b""),
+    (b"cache-control", b""),
+    (b"content-disposition", b""),
+    (b"content-encoding", b""),
+    (b"content-language", b""),
+    (b"content-length", b""),
+    (b"content-location", b""),
+    (b"content-range", b""),
+    (b"content-type", b""),
+    (b"cookie", b""),
+    (b"date", b""),
+    (b"etag", b""),
+    (b"expect", b""),
+    (b"expires", b""),
+    (b"from", b""),
+    (b"host", b""),
+    (b"if-match", b""),
+    (b"if-modified-since", b""),
+    (b"if-none-match", b""),
+    (b"if-range", b""),
+    (b"if-unmodified-since", b""),
+    (b"last-modified", b""),
+    (b"link", b""),
+    (b"location", b""),
+    (b"max-forwards", b""),
+    (b"proxy-authenticate", b""),
+    (b"proxy-authorization", b""),
+    (b"range", b""),
+    (b"referer", b""),
+    (b"refresh", b""),
+    (b"retry-after", b""),
+    (b"server", b""),
+    (b"set-cookie", b""),
+    (b"strict-transport-security", b""),
+    (b"transfer-encoding", b""),
+    (b"user-agent", b""),
+    (b"vary", b""),
+    (b"via", b""),
+    (b"www-authenticate", b""),
 ]
 
 # RFC 7541 Appendix B: (code, length in bits) for symbols 0..255 and EOS (256).
 HUFFMAN_CODES = [
-    (0x1ff8, 13), (0x7fffd8, 23), (0xfffffe2, 28), (0xfffffe3, 28),
-    (0xfffffe4, 28), (0xfffffe5, 28), (0xfffffe6, 28), (0xfffffe7, 28),
-    (0xfffffe8, 28), (0xffffea, 24), (0x3ffffffc, 30), (0xfffffe9, 28),
-    (0xfffffea, 28), (0x3ffffffd, 30), (0xfffffeb, 28), (0xfffffec, 28),
-    (0xfffffed, 28), (0xfffffee, 28), (0xfffffef, 28), (0xffffff0, 28),
-    (0xffffff1, 28), (0xffffff2, 28), (0x3ffffffe, 30), (0xffffff3, 28),
-    (0xffffff4, 28), (0xffffff5, 28), (0xffffff6, 28), (0xffffff7, 28),
-    (0xffffff8, 28), (0xffffff9, 28), (0xffffffa, 28), (0xffffffb, 28),
-    (0x14, 6), (0x3f8, 10), (0x3f9, 10), (0xffa, 12),            # ' ' ! " #
-    (0x1ff9, 13), (0x15, 6), (0xf8, 8), (0x7fa, 11),             # $ % & '
-    (0x3fa, 10), (0x3fb, 10), (0xf9, 8), (0x7fb, 11),            # ( ) * +
-    (0xfa, 8), (0x16, 6), (0x17, 6), (0x18, 6),                  # , - . /
-    (0x0, 5), (0x1, 5), (0x2, 5), (0x19, 6),                     # 0 1 2 3
-    (0x1a, 6), (0x1b, 6), (0x1c, 6), (0x1d, 6),                  # 4 5 6 7
-    (0x1e, 6), (0x1f, 6), (0x5c, 7), (0xfb, 8),                  # 8 9 : ;
-    (0x7ffc, 15), (0x20, 6), (0xffb, 12), (0x3fc, 10),           # < = > ?
-    (0x1ffa, 13), (0x21, 6), (0x5d, 7), (0x5e, 7),               # @ A B C
-    (0x5f, 7), (0x60, 7), (0x61, 7), (0x62, 7),                  # D E F G
-    (0x63, 7), (0x64, 7), (0x65, 7), (0x66, 7),                  # H I J K
-    (0x67, 7), (0x68, 7), (0x69, 7), (0x6a, 7),                  # L M N O
-    (0x6b, 7), (0x6c, 7), (0x6d, 7), (0x6e, 7),                  # P Q R S
-    (0x6f, 7), (0x70, 7), (0x71, 7), (0x72, 7),                  # T U V W
-    (0xfc, 8), (0x73, 7), (0xfd, 8), (0x1ffb, 13),               # X Y Z [
-    (0x7fff0, 19), (0x1ffc, 13), (0x3ffc, 14), (0x22, 6),        # \ ] ^ _
-    (0x7ffd, 15), (0x3, 5), (0x23, 6), (0x4, 5),                 # ` a b c
-    (0x24, 6), (0x5, 5), (0x25, 6), (0x26, 6),                   # d e f g
-    (0x27, 6), (0x6, 5), (0x74, 7), (0x75, 7),                   # h i j k
-    (0x28, 6), (0x29, 6), (0x2a, 6), (0x7, 5),                   # l m n o
-    (0x2b, 6), (0x76, 7), (0x2c, 6), (0x8, 5),                   # p q r s
-    (0x9, 5), (0x2d, 6), (0x77, 7), (0x78, 7),                   # t u v w
-    (0x79, 7), (0x7a, 7), (0x7b, 7), (0x7ffe, 15),               # x y z {
-    (0x7fc, 11), (0x3ffd, 14), (0x1ffd, 13), (0xffffffc, 28),    # | } ~ DEL
-    (0xfffe6, 20), (0x3fffd2, 22), (0xfffe7, 20), (0xfffe8, 20),
-    (0x3fffd3, 22), (0x3fffd4, 22), (0x3fffd5, 22), (0x7fffd9, 23),
-    (0x3fffd6, 22), (0x7fffda, 23), (0x7fffdb, 23), (0x7fffdc, 23),
-    (0x7fffdd, 23), (0x7fffde, 23), (0xffffeb, 24), (0x7fffdf, 23),
-    (0xffffec, 24), (0xffffed, 24), (0x3fffd7, 22), (0x7fffe0, 23),
-    (0xffffee, 24), (0x7fffe1, 23), (0x7fffe2, 23), (0x7fffe3, 23),
-    (0x7fffe4, 23), (0x1fffdc, 21), (0x3fffd8, 22), (0x7fffe5, 23),
-    (0x3fffd9, 22), (0x7fffe6, 23), (0x7fffe7, 23), (0xffffef, 24),
-    (0x3fffda, 22), (0x1fffdd, 21), (0xfffe9, 20), (0x3fffdb, 22),
-    (0x3fffdc, 22), (0x7fffe8, 23), (0x7fffe9, 23), (0x1fffde, 21),
-    (0x7fffea, 23), (0x3fffdd, 22), (0x3fffde, 22), (0xfffff0, 24),
-    (0x1fffdf, 21), (0x3fffdf, 22), (0x7fffeb, 23), (0x7fffec, 23),
-    (0x1fffe0, 21), (0x1fffe1, 21), (0x3fffe0, 22), (0x1fffe2, 21),
-    (0x7fffed, 23), (0x3fffe1, 22), (0x7fffee, 23), (0x7fffef, 23),
-    (0xfffea, 20), (0x3fffe2, 22), (0x3fffe3, 22), (0x3fffe4, 22),
-    (0x7ffff0, 23), (0x3fffe5, 22), (0x3fffe6, 22), (0x7ffff1, 23),
-    (0x3ffffe0, 26), (0x3ffffe1, 26), (0xfffeb, 20), (0x7fff1, 19),
-    (0x3fffe7, 22), (0x7ffff2, 23), (0x3fffe8, 22), (0x1ffffec, 25),
-    (0x3ffffe2, 26), (0x3ffffe3, 26), (0x3ffffe4, 26), (0x7ffffde, 27),
-    (0x7ffffdf, 27), (0x3ffffe5, 26), (0xfffff1, 24), (0x1ffffed, 25),
-    (0x7fff2, 19), (0x1fffe3, 21), (0x3ffffe6, 26), (0x7ffffe0, 27),
-    (0x7ffffe1, 27), (0x3ffffe7, 26), (0x7ffffe2, 27), (0xfffff2, 24),
-    (0x1fffe4, 21), (0x1fffe5, 21), (0x3ffffe8, 26), (0x3ffffe9, 26),
-    (0xffffffd, 28), (0x7ffffe3, 27), (0x7ffffe4, 27), (0x7ffffe5, 27),
-    (0xfffec, 20), (0xfffff3, 24), (0xfffed, 20), (0x1fffe6, 21),
-    (0x3fffe9, 22), (0x1fffe7, 21), (0x1fffe8, 21), (0x7ffff3, 23),
-    (0x3fffea, 22), (0x3fffeb, 22), (0x1ffffee, 25), (0x1ffffef, 25),
-    (0xfffff4, 24), (0xfffff5, 24), (0x3ffffea, 26), (0x7ffff4, 23),
-    (0x3ffffeb, 26), (0x7ffffe6, 27), (0x3ffffec, 26), (0x3ffffed, 26),
-    (0x7ffffe7, 27), (0x7ffffe8, 27), (0x7ffffe9, 27), (0x7ffffea, 27),
-    (0x7ffffeb, 27), (0xffffffe, 28), (0x7ffffec, 27), (0x7ffffed, 27),
-    (0x7ffffee, 27), (0x7ffffef, 27), (0x7fffff0, 27), (0x3ffffee, 26),
-    (0x3fffffff, 30),                                            # EOS
+    (0x1FF8, 13),
+    (0x7FFFD8, 23),
+    (0xFFFFFE2, 28),
+    (0xFFFFFE3, 28),
+    (0xFFFFFE4, 28),
+    (0xFFFFFE5, 28),
+    (0xFFFFFE6, 28),
+    (0xFFFFFE7, 28),
+    (0xFFFFFE8, 28),
+    (0xFFFFEA, 24),
+    (0x3FFFFFFC, 30),
+    (0xFFFFFE9, 28),
+    (0xFFFFFEA, 28),
+    (0x3FFFFFFD, 30),
+    (0xFFFFFEB, 28),
+    (0xFFFFFEC, 28),
+    (0xFFFFFED, 28),
+    (0xFFFFFEE, 28),
+    (0xFFFFFEF, 28),
+    (0xFFFFFF0, 28),
+    (0xFFFFFF1, 28),
+    (0xFFFFFF2, 28),
+    (0x3FFFFFFE, 30),
+    (0xFFFFFF3, 28),
+    (0xFFFFFF4, 28),
+    (0xFFFFFF5, 28),
+    (0xFFFFFF6, 28),
+    (0xFFFFFF7, 28),
+    (0xFFFFFF8, 28),
+    (0xFFFFFF9, 28),
+    (0xFFFFFFA, 28),
+    (0xFFFFFFB, 28),
+    (0x14, 6),
+    (0x3F8, 10),
+    (0x3F9, 10),
+    (0xFFA, 12),  # ' ' ! " #
+    (0x1FF9, 13),
+    (0x15, 6),
+    (0xF8, 8),
+    (0x7FA, 11),  # $ % & '
+    (0x3FA, 10),
+    (0x3FB, 10),
+    (0xF9, 8),
+    (0x7FB, 11),  # ( ) * +
+    (0xFA, 8),
+    (0x16, 6),
+    (0x17, 6),
+    (0x18, 6),  # , - . /
+    (0x0, 5),
+    (0x1, 5),
+    (0x2, 5),
+    (0x19, 6),  # 0 1 2 3
+    (0x1A, 6),
+    (0x1B, 6),
+    (0x1C, 6),
+    (0x1D, 6),  # 4 5 6 7
+    (0x1E, 6),
+    (0x1F, 6),
+    (0x5C, 7),
+    (0xFB, 8),  # 8 9 : ;
+    (0x7FFC, 15),
+    (0x20, 6),
+    (0xFFB, 12),
+    (0x3FC, 10),  # < = > ?
+    (0x1FFA, 13),
+    (0x21, 6),
+    (0x5D, 7),
+    (0x5E, 7),  # @ A B C
+    (0x5F, 7),
+    (0x60, 7),
+    (0x61, 7),
+    (0x62, 7),  # D E F G
+    (0x63, 7),
+    (0x64, 7),
+    (0x65, 7),
+    (0x66, 7),  # H I J K
+    (0x67, 7),
+    (0x68, 7),
+    (0x69, 7),
+    (0x6A, 7),  # L M N O
+    (0x6B, 7),
+    (0x6C, 7),
+    (0x6D, 7),
+    (0x6E, 7),  # P Q R S
+    (0x6F, 7),
+    (0x70, 7),
+    (0x71, 7),
+    (0x72, 7),  # T U V W
+    (0xFC, 8),
+    (0x73, 7),
+    (0xFD, 8),
+    (0x1FFB, 13),  # X Y Z [
+    (0x7FFF0, 19),
+    (0x1FFC, 13),
+    (0x3FFC, 14),
+    (0x22, 6),  # \ ] ^ _
+    (0x7FFD, 15),
+    (0x3, 5),
+    (0x23, 6),
+    (0x4, 5),  # ` a b c
+    (0x24, 6),
+    (0x5, 5),
+    (0x25, 6),
+    (0x26, 6),  # d e f g
+    (0x27, 6),
+    (0x6, 5),
+    (0x74, 7),
+    (0x75, 7),  # h i j k
+    (0x28, 6),
+    (0x29, 6),
+    (0x2A, 6),
+    (0x7, 5),  # l m n o
+    (0x2B, 6),
+    (0x76, 7),
+    (0x2C, 6),
+    (0x8, 5),  # p q r s
+    (0x9, 5),
+    (0x2D, 6),
+    (0x77, 7),
+    (0x78, 7),  # t u v w
+    (0x79, 7),
+    (0x7A, 7),
+    (0x7B, 7),
+    (0x7FFE, 15),  # x y z {
+    (0x7FC, 11),
+    (0x3FFD, 14),
+    (0x1FFD, 13),
+    (0xFFFFFFC, 28),  # | } ~ DEL
+    (0xFFFE6, 20),
+    (0x3FFFD2, 22),
+    (0xFFFE7, 20),
+    (0xFFFE8, 20),
+    (0x3FFFD3, 22),
+    (0x3FFFD4, 22),
+    (0x3FFFD5, 22),
+    (0x7FFFD9, 23),
+    (0x3FFFD6, 22),
+    (0x7FFFDA, 23),
+    (0x7FFFDB, 23),
+    (0x7FFFDC, 23),
+    (0x7FFFDD, 23),
+    (0x7FFFDE, 23),
+    (0xFFFFEB, 24),
+    (0x7FFFDF, 23),
+    (0xFFFFEC, 24),
+    (0xFFFFED, 24),
+    (0x3FFFD7, 22),
+    (0x7FFFE0, 23),
+    (0xFFFFEE, 24),
+    (0x7FFFE1, 23),
+    (0x7FFFE2, 23),
+    (0x7FFFE3, 23),
+    (0x7FFFE4, 23),
+    (0x1FFFDC, 21),
+    (0x3FFFD8, 22),
+    (0x7FFFE5, 23),
+    (0x3FFFD9, 22),
+    (0x7FFFE6, 23),
+    (0x7FFFE7, 23),
+    (0xFFFFEF, 24),
+    (0x3FFFDA, 22),
+    (0x1FFFDD, 21),
+    (0xFFFE9, 20),
+    (0x3FFFDB, 22),
+    (0x3FFFDC, 22),
+    (0x7FFFE8, 23),
+    (0x7FFFE9, 23),
+    (0x1FFFDE, 21),
+    (0x7FFFEA, 23),
+    (0x3FFFDD, 22),
+    (0x3FFFDE, 22),
+    (0xFFFFF0, 24),
+    (0x1FFFDF, 21),
+    (0x3FFFDF, 22),
+    (0x7FFFEB, 23),
+    (0x7FFFEC, 23),
+    (0x1FFFE0, 21),
+    (0x1FFFE1, 21),
+    (0x3FFFE0, 22),
+    (0x1FFFE2, 21),
+    (0x7FFFED, 23),
+    (0x3FFFE1, 22),
+    (0x7FFFEE, 23),
+    (0x7FFFEF, 23),
+    (0xFFFEA, 20),
+    (0x3FFFE2, 22),
+    (0x3FFFE3, 22),
+    (0x3FFFE4, 22),
+    (0x7FFFF0, 23),
+    (0x3FFFE5, 22),
+    (0x3FFFE6, 22),
+    (0x7FFFF1, 23),
+    (0x3FFFFE0, 26),
+    (0x3FFFFE1, 26),
+    (0xFFFEB, 20),
+    (0x7FFF1, 19),
+    (0x3FFFE7, 22),
+    (0x7FFFF2, 23),
+    (0x3FFFE8, 22),
+    (0x1FFFFEC, 25),
+    (0x3FFFFE2, 26),
+    (0x3FFFFE3, 26),
+    (0x3FFFFE4, 26),
+    (0x7FFFFDE, 27),
+    (0x7FFFFDF, 27),
+    (0x3FFFFE5, 26),
+    (0xFFFFF1, 24),
+    (0x1FFFFED, 25),
+    (0x7FFF2, 19),
+    (0x1FFFE3, 21),
+    (0x3FFFFE6, 26),
+    (0x7FFFFE0, 27),
+    (0x7FFFFE1, 27),
+    (0x3FFFFE7, 26),
+    (0x7FFFFE2, 27),
+    (0xFFFFF2, 24),
+    (0x1FFFE4, 21),
+    (0x1FFFE5, 21),
+    (0x3FFFFE8, 26),
+    (0x3FFFFE9, 26),
+    (0xFFFFFFD, 28),
+    (0x7FFFFE3, 27),
+    (0x7FFFFE4, 27),
+    (0x7FFFFE5, 27),
+    (0xFFFEC, 20),
+    (0xFFFFF3, 24),
+    (0xFFFED, 20),
+    (0x1FFFE6, 21),
+    (0x3FFFE9, 22),
+    (0x1FFFE7, 21),
+    (0x1FFFE8, 21),
+    (0x7FFFF3, 23),
+    (0x3FFFEA, 22),
+    (0x3FFFEB, 22),
+    (0x1FFFFEE, 25),
+    (0x1FFFFEF, 25),
+    (0xFFFFF4, 24),
+    (0xFFFFF5, 24),
+    (0x3FFFFEA, 26),
+    (0x7FFFF4, 23),
+    (0x3FFFFEB, 26),
+    (0x7FFFFE6, 27),
+    (0x3FFFFEC, 26),
+    (0x3FFFFED, 26),
+    (0x7FFFFE7, 27),
+    (0x7FFFFE8, 27),
+    (0x7FFFFE9, 27),
+    (0x7FFFFEA, 27),
+    (0x7FFFFEB, 27),
+    (0xFFFFFFE, 28),
+    (0x7FFFFEC, 27),
+    (0x7FFFFED, 27),
+    (0x7FFFFEE, 27),
+    (0x7FFFFEF, 27),
+    (0x7FFFFF0, 27),
+    (0x3FFFFEE, 26),
+    (0x3FFFFFFF, 30),  # EOS
 ]
 HUFFMAN_EOS = 256
 _HUFFMAN_LOOKUP = {(bits, code): sym for sym, (code, bits) in enumerate(HUFFMAN_CODES)}
@@ -329,9 +601,9 @@ class HpackDecoder:
     """Decodes header blocks, keeping the dynamic table across them."""
 
     def __init__(self, max_table_size=4096):
-        self.max_allowed = max_table_size   # what we announced (SETTINGS_HEADER_TABLE_SIZE)
+        self.max_allowed = max_table_size  # what we announced (SETTINGS_HEADER_TABLE_SIZE)
         self.max_size = max_table_size
-        self.table = []                      # newest first
+        self.table = []  # newest first
         self.size = 0
 
     def _evict(self):
@@ -369,7 +641,7 @@ class HpackDecoder:
                 raise HpackError("header block ends inside an integer")
             byte = block[pos]
             pos += 1
-            value += (byte & 0x7f) << shift
+            value += (byte & 0x7F) << shift
             shift += 7
             if not byte & 0x80:
                 return value, pos
@@ -381,7 +653,7 @@ class HpackDecoder:
         length, pos = self._integer(block, pos, 7)
         if pos + length > len(block):
             raise HpackError("header block ends inside a string")
-        raw = bytes(block[pos:pos + length])
+        raw = bytes(block[pos : pos + length])
         return (huffman_decode(raw) if huffman else raw), pos + length
 
     def decode(self, block):
@@ -390,11 +662,11 @@ class HpackDecoder:
         pos = 0
         while pos < len(block):
             byte = block[pos]
-            if byte & 0x80:                  # indexed
+            if byte & 0x80:  # indexed
                 index, pos = self._integer(block, pos, 7)
                 headers.append(self._entry(index))
                 continue
-            if byte & 0xe0 == 0x20:          # dynamic table size update
+            if byte & 0xE0 == 0x20:  # dynamic table size update
                 if headers:
                     raise HpackError("table size update after a header field")
                 size, pos = self._integer(block, pos, 5)
@@ -418,18 +690,19 @@ class HpackDecoder:
 
 # ---- Streams and responses ----
 
+
 class Stream:
     """What the client saw of one stream."""
 
     def __init__(self, stream_id, send_window):
         self.id = stream_id
         self.send_window = send_window
-        self.header_blocks = []     # decoded blocks: informational, final, trailers
+        self.header_blocks = []  # decoded blocks: informational, final, trailers
         self.body = bytearray()
         self.data_frames = 0
-        self.unacked = 0            # received bytes not yet returned by WINDOW_UPDATE
-        self.ended = False          # END_STREAM received
-        self.reset_code = None      # RST_STREAM received
+        self.unacked = 0  # received bytes not yet returned by WINDOW_UPDATE
+        self.ended = False  # END_STREAM received
+        self.reset_code = None  # RST_STREAM received
 
     @property
     def closed(self):
@@ -450,18 +723,18 @@ class Stream:
         if block is None:
             return None
         pseudo = {n.decode(): v.decode("latin-1") for n, v in block if n.startswith(b":")}
-        headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in block
-                   if not n.startswith(b":")]
+        headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in block if not n.startswith(b":")]
         resp = Response("HTTP/2", int(pseudo[":status"]), "", headers, b"")
         resp.pseudo = pseudo
         resp.raw_fields = block
         resp.body = bytes(self.body)
         resp.data_frames = self.data_frames
         resp.stream_id = self.id
-        resp.interim = [b for b in self.header_blocks if b is not block and
-                        dict(b).get(b":status", b"").startswith(b"1")]
+        resp.interim = [
+            b for b in self.header_blocks if b is not block and dict(b).get(b":status", b"").startswith(b"1")
+        ]
         finals = self.header_blocks.index(block)
-        resp.trailers = self.header_blocks[finals + 1:]
+        resp.trailers = self.header_blocks[finals + 1 :]
         return resp
 
 
@@ -481,9 +754,18 @@ class H2Conn:
     auto_ack: answer SETTINGS and PING (off to play a peer that never reads).
     """
 
-    def __init__(self, port, host="127.0.0.1", timeout=SOCKET_TIMEOUT, settings=None,
-                 connection_window=MAX_WINDOW, auto_window=True, auto_ack=True,
-                 handshake=True, rcvbuf=None):
+    def __init__(
+        self,
+        port,
+        host="127.0.0.1",
+        timeout=SOCKET_TIMEOUT,
+        settings=None,
+        connection_window=MAX_WINDOW,
+        auto_window=True,
+        auto_ack=True,
+        handshake=True,
+        rcvbuf=None,
+    ):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
@@ -507,7 +789,7 @@ class H2Conn:
         self.settings_acks = 0
         self.ping_acks = []
         self.goaways = []
-        self.frames_seen = []       # (type, flags, stream_id, length) of every frame read
+        self.frames_seen = []  # (type, flags, stream_id, length) of every frame read
         self.streams = {}
         self.next_stream_id = 1
         self.decoder = HpackDecoder(self.local_settings.get(HEADER_TABLE_SIZE, 4096))
@@ -560,9 +842,13 @@ class H2Conn:
         1. Returns the raw 101 head; the answer then arrives on stream 1."""
         payload = settings_frame(self.local_settings)[9:]
         http2_settings = base64.urlsafe_b64encode(payload).rstrip(b"=")
-        lines = [f"GET {path} HTTP/1.1".encode(), b"Host: localhost",
-                 b"Connection: Upgrade, HTTP2-Settings", b"Upgrade: h2c",
-                 b"HTTP2-Settings: " + http2_settings]
+        lines = [
+            f"GET {path} HTTP/1.1".encode(),
+            b"Host: localhost",
+            b"Connection: Upgrade, HTTP2-Settings",
+            b"Upgrade: h2c",
+            b"HTTP2-Settings: " + http2_settings,
+        ]
         lines += [_b(n) + b": " + _b(v) for n, v in headers]
         self.send(b"\r\n".join(lines) + b"\r\n\r\n")
         head = self._read_http1_head()
@@ -575,13 +861,13 @@ class H2Conn:
         return head
 
     def _read_http1_head(self):
-        while b"\r\n\r\n" not in self.buf[self.pos:]:
+        while b"\r\n\r\n" not in self.buf[self.pos :]:
             if len(self.buf) - self.pos > 65536:
                 raise AssertionError(f"no end of HTTP/1.1 head in {bytes(self.buf[:200])!r}")
             if not self._fill():
                 raise self._closed_error("an HTTP/1.1 head")
         end = self.buf.index(b"\r\n\r\n", self.pos) + 4
-        head = bytes(self.buf[self.pos:end])
+        head = bytes(self.buf[self.pos : end])
         self.pos = end
         return head
 
@@ -607,7 +893,7 @@ class H2Conn:
         """A HEADERS frame, split into CONTINUATIONs when over the peer's frame size."""
         block = hpack_encode(fields)
         limit = self.peer_settings.get(MAX_FRAME_SIZE, DEFAULT_MAX_FRAME)
-        pieces = [block[i:i + limit] for i in range(0, len(block), limit)] or [b""]
+        pieces = [block[i : i + limit] for i in range(0, len(block), limit)] or [b""]
         out = [headers_frame(stream_id, pieces[0], end_stream, len(pieces) == 1)]
         for i, piece in enumerate(pieces[1:], 2):
             out.append(continuation_frame(stream_id, piece, i == len(pieces)))
@@ -645,8 +931,7 @@ class H2Conn:
             if room < 0 or (room == 0 and not last):
                 self.read_frame()
                 continue
-            self.send(data_frame(stream_id, view[sent:sent + room].tobytes(), end_stream and last,
-                                 padding))
+            self.send(data_frame(stream_id, view[sent : sent + room].tobytes(), end_stream and last, padding))
             self.send_window -= room + overhead
             stream.send_window -= room + overhead
             sent += room
@@ -667,8 +952,8 @@ class H2Conn:
         def sender():
             try:
                 while progress["sent"] < len(data):
-                    progress["sent"] += self.sock.send(view[progress["sent"]:progress["sent"] + 65536])
-            except (TimeoutError, socket.timeout):
+                    progress["sent"] += self.sock.send(view[progress["sent"] : progress["sent"] + 65536])
+            except TimeoutError:
                 progress["stuck"] = True
             except OSError:
                 pass  # EPIPE or ECONNRESET: the server hung up, as it may
@@ -681,8 +966,9 @@ class H2Conn:
         finally:
             thread.join(self.timeout + 1)
         if progress["stuck"]:
-            raise AssertionError(f"the server stopped reading but kept the connection open after "
-                                 f"{progress['sent']} of {len(data)} bytes")
+            raise AssertionError(
+                f"the server stopped reading but kept the connection open after {progress['sent']} of {len(data)} bytes"
+            )
         return progress["sent"]
 
     def ping(self, data=b"h2client"):
@@ -702,16 +988,17 @@ class H2Conn:
         if self.eof:
             return False
         if self.pos > 1 << 20 and self.pos * 2 > len(self.buf):
-            del self.buf[:self.pos]
+            del self.buf[: self.pos]
             self.pos = 0
         try:
             piece = self.sock.recv(size)
         except ConnectionResetError:
             piece = b""
             self.reset = True
-        except (TimeoutError, socket.timeout):
-            raise NothingInTime(f"nothing from the server within {self.sock.gettimeout()}s; "
-                                f"frames so far {self._frames_tail()}") from None
+        except TimeoutError:
+            raise NothingInTime(
+                f"nothing from the server within {self.sock.gettimeout()}s; frames so far {self._frames_tail()}"
+            ) from None
         if not piece:
             self.eof = True
             return False
@@ -723,15 +1010,16 @@ class H2Conn:
 
     def _closed_error(self, what):
         state = "reset" if self.reset else "closed"
-        return ConnectionClosed(f"connection {state} while reading {what}; frames so far "
-                                f"{self._frames_tail()}; goaways {self.goaways}")
+        return ConnectionClosed(
+            f"connection {state} while reading {what}; frames so far {self._frames_tail()}; goaways {self.goaways}"
+        )
 
     def read_raw_frame(self):
         """The next frame without acting on it; ConnectionClosed at EOF."""
         while len(self.buf) - self.pos < 9:
             if not self._fill():
                 raise self._closed_error("a frame header")
-        head = self.buf[self.pos:self.pos + 9]
+        head = self.buf[self.pos : self.pos + 9]
         length = int.from_bytes(head[:3], "big")
         limit = self.local_settings.get(MAX_FRAME_SIZE, DEFAULT_MAX_FRAME)
         if length > limit:
@@ -740,8 +1028,9 @@ class H2Conn:
             if not self._fill():
                 raise self._closed_error(f"a {length}-byte frame payload")
         start = self.pos + 9
-        result = Frame(head[3], head[4], int.from_bytes(head[5:9], "big") & MAX_WINDOW,
-                       bytes(self.buf[start:start + length]))
+        result = Frame(
+            head[3], head[4], int.from_bytes(head[5:9], "big") & MAX_WINDOW, bytes(self.buf[start : start + length])
+        )
         self.pos = start + length
         self.frames_seen.append((result.type, result.flags, result.stream_id, length))
         return result
@@ -758,7 +1047,7 @@ class H2Conn:
         deadline = time.monotonic() + timeout
         while True:
             if len(self.buf) - self.pos >= 9:
-                length = int.from_bytes(self.buf[self.pos:self.pos + 3], "big")
+                length = int.from_bytes(self.buf[self.pos : self.pos + 3], "big")
                 if len(self.buf) - self.pos >= 9 + length:
                     self.read_frame()
                     continue
@@ -774,10 +1063,17 @@ class H2Conn:
     def _handle(self, f):
         if self._header_stream is not None and f.type != CONTINUATION:
             raise AssertionError(f"{f!r} inside a header block of stream {self._header_stream}")
-        handler = {DATA: self._on_data, HEADERS: self._on_headers, CONTINUATION: self._on_continuation,
-                   RST_STREAM: self._on_rst_stream, SETTINGS: self._on_settings, PING: self._on_ping,
-                   GOAWAY: self._on_goaway, WINDOW_UPDATE: self._on_window_update,
-                   PUSH_PROMISE: self._on_push_promise}.get(f.type)
+        handler = {
+            DATA: self._on_data,
+            HEADERS: self._on_headers,
+            CONTINUATION: self._on_continuation,
+            RST_STREAM: self._on_rst_stream,
+            SETTINGS: self._on_settings,
+            PING: self._on_ping,
+            GOAWAY: self._on_goaway,
+            WINDOW_UPDATE: self._on_window_update,
+            PUSH_PROMISE: self._on_push_promise,
+        }.get(f.type)
         if handler:
             handler(f)
 
@@ -788,7 +1084,7 @@ class H2Conn:
             pad = payload[0]
             if pad >= len(payload):
                 raise AssertionError(f"padding longer than {f!r}")
-            payload = payload[1:len(payload) - pad]
+            payload = payload[1 : len(payload) - pad]
         return payload
 
     def _on_data(self, f):
@@ -811,8 +1107,7 @@ class H2Conn:
             out += window_update_frame(0, self.recv_unacked)
             self.recv_unacked = 0
         initial = self.local_settings.get(INITIAL_WINDOW_SIZE, DEFAULT_WINDOW)
-        if not stream.closed and stream.unacked and (stream.unacked >= initial // 2
-                                                     or stream.unacked >= 1 << 20):
+        if not stream.closed and stream.unacked and (stream.unacked >= initial // 2 or stream.unacked >= 1 << 20):
             out += window_update_frame(stream.id, stream.unacked)
             stream.unacked = 0
         if out:
@@ -856,8 +1151,7 @@ class H2Conn:
         values = f.settings()
         self.peer_settings_frames.append(values)
         if INITIAL_WINDOW_SIZE in values:
-            delta = values[INITIAL_WINDOW_SIZE] - self.peer_settings.get(INITIAL_WINDOW_SIZE,
-                                                                         DEFAULT_WINDOW)
+            delta = values[INITIAL_WINDOW_SIZE] - self.peer_settings.get(INITIAL_WINDOW_SIZE, DEFAULT_WINDOW)
             for stream in self.streams.values():
                 stream.send_window += delta
         self.peer_settings.update(values)
@@ -906,8 +1200,9 @@ class H2Conn:
         stream_id = self.request(method, path, headers=headers, body=body)
         resp = self.read_response(stream_id)
         if resp is None or self.streams[stream_id].reset_code is not None:
-            raise AssertionError(f"{method} {path} on stream {stream_id} was reset: "
-                                 f"{error_name(self.streams[stream_id].reset_code)}")
+            raise AssertionError(
+                f"{method} {path} on stream {stream_id} was reset: {error_name(self.streams[stream_id].reset_code)}"
+            )
         return resp
 
     def fetch_many(self, requests, limit=None):
@@ -945,8 +1240,9 @@ class H2Conn:
         except ConnectionClosed:
             return frames
         except NothingInTime:
-            raise AssertionError(f"connection still open after {self.sock.gettimeout()}s; "
-                                 f"frames {self._frames_tail()}") from None
+            raise AssertionError(
+                f"connection still open after {self.sock.gettimeout()}s; frames {self._frames_tail()}"
+            ) from None
         finally:
             self.sock.settimeout(self.timeout)
 
@@ -969,8 +1265,10 @@ def assert_h2_response_fields(test, resp):
     test.assertEqual(names[0], b":status", f"pseudo-headers must come first: {names}")
     for name in names:
         test.assertEqual(name, name.lower(), f"upper-case field name {name!r}")
-    test.assertFalse(CONNECTION_SPECIFIC & {n for n, _ in resp.headers},
-                     f"connection-specific fields in an HTTP/2 response: {resp.headers}")
+    test.assertFalse(
+        CONNECTION_SPECIFIC & {n for n, _ in resp.headers},
+        f"connection-specific fields in an HTTP/2 response: {resp.headers}",
+    )
     date = resp.header("date")
     test.assertIsNotNone(date, f"no date in {resp!r}")
     test.assertRegex(date, IMF_FIXDATE_RE)

@@ -38,7 +38,8 @@ LISTEN_RE = re.compile(r"^listening on (\S+):(\d+) \((\d+) workers?\)$")
 
 IMF_FIXDATE_RE = re.compile(
     r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} "
-    r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$")
+    r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$"
+)
 
 MAX_RESPONSE_HEAD = 64 * 1024
 
@@ -96,8 +97,9 @@ class ServerProcess:
         # Leaks are only reported at exit; make sure nothing turned that off.
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, env=env
+        )
         try:
             line = self._read_listening_line()
         except BaseException:
@@ -122,16 +124,20 @@ class ServerProcess:
         while b"\n" not in data:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError(f"no listening line within {START_TIMEOUT}s from {self.argv}; "
-                                     f"got {data!r}; stderr:\n{self.stderr_tail()}")
+                raise AssertionError(
+                    f"no listening line within {START_TIMEOUT}s from {self.argv}; "
+                    f"got {data!r}; stderr:\n{self.stderr_tail()}"
+                )
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
             piece = os.read(fd, 4096)
             if not piece:
                 self.proc.wait(timeout=STOP_TIMEOUT)
-                raise AssertionError(f"{self.argv} exited with {self.proc.returncode} before "
-                                     f"listening; stdout {data!r}; stderr:\n{self.stderr_tail()}")
+                raise AssertionError(
+                    f"{self.argv} exited with {self.proc.returncode} before "
+                    f"listening; stdout {data!r}; stderr:\n{self.stderr_tail()}"
+                )
             data += piece
         return data.partition(b"\n")[0].decode("utf-8", "replace").rstrip("\r")
 
@@ -167,8 +173,7 @@ class ServerProcess:
 
     def assert_running(self):
         if not self.is_running():
-            raise AssertionError(f"server exited with {self.proc.returncode}; "
-                                 f"stderr:\n{self.stderr_tail()}")
+            raise AssertionError(f"server exited with {self.proc.returncode}; stderr:\n{self.stderr_tail()}")
 
     def send_signal(self, sig):
         self.proc.send_signal(sig)
@@ -179,8 +184,9 @@ class ServerProcess:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"server did not exit within {timeout}s; killed it; "
-                                 f"stderr:\n{self.stderr_tail()}") from None
+            raise AssertionError(
+                f"server did not exit within {timeout}s; killed it; stderr:\n{self.stderr_tail()}"
+            ) from None
 
     def kill(self):
         if self.proc is not None and self.proc.poll() is None:
@@ -211,8 +217,7 @@ class ServerProcess:
         if reports:
             problems.append(f"sanitizer reports: {', '.join(reports)}")
         if problems:
-            raise AssertionError(f"server stop was not clean ({'; '.join(problems)}); "
-                                 f"stderr:\n{self.stderr_tail()}")
+            raise AssertionError(f"server stop was not clean ({'; '.join(problems)}); stderr:\n{self.stderr_tail()}")
 
     def stop_and_check(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
         """Graceful stop; asserts exit 0 and a sanitizer-clean stderr."""
@@ -260,6 +265,7 @@ class ServerProcess:
 
 # ---- Requests ----
 
+
 def http_request(method, target, headers=None, body=None, version="HTTP/1.1", host="x"):
     """Builds a request. Host is added for HTTP/1.1 unless host is None;
     Content-Length is added when body is given and headers do not frame it."""
@@ -283,7 +289,7 @@ def chunked(data, piece_sizes, extension=b"", trailers=b""):
     i = 0
     while pos < len(data):
         size = min(sizes[min(i, len(sizes) - 1)], len(data) - pos)
-        out += b"%x" % size + extension + b"\r\n" + data[pos:pos + size] + b"\r\n"
+        out += b"%x" % size + extension + b"\r\n" + data[pos : pos + size] + b"\r\n"
         pos += size
         i += 1
     out += b"0" + extension + b"\r\n" + trailers + b"\r\n"
@@ -299,13 +305,13 @@ class Response:
         self.version = version
         self.status = status
         self.reason = reason
-        self.headers = headers          # [(name, value)] in order, as str
+        self.headers = headers  # [(name, value)] in order, as str
         self.raw_head = raw_head
         self.body = b""
-        self.chunk_sizes = None         # sizes on the wire when chunked
+        self.chunk_sizes = None  # sizes on the wire when chunked
         self.trailers = []
-        self.close_delimited = False    # body ran to EOF (no length, not chunked)
-        self.interim = []               # 1xx responses that preceded this one
+        self.close_delimited = False  # body ran to EOF (no length, not chunked)
+        self.interim = []  # 1xx responses that preceded this one
 
     def header_values(self, name):
         return [value for key, value in self.headers if key.lower() == name.lower()]
@@ -319,8 +325,9 @@ class Response:
 
     def tokens(self, name):
         """Comma-separated tokens of a header, lower-cased (Connection, Allow)."""
-        return {token.strip().lower()
-                for value in self.header_values(name) for token in value.split(",") if token.strip()}
+        return {
+            token.strip().lower() for value in self.header_values(name) for token in value.split(",") if token.strip()
+        }
 
     def __repr__(self):
         return f"<Response {self.status} {self.headers} body[{len(self.body)}]={self.body[:80]!r}>"
@@ -371,7 +378,7 @@ class Conn:
 
     def send_in_pieces(self, data, piece, pause):
         for pos in range(0, len(data), piece):
-            self.sock.sendall(data[pos:pos + piece])
+            self.sock.sendall(data[pos : pos + piece])
             time.sleep(pause)
 
     def request(self, method, target, **kwargs):
@@ -393,15 +400,14 @@ class Conn:
 
     def _incomplete(self, what):
         state = "reset" if self.reset else "closed" if self.eof else "open"
-        return ResponseIncomplete(f"connection {state} while reading {what}; "
-                                  f"buffered {bytes(self.buf[:300])!r}")
+        return ResponseIncomplete(f"connection {state} while reading {what}; buffered {bytes(self.buf[:300])!r}")
 
     def _take_line(self, what, limit=MAX_RESPONSE_HEAD):
         while True:
             end = self.buf.find(b"\r\n")
             if end >= 0:
                 line = bytes(self.buf[:end])
-                del self.buf[:end + 2]
+                del self.buf[: end + 2]
                 if b"\n" in line or b"\r" in line:
                     raise AssertionError(f"bare CR/LF in response {what}: {line!r}")
                 return line
@@ -422,9 +428,10 @@ class Conn:
         """Reads the next response, 1xx included. head_only: answer to HEAD."""
         try:
             return self._read_response(head_only)
-        except (TimeoutError, socket.timeout):
-            raise AssertionError(f"no complete response within {self.timeout}s; "
-                                 f"buffered {bytes(self.buf[:300])!r}") from None
+        except TimeoutError:
+            raise AssertionError(
+                f"no complete response within {self.timeout}s; buffered {bytes(self.buf[:300])!r}"
+            ) from None
 
     def read_final_response(self, head_only=False):
         """Reads past any 1xx responses; they are kept in .interim."""
@@ -500,9 +507,10 @@ class Conn:
         try:
             while self._fill():
                 pass
-        except (TimeoutError, socket.timeout):
-            raise AssertionError(f"connection still open after {self.sock.gettimeout()}s; "
-                                 f"received {bytes(self.buf[:300])!r}") from None
+        except TimeoutError:
+            raise AssertionError(
+                f"connection still open after {self.sock.gettimeout()}s; received {bytes(self.buf[:300])!r}"
+            ) from None
         finally:
             self.sock.settimeout(self.timeout)
         data = bytes(self.buf)
@@ -537,6 +545,7 @@ class Conn:
 
 # ---- Assertions shared by the test files ----
 
+
 def assert_standard_headers(test, resp):
     """What every response carries: an IMF-fixdate Date near now, Server: xkit,
     and exactly one framing (Content-Length or chunked)."""
@@ -548,8 +557,9 @@ def assert_standard_headers(test, resp):
     test.assertEqual(resp.header("server"), "xkit")
     has_length = resp.header("content-length") is not None
     is_chunked = resp.tokens("transfer-encoding") == {"chunked"}
-    test.assertTrue(has_length != is_chunked,
-                    f"response must carry Content-Length or chunked, not both or neither: {resp!r}")
+    test.assertTrue(
+        has_length != is_chunked, f"response must carry Content-Length or chunked, not both or neither: {resp!r}"
+    )
 
 
 def start_server(test, args=(), binary=None, port=0):
@@ -560,8 +570,10 @@ def start_server(test, args=(), binary=None, port=0):
     return server
 
 
-MISSING_TOOL = ("{} is not installed (not on PATH); scripts/install-deps.sh, `make test`'s first "
-                "step, installs every tool the tests run")
+MISSING_TOOL = (
+    "{} is not installed (not on PATH); scripts/install-deps.sh, `make test`'s first "
+    "step, installs every tool the tests run"
+)
 
 
 def require_tool(test, name):

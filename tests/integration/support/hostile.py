@@ -45,8 +45,11 @@ class LatencyProbe:
     a child process; result() gives (sorted latencies, failures)."""
 
     def __init__(self, port, seconds, pause=0.05):
-        self.proc = subprocess.Popen([sys.executable, "-c", _PROBE, str(port), str(seconds), str(pause)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _PROBE, str(port), str(seconds), str(pause)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.seconds = seconds
 
     def result(self):
@@ -137,10 +140,10 @@ def close_all(socks):
 
 class FloodResult:
     def __init__(self):
-        self.sent = 0             # bytes the kernel took
+        self.sent = 0  # bytes the kernel took
         self.received = bytearray()  # the first KEEP bytes the server sent
-        self.closed_at = None     # when the server closed (EOF, reset or hang-up)
-        self.last_taken = None    # when the kernel last took bytes
+        self.closed_at = None  # when the server closed (EOF, reset or hang-up)
+        self.last_taken = None  # when the kernel last took bytes
 
 
 KEEP = 1 << 16
@@ -172,7 +175,7 @@ def flood(socks, payload, read=True, seconds=10.0, until_closed=True):
                     try:
                         data = sock.recv(1 << 20)
                         if len(result.received) < KEEP:
-                            result.received += data[:KEEP - len(result.received)]
+                            result.received += data[: KEEP - len(result.received)]
                         if not data:
                             events |= select.EPOLLHUP
                     except BlockingIOError:
@@ -181,7 +184,7 @@ def flood(socks, payload, read=True, seconds=10.0, until_closed=True):
                         events |= select.EPOLLHUP
                 if events & select.EPOLLOUT and not events & (select.EPOLLHUP | select.EPOLLERR):
                     try:
-                        result.sent += sock.send(view[result.sent:result.sent + (1 << 18)])
+                        result.sent += sock.send(view[result.sent : result.sent + (1 << 18)])
                         result.last_taken = time.monotonic()
                     except BlockingIOError:
                         pass

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
 from .h2client import H2Conn
-from .harness import (LISTEN_RE, SOCKET_TIMEOUT, START_TIMEOUT, Conn, ServerProcess, _binary_from_env,
-                      run_client)
+from .harness import LISTEN_RE, SOCKET_TIMEOUT, START_TIMEOUT, Conn, ServerProcess, _binary_from_env, run_client
 
 KEY_PASSWORD = "xkit-test-password"
 CLIENT_TIMEOUT = 30
@@ -121,18 +120,28 @@ class Certs:
             ("other-client", "xKit Other Client", EC_KEY, "other-ca", None, "client"),
         ]
         # The organisation tells otherwise alike certificates apart in what s_client prints.
-        orgs = {"rsa": "xKit RSA", "ec": "xKit ECDSA", "ec-next": "xKit Reloaded",
-                "sni-a-next": "xKit Reloaded"}
-        running = [self._leaf(name, cn, key, issuer, san, ext, orgs.get(name, "xKit"))
-                   for name, cn, key, issuer, san, ext in specs]
+        orgs = {"rsa": "xKit RSA", "ec": "xKit ECDSA", "ec-next": "xKit Reloaded", "sni-a-next": "xKit Reloaded"}
+        running = [
+            self._leaf(name, cn, key, issuer, san, ext, orgs.get(name, "xKit"))
+            for name, cn, key, issuer, san, ext in specs
+        ]
         for name, proc in running:
             _finish(proc, f"making {name}")
-        (self.rsa, self.ec, self.ec_next, self.sni_a, self.sni_wild, self.sni_a_next, self.client,
-         self.other_client) = (Pair(self.path(f"{name}.pem"), self.path(f"{name}.key"), cn)
-                               for name, cn, *_ in specs)
+        (
+            self.rsa,
+            self.ec,
+            self.ec_next,
+            self.sni_a,
+            self.sni_wild,
+            self.sni_a_next,
+            self.client,
+            self.other_client,
+        ) = (Pair(self.path(f"{name}.pem"), self.path(f"{name}.key"), cn) for name, cn, *_ in specs)
         self.ec_encrypted_key = self.path("ec-encrypted.key")
-        _run_openssl(["pkey", "-in", self.ec.key, "-aes256", "-passout", f"pass:{KEY_PASSWORD}",
-                      "-out", self.ec_encrypted_key], "encrypting a key")
+        _run_openssl(
+            ["pkey", "-in", self.ec.key, "-aes256", "-passout", f"pass:{KEY_PASSWORD}", "-out", self.ec_encrypted_key],
+            "encrypting a key",
+        )
         self.garbage = self.path("garbage.pem")
         with open(self.garbage, "w") as out:
             out.write("this is not a certificate\n")
@@ -142,21 +151,58 @@ class Certs:
 
     def _self_signed(self, name, cn):
         cert, key = self.path(f"{name}.pem"), self.path(f"{name}.key")
-        _run_openssl(["req", "-x509", "-new", *EC_KEY, "-nodes", "-keyout", key, "-out", cert,
-                      "-days", DAYS, "-subj", f"/CN={cn}", "-config", self._conf, "-extensions", "ca"],
-                     f"making {name}")
+        _run_openssl(
+            [
+                "req",
+                "-x509",
+                "-new",
+                *EC_KEY,
+                "-nodes",
+                "-keyout",
+                key,
+                "-out",
+                cert,
+                "-days",
+                DAYS,
+                "-subj",
+                f"/CN={cn}",
+                "-config",
+                self._conf,
+                "-extensions",
+                "ca",
+            ],
+            f"making {name}",
+        )
         return cert
 
     def _leaf(self, name, cn, key_spec, issuer, san, extensions, org):
-        argv = ["openssl", "req", "-x509", "-new", *key_spec, "-nodes",
-                "-keyout", self.path(f"{name}.key"), "-out", self.path(f"{name}.pem"),
-                "-days", DAYS, "-subj", f"/O={org}/CN={cn}", "-config", self._conf,
-                "-extensions", extensions,
-                "-CA", self.path(f"{issuer}.pem"), "-CAkey", self.path(f"{issuer}.key")]
+        argv = [
+            "openssl",
+            "req",
+            "-x509",
+            "-new",
+            *key_spec,
+            "-nodes",
+            "-keyout",
+            self.path(f"{name}.key"),
+            "-out",
+            self.path(f"{name}.pem"),
+            "-days",
+            DAYS,
+            "-subj",
+            f"/O={org}/CN={cn}",
+            "-config",
+            self._conf,
+            "-extensions",
+            extensions,
+            "-CA",
+            self.path(f"{issuer}.pem"),
+            "-CAkey",
+            self.path(f"{issuer}.key"),
+        ]
         if san:
             argv += ["-addext", f"subjectAltName={san}"]
-        return name, subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE)
+        return name, subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def copy(self, pair, name):
         """A writable copy of a pair under new names, for tests that overwrite files."""
@@ -191,8 +237,10 @@ def replace_file(target, source):
 
 
 def _run_openssl(args, what):
-    _finish(subprocess.Popen(["openssl", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE), what)
+    _finish(
+        subprocess.Popen(["openssl", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE),
+        what,
+    )
 
 
 def _finish(proc, what):
@@ -237,16 +285,20 @@ class HttpsServer(ServerProcess):
                 return tls_line
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError(f"no listening line(s) within {START_TIMEOUT}s from {self.argv}; "
-                                     f"got {data!r}; stderr:\n{self.stderr_tail()}")
+                raise AssertionError(
+                    f"no listening line(s) within {START_TIMEOUT}s from {self.argv}; "
+                    f"got {data!r}; stderr:\n{self.stderr_tail()}"
+                )
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
             piece = os.read(fd, 4096)
             if not piece:
                 self.proc.wait(timeout=START_TIMEOUT)
-                raise AssertionError(f"{self.argv} exited with {self.proc.returncode} before "
-                                     f"listening; stdout {data!r}; stderr:\n{self.stderr_tail()}")
+                raise AssertionError(
+                    f"{self.argv} exited with {self.proc.returncode} before "
+                    f"listening; stdout {data!r}; stderr:\n{self.stderr_tail()}"
+                )
             data += piece
 
     def settle_fd_baseline(self, context=None, connections=4):
@@ -320,14 +372,14 @@ def start_https(test, pair, *options):
 
 def run_https_expecting_failure(pair_or_paths, *options, timeout=START_TIMEOUT):
     """Runs the server where it must refuse to start: (returncode, stdout, stderr)."""
-    cert, key = pair_or_paths if isinstance(pair_or_paths, tuple) else (pair_or_paths.cert,
-                                                                          pair_or_paths.key)
+    cert, key = pair_or_paths if isinstance(pair_or_paths, tuple) else (pair_or_paths.cert, pair_or_paths.key)
     argv = [https_server_path(), "0", cert, key, *map(str, options)]
     try:
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired as expired:
-        raise AssertionError(f"{argv} was still running after {timeout}s instead of refusing "
-                             f"to start; stdout {expired.stdout!r}") from None
+        raise AssertionError(
+            f"{argv} was still running after {timeout}s instead of refusing to start; stdout {expired.stdout!r}"
+        ) from None
     return done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
 
 
@@ -364,8 +416,7 @@ def current_certs():
     return _certs_for_context
 
 
-def client_context(alpn=("http/1.1",), version=None, ca=None, client=None, ciphers=None,
-                   verify=True):
+def client_context(alpn=("http/1.1",), version=None, ca=None, client=None, ciphers=None, verify=True):
     """An ssl.SSLContext that trusts the test CA. version: ssl.TLSVersion to
     pin both ends to; client: a Pair sent as the client certificate."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -388,8 +439,16 @@ def client_context(alpn=("http/1.1",), version=None, ca=None, client=None, ciphe
 class TlsConn(Conn):
     """harness.Conn over TLS: the same strict HTTP/1.1 reading, through Python's ssl."""
 
-    def __init__(self, port, context, server_name="localhost", host="127.0.0.1",
-                 timeout=SOCKET_TIMEOUT, session=None, rcvbuf=None):
+    def __init__(
+        self,
+        port,
+        context,
+        server_name="localhost",
+        host="127.0.0.1",
+        timeout=SOCKET_TIMEOUT,
+        session=None,
+        rcvbuf=None,
+    ):
         super().__init__(port, host, timeout, rcvbuf)
         try:
             self.sock = context.wrap_socket(self.sock, server_hostname=server_name, session=session)
@@ -410,13 +469,11 @@ class TlsConn(Conn):
         return self.sock.getpeercert(binary_form=True)
 
 
-
 def h2_over_tls(port, context=None, server_name="localhost", **kwargs):
     """h2client.H2Conn over TLS with ALPN h2: the preface goes out once the handshake is done."""
     conn = H2Conn(port, handshake=False, **kwargs)
     try:
-        conn.sock = (context or client_context(alpn=("h2",))).wrap_socket(
-            conn.sock, server_hostname=server_name)
+        conn.sock = (context or client_context(alpn=("h2",))).wrap_socket(conn.sock, server_hostname=server_name)
         if conn.sock.selected_alpn_protocol() != "h2":
             raise AssertionError(f"ALPN chose {conn.sock.selected_alpn_protocol()!r}, not h2")
         conn.handshake()
@@ -442,8 +499,7 @@ class ManualTls:
             raise
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.tls = (context or client_context()).wrap_bio(self.incoming, self.outgoing,
-                                                          server_hostname=server_name)
+        self.tls = (context or client_context()).wrap_bio(self.incoming, self.outgoing, server_hostname=server_name)
         self.received = bytearray()  # every raw byte from the server
 
     def __enter__(self):
@@ -471,7 +527,7 @@ class ManualTls:
             except ssl.SSLWantReadError:
                 self._flush()
                 if not self.read_raw():
-                    raise AssertionError("server closed during the handshake")
+                    raise AssertionError("server closed during the handshake") from None
 
     def _flush(self):
         data = self.outgoing.read()
@@ -506,7 +562,7 @@ class ManualTls:
                         break
                 except ConnectionResetError:
                     break
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise AssertionError(f"connection still open after {timeout}s") from None
         return bytes(self.received[start:])
 
@@ -554,14 +610,18 @@ class KeyedTls(ManualTls):
         master, client_random = self._keylog_secret("CLIENT_RANDOM")
         server_random = bytes(self.received[11:43])  # in the ServerHello, the first record
         iv_len = 12 if self.aead is ChaCha20Poly1305 else 4
-        block = tls12_prf("sha384" if sha384 else "sha256", master, b"key expansion",
-                          server_random + client_random, 2 * key_len + 2 * iv_len)
-        self.keys = (block[:key_len], block[2 * key_len:2 * key_len + iv_len])
+        block = tls12_prf(
+            "sha384" if sha384 else "sha256",
+            master,
+            b"key expansion",
+            server_random + client_random,
+            2 * key_len + 2 * iv_len,
+        )
+        self.keys = (block[:key_len], block[2 * key_len : 2 * key_len + iv_len])
 
     def _keys_from_secret(self):
         digest, secret, key_len = self._traffic
-        self.keys = (hkdf_expand_label(digest, secret, b"key", key_len),
-                     hkdf_expand_label(digest, secret, b"iv", 12))
+        self.keys = (hkdf_expand_label(digest, secret, b"key", key_len), hkdf_expand_label(digest, secret, b"iv", 12))
 
     def update_keys(self):
         """TLS 1.3: the client's next write keys, after a KeyUpdate of its own (RFC 8446 §7.2)."""
@@ -579,11 +639,11 @@ class KeyedTls(ManualTls):
         if self.tls13:
             inner = data + bytes([content_type]) + bytes(padding)
             header = struct.pack("!BHH", 23, 0x0303, len(inner) + 16)
-            nonce = bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big")))
+            nonce = bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big"), strict=True))
             return header + self.aead(key).encrypt(nonce, inner, header)
         aad = seq.to_bytes(8, "big") + struct.pack("!BHH", content_type, 0x0303, len(data))
         if self.aead is ChaCha20Poly1305:
-            nonce, explicit = bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big"))), b""
+            nonce, explicit = bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big"), strict=True)), b""
         else:
             explicit = seq.to_bytes(8, "big")
             nonce = iv + explicit
@@ -594,12 +654,14 @@ class KeyedTls(ManualTls):
         """The plaintext of one of the client's own TLS 1.2 records."""
         key, iv = self.keys
         content_type, _, length = struct.unpack("!BHH", record[:5])
-        body = record[5:5 + length]
-        aad = seq.to_bytes(8, "big") + struct.pack("!BHH", content_type, 0x0303, length - 16 - (
-            0 if self.aead is ChaCha20Poly1305 else 8))
+        body = record[5 : 5 + length]
+        aad = seq.to_bytes(8, "big") + struct.pack(
+            "!BHH", content_type, 0x0303, length - 16 - (0 if self.aead is ChaCha20Poly1305 else 8)
+        )
         if self.aead is ChaCha20Poly1305:
-            return self.aead(key).decrypt(bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big"))),
-                                          body, aad)
+            return self.aead(key).decrypt(
+                bytes(a ^ b for a, b in zip(iv, bytes(4) + seq.to_bytes(8, "big"), strict=True)), body, aad
+            )
         return self.aead(key).decrypt(iv + body[:8], body[8:], aad)
 
     def read_plain(self, until, timeout=10):
@@ -611,7 +673,7 @@ class KeyedTls(ManualTls):
                 data += self.tls.read(65536)
             except ssl.SSLWantReadError:
                 if not self.read_raw():
-                    raise AssertionError(f"closed after {bytes(data)!r}")
+                    raise AssertionError(f"closed after {bytes(data)!r}") from None
         return bytes(data)
 
 
@@ -620,8 +682,8 @@ def split_records(data):
     records = []
     while data:
         length = struct.unpack("!H", data[3:5])[0]
-        records.append(data[:5 + length])
-        data = data[5 + length:]
+        records.append(data[: 5 + length])
+        data = data[5 + length :]
     return records
 
 
@@ -686,13 +748,11 @@ class SClient:
     @property
     def protocol(self):
         """From 'New, TLSv1.3, Cipher is ...', or the session block's 'Protocol  :'."""
-        return (self._field(r"^(?:New|Reused), (\S+), Cipher is ") or
-                self._field(r"^\s*Protocol\s*:\s*(\S+)"))
+        return self._field(r"^(?:New|Reused), (\S+), Cipher is ") or self._field(r"^\s*Protocol\s*:\s*(\S+)")
 
     @property
     def cipher(self):
-        cipher = (self._field(r"^(?:New|Reused), \S+, Cipher is (\S+)") or
-                  self._field(r"^\s*Cipher\s*:\s*(\S+)"))
+        cipher = self._field(r"^(?:New|Reused), \S+, Cipher is (\S+)") or self._field(r"^\s*Cipher\s*:\s*(\S+)")
         return None if cipher in (None, "(NONE)", "0000") else cipher
 
     @property
@@ -740,8 +800,7 @@ def s_client(port, *args, request=None, server_name="localhost", ca=None, timeou
     bytes that ask for Connection: close) it is sent after the handshake and
     s_client reads until the server closes, so TLS 1.3 tickets arrive too;
     without, s_client ends right after the handshake."""
-    argv = ["openssl", "s_client", "-connect", f"127.0.0.1:{port}",
-            "-CAfile", ca or _certs_for_context.ca]
+    argv = ["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-CAfile", ca or _certs_for_context.ca]
     if server_name:
         argv += ["-servername", server_name]
     else:
@@ -752,10 +811,8 @@ def s_client(port, *args, request=None, server_name="localhost", ca=None, timeou
     try:
         done = subprocess.run(argv, input=request or b"", capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired as expired:
-        raise AssertionError(f"s_client did not finish within {timeout}s: {argv}; "
-                             f"stdout {expired.stdout!r}") from None
-    return SClient(done.returncode, done.stdout.decode(errors="replace"),
-                   done.stderr.decode(errors="replace"))
+        raise AssertionError(f"s_client did not finish within {timeout}s: {argv}; stdout {expired.stdout!r}") from None
+    return SClient(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
 
 
 class InteractiveSClient:
@@ -764,10 +821,18 @@ class InteractiveSClient:
     at the start of what s_client reads at once, so each step waits for s_client's answer."""
 
     def __init__(self, port, *args, server_name="localhost"):
-        argv = ["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername", server_name,
-                "-CAfile", _certs_for_context.ca, *map(str, args)]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT)
+        argv = [
+            "openssl",
+            "s_client",
+            "-connect",
+            f"127.0.0.1:{port}",
+            "-servername",
+            server_name,
+            "-CAfile",
+            _certs_for_context.ca,
+            *map(str, args),
+        ]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.out = bytearray()
 
     def __enter__(self):
@@ -827,10 +892,21 @@ def curl_https(server, target, *args, http="1.1", host="localhost", ca=None, tim
     """curl to https://HOST:PORT/target, HOST resolved to 127.0.0.1, verifying against
     the test CA. Returns (CompletedProcess, body bytes, http_version, status)."""
     marker = b"\n--xkit-curl--"
-    argv = ["curl", "-sS", "--max-time", str(timeout - 5), "--cacert", ca or _certs_for_context.ca,
-            "--resolve", f"{host}:{server.port}:127.0.0.1", f"--http{http}",
-            "-w", marker.decode() + "%{http_version} %{response_code}",
-            *map(str, args), f"https://{host}:{server.port}{target}"]
+    argv = [
+        "curl",
+        "-sS",
+        "--max-time",
+        str(timeout - 5),
+        "--cacert",
+        ca or _certs_for_context.ca,
+        "--resolve",
+        f"{host}:{server.port}:127.0.0.1",
+        f"--http{http}",
+        "-w",
+        marker.decode() + "%{http_version} %{response_code}",
+        *map(str, args),
+        f"https://{host}:{server.port}{target}",
+    ]
     result = run_client(argv, timeout)
     body, found, tail = result.stdout.rpartition(marker)
     if not found:

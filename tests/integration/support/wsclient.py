@@ -102,7 +102,7 @@ class WsConn:
             self._need(10)
             n, at = struct.unpack("!Q", self.buf[2:10])[0], 10
         self._need(at + n)
-        payload, self.buf = self.buf[at:at + n], self.buf[at + n:]
+        payload, self.buf = self.buf[at : at + n], self.buf[at + n :]
         return bool(b0 & 0x80), (b0 >> 4) & 7, b0 & 0x0F, payload
 
     def read_close(self):
@@ -122,7 +122,7 @@ class WsConn:
                 self.buf += chunk
         except ConnectionResetError:
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
 
     def close(self):
