@@ -19,6 +19,8 @@ import unittest
 from support.h2client import H2Conn
 from support.harness import Conn, http_request, start_server
 from support.tls_fixtures import TlsConn, client_context, h2_over_tls, shared_certs, start_https
+from support.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WsConn, close_payload, frame
+from test_websocket_h2 import ENABLE_CONNECT_PROTOCOL, WsStream
 
 CERTS = None
 setUpModule, tearDownModule = shared_certs(__name__)
@@ -337,6 +339,112 @@ class RefusedRequestsTest(LogTestCase):
         self.stop()
 
 
+class WebSocketSessionTest(LogTestCase):
+    """A WebSocket session is one request: its 101 (or, over HTTP/2, its 200) is
+    counted and logged when the session ends, with its duration and what went
+    each way, as any other response is when it ends."""
+
+    MESSAGES = [(OP_TEXT, b"hello"), (OP_BINARY, bytes(range(200))), (OP_TEXT, b"x" * 300)]
+
+    def echo_session(self, send_frame, read_frame):
+        """Sends MESSAGES and reads each echo; the client's and the server's frame bytes."""
+        sent = received = 0
+        for opcode, payload in self.MESSAGES:
+            data = frame(opcode, payload)
+            send_frame(data)
+            sent += len(data)
+            got_opcode, got = read_frame()
+            self.assertEqual((got_opcode, got), (opcode, payload))
+            received += len(frame(opcode, payload, mask=False))
+        return sent, received
+
+    def test_a_session_over_http1_is_one_101_logged_when_it_ends(self):
+        self.start("json", "--metrics")
+        before = metrics(self.server.port)
+        ws = WsConn(self.server.port, extra="User-Agent: ws tester/2\r\n")
+        self.assertIn(" 101 ", ws.status_line)
+        # Framed as any response: the server's own fields are there.
+        self.assertEqual(ws.headers.get("server"), "xkit")
+        self.assertRegex(ws.headers.get("date", ""), r"^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} ")
+        time.sleep(0.05)  # a duration to see
+
+        def read():
+            _, _, opcode, payload = ws.read_frame()
+            return opcode, payload
+
+        sent, received = self.echo_session(lambda data: ws.send(data), read)
+        lines = wait_for_lines(self.log, 2, timeout=0.3)  # the /metrics request's, and no other
+        self.assertEqual([line for line in lines if '"/ws"' in line], [], "logged before the session ended")
+        close = frame(OP_CLOSE, close_payload(1000))
+        ws.send(close)
+        self.assertEqual(ws.read_close(), 1000)
+        self.assertTrue(ws.at_eof())
+        ws.close()
+        after = metrics(self.server.port)
+        self.assertEqual(requests_total(after, "http/1.1", "1xx") - requests_total(before, "http/1.1", "1xx"), 1)
+        rec = next(json.loads(line) for line in wait_for_lines(self.log, 3) if '"/ws"' in line)
+        self.assertEqual(
+            (rec["method"], rec["target"], rec["protocol"], rec["status"]), ("GET", "/ws", "HTTP/1.1", 101)
+        )
+        self.assertEqual(rec["user_agent"], "ws tester/2")
+        self.assertGreaterEqual(rec["duration_ms"], 50)
+        server_close = len(frame(OP_CLOSE, close_payload(1000), mask=False))
+        self.assertEqual(
+            rec["websocket"],
+            {
+                "messages_in": len(self.MESSAGES),
+                "messages_out": len(self.MESSAGES),
+                "bytes_in": sent + len(close),
+                "bytes_out": received + server_close,
+            },
+        )
+        self.assertEqual(rec["bytes"], received + server_close)
+        self.stop()
+
+    def test_a_session_over_http2_is_its_200_logged_when_it_ends(self):
+        self.start("json", "--metrics")
+        with H2Conn(self.server.port) as conn:
+            self.assertEqual(conn.peer_settings.get(ENABLE_CONNECT_PROTOCOL), 1)
+            ws = WsStream(conn, "/ws")
+            self.assertEqual(ws.response.status, 200)
+
+            def read():
+                (_, opcode, payload) = ws.read()[0]
+                return opcode, payload
+
+            sent, received = self.echo_session(lambda data: conn.send_data(ws.id, data, end_stream=False), read)
+            close = frame(OP_CLOSE, close_payload(1000))
+            conn.send_data(ws.id, close, end_stream=False)
+            self.assertEqual(ws.read()[0][1], OP_CLOSE)
+            conn.read_until(lambda: ws.stream.closed, "the end of the tunnel's stream")
+        rec = next(json.loads(line) for line in wait_for_lines(self.log, 2) if '"/ws"' in line)
+        self.assertEqual(
+            (rec["method"], rec["target"], rec["protocol"], rec["status"]), ("CONNECT", "/ws", "HTTP/2", 200)
+        )
+        server_close = len(frame(OP_CLOSE, close_payload(1000), mask=False))
+        self.assertEqual(
+            rec["websocket"],
+            {
+                "messages_in": len(self.MESSAGES),
+                "messages_out": len(self.MESSAGES),
+                "bytes_in": sent + len(close),
+                "bytes_out": received + server_close,
+            },
+        )
+        self.stop()
+
+    def test_a_refused_session_is_logged_at_once_with_its_status(self):
+        self.start("json", "--test-routes")
+        ws = WsConn(self.server.port, path="/ws-test?refuse=403")
+        self.assertIn(" 403 ", ws.status_line)
+        self.assertEqual(ws.headers.get("server"), "xkit")
+        ws.close()
+        rec = json.loads(wait_for_lines(self.log, 1)[0])
+        self.assertEqual((rec["target"], rec["status"]), ("/ws-test?refuse=403", 403))
+        self.assertNotIn("websocket", rec)
+        self.stop()
+
+
 class RotationAndStopTest(LogTestCase):
     def test_sigusr1_reopens_the_path_and_loses_nothing(self):
         self.start("json", workers=2)
@@ -504,6 +612,14 @@ class TlsLogAndMetricsTest(unittest.TestCase):
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
             raw.sendall(b"\x16\x03\x01\x00\x05hello")  # a TLS record that is no ClientHello
             raw.recv(4096)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+            raw.sendall(b"GET /plain HTTP/1.1\r\nHost: x\r\n\r\n")  # plain HTTP on the TLS port
+            answer = b""
+            while chunk := raw.recv(4096):
+                answer += chunk
+        self.assertTrue(answer.startswith(b"HTTP/1.1 400 "), answer)
+        self.assertIn(b"\r\nServer: xkit\r\n", answer)
+        self.assertTrue(answer.endswith(b"\r\n\r\nThis port expects HTTPS, not HTTP.\n"), answer)
         after = _metrics_over_tls(server.port)
 
         def handshakes(m, result):
@@ -523,8 +639,11 @@ class TlsLogAndMetricsTest(unittest.TestCase):
             [
                 ("GET", "/echo?size=9", "HTTP/1.1", 200, 9, "tls tester", version11),
                 ("GET", "/ping", "HTTP/2", 200, 4, "h2 tls", version2),
+                # Refused as any request: counted, and logged without a TLS version.
+                ("GET", "/plain", "HTTP/1.1", 400, len(b"This port expects HTTPS, not HTTP.\n"), None, None),
             ],
         )
+        self.assertEqual(requests_total(after, "http/1.1", "4xx") - requests_total(before, "http/1.1", "4xx"), 1)
         self.assertTrue(all(r["remote_addr"] == "127.0.0.1" for r in recs))
 
 

@@ -278,13 +278,13 @@ static bool drain_input(xWebSocket *ws) {
         xWsEvent ev;
         size_t n = xWsReaderNext(&ws->reader, in->data + pos, in->len - pos, &ev);
         pos += n;
+        ws->stats.bytes_in += n; /* before handling: a close may end the session and its count */
         if (ev.type == XWS_EV_NEED_MORE && n == 0) break;
         handle(ws, &ev);
         /* Backpressure: read no more until the client takes some. */
         if (ws->tr->open(ws) && ws->tr->pending(ws) > ws->route->conf.max_pending && ws->tr->hold(ws))
             ws->waiting_flush = true;
     }
-    ws->stats.bytes_in += pos;
     if (!(in = ws->tr->input(ws))) return false;
     if (pos) {
         memmove(in->data, in->data + pos, in->len - pos);
