@@ -44,6 +44,20 @@ typedef enum xH1State {
     XH1_SWITCHING, /* another protocol takes the connection once the batch ends */
 } xH1State;
 
+/* Which timeout runs while the connection waits for a head. */
+typedef enum xH1HeadWait {
+    XH1_WAIT_FIRST, /* nothing served yet: the header timeout set at accept stands */
+    XH1_WAIT_NEXT,  /* a response went out: the idle timeout, once nothing more is held */
+    XH1_WAIT_HEAD,  /* a head has begun: the header timeout, armed once for it */
+} xH1HeadWait;
+
+/* How a streamed response's body is framed. */
+typedef enum xH1Framing {
+    XH1_FRAMED_NONE,     /* HEAD, or a status without a body: the head alone */
+    XH1_FRAMED_CHUNKED,  /* chunked coding, trailers after the last chunk */
+    XH1_FRAMED_BY_CLOSE, /* HTTP/1.0 has no chunks: the body ends with the connection */
+} xH1Framing;
+
 typedef struct xHttp1 {
     xConn *conn;
     xH1State state;
@@ -63,12 +77,11 @@ typedef struct xHttp1 {
     xHttpExchange *ex;
     bool keep_alive;
     bool http10;
-    bool head_request;     /* HEAD: framing headers, no body */
-    bool chunked_response; /* the streamed body uses chunked coding */
-    bool in_batch;         /* inside process(): leave flushing to its end */
-    bool waiting_flush;    /* output over the high-water mark; paused */
-    bool head_timer_armed;
-    bool served;                   /* a response went out: the next wait is keep-alive idle */
+    bool head_request;             /* HEAD: framing headers, no body */
+    xH1Framing framing;            /* the streamed response's */
+    bool in_batch;                 /* inside process(): leave flushing to its end */
+    bool waiting_flush;            /* output over the high-water mark; paused */
+    xH1HeadWait waiting;           /* the timeout a head is waited for under */
     uint64_t parked_start_ms;      /* a parked head's exchange's start_ms (park_head) */
     const xHttpTakeover *takeover; /* XH1_SWITCHING: who takes the connection after the batch */
     void *takeover_arg;
@@ -193,8 +206,7 @@ static void finish(xHttp1 *h) {
     h->ex = NULL;
     h->start = h->next_start;
     h->scanned = 0;
-    h->served = true;
-    h->head_timer_armed = false;
+    h->waiting = XH1_WAIT_NEXT;
     h->continue_owed = false;
     if (conn->closed) {
         h->state = XH1_CLOSING;
@@ -252,14 +264,16 @@ static xErrno h1_send_file(xHttpExchange *ex, int fd, off_t offset, size_t len, 
 
 static xErrno start_stream(xHttp1 *h, xHttpExchange *ex) {
     ex->res.head_sent = true;
-    if (!xHttpStatusHasBody(ex->res.status) || h->head_request)
+    if (!xHttpStatusHasBody(ex->res.status) || h->head_request) {
+        h->framing = XH1_FRAMED_NONE;
         return write_sized_head(h, ex->res.status, &ex->res.headers, 0);
+    }
     if (h->http10) {
-        /* HTTP/1.0 has no chunked coding: the body ends when we close. */
+        h->framing = XH1_FRAMED_BY_CLOSE;
         h->keep_alive = false;
         return write_head(h, ex->res.status, &ex->res.headers, "", 0);
     }
-    h->chunked_response = true;
+    h->framing = XH1_FRAMED_CHUNKED;
     return write_head(h, ex->res.status, &ex->res.headers, "Transfer-Encoding: chunked\r\n", 28);
 }
 
@@ -267,8 +281,8 @@ static xErrno h1_write(xHttpExchange *ex, const void *data, size_t len) {
     xHttp1 *h = ex->proto;
     if (ex->res.aborted) return XERR_CLOSED;
     xErrno err = ex->res.head_sent ? XOK : start_stream(h, ex);
-    if (err != XOK || !len || h->head_request || !xHttpStatusHasBody(ex->res.status)) return err;
-    if (h->chunked_response) {
+    if (err != XOK || !len || h->framing == XH1_FRAMED_NONE) return err;
+    if (h->framing == XH1_FRAMED_CHUNKED) {
         char size_line[24];
         int n = 0;
         for (int shift = 60; shift >= 0; shift -= 4) {
@@ -280,7 +294,7 @@ static xErrno h1_write(xHttpExchange *ex, const void *data, size_t len) {
         err = xConnWrite(h->conn, size_line, (size_t)n);
     }
     if (err == XOK) err = xConnWrite(h->conn, data, len);
-    if (err == XOK && h->chunked_response) err = xConnWrite(h->conn, "\r\n", 2);
+    if (err == XOK && h->framing == XH1_FRAMED_CHUNKED) err = xConnWrite(h->conn, "\r\n", 2);
     if (!h->in_batch) xConnFlush(h->conn);
     return err;
 }
@@ -290,7 +304,7 @@ static xErrno h1_end(xHttpExchange *ex) {
     xErrno err = XOK;
     if (!ex->res.aborted) {
         if (!ex->res.head_sent) err = start_stream(h, ex);
-        if (err == XOK && h->chunked_response) {
+        if (err == XOK && h->framing == XH1_FRAMED_CHUNKED) {
             err = xConnWrite(h->conn, "0\r\n", 3);
             if (err == XOK) err = xConnWrite(h->conn, ex->res.trailers.data, ex->res.trailers.len);
             if (err == XOK) err = xConnWrite(h->conn, "\r\n", 2);
@@ -415,7 +429,6 @@ static void dispatch(xHttp1 *h, xStr body) {
     body.data = refresh_views(h);
     ex->req.body = body;
     if (h->state != XH1_STREAMING) h->state = XH1_HANDLER;
-    h->chunked_response = false;
     /* The timer is left armed: it does nothing while a handler works, and
      * the response's end re-arms it, so disarming would be wasted work. */
     xConnRetain(conn); /* released by finish(), however late the response */
@@ -557,8 +570,8 @@ static xStep step_head(xHttp1 *h) {
     int r = parse_head(h, &req);
     if (r == XHTTP1_INCOMPLETE) {
         h->scanned = avail;
-        if (!h->head_timer_armed) {
-            h->head_timer_armed = true;
+        if (h->waiting != XH1_WAIT_HEAD) {
+            h->waiting = XH1_WAIT_HEAD;
             xConnSetTimeout(conn, xHttpContextOf(conn)->conf->header_timeout_ms);
         }
         return XSTEP_NEED_INPUT;
@@ -768,13 +781,13 @@ static void arm_timer(xHttp1 *h) {
     if (conn->closed || conn->lingering || conn->write_blocked) return;
     /* Before the first request the accept-time header timeout stands, so a
      * client that connects and sends nothing is dropped as early as a slow one. */
-    if (h->state != XH1_HEAD || h->start != conn->in.len || !h->served) return;
+    if (h->state != XH1_HEAD || h->start != conn->in.len || h->waiting == XH1_WAIT_FIRST) return;
     if (!xConnHoldsInput(conn)) {
-        h->head_timer_armed = false;
+        h->waiting = XH1_WAIT_NEXT;
         xConnSetTimeout(conn, xHttpContextOf(conn)->conf->idle_timeout_ms);
-    } else if (!h->head_timer_armed) {
+    } else if (h->waiting != XH1_WAIT_HEAD) {
         /* Part of a TLS record: a head has begun, and has as long as one. */
-        h->head_timer_armed = true;
+        h->waiting = XH1_WAIT_HEAD;
         xConnSetTimeout(conn, xHttpContextOf(conn)->conf->header_timeout_ms);
     }
 }
