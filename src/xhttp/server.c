@@ -44,7 +44,6 @@
 
 #define XSERVER_MAX_LISTENERS 8
 #define XSERVER_BACKLOG 4096
-#define XSERVER_POOLED_BUFFERS 256
 
 typedef struct xWorker {
     xHttpServer *server;
@@ -232,20 +231,13 @@ static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
     for (int i = 0; i < XSERVER_MAX_LISTENERS; i++) w->listen_fds[i] = -1;
     w->loop = loop ? loop : xEventLoopCreateWith(server->conf.io);
     if (!w->loop) return XERR_SYS;
-    w->ctx.net.loop = w->loop;
-    w->ctx.conf = &server->conf;
-    w->ctx.net.send_timeout_ms = server->conf.send_timeout_ms;
-    w->ctx.router = server->router;
-    w->ctx.upgrades = &xUpgradeRequests;
+    xErrno err = xHttpContextInit(&w->ctx, w->loop, &server->conf, server->router, &xUpgradeRequests);
+    if (err != XOK) return err;
     w->ctx.owner = w;
     w->ctx.net.on_conn_gone = on_conn_gone;
-    size_t block = server->conf.max_header_size + 4096 > 16384 ? server->conf.max_header_size + 4096 : 16384;
-    xBufferPoolInit(&w->ctx.net.buffers, block, XSERVER_POOLED_BUFFERS);
     w->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    w->ctx.net.mem = xMemCacheCreate();
     if (w->stop_fd < 0) return XERR_SYS;
-    if (!w->ctx.net.mem) return XERR_NOMEM;
     return xEventLoopAdd(w->loop, w->stop_fd, XEV_READ, on_stop_fd, w);
 }
 
@@ -258,9 +250,7 @@ static void worker_destroy(xWorker *w) {
     }
     if (w->stop_fd >= 0) close(w->stop_fd);
     if (w->spare_fd >= 0) close(w->spare_fd);
-    xBufferPoolDestroy(&w->ctx.net.buffers);
-    xHttpExchangePoolDestroy(&w->ctx);
-    xMemCacheDestroy(w->ctx.net.mem);
+    xHttpContextDestroy(&w->ctx);
     xCompressFilterDestroy(w->ctx.filter);
     if (w->loop && !w->server->attached) xEventLoopDestroy(w->loop);
 }

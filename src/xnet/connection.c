@@ -59,6 +59,20 @@ const xTransport xConnPlainTransport = {
 
 /* ---- Lifetime ---- */
 
+xErrno xNetContextInit(xNetContext *net, xEventLoop *loop, size_t block_size, size_t spare_blocks,
+                       uint32_t send_timeout_ms) {
+    *net = (xNetContext){.loop = loop, .send_timeout_ms = send_timeout_ms};
+    if (!(net->mem = xMemCacheCreate())) return XERR_NOMEM;
+    xBufferPoolInit(&net->buffers, block_size, spare_blocks);
+    return XOK;
+}
+
+void xNetContextDestroy(xNetContext *net) {
+    xBufferPoolDestroy(&net->buffers);
+    xMemCacheDestroy(net->mem);
+    net->mem = NULL;
+}
+
 xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnProtocol *proto,
                    void *proto_state) {
     xConn *conn = calloc(1, sizeof *conn);

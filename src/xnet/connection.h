@@ -58,6 +58,16 @@ typedef struct xNetContext {
     xNetCounters counters;
 } xNetContext;
 
+/** Prepares a worker's network context on loop: a buffer pool of
+ *  block_size blocks keeping at most spare_blocks idle ones, a small-object
+ *  cache, no connections; a blocked output queue gives up after
+ *  send_timeout_ms. XERR_NOMEM leaves nothing to free. */
+xErrno xNetContextInit(xNetContext *net, xEventLoop *loop, size_t block_size, size_t spare_blocks,
+                       uint32_t send_timeout_ms);
+
+/** Frees what xNetContextInit made, once every connection is freed. */
+void xNetContextDestroy(xNetContext *net);
+
 /* What a protocol hears of its connection, filled by name; the hooks marked
  * optional may be NULL. */
 typedef struct xConnProtocol {

@@ -12,6 +12,26 @@
 
 /* ---- Routes ---- */
 
+static void on_ws_message(xWebSocket *ws, const char *data, size_t len, bool binary, void *arg) {
+    if (binary)
+        xWebSocketSendBinary(ws, data, len);
+    else
+        xWebSocketSendText(ws, data, len);
+}
+
+void fuzzConnRoutes(xHttpRouteTarget *targets) {
+    xWebSocketConf conf;
+    xWebSocketConfInit(&conf);
+    conf.on_message = on_ws_message;
+    conf.deflate = true;
+    conf.idle_timeout_ms = 0; /* no timer may fire within one input */
+    conf.max_pending = 4096;  /* small, so backpressure holds the client */
+    xErrno err;
+    xWsRoute *route = xWsRouteCreate(&conf, NULL, &err);
+    FUZZ_ASSERT(route, "WebSocket route: %d", (int)err);
+    targets[FUZZ_CONN_ROUTES - 2].arg = targets[FUZZ_CONN_ROUTES - 1].arg = route;
+}
+
 void fuzzOnHello(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xHttpResponseAddHeader(res, "Content-Type", "text/plain");
     xHttpResponseSend(res, FUZZ_CONN_HELLO, sizeof FUZZ_CONN_HELLO - 1);

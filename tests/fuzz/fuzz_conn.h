@@ -1,7 +1,8 @@
 /* fuzz_conn.h — what the whole-connection harnesses (fuzz_http1_connection,
  * fuzz_http2_connection) share: routes that answer in each way a handler can
  * (at once, echoing the body, streamed with a trailer, from a later loop
- * turn, reading a streamed body), and the client on the other end of a
+ * turn, reading a streamed body) and a WebSocket echo (by its 101 on
+ * HTTP/1.1, its extended CONNECT on HTTP/2), and the client on the other end of a
  * socketpair that sends the input in pieces, gathers what the server writes,
  * and checks that the connection and its memory are all given back. */
 #ifndef XK_TESTS_FUZZ_CONN_H
@@ -11,7 +12,9 @@
 #include <stddef.h>
 
 #include "xhttp/core/context.h"
+#include "xhttp/core/exchange.h"
 #include "xhttp/upgrade/upgrade.h"
+#include "xhttp/websocket/websocket.h"
 
 #define FUZZ_CONN_MAX_PIECES 256   /* more pieces than this: the last takes the rest */
 #define FUZZ_CONN_SETTLE_TURNS 256 /* loop turns allowed for the server to finish */
@@ -23,13 +26,21 @@ void fuzzOnStream(xHttpRequest *req, xHttpResponse *res, void *arg);
 void fuzzOnLater(xHttpRequest *req, xHttpResponse *res, void *arg);
 void fuzzOnUpload(xHttpRequest *req, xHttpResponse *res, void *arg);
 
-/* The shared routes, as the first entries of a harness's targets and specs. */
+/* The shared routes, as a harness's targets and specs; the WebSocket route's
+ * two targets, as xHttpServerWebSocket makes them, get their argument from
+ * fuzzConnRoutes. */
 #define FUZZ_CONN_TARGETS                                                                                    \
     {.handler = fuzzOnHello}, {.handler = fuzzOnEcho}, {.handler = fuzzOnStream}, {.handler = fuzzOnLater},  \
-    {                                                                                                        \
-        .handler = fuzzOnUpload, .streams_body = true                                                        \
+        {.handler = fuzzOnUpload, .streams_body = true}, {.handler = xWsRouteHandler, .unfiltered = true}, { \
+        .handler = xWsTunnelHandler, .streams_body = true, .unfiltered = true                                \
     }
-#define FUZZ_CONN_SPECS "GET /hello", "POST /echo", "GET /stream", "/later", "/upload"
+#define FUZZ_CONN_SPECS                                                                                      \
+    "GET /hello", "POST /echo", "GET /stream", "/later", "/upload", "GET /ws", "CONNECT /ws"
+#define FUZZ_CONN_ROUTES 7
+
+/* Gives targets (FUZZ_CONN_TARGETS) the WebSocket route they lead to: an
+ * echo with permessage-deflate, no timers, and a small backpressure limit. */
+void fuzzConnRoutes(xHttpRouteTarget *targets);
 
 typedef struct FuzzClient {
     int fd;

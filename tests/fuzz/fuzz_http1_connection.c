@@ -41,15 +41,15 @@
 
 #include "fuzz_check.h"
 #include "fuzz_conn.h"
+#include "worker.h"
 #include "xhttp/core/context.h"
 #include "xhttp/core/exchange.h"
 #include "xhttp/http2/http2.h"
 #include "xhttp/upgrade/upgrade.h"
 
-static xHttpServerConf conf;
-static xHttpContext ctx;
+static xTestWorker worker;
+static xHttpContext *const ctx = &worker.ctx;
 static xUpgradePlan plan;
-static xTimer tick;
 
 /* ---- Routes ---- */
 
@@ -58,39 +58,25 @@ static xHttpRouteTarget targets[] = {
 };
 static const char *const specs[] = {FUZZ_CONN_SPECS};
 
-static void on_tick(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
-
 static void set_up(void) {
-    xHttpServerConfInit(&conf);
-    conf.max_request_line = 512;
-    conf.max_header_size = 1024;
-    conf.max_headers = 16;
-    conf.max_body_size = 4096;
+    xHttpServerConf *conf = &worker.conf;
+    xHttpServerConfInit(conf);
+    conf->max_request_line = 512;
+    conf->max_header_size = 1024;
+    conf->max_headers = 16;
+    conf->max_body_size = 4096;
     /* No timer of the server's may fire within one input. */
-    conf.header_timeout_ms = conf.body_timeout_ms = conf.idle_timeout_ms = 600000;
-    conf.send_timeout_ms = 600000;
-    ctx.net.loop = xEventLoopCreate();
-    ctx.net.mem = xMemCacheCreate();
-    ctx.net.send_timeout_ms = conf.send_timeout_ms;
-    ctx.conf = &conf;
-    ctx.upgrades = &xUpgradeRequests;
-    xBufferPoolInit(&ctx.net.buffers, 16384, 8);
-    xRouter *router = xRouterCreate();
-    FUZZ_ASSERT(ctx.net.loop && ctx.net.mem && router, "set-up failed");
-    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
-        FUZZ_ASSERT(xRouterAdd(router, specs[i], &targets[i], NULL) == XOK, "route %s", specs[i]);
-    ctx.router = router;
+    conf->header_timeout_ms = conf->body_timeout_ms = conf->idle_timeout_ms = 600000;
+    conf->send_timeout_ms = 600000;
+    fuzzConnRoutes(targets);
+    FUZZ_ASSERT(xTestWorkerInit(&worker, specs, targets, sizeof specs / sizeof specs[0]), "set-up failed");
     xUpgradePlanCleartext(&plan, XHTTP_PROTO_HTTP1 | XHTTP_PROTO_HTTP2);
-    xTimerInit(&tick, on_tick, NULL);
 }
 
 /* ---- The client's end ---- */
 
 /* One turn of the loop: whatever is ready, then due timers, without waiting. */
-static void turn(void) {
-    xTimerStart(ctx.net.loop, &tick, 0);
-    xEventLoopRun(ctx.net.loop);
-}
+static void turn(void) { xTestTurn(ctx->net.loop); }
 
 /* ---- What the server wrote ---- */
 
@@ -98,6 +84,7 @@ typedef struct Head {
     int status;
     size_t end; /* just past the empty line */
     bool sized, chunked, close;
+    bool websocket; /* Upgrade: websocket */
     uint64_t length;
 } Head;
 
@@ -148,6 +135,8 @@ static Parsed parse_head(const char *b, size_t len, size_t pos, Head *h) {
             h->chunked = true;
         } else if (field_is(line, n, "Connection")) {
             h->close = n == 17 && strncasecmp(line + 12, "close", 5) == 0;
+        } else if (field_is(line, n, "Upgrade")) {
+            h->websocket = n == 18 && memcmp(line + 9, "websocket", 9) == 0;
         }
     }
     h->end = at;
@@ -193,7 +182,7 @@ typedef struct Walk {
     size_t finals, interims;
 } Walk;
 
-/* After a 101, HTTP/2 speaks: its first frame is the server's SETTINGS. */
+/* After a 101 to h2c, HTTP/2 speaks: its first frame is the server's SETTINGS. */
 static bool h2_settings_at(const Walk *w, size_t pos) {
     if (w->len == pos) return true;
     if (w->len - pos < 9) return w->may_cut;
@@ -217,6 +206,8 @@ static bool walk(Walk *w, size_t pos, size_t finals, size_t interims) {
     } else if (r == PARSED_OK && h.status < 200) {
         if (h.sized || h.chunked)
             ok = false;
+        else if (h.status == 101 && h.websocket) /* the server's frames follow, to the end */
+            ok = walk(w, w->len, finals + 1, interims);
         else if (h.status == 101)
             ok = h2_settings_at(w, h.end) && walk(w, w->len, finals, interims);
         else
@@ -291,11 +282,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     bool read_as_we_go = !(mode & 0x40), small_sndbuf = mode & 0x80;
     size_t n = size - 1;
     char *in = fuzz_copy(data + 1, n);
-    size_t pooled = ctx.free_exchange_count;
+    size_t pooled = ctx->free_exchange_count;
 
-    FuzzClient c = fuzzClientConnect(&ctx, &plan, small_sndbuf, turn);
+    FuzzClient c = fuzzClientConnect(ctx, &plan, small_sndbuf, turn);
     fuzzClientSendAll(&c, in, n, mode, true, read_as_we_go);
-    fuzzClientFinish(&c, &ctx, pooled);
+    fuzzClientFinish(&c, ctx, pooled);
 
     check_output(in, n, &c, small_sndbuf);
     free(c.out);

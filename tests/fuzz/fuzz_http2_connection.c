@@ -39,81 +39,48 @@
 
 #include "fuzz_check.h"
 #include "fuzz_conn.h"
+#include "worker.h"
 #include "xhttp/core/context.h"
 #include "xhttp/core/exchange.h"
 #include "xhttp/http2/http2.h"
 #include "xhttp/upgrade/upgrade.h"
-#include "xhttp/websocket/websocket.h"
 
 #define CLIENT_START XHTTP2_PREFACE "\0\0\0\4\0\0\0\0\0"
 
-static xHttpServerConf conf;
-static xHttpContext ctx;
+static xTestWorker worker;
+static xHttpContext *const ctx = &worker.ctx;
 static xUpgradePlan plan;
-static xTimer tick;
 
 /* ---- Routes ---- */
 
-static void on_ws_message(xWebSocket *ws, const char *data, size_t len, bool binary, void *arg) {
-    if (binary)
-        xWebSocketSendBinary(ws, data, len);
-    else
-        xWebSocketSendText(ws, data, len);
-}
-
-/* The WebSocket route's two targets, as xHttpServerWebSocket makes them;
- * their argument, the route, is set up with the context. */
 static xHttpRouteTarget targets[] = {
     FUZZ_CONN_TARGETS,
-    {.handler = xWsRouteHandler, .unfiltered = true},
-    {.handler = xWsTunnelHandler, .streams_body = true, .unfiltered = true},
 };
-static const char *const specs[] = {FUZZ_CONN_SPECS, "GET /ws", "CONNECT /ws"};
-
-static void on_tick(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
+static const char *const specs[] = {FUZZ_CONN_SPECS};
 
 static void set_up(void) {
-    xHttpServerConfInit(&conf);
-    conf.max_header_size = 1024;
-    conf.max_headers = 16;
-    conf.max_body_size = 4096;
-    conf.http2_max_streams = 8;
-    conf.http2_window = 65535;
-    conf.http2_max_continuations = 4;
-    conf.http2_max_control_queue = 64;
+    xHttpServerConf *conf = &worker.conf;
+    xHttpServerConfInit(conf);
+    conf->max_header_size = 1024;
+    conf->max_headers = 16;
+    conf->max_body_size = 4096;
+    conf->http2_max_streams = 8;
+    conf->http2_window = 65535;
+    conf->http2_max_continuations = 4;
+    conf->http2_max_control_queue = 64;
     /* No timer of the server's may fire within one input. */
-    conf.header_timeout_ms = conf.body_timeout_ms = conf.idle_timeout_ms = 600000;
-    conf.send_timeout_ms = 600000;
-    ctx.net.loop = xEventLoopCreate();
-    ctx.net.mem = xMemCacheCreate();
-    ctx.net.send_timeout_ms = conf.send_timeout_ms;
-    ctx.conf = &conf;
-    ctx.upgrades = &xUpgradeRequests;
-    xBufferPoolInit(&ctx.net.buffers, 16384, 8);
-    xRouter *router = xRouterCreate();
-    FUZZ_ASSERT(ctx.net.loop && ctx.net.mem && router, "set-up failed");
-    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
-        FUZZ_ASSERT(xRouterAdd(router, specs[i], &targets[i], NULL) == XOK, "route %s", specs[i]);
-    ctx.router = router;
-    xWebSocketConf ws_conf;
-    xWebSocketConfInit(&ws_conf);
-    ws_conf.on_message = on_ws_message;
-    ws_conf.deflate = true;
-    ws_conf.idle_timeout_ms = 0; /* no timer may fire within one input */
-    ws_conf.max_pending = 4096;  /* small, so backpressure holds streams */
-    xErrno err;
-    xWsRoute *ws_route = xWsRouteCreate(&ws_conf, NULL, &err);
-    FUZZ_ASSERT(ws_route, "WebSocket route: %d", (int)err);
-    targets[5].arg = targets[6].arg = ws_route;
+    conf->header_timeout_ms = conf->body_timeout_ms = conf->idle_timeout_ms = 600000;
+    conf->send_timeout_ms = 600000;
+    fuzzConnRoutes(targets);
+    FUZZ_ASSERT(xTestWorkerInit(&worker, specs, targets, sizeof specs / sizeof specs[0]), "set-up failed");
     xUpgradePlanCleartext(&plan, XHTTP_PROTO_HTTP2);
-    xTimerInit(&tick, on_tick, NULL);
 }
 
 /* ---- The client's end ---- */
 
 /* The session's invariants, on every connection the context holds. */
 static void check_sessions(void) {
-    for (xConn *conn = ctx.net.conns; conn; conn = conn->next) {
+    for (xConn *conn = ctx->net.conns; conn; conn = conn->next) {
         const char *broken = xHttp2BrokenInvariant(conn);
         FUZZ_ASSERT(!broken, "%s", broken);
     }
@@ -121,8 +88,7 @@ static void check_sessions(void) {
 
 /* One turn of the loop: whatever is ready, then due timers, without waiting. */
 static void turn(void) {
-    xTimerStart(ctx.net.loop, &tick, 0);
-    xEventLoopRun(ctx.net.loop);
+    xTestTurn(ctx->net.loop);
     check_sessions();
 }
 
@@ -169,11 +135,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_ASSERT(in != NULL, "out of memory");
     memcpy(in, CLIENT_START, start);
     memcpy(in + start, data + 1, size - 1);
-    size_t pooled = ctx.free_exchange_count;
+    size_t pooled = ctx->free_exchange_count;
 
-    FuzzClient c = fuzzClientConnect(&ctx, &plan, small_sndbuf, turn);
+    FuzzClient c = fuzzClientConnect(ctx, &plan, small_sndbuf, turn);
     fuzzClientSendAll(&c, in, n, mode, false, read_as_we_go);
-    fuzzClientFinish(&c, &ctx, pooled);
+    fuzzClientFinish(&c, ctx, pooled);
     if (getenv("FUZZ_DUMP")) {
         fuzzDump("input", in, n, 4096);
         fuzzDump("output", c.out, c.out_len, 4096);

@@ -62,6 +62,7 @@
 #include <xhttp/tls_conf.h>
 
 #include "fuzz_check.h"
+#include "worker.h"
 #include "xnet/connection.h"
 #include "xnet/tls/tls_records.h"
 
@@ -72,7 +73,6 @@
 enum { CT_ALERT = 21, CT_HANDSHAKE = 22, CT_APPLICATION_DATA = 23 };
 
 static xNetContext net;
-static xTimer tick;
 
 /* ---- The server's side: a protocol that reads everything ---- */
 
@@ -107,18 +107,13 @@ static void server_read(xConn *conn) {
     }
 }
 
-static void nothing(xConn *conn) {}
 static void on_timeout(xConn *conn) { FUZZ_ASSERT(false, "a timer fired within one input"); }
 static void on_close(xConn *conn) { server.conn = NULL; }
 static void on_free(xConn *conn) { server.freed = true; }
-static const xConnProtocol protocol = {server_read, nothing, on_timeout, nothing, on_close, on_free};
+static const xConnProtocol protocol = {
+    .on_readable = server_read, .on_timeout = on_timeout, .on_close = on_close, .on_free = on_free};
 
-static void on_tick(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
-
-static void turn(void) {
-    xTimerStart(net.loop, &tick, 0);
-    xEventLoopRun(net.loop);
-}
+static void turn(void) { xTestTurn(net.loop); }
 
 /* ---- The client's keys ---- */
 
@@ -521,14 +516,7 @@ static void op_server_write(Input *in) {
 
 /* ---- One input ---- */
 
-static void on_first_input(void) {
-    net.loop = xEventLoopCreate();
-    net.mem = xMemCacheCreate();
-    net.send_timeout_ms = 600000;
-    xBufferPoolInit(&net.buffers, 16384, 8);
-    FUZZ_ASSERT(net.loop && net.mem, "set-up failed");
-    xTimerInit(&tick, on_tick, NULL);
-}
+static void on_first_input(void) { FUZZ_ASSERT(xTestNetInit(&net), "set-up failed"); }
 
 static void choose_suite(uint8_t pace) {
     static const xTlsAead aeads[4] = {XTLS_AEAD_AES_128_GCM, XTLS_AEAD_AES_256_GCM,

@@ -25,11 +25,11 @@
 #include <xhttp/tls_conf.h>
 
 #include "check.h"
+#include "worker.h"
 #include "xnet/connection.h"
 #include "xnet/tls/tls.h"
 
 static xNetContext net;
-static xTimer tick;
 static xConn *server_conn; /* the connection on_established saw */
 static bool freed;
 
@@ -50,13 +50,7 @@ static bool on_established(xConn *conn, int alpn, void *arg) {
     return true;
 }
 
-static void on_tick(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
-
-/* One turn of the loop: whatever is ready, without waiting. */
-static void turn(void) {
-    xTimerStart(net.loop, &tick, 0);
-    xEventLoopRun(net.loop);
-}
+static void turn(void) { xTestTurn(net.loop); }
 
 /* ---- A certificate for the listener ---- */
 
@@ -250,11 +244,7 @@ int main(void) {
     /* As the server does (OpenSSL writes with write(2)): a client whose
      * session broke sends an alert into its own shut socket. */
     signal(SIGPIPE, SIG_IGN);
-    net.loop = xEventLoopCreate();
-    net.mem = xMemCacheCreate();
-    net.send_timeout_ms = 60000;
-    xBufferPoolInit(&net.buffers, 16384, 8);
-    xTimerInit(&tick, on_tick, NULL);
+    CHECK(xTestNetInit(&net));
     CHECK(make_certificate());
 
     xTlsConf conf;
@@ -277,8 +267,6 @@ int main(void) {
     SSL_CTX_free(client_ctx);
     xTlsServerDestroy(srv);
     remove_certificate();
-    xBufferPoolDestroy(&net.buffers);
-    xMemCacheDestroy(net.mem);
-    xEventLoopDestroy(net.loop);
+    xTestNetDestroy(&net);
     return CHECK_SUMMARY();
 }

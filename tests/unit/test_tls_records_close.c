@@ -19,11 +19,11 @@
 #include <xhttp/tls_conf.h>
 
 #include "check.h"
+#include "worker.h"
 #include "xnet/connection.h"
 #include "xnet/tls/tls_records.h"
 
 static xNetContext net;
-static xTimer tick;
 static bool freed;
 
 static void on_readable(xConn *conn) {
@@ -33,17 +33,12 @@ static void on_readable(xConn *conn) {
     }
     if (n == 0 || errno != EAGAIN) xConnClose(conn);
 }
-static void nothing(xConn *conn) {}
 static void on_free(xConn *conn) { freed = true; }
-static const xConnProtocol protocol = {on_readable, nothing, nothing, nothing, nothing, on_free};
+static void on_timeout(xConn *conn) {}
+static const xConnProtocol protocol = {
+    .on_readable = on_readable, .on_timeout = on_timeout, .on_free = on_free};
 
-static void on_tick(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
-
-/* One turn of the loop: whatever is ready, without waiting. */
-static void turn(void) {
-    xTimerStart(net.loop, &tick, 0);
-    xEventLoopRun(net.loop);
-}
+static void turn(void) { xTestTurn(net.loop); }
 
 /* One direction's TLS 1.3 keys (AES-128-GCM, SHA-256). */
 typedef struct Keys {
@@ -255,17 +250,11 @@ static void a_partial_record_is_held_input_until_the_peer_goes(void) {
 }
 
 int main(void) {
-    net.loop = xEventLoopCreate();
-    net.mem = xMemCacheCreate();
-    net.send_timeout_ms = 60000;
-    xBufferPoolInit(&net.buffers, 16384, 8);
-    xTimerInit(&tick, on_tick, NULL);
+    CHECK(xTestNetInit(&net));
     RUN(a_close_notify_that_meets_a_full_socket_goes_before_the_fin);
     RUN(a_peer_that_ended_first_still_gets_the_close_notify);
     RUN(a_close_notify_after_owed_key_updates_still_goes);
     RUN(a_partial_record_is_held_input_until_the_peer_goes);
-    xBufferPoolDestroy(&net.buffers);
-    xMemCacheDestroy(net.mem);
-    xEventLoopDestroy(net.loop);
+    xTestNetDestroy(&net);
     return CHECK_SUMMARY();
 }

@@ -75,6 +75,18 @@ typedef struct xHttpContext {
     void *on_finished_arg;
 } xHttpContext;
 
+/** Prepares a worker's HTTP context on loop, as every worker's is made:
+ *  conf and router are read-only and outlive it, upgrades is the protocol
+ *  changes HTTP/1.1 may make (NULL: none); its network context's blocks hold
+ *  a whole head. No filter, no log, no owner: the caller sets those it
+ *  needs. XERR_NOMEM leaves nothing to free. */
+xErrno xHttpContextInit(xHttpContext *ctx, xEventLoop *loop, const xHttpServerConf *conf,
+                        const xRouter *router, const xHttpUpgrades *upgrades);
+
+/** Frees what xHttpContextInit made (the pooled exchanges too), once every
+ *  connection is freed. */
+void xHttpContextDestroy(xHttpContext *ctx);
+
 /** The HTTP context of a connection an HTTP protocol serves. */
 static inline xHttpContext *xHttpContextOf(const xConn *conn) { return (xHttpContext *)conn->net; }
 

@@ -482,10 +482,11 @@ static void begin_streaming(xHttp1 *h, const xHttp1Request *req) {
  * request is served here as it is, as RFC 9110 allows, and its route's
  * handler may still switch (WebSocket). */
 static bool try_upgrade(xHttp1 *h, const xHttp1Request *req) {
-    if (!req->upgrade || h->http10) return false;
+    const xHttpUpgrades *upgrades = xHttpContextOf(h->conn)->upgrades;
+    if (!req->upgrade || h->http10 || !upgrades) return false;
     bool has_body = req->chunked || req->content_length > 0;
     void *arg;
-    const xHttpTakeover *to = xHttpContextOf(h->conn)->upgrades->offer(h->conn, h->ex, has_body, &arg);
+    const xHttpTakeover *to = upgrades->offer(h->conn, h->ex, has_body, &arg);
     if (!to) return false;
     h->next_start = h->start + h->head_len;
     if (begin_switch(h, h->ex, to, arg) != XOK) {
