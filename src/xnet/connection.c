@@ -113,7 +113,7 @@ void xConnSetTransport(xConn *conn, const xTransport *transport, void *state) {
 void xConnSetProtocol(xConn *conn, const xConnProtocol *proto, void *state) {
     conn->proto = proto;
     conn->proto_state = state;
-    if ((conn->readable || conn->in.len) && !conn->closed) {
+    if ((conn->readable || conn->in.len) && !xConnClosed(conn)) {
         xConnRetain(conn);
         proto->on_readable(conn);
         xConnRelease(conn);
@@ -167,7 +167,7 @@ void xConnCommit(xConn *conn, size_t len) {
 }
 
 xErrno xConnWrite(xConn *conn, const void *bytes, size_t len) {
-    if (conn->closed) return XERR_CLOSED;
+    if (xConnClosed(conn)) return XERR_CLOSED;
     if (len == 0) return XOK;
     char *dst = xConnReserve(conn, len);
     if (!dst) return XERR_NOMEM;
@@ -189,7 +189,7 @@ static bool grow_refs(xConn *conn) {
 xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)(void *), void *arg) {
     xErrno err = XOK;
     bool marker = len == 0;
-    if (conn->closed) {
+    if (xConnClosed(conn)) {
         err = XERR_CLOSED;
     } else if (marker && conn->out_pending == 0) {
         /* nothing queued can point at the memory: release it now */
@@ -224,7 +224,7 @@ static bool read_file(int fd, off_t offset, char *buf, size_t len, size_t *got) 
 
 xErrno xConnWriteFile(xConn *conn, int fd, off_t offset, size_t len, void (*release)(void *), void *arg) {
     xErrno err = XOK;
-    if (conn->closed) {
+    if (xConnClosed(conn)) {
         err = XERR_CLOSED;
     } else if (len <= XCONN_FILE_COPY_MAX) {
         char *dst = len ? xConnReserve(conn, len) : NULL;
@@ -337,7 +337,7 @@ static void flush_at_turn_end(xEventLoop *loop, xTurnEnd *call) {
 }
 
 void xConnFlushSoon(xConn *conn) {
-    if (conn->closed || conn->flush_soon.queued) return;
+    if (xConnClosed(conn) || conn->flush_soon.queued) return;
     xConnRetain(conn);
     xEventLoopAtTurnEnd(conn->net->loop, &conn->flush_soon);
 }
@@ -360,7 +360,7 @@ static void blocked_after(xConn *conn, bool progressed) {
 }
 
 void xConnFlush(xConn *conn) {
-    if (conn->closed || conn->write_blocked) return;
+    if (xConnClosed(conn) || conn->write_blocked) return;
     struct iovec iov[XCONN_IOV_MAX];
     bool use_sendfile = conn->transport->sendfile != NULL;
     bool progressed = false;
@@ -400,8 +400,8 @@ void xConnFlush(xConn *conn) {
         return;
     }
     out_reset(conn);
-    if (!conn->close_after_flush) return;
-    if (!conn->lingering) {
+    if (conn->state == XCONN_OPEN) return;
+    if (conn->state == XCONN_FLUSHING) {
         start_linger(conn);
         return;
     }
@@ -425,7 +425,7 @@ static void discard_input(xConn *conn) {
 }
 
 static void start_linger(xConn *conn) {
-    conn->lingering = true;
+    conn->state = XCONN_LINGERING;
     conn->transport->shutdown_write(conn);
     /* Bytes of the transport's own that met a full socket (a close_notify)
      * keep the send timeout; lingering starts once they are out. */
@@ -434,8 +434,8 @@ static void start_linger(xConn *conn) {
 }
 
 void xConnCloseAfterFlush(xConn *conn) {
-    if (conn->closed || conn->close_after_flush) return;
-    conn->close_after_flush = true;
+    if (conn->state != XCONN_OPEN) return;
+    conn->state = XCONN_FLUSHING;
     if (xConnPending(conn) == 0)
         start_linger(conn);
     else
@@ -443,8 +443,8 @@ void xConnCloseAfterFlush(xConn *conn) {
 }
 
 void xConnClose(xConn *conn) {
-    if (conn->closed) return;
-    conn->closed = true;
+    if (conn->state == XCONN_CLOSED) return;
+    conn->state = XCONN_CLOSED;
     xTimerStop(conn->net->loop, &conn->timer);
     xEventLoopRemove(conn->net->loop, conn->fd);
     conn->transport->close(conn);
@@ -467,7 +467,7 @@ void xConnSetTimeout(xConn *conn, uint32_t ms) {
 
 static void on_timer(xEventLoop *loop, xTimer *timer, void *arg) {
     xConn *conn = arg;
-    if (conn->lingering || conn->write_blocked) {
+    if (xConnLingering(conn) || conn->write_blocked) {
         xConnClose(conn);
         return;
     }
@@ -485,11 +485,11 @@ static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg) {
     if ((events & (XEV_WRITE | XEV_ERROR)) && conn->write_blocked) {
         conn->write_blocked = false;
         xConnFlush(conn);
-        if (!conn->closed && !conn->write_blocked && !conn->lingering && conn->proto->on_flushed)
+        if (!xConnClosed(conn) && !xConnLingering(conn) && !conn->write_blocked && conn->proto->on_flushed)
             conn->proto->on_flushed(conn);
     }
-    if (!conn->closed && conn->readable) {
-        if (conn->lingering)
+    if (!xConnClosed(conn) && conn->readable) {
+        if (xConnLingering(conn))
             discard_input(conn);
         else
             conn->proto->on_readable(conn);

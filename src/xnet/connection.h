@@ -127,6 +127,15 @@ typedef struct xOutRef {
     off_t offset;
 } xOutRef;
 
+/* Where a connection stands on its way out, in the order it goes. */
+typedef enum xConnState {
+    XCONN_OPEN,      /* reads and writes as its protocol asks */
+    XCONN_FLUSHING,  /* closing after its output (xConnCloseAfterFlush): what is queued goes out */
+    XCONN_LINGERING, /* output out and the write side shut: input is read and dropped until the
+                        peer's end or the linger timeout, so a reset does not destroy the answer */
+    XCONN_CLOSED,    /* the socket is closed; waiting for the last reference */
+} xConnState;
+
 struct xConn {
     xNetContext *net;
     int fd;
@@ -139,14 +148,12 @@ struct xConn {
     xTurnEnd flush_soon; /* queued by xConnFlushSoon */
     unsigned refs;       /* one while open, one per pending async response, one per dispatch */
 
+    xConnState state;   /* on its way out, or not */
     bool readable;      /* an edge arrived and the socket is not known drained */
     bool hangup;        /* the peer reset or hung up */
     bool peer_closed;   /* the peer sent FIN: read until end of stream */
     bool write_blocked; /* the socket buffer is full; waiting for XEV_WRITE */
     bool send_armed;    /* the timer runs the send timeout, since the last progress */
-    bool close_after_flush;
-    bool lingering; /* output done, discarding input before close */
-    bool closed;    /* the socket is closed; waiting for the last reference */
 
     xBuffer in;  /* owned by the protocol */
     xBuffer out; /* bytes to send */
@@ -159,6 +166,15 @@ struct xConn {
     size_t out_ref_sent;  /* bytes of that ref already sent */
     xNetAddr addr;        /* the peer's address and port, our port; family 0: unknown */
 };
+
+/** True while conn takes new work: neither closed nor closing after its output. */
+static inline bool xConnOpen(const xConn *conn) { return conn->state == XCONN_OPEN; }
+
+/** True once the socket is closed (xConnClose): nothing more is read or sent. */
+static inline bool xConnClosed(const xConn *conn) { return conn->state == XCONN_CLOSED; }
+
+/** True while the output is out and the peer's last bytes are read and dropped. */
+static inline bool xConnLingering(const xConn *conn) { return conn->state == XCONN_LINGERING; }
 
 /** Wraps an accepted, non-blocking socket; addr (copied; NULL: unknown) is
  *  where it came from, as accept reported it. Returns NULL (socket closed)

@@ -215,7 +215,7 @@ static void a_close_notify_after_owed_key_updates_still_goes(void) {
         keys_update(&peer.write);
         turn();
     }
-    CHECK(!conn->closed);
+    CHECK(!xConnClosed(conn));
     xConnCloseAfterFlush(conn);
     unsigned char *skipped = malloc(filled);
     CHECK(read_exactly(&peer, skipped, filled));
@@ -242,7 +242,7 @@ static void a_partial_record_is_held_input_until_the_peer_goes(void) {
     static const unsigned char header[5] = {23, 3, 3, 0x40, 0x00};
     CHECK(send(peer.fd, header, sizeof header, 0) == sizeof header);
     turn();
-    CHECK(!conn->closed);
+    CHECK(!xConnClosed(conn));
     CHECK(xConnHoldsInput(conn));
     close(peer.fd);
     for (int i = 0; i < 100 && !freed; i++) turn();

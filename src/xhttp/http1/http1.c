@@ -208,7 +208,7 @@ static void finish(xHttp1 *h) {
     h->scanned = 0;
     h->waiting = XH1_WAIT_NEXT;
     h->continue_owed = false;
-    if (conn->closed) {
+    if (xConnClosed(conn)) {
         h->state = XH1_CLOSING;
     } else if (!h->keep_alive) {
         h->state = XH1_CLOSING;
@@ -216,7 +216,7 @@ static void finish(xHttp1 *h) {
     } else {
         h->state = XH1_HEAD;
     }
-    bool resume = !h->in_batch && !conn->closed;
+    bool resume = !h->in_batch && !xConnClosed(conn);
     xConnRelease(conn); /* the reference taken at dispatch */
     if (resume) {
         xConnFlush(conn);
@@ -322,7 +322,7 @@ static void send_continue(xHttp1 *h) {
 
 static void h1_body_wanted(xHttpExchange *ex) {
     xHttp1 *h = ex->proto;
-    if (h->state != XH1_STREAMING || h->conn->closed || ex->res.aborted) return;
+    if (h->state != XH1_STREAMING || xConnClosed(h->conn) || ex->res.aborted) return;
     /* Expect: 100-continue is answered only now that someone wants the body;
      * never after a final head (a client still waiting for the 100 sends the
      * body once its own wait runs out). */
@@ -755,8 +755,8 @@ static bool fill(xHttp1 *h) {
 
 static bool can_take_requests(const xHttp1 *h) {
     const xConn *conn = h->conn;
-    return !conn->closed && !conn->close_after_flush && !h->waiting_flush && h->state != XH1_HANDLER &&
-           h->state != XH1_CLOSING && h->state != XH1_SWITCHING;
+    return xConnOpen(conn) && !h->waiting_flush && h->state != XH1_HANDLER && h->state != XH1_CLOSING &&
+           h->state != XH1_SWITCHING;
 }
 
 /* Hands the connection, and the exchange of the request that switched, to
@@ -779,7 +779,7 @@ static void switch_protocol(xHttp1 *h) {
 /* Arms the timer for what the connection now waits for. */
 static void arm_timer(xHttp1 *h) {
     xConn *conn = h->conn;
-    if (conn->closed || conn->lingering || conn->write_blocked) return;
+    if (xConnClosed(conn) || xConnLingering(conn) || conn->write_blocked) return;
     /* Before the first request the accept-time header timeout stands, so a
      * client that connects and sends nothing is dropped as early as a slow one. */
     if (h->state != XH1_HEAD || h->start != conn->in.len || h->waiting == XH1_WAIT_FIRST) return;
@@ -852,12 +852,12 @@ static void process(xHttp1 *h) {
         }
     }
     h->in_batch = false;
-    if (h->state == XH1_SWITCHING && !conn->closed) {
+    if (h->state == XH1_SWITCHING && !xConnClosed(conn)) {
         switch_protocol(h); /* h is gone after this */
         xConnRelease(conn);
         return;
     }
-    if (!conn->closed) {
+    if (!xConnClosed(conn)) {
         if (xConnPending(conn)) xConnFlushSoon(conn);
         release_input(h);
         arm_timer(h);

@@ -484,7 +484,7 @@ static void settle_closed(xH2Stream *s) {
 }
 
 static void dispatch_ready(xHttp2 *h2) {
-    while (h2->ready && !h2->conn->closed) {
+    while (h2->ready && !xConnClosed(h2->conn)) {
         xH2Stream *s = h2->ready;
         h2->ready = s->next_ready;
         if (!h2->ready) h2->ready_tail = NULL;
@@ -1045,7 +1045,7 @@ static xErrno frame_body(xH2Stream *s, xConn *conn, size_t n) {
 static void frame_stream(xH2Stream *s) {
     xHttp2 *h2 = s->h2;
     xConn *conn = h2->conn;
-    if (s->closed || s->end_sent || !s->head_written || conn->closed || h2->failed) return;
+    if (s->closed || s->end_sent || !s->head_written || xConnClosed(conn) || h2->failed) return;
     bool trailers = s->ex && s->ex->res.trailers.len;
     for (;;) {
         size_t avail = pending_out(s);
@@ -1103,7 +1103,7 @@ static void end_exchange(xH2Stream *s) {
     frame_stream(s);
     s->in_op = false;
     if (s->closed) stream_free(s);
-    if (!h2->in_batch && !conn->closed) pump(h2);
+    if (!h2->in_batch && !xConnClosed(conn)) pump(h2);
     xConnRelease(conn);
 }
 
@@ -1205,7 +1205,7 @@ static void h2_body_wanted(xHttpExchange *ex) {
     h2->in_batch = true;
     deliver_body(h2, s);
     h2->in_batch = false;
-    if (!conn->closed) pump(h2);
+    if (!xConnClosed(conn)) pump(h2);
     xConnRelease(conn);
 }
 
@@ -1290,7 +1290,7 @@ static xH2Wait current_wait(const xHttp2 *h2, bool *mid_headers) {
 static void arm_timer(xHttp2 *h2) {
     xConn *conn = h2->conn;
     const xHttpServerConf *conf = h2->conf;
-    if (conn->closed || conn->write_blocked || conn->lingering) return;
+    if (xConnClosed(conn) || conn->write_blocked || xConnLingering(conn)) return;
     bool mid_headers;
     xH2Wait wait = current_wait(h2, &mid_headers);
     if (wait == h2->waiting_for && h2->progress == h2->progress_at_arm && wait != XH2_WAIT_NOTHING) return;
@@ -1309,15 +1309,15 @@ static bool finished(const xHttp2 *h2) { return (h2->final_goaway || h2->peer_go
 /* Frames what waits, flushes, and closes when the connection is done. */
 static void pump(xHttp2 *h2) {
     xConn *conn = h2->conn;
-    if (conn->closed) return;
+    if (xConnClosed(conn)) return;
     xConnRetain(conn);
     /* Framing stops at our output high-water mark; when the socket takes it
      * all at once no writable event will come, so go round again. */
-    for (int round = 0; round < 64 && !conn->closed; round++) {
+    for (int round = 0; round < 64 && !xConnClosed(conn); round++) {
         frame_all(h2);
         if (wake_tunnels(h2)) frame_all(h2);
         xConnFlush(conn);
-        if (conn->closed || conn->write_blocked || xConnPending(conn)) break;
+        if (xConnClosed(conn) || conn->write_blocked || xConnPending(conn)) break;
         h2->control_queued = 0;
         if (h2->send_window <= 0) break;
         bool more = false;
@@ -1325,7 +1325,7 @@ static void pump(xHttp2 *h2) {
             more = !s->closed && s->head_written && !s->end_sent && pending_out(s) && s->send_window > 0;
         if (!more) break;
     }
-    if (!conn->closed && !conn->close_after_flush) {
+    if (xConnOpen(conn)) {
         if (finished(h2))
             xConnCloseAfterFlush(conn);
         else
@@ -1354,7 +1354,7 @@ static void on_readable(xConn *conn) {
     xConnRetain(conn);
     h2->in_batch = true;
     bool ok = true;
-    while (ok && conn->readable && !conn->closed && !conn->close_after_flush) {
+    while (ok && conn->readable && xConnOpen(conn)) {
         if (xBufferPoolAcquire(&conn->net->buffers, &conn->in) != XOK) break;
         ssize_t n = xConnRecv(conn, conn->in.data + conn->in.len, conn->in.cap - conn->in.len);
         if (n > 0) {
@@ -1363,9 +1363,9 @@ static void on_readable(xConn *conn) {
             dispatch_ready(h2);
             /* Owed acks go out while the client reads them; a client that
              * does not is found out by the count. */
-            if (ok && h2->control_queued && !conn->closed) {
+            if (ok && h2->control_queued && !xConnClosed(conn)) {
                 xConnFlush(conn);
-                if (!conn->closed && !xConnPending(conn)) h2->control_queued = 0;
+                if (!xConnClosed(conn) && !xConnPending(conn)) h2->control_queued = 0;
             }
         } else if (n == 0) {
             xConnCloseAfterFlush(conn);
@@ -1374,9 +1374,9 @@ static void on_readable(xConn *conn) {
         }
     }
     h2->in_batch = false;
-    if (!conn->closed) {
+    if (!xConnClosed(conn)) {
         if (!conn->in.len) xBufferPoolRelease(&conn->net->buffers, &conn->in);
-        if (!conn->close_after_flush)
+        if (xConnOpen(conn))
             pump(h2);
         else
             xConnFlush(conn);
@@ -1551,10 +1551,10 @@ bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade) {
     bool ok = take_input(h2);
     dispatch_ready(h2);
     h2->in_batch = false;
-    if (!conn->closed) {
+    if (!xConnClosed(conn)) {
         if (!conn->in.len) xBufferPoolRelease(&conn->net->buffers, &conn->in);
         if (ok) pump(h2);
-        if (ok && conn->readable && !conn->closed) on_readable(conn);
+        if (ok && conn->readable && !xConnClosed(conn)) on_readable(conn);
     }
     xConnRelease(conn);
     return true;

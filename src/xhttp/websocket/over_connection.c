@@ -13,7 +13,7 @@
 #include "xhttp/core/context.h"
 #include "xhttp/core/finished.h"
 
-static xBuffer *conn_input(xWebSocket *ws) { return ws->conn->closed ? NULL : &ws->conn->in; }
+static xBuffer *conn_input(xWebSocket *ws) { return xConnClosed(ws->conn) ? NULL : &ws->conn->in; }
 
 /* Reads what the socket has; false when nothing more comes now. */
 static bool conn_fill(xWebSocket *ws) {
@@ -53,19 +53,17 @@ static void conn_flush(xWebSocket *ws) { xConnFlushSoon(ws->conn); }
 
 static bool conn_hold(xWebSocket *ws) {
     xConnFlush(ws->conn);
-    return !ws->conn->closed && ws->conn->write_blocked; /* on_flushed resumes */
+    return !xConnClosed(ws->conn) && ws->conn->write_blocked; /* on_flushed resumes */
 }
 
 static size_t conn_pending(const xWebSocket *ws) { return xConnPending(ws->conn); }
 
 /* No connection yet while on_open decides. */
-static bool conn_open(const xWebSocket *ws) {
-    return ws->conn && !ws->conn->closed && !ws->conn->close_after_flush;
-}
+static bool conn_open(const xWebSocket *ws) { return ws->conn && xConnOpen(ws->conn); }
 
 /* While output is blocked the connection's send timeout rules. */
 static void conn_set_timeout(xWebSocket *ws, uint32_t ms) {
-    if (!ws->conn->write_blocked && !ws->conn->lingering) xConnSetTimeout(ws->conn, ms);
+    if (!ws->conn->write_blocked && !xConnLingering(ws->conn)) xConnSetTimeout(ws->conn, ms);
 }
 
 static void conn_finish(xWebSocket *ws) { xConnCloseAfterFlush(ws->conn); }
@@ -150,7 +148,7 @@ static bool take_over(xConn *conn, xHttpExchange *ex, size_t start, void *arg) {
     }
     xWsHeard(ws);
     xConnSetProtocol(conn, &session_protocol, ws);
-    if (!conn->closed) xConnFlush(conn);
+    if (!xConnClosed(conn)) xConnFlush(conn);
     xWsArmTimer(ws);
     return true;
 }
