@@ -30,6 +30,8 @@
 
 #include <xbase/log.h>
 
+#include "xbase/text/base64.h"
+
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/tokens.h"
 #include "xhttp/http2/frame.h"
@@ -1587,27 +1589,7 @@ const char *xHttp2BrokenInvariant(const xConn *conn) {
     return NULL;
 }
 
-long xHttp2DecodeSettings(xStr in, char *out) {
-    uint32_t acc = 0;
-    int bits = 0;
-    long n = 0;
-    for (size_t i = 0; i < in.len; i++) {
-        char c = in.data[i];
-        int v = c >= 'A' && c <= 'Z'   ? c - 'A'
-                : c >= 'a' && c <= 'z' ? c - 'a' + 26
-                : c >= '0' && c <= '9' ? c - '0' + 52
-                : c == '-'             ? 62
-                : c == '_'             ? 63
-                : c == '='             ? -2
-                                       : -1;
-        if (v == -2) break; /* padding ends it */
-        if (v < 0) return -1;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[n++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    return n;
+long xHttp2DecodeSettings(xStr in, char *out, size_t cap) {
+    long n = xBase64UrlDecode(in.data, in.len, out, cap);
+    return n < 0 || n % 6 ? -1 : n; /* whole (identifier, value) pairs */
 }

@@ -37,8 +37,10 @@ bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade);
  *  conn does not speak HTTP/2. */
 const char *xHttp2BrokenInvariant(const xConn *conn);
 
-/** Decodes a base64url HTTP2-Settings value into out (at least 3/4 of
- *  in_len bytes). Returns the decoded length, or -1 when malformed. */
-long xHttp2DecodeSettings(xStr in, char *out);
+/** Decodes an HTTP2-Settings value (RFC 7540 §3.2.1: a SETTINGS payload in
+ *  base64url, its padding left off) into out, which has room for cap bytes.
+ *  Returns the payload's length, a whole number of settings, or -1 when the
+ *  text is not base64url, does not fit, or cuts a setting short. */
+long xHttp2DecodeSettings(xStr in, char *out, size_t cap);
 
 #endif

@@ -189,11 +189,10 @@ static xPendingSwitch *offer_h2c(xConn *conn, const xHttpRequest *req, bool has_
     xPendingSwitch *up = malloc(sizeof *up);
     if (!up) return NULL;
     up->to = XSWITCH_H2C;
-    up->settings_len = xHttp2DecodeSettings(settings, up->settings);
+    up->settings_len = xHttp2DecodeSettings(settings, up->settings, sizeof up->settings);
     static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
                                     "Upgrade: h2c\r\n\r\n";
-    if (up->settings_len < 0 || up->settings_len % 6 != 0 ||
-        xConnWrite(conn, switching, sizeof switching - 1) != XOK) {
+    if (up->settings_len < 0 || xConnWrite(conn, switching, sizeof switching - 1) != XOK) {
         free(up);
         return NULL;
     }
