@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "xhttp/core/exchange.h"
@@ -39,7 +40,8 @@ typedef struct xHttp2 xHttp2;
 /* A stream's state (RFC 9113 §5.1), as a server that never pushes sees it:
  * it never sends PUSH_PROMISE, so no stream is ever reserved (local), and a
  * client cannot push, so none is reserved (remote); those two states have no
- * name here. Every move is made by xH2StreamMove (stream.c), from one table. */
+ * name here. Every move is made in one place, stream.c's move(), by one
+ * table of RFC 9113's arrows. */
 typedef enum xH2StreamState {
     XH2_STATE_IDLE,               /* just made, its HEADERS not yet taken */
     XH2_STATE_OPEN,               /* both sides may send */
@@ -87,7 +89,7 @@ typedef struct xH2BodySource {
             int fd;
             off_t offset;
         } file;         /* FILE */
-        xBuffer pieces; /* STREAMED: its len is the source's; its storage kept while all is framed */
+        xBuffer pieces; /* STREAMED: len bytes; its storage kept for more once all is framed */
     };
 } xH2BodySource;
 
@@ -209,8 +211,20 @@ static inline bool xH2StreamReceives(const xH2Stream *s) {
     return s->state == XH2_STATE_OPEN || s->state == XH2_STATE_HALF_CLOSED_LOCAL;
 }
 
+/* The path of a request target, without its query. */
+static inline xStr xH2PathOf(xStr target) {
+    const char *q = target.len ? memchr(target.data, '?', target.len) : NULL;
+    return (xStr){target.data, q ? (size_t)(q - target.data) : target.len};
+}
+
 /* Response bytes s holds that are not yet framed. */
 static inline size_t xH2Pending(const xH2Stream *s) { return s->out.len - s->out.framed; }
+
+/* The functions below are the connection's own, shared by its three files:
+ * hidden from the library's users, so a call within a file may be inlined
+ * as a static function's would (position-independent code may not inline
+ * what another object could interpose). */
+#pragma GCC visibility push(hidden)
 
 /* ---- http2.c: the session ---- */
 
@@ -280,10 +294,6 @@ void xH2ConsumeStream(xH2Stream *s, size_t n);
  * window comes back for what did not get it back on arrival. */
 void xH2ReleaseHeld(xHttp2 *h2, xH2Stream *s);
 
-/* Fills ex's request from the stream's copies; false when its fields do
- * not fit the exchange. */
-bool xH2StreamFillRequest(xH2Stream *s, xHttpExchange *ex);
-
 /* The first broken invariant of s (its state, windows, body source), or
  * NULL; counts the open streams and the held bytes returned. */
 const char *xH2StreamBrokenInvariant(const xHttp2 *h2, const xH2Stream *s, size_t *open, size_t *returned);
@@ -310,5 +320,7 @@ bool xH2WakeTunnels(xHttp2 *h2);
 
 /* A graceful stop: each tunnel's holder ends it its own way. */
 void xH2StopTunnels(xHttp2 *h2);
+
+#pragma GCC visibility pop
 
 #endif

@@ -44,6 +44,37 @@ static void deliver_body(xHttp2 *h2, xH2Stream *s) {
 
 static size_t tunnel_pending(const xHttpExchange *ex) { return xH2Pending(ex->proto); }
 
+/* Builds the exchange's request from the stream's copies. */
+static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
+    const xH2Field *f = (const xH2Field *)s->fields.data;
+    size_t n = s->fields.len / sizeof *f;
+    if (n > ex->fields_cap) return false;
+    for (size_t i = 0; i < n; i++) {
+        ex->fields[i].name = f[i].name;
+        ex->fields[i].value = f[i].value;
+    }
+    xStr target = s->path;
+    ex->req.method = s->method;
+    ex->req.path = xH2PathOf(target);
+    bool has_query = ex->req.path.len < target.len;
+    ex->req.query.data = has_query ? target.data + ex->req.path.len + 1 : "";
+    ex->req.query.len = has_query ? target.len - ex->req.path.len - 1 : 0;
+    /* HTTP/2 carries the host in :authority; handlers look for Host. */
+    if (s->authority.len && n < ex->fields_cap) {
+        ex->fields[n].name = (xStr){"host", 4};
+        ex->fields[n++].value = s->authority;
+    }
+    ex->req.headers = ex->fields;
+    ex->req.num_headers = n;
+    /* A streaming route's body goes to its reader; what has come so far
+     * would move as more arrives. */
+    bool whole = s->body.data && !s->streams_body;
+    ex->req.body.data = whole ? s->body.data : "";
+    ex->req.body.len = whole ? s->body.len : 0;
+    ex->req.protocol = "HTTP/2";
+    return true;
+}
+
 static void dispatch(xHttp2 *h2, xH2Stream *s) {
     xConn *conn = h2->conn;
     xHttpExchange *ex = s->ex ? s->ex : xHttpExchangeAcquire(xHttpContextOf(conn));
@@ -57,7 +88,7 @@ static void dispatch(xHttp2 *h2, xH2Stream *s) {
     ex->req.conn = s->h2->conn;
     s->dispatched = true;
     xConnRetain(conn); /* released with the stream, however late the response */
-    if (!xH2StreamFillRequest(s, ex)) {
+    if (!fill_request(s, ex)) {
         xHttpExchangeSendStatus(ex, 431);
         return;
     }

@@ -242,50 +242,15 @@ void xH2StreamRemoteEnd(xHttp2 *h2, xH2Stream *s) {
  * only be dropped here (a rejected upload, or a streaming handler that
  * answered early). So half-closed (local) lasts only until that reset. */
 void xH2StreamLocalEnd(xH2Stream *s) {
-    xHttp2 *h2 = s->h2;
-    int32_t id = s->id;
-    bool waves_off = s->state == XH2_STATE_OPEN;
-    move(s, XH2_SEND_END_STREAM); /* closing, s may go */
-    if (waves_off) xH2StreamError(h2, id, XH2_NO_ERROR);
+    if (s->state != XH2_STATE_OPEN) {
+        move(s, XH2_SEND_END_STREAM); /* closed, s may go */
+        return;
+    }
+    move(s, XH2_SEND_END_STREAM);
+    xH2StreamError(s->h2, s->id, XH2_NO_ERROR);
 }
 
 /* ---- Requests ---- */
-
-/* The path of a request target, without its query. */
-static xStr path_of(xStr target) {
-    const char *q = target.len ? memchr(target.data, '?', target.len) : NULL;
-    return (xStr){target.data, q ? (size_t)(q - target.data) : target.len};
-}
-
-bool xH2StreamFillRequest(xH2Stream *s, xHttpExchange *ex) {
-    const xH2Field *f = (const xH2Field *)s->fields.data;
-    size_t n = s->fields.len / sizeof *f;
-    if (n > ex->fields_cap) return false;
-    for (size_t i = 0; i < n; i++) {
-        ex->fields[i].name = f[i].name;
-        ex->fields[i].value = f[i].value;
-    }
-    xStr target = s->path;
-    ex->req.method = s->method;
-    ex->req.path = path_of(target);
-    bool has_query = ex->req.path.len < target.len;
-    ex->req.query.data = has_query ? target.data + ex->req.path.len + 1 : "";
-    ex->req.query.len = has_query ? target.len - ex->req.path.len - 1 : 0;
-    /* HTTP/2 carries the host in :authority; handlers look for Host. */
-    if (s->authority.len && n < ex->fields_cap) {
-        ex->fields[n].name = (xStr){"host", 4};
-        ex->fields[n++].value = s->authority;
-    }
-    ex->req.headers = ex->fields;
-    ex->req.num_headers = n;
-    /* A streaming route's body goes to its reader; what has come so far
-     * would move as more arrives. */
-    bool whole = s->body.data && !s->streams_body;
-    ex->req.body.data = whole ? s->body.data : "";
-    ex->req.body.len = whole ? s->body.len : 0;
-    ex->req.protocol = "HTTP/2";
-    return true;
-}
 
 /* Routes a request whose body is still to come: the stream takes its
  * exchange now (without a field array: that waits for dispatch), and
@@ -293,7 +258,7 @@ bool xH2StreamFillRequest(xH2Stream *s, xHttpExchange *ex) {
 static bool route_at_head(xHttp2 *h2, xH2Stream *s) {
     if (!s->ex && !(s->ex = xHttpExchangeAcquire(xHttpContextOf(h2->conn)))) return false;
     s->ex->req.method = s->method;
-    s->ex->req.path = path_of(s->path);
+    s->ex->req.path = xH2PathOf(s->path);
     return true;
 }
 
