@@ -281,7 +281,7 @@ void xH2StreamFree(xH2Stream *s);
 /* Frees every stream and spare of h2 (the connection is being freed). */
 void xH2StreamsFree(xHttp2 *h2);
 
-/* Queues s for dispatch_ready (its request is complete, or more of a
+/* Queues s for xH2DispatchReady (its request is complete, or more of a
  * streamed body came). */
 void xH2MarkReady(xHttp2 *h2, xH2Stream *s);
 

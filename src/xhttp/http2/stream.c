@@ -66,7 +66,7 @@ static void on_closed(xH2Stream *s) {
     /* Held body bytes will never be delivered now: their share of the
      * connection's window goes back, whoever still holds the exchange. */
     if (s->streams_body && s->body.len) xH2ReleaseHeld(s->h2, s);
-    if (!s->ready && !s->in_op) xH2StreamSettle(s); /* otherwise dispatch_ready or the op does */
+    if (!s->ready && !s->in_op) xH2StreamSettle(s); /* otherwise xH2DispatchReady or the op does */
 }
 
 /* Every change of a stream's state is made here. */
