@@ -20,8 +20,10 @@
  * The client then half-closes, reads until the server's end of stream, and
  * closes. Checked after every piece: the session's own invariants
  * (xHttp2BrokenInvariant: windows within 0 and 2^31-1, the stream table
- * agreeing with the streams and within the stream limit, held body bytes
- * accounted). Checked after every input:
+ * agreeing with the streams' states and within the stream limit, no stream
+ * idle after its HEADERS or left half-closed (local) without its reset, no
+ * body framed before its head, each body source's kind agreeing with its
+ * counts, held body bytes accounted). Checked after every input:
  *   - the server ends its output after the client's FIN, and the connection
  *     is freed once the client closes: conn_count 0, no connection listed;
  *   - the buffer pool keeps at most its maximum, and no pooled exchange is

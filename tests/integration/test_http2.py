@@ -336,6 +336,21 @@ class RawHttp2Test(H2ServerTestCase):
         self.assertEqual((resp.status, len(resp.body)), (200, 100000))
         self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
 
+    def test_upgrade_whose_settings_are_not_base64url_pairs_is_served_over_http1(self):
+        # RFC 7540 §3.2.1: HTTP2-Settings is a SETTINGS payload in base64url.
+        # A value that is not (a base64 digit, padding with text after it), or
+        # that cuts a setting short, is no offer: HTTP/1.1 answers, no 101.
+        for value in ("AAMAAABk+AAA", "AAMAAABk==AA", "AAMAAABk====", "AAMAAABkAA"):
+            with self.subTest(value=value), Conn(self.server.port) as conn:
+                conn.request(
+                    "GET",
+                    "/ping",
+                    headers=[("Connection", "Upgrade, HTTP2-Settings"), ("Upgrade", "h2c"), ("HTTP2-Settings", value)],
+                )
+                resp = conn.read_final_response()
+                self.assertEqual((resp.version, resp.status, resp.body), ("HTTP/1.1", 200, b"pong"))
+                self.assertEqual(resp.interim, [], "answered 101 Switching Protocols")
+
     def test_a_thousand_streams_on_one_connection_are_all_answered(self):
         conn = self.h2connect()
         streams = conn.fetch_many([("GET", "/ping")] * 500 + [("GET", "/echo?size=3000")] * 500)

@@ -1,7 +1,8 @@
 /* http2.h — HTTP/2 (RFC 9113) on an xConn, all of it xKit's own: framing
- * (frame.h), HPACK (hpack.h), streams (stream_table.h), request checks
- * (request.h), and in http2.c the session, flow control and the bridge to
- * the exchange API. */
+ * (frame.h), HPACK (hpack.h), streams by id (stream_table.h), request checks
+ * (request.h), and a connection in http2.c (the session), stream.c (streams,
+ * their states and flow control) and respond.c (the bridge to the exchange
+ * API), which share http2_internal.h. Other layers include only this. */
 #ifndef XHTTP_HTTP2_HTTP2_H
 #define XHTTP_HTTP2_HTTP2_H
 
@@ -33,12 +34,15 @@ bool xHttp2Start(xConn *conn, size_t start, const xHttp2Upgrade *upgrade);
 
 /** For tests and fuzzers: the first invariant of conn's HTTP/2 session that
  *  does not hold (windows within their bounds, the stream table agreeing
- *  with the streams, held request bytes accounted), or NULL when all hold or
- *  conn does not speak HTTP/2. */
+ *  with the streams and their states, each state agreeing with the response,
+ *  each response body's source with its counts, held request bytes
+ *  accounted), or NULL when all hold or conn does not speak HTTP/2. */
 const char *xHttp2BrokenInvariant(const xConn *conn);
 
-/** Decodes a base64url HTTP2-Settings value into out (at least 3/4 of
- *  in_len bytes). Returns the decoded length, or -1 when malformed. */
-long xHttp2DecodeSettings(xStr in, char *out);
+/** Decodes an HTTP2-Settings value (RFC 7540 §3.2.1: a SETTINGS payload in
+ *  base64url, its padding left off) into out, which has room for cap bytes.
+ *  Returns the payload's length, a whole number of settings, or -1 when the
+ *  text is not base64url, does not fit, or cuts a setting short. */
+long xHttp2DecodeSettings(xStr in, char *out, size_t cap);
 
 #endif

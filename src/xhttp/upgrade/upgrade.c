@@ -191,8 +191,8 @@ static const xHttpTakeover *offer(xConn *conn, xHttpExchange *ex, bool has_body,
         return NULL;
     xH2cSwitch *up = malloc(sizeof *up);
     if (!up) return NULL;
-    long n = xHttp2DecodeSettings(settings, up->settings);
-    if (n < 0 || n % 6 != 0 || xHttpResponseAddHeader(&ex->res, "Upgrade", "h2c") != XOK) {
+    long n = xHttp2DecodeSettings(settings, up->settings, sizeof up->settings);
+    if (n < 0 || xHttpResponseAddHeader(&ex->res, "Upgrade", "h2c") != XOK) {
         free(up);
         return NULL;
     }

@@ -1,0 +1,465 @@
+/* respond.c — the exchange's side of an HTTP/2 stream: a complete request
+ * handed to its handler (or a streamed body to its reader), the exchange ops
+ * a handler's response calls arrive through, the response framed as HEADERS
+ * (HPACK-encoded, split into CONTINUATIONs when large) and DATA as far as
+ * flow control and the output's high-water mark allow, and tunnels (RFC 8441)
+ * kept open past their head.
+ *
+ * A response body is a source (http2_internal.h): a whole body in memory or
+ * in a file is framed by reference and released once the last of it is
+ * queued, so a body is copied at most once (Send's copy); streamed pieces,
+ * which grow the buffer they sit in, are copied into the queue. */
+#include <string.h>
+
+#include "xhttp/core/tokens.h"
+#include "xhttp/http2/http2_internal.h"
+
+/* The largest response header block we send (its frames included). */
+#define XH2_MAX_SEND_BLOCK (64u << 10)
+
+static const xHttpExchangeOps h2_ops;
+
+/* ---- Handing requests over ---- */
+
+/* Gives a streaming route's reader what has arrived, and the client as much
+ * window back. Once the response has ended, the body is only discarded. The
+ * caller is in a batch, so the stream outlives the reader whatever it does. */
+static void deliver_body(xHttp2 *h2, xH2Stream *s) {
+    xHttpExchange *ex = s->ex;
+    size_t len = s->body.len;
+    if (s->state == XH2_STATE_CLOSED || ex->body_ended) return;
+    bool end = !xH2StreamReceives(s);
+    bool discard = ex->res.ended;
+    if (!discard && !(xHttpExchangeWantsBody(ex) && (len || end))) return;
+    /* Taken before the reader runs: it may answer, and so come back here.
+     * A dropped body's stream gets no more window: the answer's
+     * RST_STREAM(NO_ERROR) ends it. */
+    if (len && !discard) xH2ConsumeStream(s, len);
+    if (len) xH2ReleaseHeld(h2, s);
+    if (discard)
+        ex->body_ended = end;
+    else
+        xHttpExchangeDeliverBody(ex, s->body.data ? s->body.data : "", len, end);
+}
+
+static size_t tunnel_pending(const xHttpExchange *ex) { return xH2Pending(ex->proto); }
+
+/* Builds the exchange's request from the stream's copies. */
+static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
+    const xH2Field *f = (const xH2Field *)s->fields.data;
+    size_t n = s->fields.len / sizeof *f;
+    if (n > ex->fields_cap) return false;
+    for (size_t i = 0; i < n; i++) {
+        ex->fields[i].name = f[i].name;
+        ex->fields[i].value = f[i].value;
+    }
+    xStr target = s->path;
+    ex->req.method = s->method;
+    ex->req.path = xH2PathOf(target);
+    bool has_query = ex->req.path.len < target.len;
+    ex->req.query.data = has_query ? target.data + ex->req.path.len + 1 : "";
+    ex->req.query.len = has_query ? target.len - ex->req.path.len - 1 : 0;
+    /* HTTP/2 carries the host in :authority; handlers look for Host. */
+    if (s->authority.len && n < ex->fields_cap) {
+        ex->fields[n].name = (xStr){"host", 4};
+        ex->fields[n++].value = s->authority;
+    }
+    ex->req.headers = ex->fields;
+    ex->req.num_headers = n;
+    /* A streaming route's body goes to its reader; what has come so far
+     * would move as more arrives. */
+    bool whole = s->body.data && !s->streams_body;
+    ex->req.body.data = whole ? s->body.data : "";
+    ex->req.body.len = whole ? s->body.len : 0;
+    ex->req.protocol = "HTTP/2";
+    return true;
+}
+
+static void dispatch(xHttp2 *h2, xH2Stream *s) {
+    xConn *conn = h2->conn;
+    xHttpExchange *ex = s->ex ? s->ex : xHttpExchangeAcquire(xHttpContextOf(conn));
+    if (ex) s->ex = ex; /* released with the stream */
+    if (!ex || !xHttpExchangeReserveFields(xHttpContextOf(conn), ex)) {
+        xH2StreamError(h2, s->id, XH2_INTERNAL_ERROR);
+        return;
+    }
+    ex->ops = &h2_ops;
+    ex->proto = s;
+    ex->req.conn = s->h2->conn;
+    s->dispatched = true;
+    xConnRetain(conn); /* released with the stream, however late the response */
+    if (!fill_request(s, ex)) {
+        xHttpExchangeSendStatus(ex, 431);
+        return;
+    }
+    if (s->reject_status) {
+        xHttpExchangeSendStatus(ex, s->reject_status);
+        return;
+    }
+    if (s->tunnel) ex->tunnel.pending = tunnel_pending;
+    xHttpExchangeDispatch(ex);
+    if (ex->streams_body) deliver_body(h2, s);
+}
+
+void xH2DispatchReady(xHttp2 *h2) {
+    while (h2->ready && !xConnClosed(h2->conn)) {
+        xH2Stream *s = h2->ready;
+        h2->ready = s->next_ready;
+        if (!h2->ready) h2->ready_tail = NULL;
+        s->ready = false;
+        s->next_ready = NULL;
+        if (s->state == XH2_STATE_CLOSED)
+            xH2StreamSettle(s); /* reset before we got to it */
+        else if (!s->dispatched)
+            dispatch(h2, s);
+        else
+            deliver_body(h2, s); /* more of a streamed body */
+    }
+}
+
+/* ---- Header blocks ---- */
+
+/* Splits an encoded block of len bytes at p + 9 into HEADERS and
+ * CONTINUATION frames in place (the room after it was reserved); returns
+ * the bytes of all its frames. */
+static size_t frame_block(uint8_t *p, size_t len, int32_t id, uint8_t flags) {
+    size_t frames = len ? (len + XH2_DEFAULT_FRAME_SIZE - 1) / XH2_DEFAULT_FRAME_SIZE : 1;
+    for (size_t i = frames; i-- > 1;) { /* the last piece moves furthest: move it first */
+        size_t from = i * XH2_DEFAULT_FRAME_SIZE,
+               n = len - from < XH2_DEFAULT_FRAME_SIZE ? len - from : XH2_DEFAULT_FRAME_SIZE;
+        uint8_t *to = p + i * (XH2_FRAME_HEADER_LEN + XH2_DEFAULT_FRAME_SIZE);
+        memmove(to + XH2_FRAME_HEADER_LEN, p + XH2_FRAME_HEADER_LEN + from, n);
+        xH2PutFrameHeader(to, (uint32_t)n, XH2_CONTINUATION, i == frames - 1 ? XH2_FLAG_END_HEADERS : 0, id);
+    }
+    size_t first = len < XH2_DEFAULT_FRAME_SIZE ? len : XH2_DEFAULT_FRAME_SIZE;
+    flags |= frames == 1 ? XH2_FLAG_END_HEADERS : 0;
+    xH2PutFrameHeader(p, (uint32_t)first, XH2_HEADERS, flags, id);
+    return len + frames * XH2_FRAME_HEADER_LEN;
+}
+
+/* Encodes "Name: value\r\n" lines. Response field names must be lower case
+ * in HTTP/2 (RFC 9113 §8.2.1); handlers write them as they like, so they are
+ * folded where they lie: the exchange's header lines are HTTP/2's alone. */
+static uint8_t *encode_lines(uint8_t *p, xBuffer *lines) {
+    if (!lines->len) return p; /* (data may be NULL: no pointer arithmetic on it) */
+    char *at = lines->data, *end = at + lines->len;
+    while (at < end) {
+        char *colon = memchr(at, ':', (size_t)(end - at));
+        char *eol = memchr(at, '\r', (size_t)(end - at));
+        size_t name_len = (size_t)(colon - at);
+        for (size_t i = 0; i < name_len; i++)
+            at[i] = (char)(at[i] >= 'A' && at[i] <= 'Z' ? at[i] + 32 : at[i]);
+        p = xHpackEncodeField(p, (xStr){at, name_len}, (xStr){colon + 2, (size_t)(eol - colon - 2)});
+        at = eol + 2;
+    }
+    return p;
+}
+
+_Static_assert(sizeof(((xHttp2 *)0)->fixed_fields) >=
+                   XHPACK_FIELD_BOUND(0, 4) + XHPACK_FIELD_BOUND(0, XHTTP_DATE_LEN),
+               "room for server and date, each at its worst");
+
+/* Writes server and date at p, encoding them only when the second changed. */
+static uint8_t *put_fixed_fields(xHttp2 *h2, uint8_t *p, const xEventLoop *loop) {
+    time_t now = xEventLoopWallSeconds(loop);
+    if (!h2->fixed_len || now != h2->fixed_second) {
+        const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, loop);
+        uint8_t *end = xHpackEncodeToken(h2->fixed_fields, XHPACK_TOKEN_SERVER, (xStr){"xkit", 4});
+        end = xHpackEncodeToken(end, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN});
+        h2->fixed_len = (size_t)(end - h2->fixed_fields);
+        h2->fixed_second = now;
+    }
+    memcpy(p, h2->fixed_fields, h2->fixed_len);
+    return p + h2->fixed_len;
+}
+
+/* Queues a header block for s: the response head (:status, server, date,
+ * the handler's fields, content-length when with_length) or, when trailers,
+ * the trailer lines. */
+static xErrno write_block(xH2Stream *s, bool trailers, bool with_length, size_t length, uint8_t flags) {
+    xHttp2 *h2 = s->h2;
+    xHttpExchange *ex = s->ex;
+    xBuffer *lines = trailers ? &ex->res.trailers : &ex->res.headers;
+    /* Each line takes at most its bytes plus 12 (XHPACK_FIELD_BOUND); a line is at least 4. */
+    size_t bound = 128 + XHTTP_DATE_LEN + XHTTP_DECIMAL_MAX + lines->len * 4;
+    if (bound > XH2_MAX_SEND_BLOCK) return XERR_STATE;
+    bound += (bound / XH2_DEFAULT_FRAME_SIZE + 1) * XH2_FRAME_HEADER_LEN;
+    uint8_t *base = (uint8_t *)xConnReserve(h2->conn, bound);
+    if (!base) return XERR_NOMEM;
+    uint8_t *p = xHpackEncodeBegin(&h2->encoder, base + XH2_FRAME_HEADER_LEN);
+    if (!trailers) {
+        p = xHpackEncodeStatus(p, ex->res.status);
+        p = put_fixed_fields(h2, p, ex->req.loop);
+    }
+    p = encode_lines(p, lines);
+    if (with_length) p = xHpackEncodeContentLength(p, length);
+    size_t len = (size_t)(p - base - XH2_FRAME_HEADER_LEN);
+    xConnCommit(h2->conn, frame_block(base, len, s->id, flags));
+    return XOK;
+}
+
+static xErrno submit_head(xH2Stream *s, bool with_length, size_t length, bool with_body) {
+    s->ex->res.head_sent = true;
+    xErrno err = write_block(s, false, with_length, length, with_body ? 0 : XH2_FLAG_END_STREAM);
+    if (err != XOK) {
+        xH2StreamError(s->h2, s->id, XH2_INTERNAL_ERROR);
+        return err;
+    }
+    s->head_written = true;
+    if (!with_body) xH2StreamLocalEnd(s);
+    return XOK;
+}
+
+/* ---- Bodies ---- */
+
+/* Releases memory the connection's queue may still point into, once the
+ * queue is past it. */
+static void hand_over(xH2Stream *s, void (*release)(void *), void *arg) {
+    if (release) xConnWriteRef(s->h2->conn, NULL, 0, release, arg);
+}
+
+void xH2SourceRelease(xH2Stream *s) {
+    xH2BodySource *b = &s->out;
+    if (b->kind == XH2_SOURCE_STREAMED)
+        xBufferFree(&b->pieces);
+    else
+        hand_over(s, b->release, b->release_arg);
+    *b = (xH2BodySource){.kind = XH2_SOURCE_NONE};
+}
+
+/* Queues n bytes of s's body, the next it has. */
+static xErrno frame_body(xH2Stream *s, xConn *conn, size_t n) {
+    xH2BodySource *b = &s->out;
+    xErrno err;
+    switch (b->kind) {
+    case XH2_SOURCE_MEMORY: err = xConnWriteRef(conn, b->memory + b->framed, n, NULL, NULL); break;
+    /* A frame's worth of file (up to XCONN_FILE_COPY_MAX) is read into the
+     * queue now; the file stays open until the last frame is out. */
+    case XH2_SOURCE_FILE:
+        err = xConnWriteFile(conn, b->file.fd, b->file.offset + (off_t)b->framed, n, NULL, NULL);
+        break;
+    case XH2_SOURCE_STREAMED: err = xConnWrite(conn, b->pieces.data + b->framed, n); break;
+    default: return XERR_STATE;
+    }
+    b->framed += n;
+    if (b->framed == b->len) {
+        if (b->kind == XH2_SOURCE_STREAMED)
+            b->len = b->framed = b->pieces.len = 0; /* the buffer is kept for the next pieces */
+        else
+            xH2SourceRelease(s);
+    }
+    return err;
+}
+
+/* Frames what s has to send as far as the windows and the output's
+ * high-water mark allow, ending the stream (END_STREAM, or trailers) once
+ * the response is complete. May close s, and free it unless in an op. */
+static void frame_stream(xH2Stream *s) {
+    xHttp2 *h2 = s->h2;
+    xConn *conn = h2->conn;
+    if (!xH2StreamSends(s) || !s->head_written || xConnClosed(conn) || h2->failed) return;
+    bool ended = s->ex->res.ended; /* no more body is coming */
+    bool trailers = s->ex->res.trailers.len;
+    for (;;) {
+        size_t avail = xH2Pending(s);
+        if (!avail && !ended) return;
+        if (xConnPending(conn) > XH2_OUTPUT_HIGH_WATER) return;
+        int64_t window = s->send_window < h2->send_window ? s->send_window : h2->send_window;
+        size_t n = avail < XH2_DEFAULT_FRAME_SIZE ? avail : XH2_DEFAULT_FRAME_SIZE;
+        if ((int64_t)n > window) n = window > 0 ? (size_t)window : 0;
+        if (!n && avail) return; /* the client's window holds it */
+        bool last = ended && n == avail;
+        if (n || !trailers) {
+            uint8_t *p = (uint8_t *)xConnReserve(conn, XH2_FRAME_HEADER_LEN);
+            if (!p) return;
+            xH2PutFrameHeader(p, (uint32_t)n, XH2_DATA, last && !trailers ? XH2_FLAG_END_STREAM : 0, s->id);
+            xConnCommit(conn, XH2_FRAME_HEADER_LEN);
+            if (n && frame_body(s, conn, n) != XOK) return;
+            s->send_window -= (int64_t)n;
+            h2->send_window -= (int64_t)n;
+            h2->progress += n;
+        }
+        if (last) {
+            if (trailers) write_block(s, true, false, 0, XH2_FLAG_END_STREAM);
+            xH2StreamLocalEnd(s);
+            return;
+        }
+    }
+}
+
+void xH2FrameAll(xHttp2 *h2) {
+    xH2Stream *next;
+    for (xH2Stream *s = h2->streams; s; s = next) {
+        next = s->next;
+        if (xH2StreamSends(s) && s->head_written && (xH2Pending(s) || s->ex->res.ended)) frame_stream(s);
+    }
+}
+
+/* ---- The exchange's ops ---- */
+
+static bool response_has_body(const xHttpExchange *ex) {
+    return xHttpStatusHasBody(ex->res.status) && !xStrEqualsC(ex->req.method, "HEAD");
+}
+
+/* The handler is done with the exchange: what is left is framed, and a
+ * closed stream goes. */
+static void end_exchange(xH2Stream *s) {
+    xHttp2 *h2 = s->h2;
+    s->ex->res.ended = true;
+    /* What came of a streamed body is dropped, and its window given back, so
+     * the client can finish sending and the stream can close. */
+    if (s->ex->streams_body) deliver_body(h2, s);
+    xConn *conn = h2->conn;
+    xConnRetain(conn);
+    frame_stream(s);
+    s->in_op = false;
+    if (s->state == XH2_STATE_CLOSED) xH2StreamFree(s);
+    if (!h2->in_batch && !xConnClosed(conn)) xH2Pump(h2);
+    xConnRelease(conn);
+}
+
+/* Send's copy: a block from the worker's cache, handed to the output queue
+ * by reference and given back to the cache by it. */
+static xErrno copy_body(xH2Stream *s, xH2BodySource *body) {
+    char *block = xMemCacheAlloc(s->h2->conn->net->mem, body->len);
+    if (!block) return XERR_NOMEM;
+    memcpy(block, body->memory, body->len);
+    body->memory = block;
+    body->release = xMemCacheRelease;
+    body->release_arg = block;
+    return XOK;
+}
+
+/* A whole body, from memory or a file: the stream takes it (and its
+ * release) when the answer has a body; otherwise it is released now. HEAD
+ * gets the length GET would have; 1xx, 204 and 304 get none. copy: the
+ * memory is the caller's, copied first. */
+static xErrno send_whole(xHttpExchange *ex, xH2BodySource body, bool copy) {
+    xH2Stream *s = ex->proto;
+    xErrno err = XOK;
+    bool with_body = body.len && response_has_body(ex);
+    s->in_op = true;
+    if (ex->res.aborted || s->state == XH2_STATE_CLOSED) {
+        err = XERR_CLOSED;
+    } else {
+        if (with_body && copy) err = copy_body(s, &body);
+        if (with_body && err == XOK) {
+            s->out = body;
+            body.release = NULL; /* the stream's now */
+        }
+        if (err == XOK) err = submit_head(s, xHttpStatusHasBody(ex->res.status), body.len, with_body);
+    }
+    if (body.release) body.release(body.release_arg);
+    end_exchange(s);
+    return err;
+}
+
+static xErrno h2_send(xHttpExchange *ex, const void *body, size_t len, bool copy, void (*release)(void *),
+                      void *release_arg) {
+    return send_whole(ex,
+                      (xH2BodySource){.kind = XH2_SOURCE_MEMORY,
+                                      .len = len,
+                                      .memory = body,
+                                      .release = copy ? NULL : release, /* a copied body stays the caller's */
+                                      .release_arg = release_arg},
+                      copy);
+}
+
+static xErrno h2_send_file(xHttpExchange *ex, int fd, off_t offset, size_t len, void (*release)(void *),
+                           void *release_arg) {
+    return send_whole(ex,
+                      (xH2BodySource){.kind = XH2_SOURCE_FILE,
+                                      .len = len,
+                                      .file = {fd, offset},
+                                      .release = release,
+                                      .release_arg = release_arg},
+                      false);
+}
+
+static xErrno h2_write(xHttpExchange *ex, const void *data, size_t len) {
+    xH2Stream *s = ex->proto;
+    if (ex->res.aborted || s->state == XH2_STATE_CLOSED) return XERR_CLOSED;
+    xErrno err = XOK;
+    s->in_op = true;
+    if (!ex->res.head_sent) err = submit_head(s, false, 0, response_has_body(ex));
+    if (err == XOK && len && response_has_body(ex)) {
+        xH2BodySource *b = &s->out;
+        if (b->kind == XH2_SOURCE_NONE) *b = (xH2BodySource){.kind = XH2_SOURCE_STREAMED};
+        err = xBufferAppend(&b->pieces, data, len);
+        b->len = b->pieces.len;
+        if (!s->h2->in_batch) xH2Pump(s->h2);
+    }
+    s->in_op = false;
+    if (s->state == XH2_STATE_CLOSED) xH2StreamSettle(s);
+    return err;
+}
+
+static xErrno h2_end(xHttpExchange *ex) {
+    xH2Stream *s = ex->proto;
+    xErrno err = XOK;
+    s->in_op = true;
+    if (!ex->res.aborted && s->state != XH2_STATE_CLOSED && !ex->res.head_sent)
+        err = submit_head(s, false, 0, response_has_body(ex));
+    end_exchange(s);
+    return err;
+}
+
+static void h2_body_wanted(xHttpExchange *ex) {
+    xH2Stream *s = ex->proto;
+    xHttp2 *h2 = s->h2;
+    if (h2->in_batch) {
+        xH2MarkReady(h2, s); /* the batch under way delivers */
+        return;
+    }
+    xConn *conn = h2->conn;
+    xConnRetain(conn);
+    h2->in_batch = true;
+    deliver_body(h2, s);
+    h2->in_batch = false;
+    if (!xConnClosed(conn)) xH2Pump(h2);
+    xConnRelease(conn);
+}
+
+static const xHttpExchangeOps h2_ops = {
+    .send = h2_send,
+    .send_file = h2_send_file,
+    .write = h2_write,
+    .end = h2_end,
+    .body_wanted = h2_body_wanted,
+};
+
+/* ---- Tunnels (RFC 8441): an extended CONNECT's holder (a WebSocket) ---- */
+
+/* In a batch, so what the holders resume is delivered here and what they
+ * write is framed by the caller. */
+bool xH2WakeTunnels(xHttp2 *h2) {
+    bool woke = false, was_in_batch = h2->in_batch;
+    h2->in_batch = true;
+    xH2Stream *next;
+    for (xH2Stream *s = h2->streams; s; s = next) {
+        next = s->next;
+        xHttpExchange *ex = s->ex;
+        if (s->state == XH2_STATE_CLOSED || !s->dispatched || !ex->tunnel.drained || xH2Pending(s)) continue;
+        void (*drained)(xHttpExchange *, void *) = ex->tunnel.drained;
+        ex->tunnel.drained = NULL;
+        drained(ex, ex->tunnel.arg);
+        woke = true;
+    }
+    xH2DispatchReady(h2);
+    h2->in_batch = was_in_batch;
+    return woke;
+}
+
+/* A tunnel never finishes by itself: its holder ends it (a WebSocket with
+ * its close handshake). */
+void xH2StopTunnels(xHttp2 *h2) {
+    bool was_in_batch = h2->in_batch;
+    h2->in_batch = true;
+    xH2Stream *next;
+    for (xH2Stream *s = h2->streams; s; s = next) {
+        next = s->next;
+        if (s->state != XH2_STATE_CLOSED && s->dispatched && !s->ex->res.ended && s->ex->tunnel.stopping)
+            s->ex->tunnel.stopping(s->ex, s->ex->tunnel.arg);
+    }
+    h2->in_batch = was_in_batch;
+}

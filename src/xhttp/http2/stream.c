@@ -1,0 +1,464 @@
+/* stream.c — HTTP/2 streams (RFC 9113 §5): made (or reused from a
+ * connection's spares) and kept in the id table, moved through §5.1's states
+ * by one table, their flow-control windows, the request each takes in (its
+ * fields copied out of the decoder's scratch, its body buffered, or held for
+ * a streaming route's reader), and their end.
+ *
+ * A stream lives on after it closes for as long as a handler holds its
+ * exchange or the ready queue holds it; then it becomes a spare. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "xhttp/http2/http2_internal.h"
+#include "xhttp/http2/request.h"
+
+/* A spare stream keeps a request body buffer up to this size. */
+#define XH2_SPARE_BODY_CAP (64u << 10)
+
+/* ---- States ---- */
+
+/* RFC 9113 §5.1's moves, for the events a server sees. Where a move is not
+ * in the RFC's figure the state stays: the frame handlers answer those
+ * frames (DATA or trailers after END_STREAM: STREAM_CLOSED) before they get
+ * here, and our side ends once. */
+static const uint8_t transitions[XH2_STATES][XH2_EVENTS] = {
+    [XH2_STATE_IDLE] =
+        {
+            [XH2_RECV_HEADERS] = XH2_STATE_OPEN,
+            [XH2_RECV_END_STREAM] = XH2_STATE_IDLE,
+            [XH2_SEND_END_STREAM] = XH2_STATE_IDLE,
+            [XH2_RESET] = XH2_STATE_CLOSED,
+        },
+    [XH2_STATE_OPEN] =
+        {
+            [XH2_RECV_HEADERS] = XH2_STATE_OPEN,
+            [XH2_RECV_END_STREAM] = XH2_STATE_HALF_CLOSED_REMOTE,
+            [XH2_SEND_END_STREAM] = XH2_STATE_HALF_CLOSED_LOCAL,
+            [XH2_RESET] = XH2_STATE_CLOSED,
+        },
+    [XH2_STATE_HALF_CLOSED_REMOTE] =
+        {
+            [XH2_RECV_HEADERS] = XH2_STATE_HALF_CLOSED_REMOTE,
+            [XH2_RECV_END_STREAM] = XH2_STATE_HALF_CLOSED_REMOTE,
+            [XH2_SEND_END_STREAM] = XH2_STATE_CLOSED,
+            [XH2_RESET] = XH2_STATE_CLOSED,
+        },
+    [XH2_STATE_HALF_CLOSED_LOCAL] =
+        {
+            [XH2_RECV_HEADERS] = XH2_STATE_HALF_CLOSED_LOCAL,
+            [XH2_RECV_END_STREAM] = XH2_STATE_CLOSED,
+            [XH2_SEND_END_STREAM] = XH2_STATE_HALF_CLOSED_LOCAL,
+            [XH2_RESET] = XH2_STATE_CLOSED,
+        },
+    [XH2_STATE_CLOSED] =
+        {
+            [XH2_RECV_HEADERS] = XH2_STATE_CLOSED,
+            [XH2_RECV_END_STREAM] = XH2_STATE_CLOSED,
+            [XH2_SEND_END_STREAM] = XH2_STATE_CLOSED,
+            [XH2_RESET] = XH2_STATE_CLOSED,
+        },
+};
+
+/* The stream leaves the table: frames on its id no longer reach it, and,
+ * unless a handler or the ready queue still has it, it goes. */
+static void on_closed(xH2Stream *s) {
+    xH2TableRemove(&s->h2->table, s->id);
+    /* Held body bytes will never be delivered now: their share of the
+     * connection's window goes back, whoever still holds the exchange. */
+    if (s->streams_body && s->body.len) xH2ReleaseHeld(s->h2, s);
+    if (!s->ready && !s->in_op) xH2StreamSettle(s); /* otherwise xH2DispatchReady or the op does */
+}
+
+/* Every change of a stream's state is made here. */
+static void move(xH2Stream *s, xH2StreamEvent event) {
+    xH2StreamState from = s->state;
+    s->state = (xH2StreamState)transitions[from][event];
+    if (s->state == XH2_STATE_CLOSED && from != XH2_STATE_CLOSED) on_closed(s);
+}
+
+void xH2StreamClose(xH2Stream *s) { move(s, XH2_RESET); }
+
+/* ---- Making and freeing ---- */
+
+/* A stream for id, idle until its HEADERS is taken; NULL when out of memory. */
+static xH2Stream *stream_new(xHttp2 *h2, int32_t id) {
+    xH2Stream *s = h2->spare;
+    if (s) {
+        /* Reuse it whole: its buffers keep their storage, emptied. */
+        h2->spare = s->next;
+        h2->spare_count--;
+        xBuffer strings = s->strings, fields = s->fields, body = s->body;
+        memset(s, 0, sizeof *s);
+        s->strings = (xBuffer){strings.data, 0, strings.cap};
+        s->fields = (xBuffer){fields.data, 0, fields.cap};
+        s->body = (xBuffer){body.data, 0, body.cap};
+    } else if (!(s = calloc(1, sizeof *s))) {
+        return NULL;
+    }
+    if (!xH2TableAdd(&h2->table, id, s)) {
+        s->next = h2->spare; /* back where it came from, or onto the list */
+        h2->spare = s;
+        h2->spare_count++;
+        return NULL;
+    }
+    s->h2 = h2;
+    s->id = id;
+    s->state = XH2_STATE_IDLE;
+    s->declared_length = -1;
+    s->send_window = h2->peer_window;
+    s->recv_window = h2->stream_window;
+    s->next = h2->streams;
+    if (h2->streams) h2->streams->prev = s;
+    h2->streams = s;
+    xCounterAdd(&xHttpContextOf(h2->conn)->counters.http2_streams, 1); /* metrics (observe/) */
+    return s;
+}
+
+static void stream_destroy(xH2Stream *s) {
+    xBufferFree(&s->strings);
+    xBufferFree(&s->fields);
+    xBufferFree(&s->body);
+    free(s);
+}
+
+/* Takes a stream out of the ready queue. */
+static void unqueue(xHttp2 *h2, xH2Stream *s) {
+    xH2Stream **link = &h2->ready, *prev = NULL;
+    while (*link && *link != s) {
+        prev = *link;
+        link = &prev->next_ready;
+    }
+    if (!*link) return;
+    *link = s->next_ready;
+    if (h2->ready_tail == s) h2->ready_tail = prev;
+    s->ready = false;
+}
+
+void xH2StreamFree(xH2Stream *s) {
+    xHttp2 *h2 = s->h2;
+    if (s->ready) unqueue(h2, s); /* rare: ended from another stream's handler */
+    /* A streamed body nobody took may still hold the connection's window. */
+    if (s->streams_body && s->body.len) xH2ReleaseHeld(h2, s);
+    if (s->state != XH2_STATE_CLOSED) xH2TableRemove(&h2->table, s->id);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        h2->streams = s->next;
+    if (s->next) s->next->prev = s->prev;
+    xH2SourceRelease(s);
+    if (s->ex) xHttpExchangeRelease(xHttpContextOf(h2->conn), s->ex);
+    bool held_conn = s->dispatched;
+    xConn *conn = h2->conn;
+    if (s->body.cap > XH2_SPARE_BODY_CAP) xBufferFree(&s->body);
+    if (h2->spare_count < XH2_SPARE_STREAMS) {
+        s->next = h2->spare;
+        h2->spare = s;
+        h2->spare_count++;
+    } else {
+        stream_destroy(s);
+    }
+    if (held_conn) xConnRelease(conn); /* may free h2 */
+}
+
+void xH2StreamsFree(xHttp2 *h2) {
+    while (h2->streams) xH2StreamFree(h2->streams);
+    while (h2->spare) {
+        xH2Stream *s = h2->spare;
+        h2->spare = s->next;
+        stream_destroy(s);
+    }
+}
+
+void xH2StreamSettle(xH2Stream *s) {
+    if (!s->dispatched || s->ex->res.ended || xHttpExchangeAbort(s->ex)) xH2StreamFree(s);
+}
+
+/* ---- Flow control ---- */
+
+void xH2ConsumeConn(xHttp2 *h2, size_t n) {
+    h2->recv_consumed += (uint32_t)n;
+    if (h2->recv_consumed < h2->conn_window / 2 || h2->failed) return;
+    xH2WriteWindowUpdate(h2->conn, 0, h2->recv_consumed);
+    h2->recv_window += h2->recv_consumed;
+    h2->recv_consumed = 0;
+}
+
+void xH2ConsumeStream(xH2Stream *s, size_t n) {
+    if (!xH2StreamReceives(s)) return; /* no more is coming */
+    s->recv_consumed += (uint32_t)n;
+    if (s->recv_consumed < s->h2->stream_window / 2 || s->h2->failed) return;
+    xH2WriteWindowUpdate(s->h2->conn, s->id, s->recv_consumed);
+    s->recv_window += s->recv_consumed;
+    s->recv_consumed = 0;
+}
+
+void xH2ReleaseHeld(xHttp2 *h2, xH2Stream *s) {
+    size_t due = xH2HeldRelease(&h2->held_window, &s->held_share, s->body.len);
+    if (due) xH2ConsumeConn(h2, due);
+    s->body.len = 0;
+}
+
+/* ---- Resets ---- */
+
+static void remember_reset(xHttp2 *h2, int32_t id) {
+    h2->reset[h2->reset_next] = id;
+    h2->reset_next = (h2->reset_next + 1) % XH2_RESET_MEMORY;
+}
+
+bool xH2WasReset(const xHttp2 *h2, int32_t id) {
+    for (size_t i = 0; i < XH2_RESET_MEMORY; i++)
+        if (h2->reset[i] == id) return true;
+    return false;
+}
+
+bool xH2StreamError(xHttp2 *h2, int32_t id, xH2Error code) {
+    xH2WriteReset(h2->conn, id, code);
+    remember_reset(h2, id);
+    xH2Stream *s = xH2TableFind(&h2->table, id);
+    if (s) xH2StreamClose(s);
+    return xH2OweControl(h2);
+}
+
+/* ---- Ends ---- */
+
+void xH2MarkReady(xHttp2 *h2, xH2Stream *s) {
+    if (s->ready) return;
+    s->ready = true;
+    if (h2->ready_tail)
+        h2->ready_tail->next_ready = s;
+    else
+        h2->ready = s;
+    h2->ready_tail = s;
+}
+
+void xH2StreamRemoteEnd(xHttp2 *h2, xH2Stream *s) {
+    if (s->state == XH2_STATE_CLOSED) return; /* reset while its last DATA was taken */
+    if (!s->dispatched || s->streams_body) xH2MarkReady(h2, s);
+    move(s, XH2_RECV_END_STREAM);
+}
+
+/* RFC 9113 §8.1: a response complete before its request asks the client,
+ * by RST_STREAM(NO_ERROR), to stop sending the rest of the body, which would
+ * only be dropped here (a rejected upload, or a streaming handler that
+ * answered early). So half-closed (local) lasts only until that reset. */
+void xH2StreamLocalEnd(xH2Stream *s) {
+    if (s->state != XH2_STATE_OPEN) {
+        move(s, XH2_SEND_END_STREAM); /* closed, s may go */
+        return;
+    }
+    move(s, XH2_SEND_END_STREAM);
+    xH2StreamError(s->h2, s->id, XH2_NO_ERROR);
+}
+
+/* ---- Requests ---- */
+
+/* Routes a request whose body is still to come: the stream takes its
+ * exchange now (without a field array: that waits for dispatch), and
+ * dispatch reuses the routing. */
+static bool route_at_head(xHttp2 *h2, xH2Stream *s) {
+    if (!s->ex && !(s->ex = xHttpExchangeAcquire(xHttpContextOf(h2->conn)))) return false;
+    s->ex->req.method = s->method;
+    s->ex->req.path = xH2PathOf(s->path);
+    return true;
+}
+
+/* Answers early (413, or 500 when the request could not be routed for want
+ * of memory) and tells the client to stop sending the body. */
+static void refuse_body(xHttp2 *h2, xH2Stream *s, int status) {
+    s->reject_status = status;
+    xBufferFree(&s->body);
+    xH2MarkReady(h2, s);
+}
+
+/* A request head with a body to follow: a streaming route takes it in
+ * pieces (returns true); otherwise a declared body that cannot fit is
+ * refused before it is sent. */
+static bool begin_body(xHttp2 *h2, xH2Stream *s) {
+    if (s->reject_status) return false;
+    if (!route_at_head(h2, s)) {
+        refuse_body(h2, s, 500);
+        return false;
+    }
+    if (xHttpExchangeStreams(s->ex)) {
+        s->streams_body = true;
+        return true;
+    }
+    /* A tunnel's bytes are no body to wait for: a route that does not
+     * stream answers now, and the answer waves the rest off. */
+    if (s->tunnel) return true;
+    if (s->declared_length > (int64_t)h2->conf->max_body_size) refuse_body(h2, s, 413);
+    return false;
+}
+
+bool xH2StreamTakeData(xHttp2 *h2, xH2Stream *s, const uint8_t *data, size_t len) {
+    h2->progress += len;
+    if (s->streams_body && !(s->ex && s->ex->res.ended)) {
+        /* Held until its reader takes it: the stream's window reopens then;
+         * the connection's now, while the readers hold under one window. */
+        if (xBufferAppend(&s->body, data, len) != XOK) return xH2StreamError(h2, s->id, XH2_INTERNAL_ERROR);
+        if (xH2HeldArrive(&h2->held_window, &s->held_share, len)) xH2ConsumeConn(h2, len);
+        if (s->dispatched) xH2MarkReady(h2, s);
+        return true;
+    }
+    /* Bytes nobody will read reopen only the connection's window. */
+    xH2ConsumeConn(h2, len);
+    if (s->reject_status || (s->ex && s->ex->res.ended) || s->streams_body) return true;
+    xH2ConsumeStream(s, len);
+    if (s->body.len + len > h2->conf->max_body_size) {
+        refuse_body(h2, s, 413);
+        return true;
+    }
+    if (xBufferAppend(&s->body, data, len) != XOK) return xH2StreamError(h2, s->id, XH2_INTERNAL_ERROR);
+    return true;
+}
+
+/* Copies a valid request's fields out of the decoder's scratch (and the
+ * input) into the stream, which keeps them until it ends. */
+static bool keep_fields(xH2Stream *s, const xHpackField *f, size_t n, const xH2RequestHead *head) {
+    size_t total = 0, regular = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += f[i].name.len + f[i].value.len;
+        regular += f[i].name.data[0] != ':';
+    }
+    if (head->protocol.len) regular++;
+    /* Room for everything first: the fields point into the strings. */
+    if (xBufferReserve(&s->strings, total + 9) != XOK ||
+        xBufferReserve(&s->fields, regular * sizeof(xH2Field)) != XOK)
+        return false;
+    xH2Field *out = (xH2Field *)s->fields.data;
+    xStr protocol = {NULL, 0}; /* head->protocol's copy: head's views die with the input */
+    for (size_t i = 0; i < n; i++) {
+        char *at = s->strings.data + s->strings.len;
+        memcpy(at, f[i].name.data, f[i].name.len);
+        memcpy(at + f[i].name.len, f[i].value.data, f[i].value.len);
+        s->strings.len += f[i].name.len + f[i].value.len;
+        xStr name = {at, f[i].name.len}, value = {at + f[i].name.len, f[i].value.len};
+        switch (f[i].token) {
+        case XHPACK_TOKEN_METHOD: s->method = value; break;
+        case XHPACK_TOKEN_PATH: s->path = value; break;
+        case XHPACK_TOKEN_AUTHORITY: s->authority = value; break;
+        default:
+            if (name.data[0] != ':')
+                *out++ = (xH2Field){name, value};
+            else if (xStrEqualsC(name, ":protocol"))
+                protocol = value;
+            break;
+        }
+    }
+    /* RFC 8441: an extended CONNECT's protocol reaches the handler as a field,
+     * from the stream's copy: the block it came in may have moved (the input
+     * compacted, or grown for a large frame) before the stream is dispatched. */
+    if (head->protocol.len) *out++ = (xH2Field){{":protocol", 9}, protocol};
+    s->fields.len = (size_t)((char *)out - s->fields.data);
+    s->declared_length = head->content_length;
+    s->tunnel = head->protocol.len > 0;
+    return true;
+}
+
+bool xH2StreamOpen(xHttp2 *h2, int32_t id, uint8_t flags, const xHpackBlock *b, int rv) {
+    xH2RequestHead head = {.content_length = -1};
+    if (rv == XHPACK_OK && !xH2CheckRequest(b->fields, b->count, true, &head))
+        return xH2StreamError(h2, id, XH2_PROTOCOL_ERROR);
+    xH2Stream *s = stream_new(h2, id);
+    if (!s) return xH2StreamError(h2, id, XH2_INTERNAL_ERROR);
+    move(s, XH2_RECV_HEADERS);
+    if (rv == XHPACK_TOO_LARGE)
+        s->reject_status = 431; /* the decoder stayed in sync; the stream is answered */
+    else if (!keep_fields(s, b->fields, b->count, &head))
+        return xH2StreamError(h2, id, XH2_INTERNAL_ERROR);
+    if (flags & XH2_FLAG_END_STREAM)
+        xH2StreamRemoteEnd(h2, s);
+    else if (begin_body(h2, s))
+        xH2MarkReady(h2, s); /* a streaming route, or a tunnel: dispatched now */
+    return true;
+}
+
+bool xH2StreamTrailers(xHttp2 *h2, xH2Stream *s, uint8_t flags, const xHpackBlock *b, int rv) {
+    if (!xH2StreamReceives(s)) return xH2StreamError(h2, s->id, XH2_STREAM_CLOSED);
+    if (!(flags & XH2_FLAG_END_STREAM) || (rv == XHPACK_OK && !xH2CheckTrailers(b->fields, b->count)))
+        return xH2StreamError(h2, s->id, XH2_PROTOCOL_ERROR);
+    if (s->declared_length >= 0 && s->received != (uint64_t)s->declared_length)
+        return xH2StreamError(h2, s->id, XH2_PROTOCOL_ERROR);
+    xH2StreamRemoteEnd(h2, s); /* the fields themselves are dropped */
+    return true;
+}
+
+bool xH2StreamFromUpgrade(xHttp2 *h2, const xHttp2Upgrade *up) {
+    xH2Stream *s = stream_new(h2, 1);
+    if (!s) return false;
+    move(s, XH2_RECV_HEADERS);
+    /* The target is path and query as sent: contiguous in the request line. */
+    size_t target_len =
+        up->query.len ? (size_t)(up->query.data + up->query.len - up->path.data) : up->path.len;
+    size_t total = up->method.len + target_len;
+    for (size_t i = 0; i < up->num_headers; i++) total += up->headers[i].name.len + up->headers[i].value.len;
+    /* Room for everything first: the fields point into the strings. */
+    if (xBufferReserve(&s->strings, total) != XOK ||
+        xBufferReserve(&s->fields, up->num_headers * sizeof(xH2Field)) != XOK)
+        return false;
+    char *at = s->strings.data;
+    memcpy(at, up->method.data, up->method.len);
+    s->method = (xStr){at, up->method.len};
+    at += up->method.len;
+    memcpy(at, up->path.data, target_len);
+    s->path = (xStr){at, target_len};
+    at += target_len;
+    xH2Field *f = (xH2Field *)s->fields.data;
+    for (size_t i = 0; i < up->num_headers; i++) {
+        xStr name = up->headers[i].name, value = up->headers[i].value;
+        memcpy(at, name.data, name.len);
+        memcpy(at + name.len, value.data, value.len);
+        f[i] = (xH2Field){{at, name.len}, {at + name.len, value.len}};
+        at += name.len + value.len;
+    }
+    s->strings.len = total;
+    s->fields.len = up->num_headers * sizeof(xH2Field);
+    xH2StreamRemoteEnd(h2, s); /* an upgrade carries no body: it is ready */
+    return true;
+}
+
+/* ---- Invariants ---- */
+
+/* The body source's kind and counts agree. */
+static const char *source_invariant(const xH2BodySource *b) {
+    if (b->framed > b->len) return "framed past a body's end";
+    switch (b->kind) {
+    case XH2_SOURCE_NONE: return b->len ? "a body with no source" : NULL;
+    case XH2_SOURCE_MEMORY: return b->memory && b->len ? NULL : "a memory body with no memory";
+    case XH2_SOURCE_FILE: return b->file.fd >= 0 && b->len ? NULL : "a file body with no file";
+    case XH2_SOURCE_STREAMED: return b->pieces.len == b->len ? NULL : "streamed pieces miscounted";
+    }
+    return "a body source of no kind";
+}
+
+/* The state agrees with the table and with the response. */
+static const char *state_invariant(const xHttp2 *h2, const xH2Stream *s) {
+    switch (s->state) {
+    case XH2_STATE_IDLE: return "a stream idle after its HEADERS";
+    case XH2_STATE_OPEN:
+    case XH2_STATE_HALF_CLOSED_REMOTE: break;
+    /* Our side ended with the whole response queued; the reset that waves
+     * the rest of the request off follows at once. */
+    case XH2_STATE_HALF_CLOSED_LOCAL: return "a stream half-closed (local) with no reset";
+    case XH2_STATE_CLOSED:
+        return xH2TableFind(&h2->table, s->id) == s ? "a closed stream in the table" : NULL;
+    default: return "a stream in no state";
+    }
+    if (xH2TableFind(&h2->table, s->id) != s) return "an open stream is not in the table";
+    if (xH2Pending(s) && !s->head_written) return "a body to frame before its head";
+    return NULL;
+}
+
+const char *xH2StreamBrokenInvariant(const xHttp2 *h2, const xH2Stream *s, size_t *open, size_t *returned) {
+    const char *broken = state_invariant(h2, s);
+    if (!broken) broken = source_invariant(&s->out);
+    if (broken) return broken;
+    if (s->send_window > XH2_MAX_WINDOW) return "a stream's send window is over 2^31-1";
+    if (s->recv_window < 0 || s->recv_window > h2->stream_window)
+        return "a stream's receive window is out of range";
+    if (s->held_share.returned > s->body.len) return "a stream returned more than it holds";
+    if (s->id > h2->highest_id) return "a stream above the highest id";
+    *open += s->state != XH2_STATE_CLOSED;
+    *returned += s->held_share.returned;
+    return NULL;
+}
