@@ -41,8 +41,6 @@ static ssize_t plain_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
 
 static void plain_shutdown_write(xConn *conn) { shutdown(conn->fd, SHUT_WR); }
 
-static void plain_nothing(xConn *conn) {}
-
 static ssize_t plain_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
     return sendfile(conn->fd, fd, &offset, len);
 }
@@ -51,8 +49,6 @@ const xTransport xConnPlainTransport = {
     .recv = plain_recv,
     .sendv = plain_sendv,
     .shutdown_write = plain_shutdown_write,
-    .close = plain_nothing,
-    .free = plain_nothing,
     .sendfile = plain_sendfile,
     .reads_through_loop = true,
 };
@@ -134,7 +130,7 @@ void xConnRelease(xConn *conn) {
     xTimerStop(net->loop, &conn->timer); /* armed by a late call on a closed connection */
     xBufferPoolRelease(&net->buffers, &conn->in);
     if (conn->proto->on_free) conn->proto->on_free(conn);
-    conn->transport->free(conn);
+    if (conn->transport->free) conn->transport->free(conn);
     if (conn->prev)
         conn->prev->next = conn->next;
     else
@@ -447,7 +443,7 @@ void xConnClose(xConn *conn) {
     conn->state = XCONN_CLOSED;
     xTimerStop(conn->net->loop, &conn->timer);
     xEventLoopRemove(conn->net->loop, conn->fd);
-    conn->transport->close(conn);
+    if (conn->transport->close) conn->transport->close(conn);
     close(conn->fd);
     conn->fd = -1;
     out_reset(conn);

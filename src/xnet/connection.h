@@ -87,8 +87,8 @@ typedef struct xTransport {
     ssize_t (*recv)(xConn *conn, char *buf, size_t len);
     ssize_t (*sendv)(xConn *conn, const struct iovec *iov, int iovcnt);
     void (*shutdown_write)(xConn *conn); /**< no more output: FIN (and close_notify) */
-    void (*close)(xConn *conn);          /**< the socket is about to close */
-    void (*free)(xConn *conn);           /**< last reference gone */
+    void (*close)(xConn *conn);          /**< optional: the socket is about to close */
+    void (*free)(xConn *conn);           /**< optional: last reference gone */
     bool secure;                         /**< bytes on the wire are encrypted */
     /** Writes bytes the transport made on its own (a TLS alert or KeyUpdate)
      *  once the queue is empty: true when none are left, false with errno
