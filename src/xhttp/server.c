@@ -75,7 +75,8 @@ struct xHttpServer {
     bool running;
     bool runs_loop;         /* xHttpServerRun drives the caller's loop */
     int signal_fd;          /* attached mode: SIGINT/SIGTERM through the loop */
-    int wake_fd;            /* workers mode: wakes the supervising thread */
+    int wake_fd;            /* workers mode: wakes the supervising thread; made by Create and
+                               never changed, so a thread given the server may read it */
     sigset_t stop_signals;  /* SIGINT, SIGTERM (stop), SIGHUP (reload) and SIGUSR1 (reopen
                                logs), when handle_signals */
     sigset_t previous_mask; /* the creating thread's mask before Create */
@@ -290,6 +291,7 @@ xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
     bool ok = server->router && server->workers;
     for (int i = 0; ok && i < server->nworkers; i++)
         ok = worker_init(&server->workers[i], server, loop) == XOK;
+    if (ok && !server->attached) ok = (server->wake_fd = eventfd(0, EFD_CLOEXEC)) >= 0;
     if (!ok) {
         xHttpServerDestroy(server);
         return NULL;
@@ -589,9 +591,8 @@ static xErrno run_workers(xHttpServer *server) {
     /* Workers inherit this thread's mask, where Create blocked the stop
      * signals: only the signalfd below receives them. */
     int sfd = server->conf.handle_signals ? signalfd(-1, &server->stop_signals, SFD_CLOEXEC) : -1;
-    server->wake_fd = eventfd(0, EFD_CLOEXEC);
     int started = 0;
-    xErrno err = server->wake_fd < 0 ? XERR_SYS : XOK;
+    xErrno err = XOK;
     for (; err == XOK && started < server->nworkers; started++) {
         if (pthread_create(&server->workers[started].thread, NULL, worker_main, &server->workers[started]) !=
             0)
