@@ -684,8 +684,9 @@ void xHttpServerMetricsSized(const xHttpServer *server, xHttpMetrics *out, size_
             for (int k = 0; k < XHTTP_METRIC_STATUS_CLASSES; k++)
                 sum.requests[p][k] += xCounterRead(&c->requests[p][k]);
         sum.http2_streams += xCounterRead(&c->http2_streams);
-        /* closed first: whatever it counts, accepted counted before */
-        uint64_t closed = xCounterRead(&n->closed);
+        /* closed first, with an acquire: every close it counts was a connection
+         * whose accept the load of accepted then sees, so open never goes negative */
+        uint64_t closed = xCounterReadAcquire(&n->closed);
         uint64_t accepted = xCounterRead(&n->accepted);
         sum.connections_open += accepted - closed;
         sum.connections_accepted += accepted;
