@@ -1,11 +1,12 @@
 # The everyday commands. CMake does the building; this only names the tasks.
 BUILD      ?= build
 TEST_BUILD ?= build-test
+TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 JOBS       ?= $(shell nproc)
 
-.PHONY: all release test fuzz run bench deps clean arena arena-image arena-image-test
+.PHONY: all release test check tsan fuzz run bench deps clean arena arena-image arena-image-test
 
 all: release
 
@@ -17,12 +18,37 @@ release: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DXK_BUILD_BENCHMARKS=ON -DXK_BUILD_EXAMPLES=ON
 	cmake --build $(BUILD) --parallel $(JOBS)
 
-# Every unit and integration test, built with AddressSanitizer and UBSan.
+# The build make test and make check share: everything, with AddressSanitizer and UBSan.
+define BUILD_SANITIZED
+cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXK_ENABLE_SANITIZERS=ON \
+      -DXK_BUILD_BENCHMARKS=ON -DXK_BUILD_EXAMPLES=ON
+cmake --build $(TEST_BUILD) --parallel $(JOBS)
+endef
+
+# The threaded paths under ThreadSanitizer, in a build of their own: only what the tests
+# labelled tsan use is built, and only they run (tests/CMakeLists.txt names them).
+define RUN_TSAN
+cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXK_ENABLE_TSAN=ON -DXK_BUILD_BENCHMARKS=ON
+cmake --build $(TSAN_BUILD) --parallel $(JOBS) --target tsan_tests
+cd $(TSAN_BUILD) && ctest -L '^tsan$$' --output-on-failure --timeout 600
+endef
+
+# Every test: unit, integration on both backends, lint, fuzz replays and bench, built with
+# AddressSanitizer and UBSan; then the tsan tier under ThreadSanitizer.
 test: deps
-	cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXK_ENABLE_SANITIZERS=ON \
-	      -DXK_BUILD_BENCHMARKS=ON -DXK_BUILD_EXAMPLES=ON
-	cmake --build $(TEST_BUILD) --parallel $(JOBS)
+	$(BUILD_SANITIZED)
 	cd $(TEST_BUILD) && ctest --output-on-failure --timeout 600
+	$(RUN_TSAN)
+
+# The quick tier for the edit-test loop (under 3 minutes on 2 cores once built): unit, lint,
+# fuzz replays and the default backend's integration tests but those labelled slow, two at a time.
+check: deps
+	$(BUILD_SANITIZED)
+	cd $(TEST_BUILD) && ctest -L '^(unit|lint|fuzz|integration)$$' -LE '^(epoll|slow)$$' \
+	  --parallel $(JOBS) --output-on-failure --timeout 600
+
+tsan: deps
+	$(RUN_TSAN)
 
 # Every libFuzzer harness (tests/fuzz/) for FUZZ_SECONDS each, built with clang in $(FUZZ_BUILD)/;
 # what adds coverage is merged into tests/fuzz/corpus/, a crash is left in $(FUZZ_BUILD)/crashes/.
@@ -73,4 +99,4 @@ arena-image-test: arena-image
 	arena/test-image.sh $(ARENA_TAG)
 
 clean:
-	rm -rf $(BUILD) $(TEST_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(TEST_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -1,7 +1,7 @@
 /* xbase/event.h — a single-threaded event loop: fd readiness, timers, I/O calls.
  *
- * One loop runs on one thread. Everything here except xEventLoopWake and
- * xEventLoopPost must be called from the loop's own thread. The I/O backend
+ * One loop runs on one thread. Everything here except xEventLoopPost must
+ * be called from the loop's own thread. The I/O backend
  * (io_uring where the kernel allows it, else epoll) sits behind an internal
  * interface; callers never touch it and do their socket I/O through
  * xEventLoopRecv / xEventLoopSendv, so either serves the same connection code. */

@@ -25,7 +25,8 @@ typedef enum xLogLevel {
 #endif
 #endif
 
-/** Sets the runtime level; messages below it are dropped. Default XLOG_INFO. */
+/** Sets the runtime level, from any thread; messages below it are dropped.
+ *  Default XLOG_INFO. */
 void xLogSetLevel(xLogLevel level);
 
 /** The current runtime level. */

@@ -74,7 +74,8 @@ struct xHttpServer {
     bool running;
     bool runs_loop;         /* xHttpServerRun drives the caller's loop */
     int signal_fd;          /* attached mode: SIGINT/SIGTERM through the loop */
-    int wake_fd;            /* workers mode: wakes the supervising thread */
+    int wake_fd;            /* workers mode: wakes the supervising thread; made by Create and
+                               never changed, so a thread given the server may read it */
     sigset_t stop_signals;  /* SIGINT, SIGTERM (stop), SIGHUP (reload) and SIGUSR1 (reopen
                                logs), when handle_signals */
     sigset_t previous_mask; /* the creating thread's mask before Create */
@@ -280,6 +281,7 @@ xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
     bool ok = server->router && server->workers;
     for (int i = 0; ok && i < server->nworkers; i++)
         ok = worker_init(&server->workers[i], server, loop) == XOK;
+    if (ok && !server->attached) ok = (server->wake_fd = eventfd(0, EFD_CLOEXEC)) >= 0;
     if (!ok) {
         xHttpServerDestroy(server);
         return NULL;
@@ -579,9 +581,8 @@ static xErrno run_workers(xHttpServer *server) {
     /* Workers inherit this thread's mask, where Create blocked the stop
      * signals: only the signalfd below receives them. */
     int sfd = server->conf.handle_signals ? signalfd(-1, &server->stop_signals, SFD_CLOEXEC) : -1;
-    server->wake_fd = eventfd(0, EFD_CLOEXEC);
     int started = 0;
-    xErrno err = server->wake_fd < 0 ? XERR_SYS : XOK;
+    xErrno err = XOK;
     for (; err == XOK && started < server->nworkers; started++) {
         if (pthread_create(&server->workers[started].thread, NULL, worker_main, &server->workers[started]) !=
             0)
@@ -673,8 +674,9 @@ void xHttpServerMetricsSized(const xHttpServer *server, xHttpMetrics *out, size_
             for (int k = 0; k < XHTTP_METRIC_STATUS_CLASSES; k++)
                 sum.requests[p][k] += xCounterRead(&c->requests[p][k]);
         sum.http2_streams += xCounterRead(&c->http2_streams);
-        /* closed first: whatever it counts, accepted counted before */
-        uint64_t closed = xCounterRead(&n->closed);
+        /* closed first, with an acquire: every close it counts was a connection
+         * whose accept the load of accepted then sees, so open never goes negative */
+        uint64_t closed = xCounterReadAcquire(&n->closed);
         uint64_t accepted = xCounterRead(&n->accepted);
         sum.connections_open += accepted - closed;
         sum.connections_accepted += accepted;

@@ -137,7 +137,7 @@ void xConnRelease(xConn *conn) {
         net->conns = conn->next;
     if (conn->next) conn->next->prev = conn->prev;
     net->conn_count--;
-    xCounterAdd(&net->counters.closed, 1);
+    xCounterAddRelease(&net->counters.closed, 1); /* after this connection's accept, for /metrics */
     free(conn->out_refs);
     free(conn);
     if (net->on_conn_gone) net->on_conn_gone(net);

@@ -2,12 +2,15 @@
  * io_uring: timers fire in order and not early, readiness reaches the right
  * callback and none reaches a removed fd, a socket closed after removal
  * reaches its peer, a socket read directly and handed back loses no byte,
- * calls posted from another thread run on the loop, calls
+ * calls posted from another thread run on the loop (from several at once,
+ * each once and in its poster's order, while the loop posts to itself), calls
  * owed at the end of a turn run after it, once each and in order, and the
  * wall clock's second is sampled. */
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -148,6 +151,104 @@ static void test_calls_posted_from_another_thread_run_on_the_loop(void) {
     xEventLoopDestroy(p.loop);
 }
 
+/* Several threads post at once while the loop runs and posts to itself: every
+ * call runs once, on the loop, each poster's in the order it posted them, and
+ * sees what its poster wrote before posting (the posting publishes it). */
+enum { POSTERS = 4, POSTS_EACH = 2000, SELF_POSTS = 500 };
+
+typedef struct Crowd Crowd;
+
+typedef struct Poster {
+    Crowd *crowd;
+    pthread_t thread;
+    int index;
+    int ran; /* calls of this poster's run so far (loop thread only) */
+    bool misordered;
+} Poster;
+
+typedef struct Note {
+    Poster *from;
+    int seq;
+    uint64_t written; /* set by the poster, read by the loop */
+} Note;
+
+struct Crowd {
+    xEventLoop *loop;
+    pthread_t loop_thread;
+    Poster posters[POSTERS];
+    int ran;         /* every call, posters' and the loop's own */
+    int self_posted; /* calls the loop posted to itself */
+    bool off_loop;   /* a call ran on another thread */
+    bool misread;    /* a call saw a payload its poster had not written */
+};
+
+/* What poster index writes into its seq-th note. */
+static uint64_t payload(int index, int seq) { return (uint64_t)index << 32 | (uint64_t)seq; }
+
+static void check_done(Crowd *c) {
+    if (c->ran == POSTERS * POSTS_EACH + SELF_POSTS) xEventLoopStop(c->loop);
+}
+
+static void on_self_posted(xEventLoop *loop, void *arg) {
+    Crowd *c = arg;
+    c->off_loop |= !pthread_equal(pthread_self(), c->loop_thread);
+    c->ran++;
+    check_done(c);
+}
+
+static void on_note(xEventLoop *loop, void *arg) {
+    Note *n = arg;
+    Crowd *c = n->from->crowd;
+    c->off_loop |= !pthread_equal(pthread_self(), c->loop_thread);
+    c->misread |= n->written != payload(n->from->index, n->seq);
+    n->from->misordered |= n->seq != n->from->ran;
+    n->from->ran++;
+    c->ran++;
+    /* The loop posts to itself too, between the others' calls. */
+    if (c->self_posted < SELF_POSTS && n->seq % 4 == 0) {
+        c->self_posted++;
+        CHECK_EQ_INT(xEventLoopPost(loop, on_self_posted, c), XOK);
+    }
+    free(n);
+    check_done(c);
+}
+
+static void *post_notes(void *arg) {
+    Poster *p = arg;
+    for (int seq = 0; seq < POSTS_EACH; seq++) {
+        Note *n = malloc(sizeof *n);
+        if (!n) abort();
+        *n = (Note){.from = p, .seq = seq, .written = payload(p->index, seq)};
+        if (xEventLoopPost(p->crowd->loop, on_note, n) != XOK) abort();
+        if (seq % 256 == 0) sched_yield(); /* let the loop drain mid-stream too */
+    }
+    return NULL;
+}
+
+static void stop_loop(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
+
+static void test_calls_posted_from_many_threads_at_once_each_run_once_in_order(void) {
+    Crowd c = {.loop = new_loop(), .loop_thread = pthread_self()};
+    xTimer give_up; /* a lost call fails the checks, not the run */
+    xTimerInit(&give_up, stop_loop, NULL);
+    xTimerStart(c.loop, &give_up, 20000);
+    for (int i = 0; i < POSTERS; i++) {
+        c.posters[i] = (Poster){.crowd = &c, .index = i};
+        CHECK(pthread_create(&c.posters[i].thread, NULL, post_notes, &c.posters[i]) == 0);
+    }
+    CHECK_EQ_INT(xEventLoopRun(c.loop), XOK);
+    for (int i = 0; i < POSTERS; i++) {
+        pthread_join(c.posters[i].thread, NULL);
+        CHECK_EQ_INT(c.posters[i].ran, POSTS_EACH);
+        CHECK(!c.posters[i].misordered);
+    }
+    CHECK_EQ_INT(c.ran, POSTERS * POSTS_EACH + SELF_POSTS);
+    CHECK(!c.off_loop);
+    CHECK(!c.misread);
+    xTimerStop(c.loop, &give_up);
+    xEventLoopDestroy(c.loop);
+}
+
 static void count_run(xEventLoop *loop, void *arg) { (*(int *)arg)++; }
 
 static void test_calls_still_queued_run_at_destroy(void) {
@@ -265,8 +366,6 @@ static void on_old(xEventLoop *loop, int fd, unsigned events, void *arg) {
     CHECK_EQ_INT(reuse.new_pair[0], fd);
     CHECK_EQ_INT(xEventLoopAdd(loop, reuse.new_pair[0], XEV_READ, on_new, NULL), XOK);
 }
-
-static void stop_loop(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
 
 static void test_a_removed_fd_hears_nothing_and_its_reused_number_only_its_own(void) {
     xEventLoop *loop = new_loop();
@@ -524,6 +623,7 @@ int main(void) {
         RUN(test_a_reader_that_takes_nothing_leaves_its_input_in_the_socket);
         RUN(test_a_socket_read_directly_then_handed_back_loses_no_byte);
         RUN(test_calls_posted_from_another_thread_run_on_the_loop);
+        RUN(test_calls_posted_from_many_threads_at_once_each_run_once_in_order);
         RUN(test_calls_still_queued_run_at_destroy);
         RUN(test_calls_at_turn_end_run_once_in_order_after_the_turn);
         RUN(test_wall_clock_second_is_now);

@@ -25,4 +25,23 @@ static inline uint64_t xCounterRead(const xCounter *c) {
     return atomic_load_explicit((xCounter *)c, memory_order_relaxed);
 }
 
+/* Relaxed counters are each exact but unordered between them: a reader may
+ * see one owner's later add before its earlier one to another counter. Where
+ * one counter bounds another (a connection is accepted before it is closed),
+ * the owner adds to the bounding one last with a release, and a reader
+ * that loads it with an acquire before the other sees no fewer of the other's
+ * adds. On x86-64 both are the same plain moves as above; ARM64 uses its
+ * store-release and load-acquire instructions. */
+
+/** Adds n after every add its owner made before, as seen by xCounterReadAcquire. */
+static inline void xCounterAddRelease(xCounter *c, uint64_t n) {
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_release);
+}
+
+/** The counter's value, from any thread; the owner's adds that came before the
+ *  ones it includes are visible to this thread's reads after it. */
+static inline uint64_t xCounterReadAcquire(const xCounter *c) {
+    return atomic_load_explicit((xCounter *)c, memory_order_acquire);
+}
+
 #endif

@@ -3,16 +3,21 @@
 #include <xbase/log.h>
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-static volatile xLogLevel runtime_level = XLOG_INFO;
+/* Set from any thread while workers log: a relaxed atomic, so each reads a
+ * whole value and sees a change soon, at the cost of a plain load. */
+static atomic_int runtime_level = XLOG_INFO;
 
-void xLogSetLevel(xLogLevel level) { runtime_level = level; }
+void xLogSetLevel(xLogLevel level) {
+    atomic_store_explicit(&runtime_level, (int)level, memory_order_relaxed);
+}
 
-xLogLevel xLogGetLevel(void) { return runtime_level; }
+xLogLevel xLogGetLevel(void) { return (xLogLevel)atomic_load_explicit(&runtime_level, memory_order_relaxed); }
 
 void xLogWrite(xLogLevel level, const char *file, int line, const char *fmt, ...) {
     static const char *const names[] = {"debug", "info", "warn", "error"};

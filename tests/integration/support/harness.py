@@ -4,7 +4,7 @@ The tests drive the real http_bench_server binary (XK_BENCH_SERVER) over real
 sockets. This module starts and stops it, speaks HTTP/1.1 over raw sockets
 with a deliberately strict response parser, and checks on the way out that the
 process exited 0 with no sanitizer report, so the same suite is meaningful
-under ASan+UBSan.
+under ASan+UBSan and ThreadSanitizer.
 
 Every socket operation has a timeout and every wait on the server ends in a
 kill, so a hung server fails a test instead of hanging ctest.
@@ -30,7 +30,7 @@ SOCKET_TIMEOUT = 10.0
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 15.0
 
-SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "LeakSanitizer", "runtime error:")
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "LeakSanitizer", "runtime error:", "WARNING: ThreadSanitizer")
 
 # "listening on 0.0.0.0:41235 (1 workers)"; HOST may be an IPv6 literal,
 # possibly bracketed, so the port is what follows the last colon.
