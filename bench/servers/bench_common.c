@@ -451,6 +451,7 @@ static void on_text(xHttpRequest *req, xHttpResponse *res, void *arg) {
     if (query_text(req, "encoding", value, sizeof value))
         xHttpResponseAddHeader(res, "Content-Encoding", value);
     if (query_text(req, "etag", value, sizeof value)) xHttpResponseAddHeader(res, "ETag", value);
+    if (query_text(req, "server", value, sizeof value)) xHttpResponseAddHeader(res, "Server", value);
     if (query_size(req, "no_compress", 1, &flag) && flag) xHttpResponseNoCompress(res);
     if (query_size(req, "ref", 1, &flag) && flag)
         xHttpResponseSendRef(res, text_bytes, size, NULL, NULL);
@@ -514,6 +515,10 @@ static void on_drip(xHttpRequest *req, xHttpResponse *res, void *arg) {
 
 /* Set by --test-routes (the integration tests' harness passes it), and --compress. */
 static bool test_routes, compress;
+/* --server-name NAME: the Server field ("" for none); --own-answers: the
+ * server's own 404, 405 and error bodies replaced (on_not_found...). */
+static const char *server_name;
+static bool own_answers;
 
 /* Set by --access-log PATH, --log-format and --metrics. */
 static const char *access_log;
@@ -551,7 +556,38 @@ static bool add_static_type(char *spec) {
     return true;
 }
 
+/* --own-answers: a JSON 404 naming the path, a 405 that lists what is
+ * allowed, and bodies of our own for what the server refuses itself. */
+static void on_not_found(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xStr path = xHttpRequestPath(req);
+    char body[256];
+    int n = snprintf(body, sizeof body, "{\"error\":\"no route\",\"path_bytes\":%zu}\n", path.len);
+    xHttpResponseAddHeader(res, "Content-Type", "application/json");
+    xHttpResponseSend(res, body, (size_t)n);
+}
+
+static void on_not_allowed(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xHttpResponseAddHeader(res, "Content-Type", "text/plain");
+    xHttpResponseSend(res, "not with this method\n", 21);
+}
+
+static bool set_own_answers(xHttpServer *server) {
+    static const char any[] = "<!doctype html><title>Refused</title><p>The server refused this request.\n";
+    static const char too_large[] = "{\"error\":\"too large\"}\n";
+    if (server_name && xHttpServerSetServerName(server, server_name) != XOK) {
+        fprintf(stderr, "--server-name: not a field value\n");
+        return false;
+    }
+    if (!own_answers) return true;
+    xHttpServerRouteNotFound(server, on_not_found, NULL);
+    xHttpServerRouteMethodNotAllowed(server, on_not_allowed, NULL);
+    xHttpServerErrorBody(server, 0, "text/html; charset=utf-8", any, sizeof any - 1);
+    xHttpServerErrorBody(server, 413, "application/json", too_large, sizeof too_large - 1);
+    return true;
+}
+
 bool benchAddRoutes(xHttpServer *server) {
+    if (!set_own_answers(server)) return false;
     if (static_conf.root) {
         xErrno err = xHttpStaticCreate(&static_conf, &static_files);
         if (err != XOK) {
@@ -602,7 +638,7 @@ const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout
                                 "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
                                 "       [--access-log PATH] [--log-format common|combined|json]\n"
                                 "       [--log-flush-ms MS] [--metrics]\n"
-                                "       [--compress] [--ws-deflate]\n"
+                                "       [--compress] [--ws-deflate] [--server-name NAME] [--own-answers]\n"
                                 "       [--static DIR [--static-no-twins] [--static-cache-ms MS]\n"
                                 "        [--static-cache-control VALUE] [--static-type EXT=TYPE]...]\n";
 
@@ -657,6 +693,14 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--static-no-twins") == 0) {
             static_conf.precompressed = false;
+            continue;
+        }
+        if (strcmp(argv[i], "--server-name") == 0 && i + 1 < argc) {
+            server_name = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--own-answers") == 0) {
+            own_answers = true;
             continue;
         }
         if (strcmp(argv[i], "--test-routes") == 0) {

@@ -118,6 +118,36 @@ xErrno xHttpServerRoute(xHttpServer *server, const char *spec, xHttpHandler hand
  *  the response is complete, which asks the client to stop sending. */
 xErrno xHttpServerRouteStreaming(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg);
 
+/* ---- The answers the server writes itself ---- */
+
+/** Sets the Server field of every response ("xkit" by default); NULL or ""
+ *  leaves it out. A handler that adds a Server field replaces the server's
+ *  for its response. name is copied. XERR_INVALID for a byte a field value
+ *  may not hold or a name over 80 bytes, XERR_STATE (running). */
+xErrno xHttpServerSetServerName(xHttpServer *server, const char *name);
+
+/** Answers every request no route matches with handler instead of the
+ *  server's own 404; the response's status is 404 when it is called (the
+ *  handler may set another). A route for "/\*" would take them too, and
+ *  also the 405s. NULL: the server's own again. XERR_STATE (running). */
+xErrno xHttpServerRouteNotFound(xHttpServer *server, xHttpHandler handler, void *arg);
+
+/** Answers every request whose path a route matches but whose method none
+ *  does with handler instead of the server's own 405; the status is 405 and
+ *  the Allow field set when it is called. NULL: the server's own again.
+ *  XERR_STATE (running). */
+xErrno xHttpServerRouteMethodNotAllowed(xHttpServer *server, xHttpHandler handler, void *arg);
+
+/** Gives the answers the server writes itself with status (a malformed or
+ *  oversized request, a timeout, 404 and 405 without a handler, static files'
+ *  refusals) this body in place of the reason phrase, as content_type;
+ *  status 0 applies to every 4xx and 5xx without a body of its own. Both are
+ *  copied; set again, they replace the last. HEAD still gets no body.
+ *  XERR_INVALID for a status outside 400-599 (or 0) or a bad content type,
+ *  XERR_STATE (running). */
+xErrno xHttpServerErrorBody(xHttpServer *server, int status, const char *content_type, const void *body,
+                            size_t len);
+
 /** Binds and listens on host:port (IPv4 or IPv6 literal or name; NULL or ""
  *  for every IPv4 address; port 0 picks a free one). Fails here, not later,
  *  when the address is in use: XERR_BUSY, XERR_ADDR, XERR_SYS. */

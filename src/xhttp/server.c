@@ -36,6 +36,7 @@
 #include "xhttp/core/context.h"
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/router.h"
+#include "xhttp/core/tokens.h"
 #include "xhttp/observe/access_log.h"
 #include "xhttp/observe/prometheus.h"
 #include "xhttp/filter/compress.h"
@@ -82,6 +83,8 @@ struct xHttpServer {
     atomic_bool stop_requested;
     bool logging;                /* the access log is on: log_opts hold its settings */
     xHttpAccessLogOpts log_opts; /* log_opts.path is ours (strdup) */
+    xHttpOwnAnswers answers;     /* what its own answers say; every worker's context reads it */
+    xHttpRouteTarget not_found, not_allowed;
 };
 
 void xHttpServerConfInitSized(xHttpServerConf *conf, size_t size) {
@@ -234,6 +237,7 @@ static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
     if (!w->loop) return XERR_SYS;
     xErrno err = xHttpContextInit(&w->ctx, w->loop, &server->conf, server->router, &xUpgradeRequests);
     if (err != XOK) return err;
+    w->ctx.answers = &server->answers;
     w->ctx.owner = w;
     w->ctx.net.on_conn_gone = on_conn_gone;
     w->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -276,6 +280,7 @@ xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
         pthread_sigmask(SIG_BLOCK, &server->stop_signals, &server->previous_mask);
     }
     if (server->conf.max_headers == 0) server->conf.max_headers = 1;
+    server->answers = xHttpDefaultAnswers;
     server->router = xRouterCreate();
     server->workers = calloc((size_t)server->nworkers, sizeof *server->workers);
     bool ok = server->router && server->workers;
@@ -305,6 +310,11 @@ void xHttpServerDestroy(xHttpServer *server) {
         server->targets = next;
     }
     free((char *)server->log_opts.path);
+    for (size_t i = 0; i < server->answers.num_error_bodies; i++) {
+        free(server->answers.error_bodies[i].content_type);
+        free(server->answers.error_bodies[i].body);
+    }
+    free(server->answers.error_bodies);
     if (server->wake_fd >= 0) close(server->wake_fd);
     if (server->conf.handle_signals) pthread_sigmask(SIG_SETMASK, &server->previous_mask, NULL);
     free(server);
@@ -341,6 +351,75 @@ xErrno xHttpServerRouteStreaming(xHttpServer *server, const char *spec, xHttpHan
 
 xErrno xHttpServerRouteUncompressed(xHttpServer *server, const char *spec, xHttpHandler handler, void *arg) {
     return add_route(server, spec, handler, arg, false, true, NULL);
+}
+
+/* ---- The answers the server writes itself ---- */
+
+/* True when value is a field value HTTP allows (no CR, LF or other control). */
+static bool is_field_value(const char *value) {
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+        if (!xHttpIsFieldChar(*p)) return false;
+    return true;
+}
+
+xErrno xHttpServerSetServerName(xHttpServer *server, const char *name) {
+    if (server->running) return XERR_STATE;
+    if (!name) name = "";
+    xHttpOwnAnswers *a = &server->answers;
+    size_t n = strlen(name);
+    if (!is_field_value(name) || n + 10 >= sizeof a->server_line) return XERR_INVALID;
+    a->server_line_len =
+        n ? (size_t)snprintf(a->server_line, sizeof a->server_line, "Server: %s\r\n", name) : 0;
+    a->server_line[a->server_line_len] = '\0';
+    a->server_name = (xStr){a->server_line + 8, n};
+    return XOK;
+}
+
+static xErrno set_fallback(xHttpServer *server, xHttpRouteTarget *target, const xHttpRouteTarget **slot,
+                           xHttpHandler handler, void *arg) {
+    if (server->running) return XERR_STATE;
+    *target = (xHttpRouteTarget){.handler = handler, .arg = arg};
+    *slot = handler ? target : NULL;
+    return XOK;
+}
+
+xErrno xHttpServerRouteNotFound(xHttpServer *server, xHttpHandler handler, void *arg) {
+    return set_fallback(server, &server->not_found, &server->answers.not_found, handler, arg);
+}
+
+xErrno xHttpServerRouteMethodNotAllowed(xHttpServer *server, xHttpHandler handler, void *arg) {
+    return set_fallback(server, &server->not_allowed, &server->answers.not_allowed, handler, arg);
+}
+
+xErrno xHttpServerErrorBody(xHttpServer *server, int status, const char *content_type, const void *body,
+                            size_t len) {
+    if (server->running) return XERR_STATE;
+    if ((status != 0 && (status < 400 || status > 599)) || !content_type || !*content_type ||
+        !is_field_value(content_type) || (len && !body))
+        return XERR_INVALID;
+    xHttpOwnAnswers *a = &server->answers;
+    size_t line_len = strlen(content_type) + 16;
+    char *line = malloc(line_len + 1), *copy = malloc(len ? len : 1);
+    xHttpErrorBody *slot = NULL;
+    for (size_t i = 0; i < a->num_error_bodies && !slot; i++)
+        if (a->error_bodies[i].status == status) slot = &a->error_bodies[i];
+    xHttpErrorBody *grown = slot ? NULL : realloc(a->error_bodies, (a->num_error_bodies + 1) * sizeof *grown);
+    if (!line || !copy || (!slot && !grown)) {
+        free(line);
+        free(copy);
+        return XERR_NOMEM;
+    }
+    if (!slot) {
+        a->error_bodies = grown;
+        slot = &grown[a->num_error_bodies++];
+    } else {
+        free(slot->content_type);
+        free(slot->body);
+    }
+    snprintf(line, line_len + 1, "Content-Type: %s\r\n", content_type);
+    if (len) memcpy(copy, body, len);
+    *slot = (xHttpErrorBody){status, line, line_len, copy, len};
+    return XOK;
 }
 
 /* ---- Compression ---- */

@@ -59,13 +59,46 @@ typedef struct xHttpFilter {
     void (*drop)(xHttpExchange *ex);
 } xHttpFilter;
 
+/** A body of the server's own, in place of the reason phrase it answers
+ *  status with (xHttpServerErrorBody). */
+typedef struct xHttpErrorBody {
+    int status;         /* 0: any 4xx or 5xx without a body of its own */
+    char *content_type; /* "Content-Type: ...\r\n" */
+    size_t content_type_len;
+    char *body;
+    size_t len;
+} xHttpErrorBody;
+
+/** What the server says in the answers it writes itself, set before it runs
+ *  and read by every worker: the Server field, who answers requests no route
+ *  takes, and the bodies of its error answers. */
+typedef struct xHttpOwnAnswers {
+    char server_line[96]; /* "Server: xkit\r\n", or "" for none */
+    size_t server_line_len;
+    xStr server_name;                           /* its value, for HTTP/2 */
+    const struct xHttpRouteTarget *not_found;   /* NULL: the server's 404 */
+    const struct xHttpRouteTarget *not_allowed; /* NULL: the server's 405 */
+    xHttpErrorBody *error_bodies;
+    size_t num_error_bodies;
+} xHttpOwnAnswers;
+
+/** The answers of a server nobody configured: "Server: xkit", 404 and 405
+ *  of the server's own, reason phrases as bodies. */
+extern const xHttpOwnAnswers xHttpDefaultAnswers;
+
+/** The body status gets when the server answers it itself: *content_type is
+ *  its "Content-Type: ...\r\n" line; by default the reason phrase on a line
+ *  (written into line, which has room for the longest) as text/plain. */
+xStr xHttpOwnErrorBody(const xHttpOwnAnswers *answers, int status, char line[64], xStr *content_type);
+
 typedef struct xHttpContext {
     xNetContext net; /* first: a connection's net is its HTTP context */
     const xHttpServerConf *conf;
     const xRouter *router;
     const xHttpUpgrades *upgrades;
-    xHttpFilter *filter;           /* this worker's response filter; NULL: none */
-    xHttpExchange *free_exchanges; /* pooled request/response objects */
+    const xHttpOwnAnswers *answers; /* the server's, or xHttpDefaultAnswers */
+    xHttpFilter *filter;            /* this worker's response filter; NULL: none */
+    xHttpExchange *free_exchanges;  /* pooled request/response objects */
     size_t free_exchange_count;
     xHttpDateCache date; /* this worker's Date header */
     bool draining;       /* graceful stop in progress */

@@ -114,14 +114,23 @@ void xHttpExchangeDispatch(xHttpExchange *ex) {
         target->handler(&ex->req, &ex->res, target->arg);
         return;
     }
+    const xHttpOwnAnswers *answers = xHttpContextOf(ex->req.conn)->answers;
+    const xHttpRouteTarget *fallback = answers->not_found;
+    int status = 404;
     if (found == XROUTE_METHOD_NOT_ALLOWED) {
         xBufferAppend(&ex->res.headers, "Allow: ", 7);
         xBufferAppend(&ex->res.headers, ex->match.allow.data, ex->match.allow.len);
         xBufferAppend(&ex->res.headers, "\r\n", 2);
-        xHttpExchangeSendStatus(ex, 405);
+        fallback = answers->not_allowed;
+        status = 405;
+    }
+    if (!fallback) {
+        xHttpExchangeSendStatus(ex, status);
         return;
     }
-    xHttpExchangeSendStatus(ex, 404);
+    ex->res.status = status; /* the handler's to change */
+    if (fallback->unfiltered) ex->filter = NULL;
+    fallback->handler(&ex->req, &ex->res, fallback->arg);
 }
 
 void xHttpExchangeDeliverBody(xHttpExchange *ex, const char *data, size_t len, bool end) {
@@ -130,15 +139,13 @@ void xHttpExchangeDeliverBody(xHttpExchange *ex, const char *data, size_t len, b
 }
 
 void xHttpExchangeSendStatus(xHttpExchange *ex, int status) {
-    char body[64];
-    const char *reason = xHttpStatusReason(status);
-    size_t n = strlen(reason);
-    memcpy(body, reason, n);
-    body[n++] = '\n';
+    char line[64];
+    xStr content_type;
+    xStr body = xHttpOwnErrorBody(xHttpContextOf(ex->req.conn)->answers, status, line, &content_type);
     ex->res.status = status;
-    xBufferAppend(&ex->res.headers, "Content-Type: text/plain\r\n", 26);
-    xHttpExchangeFinished(ex, status, n);
-    ex->ops->send(ex, body, n, true, NULL, NULL);
+    xBufferAppend(&ex->res.headers, content_type.data, content_type.len);
+    xHttpExchangeFinished(ex, status, body.len);
+    ex->ops->send(ex, body.data, body.len, true, NULL, NULL);
 }
 
 xErrno xHttpExchangeSwitch(xHttpExchange *ex, const xHttpTakeover *to, void *arg) {
@@ -313,7 +320,10 @@ static xErrno append_field(xBuffer *lines, const char *name, const char *value) 
 
 xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *value) {
     if (res->head_sent || res->ended) return XERR_STATE;
-    return append_field(&res->headers, name, value);
+    xErrno err = append_field(&res->headers, name, value);
+    if (err == XOK && (name[0] | 0x20) == 's' && xHttpNameEquals(xStrFromC(name), "server"))
+        res->own_server = true;
+    return err;
 }
 
 xErrno xHttpResponseAddTrailer(xHttpResponse *res, const char *name, const char *value) {

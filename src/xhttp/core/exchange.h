@@ -116,6 +116,7 @@ struct xHttpResponse {
     void *on_abort_arg;
     uint64_t body_len;                /* streamed body bytes so far, for the log */
     bool finished;                    /* counted and logged (core/finished.h) */
+    bool own_server;                  /* the handler set a Server field: the server's is left out */
     const xHttpSessionStats *session; /* set by a session the exchange became, else NULL */
 };
 

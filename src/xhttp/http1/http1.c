@@ -104,13 +104,16 @@ static char *put(char *p, const char *s, size_t n) {
 /* The one writer of every HTTP/1.1 response head: the status line and the
  * server's own fields, then the handler's fields, the framing and what the
  * head says of the connection, then the empty line. framing:
- * "Content-Length: N\r\n" or the chunked field, or "". An interim 100 is its
- * status line alone; a 101 says the connection upgrades. */
-static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const char *framing,
+ * "Content-Length: N\r\n" or the chunked field, or "". server_line: the
+ * server's Server field goes in (not when the handler set its own). An
+ * interim 100 is its status line alone; a 101 says the connection upgrades. */
+static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, bool server_line, const char *framing,
                          size_t framing_len) {
+    const xHttpOwnAnswers *answers = xHttpContextOf(h->conn)->answers;
     const char *reason = xHttpStatusReason(status);
     size_t reason_len = strlen(reason);
-    size_t cap = 16 + reason_len + 60 + (fields ? fields->len : 0) + framing_len + 32;
+    size_t cap =
+        16 + reason_len + sizeof answers->server_line + 40 + (fields ? fields->len : 0) + framing_len + 32;
     char *p = xConnReserve(h->conn, cap), *begin = p;
     if (!p) return XERR_NOMEM;
     p = put(p, "HTTP/1.1 ", 9);
@@ -119,7 +122,8 @@ static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const cha
     p = put(p, reason, reason_len);
     p = put(p, "\r\n", 2);
     if (status != 100) { /* an interim 100 is the status line alone */
-        p = put(p, "Server: xkit\r\nDate: ", 20);
+        if (server_line) p = put(p, answers->server_line, answers->server_line_len);
+        p = put(p, "Date: ", 6);
         p = put(p, xHttpDate(&xHttpContextOf(h->conn)->date, h->conn->net->loop), XHTTP_DATE_LEN);
         p = put(p, "\r\n", 2);
     }
@@ -142,36 +146,35 @@ static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, const cha
     return XOK;
 }
 
-static xErrno write_sized_head(xHttp1 *h, int status, const xBuffer *fields, uint64_t len) {
+static xErrno write_sized_head(xHttp1 *h, int status, const xBuffer *fields, bool server_line, uint64_t len) {
     char framing[40], *p = framing;
     if (xHttpStatusHasBody(status)) {
         p = put(p, "Content-Length: ", 16);
         p = xHttpPutDecimal(p, len);
         p = put(p, "\r\n", 2);
     }
-    return write_head(h, status, fields, framing, (size_t)(p - framing));
+    return write_head(h, status, fields, server_line, framing, (size_t)(p - framing));
 }
 
 /* The body of the server's own answer: the text the connection was started
- * to refuse with, else status's reason phrase on a line of its own (in line,
- * which has room for the longest). */
-static xStr status_body(const xHttp1 *h, int status, char line[64]) {
-    if (h->refusal_text) return xStrFromC(h->refusal_text);
-    const char *reason = xHttpStatusReason(status);
-    size_t n = strlen(reason);
-    memcpy(line, reason, n);
-    line[n++] = '\n';
-    return (xStr){line, n};
+ * to refuse with, else the server's for status (xHttpOwnErrorBody: the
+ * reason phrase on a line unless configured), with its content type. */
+static xStr status_body(const xHttp1 *h, int status, char line[64], xStr *content_type) {
+    if (!h->refusal_text)
+        return xHttpOwnErrorBody(xHttpContextOf(h->conn)->answers, status, line, content_type);
+    *content_type = (xStr){"Content-Type: text/plain\r\n", 26};
+    return xStrFromC(h->refusal_text);
 }
 
-/* Queues the server's own answer: status with its text body, and
- * "Connection: close". */
+/* Queues the server's own answer: status with its body, and "Connection:
+ * close". HEAD gets the head alone. */
 static void write_status(xHttp1 *h, int status) {
     char line[64];
-    xStr body = status_body(h, status, line);
-    static const xBuffer plain = {"Content-Type: text/plain\r\n", 26, 26};
+    xStr content_type, body = status_body(h, status, line, &content_type);
+    xBuffer fields = {(char *)content_type.data, content_type.len, content_type.len};
     h->keep_alive = false;
-    if (write_sized_head(h, status, &plain, body.len) == XOK) xConnWrite(h->conn, body.data, body.len);
+    if (write_sized_head(h, status, &fields, true, body.len) == XOK && !h->head_request)
+        xConnWrite(h->conn, body.data, body.len);
 }
 
 /* Answers a request the server refuses, then closes: after a framing error
@@ -189,7 +192,8 @@ static void reject(xHttp1 *h, int status) {
         req->conn = h->conn;
         if (!req->protocol) req->protocol = "HTTP/1.1";
         char line[64];
-        xHttpExchangeFinished(h->ex, status, status_body(h, status, line).len);
+        xStr content_type;
+        xHttpExchangeFinished(h->ex, status, status_body(h, status, line, &content_type).len);
         xHttpExchangeRelease(ctx, h->ex);
         h->ex = NULL;
     }
@@ -227,7 +231,8 @@ static void finish(xHttp1 *h) {
 /* Queues the head of a whole response of len body bytes: true when the
  * body is to follow it (not for HEAD, 204 or 304, nor after an error). */
 static bool start_whole(xHttp1 *h, xHttpExchange *ex, size_t len, xErrno *err) {
-    *err = ex->res.aborted ? XERR_CLOSED : write_sized_head(h, ex->res.status, &ex->res.headers, len);
+    *err = ex->res.aborted ? XERR_CLOSED
+                           : write_sized_head(h, ex->res.status, &ex->res.headers, !ex->res.own_server, len);
     return *err == XOK && len && !h->head_request && xHttpStatusHasBody(ex->res.status);
 }
 
@@ -266,15 +271,16 @@ static xErrno start_stream(xHttp1 *h, xHttpExchange *ex) {
     ex->res.head_sent = true;
     if (!xHttpStatusHasBody(ex->res.status) || h->head_request) {
         h->framing = XH1_FRAMED_NONE;
-        return write_sized_head(h, ex->res.status, &ex->res.headers, 0);
+        return write_sized_head(h, ex->res.status, &ex->res.headers, !ex->res.own_server, 0);
     }
     if (h->http10) {
         h->framing = XH1_FRAMED_BY_CLOSE;
         h->keep_alive = false;
-        return write_head(h, ex->res.status, &ex->res.headers, "", 0);
+        return write_head(h, ex->res.status, &ex->res.headers, !ex->res.own_server, "", 0);
     }
     h->framing = XH1_FRAMED_CHUNKED;
-    return write_head(h, ex->res.status, &ex->res.headers, "Transfer-Encoding: chunked\r\n", 28);
+    return write_head(h, ex->res.status, &ex->res.headers, !ex->res.own_server,
+                      "Transfer-Encoding: chunked\r\n", 28);
 }
 
 static xErrno h1_write(xHttpExchange *ex, const void *data, size_t len) {
@@ -316,7 +322,7 @@ static xErrno h1_end(xHttpExchange *ex) {
 }
 
 static void send_continue(xHttp1 *h) {
-    write_head(h, 100, NULL, "", 0);
+    write_head(h, 100, NULL, false, "", 0);
     xConnFlush(h->conn);
 }
 
@@ -336,7 +342,7 @@ static void h1_body_wanted(xHttpExchange *ex) {
 /* Sends the 101 and has process() hand the connection over once its batch
  * is done: what follows the request is the new protocol's. */
 static xErrno begin_switch(xHttp1 *h, xHttpExchange *ex, const xHttpTakeover *to, void *arg) {
-    xErrno err = write_head(h, 101, &ex->res.headers, "", 0);
+    xErrno err = write_head(h, 101, &ex->res.headers, !ex->res.own_server, "", 0);
     if (err != XOK) return err;
     ex->res.head_sent = true;
     h->takeover = to;

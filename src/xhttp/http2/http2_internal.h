@@ -166,7 +166,7 @@ struct xHttp2 {
     xHpackEncoder encoder;
     /* server and date as HPACK fields, Huffman-coded once per second: every
      * response head of that second on this connection copies the same bytes */
-    uint8_t fixed_fields[64];
+    uint8_t fixed_fields[160];
     size_t fixed_len;
     time_t fixed_second;
 

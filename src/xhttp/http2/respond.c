@@ -156,15 +156,23 @@ static uint8_t *encode_lines(uint8_t *p, xBuffer *lines) {
 }
 
 _Static_assert(sizeof(((xHttp2 *)0)->fixed_fields) >=
-                   XHPACK_FIELD_BOUND(0, 4) + XHPACK_FIELD_BOUND(0, XHTTP_DATE_LEN),
+                   XHPACK_FIELD_BOUND(0, sizeof(((xHttpOwnAnswers *)0)->server_line)) +
+                       XHPACK_FIELD_BOUND(0, XHTTP_DATE_LEN),
                "room for server and date, each at its worst");
 
-/* Writes server and date at p, encoding them only when the second changed. */
-static uint8_t *put_fixed_fields(xHttp2 *h2, uint8_t *p, const xEventLoop *loop) {
+/* Writes server (unless the handler set its own) and date at p; the pair is
+ * encoded only when the second changed. */
+static uint8_t *put_fixed_fields(xHttp2 *h2, uint8_t *p, const xEventLoop *loop, bool server) {
     time_t now = xEventLoopWallSeconds(loop);
+    if (!server) {
+        const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, loop);
+        return xHpackEncodeToken(p, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN});
+    }
     if (!h2->fixed_len || now != h2->fixed_second) {
         const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, loop);
-        uint8_t *end = xHpackEncodeToken(h2->fixed_fields, XHPACK_TOKEN_SERVER, (xStr){"xkit", 4});
+        xStr name = xHttpContextOf(h2->conn)->answers->server_name;
+        uint8_t *end = h2->fixed_fields;
+        if (name.len) end = xHpackEncodeToken(end, XHPACK_TOKEN_SERVER, name);
         end = xHpackEncodeToken(end, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN});
         h2->fixed_len = (size_t)(end - h2->fixed_fields);
         h2->fixed_second = now;
@@ -181,7 +189,7 @@ static xErrno write_block(xH2Stream *s, bool trailers, bool with_length, size_t 
     xHttpExchange *ex = s->ex;
     xBuffer *lines = trailers ? &ex->res.trailers : &ex->res.headers;
     /* Each line takes at most its bytes plus 12 (XHPACK_FIELD_BOUND); a line is at least 4. */
-    size_t bound = 128 + XHTTP_DATE_LEN + XHTTP_DECIMAL_MAX + lines->len * 4;
+    size_t bound = 128 + sizeof h2->fixed_fields + XHTTP_DECIMAL_MAX + lines->len * 4;
     if (bound > XH2_MAX_SEND_BLOCK) return XERR_STATE;
     bound += (bound / XH2_DEFAULT_FRAME_SIZE + 1) * XH2_FRAME_HEADER_LEN;
     uint8_t *base = (uint8_t *)xConnReserve(h2->conn, bound);
@@ -189,7 +197,7 @@ static xErrno write_block(xH2Stream *s, bool trailers, bool with_length, size_t 
     uint8_t *p = xHpackEncodeBegin(&h2->encoder, base + XH2_FRAME_HEADER_LEN);
     if (!trailers) {
         p = xHpackEncodeStatus(p, ex->res.status);
-        p = put_fixed_fields(h2, p, ex->req.loop);
+        p = put_fixed_fields(h2, p, ex->req.loop, !ex->res.own_server);
     }
     p = encode_lines(p, lines);
     if (with_length) p = xHpackEncodeContentLength(p, length);
