@@ -11,7 +11,10 @@
  *
  * Environment: DATA_DIR (dataset.json and static/; default /data), CERTS_DIR (server.crt,
  * server.key; default /certs), ARENA_PORTS ("8080,8081,8082,8443", to run
- * beside other servers). Workers: one per CPU this process may run on. */
+ * beside other servers). Workers: one per CPU this process may run on.
+ *
+ * gRPC GetSum, POST /echo and the /ws echo are the bench servers' too: they live once, on the
+ * same public API, in bench/servers/shared_handlers.c, which this entry is built with. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,11 +23,12 @@
 
 #include <xbase/json.h>
 #include <xhttp/compress.h>
-#include <xhttp/grpc.h>
 #include <xhttp/server.h>
 #include <xhttp/static.h>
 #include <xhttp/tls.h>
 #include <xhttp/websocket.h>
+
+#include "shared_handlers.h"
 
 /* The longest /delay a client may ask for. */
 #define MAX_DELAY_MS 60000
@@ -270,65 +274,6 @@ static void on_json(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xHttpResponseSendRef(res, out.data, out.len, free, out.data);
 }
 
-static void on_echo(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    (void)arg;
-    xStr body = xHttpRequestBody(req);
-    xHttpResponseAddHeader(res, "Content-Type", "application/octet-stream");
-    xHttpResponseSend(res, body.data, body.len);
-}
-
-/* Reads a protobuf varint at *p; false when it runs past end or past 10 bytes. */
-static bool read_varint(const unsigned char **p, const unsigned char *end, uint64_t *out) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 70 && *p < end; shift += 7) {
-        unsigned char b = *(*p)++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *out = v;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* benchmark.BenchmarkService/GetSum: SumRequest{int32 a = 1; int32 b = 2} ->
- * SumReply{int32 result = 1}, protobuf by hand. */
-static void on_get_sum(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    (void)arg;
-    xStr msg;
-    if (!xGrpcRequestMessage(req, res, &msg)) return;
-    const unsigned char *p = (const unsigned char *)msg.data, *end = p + msg.len;
-    int32_t a = 0, b = 0;
-    while (p < end) {
-        uint64_t key, value;
-        if (!read_varint(&p, end, &key) || (key & 7) != 0 || !read_varint(&p, end, &value)) {
-            xGrpcFail(res, XGRPC_INVALID_ARGUMENT, "SumRequest holds varint fields only");
-            return;
-        }
-        if (key >> 3 == 1) a = (int32_t)value;
-        if (key >> 3 == 2) b = (int32_t)value;
-    }
-    uint64_t result = (uint64_t)(int64_t)(int32_t)((uint32_t)a + (uint32_t)b);
-    unsigned char reply[11] = {0x08};
-    size_t n = 1;
-    do {
-        reply[n++] = (unsigned char)((result & 0x7f) | (result > 0x7f ? 0x80 : 0));
-        result >>= 7;
-    } while (result);
-    xGrpcReply(res, reply, n);
-}
-
-/* WebSocket /ws: every text or binary message back as it came, in order; the close
- * handshake (1000 back for a 1000) is the library's. */
-static void on_ws_message(xWebSocket *ws, const char *data, size_t len, bool binary, void *arg) {
-    (void)arg;
-    if (binary) {
-        xWebSocketSendBinary(ws, data, len);
-    } else {
-        xWebSocketSendText(ws, data, len);
-    }
-}
-
 /* ---- Start ---- */
 
 static const char *env_or(const char *name, const char *fallback) {
@@ -357,8 +302,8 @@ static bool add_routes(xHttpServer *server) {
         {"GET /pipeline", on_pipeline},
         {"GET /delay/:ms", on_delay},
         {"GET /json/:count", on_json},
-        {"POST /echo", on_echo},
-        {"POST /benchmark.BenchmarkService/GetSum", on_get_sum},
+        {"POST /echo", sharedEchoBody},
+        {"POST /benchmark.BenchmarkService/GetSum", sharedGrpcGetSum},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (xHttpServerRoute(server, routes[i].spec, routes[i].handler, NULL) != XOK) {
@@ -368,7 +313,7 @@ static bool add_routes(xHttpServer *server) {
     }
     xWebSocketConf ws;
     xWebSocketConfInit(&ws);
-    ws.on_message = on_ws_message;
+    ws.on_message = sharedWebSocketEcho;
     if (xHttpServerWebSocket(server, "/ws", &ws, NULL) != XOK) {
         fprintf(stderr, "arena: cannot add the WebSocket route /ws\n");
         return false;

@@ -1,5 +1,6 @@
 /* bench_common.c — the bench routes and flags (see bench_common.h). */
 #include "bench_common.h"
+#include "shared_handlers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,6 @@
 
 #include <xbase/event.h>
 #include <xbase/log.h>
-#include <xhttp/grpc.h>
 #include <xhttp/observe.h>
 #include <xhttp/compress.h>
 #include <xhttp/static.h>
@@ -86,13 +86,6 @@ static void on_echo_get(xHttpRequest *req, xHttpResponse *res, void *arg) {
     }
     xHttpResponseAddHeader(res, "Content-Type", "application/octet-stream");
     xHttpResponseSendRef(res, echo_bytes, size, NULL, NULL);
-}
-
-static void on_echo_post(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    xStr body = xHttpRequestBody(req);
-    xHttpResponseAddHeader(res, "Content-Type", "application/octet-stream");
-    /* The body lives in the connection's buffer until the response ends. */
-    xHttpResponseSend(res, body.data, body.len);
 }
 
 /* POST /upload: a streaming route. The body is checksummed piece by piece as
@@ -347,48 +340,6 @@ static void on_whoami(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xHttpResponseSend(res, body, (size_t)(p - body));
 }
 
-/* Reads a protobuf varint at *p; false when it runs past end or past 10 bytes. */
-static bool read_varint(const unsigned char **p, const unsigned char *end, uint64_t *out) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 70 && *p < end; shift += 7) {
-        unsigned char b = *(*p)++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *out = v;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The arena's gRPC method: SumRequest{int32 a = 1; int32 b = 2} -> SumReply{int32 result = 1},
- * protobuf decoded by hand (fields in any order, unknown varint fields skipped). */
-static void on_grpc_sum(xHttpRequest *req, xHttpResponse *res, void *arg) {
-    (void)arg;
-    xStr msg;
-    if (!xGrpcRequestMessage(req, res, &msg)) return;
-    const unsigned char *p = (const unsigned char *)msg.data, *end = p + msg.len;
-    int32_t a = 0, b = 0;
-    while (p < end) {
-        uint64_t key, value;
-        if (!read_varint(&p, end, &key) || (key & 7) != 0 || !read_varint(&p, end, &value)) {
-            xGrpcFail(res, XGRPC_INVALID_ARGUMENT, "SumRequest: only varint fields are expected");
-            return;
-        }
-        if (key >> 3 == 1) a = (int32_t)value;
-        if (key >> 3 == 2) b = (int32_t)value;
-    }
-    /* int32 is sign-extended to 64 bits on the wire: a negative result takes ten bytes. */
-    uint64_t result = (uint64_t)(int64_t)(int32_t)((uint32_t)a + (uint32_t)b);
-    unsigned char reply[11] = {0x08};
-    size_t n = 1;
-    do {
-        reply[n++] = (unsigned char)((result & 0x7f) | (result > 0x7f ? 0x80 : 0));
-        result >>= 7;
-    } while (result);
-    xGrpcReply(res, reply, n);
-}
-
 /* Set by --test-routes (the integration tests' harness passes it). */
 static bool test_routes;
 /* Set by --ws-deflate: /ws offers permessage-deflate. */
@@ -606,7 +557,7 @@ bool benchAddRoutes(xHttpServer *server) {
     if (compress || test_routes) xHttpServerRoute(server, "GET /json", on_json, NULL);
     xHttpServerRoute(server, "GET /ping", on_ping, NULL);
     xHttpServerRoute(server, "GET /echo", on_echo_get, NULL);
-    xHttpServerRoute(server, "POST /echo", on_echo_post, NULL);
+    xHttpServerRoute(server, "POST /echo", sharedEchoBody, NULL);
     xHttpServerRoute(server, "GET /", on_index, NULL);
     xHttpServerRoute(server, "POST /", on_index, NULL);
     if (!add_observers(server)) return false;
@@ -620,7 +571,7 @@ bool benchAddRoutes(xHttpServer *server) {
     xHttpServerRoute(server, "GET /tls", on_tls, NULL);
     xHttpServerRoute(server, "GET /whoami", on_whoami, NULL);
     xHttpServerRouteStreaming(server, "POST /upload", on_upload, NULL);
-    xHttpServerRoute(server, "POST /benchmark.BenchmarkService/GetSum", on_grpc_sum, NULL);
+    xHttpServerRoute(server, "POST /benchmark.BenchmarkService/GetSum", sharedGrpcGetSum, NULL);
     xHttpServerRoute(server, "GET /text", on_text, NULL);
     xHttpServerRoute(server, "GET /drip", on_drip, NULL);
     xHttpServerRouteUncompressed(server, "GET /uncompressed", on_uncompressed, NULL);

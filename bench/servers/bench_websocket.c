@@ -10,18 +10,12 @@
 #include <xhttp/websocket.h>
 
 #include "bench_common.h"
+#include "shared_handlers.h"
 
 #define TEST_MAX_MESSAGE 65536
 #define LATER_MS 20
 #define TEST_PING_MS 200
 #define TEST_IDLE_MS 1000
-
-static void on_echo(xWebSocket *ws, const char *data, size_t len, bool binary, void *arg) {
-    if (binary)
-        xWebSocketSendBinary(ws, data, len);
-    else
-        xWebSocketSendText(ws, data, len);
-}
 
 /* ?refuse=STATUS refuses; a client offering "chat" gets it. */
 static int on_test_open(xWebSocket *ws, xWebSocketOpen *open, void *arg) {
@@ -86,14 +80,14 @@ static void on_test_message(xWebSocket *ws, const char *data, size_t len, bool b
         xTimerInit(&later->timer, on_later, later);
         xTimerStart(xWebSocketLoop(ws), &later->timer, LATER_MS);
     } else {
-        on_echo(ws, data, len, binary, arg);
+        sharedWebSocketEcho(ws, data, len, binary, arg);
     }
 }
 
 void benchAddWebSocket(xHttpServer *server, bool deflate, bool test_routes) {
     xWebSocketConf conf;
     xWebSocketConfInit(&conf);
-    conf.on_message = on_echo;
+    conf.on_message = sharedWebSocketEcho;
     conf.deflate = deflate;
     xHttpServerWebSocket(server, "/ws", &conf, NULL);
     if (!test_routes) return;
@@ -103,7 +97,7 @@ void benchAddWebSocket(xHttpServer *server, bool deflate, bool test_routes) {
     conf.close_timeout_ms = 1000;
     xHttpServerWebSocket(server, "/ws-test", &conf, NULL);
     xWebSocketConfInit(&conf);
-    conf.on_message = on_echo;
+    conf.on_message = sharedWebSocketEcho;
     conf.ping_interval_ms = TEST_PING_MS;
     conf.idle_timeout_ms = TEST_IDLE_MS;
     xHttpServerWebSocket(server, "/ws-idle", &conf, NULL);

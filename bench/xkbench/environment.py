@@ -82,16 +82,6 @@ def compiler(cache):
     return f"{first_line([cc, '--version'])} ({build})"
 
 
-def nghttp2_version(cache):
-    """The libnghttp2 xKit was built against, from the header CMake found."""
-    header = Path(cache.get("NGHTTP2_INCLUDE_DIR", "/usr/include")) / "nghttp2" / "nghttp2ver.h"
-    try:
-        match = re.search(r'#define NGHTTP2_VERSION "([^"]+)"', header.read_text())
-    except OSError:
-        return "unknown"
-    return match.group(1) if match else "unknown"
-
-
 def xkit_revision():
     commit = first_line(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"])
     if not re.fullmatch(r"[0-9a-f]{4,40}", commit):
@@ -121,7 +111,6 @@ def capture(build_dir, server_cpus, client_cpus, peers):
         "Compiler": compiler(cache),
         "xKit": xkit_revision(),
         "OpenSSL": first_line(["openssl", "version"]),
-        "nghttp2": f"{nghttp2_version(cache)} (xKit's build)",
         "wrk": first_line(["wrk", "-v"], r"^(wrk \S+)"),
         "h2load": first_line(["h2load", "--version"]),
         "Go": first_line([go, "version"], r"go version (\S+ \S+)"),

@@ -4,12 +4,14 @@ CPU per request is taken, for the suite and every comparison."""
 
 import os
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from .matrix import STREAMS_PER_CONNECTION, Case
-from .parsing import parse_h2load, parse_wrk
+from .parsing import parse_h2load, parse_h2load_log, parse_wrk
 from .paths import WRK_SCRIPTS, shown
 from .servers import RunFailed, children_cpu_seconds, core_seconds, cpu_list, pinned
 
@@ -20,6 +22,14 @@ RESUMPTION_SCRIPT = WRK_SCRIPTS / "resumption.lua"
 GRACE_SECONDS = 30
 H2LOAD_STARTED = "Main benchmark duration is started"
 H2LOAD_OVER = "Main benchmark duration is over"
+# h2load prints no latency percentiles, only min, max, mean and sd. Its --log-file has each
+# request's time, but h2load writes it with one write(2) per request: about 1 µs more of
+# h2load's CPU per h2c GET /ping on top of 2.2 µs (measured with /usr/bin/time on the 2-core
+# machine that made bench/results), which would slow a load generator that is often the
+# bottleneck, and so the req/s measured. The measured run therefore stays unlogged, and p50 and
+# p99 come from a logged run of the same command, this long, right after it
+# (h2load_percentiles). wrk keeps every latency in any case; --latency only prints them.
+LATENCY_RUN_SECONDS = 1
 
 
 @dataclass
@@ -36,8 +46,9 @@ class Client:
 
 
 def wrk_argv(url, connections, seconds, threads=1, options=(), script_args=()):
-    """wrk's command line; options (-s SCRIPT, -H HEADER) go before the URL, script_args after --."""
-    argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", *options, url]
+    """wrk's command line, with --latency for its percentiles; options (-s SCRIPT, -H HEADER)
+    go before the URL, script_args after --."""
+    argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency", *options, url]
     return argv + ["--", *script_args] if script_args else argv
 
 
@@ -175,20 +186,64 @@ def unmeasured_load(argv, cpus, seconds, env=None, h2_protocol=None):
     return result, run
 
 
+def load_figures(result):
+    """A run record's figures from its LoadResult: requests, rate, mean, p50 and p99 latency."""
+    return {
+        "requests": result.requests,
+        "req_per_s": result.req_per_s,
+        "latency_ms": result.latency_ms,
+        "latency_p50_ms": result.latency_p50_ms,
+        "latency_p99_ms": result.latency_p99_ms,
+    }
+
+
+def logged_h2load_argv(argv, log_path):
+    """h2load's argv (from h2load_argv) for LATENCY_RUN_SECONDS, writing each request's time
+    to log_path (--log-file goes before the URL, which is last)."""
+    logged = list(argv)
+    if "-D" in logged:
+        logged[logged.index("-D") + 1] = str(LATENCY_RUN_SECONDS)
+    return logged[:-1] + [f"--log-file={log_path}", logged[-1]]
+
+
+def h2load_percentiles(argv, cpus, seconds, env=None, h2_protocol=None):
+    """(p50, p99) latency in ms of argv, an h2load command run (for seconds) just before, from a
+    logged run of it (LATENCY_RUN_SECONDS, see there). Raises RunFailed if that run fails."""
+    with tempfile.TemporaryDirectory(prefix="xkbench-h2load-") as directory:
+        log_path = Path(directory) / "requests.log"
+        unmeasured_load(logged_h2load_argv(argv, log_path), cpus, seconds, env, h2_protocol)
+        percentiles = parse_h2load_log(log_path.read_text() if log_path.exists() else "")
+    if percentiles is None:
+        raise RunFailed("h2load's --log-file holds no request")
+    return percentiles
+
+
+def with_percentiles(result, argv, cpus, seconds, env=None, h2_protocol=None):
+    """result with p50 and p99 latency: wrk's own, or h2load's from h2load_percentiles."""
+    if argv[0] == "h2load":
+        result.latency_p50_ms, result.latency_p99_ms = h2load_percentiles(argv, cpus, seconds, env, h2_protocol)
+    return result
+
+
 def run_load(case, server, seconds, warmup, client):
     """Runs the suite's case once against server and returns the run's record: the load
     generator's counts and problems, and the server's CPU µs per request over the measured
-    window. Raises RunFailed (or OSError) only when a serving process is gone."""
+    window, and the latency percentiles (h2load's from a logged run after the measured one).
+    Raises RunFailed (or OSError) only when a serving process is gone."""
     argv = load_argv(case, server.port, seconds, warmup, client)
+    h2_protocol = "h2" if case.protocol.tls else "h2c"
     run = run_measured(argv, client.cpus, seconds + warmup, server)
-    result = check_run(run, argv, ("h2" if case.protocol.tls else "h2c"))
+    result = check_run(run, argv, h2_protocol)
+    if result.ok:
+        try:
+            with_percentiles(result, argv, client.cpus, seconds + warmup, h2_protocol=h2_protocol)
+        except RunFailed as error:
+            result.problems.append(f"the logged h2load run for latency percentiles: {error}")
     usage = run.per_request(result.requests)
     return {
         "ok": result.ok,
         "problems": result.problems,
-        "requests": result.requests,
-        "req_per_s": result.req_per_s,
-        "latency_ms": result.latency_ms,
+        **load_figures(result),
         "server_cpu_s": usage["server_cpu_s"],
         "cpu_us_per_request": usage["cpu_us_per_request"],
         "server_busy": usage["server_busy"],

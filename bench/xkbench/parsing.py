@@ -1,7 +1,9 @@
 """Reading wrk's and h2load's reports. Nothing here raises on odd output: what a run got
 wrong is listed in LoadResult.problems, and a run with any problem is a failed run."""
 
+import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 # wrk and h2load print durations with these suffixes (wrk also m and h, for long runs).
@@ -12,13 +14,18 @@ TIME = r"([\d.]+)(us|ms|s|m|h)"
 @dataclass
 class LoadResult:
     """What one load-generator run measured: requests completed (h2load: succeeded),
-    their rate, the mean latency in milliseconds, and everything that disqualifies it."""
+    their rate, the mean latency and its 50th and 99th percentiles in milliseconds (wrk
+    prints them with --latency; h2load does not, see parse_h2load_log), and everything
+    that disqualifies it."""
 
     requests: int = 0
     req_per_s: float = 0.0
     latency_ms: float | None = None
+    latency_p50_ms: float | None = None
+    latency_p99_ms: float | None = None
     problems: list = field(default_factory=list)
     tls: tuple | None = None  # h2load over TLS: (version, cipher, ALPN) as it reports them
+    statuses: dict = field(default_factory=dict)  # h2load: responses by class, {"2xx": N, ...}
 
     @property
     def ok(self):
@@ -40,6 +47,8 @@ WRK = {
     "latency": re.compile(r"Latency\s+" + TIME),
     "socket_errors": re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)"),
     "bad_status": re.compile(r"Non-2xx or 3xx responses: (\d+)"),
+    # --latency's "Latency Distribution": "     50%  105.00us", then 75, 90 and 99.
+    "percentile": re.compile(r"^\s+(50|75|90|99)%\s+" + TIME, re.M),
 }
 
 
@@ -59,6 +68,7 @@ def parse_wrk(stdout, stderr="", returncode=0):
     latency = WRK["latency"].search(stdout)
     if latency and result.requests:
         result.latency_ms = to_ms(*latency.groups())
+        result.latency_p50_ms, result.latency_p99_ms = wrk_percentiles(stdout)
     errors = WRK["socket_errors"].search(stdout)
     if errors and any(int(count) for count in errors.groups()):
         result.problems.append("wrk " + errors.group(0))
@@ -68,6 +78,18 @@ def parse_wrk(stdout, stderr="", returncode=0):
     if result.requests == 0:
         result.problems.append("wrk completed no requests")
     return result
+
+
+def wrk_percentiles(stdout):
+    """(p50, p99) in ms from wrk --latency's distribution, or (None, None) without a whole one.
+    wrk corrects its histogram for coordinated omission by adding samples at multiples of the
+    mean interval between responses; when responses come faster than that (pipelined runs),
+    some land below the smallest it recorded, where its percentile walk never looks, and it
+    prints 0 for the upper percentiles. A distribution that is not rising gives none."""
+    found = [to_ms(number, unit) for _rank, number, unit in WRK["percentile"].findall(stdout)]
+    if len(found) != 4 or found[0] <= 0 or found != sorted(found):
+        return None, None
+    return found[0], found[3]
 
 
 H2LOAD = {
@@ -106,6 +128,7 @@ def parse_h2load(stdout, stderr="", returncode=0, protocol=None):
     if failed or errored or timed_out:
         result.problems.append(f"h2load: {failed} failed, {errored} errored, {timed_out} timeout")
     statuses = found["statuses"]
+    result.statuses = dict(zip(("2xx", "3xx", "4xx", "5xx"), map(int, statuses.groups()), strict=True))
     if any(int(count) for count in statuses.groups()[1:]):
         result.problems.append(f"h2load saw responses other than 2xx: {statuses.group(0)}")
     spoken = found["protocol"]
@@ -116,6 +139,33 @@ def parse_h2load(stdout, stderr="", returncode=0, protocol=None):
     if succeeded == 0:
         result.problems.append("h2load completed no requests")
     return result
+
+
+def parse_h2load_log(text):
+    """(p50, p99) in milliseconds of the request times in h2load's --log-file (one line per
+    request of the main duration: start µs since the epoch, status, µs until the response
+    ended; status -1 for a failed stream, left out), or None when it holds no request.
+    h2load prints only min, max, mean and sd, so this is where its percentiles come from."""
+    times = Counter()
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 3 and fields[1] != "-1" and fields[2].isdigit():
+            times[int(fields[2])] += 1
+    if not times:
+        return None
+    return nearest_rank(times, 0.50) / 1e3, nearest_rank(times, 0.99) / 1e3
+
+
+def nearest_rank(counts, fraction):
+    """The nearest-rank percentile of {value: how many times}: the smallest value with at
+    least fraction of all the values at or below it."""
+    rank = max(1, math.ceil(fraction * sum(counts.values())))
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen >= rank:
+            return value
+    raise ValueError("no values")
 
 
 def parse_resumption(stdout):

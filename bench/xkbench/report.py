@@ -5,6 +5,7 @@ from pathlib import Path
 
 from . import results, stats
 from .charts import section_svg
+from .loadgen import LATENCY_RUN_SECONDS
 
 SUBCOMMAND = "suite"
 
@@ -63,10 +64,20 @@ def number(value):
     return f"{value:.2f}" if value < 10 else f"{value:.1f}"
 
 
-def latency(value):
+LATENCY_METRICS = ("latency_ms", "latency_p50_ms", "latency_p99_ms")
+
+
+def milliseconds(value):
     if value is None:
         return "–"
-    return f"{value:.2f} ms" if value < 10 else f"{value:.1f} ms" if value < 100 else f"{value:,.0f} ms"
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:,.0f}"
+
+
+def latency_cell(result):
+    """Mean / p50 / p99 in ms, the medians over the runs; "–" for a figure the runs lack."""
+    if result["status"] != "ok":
+        return "–"
+    return " / ".join(milliseconds(stats.median_of(result, metric)) for metric in LATENCY_METRICS) + " ms"
 
 
 def plural(count, noun):
@@ -96,14 +107,14 @@ def metric_cell(result, metric, render):
 
 
 def section_table(section, servers):
-    """| axis | Req/s per server | Latency per server | Δ | CPU µs/req per server | spread |"""
+    """| axis | Req/s per server | Latency (mean / p50 / p99) per server | Δ | CPU µs/req per server | spread |"""
     names = [server["name"] for server in servers]
     labels = {server["name"]: server["label"] for server in servers}
     with_delta = PRIMARY in names and REFERENCE in names
     header = (
         [section["axis"]]
         + [f"{labels[n]} Req/s" for n in names]
-        + [f"{labels[n]} Latency" for n in names]
+        + [f"{labels[n]} Latency mean / p50 / p99" for n in names]
         + (["Δ"] if with_delta else [])
         + [f"{labels[n]} CPU µs/req" for n in names]
         + ["Req/s spread"]
@@ -113,7 +124,7 @@ def section_table(section, servers):
         results = row["results"]
         cells = [row["label"]]
         cells += [metric_cell(results[n], "req_per_s", number) for n in names]
-        cells += [metric_cell(results[n], "latency_ms", latency) for n in names]
+        cells += [latency_cell(results[n]) for n in names]
         if with_delta:
             cells.append(signed_percent(row["delta_req_per_s"]))
         cells += [metric_cell(results[n], "cpu_us_per_request", number) for n in names]
@@ -189,7 +200,12 @@ def render_markdown(report, chart_prefix=""):
         f"the JSON. A case whose load generator saw any socket error, timeout or non-2xx "
         f"response is marked failed, not averaged.",
         "",
-        "**Req/s** and **Latency** (mean) are the load generator's. **Δ** is xKit's req/s over "
+        "**Req/s** and **Latency** (mean / p50 / p99 of a request's time) are the load generator's: "
+        "wrk's percentiles are its `--latency` distribution; h2load prints none, so its p50 and p99 "
+        f"come from its `--log-file` in a {LATENCY_RUN_SECONDS}-s run of the same command right after "
+        "each measured one: the log costs h2load about 1 µs per request, which would slow the "
+        "measured run where h2load is the bottleneck (and does slow the logged one, so there an "
+        "h2load p50 can exceed the mean). **Δ** is xKit's req/s over "
         "Go's. **CPU µs/req** is the server's user + system time (`/proc/PID/stat`, all threads; "
         "nginx: its workers) over the measured time, divided by the requests completed: it does "
         "not depend on the load generator keeping up, and is the figure to trust on a small or "

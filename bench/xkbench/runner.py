@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from . import stats
-from .loadgen import Client, run_load
+from .loadgen import LATENCY_RUN_SECONDS, Client, run_load
 from .peers import KINDS, LABELS, Missing, make_peer
 from .rounds import in_turn
 from .servers import PortPicker, RunFailed, client_tls_context, start_server
@@ -29,11 +29,13 @@ class Settings:
 
 
 def case_seconds(case, servers, settings):
-    """What a case should take: wrk warms up once per server, h2load inside every run."""
+    """What a case should take: wrk warms up once per server, h2load inside every run and again
+    in the logged run after it (loadgen.h2load_percentiles)."""
     if case.protocol.tool == "wrk":
         per_server = settings.warmup + settings.runs * (settings.duration + RUN_OVERHEAD)
     else:
-        per_server = settings.runs * (settings.duration + settings.warmup + RUN_OVERHEAD)
+        logged = LATENCY_RUN_SECONDS + settings.warmup + RUN_OVERHEAD
+        per_server = settings.runs * (settings.duration + settings.warmup + RUN_OVERHEAD + logged)
     return servers * per_server
 
 
@@ -131,6 +133,8 @@ def failed_run(problem):
         "requests": 0,
         "req_per_s": None,
         "latency_ms": None,
+        "latency_p50_ms": None,
+        "latency_p99_ms": None,
         "server_cpu_s": None,
         "cpu_us_per_request": None,
     }

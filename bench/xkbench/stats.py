@@ -2,7 +2,7 @@
 
 import statistics
 
-METRICS = ("req_per_s", "latency_ms", "cpu_us_per_request")
+METRICS = ("req_per_s", "latency_ms", "latency_p50_ms", "latency_p99_ms", "cpu_us_per_request")
 
 
 def spread(values):

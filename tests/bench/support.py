@@ -19,13 +19,15 @@ def fixture(name):
 
 
 def run(rate, cpu, latency=1.5, ok=True, problem="wrk Socket errors: connect 0, read 3, write 0, timeout 0"):
-    """One run's record as the runner keeps it."""
+    """One run's record as the runner keeps it; p50 and p99 are 0.8 and 4 times the mean."""
     return {
         "ok": ok,
         "problems": [] if ok else [problem],
         "requests": int(rate * 2),
         "req_per_s": rate,
         "latency_ms": latency,
+        "latency_p50_ms": latency * 0.8,
+        "latency_p99_ms": latency * 4,
         "cpu_us_per_request": cpu,
         "others_busy": 0.05,
     }

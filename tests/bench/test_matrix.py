@@ -6,7 +6,7 @@ from pathlib import Path
 
 import support  # noqa: F401  (puts bench/ on the path)
 from xkbench import matrix
-from xkbench.loadgen import POST_SCRIPT, Client, describe, load_argv
+from xkbench.loadgen import LATENCY_RUN_SECONDS, POST_SCRIPT, Client, describe, load_argv, logged_h2load_argv
 
 ALL = list(matrix.PROTOCOLS)
 
@@ -51,7 +51,7 @@ class CommandTest(unittest.TestCase):
     def test_wrk_get_over_tls(self):
         self.assertEqual(
             load_argv(case("https1", "echo", size=256), 9000, 2, 1, client()),
-            ["wrk", "-t1", "-c100", "-d2s", "https://127.0.0.1:9000/echo?size=256"],
+            ["wrk", "-t1", "-c100", "-d2s", "--latency", "https://127.0.0.1:9000/echo?size=256"],
         )
 
     def test_wrk_post_sends_the_body_file_through_post_lua(self):
@@ -63,6 +63,7 @@ class CommandTest(unittest.TestCase):
                 "-t1",
                 "-c100",
                 "-d2s",
+                "--latency",
                 "-s",
                 str(POST_SCRIPT),
                 "http://127.0.0.1:9000/echo",
@@ -74,7 +75,7 @@ class CommandTest(unittest.TestCase):
 
     def test_wrk_pipelined_uses_pipeline_lua(self):
         argv = load_argv(case("pipeline", "ping", 100), 9000, 2, 1, client())
-        self.assertEqual(argv[4:6], ["-s", str(POST_SCRIPT.with_name("pipeline.lua"))])
+        self.assertEqual(argv[5:7], ["-s", str(POST_SCRIPT.with_name("pipeline.lua"))])
 
     def test_h2load_streams_warm_up_and_h2_only_over_tls(self):
         argv = load_argv(case("https2", "post", size=65536), 9000, 2, 1, client())
@@ -99,10 +100,28 @@ class CommandTest(unittest.TestCase):
             ["h2load", "-t1", "-c50", "-m10", "-D", "2", "http://127.0.0.1:9000/ping"],
         )
 
+    def test_the_logged_h2load_run_for_percentiles_is_the_same_load_shorter_with_its_log(self):
+        argv = load_argv(case("https2", "ping", 100), 9000, 2, 1, client())
+        self.assertEqual(
+            logged_h2load_argv(argv, "/tmp/requests.log"),
+            [
+                "h2load",
+                "-t1",
+                "-c100",
+                "-m10",
+                "-D",
+                str(LATENCY_RUN_SECONDS),
+                "--warm-up-time=1",
+                "--npn-list=h2",
+                "--log-file=/tmp/requests.log",
+                "https://127.0.0.1:9000/ping",
+            ],
+        )
+
     def test_the_report_shows_commands_with_placeholders(self):
         sections = {s.id: s for s in matrix.build_sections(ALL, matrix.KINDS, matrix.QUICK)}
         self.assertEqual(
-            describe(sections["http1-ping"], 2, 1, client()), "wrk -t1 -cN -d2s http://127.0.0.1:PORT/ping"
+            describe(sections["http1-ping"], 2, 1, client()), "wrk -t1 -cN -d2s --latency http://127.0.0.1:PORT/ping"
         )
         self.assertEqual(
             describe(sections["h2c-echo"], 2, 1, client()),
@@ -110,7 +129,7 @@ class CommandTest(unittest.TestCase):
         )
         self.assertEqual(
             describe(sections["https1-post"], 2, 1, client()),
-            "wrk -t1 -c100 -d2s -s bench/xkbench/wrk/post.lua https://127.0.0.1:PORT/echo -- BODY_FILE",
+            "wrk -t1 -c100 -d2s --latency -s bench/xkbench/wrk/post.lua https://127.0.0.1:PORT/echo -- BODY_FILE",
         )
 
 

@@ -4,7 +4,7 @@ every way a run is disqualified (errors, timeouts, bad statuses, nothing complet
 import unittest
 
 import support
-from xkbench.parsing import parse_h2load, parse_wrk
+from xkbench.parsing import parse_h2load, parse_h2load_log, parse_wrk
 
 
 def wrk(name):
@@ -22,6 +22,28 @@ class WrkTest(unittest.TestCase):
         self.assertEqual(result.requests, 125566)
         self.assertAlmostEqual(result.req_per_s, 114149.14)
         self.assertAlmostEqual(result.latency_ms, 0.10157)
+
+    def test_latency_distribution_gives_p50_and_p99(self):
+        result = wrk("wrk_ping_latency")
+        self.assertEqual(result.problems, [])
+        self.assertAlmostEqual(result.latency_ms, 0.44907)
+        self.assertAlmostEqual(result.latency_p50_ms, 0.189)
+        self.assertAlmostEqual(result.latency_p99_ms, 4.88)
+        slow = wrk("wrk_delay_latency")
+        self.assertAlmostEqual(slow.latency_p50_ms, 8.44)
+        self.assertAlmostEqual(slow.latency_p99_ms, 15.6)
+
+    def test_without_latency_distribution_there_are_no_percentiles(self):
+        result = wrk("wrk_ping")
+        self.assertIsNone(result.latency_p50_ms)
+        self.assertIsNone(result.latency_p99_ms)
+
+    def test_a_distribution_with_zeros_gives_no_percentiles(self):
+        # Pipelined, wrk's correction for coordinated omission leaves its 90% and 99% at 0.
+        result = wrk("wrk_pipeline_latency")
+        self.assertEqual(result.problems, [])
+        self.assertAlmostEqual(result.latency_ms, 0.38251)
+        self.assertEqual((result.latency_p50_ms, result.latency_p99_ms), (None, None))
 
     def test_latency_in_milliseconds_is_read_as_such(self):
         result = wrk("wrk_go_500")
@@ -68,6 +90,8 @@ class H2loadTest(unittest.TestCase):
         self.assertEqual(result.requests, 453490)
         self.assertAlmostEqual(result.req_per_s, 453490.0)
         self.assertAlmostEqual(result.latency_ms, 0.354)
+        self.assertEqual(result.statuses, {"2xx": 453490, "3xx": 0, "4xx": 0, "5xx": 0})
+        self.assertIsNone(result.latency_p50_ms)
 
     def test_https_post_is_clean_over_h2(self):
         result = h2load("h2load_https_post", "h2")
@@ -103,6 +127,24 @@ class H2loadTest(unittest.TestCase):
             parse_h2load("", "h2load: bad option\n", 1).problems, ["h2load exited with 1: h2load: bad option"]
         )
         self.assertIn("unreadable h2load output", parse_h2load("starting benchmark...\n").problems[0])
+
+
+class H2loadLogTest(unittest.TestCase):
+    """h2load prints no percentiles: they come from its --log-file, one line per request."""
+
+    def test_captured_log_gives_nearest_rank_p50_and_p99_in_ms(self):
+        log = (support.FIXTURES / "h2load_ping_logged.log").read_text()
+        self.assertEqual(len(log.splitlines()), parse_h2load(*support.fixture("h2load_ping_logged")).requests)
+        self.assertEqual(parse_h2load_log(log), (0.064, 0.24))
+
+    def test_failed_streams_are_left_out(self):
+        lines = [f"1795847511565875\t200\t{ms * 1000}" for ms in range(100, 0, -1)]
+        lines.insert(7, "1795847511565875\t-1\t999999999")
+        self.assertEqual(parse_h2load_log("\n".join(lines) + "\n"), (50.0, 99.0))
+
+    def test_a_log_without_requests_gives_none(self):
+        self.assertIsNone(parse_h2load_log(""))
+        self.assertIsNone(parse_h2load_log("1795847511565875\t-1\t1500000\n"))
 
 
 if __name__ == "__main__":

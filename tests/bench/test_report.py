@@ -7,7 +7,7 @@ import unittest
 from pathlib import Path
 
 import support
-from xkbench import report
+from xkbench import report, stats
 
 
 def table_after(markdown, heading):
@@ -32,19 +32,24 @@ class MarkdownTest(unittest.TestCase):
         table = table_after(self.markdown, "## HTTP/1.1, with wrk")
         self.assertEqual(
             table[0],
-            "| Connections | xKit Req/s | Go Req/s | nginx Req/s | xKit Latency "
-            "| Go Latency | nginx Latency | Δ | xKit CPU µs/req | Go CPU µs/req "
+            "| Connections | xKit Req/s | Go Req/s | nginx Req/s | xKit Latency mean / p50 / p99 "
+            "| Go Latency mean / p50 / p99 | nginx Latency mean / p50 / p99 | Δ | xKit CPU µs/req | Go CPU µs/req "
             "| nginx CPU µs/req | Req/s spread |",
         )
         self.assertEqual(
             table[2],
-            "| 50 | 100,000 | 50,000 | 90,000 | 1.50 ms | 1.50 ms | 1.50 ms "
+            "| 50 | 100,000 | 50,000 | 90,000 | 1.50 / 1.20 / 6.00 ms | 1.50 / 1.20 / 6.00 ms "
+            "| 1.50 / 1.20 / 6.00 ms "
             "| +100% | 8.00 | 20.0 | 10.0 | xKit 20% · Go 20% · nginx 20% |",
         )
 
+    def test_latency_figures_the_runs_lack_show_as_dashes(self):
+        runs = [{**support.run(1000, 5.0), "latency_p50_ms": None, "latency_p99_ms": None}]
+        self.assertEqual(report.latency_cell(stats.summarize(runs)), "1.50 / – / – ms")
+
     def test_a_failed_case_shows_failed_and_why_never_a_number(self):
         table = table_after(self.markdown, "## HTTP/1.1, with wrk")
-        self.assertTrue(table[3].startswith("| 500 | 120,000 | failed | 95,000 | 1.50 ms | – |"))
+        self.assertTrue(table[3].startswith("| 500 | 120,000 | failed | 95,000 | 1.50 / 1.20 / 6.00 ms | – |"))
         self.assertIn("| n/a |", table[3])  # no Δ against a failed Go
         self.assertIn("- Go, connections 500: **failed**: wrk Socket errors: connect 0, read 3", self.markdown)
 

@@ -13,6 +13,8 @@ def run(rate, cpu, latency=1.0, ok=True):
         "requests": 1000,
         "req_per_s": rate,
         "latency_ms": latency,
+        "latency_p50_ms": latency * 0.9,
+        "latency_p99_ms": latency * 5,
         "cpu_us_per_request": cpu,
     }
 
@@ -40,6 +42,8 @@ class SummarizeTest(unittest.TestCase):
         self.assertEqual(result["req_per_s"], {"median": 200, "min": 100, "max": 300})
         self.assertEqual(result["cpu_us_per_request"]["median"], 4.0)
         self.assertEqual(result["latency_ms"]["median"], 2.0)
+        self.assertEqual(result["latency_p50_ms"], {"median": 1.8, "min": 0.9, "max": 2.7})
+        self.assertEqual(result["latency_p99_ms"]["median"], 10.0)
         self.assertEqual(len(result["runs"]), 3)
 
     def test_one_failed_run_fails_the_case_and_no_median_is_made(self):

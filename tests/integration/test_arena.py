@@ -36,7 +36,7 @@ import brotli
 import grpc
 from websockets.sync.client import connect as ws_connect
 
-from support.harness import Conn, ServerProcess, chunked, http_request, run_client
+from support.harness import Conn, ServerProcess, ServerTestCase, chunked, http_request, run_client
 from support.tls_fixtures import TlsConn, client_context, shared_certs
 
 CERTS = None
@@ -127,9 +127,9 @@ def sum_request(a, b):
     return b"\x08" + varint(a) + b"\x10" + varint(b)
 
 
-class ArenaEntryTest(unittest.TestCase):
+class ArenaEntryTest(ServerTestCase):
     @classmethod
-    def setUpClass(cls):
+    def start_shared_server(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="xkit-arena-")
         data, certs = os.path.join(cls.tmp.name, "data"), os.path.join(cls.tmp.name, "certs")
         os.makedirs(data)
@@ -143,18 +143,14 @@ class ArenaEntryTest(unittest.TestCase):
         shutil.copy(CERTS.rsa.key, os.path.join(certs, "server.key"))
         cls.h1, cls.tls_h1, cls.h2c, cls.tls_h2 = free_ports(4)
         env = {"DATA_DIR": data, "CERTS_DIR": certs, "ARENA_PORTS": f"{cls.h1},{cls.tls_h1},{cls.h2c},{cls.tls_h2}"}
-        cls.server = ServerProcess(argv=arena_argv(data, certs), env=env).start()
+        return ServerProcess(argv=arena_argv(data, certs), env=env).start()
 
     @classmethod
     def tearDownClass(cls):
         try:
-            cls.server.stop_and_check()
+            super().tearDownClass()
         finally:
-            cls.server.close()
             cls.tmp.cleanup()
-
-    def tearDown(self):
-        self.server.assert_running()
 
     def get(self, target, port=None, **kwargs):
         with Conn(port or self.h1) as conn:

@@ -6,7 +6,6 @@ how the connection is secured."""
 
 import json
 import os
-import re
 import signal
 import ssl
 import tempfile
@@ -14,6 +13,7 @@ import time
 import unittest
 
 from support.harness import Conn, run_client
+from support.loadgen import h2load_report
 from support.tls_fixtures import (
     HttpsTestCase,
     InteractiveSClient,
@@ -43,25 +43,6 @@ setUpModule, tearDownModule = shared_certs(__name__)
 def kernel_has_ktls():
     """The tls module is loaded (or built in): only then may kTLS be reported on."""
     return os.path.isdir("/sys/module/tls")
-
-
-def parse_h2load(output):
-    text = output.decode("utf-8", "replace")
-    summary = re.search(
-        r"requests: (\d+) total, \d+ started, \d+ done, (\d+) succeeded, "
-        r"(\d+) failed, (\d+) errored, (\d+) timeout",
-        text,
-    )
-    codes = re.search(r"status codes: (\d+) 2xx", text)
-    if not summary or not codes:
-        raise AssertionError(f"unrecognised h2load output:\n{text}")
-    stats = dict(zip(("total", "succeeded", "failed", "errored", "timeout"), map(int, summary.groups()), strict=True))
-    stats["2xx"] = int(codes.group(1))
-    for key, label in (("protocol", "TLS Protocol"), ("cipher", "Cipher"), ("alpn", "Application protocol")):
-        match = re.search(rf"^{label}: (\S+)", text, re.MULTILINE)
-        stats[key] = match.group(1) if match else None
-    stats["text"] = text
-    return stats
 
 
 def random_file(test, size):
@@ -194,11 +175,12 @@ class HttpsClientsTest(HttpsTestCase):
         url = f"https://127.0.0.1:{self.server.port}/ping"
         for alpn, extra in (("h2", ["-m", "10"]), ("http/1.1", ["--h1"])):
             with self.subTest(alpn=alpn):
-                result = run_client(["h2load", "-n", "2000", "-c", "50", *extra, url], timeout=60)
-                stats = parse_h2load(result.stdout)
-                self.assertEqual((stats["succeeded"], stats["2xx"]), (2000, 2000), stats["text"])
-                self.assertEqual(stats["alpn"], alpn, stats["text"])
-                self.assertEqual(stats["protocol"], "TLSv1.3", stats["text"])
+                report, text = h2load_report(run_client(["h2load", "-n", "2000", "-c", "50", *extra, url], timeout=60))
+                self.assertEqual((report.requests, report.statuses.get("2xx")), (2000, 2000), text)
+                self.assertIsNotNone(report.tls, text)
+                version, _cipher, spoken = report.tls
+                self.assertEqual(spoken, alpn, text)
+                self.assertEqual(version, "TLSv1.3", text)
 
     def test_bodies_round_trip_byte_for_byte_over_both_protocols(self):
         path, data = random_file(self, 3 * MiB + 17)

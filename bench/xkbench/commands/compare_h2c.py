@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .. import environment
 from ..cli import add_common_options
-from ..loadgen import h2load_argv, measured_load, unmeasured_load
+from ..loadgen import LATENCY_RUN_SECONDS, h2load_argv, load_figures, measured_load, unmeasured_load, with_percentiles
 from ..matrix import STREAMS_PER_CONNECTION
 from ..rounds import failure_lines
 from ..servers import find_tool
@@ -58,20 +58,16 @@ def h2load(server, case, seconds, body_path):
 
 def measure_case(case_name, server, args, body_path):
     """A warm-up run, the first to speak HTTP/2 (the start check speaks HTTP/1.1), then the
-    measured one; the server's CPU over the whole measured run."""
+    measured one; the server's CPU over the whole measured run; then a logged run for the
+    latency percentiles (loadgen.h2load_percentiles)."""
     case = CASES[case_name]
     unmeasured_load(
         h2load(server, case, WARMUP_SECONDS, body_path), args.client_cpus, WARMUP_SECONDS, h2_protocol="h2c"
     )
-    result, run = measured_load(
-        h2load(server, case, args.duration, body_path),
-        args.client_cpus,
-        args.duration,
-        server,
-        h2_protocol="h2c",
-        h2load_window=False,
-    )
-    return {"requests": result.requests, "req_per_s": result.req_per_s, **run.per_request(result.requests)}
+    argv = h2load(server, case, args.duration, body_path)
+    result, run = measured_load(argv, args.client_cpus, args.duration, server, h2_protocol="h2c", h2load_window=False)
+    with_percentiles(result, argv, args.client_cpus, args.duration, h2_protocol="h2c")
+    return {**load_figures(result), **run.per_request(result.requests)}
 
 
 # --- report -------------------------------------------------------------------
@@ -80,7 +76,7 @@ def measure_case(case_name, server, args, body_path):
 def case_table(case_name, by_server, summary):
     case = CASES[case_name]
     return [f"### {case.title} — `h2load -c{case.connections} -m{STREAMS_PER_CONNECTION}`", ""] + cpu_table(
-        by_server, summary[case_name], "h2load"
+        by_server, summary[case_name], "h2load", with_latency=True
     )
 
 
@@ -127,7 +123,10 @@ def machine_description(args):
         f"{environment.host_line()}; {versions}. Servers on CPU "
         f"{environment.cpu_list(args.server_cpus)} with one worker, h2load -t1 (cleartext "
         f"HTTP/2, prior knowledge) on CPU {environment.cpu_list(args.client_cpus)}; "
-        f"{args.duration} s per run after {WARMUP_SECONDS} s warm-up, {args.runs} runs, medians."
+        f"{args.duration} s per run after {WARMUP_SECONDS} s warm-up, {args.runs} runs, medians. "
+        f"Latency p50 and p99: from h2load's --log-file in a {LATENCY_RUN_SECONDS}-s run right after "
+        "each measured one (the log would slow the measured run, and slows the logged one, so a p50 "
+        "can exceed the mean; bench/README.md)."
     )
 
 

@@ -11,8 +11,9 @@ A fresh server per run, round after round (the order reversed every other round)
 
 from .. import environment
 from ..cli import add_common_options, check_at_least_one
-from ..loadgen import PIPELINE_SCRIPT, measured_load, unmeasured_load, wrk_argv
+from ..loadgen import PIPELINE_SCRIPT, load_figures, measured_load, unmeasured_load, wrk_argv
 from ..probes import measure_idle
+from ..report import LATENCY_METRICS, milliseconds
 from ..rounds import failure_lines, runs_cell
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, prepare_peers, run_comparison
@@ -22,6 +23,7 @@ SERVERS = ("xkit", "xkit_epoll", "baseline", "baseline_uring", "nginx", "go")
 CASES = ("ping", "pipeline", "idle")
 THROUGHPUT_KEYS = (
     "req_per_s",
+    *LATENCY_METRICS,
     "cpu_us_per_request",
     "softirq_us_per_request",
     "server_busy",
@@ -46,7 +48,7 @@ def measure_throughput(server, args, pipelined):
     """Rates from wrk, CPU from /proc, after a warm-up run."""
     unmeasured_load(wrk(server, args, WARMUP_SECONDS, pipelined), args.client_cpus, WARMUP_SECONDS)
     result, run = measured_load(wrk(server, args, args.duration, pipelined), args.client_cpus, args.duration, server)
-    return {"requests": result.requests, "req_per_s": result.req_per_s, **run.per_request(result.requests)}
+    return {**load_figures(result), **run.per_request(result.requests)}
 
 
 def measure_case(case, server, args):
@@ -68,28 +70,36 @@ def throughput_table(case, by_server, summary):
         "ping": "GET /ping, one request in flight per connection",
         "pipeline": "GET /ping, 16 pipelined requests per write",
     }[case]
-    return [f"### {title}", ""] + cpu_table(by_server, summary[case], "wrk")
+    return [f"### {title}", ""] + cpu_table(by_server, summary[case], "wrk", with_latency=True)
 
 
-def cpu_table(by_server, summary, client):
-    """| Server | Req/s | CPU µs/req | runs | spread | + softirq | busy |, medians of each."""
+def cpu_table(by_server, summary, client, with_latency=False):
+    """| Server | Req/s | [Latency mean / p50 / p99 |] CPU µs/req | runs | spread | + softirq | busy |,
+    medians of each."""
+    latency_header, latency_align = ("| Latency ms: mean / p50 / p99 (median) ", "---:|") if with_latency else ("", "")
     lines = [
-        "| Server | Req/s (median) | CPU µs/req (median) | runs | spread "
+        f"| Server | Req/s (median) {latency_header}| CPU µs/req (median) | runs | spread "
         f"| + softirq µs/req | busy: server / {client} / others |",
-        "|---|---:|---:|---|---|---:|---|",
+        f"|---|---:|{latency_align}---:|---|---|---:|---|",
     ]
     for server, runs in by_server.items():
         stats = summary[server]
+        latency = f" {latency_cell(stats)} |" if with_latency else ""
         if stats["req_per_s"] is None:
-            lines.append(f"| {server} | – | – | {runs_cell(runs)} | | | |")
+            lines.append(f"| {server} | – |{' – |' if with_latency else ''} – | {runs_cell(runs)} | | | |")
             continue
         rate, cpu = stats["req_per_s"], stats["cpu_us_per_request"]
         lines.append(
-            f"| {server} | {rate['median']:,.0f} | {cpu['median']:.2f} | {runs_cell(runs)} "
+            f"| {server} | {rate['median']:,.0f} |{latency} {cpu['median']:.2f} | {runs_cell(runs)} "
             f"| {rate['min']:,.0f}–{rate['max']:,.0f} req/s; {cpu['min']:.2f}–{cpu['max']:.2f} µs "
             f"| {stats['softirq_us_per_request']['median']:.2f} | {busy_cell(stats)} |"
         )
     return lines
+
+
+def latency_cell(stats):
+    """Mean / p50 / p99 latency in ms, medians over the runs ("–" for one the runs lack)."""
+    return " / ".join(milliseconds(stats[key]["median"] if stats.get(key) else None) for key in LATENCY_METRICS)
 
 
 def busy_cell(stats):

@@ -19,14 +19,25 @@ import re
 
 from .. import environment
 from ..cli import add_common_options, check_at_least_one, say
-from ..loadgen import RESUMPTION_SCRIPT, h2load_argv, measured_load, unmeasured_load, wrk_argv
+from ..loadgen import (
+    LATENCY_RUN_SECONDS,
+    RESUMPTION_SCRIPT,
+    h2load_argv,
+    load_figures,
+    measured_load,
+    unmeasured_load,
+    with_percentiles,
+    wrk_argv,
+)
 from ..matrix import STREAMS_PER_CONNECTION
 from ..parsing import parse_resumption
 from ..probes import measure_idle, negotiated, resumes
+from ..report import LATENCY_METRICS
 from ..rounds import failure_lines, runs_cell
 from ..servers import RunFailed, running
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, prepare_peers, run_comparison
+from .compare_http1 import latency_cell
 
 HELP = "HTTPS/1.1, HTTPS/2, handshakes and idle TLS memory: xKit, h2o, nginx and Go"
 SERVERS = ("xkit", "h2o", "nginx", "go")
@@ -149,7 +160,7 @@ def measured_wrk(server, args, seconds, connections, options=()):
     result, run = measured_load(
         wrk(ping_url(server.port), seconds, connections, options), args.client_cpus, seconds, server
     )
-    return {"requests": result.requests, "req_per_s": result.req_per_s, **run.per_request(result.requests)}
+    return {**load_figures(result), **run.per_request(result.requests)}
 
 
 # --- cases --------------------------------------------------------------------
@@ -175,7 +186,8 @@ def measure_h1(server, args):
 
 
 def measure_h2(server, args):
-    """h2load opens its connections during --warm-up-time; the CPU window is its main duration."""
+    """h2load opens its connections during --warm-up-time; the CPU window is its main duration.
+    The latency percentiles come from a logged run after it (loadgen.h2load_percentiles)."""
     argv = h2load_argv(
         ping_url(server.port),
         H2_CONNECTIONS,
@@ -183,12 +195,8 @@ def measure_h2(server, args):
         options=[f"--warm-up-time={WARMUP_SECONDS}", "--npn-list=h2"],
     )
     result, run = measured_load(argv, args.client_cpus, args.duration + WARMUP_SECONDS, server, h2_protocol="h2")
-    return {
-        "requests": result.requests,
-        "req_per_s": result.req_per_s,
-        "latency_ms": result.latency_ms,
-        **run.per_request(result.requests),
-    }
+    with_percentiles(result, argv, args.client_cpus, args.duration + WARMUP_SECONDS, h2_protocol="h2")
+    return {**load_figures(result), **run.per_request(result.requests)}
 
 
 def measure_handshakes(server, args):
@@ -310,7 +318,7 @@ def plan_rounds(peers, checks, args):
 
 # --- report -------------------------------------------------------------------
 
-THROUGHPUT_KEYS = ("req_per_s", "cpu_us_per_request", "server_busy", "client_busy", "others_busy")
+THROUGHPUT_KEYS = ("req_per_s", *LATENCY_METRICS, "cpu_us_per_request", "server_busy", "client_busy", "others_busy")
 TITLES = {
     "h1": f"HTTPS/1.1 GET /ping — `wrk -t1 -c{H1_CONNECTIONS}`",
     "h2": f"HTTPS/2 GET /ping — `h2load -t1 -c{H2_CONNECTIONS} -m{STREAMS_PER_CONNECTION}`",
@@ -339,19 +347,19 @@ def throughput_table(case, by_server, summary):
         f"### {TITLES[case]}",
         "",
         f"| Server | {'Handshakes' if unit == 'handshake' else 'Req'}/s (median) "
-        f"| CPU µs/{unit} (median) |"
+        f"| Latency ms: mean / p50 / p99 (median) | CPU µs/{unit} (median) |"
         + (" CPU µs/req, whole run |" if whole else "")
         + f" runs | spread | + softirq µs/{unit} | busy: server / {client} / others |",
-        "|---|---:|---:|" + ("---:|" if whole else "") + "---|---|---:|---|",
+        "|---|---:|---:|---:|" + ("---:|" if whole else "") + "---|---|---:|---|",
     ]
     for server, runs in by_server.items():
         stats = summary[case][server]
         if stats["req_per_s"] is None:
-            lines.append(f"| {server} | – | – |" + (" – |" if whole else "") + f" {runs_cell(runs)} | | | |")
+            lines.append(f"| {server} | – | – | – |" + (" – |" if whole else "") + f" {runs_cell(runs)} | | | |")
             continue
         rates, cpu = stats["req_per_s"], stats["cpu_us_per_request"]
         softirq = stats.get("softirq_us_per_request")
-        cells = [server, f"{rates['median']:,.0f}", f"{cpu['median']:.2f}"]
+        cells = [server, f"{rates['median']:,.0f}", latency_cell(stats), f"{cpu['median']:.2f}"]
         if whole:
             cells.append(f"{stats['whole_run_cpu_us_per_request']['median']:.2f}")
         cells += [
@@ -496,6 +504,11 @@ def method_lines(args):
         f"handshakes included. Req/s is the long run's.",
         "- HTTPS/2: h2load connects during `--warm-up-time`; the CPU window is its main "
         "duration, read off its output as it runs.",
+        "- Latency: the load generator's mean, p50 and p99 per request. wrk's percentiles are its "
+        "`--latency` distribution. h2load prints none: its p50 and p99 come from its `--log-file` in "
+        f"a {LATENCY_RUN_SECONDS}-s run of the same command right after each measured one, since "
+        "writing that log costs h2load about 1 µs per request and would slow the measured run (it "
+        "slows the logged one, so there a p50 can exceed the mean).",
         "- Handshakes: every request is on a new connection, so CPU µs/handshake includes one "
         "TCP connection and one GET /ping. Resumed: the servers' defaults; wrk keeps a "
         "connection's session when it reconnects and offers the last ticket it received. "

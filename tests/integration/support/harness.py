@@ -71,9 +71,50 @@ def raise_fd_limit(wanted):
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
+def read_listening_lines(proc, patterns, what, stderr_tail, timeout=START_TIMEOUT):
+    """Reads proc's stdout until each of patterns (compiled regexes; a server prints its
+    lines in any order) has matched a line, and returns the matches in the patterns' order.
+    A line that matches none of those still awaited, proc exiting first, or no lines within
+    timeout fails, naming what (the command line) with stderr_tail() (its stderr so far)."""
+    fd = proc.stdout.fileno()
+    found = [None] * len(patterns)
+    data = b""
+    deadline = time.monotonic() + timeout
+    while True:
+        *lines, data = data.split(b"\n")
+        for raw in lines:
+            line = raw.decode("utf-8", "replace").rstrip("\r")
+            awaited = (index for index, match in enumerate(found) if match is None)
+            matched = next(((index, match) for index in awaited if (match := patterns[index].match(line))), None)
+            if matched is None:
+                raise AssertionError(f"unexpected line from {what}: {line!r}")
+            index, match = matched
+            found[index] = match
+            if None not in found:
+                return found
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(
+                f"no listening line within {timeout}s from {what}; got {data!r}; stderr:\n{stderr_tail()}"
+            )
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        piece = os.read(fd, 4096)
+        if not piece:
+            proc.wait(timeout=STOP_TIMEOUT)
+            raise AssertionError(
+                f"{what} exited with {proc.returncode} before listening; stdout {data!r}; stderr:\n{stderr_tail()}"
+            )
+        data += piece
+
+
 class ServerProcess:
     """One server process: started on port 0, its port read from stdout (or
-    argv, a command line that prints the same listening line)."""
+    argv, a command line that prints the same listening line). The base of every
+    server the tests run; a subclass adds what its binary needs (tls_fixtures.HttpsServer)."""
+
+    scheme = "http"
 
     def __init__(self, args=(), binary=None, port=0, env=None, argv=None):
         self.env = env or {}
@@ -89,8 +130,13 @@ class ServerProcess:
                 self.argv.append("--test-routes")
         self.proc = None
         self.host = self.port = self.workers = None
+        self.also_listening = []  # the matches of listening_patterns()[1:]
         self._stderr = tempfile.TemporaryFile()
         self._drainer = None
+
+    def listening_patterns(self):
+        """The lines start() waits for, LISTEN_RE first; a server that prints more adds them."""
+        return [LISTEN_RE]
 
     def start(self):
         env = dict(os.environ, **self.env)
@@ -101,45 +147,19 @@ class ServerProcess:
             self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, env=env
         )
         try:
-            line = self._read_listening_line()
+            listening, *self.also_listening = read_listening_lines(
+                self.proc, self.listening_patterns(), self.argv, self.stderr_tail
+            )
         except BaseException:
             self.close()
             raise
-        match = LISTEN_RE.match(line)
-        if not match:
-            self.close()
-            raise AssertionError(f"unexpected first line from {self.argv}: {line!r}")
-        self.host = match.group(1).strip("[]")
-        self.port = int(match.group(2))
-        self.workers = int(match.group(3))
+        self.host = listening.group(1).strip("[]")
+        self.port = int(listening.group(2))
+        self.workers = int(listening.group(3))
         # Keep draining stdout so a chatty server can never block on a full pipe.
         self._drainer = threading.Thread(target=self._drain_stdout, daemon=True)
         self._drainer.start()
         return self
-
-    def _read_listening_line(self):
-        fd = self.proc.stdout.fileno()
-        data = b""
-        deadline = time.monotonic() + START_TIMEOUT
-        while b"\n" not in data:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(
-                    f"no listening line within {START_TIMEOUT}s from {self.argv}; "
-                    f"got {data!r}; stderr:\n{self.stderr_tail()}"
-                )
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            piece = os.read(fd, 4096)
-            if not piece:
-                self.proc.wait(timeout=STOP_TIMEOUT)
-                raise AssertionError(
-                    f"{self.argv} exited with {self.proc.returncode} before "
-                    f"listening; stdout {data!r}; stderr:\n{self.stderr_tail()}"
-                )
-            data += piece
-        return data.partition(b"\n")[0].decode("utf-8", "replace").rstrip("\r")
 
     def _drain_stdout(self):
         try:
@@ -159,7 +179,11 @@ class ServerProcess:
 
     def url(self, target="/"):
         host = f"[{self.connect_host}]" if ":" in self.connect_host else self.connect_host
-        return f"http://{host}:{self.port}{target}"
+        return f"{self.scheme}://{host}:{self.port}{target}"
+
+    def open_conn(self, **kwargs):
+        """A client connection to the server (Conn's keyword arguments); the caller closes it."""
+        return Conn(self.port, self.connect_host, **kwargs)
 
     def stderr_text(self):
         self._stderr.seek(0)
@@ -242,7 +266,7 @@ class ServerProcess:
         """The fd count once lazily created fds exist: a few connections
         served and closed first, then the count left to settle."""
         for _ in range(connections):
-            with Conn(self.port, self.connect_host) as conn:
+            with self.open_conn() as conn:
                 conn.request("GET", "/ping")
                 resp = conn.read_response()
                 if resp.status != 200:
@@ -562,12 +586,17 @@ def assert_standard_headers(test, resp):
     )
 
 
-def start_server(test, args=(), binary=None, port=0):
-    """A server owned by one test: killed and released at its cleanup. The
+def start_owned(test, server):
+    """Starts server for one test: killed and released at its cleanup. The
     test stops it itself to check the exit."""
-    server = ServerProcess(args, binary=binary, port=port).start()
+    server.start()
     test.addCleanup(server.close)
     return server
+
+
+def start_server(test, args=(), binary=None, port=0):
+    """A bench (or binary) server owned by one test: start_owned."""
+    return start_owned(test, ServerProcess(args, binary=binary, port=port))
 
 
 MISSING_TOOL = (
@@ -637,14 +666,15 @@ class ServerTestCase(unittest.TestCase):
     def tearDown(self):
         self.server.assert_running()
 
-    def connect(self, timeout=SOCKET_TIMEOUT, rcvbuf=None):
-        conn = Conn(self.server.port, self.server.connect_host, timeout, rcvbuf)
+    def connect(self, **kwargs):
+        """A connection to the class's server (its open_conn), closed at the test's cleanup."""
+        conn = self.server.open_conn(**kwargs)
         self.addCleanup(conn.close)
         return conn
 
     def fetch(self, method, target, head_only=None, **kwargs):
         """One request on a fresh connection; returns the final response."""
-        with Conn(self.server.port, self.server.connect_host) as conn:
+        with self.server.open_conn() as conn:
             conn.request(method, target, **kwargs)
             return conn.read_final_response(method == "HEAD" if head_only is None else head_only)
 

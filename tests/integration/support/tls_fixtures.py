@@ -3,9 +3,10 @@
 Certificates are made once per test module with the openssl CLI, in a
 temporary directory (make_certs / Certs.cleanup). The clients are the real
 ones a user would run (openssl s_client, curl, nghttp, h2load) plus Python's
-ssl module on top of harness.Conn for byte-level control. HttpsServer runs
-https_bench_server (XK_HTTPS_SERVER) through harness.ServerProcess, so every
-server is checked for a clean exit with no sanitizer report.
+ssl module on top of harness.Conn for byte-level control. HttpsServer and
+HttpsTestCase are harness.ServerProcess and harness.ServerTestCase serving
+https_bench_server (XK_HTTPS_SERVER), so every server is checked for a clean
+exit with no sanitizer report.
 """
 
 import hmac
@@ -21,13 +22,22 @@ import subprocess
 import sys
 import tempfile
 import time
-import unittest
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
 from .h2client import H2Conn
-from .harness import LISTEN_RE, SOCKET_TIMEOUT, START_TIMEOUT, Conn, ServerProcess, _binary_from_env, run_client
+from .harness import (
+    LISTEN_RE,
+    SOCKET_TIMEOUT,
+    START_TIMEOUT,
+    Conn,
+    ServerProcess,
+    ServerTestCase,
+    _binary_from_env,
+    run_client,
+    start_owned,
+)
 
 KEY_PASSWORD = "xkit-test-password"
 CLIENT_TIMEOUT = 30
@@ -260,114 +270,54 @@ PLAIN_LISTEN_RE = re.compile(r"^plain listening on (\S+):(\d+)$")
 
 
 class HttpsServer(ServerProcess):
-    """https_bench_server PORT CERT KEY [options]. With --plain-port it prints a
-    second line, `plain listening on HOST:PORT`; plain_port holds that port."""
+    """https_bench_server PORT CERT KEY [options], a harness.ServerProcess whose clients
+    speak TLS. With --plain-port it prints a second line, `plain listening on HOST:PORT`;
+    plain_port holds that port."""
+
+    scheme = "https"
 
     def __init__(self, pair, options=(), port=0):
         super().__init__([pair.cert, pair.key, *options], binary=https_server_path(), port=port)
         self.expects_plain = "--plain-port" in options
         self.plain_port = None
 
-    def _read_listening_line(self):
-        """Both lines when --plain-port was given (in either order); returns the TLS one."""
-        fd = self.proc.stdout.fileno()
-        data = b""
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            lines = [line.decode("utf-8", "replace").rstrip("\r") for line in data.split(b"\n")[:-1]]
-            tls_line = next((line for line in lines if LISTEN_RE.match(line)), None)
-            plain_line = next((line for line in lines if PLAIN_LISTEN_RE.match(line)), None)
-            if lines and tls_line is None:
-                return lines[0]  # start() reports it as unexpected
-            if tls_line is not None and (plain_line or not self.expects_plain):
-                if plain_line:
-                    self.plain_port = int(PLAIN_LISTEN_RE.match(plain_line).group(2))
-                return tls_line
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(
-                    f"no listening line(s) within {START_TIMEOUT}s from {self.argv}; "
-                    f"got {data!r}; stderr:\n{self.stderr_tail()}"
-                )
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            piece = os.read(fd, 4096)
-            if not piece:
-                self.proc.wait(timeout=START_TIMEOUT)
-                raise AssertionError(
-                    f"{self.argv} exited with {self.proc.returncode} before "
-                    f"listening; stdout {data!r}; stderr:\n{self.stderr_tail()}"
-                )
-            data += piece
+    def listening_patterns(self):
+        return [LISTEN_RE, PLAIN_LISTEN_RE] if self.expects_plain else [LISTEN_RE]
 
-    def settle_fd_baseline(self, context=None, connections=4):
-        """The fd count once lazily made fds exist: a few TLS connections
-        served and closed, then the count left to settle."""
-        for _ in range(connections):
-            with TlsConn(self.port, context or client_context()) as conn:
-                conn.request("GET", "/ping")
-                resp = conn.read_response()
-                if resp.status != 200:
-                    raise AssertionError(f"warm-up /ping got {resp!r}")
-        previous, count = -1, self.fd_count()
-        while count != previous:
-            time.sleep(0.1)
-            previous, count = count, self.fd_count()
-        return count
+    def start(self):
+        super().start()
+        if self.expects_plain:
+            self.plain_port = int(self.also_listening[0].group(2))
+        return self
+
+    def open_conn(self, context=None, **kwargs):
+        """A TLS connection (TlsConn's keyword arguments), trusting the test CA by default."""
+        kwargs.setdefault("host", self.connect_host)
+        return TlsConn(self.port, context or client_context(), **kwargs)
 
 
-class HttpsTestCase(unittest.TestCase):
-    """A class that shares one HTTPS server (serving getattr(certs, pair)), like
-    harness.ServerTestCase: each test checks it is still alive; the class ends
-    with a graceful stop that must exit 0 with a sanitizer-clean stderr."""
+class HttpsTestCase(ServerTestCase):
+    """A harness.ServerTestCase whose shared server is HTTPS, serving getattr(certs, pair)
+    with options(certs); connect() and fetch() speak TLS."""
 
     pair = "rsa"
     server_options = ()
-    server = None
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
+    def start_shared_server(cls):
         cls.certs = current_certs()
         options = [str(option) for option in cls.options(cls.certs)]
-        cls.server = HttpsServer(getattr(cls.certs, cls.pair), options).start()
+        return HttpsServer(getattr(cls.certs, cls.pair), options).start()
 
     @classmethod
     def options(cls, certs):
         """The server's options; override where they name certificate files."""
         return cls.server_options
 
-    @classmethod
-    def tearDownClass(cls):
-        server, cls.server = cls.server, None
-        if server is not None:
-            try:
-                server.stop_and_check()
-            finally:
-                server.close()
-        super().tearDownClass()
-
-    def tearDown(self):
-        self.server.assert_running()
-
-    def connect(self, context=None, **kwargs):
-        conn = TlsConn(self.server.port, context or client_context(), **kwargs)
-        self.addCleanup(conn.close)
-        return conn
-
-    def assert_serves_ping(self):
-        with TlsConn(self.server.port, client_context()) as conn:
-            conn.request("GET", "/ping")
-            resp = conn.read_response()
-        self.assertEqual((resp.status, resp.body), (200, b"pong"))
-
 
 def start_https(test, pair, *options):
-    """A server owned by one test, killed at its cleanup; the test stops it to check the exit."""
-    server = HttpsServer(pair, [str(option) for option in options]).start()
-    test.addCleanup(server.close)
-    return server
+    """An HTTPS server owned by one test (harness.start_owned)."""
+    return start_owned(test, HttpsServer(pair, [str(option) for option in options]))
 
 
 def run_https_expecting_failure(pair_or_paths, *options, timeout=START_TIMEOUT):
