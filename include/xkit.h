@@ -31,8 +31,13 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 /** The running library's version, "MAJOR.MINOR.PATCH" (static storage). */
 const char *xKitVersion(void);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

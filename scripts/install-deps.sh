@@ -27,6 +27,7 @@ needs=(
   g++:c++
   clang-format-14:clang-format-14
   brotli:brotli
+  debootstrap:/usr/sbin/debootstrap
 )
 
 install_needs install-deps "${needs[@]}"

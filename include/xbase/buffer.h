@@ -11,6 +11,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 /** Bytes data[0, len) of a cap-sized allocation (data NULL when cap is 0). */
 typedef struct xBuffer {
     char *data;
@@ -29,6 +32,8 @@ void xBufferConsume(xBuffer *buf, size_t n);
 
 /** Frees the storage; buf becomes empty. */
 void xBufferFree(xBuffer *buf);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 /** Result of an xKit call: XOK (0) or a negative error value. */
 typedef enum xErrno {
     XOK = 0,
@@ -23,6 +26,8 @@ typedef enum xErrno {
 
 /** A short, static, human-readable description of err. */
 const char *xErrnoString(xErrno err);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

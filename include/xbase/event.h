@@ -21,6 +21,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 typedef struct xEventLoop xEventLoop;
 
 /** Readiness bits passed to and from watch callbacks. */
@@ -170,6 +173,8 @@ typedef void (*xPostFn)(xEventLoop *loop, void *arg);
  *  xEventLoopDestroy has begun. Returns XERR_NOMEM if the call could not be
  *  queued. */
 xErrno xEventLoopPost(xEventLoop *loop, xPostFn fn, void *arg);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 /** Objects and arrays nest at most this deep (deeper: XERR_LIMIT). */
 #define XJSON_MAX_DEPTH 64
 
@@ -82,6 +85,8 @@ void xJsonRaw(xJsonWriter *w, const char *json, size_t len);
 /** XOK when exactly one whole value was written; else the first error,
  *  or XERR_STATE for a value left open or never begun. */
 xErrno xJsonFinish(const xJsonWriter *w);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 typedef enum xLogLevel {
     XLOG_DEBUG = 0,
     XLOG_INFO = 1,
@@ -46,6 +49,8 @@ void xLogWrite(xLogLevel level, const char *file, int line, const char *fmt, ...
 #define XLOG_INFO(...) XLOG_AT(XLOG_INFO, __VA_ARGS__)
 #define XLOG_WARN(...) XLOG_AT(XLOG_WARN, __VA_ARGS__)
 #define XLOG_ERROR(...) XLOG_AT(XLOG_ERROR, __VA_ARGS__)
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 /** A view of bytes owned by someone else; not NUL-terminated. */
 typedef struct xStr {
     const char *data;
@@ -27,6 +30,8 @@ static inline bool xStrEqualsC(xStr v, const char *s) {
     size_t n = strlen(s);
     return v.len == n && memcmp(v.data, s, n) == 0;
 }
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -38,6 +38,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 /** Content codings xHttpServerCompress may use. */
 enum {
     XHTTP_COMPRESS_GZIP = 1u << 0,
@@ -88,6 +91,8 @@ xErrno xHttpServerRouteUncompressed(xHttpServer *server, const char *spec, xHttp
 /** Keeps this response's body as it is. Before the first Send or Write;
  *  later it changes nothing. */
 void xHttpResponseNoCompress(xHttpResponse *res);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 /** gRPC status codes (grpc/doc/statuscodes.md) used by this module. */
 enum {
     XGRPC_OK = 0,
@@ -56,6 +59,8 @@ xErrno xGrpcReply(xHttpResponse *res, const void *message, size_t len);
  *  grpc-message (NULL: none), percent-encoded as gRPC requires; ends the
  *  response. XERR_INVALID for a status outside 1–16. */
 xErrno xGrpcFail(xHttpResponse *res, int status, const char *message);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

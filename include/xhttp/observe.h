@@ -27,6 +27,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 /** How an access log line looks. Text fields come as the client sent them,
  *  escaped so that no client can end a field or a line: in the common and
  *  combined formats '"', '\' and bytes below 0x20 or from 0x7f are written
@@ -122,6 +125,8 @@ static inline void xHttpServerMetrics(const xHttpServer *server, xHttpMetrics *o
  *  xkit_requests_total{protocol="http/1.1",status="2xx"} 42. path is copied.
  *  Same errors as xHttpServerRoute. */
 xErrno xHttpServerMetricsRoute(xHttpServer *server, const char *path);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

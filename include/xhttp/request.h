@@ -23,6 +23,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 typedef struct xHttpRequest xHttpRequest;
 typedef struct xHttpResponse xHttpResponse;
 
@@ -134,6 +137,8 @@ enum {
  *  "%00" under XHTTP_DECODE_REFUSE_NUL. XERR_LIMIT when cap is too small
  *  (cap >= in.len always suffices). On error out holds a partial result. */
 xErrno xHttpPercentDecode(xStr in, char *out, size_t cap, unsigned flags, size_t *out_len);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 typedef struct xHttpRequest xHttpRequest;
 typedef struct xHttpResponse xHttpResponse;
 
@@ -76,6 +79,8 @@ void xHttpResponseOnAbort(xHttpResponse *res, void (*fn)(xHttpResponse *res, voi
 
 /** The reason phrase for status ("Not Found"), or "Unknown". */
 const char *xHttpStatusReason(int status);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

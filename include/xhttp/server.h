@@ -33,6 +33,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 typedef struct xHttpServer xHttpServer;
 
 /** Handles one request; arg is what was given to xHttpServerRoute. */
@@ -185,6 +188,8 @@ void xHttpServerStop(xHttpServer *server);
 /** Frees a server that is not running, with its workers' loops; a caller's
  *  loop (xHttpServerCreate's loop argument) is left alone, not destroyed. */
 void xHttpServerDestroy(xHttpServer *server);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -53,6 +53,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 /** A media type for files whose name ends in "." extension. */
 typedef struct xHttpStaticType {
     const char *extension; /**< without the '.', compared without regard to case: "md" */
@@ -117,6 +120,8 @@ void xHttpStaticDestroy(xHttpStatic *files);
 /** The handler to route to, with the xHttpStatic as its arg: route it for
  *  GET, which brings HEAD; any other method it is routed with gets 405. */
 void xHttpStaticHandler(xHttpRequest *req, xHttpResponse *res, void *arg);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 /** Like xHttpServerListen, serving TLS. Certificates, keys, the CA file,
  *  cipher names and groups are all checked here: a bad one fails the call
  *  with XERR_TLS (XERR_INVALID for a malformed conf), and
@@ -48,6 +51,8 @@ bool xHttpRequestTlsSized(const xHttpRequest *req, xTlsInfo *info, size_t size);
 static inline bool xHttpRequestTls(const xHttpRequest *req, xTlsInfo *info) {
     return xHttpRequestTlsSized(req, info, sizeof *info);
 }
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

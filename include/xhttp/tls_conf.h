@@ -14,6 +14,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 /** Protocol versions for xTlsConf.min_version / max_version. */
 enum {
     XTLS_VERSION_1_2 = 0x0303,
@@ -97,6 +100,8 @@ typedef struct xTlsInfo {
     bool client_verified;     /**< a client certificate was sent and verified */
     char client_subject[256]; /**< its subject, one line, or "" */
 } xTlsInfo;
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

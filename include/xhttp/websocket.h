@@ -32,6 +32,9 @@
 extern "C" {
 #endif
 
+/* What this header declares is libxkit.so's API: exported, where the rest is hidden. */
+#pragma GCC visibility push(default)
+
 typedef struct xWebSocket xWebSocket;
 
 /** Close status codes (RFC 6455 §7.4.1) the server sends on its own. */
@@ -142,6 +145,8 @@ xEventLoop *xWebSocketLoop(const xWebSocket *ws);
 /** Keeps ws valid past on_close; pair with xWebSocketRelease. */
 void xWebSocketRetain(xWebSocket *ws);
 void xWebSocketRelease(xWebSocket *ws);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,13 @@
-"""The install story: `cmake --install` lays out headers, both libraries, a
-pkg-config file and a CMake package, and a user's program builds against each
-of them the way our README says, and serves."""
+"""The install story: `cmake --install` lays out headers, both libraries,
+pkg-config files and a CMake package, and a user's program builds against each
+of them the way our README says, and serves: through pkg-config and through
+find_package alike, linked with libxkit.so by default and with libxkit.a on
+request.
+
+The prefix here is a temporary folder, not one the dynamic linker searches, so
+the shared programs carry the library's folder as README says (-Wl,-rpath with
+pkg-config; CMake's own RPATH with find_package). Installing into /usr/local,
+where ld.so finds the library with no help, is tests/package/test_library_only.py."""
 
 import os
 import shutil
@@ -43,12 +50,14 @@ class InstallTest(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def serves_hello(self, binary):
-        server = ServerProcess(binary=binary).start()
+        # As a user runs it: without LD_LIBRARY_PATH, whatever ctest's environment holds.
+        server = ServerProcess(argv=["env", "-u", "LD_LIBRARY_PATH", binary, "0"]).start()
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/hello/installed", timeout=5) as r:
                 self.assertEqual(r.read(), b"Hello, installed!\n")
-        finally:
             server.stop_and_check()
+        finally:
+            server.close()
 
     def test_headers_libraries_and_package_files_are_installed(self):
         public = {
@@ -79,23 +88,53 @@ class InstallTest(unittest.TestCase):
         for lib in ("libxkit.a", "libxkit.so", "libxkit.so.0.3"):
             self.assertTrue(os.path.exists(os.path.join(self.libdir, lib)), lib)
         self.assertTrue(os.path.exists(os.path.join(self.libdir, "cmake", "xkit", "xkitConfig.cmake")))
+        for pc in ("xkit.pc", "xkit-static.pc"):
+            self.assertTrue(os.path.exists(os.path.join(self.libdir, "pkgconfig", pc)), pc)
 
-    def pkg_config_flags(self):
+    def test_shared_library_is_named_by_its_soname_and_carries_no_rpath(self):
+        # The soname carries the minor version before 1.0 (CHANGELOG.md); programs record it,
+        # and libxkit.so.0.3 is the link ldconfig would make to the file.
+        real = os.path.join(self.libdir, "libxkit.so.0.3.0")
+        self.assertTrue(os.path.isfile(real) and not os.path.islink(real))
+        self.assertEqual(os.path.realpath(os.path.join(self.libdir, "libxkit.so.0.3")), real)
+        self.assertEqual(os.path.realpath(os.path.join(self.libdir, "libxkit.so")), real)
+        dynamic = run(["readelf", "-d", real]).stdout
+        self.assertIn("Library soname: [libxkit.so.0.3]", dynamic)
+        # It depends only on system libraries: an RPATH would only point into the build folder.
+        self.assertNotRegex(dynamic, r"\((RPATH|RUNPATH)\)")
+
+    def pkg_config(self, package):
         env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(self.libdir, "pkgconfig"))
-        flags = run(["pkg-config", "--cflags", "--libs", "--static", "xkit"], env=env).stdout.split()
-        # Link libxkit.a itself, so the program runs without LD_LIBRARY_PATH.
-        return ["-Wl,-Bstatic", "-lxkit", "-Wl,-Bdynamic"] + [f for f in flags if f != "-lxkit"]
+        return run(["pkg-config", "--cflags", "--libs", package], env=env).stdout.split()
 
-    def test_program_built_with_pkg_config_serves(self):
-        binary = os.path.join(self.tmp, "hello_pkgconfig")
-        run(
-            ["cc", os.path.join(SOURCE_DIR, "examples", "hello_server.c"), "-o", binary]
-            + self.pkg_config_flags()
-            + SANITIZE
-        )
+    def shared_flags(self):
+        """pkg-config's flags for libxkit.so, and the RPATH README says a prefix outside the
+        dynamic linker's folders needs."""
+        return self.pkg_config("xkit") + [f"-Wl,-rpath,{self.libdir}"]
+
+    def assert_links(self, binary, shared):
+        libraries = run(["ldd", binary]).stdout
+        if shared:
+            self.assertIn(f"libxkit.so.0.3 => {os.path.join(self.libdir, 'libxkit.so.0.3')} ", libraries)
+        else:
+            self.assertNotIn("libxkit", libraries)
+
+    def build_with_pkg_config(self, name, flags):
+        binary = os.path.join(self.tmp, name)
+        run(["cc", os.path.join(SOURCE_DIR, "examples", "hello_server.c"), "-o", binary] + flags + SANITIZE)
+        return binary
+
+    def test_program_built_with_pkg_config_links_the_shared_library_and_serves(self):
+        binary = self.build_with_pkg_config("hello_pkgconfig", self.shared_flags())
+        self.assert_links(binary, shared=True)
         self.serves_hello(binary)
 
-    def test_program_built_with_find_package_serves(self):
+    def test_program_built_with_pkg_config_static_links_libxkit_a_and_serves(self):
+        binary = self.build_with_pkg_config("hello_pkgconfig_static", self.pkg_config("xkit-static"))
+        self.assert_links(binary, shared=False)
+        self.serves_hello(binary)
+
+    def test_programs_built_with_find_package_link_as_asked_and_serve(self):
         project = os.path.join(self.tmp, "consumer")
         os.makedirs(project, exist_ok=True)
         shutil.copy(os.path.join(SOURCE_DIR, "examples", "hello_server.c"), project)
@@ -104,6 +143,8 @@ class InstallTest(unittest.TestCase):
                 "cmake_minimum_required(VERSION 3.25)\nproject(consumer C)\n"
                 "find_package(xkit REQUIRED)\nadd_executable(hello hello_server.c)\n"
                 "target_link_libraries(hello PRIVATE xkit::xkit)\n"
+                "add_executable(hello_static hello_server.c)\n"
+                "target_link_libraries(hello_static PRIVATE xkit::xkit_static)\n"
             )
         build = os.path.join(project, "build")
         run(
@@ -118,7 +159,10 @@ class InstallTest(unittest.TestCase):
             ]
         )
         run(["cmake", "--build", build])
+        self.assert_links(os.path.join(build, "hello"), shared=True)
         self.serves_hello(os.path.join(build, "hello"))
+        self.assert_links(os.path.join(build, "hello_static"), shared=False)
+        self.serves_hello(os.path.join(build, "hello_static"))
 
     def test_headers_compile_as_cpp(self):
         cxx = require_tool(self, "c++")
@@ -136,7 +180,7 @@ class InstallTest(unittest.TestCase):
             )
         run(
             [cxx, "-std=c++17", "-Wall", "-Werror", source, "-o", os.path.join(self.tmp, "use_cpp")]
-            + self.pkg_config_flags()
+            + self.shared_flags()
             + SANITIZE
         )
         printed = run([os.path.join(self.tmp, "use_cpp")]).stdout.strip()

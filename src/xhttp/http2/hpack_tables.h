@@ -1,5 +1,5 @@
 /* hpack_tables.h — the tables hpack_gen.py builds from RFC 7541 (Appendix A, the
- * static table; Appendix B, the Huffman code) into hpack_tables.c at build time. */
+ * static table; Appendix B, the Huffman code) into hpack_tables.c, which is checked in. */
 #ifndef XHTTP_HTTP2_HPACK_TABLES_H
 #define XHTTP_HTTP2_HPACK_TABLES_H
 
