@@ -15,7 +15,6 @@
  *
  * gRPC GetSum, POST /echo and the /ws echo are the bench servers' too: they live once, on the
  * same public API, in bench/servers/shared_handlers.c, which this entry is built with. */
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +39,7 @@
 
 typedef struct Item {
     long long id, price, quantity, score, rating_count;
-    const char *name, *category; /* owned by the jansson tree, kept for the process */
+    const char *name, *category; /* views into the dataset's text or document, kept for the process */
     size_t name_len, category_len;
     bool active;
     const char **tags;
@@ -49,60 +48,95 @@ typedef struct Item {
 
 static Item *items;
 static size_t num_items;
-static json_t *dataset_root; /* the items' strings point into it */
+static char *dataset_text;   /* the file's bytes */
+static xJsonDoc dataset_doc; /* parsed from them; the items' strings point into either */
 
-static bool field_int(json_t *obj, const char *name, long long *out) {
-    json_t *v = json_object_get(obj, name);
-    if (!json_is_integer(v)) return false;
-    *out = json_integer_value(v);
+static bool field_int(const xJsonValue *obj, const char *name, long long *out) {
+    int64_t v;
+    if (xJsonGetInt64(xJsonObjectGet(obj, name), &v) != XOK) return false;
+    *out = v;
     return true;
 }
 
-static bool field_str(json_t *obj, const char *name, const char **out, size_t *len) {
-    json_t *v = json_object_get(obj, name);
-    if (!json_is_string(v)) return false;
-    *out = json_string_value(v);
-    *len = json_string_length(v);
+static bool string_value(const xJsonValue *v, const char **out, size_t *len) {
+    xStr s;
+    if (xJsonGetString(v, &s) != XOK) return false;
+    *out = s.data;
+    *len = s.len;
     return true;
 }
 
-static bool read_item(json_t *obj, Item *it) {
-    json_t *tags = json_object_get(obj, "tags"), *rating = json_object_get(obj, "rating");
-    json_t *active = json_object_get(obj, "active");
-    if (!json_is_array(tags) || !json_is_object(rating) || !json_is_boolean(active)) return false;
+static bool field_str(const xJsonValue *obj, const char *name, const char **out, size_t *len) {
+    return string_value(xJsonObjectGet(obj, name), out, len);
+}
+
+static bool read_item(const xJsonValue *obj, Item *it) {
+    const xJsonValue *tags = xJsonObjectGet(obj, "tags"), *rating = xJsonObjectGet(obj, "rating");
+    bool active;
+    if (xJsonTypeOf(tags) != XJSON_ARRAY || xJsonTypeOf(rating) != XJSON_OBJECT ||
+        xJsonGetBool(xJsonObjectGet(obj, "active"), &active) != XOK) {
+        return false;
+    }
     if (!field_int(obj, "id", &it->id) || !field_int(obj, "price", &it->price) ||
         !field_int(obj, "quantity", &it->quantity) || !field_str(obj, "name", &it->name, &it->name_len) ||
         !field_str(obj, "category", &it->category, &it->category_len) ||
         !field_int(rating, "score", &it->score) || !field_int(rating, "count", &it->rating_count)) {
         return false;
     }
-    it->active = json_is_true(active);
-    it->num_tags = json_array_size(tags);
+    it->active = active;
+    it->num_tags = xJsonSize(tags);
     it->tags = calloc(it->num_tags + 1, sizeof *it->tags);
     it->tag_lens = calloc(it->num_tags + 1, sizeof *it->tag_lens);
     if (!it->tags || !it->tag_lens) return false;
-    for (size_t i = 0; i < it->num_tags; i++) {
-        json_t *tag = json_array_get(tags, i);
-        if (!json_is_string(tag)) return false;
-        it->tags[i] = json_string_value(tag);
-        it->tag_lens[i] = json_string_length(tag);
+    xJsonIter walk;
+    const xJsonValue *tag;
+    xJsonIterInit(&walk, tags);
+    for (size_t i = 0; xJsonIterNext(&walk, NULL, &tag); i++) {
+        if (!string_value(tag, &it->tags[i], &it->tag_lens[i])) return false;
     }
     return true;
 }
 
+/* The whole file in memory, *len bytes; NULL when it cannot be read. */
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *text = NULL;
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (size >= 0 && fseek(f, 0, SEEK_SET) == 0 && (text = malloc(size ? (size_t)size : 1))) {
+        *len = fread(text, 1, (size_t)size, f);
+        if (*len != (size_t)size) {
+            free(text);
+            text = NULL;
+        }
+    }
+    fclose(f);
+    return text;
+}
+
 static bool load_dataset(const char *path) {
-    json_error_t error;
-    json_t *root = dataset_root = json_load_file(path, 0, &error);
-    if (!root) {
-        fprintf(stderr, "arena: %s:%d: %s\n", path, error.line, error.text);
+    size_t len;
+    if (!(dataset_text = read_file(path, &len))) {
+        fprintf(stderr, "arena: cannot read %s\n", path);
         return false;
     }
-    if (!json_is_array(root) || !(items = calloc(json_array_size(root) + 1, sizeof *items))) {
+    xJsonDocInit(&dataset_doc, NULL, 0);
+    xJsonDocLimits(&dataset_doc, len, XJSON_MAX_DEPTH);
+    if (xJsonDocParse(&dataset_doc, dataset_text, len) != XOK) {
+        const xJsonError *e = xJsonDocError(&dataset_doc);
+        fprintf(stderr, "arena: %s:%zu:%zu: %s\n", path, e->line, e->column, e->reason);
+        return false;
+    }
+    const xJsonValue *root = xJsonDocRoot(&dataset_doc);
+    if (xJsonTypeOf(root) != XJSON_ARRAY || !(items = calloc(xJsonSize(root) + 1, sizeof *items))) {
         fprintf(stderr, "arena: %s: not an array of items\n", path);
         return false;
     }
-    for (num_items = 0; num_items < json_array_size(root); num_items++) {
-        if (!read_item(json_array_get(root, num_items), &items[num_items])) {
+    xJsonIter walk;
+    const xJsonValue *item;
+    xJsonIterInit(&walk, root);
+    for (num_items = 0; xJsonIterNext(&walk, NULL, &item); num_items++) {
+        if (!read_item(item, &items[num_items])) {
             fprintf(stderr, "arena: %s: item %zu lacks a field of the contract's shape\n", path, num_items);
             return false;
         }
@@ -111,12 +145,13 @@ static bool load_dataset(const char *path) {
 }
 
 static void free_dataset(void) {
-    for (size_t i = 0; items && i < json_array_size(dataset_root); i++) {
+    for (size_t i = 0; items && i <= num_items; i++) { /* the item that failed to read too */
         free(items[i].tags);
         free(items[i].tag_lens);
     }
     free(items);
-    json_decref(dataset_root);
+    xJsonDocFree(&dataset_doc);
+    free(dataset_text);
 }
 
 /* ---- Handlers ---- */

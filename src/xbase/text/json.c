@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xbase/text/utf8.h"
+
 /* What a byte below 0x80 becomes inside a JSON string: 0 copies it, 'u'
  * writes \u00XX, anything else is the letter after a backslash (RFC 8259 §7:
  * the quote, the backslash and every control character must be escaped). */
@@ -105,27 +107,6 @@ void xJsonEndObject(xJsonWriter *w) { end_container(w, '}', true); }
 void xJsonBeginArray(xJsonWriter *w) { begin_container(w, '[', false); }
 void xJsonEndArray(xJsonWriter *w) { end_container(w, ']', false); }
 
-/* The length of the UTF-8 sequence at s (at most n bytes), or 0 when it is
- * not one: overlong forms, surrogates and code points past U+10FFFF are not
- * (RFC 3629 §4). */
-static size_t utf8_sequence(const unsigned char *s, size_t n) {
-    unsigned char c = s[0];
-    if (c >= 0xc2 && c <= 0xdf) return n >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
-    if (c >= 0xe0 && c <= 0xef) {
-        if (n < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80) return 0;
-        if (c == 0xe0 && s[1] < 0xa0) return 0; /* overlong */
-        if (c == 0xed && s[1] > 0x9f) return 0; /* UTF-16 surrogate */
-        return 3;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80) return 0;
-        if (c == 0xf0 && s[1] < 0x90) return 0; /* overlong */
-        if (c == 0xf4 && s[1] > 0x8f) return 0; /* past U+10FFFF */
-        return 4;
-    }
-    return 0;
-}
-
 /* Writes s quoted and escaped; the comma, if any, is already written. Runs
  * of bytes that need nothing are copied at once. */
 static void put_string(xJsonWriter *w, const char *s, size_t len) {
@@ -139,7 +120,7 @@ static void put_string(xJsonWriter *w, const char *s, size_t len) {
                 p++;
                 continue;
             }
-            size_t n = utf8_sequence(p, (size_t)(end - p));
+            size_t n = xUtf8Sequence(p, (size_t)(end - p));
             if (!n) {
                 fail(w, XERR_INVALID);
                 return;
