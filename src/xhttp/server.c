@@ -143,7 +143,9 @@ static void for_each_conn(xWorker *w, void (*fn)(xConn *)) {
 }
 
 static void drain_conn(xConn *conn) {
-    if (conn->proto->on_drain) conn->proto->on_drain(conn);
+    /* A closed one is only held by a request whose handler still works:
+     * nothing is left to say to its client. */
+    if (conn->proto->on_drain && !xConnClosed(conn)) conn->proto->on_drain(conn);
 }
 
 static void on_deadline(xEventLoop *loop, xTimer *timer, void *arg) {
