@@ -46,6 +46,9 @@ static const char routes_text[] =
     "        [&encoding=E&etag=V]    ... with Content-Encoding E, with ETag V\n"
     "        [&ref=1&no_compress=1]  ... with SendRef; never compressed (xHttpResponseNoCompress)\n"
     "GET  /drip?pieces=N&ms=M       N lines of text streamed, one each M ms\n"
+    "GET  /blocking?ms=N            N ms (<= 10000) asleep on a blocking-pool thread, then\n"
+    "                                the threads' ids as JSON (503 when the pool is full)\n"
+    "GET  /worker                   with --worker-hooks: the worker's own state, as JSON\n"
     "GET  /uncompressed             4 KiB of text on a route added with\n"
     "                                xHttpServerRouteUncompressed\n"
     "GET  /static/*                 the files under --static DIR (with or without --test-routes)\n";
@@ -562,6 +565,7 @@ bool benchAddRoutes(xHttpServer *server) {
     xHttpServerRoute(server, "POST /", on_index, NULL);
     if (!add_observers(server)) return false;
     benchAddWebSocket(server, ws_deflate, test_routes);
+    if (!benchAddWorkerRoutes(server, test_routes)) return false;
     if (!test_routes) return true;
     /* Each literal first segment is one more edge at the router's root, which every request
      * searches: about 5 ns more per GET /ping (bench/README.md), so not in measured runs. */
@@ -590,6 +594,8 @@ const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout
                                 "       [--access-log PATH] [--log-format common|combined|json]\n"
                                 "       [--log-flush-ms MS] [--metrics]\n"
                                 "       [--compress] [--ws-deflate] [--server-name NAME] [--own-answers]\n"
+                                "       [--worker-hooks [--worker-fail-start N]] [--blocking-threads N]\n"
+                                "       [--blocking-queue N] [--blocking-own-busy]\n"
                                 "       [--static DIR [--static-no-twins] [--static-cache-ms MS]\n"
                                 "        [--static-cache-control VALUE] [--static-type EXT=TYPE]...]\n";
 
@@ -691,10 +697,16 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
             conf->protocols = argv[i][2] == 'n' ? XHTTP_PROTO_HTTP1 : XHTTP_PROTO_HTTP2;
             continue;
         }
+        int taken = benchWorkersFlag(argc, argv, i);
+        if (taken < 0) return false;
+        if (taken > 0) {
+            i += taken - 1;
+            continue;
+        }
         int k = 0;
         while (k < NOPTS && strcmp(argv[i], opts[k].flag) != 0) k++;
         if (k == NOPTS) {
-            int taken = extra ? extra(argc, argv, i, extra_arg) : 0;
+            taken = extra ? extra(argc, argv, i, extra_arg) : 0;
             if (taken <= 0) return false;
             i += taken - 1;
             continue;

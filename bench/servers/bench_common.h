@@ -14,9 +14,10 @@ bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
 
 /** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /,
  *  GET /static/… after --static DIR, with --compress GET /json and compression on with the
- *  defaults, /ws), GET /metrics after --metrics, the access log after --access-log, and the
- *  test-only routes (/delay, /stream, /upload, /tls, /whoami, /json, /text, /drip, gRPC
- *  GetSum, /ws-test, ...) after --test-routes. False (said on stderr) when the access log
+ *  defaults, /ws), GET /metrics after --metrics, the access log after --access-log, the
+ *  worker hooks and GET /worker after --worker-hooks, and the test-only routes (/delay,
+ *  /stream, /upload, /tls, /whoami, /json, /text, /drip, /blocking, gRPC GetSum, /ws-test,
+ *  ...) after --test-routes. False (said on stderr) when the access log
  *  cannot be opened or --static's directory cannot be served. */
 bool benchAddRoutes(xHttpServer *server);
 
@@ -27,6 +28,16 @@ const char *benchJsonBody(size_t *len);
 /** Adds /ws (echo; permessage-deflate offered when deflate) and, with
  *  test_routes, /ws-test and /ws-idle (bench_websocket.c). */
 void benchAddWebSocket(xHttpServer *server, bool deflate, bool test_routes);
+
+/** What --worker-hooks, --worker-fail-start N, --blocking-threads N, --blocking-queue N
+ *  and --blocking-own-busy ask for (bench_workers.c): per-worker state made and freed by
+ *  worker hooks, with GET /worker, the blocking pool's settings, and with test_routes
+ *  GET /blocking?ms=N. False (said on stderr) for settings the server refuses. */
+bool benchAddWorkerRoutes(xHttpServer *server, bool test_routes);
+
+/** Takes those flags at argv[i]: how many arguments (1 or 2), 0 for another flag, -1 for
+ *  a bad value. */
+int benchWorkersFlag(int argc, char **argv, int i);
 
 /** Frees what benchAddRoutes made, once the server is destroyed. */
 void benchFreeRoutes(void);

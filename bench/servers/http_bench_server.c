@@ -48,6 +48,7 @@ int main(int argc, char **argv) {
     }
     benchPrintListening(host, server);
     xErrno err = xHttpServerRun(server);
+    if (err != XOK) fprintf(stderr, "%s: %s\n", "http_bench_server", xHttpServerLastError(server));
     xHttpServerDestroy(server);
     benchFreeRoutes();
     return err == XOK ? 0 : 1;

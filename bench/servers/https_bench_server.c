@@ -147,6 +147,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     xErrno err = xHttpServerRun(server);
+    if (err != XOK) fprintf(stderr, "%s: %s\n", "https_bench_server", xHttpServerLastError(server));
     xHttpServerDestroy(server);
     benchFreeRoutes();
     return err == XOK ? 0 : 1;

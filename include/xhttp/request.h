@@ -28,6 +28,7 @@ extern "C" {
 
 typedef struct xHttpRequest xHttpRequest;
 typedef struct xHttpResponse xHttpResponse;
+typedef struct xHttpWorker xHttpWorker;
 
 /** Takes one piece of a streamed request body: de-chunked on HTTP/1.1, a DATA
  *  payload (or several) on HTTP/2. data is valid during the call only. The
@@ -84,6 +85,39 @@ const char *xHttpRequestProtocol(const xHttpRequest *req);
 
 /** The loop the request is served on, for timers and deferred work. */
 xEventLoop *xHttpRequestLoop(const xHttpRequest *req);
+
+/* ---- The worker and its blocking work ---- */
+
+/** The worker serving the request (<xhttp/server.h>: its index, its loop). */
+xHttpWorker *xHttpRequestWorker(const xHttpRequest *req);
+
+/** That worker's own pointer, as its start hook set it (xHttpServerOnWorker),
+ *  else NULL: per-worker state a handler uses without a lock. */
+void *xHttpRequestWorkerData(const xHttpRequest *req);
+
+/** Runs on a thread of the server's blocking pool, off the loop: it must not
+ *  touch the request, the response or the loop. */
+typedef void (*xHttpBlockingWork)(void *arg);
+
+/** Runs afterwards on the request's worker, where it answers (or hands the
+ *  response on): status XOK when work ran, XERR_CLOSED when a graceful stop
+ *  ran out of time before work could begin (the connection is closed then).
+ *  If the client left meanwhile, xHttpResponseAborted(res) is true: its
+ *  answer is discarded, and ending the response still releases the request. */
+typedef void (*xHttpBlockingDone)(xHttpRequest *req, xHttpResponse *res, xErrno status, void *arg);
+
+/** Hands work(arg) to the server's blocking pool and, once it has run,
+ *  done(req, res, status, arg) to the request's worker. Meanwhile the request
+ *  and response stay valid even if the client leaves: the response's abort
+ *  callback is not called for it, done is told instead (so done always runs,
+ *  and can free arg). A graceful stop waits for work under way; at its
+ *  deadline, work still queued is cancelled (done told). On error done will
+ *  not run and arg is the caller's: XERR_BUSY when the pool's queue is full,
+ *  XERR_NOMEM, XERR_SYS (no thread), XERR_CLOSED (the server is being
+ *  destroyed); with the pool's answer_busy (the default) the server has then
+ *  answered 503 itself, unless the response had begun. XERR_INVALID (work or
+ *  done NULL) and XERR_STATE (the response has ended) leave it alone. */
+xErrno xHttpRequestRunBlocking(xHttpRequest *req, xHttpBlockingWork work, xHttpBlockingDone done, void *arg);
 
 /* ---- The client and its values ---- */
 

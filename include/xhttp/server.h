@@ -162,9 +162,10 @@ xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port);
  *  closed connection. XERR_INVALID for none, or one the server does not speak. */
 xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_t port, unsigned protocols);
 
-/** What went wrong in the last failed xHttpServerListen, xHttpServerListenTls
- *  or xHttpServerReloadTls, in words (e.g. "tls: key key.pem does not match
- *  certificate cert.pem"); "" after a success. Valid until the next such call. */
+/** What went wrong in the last failed xHttpServerListen, xHttpServerListenTls,
+ *  xHttpServerReloadTls, or worker start (xHttpServerOnWorker), in words (e.g.
+ *  "tls: key key.pem does not match certificate cert.pem"); "" after a
+ *  success. Valid until the next such call. */
 const char *xHttpServerLastError(const xHttpServer *server);
 
 /** How many workers serve requests (1 on a caller's loop). */
@@ -176,6 +177,88 @@ uint16_t xHttpServerPort(const xHttpServer *server);
 /** The port of listener index (0 for the first added, plain or TLS), or 0. */
 uint16_t xHttpServerListenerPort(const xHttpServer *server, int index);
 
+/* ---- Per-worker state ----
+ * A worker's own things (a database connection, a client handle) live on its
+ * thread: made when it starts, reached by its handlers without a lock, closed
+ * when it stops. */
+
+/** One worker, as its hooks and handlers see it. */
+typedef struct xHttpWorker xHttpWorker;
+
+/** Runs on the worker's thread, on its loop, before it accepts: may make
+ *  per-worker state (xHttpWorkerSetData), add watches and timers to the
+ *  worker's loop, and fail, returning an error (with words for
+ *  xHttpServerLastError from xHttpWorkerSetError). */
+typedef xErrno (*xHttpWorkerStartFn)(xHttpWorker *worker, void *arg);
+
+/** Runs on the same thread once the worker's last request has finished (after
+ *  a graceful stop has drained its connections and its blocking work has
+ *  come back), so it may close what no request uses any more. */
+typedef void (*xHttpWorkerStopFn)(xHttpWorker *worker, void *arg);
+
+/** Sets the hooks every worker runs, each with arg; either may be NULL; once
+ *  per server. On the server's own workers start runs in xHttpServerRun, on
+ *  each worker's thread, and no worker accepts before every start has
+ *  returned; one that fails makes Run return its error (the others stop,
+ *  each running stop, without serving). stop runs as each worker's thread
+ *  ends. On a caller's loop start runs at once, within this call (which must
+ *  come from the loop's thread, before it serves) and its error is this
+ *  call's; stop runs in xHttpServerDestroy. A start that fails is not
+ *  followed by stop. XERR_EXISTS (hooks set), XERR_STATE (running). */
+xErrno xHttpServerOnWorker(xHttpServer *server, xHttpWorkerStartFn start, xHttpWorkerStopFn stop, void *arg);
+
+/** The worker's index, 0 to xHttpServerWorkerCount - 1. */
+int xHttpWorkerIndex(const xHttpWorker *worker);
+
+/** The worker's loop: its handlers and its hooks run on it. */
+xEventLoop *xHttpWorkerLoop(const xHttpWorker *worker);
+
+/** The worker's own pointer: what its start set, else NULL. Also
+ *  xHttpRequestWorkerData from its handlers (a WebSocket's on_open reaches
+ *  it through its open->req). */
+void *xHttpWorkerData(const xHttpWorker *worker);
+
+/** Sets the worker's own pointer; borrowed, the worker's stop frees it. */
+void xHttpWorkerSetData(xHttpWorker *worker, void *data);
+
+/** From a start that fails: what xHttpServerLastError will say of it
+ *  (copied; up to 200 bytes are kept). */
+void xHttpWorkerSetError(xHttpWorker *worker, const char *message);
+
+/* ---- Blocking work ----
+ * A handler that must call something that blocks (password hashing, image
+ * resizing, a blocking library) hands it to the server's pool with
+ * xHttpRequestRunBlocking (<xhttp/request.h>) and answers when it is done. */
+
+/** The blocking pool's settings. Start from xHttpBlockingOptsInit's
+ *  defaults; fields are only ever added at the end. */
+typedef struct xHttpBlockingOpts {
+    size_t struct_size;     /**< the caller's sizeof, set by xHttpBlockingOptsInit */
+    int threads;            /**< pool threads, shared by every worker, started as work
+                                 first needs them (4) */
+    size_t max_queued;      /**< work waiting for a thread, every worker's together;
+                                 beyond it xHttpRequestRunBlocking refuses with
+                                 XERR_BUSY (1024) */
+    bool answer_busy;       /**< a refused xHttpRequestRunBlocking answers the request
+                                 503 itself (true); false: the handler answers */
+    uint32_t retry_after_s; /**< that 503's Retry-After, in seconds (1); 0: none */
+} xHttpBlockingOpts;
+
+/** Fills the first size bytes of opts (the caller's sizeof) with the
+ *  defaults above. Call xHttpBlockingOptsInit instead. */
+void xHttpBlockingOptsInitSized(xHttpBlockingOpts *opts, size_t size);
+
+/** Fills opts with the defaults noted above. */
+static inline void xHttpBlockingOptsInit(xHttpBlockingOpts *opts) {
+    xHttpBlockingOptsInitSized(opts, sizeof *opts);
+}
+
+/** Sets the blocking pool's settings (a server without this call has the
+ *  defaults); opts is copied. No thread starts before work needs one. Before
+ *  the server runs and before any work was handed over: XERR_STATE after,
+ *  XERR_INVALID for no thread or no room in the queue. */
+xErrno xHttpServerBlockingPool(xHttpServer *server, const xHttpBlockingOpts *opts);
+
 /** Runs the workers and blocks until the server stops (xHttpServerStop, or a
  *  signal when conf.handle_signals). On a caller's loop it runs that loop. */
 xErrno xHttpServerRun(xHttpServer *server);
@@ -186,7 +269,9 @@ xErrno xHttpServerRun(xHttpServer *server);
 void xHttpServerStop(xHttpServer *server);
 
 /** Frees a server that is not running, with its workers' loops; a caller's
- *  loop (xHttpServerCreate's loop argument) is left alone, not destroyed. */
+ *  loop (xHttpServerCreate's loop argument) is left alone, not destroyed.
+ *  Blocking work still queued is cancelled and work still running waited
+ *  for, each done told before the worker's stop hook runs. */
 void xHttpServerDestroy(xHttpServer *server);
 
 #pragma GCC visibility pop

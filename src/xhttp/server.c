@@ -28,6 +28,8 @@
 
 #include <xbase/log.h>
 
+#include "xbase/loop/loop_internal.h"
+#include "xbase/loop/work_pool.h"
 #include "xbase/mem/sized.h"
 
 #include "xnet/connection.h"
@@ -46,6 +48,13 @@
 #define XSERVER_MAX_LISTENERS 8
 #define XSERVER_BACKLOG 4096
 
+/* Where a worker is in a stop. */
+typedef enum xWorkerState {
+    XWORKER_SERVING,
+    XWORKER_DRAINING, /* listeners closed, connections finishing their requests */
+    XWORKER_CLOSING,  /* past the deadline: connections closed, blocking work coming back */
+} xWorkerState;
+
 typedef struct xWorker {
     xHttpServer *server;
     xEventLoop *loop;
@@ -55,9 +64,19 @@ typedef struct xWorker {
     int spare_fd;    /* held in reserve to shed connections at EMFILE */
     xTimer deadline; /* graceful stop gives up here */
     pthread_t thread;
-    bool stopping;
+    xWorkerState state;
+    bool stop_owed; /* its start hook succeeded: the stop hook is to run */
     xAccessLog log; /* this worker's lines, when the server logs */
 } xWorker;
+
+/* xHttpServerRun's workers wait here until every start hook has returned, so
+ * none serves when one fails. */
+typedef struct xStartGate {
+    pthread_mutex_t lock;
+    pthread_cond_t opened;
+    int waiting;    /* workers whose start has not returned yet */
+    xErrno failure; /* the first failed start's, else XOK */
+} xStartGate;
 
 struct xHttpServer {
     xHttpServerConf conf;
@@ -85,6 +104,13 @@ struct xHttpServer {
     xHttpAccessLogOpts log_opts; /* log_opts.path is ours (strdup) */
     xHttpOwnAnswers answers;     /* what its own answers say; every worker's context reads it */
     xHttpRouteTarget not_found, not_allowed;
+    xHttpWorkerStartFn worker_start; /* xHttpServerOnWorker's hooks */
+    xHttpWorkerStopFn worker_stop;
+    void *worker_arg;
+    bool has_worker_hooks;
+    xStartGate *gate;                /* xHttpServerRun's, while its workers start */
+    xHttpBlockingOpts blocking_opts; /* the blocking pool's settings */
+    xWorkPool *blocking;             /* the blocking pool; its threads start on demand */
 };
 
 void xHttpServerConfInitSized(xHttpServerConf *conf, size_t size) {
@@ -122,13 +148,22 @@ static int cpus_available(void) {
 /* ---- Stopping ---- */
 
 static void worker_finish(xWorker *w) {
+    if (w->ctx.worker.jobs) return;                           /* the last one back finishes */
     if (w->server->attached && !w->server->runs_loop) return; /* the caller's loop goes on */
     xEventLoopStop(w->loop);
 }
 
 static void on_conn_gone(xNetContext *net) {
     xWorker *w = ((xHttpContext *)net)->owner;
-    if (w->stopping && net->conn_count == 0) worker_finish(w);
+    if (w->state != XWORKER_SERVING && net->conn_count == 0) worker_finish(w);
+}
+
+/* The worker's last blocking work is back: past the deadline, nothing else
+ * holds a stop up. */
+static void on_jobs_done(xHttpWorker *worker) {
+    xWorker *w = (xWorker *)((char *)worker - offsetof(xWorker, ctx.worker));
+    if (w->state == XWORKER_CLOSING || (w->state == XWORKER_DRAINING && w->ctx.net.conn_count == 0))
+        worker_finish(w);
 }
 
 /* Visits every connection; fn may close (and so free) the one it is given. */
@@ -143,12 +178,18 @@ static void for_each_conn(xWorker *w, void (*fn)(xConn *)) {
 }
 
 static void drain_conn(xConn *conn) {
-    if (conn->proto->on_drain) conn->proto->on_drain(conn);
+    /* A closed one is only held by a request whose handler still works:
+     * nothing is left to say to its client. */
+    if (conn->proto->on_drain && !xConnClosed(conn)) conn->proto->on_drain(conn);
 }
 
 static void on_deadline(xEventLoop *loop, xTimer *timer, void *arg) {
     xWorker *w = arg;
     XLOG_WARN("shutdown deadline passed with %zu connections open; closing them", w->ctx.net.conn_count);
+    w->state = XWORKER_CLOSING;
+    /* Blocking work that has not begun never will (cancelled first, so none
+     * begins while the connections close); what runs is waited for. */
+    xWorkPoolCancel(w->server->blocking, w->loop);
     for_each_conn(w, xConnClose);
     worker_finish(w);
 }
@@ -163,8 +204,8 @@ static void close_listeners(xWorker *w) {
 }
 
 static void begin_stop(xWorker *w) {
-    if (w->stopping) return;
-    w->stopping = true;
+    if (w->state != XWORKER_SERVING) return;
+    w->state = XWORKER_DRAINING;
     w->ctx.draining = true;
     close_listeners(w);
     for_each_conn(w, drain_conn);
@@ -207,7 +248,7 @@ static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *ar
     int fd;
     xNetAddr peer;
     while ((fd = xListenerAccept(listen_fd, w->server->ports[slot], &w->spare_fd, &peer)) >= 0) {
-        if (w->ctx.net.conn_count >= w->server->conf.max_connections || w->stopping) {
+        if (w->ctx.net.conn_count >= w->server->conf.max_connections || w->state != XWORKER_SERVING) {
             close(fd);
             continue;
         }
@@ -240,16 +281,30 @@ static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
     w->ctx.answers = &server->answers;
     w->ctx.owner = w;
     w->ctx.net.on_conn_gone = on_conn_gone;
+    w->ctx.worker.index = (int)(w - server->workers);
+    w->ctx.worker.pool = server->blocking;
+    w->ctx.worker.blocking = &server->blocking_opts;
+    w->ctx.worker.on_jobs_done = on_jobs_done;
     w->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (w->stop_fd < 0) return XERR_SYS;
     return xEventLoopAdd(w->loop, w->stop_fd, XEV_READ, on_stop_fd, w);
 }
 
+static void run_stop_hook(xWorker *w) {
+    if (w->stop_owed) w->server->worker_stop(&w->ctx.worker, w->server->worker_arg);
+    w->stop_owed = false;
+    w->ctx.worker.data = NULL;
+}
+
 static void worker_destroy(xWorker *w) {
     if (w->loop) {
         close_listeners(w);
         for_each_conn(w, xConnClose);
+        /* Blocking work still out (the pool is gone: all of it is back, in
+         * posted calls) ends its requests while the worker still stands. */
+        if (w->ctx.worker.jobs) xEventLoopRunPosted(w->loop);
+        run_stop_hook(w);
         if (w->stop_fd >= 0) xEventLoopRemove(w->loop, w->stop_fd);
         xAccessLogClose(&w->log); /* after the last request's line */
     }
@@ -283,7 +338,9 @@ xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
     server->answers = xHttpDefaultAnswers;
     server->router = xRouterCreate();
     server->workers = calloc((size_t)server->nworkers, sizeof *server->workers);
-    bool ok = server->router && server->workers;
+    xHttpBlockingOptsInit(&server->blocking_opts);
+    server->blocking = xWorkPoolCreate(server->blocking_opts.threads, server->blocking_opts.max_queued);
+    bool ok = server->router && server->workers && server->blocking;
     for (int i = 0; ok && i < server->nworkers; i++)
         ok = worker_init(&server->workers[i], server, loop) == XOK;
     if (ok && !server->attached) ok = (server->wake_fd = eventfd(0, EFD_CLOEXEC)) >= 0;
@@ -296,6 +353,7 @@ xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
 
 void xHttpServerDestroy(xHttpServer *server) {
     if (!server) return;
+    xWorkPoolDestroy(server->blocking); /* first: its threads post to the workers' loops */
     for (int i = 0; server->workers && i < server->nworkers; i++) {
         if (server->workers[i].server) worker_destroy(&server->workers[i]);
     }
@@ -459,6 +517,64 @@ xErrno xHttpServerWebSocket(xHttpServer *server, const char *path, const xWebSoc
     return add_route(server, spec, xWsTunnelHandler, route, true, true, NULL);
 }
 
+/* ---- Per-worker hooks and blocking work ---- */
+
+/* Runs w's start hook, if there is one, and notes whether its stop is owed. */
+static xErrno run_start_hook(xWorker *w) {
+    xHttpServer *server = w->server;
+    xErrno err = XOK;
+    w->ctx.worker.error[0] = '\0';
+    if (server->worker_start) err = server->worker_start(&w->ctx.worker, server->worker_arg);
+    w->stop_owed = server->worker_stop && err == XOK;
+    return err;
+}
+
+/* Says in the server's last error why worker index's start failed. */
+static void start_failed(xHttpServer *server, int index, xErrno err, const char *why) {
+    snprintf(server->last_error, sizeof server->last_error, "worker %d: start failed: %s", index,
+             why && *why ? why : xErrnoString(err));
+}
+
+xErrno xHttpServerOnWorker(xHttpServer *server, xHttpWorkerStartFn start, xHttpWorkerStopFn stop, void *arg) {
+    if (server->running) return XERR_STATE;
+    if (server->has_worker_hooks) return XERR_EXISTS;
+    server->has_worker_hooks = true;
+    server->worker_start = start;
+    server->worker_stop = stop;
+    server->worker_arg = arg;
+    if (!server->attached) return XOK;
+    /* On a caller's loop, the worker is already there: it starts now. */
+    xWorker *w = &server->workers[0];
+    xErrno err = run_start_hook(w);
+    if (err == XOK) return XOK;
+    start_failed(server, 0, err, w->ctx.worker.error);
+    server->has_worker_hooks = false; /* the caller may try again */
+    server->worker_start = NULL;
+    server->worker_stop = NULL;
+    return err;
+}
+
+void xHttpBlockingOptsInitSized(xHttpBlockingOpts *opts, size_t size) {
+    xHttpBlockingOpts defaults = {
+        .threads = 4,
+        .max_queued = 1024,
+        .answer_busy = true,
+        .retry_after_s = 1,
+    };
+    xSizedInit(opts, size, &defaults, sizeof defaults);
+}
+
+xErrno xHttpServerBlockingPool(xHttpServer *server, const xHttpBlockingOpts *opts) {
+    if (server->running) return XERR_STATE;
+    if (!opts) return XERR_INVALID;
+    xHttpBlockingOpts own;
+    xHttpBlockingOptsInit(&own);
+    xSizedAdopt(&own, opts, sizeof own);
+    xErrno err = xWorkPoolLimit(server->blocking, own.threads, own.max_queued);
+    if (err == XOK) server->blocking_opts = own;
+    return err;
+}
+
 /* ---- Listening ---- */
 
 static xErrno listen_failed(xHttpServer *server, xErrno err, const char *host, uint16_t port) {
@@ -605,10 +721,29 @@ int xHttpServerWorkerCount(const xHttpServer *server) { return server->nworkers;
 
 /* ---- Running ---- */
 
+/* Waits at the gate until every worker's start has returned; started is this
+ * worker's. Returns XOK when every start succeeded. */
+static xErrno pass_start_gate(xWorker *w, xErrno started) {
+    xStartGate *gate = w->server->gate;
+    pthread_mutex_lock(&gate->lock);
+    if (started != XOK && gate->failure == XOK) {
+        gate->failure = started;
+        start_failed(w->server, w->ctx.worker.index, started, w->ctx.worker.error);
+    }
+    if (--gate->waiting == 0) pthread_cond_broadcast(&gate->opened);
+    while (gate->waiting > 0) pthread_cond_wait(&gate->opened, &gate->lock);
+    xErrno all = gate->failure;
+    pthread_mutex_unlock(&gate->lock);
+    return all;
+}
+
 static void *worker_main(void *arg) {
     xWorker *w = arg;
-    if (start_listening(w) != XOK) XLOG_ERROR("worker could not watch its listeners");
-    if (xEventLoopRun(w->loop) != XOK) XLOG_ERROR("event loop failed: %s", strerror(errno));
+    if (pass_start_gate(w, run_start_hook(w)) == XOK) {
+        if (start_listening(w) != XOK) XLOG_ERROR("worker could not watch its listeners");
+        if (xEventLoopRun(w->loop) != XOK) XLOG_ERROR("event loop failed: %s", strerror(errno));
+    }
+    run_stop_hook(w); /* on its own thread, once its requests and blocking work are done */
     return NULL;
 }
 
@@ -660,14 +795,30 @@ static xErrno run_workers(xHttpServer *server) {
     /* Workers inherit this thread's mask, where Create blocked the stop
      * signals: only the signalfd below receives them. */
     int sfd = server->conf.handle_signals ? signalfd(-1, &server->stop_signals, SFD_CLOEXEC) : -1;
-    int started = 0;
-    xErrno err = XOK;
-    for (; err == XOK && started < server->nworkers; started++) {
-        if (pthread_create(&server->workers[started].thread, NULL, worker_main, &server->workers[started]) !=
-            0)
-            err = XERR_SYS;
+    xStartGate gate = {.waiting = server->nworkers, .failure = XOK};
+    pthread_mutex_init(&gate.lock, NULL);
+    pthread_cond_init(&gate.opened, NULL);
+    server->gate = &gate;
+    int started = 0, refused = 0;
+    while (!refused && started < server->nworkers) {
+        xWorker *w = &server->workers[started];
+        if (!(refused = pthread_create(&w->thread, NULL, worker_main, w))) started++;
     }
-    if (err != XOK) started--;
+    /* The gate opens once every start has returned, a thread that never
+     * began counting as a failed one. */
+    pthread_mutex_lock(&gate.lock);
+    if (refused) {
+        gate.waiting -= server->nworkers - started;
+        if (gate.failure == XOK) {
+            gate.failure = XERR_SYS;
+            snprintf(server->last_error, sizeof server->last_error, "cannot start worker %d: %s", started,
+                     strerror(refused));
+        }
+        pthread_cond_broadcast(&gate.opened);
+    }
+    while (gate.waiting > 0) pthread_cond_wait(&gate.opened, &gate.lock);
+    xErrno err = gate.failure;
+    pthread_mutex_unlock(&gate.lock);
     struct pollfd fds[2] = {{.fd = server->wake_fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
     while (err == XOK && !atomic_load(&server->stop_requested)) {
         if (poll(fds, sfd >= 0 ? 2 : 1, -1) > 0 && (fds[1].revents & POLLIN)) {
@@ -680,6 +831,9 @@ static xErrno run_workers(xHttpServer *server) {
     }
     xHttpServerStop(server);
     for (int i = 0; i < started; i++) pthread_join(server->workers[i].thread, NULL);
+    server->gate = NULL;
+    pthread_cond_destroy(&gate.opened);
+    pthread_mutex_destroy(&gate.lock);
     if (sfd >= 0) close(sfd);
     return err;
 }

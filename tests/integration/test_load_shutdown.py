@@ -6,6 +6,7 @@ import subprocess
 import time
 import unittest
 
+from support.h2client import H2Conn
 from support.harness import Conn, ServerTestCase, http_request, run_client, start_server
 from support.loadgen import wrk_report
 
@@ -168,6 +169,20 @@ class ShutdownTest(unittest.TestCase):
         self.assertGreaterEqual(elapsed, 0.4, "exited before the in-flight request's deadline")
         rest = stuck.read_until_eof(2)
         self.assertNotIn(b"done", rest)
+
+    def test_sigterm_while_a_handler_holds_the_request_of_a_closed_http2_connection_exits_clean(self):
+        # The handler learns only when its hold ends that the client left (no abort callback):
+        # until then the closed connection stays, and the stop must not drain it again (a GOAWAY
+        # queued on a closed connection was leaked, and its timer armed on memory soon freed).
+        server = start_server(self, ["--workers", "1"])
+        h2 = H2Conn(server.port, server.connect_host)
+        h2.request("POST", "/upload?hold_ms=800&no_abort_callback=1", body=b"x" * 100)
+        time.sleep(0.2)
+        h2.abort()
+        time.sleep(0.1)
+        server.send_signal(signal.SIGTERM)
+        server.assert_clean_exit(server.wait_exit(5))
+        self.assertIn("abandoned by its client", server.stderr_text())
 
     def test_sigterm_with_no_connections_exits_zero_at_once(self):
         server = start_server(self, ["--workers", "2"])

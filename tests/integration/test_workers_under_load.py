@@ -21,9 +21,8 @@ import time
 import unittest
 
 from support.harness import MISSING_TOOL, STOP_TIMEOUT
+from support.loadgen import h2load_report, wrk_report
 from support.tls_fixtures import HttpsServer, TlsConn, client_context, replace_file, shared_certs
-from test_http2 import parse_h2load
-from test_load_shutdown import parse_wrk
 from test_observe import metrics, read_lines
 
 CERTS = None
@@ -61,7 +60,7 @@ class Clients:
         proc.communicate()
 
     def finish(self, name):
-        """The client's stdout once it has exited 0."""
+        """The client's run (a CompletedProcess) once it has exited 0."""
         proc = self.procs.pop(name)
         try:
             out, err = proc.communicate(timeout=CLIENT_TIMEOUT)
@@ -70,7 +69,7 @@ class Clients:
             out, err = proc.communicate()
             self.test.fail(f"{name} did not finish within {CLIENT_TIMEOUT}s: {out!r} {err!r}")
         self.test.assertEqual(proc.returncode, 0, f"{name}: {err.decode(errors='replace')}")
-        return out
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 class Handshakes(threading.Thread):
@@ -189,8 +188,9 @@ class WorkersUnderLoadTest(unittest.TestCase):
         return handshakes
 
     def check_h2load(self, clients, name, requests):
-        stats = parse_h2load(clients.finish(name))
-        self.assertEqual((stats["succeeded"], stats["2xx"]), (requests, requests), stats["text"])
+        report, text = h2load_report(clients.finish(name))
+        self.assertEqual(report.problems, [], text)
+        self.assertEqual((report.requests, report.statuses.get("2xx")), (requests, requests), text)
         return requests
 
     def test_load_with_metrics_reload_reopen_then_a_graceful_stop_under_load(self):
@@ -219,10 +219,10 @@ class WorkersUnderLoadTest(unittest.TestCase):
         self.wait_for_stderr("TLS certificates reloaded", 2)
         self.wait_for(lambda: os.path.exists(self.log), "SIGUSR1 to reopen the log's path")
 
-        wrk = parse_wrk(clients.finish("wrk"))
-        self.assertGreater(wrk["requests"], 100, wrk["text"])
-        self.assertEqual((wrk["socket_errors"], wrk["non2xx"]), (0, 0), wrk["text"])
-        answered = wrk["requests"] + len(samples)
+        wrk, text = wrk_report(clients.finish("wrk"))
+        self.assertEqual(wrk.problems, [], text)
+        self.assertGreater(wrk.requests, 100, text)
+        answered = wrk.requests + len(samples)
         answered += self.check_h2load(clients, "h2load static", 600)
         answered += self.check_h2load(clients, "h2load h2c", 3000)
         answered += self.check_h2load(clients, "h2load https", 1500)

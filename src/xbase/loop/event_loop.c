@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "xbase/io/poller.h"
+#include "xbase/loop/loop_internal.h"
 #include "xbase/loop/timer_wheel.h"
 
 #define XLOOP_EVENTS 256
@@ -24,8 +25,9 @@ typedef struct xWatch {
     void *arg;
 } xWatch;
 
+/* What xEventLoopPost allocates: a call that frees itself when it has run. */
 typedef struct xPosted {
-    struct xPosted *next;
+    xLoopCall call;
     xPostFn fn;
     void *arg;
 } xPosted;
@@ -43,8 +45,8 @@ struct xEventLoop {
 
     int wake_fd; /* eventfd that other threads write to */
     pthread_mutex_t posted_lock;
-    xPosted *posted_head;
-    xPosted *posted_tail;
+    xLoopCall *posted_head;
+    xLoopCall *posted_tail;
 };
 
 static uint64_t monotonic_ms(void) {
@@ -60,15 +62,14 @@ static void update_clock(xEventLoop *loop) {
     loop->wall_second = ts.tv_sec;
 }
 
-static void run_posted(xEventLoop *loop) {
+void xEventLoopRunPosted(xEventLoop *loop) {
     pthread_mutex_lock(&loop->posted_lock);
-    xPosted *list = loop->posted_head;
+    xLoopCall *list = loop->posted_head;
     loop->posted_head = loop->posted_tail = NULL;
     pthread_mutex_unlock(&loop->posted_lock);
     while (list) {
-        xPosted *next = list->next;
+        xLoopCall *next = list->next; /* the call may free its node */
         list->fn(loop, list->arg);
-        free(list);
         list = next;
     }
 }
@@ -98,7 +99,7 @@ static void on_wake(xEventLoop *loop, int fd, unsigned events, void *arg) {
     uint64_t count;
     while (read(fd, &count, sizeof count) > 0) {
     }
-    run_posted(loop);
+    xEventLoopRunPosted(loop);
 }
 
 xEventLoop *xEventLoopCreate(void) { return xEventLoopCreateWith(XIO_DEFAULT); }
@@ -121,8 +122,8 @@ xEventLoop *xEventLoopCreateWith(xIoBackend io) {
 
 void xEventLoopDestroy(xEventLoop *loop) {
     if (!loop) return;
-    run_turn_end(loop); /* their owners hold references until they run */
-    run_posted(loop);   /* posted calls may own memory: let them release it */
+    run_turn_end(loop);        /* their owners hold references until they run */
+    xEventLoopRunPosted(loop); /* posted calls may own memory: let them release it */
     if (loop->wake_fd >= 0) close(loop->wake_fd);
     if (loop->poller) loop->poller->ops->destroy(loop->poller);
     pthread_mutex_destroy(&loop->posted_lock);
@@ -209,21 +210,32 @@ void xTimerStart(xEventLoop *loop, xTimer *timer, uint64_t after_ms) {
 
 void xTimerStop(xEventLoop *loop, xTimer *timer) { xTimerWheelRemove(&loop->wheel, timer); }
 
-xErrno xEventLoopPost(xEventLoop *loop, xPostFn fn, void *arg) {
-    xPosted *p = malloc(sizeof *p);
-    if (!p) return XERR_NOMEM;
-    p->next = NULL;
-    p->fn = fn;
-    p->arg = arg;
+void xEventLoopPostCall(xEventLoop *loop, xLoopCall *call) {
+    call->next = NULL;
     pthread_mutex_lock(&loop->posted_lock);
     if (loop->posted_tail)
-        loop->posted_tail->next = p;
+        loop->posted_tail->next = call;
     else
-        loop->posted_head = p;
-    loop->posted_tail = p;
+        loop->posted_head = call;
+    loop->posted_tail = call;
     pthread_mutex_unlock(&loop->posted_lock);
     uint64_t one = 1;
     ssize_t ignored = write(loop->wake_fd, &one, sizeof one);
     (void)ignored;
+}
+
+static void run_posted_and_free(xEventLoop *loop, void *arg) {
+    xPosted *p = arg;
+    p->fn(loop, p->arg);
+    free(p);
+}
+
+xErrno xEventLoopPost(xEventLoop *loop, xPostFn fn, void *arg) {
+    xPosted *p = malloc(sizeof *p);
+    if (!p) return XERR_NOMEM;
+    p->fn = fn;
+    p->arg = arg;
+    p->call = (xLoopCall){.fn = run_posted_and_free, .arg = p};
+    xEventLoopPostCall(loop, &p->call);
     return XOK;
 }

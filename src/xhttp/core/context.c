@@ -13,8 +13,11 @@
 
 xErrno xHttpContextInit(xHttpContext *ctx, xEventLoop *loop, const xHttpServerConf *conf,
                         const xRouter *router, const xHttpUpgrades *upgrades) {
-    *ctx =
-        (xHttpContext){.conf = conf, .router = router, .upgrades = upgrades, .answers = &xHttpDefaultAnswers};
+    *ctx = (xHttpContext){.conf = conf,
+                          .router = router,
+                          .upgrades = upgrades,
+                          .answers = &xHttpDefaultAnswers,
+                          .worker = {.loop = loop}};
     /* A block holds a whole head with room behind it, so a head never spans two. */
     size_t block =
         conf->max_header_size + 4096 > XCONTEXT_MIN_BLOCK ? conf->max_header_size + 4096 : XCONTEXT_MIN_BLOCK;

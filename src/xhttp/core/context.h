@@ -15,6 +15,7 @@
 #include "xnet/connection.h"
 #include "xhttp/core/date.h"
 #include "xhttp/core/router.h"
+#include "xhttp/core/worker.h"
 
 typedef struct xHttpExchange xHttpExchange;
 typedef struct xHttpTakeover xHttpTakeover;
@@ -106,13 +107,14 @@ typedef struct xHttpContext {
     xHttpCounters counters;
     xHttpFinishedFn on_finished; /* NULL: no access log, one branch per request */
     void *on_finished_arg;
+    xHttpWorker worker; /* what hooks and handlers see of this worker */
 } xHttpContext;
 
 /** Prepares a worker's HTTP context on loop, as every worker's is made:
  *  conf and router are read-only and outlive it, upgrades is the protocol
  *  changes HTTP/1.1 may make (NULL: none); its network context's blocks hold
- *  a whole head. No filter, no log, no owner: the caller sets those it
- *  needs. XERR_NOMEM leaves nothing to free. */
+ *  a whole head. No filter, no log, no owner, worker 0 with no blocking
+ *  pool: the caller sets those it needs. XERR_NOMEM leaves nothing to free. */
 xErrno xHttpContextInit(xHttpContext *ctx, xEventLoop *loop, const xHttpServerConf *conf,
                         const xRouter *router, const xHttpUpgrades *upgrades);
 

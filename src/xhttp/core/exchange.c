@@ -374,7 +374,7 @@ void xHttpResponseOnAbort(xHttpResponse *res, void (*fn)(xHttpResponse *res, voi
 bool xHttpExchangeAbort(xHttpExchange *ex) {
     ex->res.aborted = true;
     xHttpExchangeFinished(ex, ex->res.head_sent ? ex->res.status : 499, ex->res.body_len);
-    if (!ex->res.on_abort) return false;
+    if (!ex->res.on_abort || ex->res.blocking_jobs) return false;
     ex->res.on_abort(&ex->res, ex->res.on_abort_arg);
     return true;
 }

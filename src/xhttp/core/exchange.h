@@ -111,7 +111,8 @@ struct xHttpResponse {
     xBuffer trailers; /* the same, sent after a streamed body */
     bool head_sent;
     bool ended;
-    bool aborted; /* the client is gone; output is discarded */
+    bool aborted;           /* the client is gone; output is discarded */
+    uint16_t blocking_jobs; /* xHttpRequestRunBlocking's under way: the handler holds on */
     void (*on_abort)(xHttpResponse *res, void *arg);
     void *on_abort_arg;
     uint64_t body_len;                /* streamed body bytes so far, for the log */
@@ -183,7 +184,8 @@ static inline bool xHttpExchangeWantsBody(const xHttpExchange *ex) {
  *  and keeps the exchange alive (or knows whether it is) after the call. */
 void xHttpExchangeDeliverBody(xHttpExchange *ex, const char *data, size_t len, bool end);
 
-/** Marks the response aborted and tells the handler, if it asked to know.
+/** Marks the response aborted and tells the handler, if it asked to know
+ *  and no blocking work of its is under way (its done is told instead).
  *  Returns true when the handler was told: it has let go of the exchange. */
 bool xHttpExchangeAbort(xHttpExchange *ex);
 
