@@ -8,13 +8,18 @@
 #include "xhttp/core/tokens.h"
 #include "xhttp/websocket/utf8.h"
 
+#define XWS_CACHE_LINE 64
+
 static const xStr no_reason = {"", 0};
 
 /* ---- Lifetime and the opening ---- */
 
 xWebSocket *xWsCreate(const xWsTransport *tr, xEventLoop *loop, const xWsRoute *route) {
-    xWebSocket *ws = calloc(1, sizeof *ws);
+    /* On a line of its own, so its hot front spans the fewest lines. */
+    xWebSocket *ws =
+        aligned_alloc(XWS_CACHE_LINE, (sizeof *ws + XWS_CACHE_LINE - 1) & ~(size_t)(XWS_CACHE_LINE - 1));
     if (!ws) return NULL;
+    memset(ws, 0, sizeof *ws);
     ws->tr = tr;
     ws->loop = loop;
     ws->route = route;
