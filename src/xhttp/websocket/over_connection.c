@@ -13,7 +13,7 @@
 #include "xhttp/core/context.h"
 #include "xhttp/core/finished.h"
 
-static xBuffer *conn_input(xWebSocket *ws) { return xConnClosed(ws->conn) ? NULL : &ws->conn->in; }
+static xBuffer *conn_input(xWebSocket *ws) { return xConnOpen(ws->conn) ? &ws->conn->in : NULL; }
 
 /* Nothing more comes now: a read buffer with nothing left in it goes back to
  * the pool, so an idle session holds none, and the next read, of whichever

@@ -29,7 +29,7 @@
 
 /* What carries a session's frames, filled by name. */
 typedef struct xWsTransport {
-    xBuffer *(*input)(xWebSocket *ws);          /* bytes received and not yet read; NULL once closed */
+    xBuffer *(*input)(xWebSocket *ws);          /* bytes received and not yet read; NULL once not open */
     bool (*fill)(xWebSocket *ws);               /* reads more into input; false: nothing more now */
     char *(*reserve)(xWebSocket *ws, size_t n); /* room to queue n bytes, or NULL */
     void (*commit)(xWebSocket *ws, size_t n);
