@@ -131,6 +131,10 @@ void xEventLoopDestroy(xEventLoop *loop) {
 }
 
 static void dispatch(xEventLoop *loop, const xPollerEvent *events, int n) {
+    /* Each callback's first touch of its arg (a connection) is a cache miss
+     * when hundreds are open: asked for all at once, the misses overlap. */
+    for (int i = 0; i < n; i++)
+        if ((size_t)events[i].fd < loop->watch_cap) __builtin_prefetch(loop->watches[events[i].fd].arg);
     for (int i = 0; i < n; i++) {
         int fd = events[i].fd;
         /* A callback earlier in this batch may have removed this fd. */
