@@ -96,6 +96,7 @@ xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnPr
         free(conn);
         return NULL;
     }
+    xEventLoopPrefetch(net->loop, fd, proto_state);
     conn->next = net->conns;
     if (net->conns) net->conns->prev = conn;
     net->conns = conn;
@@ -115,6 +116,7 @@ void xConnSetTransport(xConn *conn, const xTransport *transport, void *state) {
 void xConnSetProtocol(xConn *conn, const xConnProtocol *proto, void *state) {
     conn->proto = proto;
     conn->proto_state = state;
+    if (!xConnClosed(conn)) xEventLoopPrefetch(conn->net->loop, conn->fd, state);
     if ((conn->readable || conn->in.len) && !xConnClosed(conn)) {
         xConnRetain(conn);
         proto->on_readable(conn);
