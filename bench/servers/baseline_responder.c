@@ -1,6 +1,7 @@
 /* The floor for HTTP/1.1 benchmarks: one epoll thread that parses nothing. It counts "\r\n\r\n"
  * and answers each with xKit's own pong (floor_response.h), so what a real server costs beyond this
- * is being HTTP. */
+ * is being HTTP. With --websocket it is the floor for WebSocket instead (floor_websocket.h): a 101 to
+ * the handshake, then an echo per "hello" frame of ws_load -raw, counted by length. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
@@ -14,12 +15,17 @@
 #include <unistd.h>
 
 #include "floor_response.h"
+#include "floor_websocket.h"
 
 enum { MAX_FDS = 65536, READ_SIZE = 16384 };
 #define RESPONSE floor_response
 #define RESPONSE_LEN FLOOR_RESPONSE_LEN
-static unsigned char matched[MAX_FDS];             /* terminator bytes seen at the end of the last read */
+static unsigned char matched[MAX_FDS];             /* terminator bytes seen at the end of the last read, or
+                                                      (--websocket) bytes of a frame begun */
 static char replies[READ_SIZE / 4 * RESPONSE_LEN]; /* worst case: a terminator every 4 bytes */
+static int websocket;                              /* --websocket: floor_websocket.h's mode */
+static struct floor_ws_head *heads[MAX_FDS];       /* --websocket: a handshake not yet whole */
+static char echoes[(READ_SIZE / FLOOR_WS_FRAME_LEN + 1) * FLOOR_WS_ECHO_LEN]; /* as many as one read owes */
 
 /* On a mismatch the match restarts, except that a '\r' may begin the next terminator. */
 static size_t count_terminators(int fd, const char *buf, ssize_t len) {
@@ -33,12 +39,45 @@ static size_t count_terminators(int fd, const char *buf, ssize_t len) {
     return count;
 }
 
+static void hang_up(int fd) {
+    free(heads[fd]);
+    heads[fd] = NULL;
+    close(fd);
+}
+
+/* The handshake until its 101 is sent, then one write of an echo per whole frame. */
+static void serve_websocket(int fd, const char *buf, size_t len) {
+    struct floor_ws_head *head = heads[fd];
+    if (head) {
+        int complete;
+        long took = floor_ws_gather(head, buf, len, &complete);
+        if (took < 0 || (complete && !floor_ws_answer(head))) {
+            hang_up(fd);
+            return;
+        }
+        if (!complete) return;
+        if (write(fd, head->bytes, head->len) != (ssize_t)head->len) {
+            hang_up(fd);
+            return;
+        }
+        free(head);
+        heads[fd] = NULL;
+        buf += took, len -= (size_t)took;
+    }
+    size_t bytes = floor_ws_frames(&matched[fd], len) * FLOOR_WS_ECHO_LEN;
+    if (bytes && write(fd, echoes, bytes) != (ssize_t)bytes) hang_up(fd);
+}
+
 /* Level-triggered: one read per wakeup. A client too slow to take a write is hung up on, not queued for. */
 static void serve(int fd) {
     char buf[READ_SIZE];
     ssize_t len = read(fd, buf, sizeof buf);
     if (len <= 0) {
-        if (len == 0 || (errno != EAGAIN && errno != EINTR)) close(fd);
+        if (len == 0 || (errno != EAGAIN && errno != EINTR)) hang_up(fd);
+        return;
+    }
+    if (websocket) {
+        serve_websocket(fd, buf, (size_t)len);
         return;
     }
     size_t count = count_terminators(fd, buf, len);
@@ -50,10 +89,13 @@ static void serve(int fd) {
 static void on_stop(int sig) { _exit(0); }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s PORT\n", argv[0]);
+    websocket = argc == 3 && strcmp(argv[2], "--websocket") == 0;
+    if (argc != 2 && !websocket) {
+        fprintf(stderr, "usage: %s PORT [--websocket]\n", argv[0]);
         return 2;
     }
+    for (size_t i = 0; i < sizeof echoes / FLOOR_WS_ECHO_LEN; i++)
+        memcpy(echoes + i * FLOOR_WS_ECHO_LEN, floor_ws_echo, FLOOR_WS_ECHO_LEN);
     int one = 1, client, epfd = epoll_create1(0), listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1]))};
     socklen_t addr_len = sizeof addr;
@@ -72,7 +114,7 @@ int main(int argc, char **argv) {
     time_t shown = 0;
     for (;;) {
         int ready = epoll_wait(epfd, events, 256, -1);
-        floor_date_refresh(floor_response, &shown); /* after the wait, so answers carry this second */
+        if (!websocket) floor_date_refresh(floor_response, &shown); /* after the wait: this second's */
         for (int i = 0; i < ready; i++) {
             if (events[i].data.fd != listener) {
                 serve(events[i].data.fd);
@@ -85,6 +127,10 @@ int main(int argc, char **argv) {
                 }
                 setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
                 matched[client] = 0, ev.data.fd = client;
+                if (websocket && !(heads[client] = calloc(1, sizeof *heads[client]))) {
+                    close(client);
+                    continue;
+                }
                 epoll_ctl(epfd, EPOLL_CTL_ADD, client, &ev);
             }
         }

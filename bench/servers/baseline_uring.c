@@ -1,7 +1,9 @@
 /* baseline_responder.c on io_uring: one thread that parses nothing. It counts "\r\n\r\n" and answers each
  * with the same pong (floor_response.h), so what xKit costs beyond it is being HTTP, and what the epoll floor
  * costs beyond it is epoll. Multishot accept, multishot recv into a provided buffer ring, and one
- * io_uring_submit_and_wait per turn that sends, per connection, every response the turn owes in one send. */
+ * io_uring_submit_and_wait per turn that sends, per connection, every response the turn owes in one send.
+ * With --websocket it is the WebSocket floor (floor_websocket.h): the handshake's 101, then an echo per
+ * "hello" frame of ws_load -raw, counted by length. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <liburing.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "floor_response.h"
+#include "floor_websocket.h"
 
 enum {
     MAX_FDS = 65536,
@@ -28,25 +31,38 @@ enum {
     CQ_ENTRIES = 16384,
 };
 enum op { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_CANCEL, OP_SIGNAL };
-#define RESPONSE_LEN FLOOR_RESPONSE_LEN
 #define MAX_BATCH (READ_SIZE / 4) /* responses in one send: a terminator every 4 bytes of a full buffer */
-/* MAX_BATCH copies of floor_response, whose Dates are rewritten only while no send is in flight. */
-static char replies[MAX_BATCH * RESPONSE_LEN];
+/* MAX_BATCH copies of floor_response, whose Dates are rewritten only while no send is in flight; with
+ * --websocket, of floor_ws_echo. */
+static char replies[MAX_BATCH * FLOOR_RESPONSE_LEN];
+static size_t response_len = FLOOR_RESPONSE_LEN; /* FLOOR_WS_ECHO_LEN with --websocket */
+static int websocket;                            /* --websocket: floor_websocket.h's mode */
 static unsigned sends_in_flight;
 static time_t shown; /* the second the replies' Dates show */
+
+/* Where a connection stands: HTTP requests, or (--websocket) the handshake, its 101, then frames. */
+enum phase {
+    HTTP_REQUESTS,
+    WS_HANDSHAKE,   /* gathering the head */
+    WS_ANSWER_OWED, /* its 101 waits for the turn's sends */
+    WS_ANSWERING,   /* the 101 is in flight; echoes owed wait for it */
+    WS_FRAMES,
+};
 
 /* A connection's slot, by fd. Its fd is closed only once no request on it is in flight, so no completion
  * can arrive for a slot whose fd was closed and perhaps reused by a later accept. */
 struct conn {
-    uint32_t pending;        /* responses owed and not yet handed to a send */
-    uint32_t in_send;        /* bytes of the one send in flight, 0 for none */
-    unsigned char matched;   /* terminator bytes seen at the end of the last recv */
+    uint32_t pending;      /* responses owed and not yet handed to a send */
+    uint32_t in_send;      /* bytes of the one send in flight, 0 for none */
+    unsigned char phase;   /* enum phase */
+    unsigned char matched; /* terminator bytes seen at the end of the last recv, or bytes of a frame begun */
     unsigned char receiving; /* the multishot recv is armed */
     unsigned char closing;   /* hanging up: waiting for the recv and the send to end */
     unsigned char queued;    /* in dirty[], to be sent to at the end of this turn */
 };
 static struct conn conns[MAX_FDS];
-static int dirty[MAX_FDS], ndirty; /* connections owed responses this turn */
+static struct floor_ws_head *heads[MAX_FDS]; /* --websocket: the handshake, then its 101 until sent */
+static int dirty[MAX_FDS], ndirty;           /* connections owed responses this turn */
 static struct io_uring ring;
 static struct io_uring_buf_ring *buf_ring;
 static char *buffers;
@@ -88,6 +104,8 @@ static void release_if_idle(int fd) {
     struct conn *c = &conns[fd];
     if (c->closing && !c->receiving && !c->in_send) {
         close(fd);
+        free(heads[fd]);
+        heads[fd] = NULL;
         *c = (struct conn){0};
     }
 }
@@ -117,6 +135,26 @@ static uint32_t count_terminators(struct conn *c, const char *buf, int len) {
     return count;
 }
 
+static void owe(int fd, uint32_t count);
+
+/* The handshake, gathered until whole and answered, then the frames: the echoes owed. */
+static uint32_t take_websocket(int fd, const char *buf, size_t len) {
+    struct conn *c = &conns[fd];
+    if (c->phase == WS_HANDSHAKE) {
+        int complete;
+        long took = floor_ws_gather(heads[fd], buf, len, &complete);
+        if (took < 0 || (complete && !floor_ws_answer(heads[fd]))) {
+            hang_up(fd);
+            return 0;
+        }
+        if (!complete) return 0;
+        c->phase = WS_ANSWER_OWED;
+        owe(fd, 0);
+        buf += took, len -= (size_t)took;
+    }
+    return (uint32_t)floor_ws_frames(&c->matched, len);
+}
+
 static void owe(int fd, uint32_t count) {
     struct conn *c = &conns[fd];
     c->pending += count;
@@ -127,9 +165,10 @@ static void on_recv(int fd, const struct io_uring_cqe *cqe) {
     struct conn *c = &conns[fd];
     if (cqe->flags & IORING_CQE_F_BUFFER) {
         unsigned id = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-        uint32_t count = c->closing || cqe->res <= 0
-                             ? 0
-                             : count_terminators(c, buffers + (size_t)id * READ_SIZE, cqe->res);
+        const char *data = buffers + (size_t)id * READ_SIZE;
+        uint32_t count = c->closing || cqe->res <= 0 ? 0
+                         : websocket                 ? take_websocket(fd, data, (size_t)cqe->res)
+                                                     : count_terminators(c, data, cqe->res);
         give_back_buffer(id);
         if (count) owe(fd, count);
     }
@@ -150,12 +189,19 @@ static void on_recv(int fd, const struct io_uring_cqe *cqe) {
 static unsigned send_owed(int fd) {
     struct conn *c = &conns[fd];
     c->queued = 0;
-    if (c->closing || c->in_send || !c->pending) return 0;
-    uint32_t count = c->pending < MAX_BATCH ? c->pending : MAX_BATCH;
-    c->pending -= count, c->in_send = count * (uint32_t)RESPONSE_LEN;
+    if (c->closing || c->in_send) return 0;
+    const char *bytes = replies;
+    if (c->phase == WS_ANSWER_OWED) {
+        c->phase = WS_ANSWERING, c->in_send = (uint32_t)heads[fd]->len, bytes = heads[fd]->bytes;
+    } else if (c->pending && c->phase != WS_HANDSHAKE && c->phase != WS_ANSWERING) {
+        uint32_t count = c->pending < MAX_BATCH ? c->pending : MAX_BATCH;
+        c->pending -= count, c->in_send = count * (uint32_t)response_len;
+    } else {
+        return 0;
+    }
     sends_in_flight++;
     struct io_uring_sqe *sqe = get_sqe();
-    io_uring_prep_send(sqe, fd, replies, c->in_send, MSG_DONTWAIT | MSG_NOSIGNAL);
+    io_uring_prep_send(sqe, fd, bytes, c->in_send, MSG_DONTWAIT | MSG_NOSIGNAL);
     io_uring_sqe_set_data64(sqe, tag(OP_SEND, fd));
     return 1;
 }
@@ -165,6 +211,11 @@ static void on_send(int fd, int res) {
     uint32_t expected = c->in_send;
     c->in_send = 0;
     sends_in_flight--;
+    if (c->phase == WS_ANSWERING) { /* the 101 is out */
+        c->phase = WS_FRAMES;
+        free(heads[fd]);
+        heads[fd] = NULL;
+    }
     if (res < 0 || (uint32_t)res != expected)
         hang_up(fd);
     else if (c->closing)
@@ -182,7 +233,11 @@ static void on_accept(int listener, const struct io_uring_cqe *cqe) {
         return;
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    conns[fd] = (struct conn){0};
+    conns[fd] = (struct conn){.phase = websocket ? WS_HANDSHAKE : HTTP_REQUESTS};
+    if (websocket && !(heads[fd] = calloc(1, sizeof *heads[fd]))) {
+        close(fd);
+        return;
+    }
     arm_recv(fd);
 }
 
@@ -227,8 +282,9 @@ static int setup_ring(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s PORT\n", argv[0]);
+    websocket = argc == 3 && strcmp(argv[2], "--websocket") == 0;
+    if (argc != 2 && !websocket) {
+        fprintf(stderr, "usage: %s PORT [--websocket]\n", argv[0]);
         return 2;
     }
     int one = 1, listener = socket(AF_INET, SOCK_STREAM, 0);
@@ -252,7 +308,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (setup_ring()) return 2;
-    for (size_t i = 0; i < MAX_BATCH; i++) memcpy(replies + i * RESPONSE_LEN, floor_response, RESPONSE_LEN);
+    const char *response = websocket ? floor_ws_echo : floor_response;
+    response_len = websocket ? FLOOR_WS_ECHO_LEN : FLOOR_RESPONSE_LEN;
+    for (size_t i = 0; i < MAX_BATCH; i++) memcpy(replies + i * response_len, response, response_len);
     struct signalfd_siginfo siginfo;
     struct io_uring_sqe *sqe = get_sqe();
     io_uring_prep_read(sqe, sigfd, &siginfo, sizeof siginfo, 0);
@@ -291,9 +349,9 @@ int main(int argc, char **argv) {
         /* The replies are rewritten only when every send's completion has been reaped (a plain
          * send completes once the kernel has copied its bytes); with one still out, the Date
          * waits a turn. MSG_DONTWAIT sends complete as they are submitted, so that is rare. */
-        if (!sends_in_flight && floor_date_refresh(floor_response, &shown))
+        if (!websocket && !sends_in_flight && floor_date_refresh(floor_response, &shown))
             for (size_t i = 0; i < MAX_BATCH; i++)
-                memcpy(replies + i * RESPONSE_LEN + FLOOR_DATE_AT, floor_response + FLOOR_DATE_AT,
+                memcpy(replies + i * FLOOR_RESPONSE_LEN + FLOOR_DATE_AT, floor_response + FLOOR_DATE_AT,
                        FLOOR_DATE_LEN);
         sends = 0;
         for (int i = 0; i < ndirty; i++) sends += send_owed(dirty[i]);

@@ -117,12 +117,17 @@ def xkit_epoll_peer(protocol, context):
 
 
 def baseline_peer(protocol, context, name="baseline", binary_name="baseline_responder"):
-    """The floor for HTTP/1.1: one epoll thread that counts requests and answers pong."""
-    if protocol not in ("http1", "pipeline"):
-        return Missing("n/a", "the baseline speaks HTTP/1.1 only")
+    """The floor for HTTP/1.1: one epoll thread that counts requests and answers pong. For
+    websocket, the same with --websocket: a 101, then an echo per 11 bytes of ws_load -raw's
+    "hello" frames (bench/servers/floor_websocket.h); it answers no GET /ping, so readiness
+    is an accepted connection."""
+    if protocol not in ("http1", "pipeline", "websocket"):
+        return Missing("n/a", "the baseline speaks HTTP/1.1 and ws_load -raw's WebSocket only")
     binary = server_binary(context, binary_name)
     if isinstance(binary, Missing):
         return binary
+    if protocol == "websocket":
+        return Peer(name, lambda port, _dir: [str(binary), str(port), "--websocket"], http1_probe=False)
     return Peer(name, lambda port, _dir: [str(binary), str(port)])
 
 

@@ -82,6 +82,11 @@ void xEventLoopRemove(xEventLoop *loop, int fd);
  *  or -1 with errno set (EAGAIN when nothing is there yet). */
 ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len);
 
+/** Names memory fd's callback touches next after its arg (NULL: none): it is
+ *  prefetched with arg before a turn's callbacks run, so the first touches of
+ *  hundreds of connections' state overlap instead of stalling one by one. */
+void xEventLoopPrefetch(xEventLoop *loop, int fd, const void *next);
+
 /** Whether fd, added with XEV_RECV, may be received ahead. Off (only
  *  before the loop first waits on fd): something else (OpenSSL's handshake)
  *  reads the socket itself. On again (at any time): every read is

@@ -10,6 +10,7 @@
 
 #define XCONN_IOV_MAX 64
 #define XCONN_LINGER_MS 2000
+#define XCONN_LINE 64 /* a cache line: xConn's hot fields are laid out by them */
 
 /* How much of queued files one send takes on a transport without sendfile:
  * two TLS records' worth. The transport has taken (sealed or copied) the
@@ -71,11 +72,12 @@ void xNetContextDestroy(xNetContext *net) {
 
 xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnProtocol *proto,
                    void *proto_state) {
-    xConn *conn = calloc(1, sizeof *conn);
+    xConn *conn = aligned_alloc(XCONN_LINE, (sizeof *conn + XCONN_LINE - 1) & ~(size_t)(XCONN_LINE - 1));
     if (!conn) {
         close(fd);
         return NULL;
     }
+    memset(conn, 0, sizeof *conn);
     conn->net = net;
     conn->fd = fd;
     conn->transport = &xConnPlainTransport;
@@ -90,6 +92,7 @@ xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnPr
         free(conn);
         return NULL;
     }
+    xEventLoopPrefetch(net->loop, fd, proto_state);
     conn->next = net->conns;
     if (net->conns) net->conns->prev = conn;
     net->conns = conn;
@@ -109,6 +112,7 @@ void xConnSetTransport(xConn *conn, const xTransport *transport, void *state) {
 void xConnSetProtocol(xConn *conn, const xConnProtocol *proto, void *state) {
     conn->proto = proto;
     conn->proto_state = state;
+    if (!xConnClosed(conn)) xEventLoopPrefetch(conn->net->loop, conn->fd, state);
     if ((conn->readable || conn->in.len) && !xConnClosed(conn)) {
         xConnRetain(conn);
         proto->on_readable(conn);

@@ -136,35 +136,42 @@ typedef enum xConnState {
     XCONN_CLOSED,    /* the socket is closed; waiting for the last reference */
 } xConnState;
 
+/* Ordered by when an event touches it, hot first, on a line-aligned
+ * allocation: what every event reads (the first line, which the loop
+ * prefetches), the buffers and the queue's counts (the second), the queue's
+ * references and the turn-end flush (the third); the timer, the list and the
+ * address last. At hundreds of connections each line an event reaches is a
+ * cache miss. */
 struct xConn {
     xNetContext *net;
-    int fd;
     const xTransport *transport;
-    void *transport_state;
     const xConnProtocol *proto;
     void *proto_state;
-    xConn *prev, *next; /* net->conns */
-    xTimer timer;
-    xTurnEnd flush_soon; /* queued by xConnFlushSoon */
-    unsigned refs;       /* one while open, one per pending async response, one per dispatch */
-
+    int fd;
+    unsigned refs;      /* one while open, one per pending async response, one per dispatch */
     xConnState state;   /* on its way out, or not */
     bool readable;      /* an edge arrived and the socket is not known drained */
     bool hangup;        /* the peer reset or hung up */
     bool peer_closed;   /* the peer sent FIN: read until end of stream */
     bool write_blocked; /* the socket buffer is full; waiting for XEV_WRITE */
     bool send_armed;    /* the timer runs the send timeout, since the last progress */
+    void *transport_state;
 
     xBuffer in;  /* owned by the protocol */
     xBuffer out; /* bytes to send */
     size_t out_sent;
     size_t out_pending; /* bytes queued, buffered and referenced, not yet sent */
-    xOutRef *out_refs;  /* grown on demand, kept until the connection goes */
+
+    xOutRef *out_refs; /* grown on demand, kept until the connection goes */
     size_t out_refs_cap;
     size_t out_nrefs;
     size_t out_ref_index; /* first ref not fully sent */
     size_t out_ref_sent;  /* bytes of that ref already sent */
-    xNetAddr addr;        /* the peer's address and port, our port; family 0: unknown */
+    xTurnEnd flush_soon;  /* queued by xConnFlushSoon */
+
+    xTimer timer;
+    xConn *prev, *next; /* net->conns */
+    xNetAddr addr;      /* the peer's address and port, our port; family 0: unknown */
 };
 
 /** True while conn takes new work: neither closed nor closing after its output. */

@@ -183,6 +183,61 @@ class WebSocketLoadTest(unittest.TestCase):
                 parse(run)
 
 
+class WebSocketFloorTest(unittest.TestCase):
+    """compare websocket measures xKit on each backend beside the floor of that backend (the
+    baselines with --websocket) and reports each ratio against the 1.15× bound."""
+
+    def test_the_baselines_serve_websocket_with_their_flag_probed_by_a_connection(self):
+        from xkbench.peers import PeerContext, find_peers
+
+        with tempfile.TemporaryDirectory() as tmp:
+            build = Path(tmp)
+            (build / "bench").mkdir()
+            for name in ("baseline_responder", "baseline_uring"):
+                (build / "bench" / name).touch(mode=0o755)
+            context = PeerContext(build_dir=build, workers=1)
+            peers, skipped = find_peers(["baseline", "baseline_uring"], "websocket", context)
+            self.assertEqual(skipped, {})
+            for name, binary in (("baseline", "baseline_responder"), ("baseline_uring", "baseline_uring")):
+                argv = peers[name].command(23000, build)
+                self.assertEqual(argv, [str(build / "bench" / binary), "23000", "--websocket"])
+                self.assertFalse(peers[name].http1_probe)
+            http = find_peers(["baseline"], "http1", context)[0]["baseline"]
+            self.assertEqual(http.command(23000, build), [str(build / "bench" / "baseline_responder"), "23000"])
+            self.assertTrue(http.http1_probe)
+            self.assertIn("baseline", find_peers(["baseline"], "h2c", context)[1])
+
+    def test_each_xkit_is_divided_by_the_floor_of_its_backend(self):
+        from xkbench.commands.compare_websocket import SERVERS, render
+
+        self.assertEqual(SERVERS, ("xkit", "xkit_epoll", "baseline", "baseline_uring", "go"))
+
+        def runs(cpu):
+            return [
+                {
+                    "ok": True,
+                    "req_per_s": 1000.0,
+                    "cpu_us_per_request": cpu,
+                    "softirq_us_per_request": 0.0,
+                    "server_busy": 0.5,
+                    "client_busy": 0.5,
+                    "others_busy": 0.0,
+                }
+            ]
+
+        cpu = {"xkit": 2.2, "xkit_epoll": 2.4, "baseline": 2.0, "baseline_uring": 2.0, "go": 4.0}
+        results = {case: {name: runs(value) for name, value in cpu.items()} for case in ("hello", "reupgrade")}
+        markdown, _summary = render(results, {}, "machine")
+        self.assertIn("| Case | xkit ÷ baseline_uring | xkit_epoll ÷ baseline | xkit ÷ go |", markdown)
+        self.assertIn(
+            "| hello | 1.10× (target ≤ 1.15×: met) | 1.20× (target ≤ 1.15×: not met) "
+            "| 0.55× (target ≤ 0.33×: not met) |",
+            markdown,
+        )
+        # A re-upgrade pays a handshake the floor barely does: its ratio has no bound.
+        self.assertIn("| reupgrade | 1.10× | 1.20× | 0.55× (target ≤ 0.50×: not met) |", markdown)
+
+
 class ReportNamesTest(unittest.TestCase):
     def test_a_days_second_report_is_numbered(self):
         with tempfile.TemporaryDirectory() as tmp:

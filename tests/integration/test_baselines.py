@@ -1,7 +1,10 @@
 """bench/servers/baseline_uring.c, the io_uring least-work responder (XK_BASELINE_URING), and
 bench/servers/baseline_responder.c, the epoll one (XK_BASELINE): a pong per "\\r\\n\\r\\n",
 however the requests are split or batched, with the bytes of xKit's own /ping answer
-(bench/servers/floor_response.h) and a Date of the current second.
+(bench/servers/floor_response.h) and a Date of the current second. With --websocket, both are
+the WebSocket echo's floor (bench/servers/floor_websocket.h): a 101 with the right
+Sec-WebSocket-Accept however the handshake is split, then an echo per whole "hello" frame of
+ws_load -raw's, however the frames are split or batched, and ws_load -raw itself served.
 
 It is built only where CMake finds liburing, and io_uring may be refused by the kernel; both
 fail these tests with the reason (make test installs liburing-dev, and this project's
@@ -14,7 +17,9 @@ import time
 import unittest
 from email.utils import parsedate_to_datetime
 
-from support.harness import Conn, ServerProcess, ServerTestCase, http_request, raise_fd_limit
+from support.harness import Conn, ServerProcess, ServerTestCase, http_request, raise_fd_limit, run_client
+from support.wsclient import OP_TEXT, accept_for, frame, handshake_request
+from test_websocket import build_ws_load
 
 PONG = re.compile(
     rb"HTTP/1\.1 200 OK\r\nServer: base\r\nDate: ([A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} "
@@ -47,9 +52,13 @@ def responder_path(variable, what):
     return path
 
 
-def start_server():
+def start_server(*args):
     """The io_uring responder on a free port; fails with its stderr (the reason) if io_uring is refused."""
-    return ServerProcess(binary=responder_path("XK_BASELINE_URING", "baseline_uring"), port=0).start()
+    return ServerProcess(args, binary=responder_path("XK_BASELINE_URING", "baseline_uring"), port=0).start()
+
+
+def start_epoll_server(*args):
+    return ServerProcess(args, binary=responder_path("XK_BASELINE", "baseline_responder"), port=0).start()
 
 
 class BaselineUringTest(ServerTestCase):
@@ -152,7 +161,117 @@ class BaselineEpollTest(BaselineUringTest):
 
     @classmethod
     def start_shared_server(cls):
-        return ServerProcess(binary=responder_path("XK_BASELINE", "baseline_responder"), port=0).start()
+        return start_epoll_server()
+
+
+HELLO = frame(OP_TEXT, b"hello", key=b"\x12\x34\x56\x78")  # what ws_load -raw sends, 11 bytes
+ECHO = b"\x81\x05hello"  # and expects back, unmasked
+
+
+class BaselineUringWebSocketTest(ServerTestCase):
+    """--websocket: the floor of xKit's WebSocket echo."""
+
+    @classmethod
+    def start_shared_server(cls):
+        return start_server("--websocket")
+
+    def upgrade(self, conn, pieces=None, then=b""):
+        """Sends the handshake (in pieces of that many bytes when asked) followed by then, and
+        checks the 101 and its accept key."""
+        request, key = handshake_request()
+        if pieces:
+            conn.send_in_pieces(request + then, pieces, 0.002)
+        else:
+            conn.send(request + then)
+        response = conn.read_response()
+        self.assertEqual(response.status, 101, response.raw_head)
+        self.assertEqual(response.header("upgrade"), "websocket")
+        self.assertEqual(response.header("sec-websocket-accept"), accept_for(key))
+        return conn
+
+    def assert_echoes(self, conn, count):
+        self.assertEqual(conn.read_exactly(len(ECHO) * count), ECHO * count)
+
+    def test_the_handshake_gets_a_101_and_each_frame_its_echo(self):
+        conn = self.upgrade(self.connect())
+        for _ in range(3):
+            conn.send(HELLO)
+            self.assert_echoes(conn, 1)
+        self.assertTrue(conn.stays_open_for(0.1), "extra bytes or a close after the echoes")
+
+    def test_sixteen_frames_in_one_write_get_sixteen_echoes(self):
+        conn = self.upgrade(self.connect())
+        conn.send(HELLO * 16)
+        self.assert_echoes(conn, 16)
+        self.assertTrue(conn.stays_open_for(0.1), "more than 16 echoes")
+
+    def test_a_frame_is_answered_once_whole_however_it_is_split(self):
+        conn = self.upgrade(self.connect())
+        conn.send_in_pieces(HELLO * 2, 3, 0.002)
+        self.assert_echoes(conn, 2)
+        conn.send(HELLO[:10])
+        self.assertTrue(conn.stays_open_for(0.1), "answered before the frame was whole")
+        conn.send(HELLO[10:] + HELLO[:4])
+        self.assert_echoes(conn, 1)
+        conn.send(HELLO[4:])
+        self.assert_echoes(conn, 1)
+
+    def test_a_handshake_split_across_reads_and_frames_right_after_it(self):
+        conn = self.upgrade(self.connect(), pieces=7, then=HELLO * 2)
+        self.assert_echoes(conn, 2)
+        conn.send(HELLO)
+        self.assert_echoes(conn, 1)
+
+    def test_a_handshake_without_a_key_is_hung_up_on(self):
+        conn = self.connect()
+        conn.send(handshake_request(key="")[0])
+        self.assertEqual(conn.read_until_eof(), b"")
+
+    def test_two_hundred_concurrent_connections_are_each_answered(self):
+        raise_fd_limit(1024)
+        conns = [self.upgrade(self.connect()) for _ in range(200)]
+        for conn in conns:
+            conn.send(HELLO)
+        for conn in conns:
+            self.assert_echoes(conn, 1)
+
+    def test_clients_leaving_mid_handshake_or_mid_frame_are_closed(self):
+        with self.upgrade(Conn(self.server.port, self.server.connect_host)) as conn:
+            conn.send(HELLO)
+            self.assert_echoes(conn, 1)
+        previous, fds_before = -1, self.server.fd_count()
+        while fds_before != previous:  # the one just closed gone
+            time.sleep(0.1)
+            previous, fds_before = fds_before, self.server.fd_count()
+        for _ in range(20):
+            half = Conn(self.server.port, self.server.connect_host)
+            half.send(handshake_request()[0][:30])
+            half.close()
+            gone = self.upgrade(Conn(self.server.port, self.server.connect_host))
+            gone.send(HELLO * 64 + HELLO[:5])
+            gone.abort()
+        conn = self.upgrade(self.connect())
+        conn.send(HELLO)
+        self.assert_echoes(conn, 1)
+        self.assertEqual(self.server.wait_fd_count(fds_before + 1), fds_before + 1, "connections left open")
+
+    def test_ws_load_raw_is_served_with_every_echo_checked(self):
+        load = build_ws_load(self)
+        url = f"ws://127.0.0.1:{self.server.port}/ws"
+        for extra in (["-inflight", "1"], ["-inflight", "16"], ["-inflight", "4", "-reupgrade", "10"]):
+            with self.subTest(extra=extra):
+                argv = [load, "-raw", "-url", url, "-conns", "20", "-duration", "1s", *extra]
+                result = run_client(argv, timeout=120)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertRegex(result.stdout.decode(), r"messages=[1-9]\d* seconds=\S+ rate=\d+ errors=0")
+
+
+class BaselineEpollWebSocketTest(BaselineUringWebSocketTest):
+    """The same, on the epoll responder."""
+
+    @classmethod
+    def start_shared_server(cls):
+        return start_epoll_server("--websocket")
 
 
 class BaselineUringStopTest(unittest.TestCase):

@@ -173,10 +173,11 @@ static void test_utf8_validation(void) {
                           "\xf0\x90\x8d\x88",
                           "\xef\xbf\xbf",
                           "\xf4\x8f\xbf\xbf",
-                          "\xed\x9f\xbf"};
+                          "\xed\x9f\xbf",
+                          "four\xce\xba"};
     const char *bad[] = {"\x80",         "\xc0\xaf",         "\xc1\xbf",         "\xe0\x80\xaf",
                          "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff",
-                         "\xe2\x82",     "abc\xf0\x9f\x98"};
+                         "\xe2\x82",     "abc\xf0\x9f\x98",  "four\x80"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         for (size_t cut = 0; cut <= strlen(good[i]); cut++)
             CHECK_MSG(utf8_pieces(good[i], cut), "good %zu", i);

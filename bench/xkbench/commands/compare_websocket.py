@@ -1,4 +1,6 @@
-"""compare websocket: xKit's WebSocket echo against Go's gorilla/websocket on one machine.
+"""compare websocket: xKit's WebSocket echo (on io_uring, and on epoll as xkit_epoll) against the
+least-work WebSocket floors (baseline_responder and baseline_uring with --websocket: a 101, then
+an echo per "hello" frame, counted by length) and Go's gorilla/websocket on one machine.
 
 Each server runs with one worker (GOMAXPROCS=1 for Go) pinned to --server-cpus while
 bench/peers/go/ws_load -raw runs pinned to --client-cpus. ws_load keeps N connections with K
@@ -23,8 +25,8 @@ from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, prepare_peers, run_comparison
 from .compare_http1 import cpu_table
 
-HELP = "WebSocket echo: xKit and Go's gorilla/websocket under bench/peers/go/ws_load"
-SERVERS = ("xkit", "go")
+HELP = "WebSocket echo: xKit, the epoll and io_uring floors and Go's gorilla/websocket under ws_load -raw"
+SERVERS = ("xkit", "xkit_epoll", "baseline", "baseline_uring", "go")
 LOAD = "ws_load"
 KEYS = ("req_per_s", "cpu_us_per_request", "softirq_us_per_request", "server_busy", "client_busy", "others_busy")
 RESULT_RE = re.compile(r"messages=(\d+) seconds=([\d.]+) rate=(\d+) errors=(\d+)")
@@ -46,6 +48,11 @@ CASES = {
 
 # Bounds on xKit's CPU µs per message ÷ Go's (issue 15's targets).
 CLAIMS = {"hello": 0.33, "inflight16": 0.25, "reupgrade": 0.5}
+# Bound on xKit's CPU µs per message ÷ the floor's of the same backend, where a message costs
+# the floor one receive and one send as an HTTP/1.1 exchange does; a re-upgrade also costs a
+# handshake, which the floor barely does (no HTTP parsing), so it has no bound.
+FLOOR_CLAIM = 1.15
+FLOORS = (("xkit", "baseline_uring"), ("xkit_epoll", "baseline"))
 
 
 def add_arguments(parser):
@@ -85,16 +92,30 @@ def measure_case(case_name, server, args, load):
     return {"requests": messages, "req_per_s": rate, **run.per_request(messages)}
 
 
+def ratio_cell(summary, case, server, peer, bound):
+    ours = summary_median(summary, case, server, "cpu_us_per_request")
+    theirs = summary_median(summary, case, peer, "cpu_us_per_request")
+    if not ours or not theirs:
+        return "n/a"
+    ratio = ours / theirs
+    if bound is None:
+        return f"{ratio:.2f}×"
+    return f"{ratio:.2f}× (target ≤ {bound:.2f}×: {'met' if ratio <= bound else 'not met'})"
+
+
 def ratio_lines(summary):
-    lines = ["### xKit's CPU µs/message ÷ Go's (of medians)", "", "| Case | xkit ÷ go |", "|---|---|"]
+    pairs = [*FLOORS, ("xkit", "go")]
+    lines = [
+        "### xKit's CPU µs/message ÷ the floor's of its backend, and ÷ Go's (of medians)",
+        "",
+        "| Case | " + " | ".join(f"{server} ÷ {peer}" for server, peer in pairs) + " |",
+        "|---|" + "---|" * len(pairs),
+    ]
     for case in summary:
-        ours = summary_median(summary, case, "xkit", "cpu_us_per_request")
-        theirs = summary_median(summary, case, "go", "cpu_us_per_request")
-        if not ours or not theirs:
-            lines.append(f"| {case} | n/a |")
-            continue
-        ratio, bound = ours / theirs, CLAIMS[case]
-        lines.append(f"| {case} | {ratio:.2f}× (target ≤ {bound:.2f}×: {'met' if ratio <= bound else 'not met'}) |")
+        floor_bound = None if CASES[case].reupgrade else FLOOR_CLAIM
+        cells = [ratio_cell(summary, case, server, peer, floor_bound) for server, peer in FLOORS]
+        cells.append(ratio_cell(summary, case, "xkit", "go", CLAIMS[case]))
+        lines.append(f"| {case} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -102,7 +123,9 @@ def machine_description(args):
     go = find_tool("go", "/usr/local/go/bin/go") or "go"
     return (
         f"{environment.host_line()}; {environment.first_line([go, 'version'])}, gorilla/websocket "
-        f"v1.5.3. Servers on CPU {environment.cpu_list(args.server_cpus)} with one worker, ws_load "
+        f"v1.5.3. xkit runs on its default backend (io_uring where allowed), xkit_epoll on epoll; "
+        f"baseline (epoll) and baseline_uring are the floors, answering ws_load -raw's frames by "
+        f"length. Servers on CPU {environment.cpu_list(args.server_cpus)} with one worker, ws_load "
         f"on CPU {environment.cpu_list(args.client_cpus)}; {args.duration} s per run after "
         f"{WARMUP_SECONDS} s warm-up, {args.runs} runs, medians. Req/s below are messages/s."
     )
@@ -121,10 +144,13 @@ def render(results, skipped, machine):
 def run(args):
     def measure(bench):
         machine = machine_description(args)
-        args.servers = list(dict.fromkeys([*args.servers, "go"]))  # go builds ws_load too
+        asked = list(args.servers)
+        args.servers = list(dict.fromkeys([*asked, "go"]))  # go builds ws_load too
         peers, skipped = prepare_peers(args, bench.work_dir, "websocket", extra_go=(LOAD,))
         if "go" in skipped:
             raise RunFailed(f"ws_load (Go) could not be built: {skipped['go']}")
+        args.servers = asked  # and is measured only when asked for
+        peers = {name: peer for name, peer in peers.items() if name in asked}
         load = bench.work_dir / "go" / LOAD
         plan = {case: list(peers) for case in args.cases}
         results = bench.rounds(

@@ -26,6 +26,13 @@ static void unmask(char *p, size_t n, const uint8_t mask[4], uint8_t pos) {
         v ^= wide;
         memcpy(p + i, &v, 8);
     }
+    if (i + 4 <= n) { /* most chat-sized messages end in a few words */
+        uint32_t v;
+        memcpy(&v, p + i, 4);
+        v ^= word;
+        memcpy(p + i, &v, 4);
+        i += 4;
+    }
     for (; i < n; i++) p[i] ^= m[i & 3];
 }
 

@@ -13,13 +13,21 @@
 #include "xhttp/core/context.h"
 #include "xhttp/core/finished.h"
 
-static xBuffer *conn_input(xWebSocket *ws) { return xConnClosed(ws->conn) ? NULL : &ws->conn->in; }
+static xBuffer *conn_input(xWebSocket *ws) { return xConnOpen(ws->conn) ? &ws->conn->in : NULL; }
+
+/* Nothing more comes now: a read buffer with nothing left in it goes back to
+ * the pool, so an idle session holds none, and the next read, of whichever
+ * session, takes the block the last one left in the cache. */
+static bool conn_wait(xConn *conn) {
+    if (conn->in.len == 0) xBufferPoolRelease(&conn->net->buffers, &conn->in);
+    return false;
+}
 
 /* Reads what the socket has; false when nothing more comes now. */
 static bool conn_fill(xWebSocket *ws) {
     xConn *conn = ws->conn;
     xBuffer *in = &conn->in;
-    if (!conn->readable) return false;
+    if (!conn->readable) return conn_wait(conn);
     if (!in->data && xBufferPoolAcquire(&conn->net->buffers, in) != XOK) {
         xWsFail(ws, XWS_CLOSE_INTERNAL);
         return false;
@@ -31,10 +39,7 @@ static bool conn_fill(xWebSocket *ws) {
         return true;
     }
     if (n < 0 && errno == EINTR) return true;
-    if (n < 0 && errno == EAGAIN) {
-        if (in->len == 0) xBufferPoolRelease(&conn->net->buffers, in);
-        return false;
-    }
+    if (n < 0 && errno == EAGAIN) return conn_wait(conn);
     xWsTell(ws, XWS_CLOSE_ABNORMAL, (xStr){"", 0}); /* gone without a close */
     xConnClose(conn);
     return false;

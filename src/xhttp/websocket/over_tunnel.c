@@ -10,7 +10,7 @@
  * session carried (ex->res.session). */
 #include "xhttp/websocket/session.h"
 
-static xBuffer *stream_input(xWebSocket *ws) { return &ws->in; }
+static xBuffer *stream_input(xWebSocket *ws) { return ws->ex ? &ws->in : NULL; }
 
 /* The body reader pushes input; there is nothing to pull. */
 static bool stream_fill(xWebSocket *ws) { return false; }

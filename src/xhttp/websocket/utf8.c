@@ -11,6 +11,11 @@ static size_t ascii_prefix(const uint8_t *p, size_t len) {
         memcpy(&word, p + i, 8);
         if (word & 0x8080808080808080ull) break;
     }
+    if (i + 4 <= len) {
+        uint32_t word;
+        memcpy(&word, p + i, 4);
+        if (!(word & 0x80808080u)) i += 4;
+    }
     while (i < len && p[i] < 0x80) i++;
     return i;
 }
