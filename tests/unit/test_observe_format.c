@@ -308,7 +308,7 @@ static void test_user_metrics_are_summed_over_the_shards(void) {
                     "# TYPE orders_total counter\n"
                     "orders_total{kind=\"a\",region=\"eu\"} 7\n"
                     "orders_total{kind=\"b\\\"\\\\\\n\",region=\"us\"} 1\n"
-                    "# HELP queue_depth \n"
+                    "# HELP queue_depth\n"
                     "# TYPE queue_depth gauge\n"
                     "queue_depth 1.25\n"
                     "# HELP size Sizes.\n"

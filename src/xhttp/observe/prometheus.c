@@ -92,7 +92,7 @@ static xErrno append_escaped(xBuffer *out, xStr s, bool quoted) {
 }
 
 xErrno xPrometheusAppendHeader(xBuffer *out, const char *name, const char *help, const char *type) {
-    xErrno err = add(out, "# HELP %s ", name);
+    xErrno err = add(out, "# HELP %s%s", name, *help ? " " : "");
     if (err == XOK) err = append_escaped(out, xStrFromC(help), false);
     if (err == XOK) err = add(out, "\n# TYPE %s %s\n", name, type);
     return err;

@@ -26,7 +26,8 @@ xErrno xPrometheusFormat(const xHttpMetrics *m, xBuffer *out);
 bool xPrometheusIsMetricName(const char *name);
 bool xPrometheusIsLabelName(const char *name);
 
-/** Appends "# HELP name help\n# TYPE name type\n", help escaped. */
+/** Appends "# HELP name help\n# TYPE name type\n", help escaped (and
+ *  without the space before it when empty). */
 xErrno xPrometheusAppendHeader(xBuffer *out, const char *name, const char *help, const char *type);
 
 /** Appends s escaped for inside a label value's quotes ('\\', '"' and line
