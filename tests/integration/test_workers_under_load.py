@@ -21,9 +21,8 @@ import time
 import unittest
 
 from support.harness import MISSING_TOOL, STOP_TIMEOUT
+from support.loadgen import parse_h2load, parse_wrk
 from support.tls_fixtures import HttpsServer, TlsConn, client_context, replace_file, shared_certs
-from test_http2 import parse_h2load
-from test_load_shutdown import parse_wrk
 from test_observe import metrics, read_lines
 
 CERTS = None
@@ -189,8 +188,10 @@ class WorkersUnderLoadTest(unittest.TestCase):
         return handshakes
 
     def check_h2load(self, clients, name, requests):
-        stats = parse_h2load(clients.finish(name))
-        self.assertEqual((stats["succeeded"], stats["2xx"]), (requests, requests), stats["text"])
+        text = clients.finish(name).decode("utf-8", "replace")
+        report = parse_h2load(text)
+        self.assertEqual(report.problems, [], text)  # no failed, errored or timed-out stream, all 2xx
+        self.assertEqual((report.requests, report.statuses["2xx"]), (requests, requests), text)
         return requests
 
     def test_load_with_metrics_reload_reopen_then_a_graceful_stop_under_load(self):
@@ -219,10 +220,11 @@ class WorkersUnderLoadTest(unittest.TestCase):
         self.wait_for_stderr("TLS certificates reloaded", 2)
         self.wait_for(lambda: os.path.exists(self.log), "SIGUSR1 to reopen the log's path")
 
-        wrk = parse_wrk(clients.finish("wrk"))
-        self.assertGreater(wrk["requests"], 100, wrk["text"])
-        self.assertEqual((wrk["socket_errors"], wrk["non2xx"]), (0, 0), wrk["text"])
-        answered = wrk["requests"] + len(samples)
+        text = clients.finish("wrk").decode("utf-8", "replace")
+        wrk = parse_wrk(text)
+        self.assertGreater(wrk.requests, 100, text)
+        self.assertEqual(wrk.problems, [], text)  # no socket error, nothing >= 400
+        answered = wrk.requests + len(samples)
         answered += self.check_h2load(clients, "h2load static", 600)
         answered += self.check_h2load(clients, "h2load h2c", 3000)
         answered += self.check_h2load(clients, "h2load https", 1500)
