@@ -474,15 +474,19 @@ static bool test_routes, compress;
 static const char *server_name;
 static bool own_answers;
 
-/* Set by --access-log PATH, --log-format and --metrics. */
+/* Set by --access-log PATH, --log-format, --metrics, --request-durations and
+ * --user-metrics. */
 static const char *access_log;
 static xHttpLogFormat log_format = XHTTP_LOG_COMBINED;
-static bool metrics;
+static bool metrics, request_durations, user_metrics;
 static unsigned long log_flush_ms = 100;
 
-/* Turns on what --access-log and --metrics asked for. */
+/* Turns on what --access-log, --metrics, --request-durations and
+ * --user-metrics asked for. */
 static bool add_observers(xHttpServer *server) {
     if (metrics) xHttpServerMetricsRoute(server, "/metrics");
+    if (request_durations) xHttpServerRequestDurations(server, NULL, 0);
+    if (user_metrics && !benchAddUserMetrics(server)) return false;
     if (!access_log) return true;
     xHttpAccessLogOpts opts;
     xHttpAccessLogOptsInit(&opts);
@@ -592,7 +596,8 @@ const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout
                                 "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
                                 "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
                                 "       [--access-log PATH] [--log-format common|combined|json]\n"
-                                "       [--log-flush-ms MS] [--metrics]\n"
+                                "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
+                                "       [--user-metrics]\n"
                                 "       [--compress] [--ws-deflate] [--server-name NAME] [--own-answers]\n"
                                 "       [--worker-hooks [--worker-fail-start N]] [--blocking-threads N]\n"
                                 "       [--blocking-queue N] [--blocking-own-busy]\n"
@@ -666,6 +671,14 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--metrics") == 0) {
             metrics = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--request-durations") == 0) {
+            request_durations = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--user-metrics") == 0) {
+            user_metrics = true;
             continue;
         }
         if (strcmp(argv[i], "--access-log") == 0 && i + 1 < argc) {

@@ -14,16 +14,22 @@ bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
 
 /** Adds the measured routes to server (GET /ping, GET and POST /echo, the index at /,
  *  GET /static/… after --static DIR, with --compress GET /json and compression on with the
- *  defaults, /ws), GET /metrics after --metrics, the access log after --access-log, the
- *  worker hooks and GET /worker after --worker-hooks, and the test-only routes (/delay,
- *  /stream, /upload, /tls, /whoami, /json, /text, /drip, /blocking, gRPC GetSum, /ws-test,
- *  ...) after --test-routes. False (said on stderr) when the access log
+ *  defaults, /ws), GET /metrics after --metrics, the duration histograms after
+ *  --request-durations, GET /observe and its metrics after --user-metrics, the access log
+ *  after --access-log, the worker hooks and GET /worker after --worker-hooks, and the
+ *  test-only routes (/delay, /stream, /upload, /tls, /whoami, /json, /text, /drip, /blocking,
+ *  gRPC GetSum, /ws-test, ...) after --test-routes. False (said on stderr) when the access log
  *  cannot be opened or --static's directory cannot be served. */
 bool benchAddRoutes(xHttpServer *server);
 
 /** The 8 KiB JSON document GET /json answers with (static; *len its size), the same bytes
  *  in every process: what bench/compress_bench compresses beside the server. */
 const char *benchJsonBody(size_t *len);
+
+/** --user-metrics: registers the application metrics the tests check and adds GET /observe
+ *  and GET /observe/tick, which update them (bench_metrics.c). False (said on stderr) when
+ *  one is refused. */
+bool benchAddUserMetrics(xHttpServer *server);
 
 /** Adds /ws (echo; permessage-deflate offered when deflate) and, with
  *  test_routes, /ws-test and /ws-idle (bench_websocket.c). */

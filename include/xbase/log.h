@@ -1,7 +1,10 @@
-/* xbase/log.h — leveled logging with a compile-time floor.
+/* xbase/log.h — leveled logging with a compile-time floor, for xKit's own
+ * messages (a listener that failed, a TLS reload, the I/O backend chosen).
  *
  * Messages below XLOG_FLOOR compile to nothing, so debug logging costs nothing in
- * Release builds. The runtime level filters further. */
+ * Release builds. The runtime level filters further. By default each message
+ * is one line on stderr; xLogSetHandler sends them where the application's
+ * own messages go instead. */
 #ifndef XBASE_LOG_H
 #define XBASE_LOG_H
 
@@ -35,7 +38,23 @@ void xLogSetLevel(xLogLevel level);
 /** The current runtime level. */
 xLogLevel xLogGetLevel(void);
 
-/** Writes one formatted line to stderr; use the XLOG_* macros instead. */
+/** Takes one message: its level, the base name of the source file and the
+ *  line that logged it, and the text (no newline; cut at 1023 bytes; valid
+ *  during the call only); arg is what xLogSetHandler was given. Called on
+ *  the thread that logs: the workers call it from theirs, at once, so it
+ *  must be safe to call from several threads together. It may log (its
+ *  message comes back to it) but not call xLogSetHandler. */
+typedef void (*xLogHandler)(xLogLevel level, const char *file, int line, const char *message, void *arg);
+
+/** Sends every message that passes the level to fn(..., arg) instead of
+ *  stderr; fn NULL goes back to stderr (the default: "<UTC time> <level>
+ *  <file>:<line>: <message>", one write(2) per line). From any thread: once
+ *  it returns, the handler before it is neither running nor called again,
+ *  so its arg may be freed. */
+void xLogSetHandler(xLogHandler fn, void *arg);
+
+/** Formats one message and hands it to the handler (stderr by default); use
+ *  the XLOG_* macros instead. */
 void xLogWrite(xLogLevel level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -40,6 +40,8 @@
 #include "xhttp/core/router.h"
 #include "xhttp/core/tokens.h"
 #include "xhttp/observe/access_log.h"
+#include "xhttp/observe/metrics.h"
+#include "xhttp/observe/observer.h"
 #include "xhttp/observe/prometheus.h"
 #include "xhttp/filter/compress.h"
 #include "xhttp/upgrade/upgrade.h"
@@ -102,6 +104,7 @@ struct xHttpServer {
     atomic_bool stop_requested;
     bool logging;                /* the access log is on: log_opts hold its settings */
     xHttpAccessLogOpts log_opts; /* log_opts.path is ours (strdup) */
+    xMetricRegistry *metrics;    /* the application's metrics and the duration histograms */
     xHttpOwnAnswers answers;     /* what its own answers say; every worker's context reads it */
     xHttpRouteTarget not_found, not_allowed;
     xHttpWorkerStartFn worker_start; /* xHttpServerOnWorker's hooks */
@@ -340,9 +343,12 @@ xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
     server->workers = calloc((size_t)server->nworkers, sizeof *server->workers);
     xHttpBlockingOptsInit(&server->blocking_opts);
     server->blocking = xWorkPoolCreate(server->blocking_opts.threads, server->blocking_opts.max_queued);
-    bool ok = server->router && server->workers && server->blocking;
-    for (int i = 0; ok && i < server->nworkers; i++)
+    server->metrics = xMetricRegistryCreate(server->nworkers);
+    bool ok = server->router && server->workers && server->blocking && server->metrics;
+    for (int i = 0; ok && i < server->nworkers; i++) {
         ok = worker_init(&server->workers[i], server, loop) == XOK;
+        server->workers[i].ctx.metrics = xMetricRegistryShard(server->metrics, i);
+    }
     if (ok && !server->attached) ok = (server->wake_fd = eventfd(0, EFD_CLOEXEC)) >= 0;
     if (!ok) {
         xHttpServerDestroy(server);
@@ -360,6 +366,7 @@ void xHttpServerDestroy(xHttpServer *server) {
     free(server->workers);
     for (int i = 0; i < server->nlisteners; i++) xTlsServerDestroy(server->tls[i]);
     xRouterDestroy(server->router);
+    xMetricRegistryDestroy(server->metrics);
     xCompressConfDestroy(server->compress);
     while (server->targets) {
         xHttpRouteTarget *next = server->targets->next;
@@ -390,7 +397,9 @@ static xErrno add_route(xHttpServer *server, const char *spec, xHttpHandler hand
                                  .unfiltered = unfiltered,
                                  .free_arg = free_arg,
                                  .next = server->targets};
-    xErrno err = xRouterAdd(server->router, spec, target, NULL);
+    xErrno err = xMetricRegistryAddRoute(server->metrics, spec, &target->route_index);
+    if (err == XOK && (err = xRouterAdd(server->router, spec, target, NULL)) != XOK)
+        xMetricRegistryDropRoute(server->metrics);
     if (err != XOK) {
         free(target);
         return err;
@@ -849,6 +858,17 @@ xErrno xHttpServerRun(xHttpServer *server) {
 
 /* ---- Access log and metrics ---- */
 
+/* Each worker's responses are timed and told to the observer (durations,
+ * access log) from now on: its loop samples a microsecond clock each turn. */
+static void observe_finished(xHttpServer *server) {
+    for (int i = 0; i < server->nworkers; i++) {
+        xWorker *w = &server->workers[i];
+        w->ctx.on_finished = xObserverFinished;
+        w->ctx.on_finished_arg = server->logging ? &w->log : NULL;
+        xEventLoopPreciseClock(w->loop, true);
+    }
+}
+
 void xHttpAccessLogOptsInitSized(xHttpAccessLogOpts *opts, size_t size) {
     xHttpAccessLogOpts defaults = {
         .fd = -1,
@@ -878,11 +898,8 @@ xErrno xHttpServerAccessLog(xHttpServer *server, const xHttpAccessLogOpts *opts)
             return XERR_SYS;
         }
     }
-    for (int i = 0; i < server->nworkers; i++) {
-        server->workers[i].ctx.on_finished = xAccessLogFinished;
-        server->workers[i].ctx.on_finished_arg = &server->workers[i].log;
-    }
     server->logging = true;
+    observe_finished(server);
     return XOK;
 }
 
@@ -922,10 +939,11 @@ void xHttpServerMetricsSized(const xHttpServer *server, xHttpMetrics *out, size_
 }
 
 static void on_metrics(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xHttpServer *server = arg;
     xHttpMetrics m;
-    xHttpServerMetrics(arg, &m);
+    xHttpServerMetrics(server, &m);
     xBuffer text = {0};
-    if (xPrometheusFormat(&m, &text) != XOK) {
+    if (xPrometheusFormat(&m, &text) != XOK || xMetricRegistryFormat(server->metrics, &text) != XOK) {
         xBufferFree(&text);
         xHttpResponseSetStatus(res, 500);
         xHttpResponseSend(res, NULL, 0);
@@ -941,4 +959,20 @@ xErrno xHttpServerMetricsRoute(xHttpServer *server, const char *path) {
     char spec[1024];
     if (snprintf(spec, sizeof spec, "GET %s", path) >= (int)sizeof spec) return XERR_INVALID;
     return xHttpServerRoute(server, spec, on_metrics, server);
+}
+
+xErrno xHttpServerRequestDurations(xHttpServer *server, const double *buckets, size_t num_buckets) {
+    if (server->running) return XERR_STATE;
+    xErrno err = xMetricRegistryDurations(server->metrics, buckets, num_buckets);
+    if (err == XOK) observe_finished(server);
+    return err;
+}
+
+xErrno xHttpServerAddMetric(xHttpServer *server, const xHttpMetricOpts *opts, xHttpMetric **metric) {
+    if (server->running) return XERR_STATE;
+    return xMetricRegistryAdd(server->metrics, opts, metric, server->last_error, sizeof server->last_error);
+}
+
+xHttpMetricShard *xHttpServerMetricShard(xHttpServer *server, int worker) {
+    return xMetricRegistryShard(server->metrics, worker);
 }

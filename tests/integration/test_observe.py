@@ -43,6 +43,7 @@ JSON_KEYS = [
     "status",
     "bytes",
     "duration_ms",
+    "duration_us",
     "referer",
     "user_agent",
     "tls",
@@ -131,8 +132,9 @@ class AccessLogFormatsTest(LogTestCase):
         self.assertEqual((rec["remote_addr"], rec["remote_port"]), client[:2])
         self.assertEqual((rec["method"], rec["target"], rec["protocol"]), (method, target, protocol))
         self.assertEqual((rec["status"], rec["bytes"]), (status, nbytes))
-        self.assertIsInstance(rec["duration_ms"], int)
-        self.assertGreaterEqual(rec["duration_ms"], 0)
+        self.assertIsInstance(rec["duration_us"], int)
+        self.assertGreaterEqual(rec["duration_us"], 0)
+        self.assertEqual(rec["duration_ms"], rec["duration_us"] // 1000)
         self.assertEqual((rec["user_agent"], rec["referer"], rec["tls"]), (user_agent, referer, tls))
         return rec
 

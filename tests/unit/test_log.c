@@ -1,9 +1,14 @@
 /* test_log.c — the log on stderr: messages below the runtime level are
  * dropped and the others written as whole lines with their level; threads
  * that log while another changes the level write whole lines, never parts of
- * two (the ThreadSanitizer build runs this too). Each case logs in a child
- * process whose stderr is a file this one reads. */
+ * two (the ThreadSanitizer build runs this too). A handler set with
+ * xLogSetHandler takes every message in stderr's place, the library's own
+ * included, with its level, file and line; NULL gives stderr back; once a
+ * handler is replaced while threads log, it is never called again. Each case
+ * logs in a child process whose stderr is a file this one reads. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <xbase/event.h>
 #include <xbase/log.h>
 
 #include "check.h"
@@ -106,8 +112,86 @@ static void test_threads_log_whole_lines_while_the_level_changes(void) {
     free(text);
 }
 
+/* A handler that writes what it was given on stderr, marked, so the parent
+ * tells its lines from the default ones (which start with the date). */
+static void mark(xLogLevel level, const char *file, int line, const char *message, void *arg) {
+    fprintf(stderr, "%s level=%d file=%s line=%s message=[%s]\n", (const char *)arg, (int)level, file,
+            line > 0 ? "yes" : "no", message);
+}
+
+static void stop_loop(xEventLoop *loop, void *arg) { xEventLoopStop(loop); }
+
+static void log_through_a_handler(void) {
+    xLogSetHandler(mark, "HANDLED");
+    xLogSetLevel(XLOG_INFO);
+    XLOG_DEBUG("dropped %d", 1);
+    XLOG_WARN("kept %d", 2);
+    /* The library's own message: the first loop to run names its backend. */
+    xEventLoop *loop = xEventLoopCreate();
+    if (!loop || xEventLoopPost(loop, stop_loop, NULL) != XOK || xEventLoopRun(loop) != XOK) _exit(1);
+    xEventLoopDestroy(loop);
+    xLogSetHandler(NULL, NULL);
+    XLOG_ERROR("back on stderr %d", 3);
+}
+
+static void test_a_handler_takes_the_messages_stderr_would(void) {
+    size_t len;
+    char *text = stderr_of(log_through_a_handler, &len);
+    CHECK_MSG(strstr(text, "dropped") == NULL, "%s", text);
+    CHECK_MSG(strncmp(text, "HANDLED level=2 file=test_log.c line=yes message=[kept 2]\n", 58) == 0, "%s",
+              text);
+    CHECK_MSG(strstr(text, "\nHANDLED level=1 file=poller.c line=yes message=[io: ") != NULL, "%s", text);
+    const char *last = strstr(text, " error test_log.c:");
+    CHECK_MSG(last && strstr(last, ": back on stderr 3\n") && !strstr(last, "HANDLED"), "%s", text);
+    free(text);
+}
+
+static atomic_long calls_a, calls_b;
+
+static void count_a(xLogLevel level, const char *file, int line, const char *message, void *arg) {
+    atomic_fetch_add(&calls_a, 1);
+}
+
+static void count_b(xLogLevel level, const char *file, int line, const char *message, void *arg) {
+    atomic_fetch_add(&calls_b, 1);
+}
+
+static void *log_until_told(void *arg) {
+    while (!atomic_load((atomic_bool *)arg)) XLOG_ERROR("busy");
+    return NULL;
+}
+
+static void replace_a_handler_while_threads_log(void) {
+    pthread_t threads[LOGGERS];
+    atomic_bool done = false;
+    xLogSetHandler(count_a, NULL);
+    for (int i = 0; i < LOGGERS; i++)
+        if (pthread_create(&threads[i], NULL, log_until_told, &done) != 0) _exit(1);
+    while (atomic_load(&calls_a) < 1000) sched_yield();
+    xLogSetHandler(count_b, NULL);
+    long a_after = atomic_load(&calls_a);
+    while (atomic_load(&calls_b) < 1000) sched_yield();
+    atomic_store(&done, true);
+    for (int i = 0; i < LOGGERS; i++) pthread_join(threads[i], NULL);
+    xLogSetHandler(NULL, NULL);
+    if (atomic_load(&calls_a) != a_after) {
+        fprintf(stderr, "the old handler was called %ld times after it was replaced\n",
+                atomic_load(&calls_a) - a_after);
+        _exit(1);
+    }
+}
+
+static void test_a_replaced_handler_is_never_called_again(void) {
+    size_t len;
+    char *text = stderr_of(replace_a_handler_while_threads_log, &len);
+    CHECK_MSG(len == 0, "%s", text); /* every message went to a handler */
+    free(text);
+}
+
 int main(void) {
     RUN(test_messages_below_the_level_are_dropped);
     RUN(test_threads_log_whole_lines_while_the_level_changes);
+    RUN(test_a_handler_takes_the_messages_stderr_would);
+    RUN(test_a_replaced_handler_is_never_called_again);
     return CHECK_SUMMARY();
 }

@@ -38,7 +38,9 @@ struct xEventLoop {
     xWatch *watches; /* indexed by fd */
     size_t watch_cap;
     bool stop_requested;
+    bool precise_clock; /* now_us to the microsecond (xEventLoopPreciseClock) */
     uint64_t now_ms;
+    uint64_t now_us;
     time_t wall_second;
     xTimerWheel wheel;
     xTurnEnd *turn_end_head; /* calls owed at the end of this turn, in order */
@@ -50,14 +52,19 @@ struct xEventLoop {
     xLoopCall *posted_tail;
 };
 
-static uint64_t monotonic_ms(void) {
+/* The coarse clock is the precise one read at the last tick: the same time
+ * base, so a loop may switch between them. */
+static uint64_t monotonic_us(bool precise) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    clock_gettime(precise ? CLOCK_MONOTONIC : CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 static void update_clock(xEventLoop *loop) {
-    loop->now_ms = monotonic_ms();
+    uint64_t us = monotonic_us(loop->precise_clock);
+    /* Never back: a switch to the coarse clock finds it up to a tick behind. */
+    if (us > loop->now_us) loop->now_us = us;
+    loop->now_ms = loop->now_us / 1000u;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);
     loop->wall_second = ts.tv_sec;
@@ -215,6 +222,10 @@ const char *xEventLoopBackend(const xEventLoop *loop) { return loop->poller->ops
 uint64_t xEventLoopNowMs(const xEventLoop *loop) { return loop->now_ms; }
 
 time_t xEventLoopWallSeconds(const xEventLoop *loop) { return loop->wall_second; }
+
+uint64_t xEventLoopNowUs(const xEventLoop *loop) { return loop->now_us; }
+
+void xEventLoopPreciseClock(xEventLoop *loop, bool on) { loop->precise_clock = on; }
 
 void xTimerStart(xEventLoop *loop, xTimer *timer, uint64_t after_ms) {
     xTimerWheelAdd(&loop->wheel, timer, loop->now_ms + after_ms);

@@ -39,9 +39,10 @@ typedef struct xHttpCounters {
     xCounter http2_streams; /* request streams opened */
 } xHttpCounters;
 
-/** Told of every request as its response ends (observe/'s access log; set by
- *  server.c, which names every layer): status as logged, body_len the body
- *  bytes the handler gave. The request's views are still valid. */
+/** Told of every request as its response ends (observe/'s duration
+ *  histograms and access log; set by server.c, which names every layer):
+ *  status as logged, body_len the body bytes the handler gave. The
+ *  request's views are still valid. */
 typedef void (*xHttpFinishedFn)(void *arg, const xHttpExchange *ex, int status, uint64_t body_len);
 /** A response filter (compression): filter/ fills one per worker and core's
  *  response calls go through it, before the protocol's framing, when a
@@ -105,7 +106,9 @@ typedef struct xHttpContext {
     bool draining;       /* graceful stop in progress */
     void *owner;         /* the worker that owns this context */
     xHttpCounters counters;
-    xHttpFinishedFn on_finished; /* NULL: no access log, one branch per request */
+    xHttpMetricShard *metrics;   /* this worker's cells of the application's metrics and the
+                                    duration histograms (observe/); NULL: none */
+    xHttpFinishedFn on_finished; /* NULL: no access log or histograms, one branch per request */
     void *on_finished_arg;
     xHttpWorker worker; /* what hooks and handlers see of this worker */
 } xHttpContext;

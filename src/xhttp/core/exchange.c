@@ -32,7 +32,7 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     ex->res.trailers = trailers;
     ex->res.status = 200;
     ex->req.loop = ctx->net.loop;
-    if (ctx->on_finished) ex->req.start_ms = xEventLoopNowMs(ctx->net.loop);
+    if (ctx->on_finished) ex->req.start_us = xEventLoopNowUs(ctx->net.loop);
     ex->router = ctx->router;
     ex->routed = false;
     ex->match.num_params = 0;
@@ -42,6 +42,7 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     ex->filter = ctx->filter;
     ex->filter_state = NULL;
     ex->tunnel = (xHttpTunnel){0};
+    ex->log_fields.len = 0;
     ex->next_free = NULL;
     return ex;
 }
@@ -64,6 +65,7 @@ void xHttpExchangeRelease(xHttpContext *ctx, xHttpExchange *ex) {
     if (ctx->free_exchange_count >= XEXCHANGE_POOL_MAX) {
         xBufferFree(&ex->res.headers);
         xBufferFree(&ex->res.trailers);
+        xBufferFree(&ex->log_fields);
         free(ex->fields);
         free(ex);
         return;
@@ -79,6 +81,7 @@ void xHttpExchangePoolDestroy(xHttpContext *ctx) {
         ctx->free_exchanges = ex->next_free;
         xBufferFree(&ex->res.headers);
         xBufferFree(&ex->res.trailers);
+        xBufferFree(&ex->log_fields);
         free(ex->fields);
         free(ex);
     }

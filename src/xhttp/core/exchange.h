@@ -87,6 +87,7 @@ typedef struct xHttpRouteTarget {
     struct xHttpRouteTarget *next; /* the server's list, for freeing */
     bool unfiltered;               /* its responses bypass the worker's filter */
     void (*free_arg)(void *arg);   /* frees arg with the server (a WebSocket route's), or NULL */
+    uint32_t route_index;          /* its label in the duration histograms (observe/metrics.h) */
 } xHttpRouteTarget;
 
 struct xHttpRequest {
@@ -101,7 +102,7 @@ struct xHttpRequest {
     const xRouteParam *params;
     size_t num_params;
     xConn *conn;       /* what it came on, for connection-level facts (TLS) */
-    uint64_t start_ms; /* loop time at its first byte; kept only for an access log */
+    uint64_t start_us; /* loop time at its first byte; kept only while on_finished is set */
     char *kept;        /* xHttpExchangeKeepRequest's copy of the views, or NULL */
 };
 
@@ -141,6 +142,7 @@ struct xHttpExchange {
     xHttpFilter *filter; /* the worker's response filter, or NULL: none for this response */
     void *filter_state;  /* the filter's, while it transforms a streamed body */
     xHttpTunnel tunnel;  /* an extended CONNECT's, when the protocol carries one */
+    xBuffer log_fields;  /* xHttpResponseLogField's: "key\0value\0" pairs */
     xHttpExchange *next_free;
 };
 

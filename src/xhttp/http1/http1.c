@@ -82,7 +82,7 @@ typedef struct xHttp1 {
     bool in_batch;                 /* inside process(): leave flushing to its end */
     bool waiting_flush;            /* output over the high-water mark; paused */
     xH1HeadWait waiting;           /* the timeout a head is waited for under */
-    uint64_t parked_start_ms;      /* a parked head's exchange's start_ms (park_head) */
+    uint64_t parked_start_us;      /* a parked head's exchange's start_us (park_head) */
     const xHttpTakeover *takeover; /* XH1_SWITCHING: who takes the connection after the batch */
     void *takeover_arg;
     int refusal;              /* xHttp1StartRefusing: every request gets this status … */
@@ -186,7 +186,7 @@ static void reject(xHttp1 *h, int status) {
     xHttpContext *ctx = xHttpContextOf(h->conn);
     if (!h->ex && h->state == XH1_HEAD && h->conn->in.len > h->start &&
         (h->ex = xHttpExchangeAcquire(ctx))) /* a parked head (park_head): logged from its first byte */
-        h->ex->req.start_ms = h->parked_start_ms;
+        h->ex->req.start_us = h->parked_start_us;
     if (h->ex) {
         xHttpRequest *req = &h->ex->req;
         req->conn = h->conn;
@@ -697,7 +697,7 @@ static bool unpark_head(xHttp1 *h) {
         if (ex) xHttpExchangeRelease(xHttpContextOf(conn), ex);
         return false;
     }
-    ex->req.start_ms = h->parked_start_ms;
+    ex->req.start_us = h->parked_start_us;
     h->ex = ex;
     return true;
 }
@@ -817,7 +817,7 @@ static void park_head(xHttp1 *h) {
     if (!xBufferPoolPark(&conn->net->buffers, in, h->start)) return; /* it stays in the block */
     h->start = 0; /* h->scanned counts from the head's start: it stays */
     if (h->ex) {
-        h->parked_start_ms = h->ex->req.start_ms;
+        h->parked_start_us = h->ex->req.start_us;
         xHttpExchangeRelease(xHttpContextOf(conn), h->ex);
         h->ex = NULL;
     }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "xbase/text/utf8.h"
+
 static const char hex[] = "0123456789abcdef";
 
 void xAccessClockSet(xAccessClock *clock, time_t second) {
@@ -78,29 +80,12 @@ static void put_clf_quoted(Line *l, xStr s) {
     *l->p++ = '"';
 }
 
-/* The length of the valid UTF-8 sequence at s[0..n), or 0 (RFC 3629: no
- * overlong forms, no surrogates, nothing past U+10FFFF). */
-static size_t utf8_length(const unsigned char *s, size_t n) {
-    unsigned char c = s[0];
-    size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-    if (c < 0xc2 || c > 0xf4 || n < len) return 0;
-    unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
-    if (s[1] < lo || s[1] > hi) return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    return len;
-}
-
 /* A JSON string's content (RFC 8259): at most 6 bytes per byte. */
 static void put_json_chars(Line *l, xStr s) {
     const unsigned char *b = (const unsigned char *)s.data;
     for (size_t i = 0; i < s.len;) {
         unsigned char c = b[i];
-        size_t n = c >= 0x80 ? utf8_length(b + i, s.len - i) : 0;
+        size_t n = c >= 0x80 ? xUtf8Sequence(b + i, s.len - i) : 0;
         if (n) {
             put(l, s.data + i, n);
             i += n;
@@ -137,6 +122,35 @@ static void put_json(Line *l, xStr s) {
     *l->p++ = '"';
 }
 
+/* The JSON format's own names, which a handler's field may not take. */
+static const char *const json_names[] = {
+    "time",  "remote_addr", "remote_port", "method",  "target",     "protocol", "status",
+    "bytes", "duration_ms", "duration_us", "referer", "user_agent", "tls",      "websocket",
+};
+
+bool xAccessFieldKeyAllowed(const char *key) {
+    size_t n = strlen(key);
+    if (n == 0 || n > 64) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = key[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '.' || c == '-'))
+            return false;
+    }
+    for (size_t i = 0; i < sizeof json_names / sizeof *json_names; i++)
+        if (strcmp(key, json_names[i]) == 0) return false;
+    return true;
+}
+
+bool xAccessNextField(xAccessField *f) {
+    if (!f->rest.len) return false;
+    f->key = (xStr){f->rest.data, strlen(f->rest.data)};
+    f->value = (xStr){f->key.data + f->key.len + 1, strlen(f->key.data + f->key.len + 1)};
+    size_t used = f->key.len + f->value.len + 2;
+    f->rest = (xStr){f->rest.data + used, f->rest.len - used};
+    return true;
+}
+
 /* The request's target, path and query, as one string field. */
 static void put_target_clf(Line *l, const xAccessRecord *rec) {
     put_clf(l, rec->path);
@@ -166,6 +180,13 @@ static void format_common(Line *l, const xAccessClock *clock, const xAccessRecor
         *l->p++ = ' ';
         put_clf_quoted(l, rec->user_agent);
     }
+    for (xAccessField f = {.rest = rec->fields}; xAccessNextField(&f);) {
+        *l->p++ = ' ';
+        put(l, f.key.data, f.key.len);
+        put(l, "=\"", 2);
+        put_clf(l, f.value);
+        *l->p++ = '"';
+    }
 }
 
 static void format_json(Line *l, const xAccessClock *clock, const xAccessRecord *rec) {
@@ -190,7 +211,9 @@ static void format_json(Line *l, const xAccessClock *clock, const xAccessRecord 
     put_c(l, ",\"bytes\":");
     put_u64(l, rec->bytes);
     put_c(l, ",\"duration_ms\":");
-    put_u64(l, rec->duration_ms);
+    put_u64(l, rec->duration_us / 1000);
+    put_c(l, ",\"duration_us\":");
+    put_u64(l, rec->duration_us);
     put_c(l, ",\"referer\":");
     put_json(l, rec->referer);
     put_c(l, ",\"user_agent\":");
@@ -208,14 +231,22 @@ static void format_json(Line *l, const xAccessClock *clock, const xAccessRecord 
         put_u64(l, rec->bytes_out);
         *l->p++ = '}';
     }
+    for (xAccessField f = {.rest = rec->fields}; xAccessNextField(&f);) {
+        put(l, ",\"", 2);
+        put(l, f.key.data, f.key.len);
+        put(l, "\":\"", 3);
+        put_json_chars(l, f.value);
+        *l->p++ = '"';
+    }
     *l->p++ = '}';
 }
 
 xErrno xAccessFormat(xBuffer *out, xHttpLogFormat format, const xAccessClock *clock,
                      const xAccessRecord *rec) {
     size_t strings = rec->address.len + rec->method.len + rec->path.len + rec->query.len + rec->protocol.len +
-                     rec->referer.len + rec->user_agent.len + rec->tls.len;
-    /* 6 bytes per escaped byte, plus the names, times and numbers. */
+                     rec->referer.len + rec->user_agent.len + rec->tls.len + rec->fields.len;
+    /* 6 bytes per escaped byte, plus the names, times and numbers (and each
+     * field's quotes and separators, fewer than 6 bytes per field's two NULs). */
     xErrno err = xBufferReserve(out, strings * 6 + 512);
     if (err != XOK) return err;
     Line l = {out->data + out->len};

@@ -24,7 +24,7 @@ typedef struct xAccessRecord {
     xStr protocol;
     int status;
     uint64_t bytes; /* body bytes sent */
-    uint64_t duration_ms;
+    uint64_t duration_us;
     xStr referer;
     xStr user_agent;
     xStr tls; /* the TLS version */
@@ -32,7 +32,23 @@ typedef struct xAccessRecord {
      * (JSON only: the common formats keep their fields). */
     bool session;
     uint64_t messages_in, messages_out, bytes_in, bytes_out;
+    /* The handler's own fields, "key\0value\0" pairs (len 0: none); keys
+     * are checked by xAccessFieldKeyAllowed, values escaped as a client's. */
+    xStr fields;
 } xAccessRecord;
+
+/** Walks "key\0value\0" fields: set rest, then each xAccessNextField
+ *  gives the next key and value, false after the last. */
+typedef struct xAccessField {
+    xStr rest;
+    xStr key, value;
+} xAccessField;
+
+bool xAccessNextField(xAccessField *f);
+
+/** True for a key a handler may give its own field: 1 to 64 of
+ *  [A-Za-z0-9_.-], none of the JSON format's own names. */
+bool xAccessFieldKeyAllowed(const char *key);
 
 /** The time a line carries, formatted once a second: the common formats'
  *  "[24/Nov/2026:13:55:36 +0100]" and JSON's RFC 3339 "2026-11-24T13:55:36+01:00"

@@ -1,4 +1,5 @@
-/* access_log.c — one worker's buffered access log. */
+/* access_log.c — one worker's buffered access log, and the fields a
+ * handler adds to its request's line. */
 #include "xhttp/observe/access_log.h"
 
 #include <errno.h>
@@ -52,8 +53,26 @@ static xStr header(const xHttpRequest *req, const char *name) {
     return value;
 }
 
-void xAccessLogFinished(void *arg, const xHttpExchange *ex, int status, uint64_t body_len) {
-    xAccessLog *log = arg;
+/* A line carries at most this many bytes of the handler's fields. */
+#define XACCESS_FIELDS_MAX 4096
+
+xErrno xHttpResponseLogField(xHttpResponse *res, const char *key, const char *value) {
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
+    if (res->finished) return XERR_STATE;
+    if (!key || !value || !xAccessFieldKeyAllowed(key)) return XERR_INVALID;
+    size_t key_len = strlen(key), value_len = strlen(value);
+    for (xAccessField f = {.rest = {ex->log_fields.data, ex->log_fields.len}}; xAccessNextField(&f);)
+        if (xStrEqualsC(f.key, key)) return XERR_INVALID;
+    if (ex->log_fields.len + key_len + value_len + 2 > XACCESS_FIELDS_MAX) return XERR_LIMIT;
+    xErrno err = xBufferReserve(&ex->log_fields, key_len + value_len + 2);
+    if (err != XOK) return err;
+    xBufferAppend(&ex->log_fields, key, key_len + 1);
+    xBufferAppend(&ex->log_fields, value, value_len + 1);
+    return XOK;
+}
+
+void xAccessLogFinished(xAccessLog *log, const xHttpExchange *ex, int status, uint64_t body_len,
+                        uint64_t duration_us) {
     const xHttpRequest *req = &ex->req;
     char address[XNET_ADDR_TEXT] = "";
     xTlsInfo tls = {.struct_size = sizeof tls};
@@ -71,10 +90,11 @@ void xAccessLogFinished(void *arg, const xHttpExchange *ex, int status, uint64_t
         .protocol = xStrFromC(req->protocol ? req->protocol : "HTTP/2"),
         .status = status,
         .bytes = has_body ? body_len : 0,
-        .duration_ms = xEventLoopNowMs(log->loop) - req->start_ms,
+        .duration_us = duration_us,
         .referer = header(req, "referer"),
         .user_agent = header(req, "user-agent"),
         .tls = secure && tls.version ? xStrFromC(tls.version) : (xStr){NULL, 0},
+        .fields = {ex->log_fields.data, ex->log_fields.len},
     };
     if (session) {
         rec.session = true;

@@ -28,8 +28,10 @@ typedef struct xAccessLog {
  *  outlive it). XERR_SYS (errno set) when the path cannot be opened. */
 xErrno xAccessLogOpen(xAccessLog *log, xEventLoop *loop, const xHttpAccessLogOpts *opts);
 
-/** An xHttpFinishedFn: adds ex's line (arg is the xAccessLog). */
-void xAccessLogFinished(void *arg, const xHttpExchange *ex, int status, uint64_t body_len);
+/** Adds the line of ex, whose response ended with status after
+ *  duration_us, body_len body bytes given (observer.c calls it). */
+void xAccessLogFinished(xAccessLog *log, const xHttpExchange *ex, int status, uint64_t body_len,
+                        uint64_t duration_us);
 
 /** Writes what waits, then opens the path anew (its old file keeps what was
  *  written). On failure the old file stays in use. On log's own thread. */

@@ -1,9 +1,13 @@
-/* prometheus.c — counters as Prometheus exposition text. */
+/* prometheus.c — counters as Prometheus exposition text, and the pieces
+ * the other metrics are written with. */
 #include "xhttp/observe/prometheus.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Appends one printf-formatted piece. */
 static xErrno add(xBuffer *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -53,3 +57,62 @@ xErrno xPrometheusFormat(const xHttpMetrics *m, xBuffer *out) {
                      m->http2_streams);
     return err;
 }
+
+static bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+
+static bool is_name_rest(const char *s) {
+    for (; *s; s++)
+        if (!is_name_start(*s) && !(*s >= '0' && *s <= '9')) return false;
+    return true;
+}
+
+bool xPrometheusIsMetricName(const char *name) { return is_name_start(name[0]) && is_name_rest(name + 1); }
+
+bool xPrometheusIsLabelName(const char *name) {
+    return is_name_start(name[0]) && is_name_rest(name + 1) && strncmp(name, "__", 2) != 0;
+}
+
+/* Appends s with '\\' and line feeds escaped, and '"' too when quoted: the
+ * escaping of help text and of label values. */
+static xErrno append_escaped(xBuffer *out, xStr s, bool quoted) {
+    xErrno err = xBufferReserve(out, s.len * 2);
+    if (err != XOK) return err;
+    char *p = out->data + out->len;
+    for (size_t i = 0; i < s.len; i++) {
+        char c = s.data[i];
+        if (c == '\\' || c == '\n' || (quoted && c == '"')) {
+            *p++ = '\\';
+            *p++ = c == '\n' ? 'n' : c;
+        } else {
+            *p++ = c;
+        }
+    }
+    out->len = (size_t)(p - out->data);
+    return XOK;
+}
+
+xErrno xPrometheusAppendHeader(xBuffer *out, const char *name, const char *help, const char *type) {
+    xErrno err = add(out, "# HELP %s%s", name, *help ? " " : "");
+    if (err == XOK) err = append_escaped(out, xStrFromC(help), false);
+    if (err == XOK) err = add(out, "\n# TYPE %s %s\n", name, type);
+    return err;
+}
+
+xErrno xPrometheusAppendLabelValue(xBuffer *out, xStr s) { return append_escaped(out, s, true); }
+
+xErrno xPrometheusAppendDouble(xBuffer *out, double v) {
+    if (isnan(v)) return xBufferAppend(out, "NaN", 3);
+    if (isinf(v)) return xBufferAppend(out, v > 0 ? "+Inf" : "-Inf", 4);
+    /* Whole numbers below 2^53 are exact as integers: 10, not 1e+01. */
+    if (v == floor(v) && fabs(v) < 9007199254740992.0) return add(out, "%.0f", v);
+    char text[32];
+    int n = 0;
+    /* The fewest digits that read back as v: 0.1, not 0.10000000000000001. */
+    for (int digits = 1; digits <= 17; digits++) {
+        n = snprintf(text, sizeof text, "%.*g", digits, v);
+        if (strtod(text, NULL) == v) break;
+    }
+    return xBufferAppend(out, text, (size_t)n);
+}
+
+xErrno xPrometheusAppendU64(xBuffer *out, uint64_t v) { return add(out, "%" PRIu64, v); }
