@@ -74,8 +74,11 @@ typedef struct xHttpErrorBody {
 /** What the server says in the answers it writes itself, set before it runs
  *  and read by every worker: the Server field, who answers requests no route
  *  takes, and the bodies of its error answers. */
+/* The part of the Server line copied in one fixed-size block. */
+#define XHTTP_SERVER_LINE_BLOCK 32
+
 typedef struct xHttpOwnAnswers {
-    char server_line[96]; /* "Server: xkit\r\n", or "" for none */
+    char server_line[96]; /* "Server: xkit\r\n", or "" for none; zeros after it */
     size_t server_line_len;
     xStr server_name;                           /* its value, for HTTP/2 */
     const struct xHttpRouteTarget *not_found;   /* NULL: the server's 404 */

@@ -295,8 +295,9 @@ void xHttpResponseSetStatus(xHttpResponse *res, int status) {
     if (!res->head_sent && status >= 100 && status <= 999) res->status = status;
 }
 
-/* Validates a field and appends it to lines as "Name: value\r\n". */
-static xErrno append_field(xBuffer *lines, const char *name, const char *value) {
+/* Validates a field and appends it to lines as "Name: value\r\n"; *server
+ * (when not NULL) is set if the field is a Server field. */
+static xErrno append_field(xBuffer *lines, const char *name, const char *value, bool *server) {
     if (!name || !value) return XERR_INVALID;
     /* One pass over each string finds its end and checks it: neither class
      * holds NUL, so a scan stops at the terminator or at the first character
@@ -306,6 +307,7 @@ static xErrno append_field(xBuffer *lines, const char *name, const char *value) 
     while (xHttpIsTokenChar((unsigned char)name[n.len])) n.len++;
     while (xHttpIsFieldChar((unsigned char)value[vl])) vl++;
     if (n.len == 0 || name[n.len] || value[vl] || is_reserved_field(n)) return XERR_INVALID;
+    if (server && n.len == 6 && xHttpNameEquals(n, "server")) *server = true;
     xErrno err = xBufferReserve(lines, n.len + vl + 4);
     if (err != XOK) return err;
     char *p = lines->data + lines->len;
@@ -323,15 +325,12 @@ static xErrno append_field(xBuffer *lines, const char *name, const char *value) 
 
 xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *value) {
     if (res->head_sent || res->ended) return XERR_STATE;
-    xErrno err = append_field(&res->headers, name, value);
-    if (err == XOK && (name[0] | 0x20) == 's' && xHttpNameEquals(xStrFromC(name), "server"))
-        res->own_server = true;
-    return err;
+    return append_field(&res->headers, name, value, &res->own_server);
 }
 
 xErrno xHttpResponseAddTrailer(xHttpResponse *res, const char *name, const char *value) {
     if (res->ended) return XERR_STATE;
-    return append_field(&res->trailers, name, value);
+    return append_field(&res->trailers, name, value, NULL);
 }
 
 xErrno xHttpResponseSend(xHttpResponse *res, const void *body, size_t len) {

@@ -122,7 +122,16 @@ static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, bool serv
     p = put(p, reason, reason_len);
     p = put(p, "\r\n", 2);
     if (status != 100) { /* an interim 100 is the status line alone */
-        if (server_line) p = put(p, answers->server_line, answers->server_line_len);
+        if (server_line) {
+            /* Copied as one fixed block (the reservation has room for the whole
+             * array) and the cursor moved by the line's length: a few moves where
+             * a copy of a length known only at run time is a call. */
+            memcpy(p, answers->server_line, XHTTP_SERVER_LINE_BLOCK);
+            if (answers->server_line_len > XHTTP_SERVER_LINE_BLOCK)
+                memcpy(p + XHTTP_SERVER_LINE_BLOCK, answers->server_line + XHTTP_SERVER_LINE_BLOCK,
+                       answers->server_line_len - XHTTP_SERVER_LINE_BLOCK);
+            p += answers->server_line_len;
+        }
         p = put(p, "Date: ", 6);
         p = put(p, xHttpDate(&xHttpContextOf(h->conn)->date, h->conn->net->loop), XHTTP_DATE_LEN);
         p = put(p, "\r\n", 2);
