@@ -394,37 +394,34 @@ static xStaticCoded *compress_file(xHttpFilter *filter, xStaticCodedCache *cache
 }
 
 /* Answers from f compressed in coding: the worker's kept bytes of this
- * version of f, else compressed now (and kept); a file that compression
- * does not shrink goes as it is. The reference to f is the response's. */
-static void serve_coded(const xHttpStatic *files, const xHttpRequest *req, const Asked *a, xHttpResponse *res,
+ * version of f, else compressed now (and kept); the reference to f is the
+ * response's. False, with nothing done, when compressing f does not shrink
+ * it (or fails): its own bytes are the answer. */
+static bool serve_coded(const xHttpStatic *files, const xHttpRequest *req, const Asked *a, xHttpResponse *res,
                         xStaticFile *f, unsigned coding) {
     xHttpExchange *ex = xHttpExchangeOfResponse(res);
     xStaticCodedCache *cache = xHttpStaticCodedCacheOf(files, req->loop);
     xStaticCodedKey key = xStaticCodedKeyOf(&f->st, coding);
     xStaticCoded *coded = cache ? xStaticCodedFind(cache, &key) : NULL;
-    if (coded && !coded->bytes) { /* known not to shrink */
-        xStaticCodedPut(coded);
-        serve(files, req, a, res, f, true);
-        return;
-    }
-    if (not_modified(a, f)) {
+    bool shrinks = !coded || coded->bytes; /* not yet compressed: presumed, as text nearly always does */
+    if (shrinks && not_modified(a, f)) {
         if (coded) xStaticCodedPut(coded);
         add_coded_validators(files, res, f);
         xHttpStaticPut(f);
         xHttpResponseSetStatus(res, 304);
         xHttpResponseSend(res, NULL, 0);
-        return;
+        return true;
     }
     if (!coded) coded = compress_file(ex->filter, cache, f, &key);
     if (!coded || !coded->bytes) {
         if (coded) xStaticCodedPut(coded);
-        serve(files, req, a, res, f, true);
-        return;
+        return false;
     }
     add_coded_head(files, res, f, coding);
     xHttpStaticPut(f);
     xHttpExchangeFinished(ex, res->status, coded->len);
     ex->ops->send(ex, coded->bytes, coded->len, false, xStaticCodedPut, coded);
+    return true;
 }
 
 xErrno xHttpResponseSendFile(xHttpResponse *res, int fd, off_t offset, size_t len, void (*release)(void *),
@@ -464,8 +461,6 @@ void xHttpStaticHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     if (files->precompressed) f = pick_twin(files, req, &asked, name, len, f);
     bool varies;
     unsigned coding = coding_for(files, xHttpExchangeOfResponse(res), &asked, f, &varies);
-    if (coding && !range_asked(req, &asked, f))
-        serve_coded(files, req, &asked, res, f, coding);
-    else
+    if (!coding || range_asked(req, &asked, f) || !serve_coded(files, req, &asked, res, f, coding))
         serve(files, req, &asked, res, f, varies);
 }
