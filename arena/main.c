@@ -359,7 +359,9 @@ static bool add_routes(xHttpServer *server) {
 /* /static/<file> from DATA_DIR/static: sent from the file, .br/.gz twins when the client
  * prefers them, a file replaced on disk served new within the open-file cache's second.
  * The arena's rules want static bodies from disk, so no file's bytes are kept in memory
- * (keep_file_max 0), though the library would keep small ones for that second. */
+ * (keep_file_max 0), though the library would keep small ones for that second, and none
+ * is compressed on the fly (compress_on_the_fly false): with the server's compression on,
+ * the library would compress a text file without a twin once and keep the result. */
 static xHttpStatic *static_files;
 
 static bool add_static(xHttpServer *server, const char *data_dir) {
@@ -370,6 +372,7 @@ static bool add_static(xHttpServer *server, const char *data_dir) {
     conf.root = root;
     conf.index = NULL;
     conf.keep_file_max = 0;
+    conf.compress_on_the_fly = false;
     if (xHttpStaticCreate(&conf, &static_files) != XOK) {
         fprintf(stderr, "arena: cannot serve %s\n", root);
         return false;

@@ -602,7 +602,9 @@ const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout
                                 "       [--worker-hooks [--worker-fail-start N]] [--blocking-threads N]\n"
                                 "       [--blocking-queue N] [--blocking-own-busy]\n"
                                 "       [--static DIR [--static-no-twins] [--static-cache-ms MS]\n"
-                                "        [--static-cache-control VALUE] [--static-type EXT=TYPE]...]\n";
+                                "        [--static-cache-control VALUE] [--static-type EXT=TYPE]...\n"
+                                "        [--static-no-compress] [--static-compress-max BYTES]\n"
+                                "        [--static-compress-cache BYTES]]\n";
 
 typedef struct Option {
     const char *flag;
@@ -630,6 +632,7 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
     conf->max_body_size = ECHO_MAX_BODY;
     xHttpStaticConfInit(&static_conf);
     *host = "0.0.0.0";
+    unsigned long bytes;
     for (int i = first; i < argc; i++) {
         if (strcmp(argv[i], "--host") == 0 && i + 1 < argc) {
             *host = argv[++i];
@@ -655,6 +658,20 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--static-no-twins") == 0) {
             static_conf.precompressed = false;
+            continue;
+        }
+        if (strcmp(argv[i], "--static-no-compress") == 0) {
+            static_conf.compress_on_the_fly = false;
+            continue;
+        }
+        if (strcmp(argv[i], "--static-compress-max") == 0 && i + 1 < argc) {
+            if (!benchParseSize(xStrFromC(argv[++i]), 1ul << 34, &bytes)) return false;
+            static_conf.compress_file_max = bytes;
+            continue;
+        }
+        if (strcmp(argv[i], "--static-compress-cache") == 0 && i + 1 < argc) {
+            if (!benchParseSize(xStrFromC(argv[++i]), 1ul << 34, &bytes)) return false;
+            static_conf.compress_bytes_max = bytes;
             continue;
         }
         if (strcmp(argv[i], "--server-name") == 0 && i + 1 < argc) {

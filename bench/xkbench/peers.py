@@ -90,30 +90,42 @@ def server_binary(context, name):
     return binary if os.access(binary, os.X_OK) else Missing("not built", f"{binary} not built")
 
 
-def xkit_peer(protocol, context, name="xkit", xk_io=None):
+def xkit_peer(protocol, context, name="xkit", xk_io=None, flags=()):
     """xKit's bench server on its default I/O backend (io_uring where the kernel allows it, or
-    what XK_IO in the environment asks for), or on the one xk_io names."""
+    what XK_IO in the environment asks for), or on the one xk_io names; flags are more of its
+    options."""
     tls = protocol.startswith("https")
     binary = server_binary(context, "https_bench_server" if tls else "http_bench_server")
     if isinstance(binary, Missing):
         return binary
-    workers = ["--workers", str(context.workers)]
+    options = ["--workers", str(context.workers), *flags]
     if context.static_dir:
-        workers += ["--static", str(context.static_dir)]
+        options += ["--static", str(context.static_dir)]
     env = {"XK_IO": xk_io} if xk_io else {}
     if tls:
         return Peer(
             name,
-            lambda port, _dir: [str(binary), str(port), str(context.cert), str(context.key)] + workers,
+            lambda port, _dir: [str(binary), str(port), str(context.cert), str(context.key)] + options,
             env,
             tls=True,
         )
-    return Peer(name, lambda port, _dir: [str(binary), str(port)] + workers, env)
+    return Peer(name, lambda port, _dir: [str(binary), str(port)] + options, env)
 
 
 def xkit_epoll_peer(protocol, context):
     """xKit on epoll (XK_IO=epoll): what the io_uring backend is measured against."""
     return xkit_peer(protocol, context, "xkit_epoll", "epoll")
+
+
+def xkit_compress_peer(protocol, context):
+    """xKit compressing on the fly (--compress): a static file without a twin is compressed
+    once per worker and kept (xkbench static's text cases)."""
+    return xkit_peer(protocol, context, "xkit_compress", flags=("--compress",))
+
+
+def xkit_compress_uncached_peer(protocol, context):
+    """The same with nothing kept (--static-compress-cache 0): compressed per request."""
+    return xkit_peer(protocol, context, "xkit_compress_uncached", flags=("--compress", "--static-compress-cache", "0"))
 
 
 def baseline_peer(protocol, context, name="baseline", binary_name="baseline_responder"):
@@ -253,6 +265,8 @@ def h2o_peer(protocol, context):
 MAKERS = {
     "xkit": xkit_peer,
     "xkit_epoll": xkit_epoll_peer,
+    "xkit_compress": xkit_compress_peer,
+    "xkit_compress_uncached": xkit_compress_uncached_peer,
     "go": go_peer,
     "nginx": nginx_peer,
     "h2o": h2o_peer,

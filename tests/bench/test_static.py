@@ -1,6 +1,7 @@
 """xkbench static: its cases and options, and the /static/ location each peer's
 configuration gets (and only then), without running a server."""
 
+import tempfile
 import unittest
 from pathlib import Path
 
@@ -27,6 +28,34 @@ class StaticOptionsTest(unittest.TestCase):
         self.assertEqual((args.connections, args.h2_connections, args.streams), (100, 16, 32))
         self.assertEqual(args.servers, ["xkit", "nginx", "h2o"])
         self.assertEqual(args.static_dir.parts[-4:], ("shared", "arena", "data", "static"))
+
+    def test_text_cases_ask_for_a_file_without_twins_with_every_tool(self):
+        self.assertEqual(
+            static.TEXT_CASES,
+            ("http1-text25k", "http1-text120k", "h2c-text25k", "h2c-text120k", "https2-text25k", "https2-text120k"),
+        )
+        self.assertEqual(static.split("h2c-text25k"), ("h2c", "plain/layout.css"))
+        args = build_parser().parse_args(["static", "--cases", "http1-text120k,h2c-6k", "--servers", "xkit_compress"])
+        self.assertEqual((sorted(args.cases), args.servers), (["h2c-6k", "http1-text120k"], ["xkit_compress"]))
+        server = type("Server", (), {"port": 8080})()
+        argv = static.load_argv("http1-text120k", server, args, 5)
+        self.assertEqual(argv[0], "wrk")
+        self.assertIn("Accept-Encoding: br;q=1, gzip;q=0.8", argv)
+        self.assertEqual(argv[-1], "http://127.0.0.1:8080/static/plain/header.html")
+        self.assertNotIn("-H", static.load_argv("http1-120k", server, args, 5))
+
+    def test_text_files_are_copied_without_their_twins(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            source, work = Path(tmp) / "source", Path(tmp) / "work"
+            source.mkdir()
+            work.mkdir()
+            for name in ("thumb2.webp", "header.html", "header.html.br", "layout.css", "layout.css.gz"):
+                (source / name).write_bytes(name.encode())
+            target = static.copy_files(source, work)
+            self.assertEqual(sorted(p.name for p in (target / "plain").iterdir()), ["header.html", "layout.css"])
+            self.assertEqual((target / "plain" / "layout.css").read_bytes(), b"layout.css")
+            self.assertEqual((target / "plain").stat().st_mode & 0o777, 0o755)
+            self.assertTrue((target / "header.html.br").is_file())
 
     def test_h2load_asks_for_the_arenas_encodings(self):
         args = build_parser().parse_args(["static", "--h2-connections", "4"])
@@ -58,6 +87,21 @@ class PeerConfigurationTest(unittest.TestCase):
     def test_xkit_is_given_the_directory(self):
         context = PeerContext(build_dir=Path("/nonexistent"), workers=1, static_dir=Path("/srv/files"))
         self.assertEqual(make_peer("xkit", "http1", context).status, "not built")
+
+    def test_the_compressing_xkits_are_given_their_options(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bench = Path(tmp) / "bench"
+            bench.mkdir()
+            for name in ("http_bench_server", "https_bench_server"):
+                (bench / name).write_text("")
+                (bench / name).chmod(0o755)
+            context = PeerContext(build_dir=Path(tmp), workers=1, static_dir=Path("/srv/files"))
+            argv = make_peer("xkit_compress", "h2c", context).command(9000, None)
+            self.assertEqual(argv[1:], ["9000", "--workers", "1", "--compress", "--static", "/srv/files"])
+            argv = make_peer("xkit_compress_uncached", "http1", context).command(9000, None)
+            self.assertIn("--static-compress-cache", argv)
+            self.assertEqual(argv[argv.index("--static-compress-cache") + 1], "0")
+            self.assertNotIn("--compress", make_peer("xkit", "http1", context).command(9000, None))
 
     def test_nginx_and_h2o_serve_the_directory_with_their_file_tuning(self):
         conf = self.conf(NGINX_TEMPLATE, NGINX_STATIC, Path("/srv/files"))

@@ -348,6 +348,31 @@ class ArenaEntryTest(ServerTestCase):
             self.get("/static/hero.webp", headers={"Accept-Encoding": "br, gzip"}).header("content-encoding")
         )
 
+    def test_a_text_file_without_twins_is_sent_as_it_is_on_disk(self):
+        # The server compresses (JSON), but static bodies come from disk byte for byte: the
+        # entry turns the library's on-the-fly compression of static files off.
+        data = "".join(f".rule-{i} {{ margin: {i}px }}\n" for i in range(800)).encode()
+        path = os.path.join(self.static_dir, "plain.css")
+        with open(path, "wb") as f:
+            f.write(data)
+        self.addCleanup(os.unlink, path)
+        resp = self.get("/static/plain.css", headers={"Accept-Encoding": "br;q=1, gzip;q=0.8"})
+        self.assertEqual((resp.status, resp.header("content-encoding"), resp.body), (200, None, data))
+        self.assertTrue(resp.header("etag").startswith('"'))
+        out = self.curl(
+            "--http2",
+            "--cacert",
+            CERTS.ca,
+            "-H",
+            "Accept-Encoding: br;q=1, gzip;q=0.8",
+            "-D",
+            "-",
+            f"https://localhost:{self.tls_h2}/static/plain.css",
+        )
+        head, body = out.split(b"\r\n\r\n", 1)
+        self.assertNotIn(b"content-encoding", head.lower())
+        self.assertEqual(body, data)
+
     def test_static_over_tls_h1_and_h2(self):
         with TlsConn(self.tls_h1, client_context()) as conn:
             conn.request("GET", "/static/reset.css")

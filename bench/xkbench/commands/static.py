@@ -11,6 +11,13 @@ nginx serves files as a tuned nginx does (sendfile, open_file_cache valid for 1 
 gzip_static: Debian's nginx has no brotli, so it sends the .gz twin where the others send
 .br; the report says what each sent). A fresh server per run, round after round (the order
 reversed every other round); medians.
+
+Compression on the fly (--cases with text, not run by default): a 25 KiB and a 120 KiB text
+file without twins (copies of layout.css and header.html under plain/), asked for with the
+same Accept-Encoding over every protocol (wrk too). The servers to compare there:
+  xkit                    no --compress: the file as it is (sendfile on HTTP/1.1)
+  xkit_compress           --compress: compressed once per worker and kept
+  xkit_compress_uncached  --compress --static-compress-cache 0: compressed per request
 """
 
 import shutil
@@ -28,9 +35,12 @@ from .compare_http1 import THROUGHPUT_KEYS, cpu_table
 
 HELP = "static files: xKit, nginx and h2o serving the arena's files over HTTP/1.1, h2c and HTTPS/2"
 SERVERS = ("xkit", "nginx", "h2o")
+XKIT_COMPRESSING = ("xkit_compress", "xkit_compress_uncached")
 FILES = {"6k": "thumb2.webp", "120k": "header.html"}
+TEXT_FILES = {"text25k": "layout.css", "text120k": "header.html"}  # served from plain/, no twins
 PROTOCOLS = ("http1", "h2c", "https2")
 CASES = tuple(f"{protocol}-{size}" for protocol in PROTOCOLS for size in FILES)
+TEXT_CASES = tuple(f"{protocol}-{size}" for protocol in PROTOCOLS for size in TEXT_FILES)
 ACCEPT = "Accept-Encoding: br;q=1, gzip;q=0.8"
 DEFAULT_STATIC_DIR = REPO_ROOT.parent / "shared" / "arena" / "data" / "static"
 # xKit's median CPU µs/req over the peer's, bounded from above by issue 14.
@@ -38,7 +48,9 @@ CLAIMS = {"nginx": (0.85, ("http1",)), "h2o": (0.85, PROTOCOLS)}
 
 
 def add_arguments(parser):
-    add_common_options(parser, first_port=23000, servers=(SERVERS, SERVERS), cases=(CASES, CASES))
+    add_common_options(
+        parser, first_port=23000, servers=(SERVERS + XKIT_COMPRESSING, SERVERS), cases=(CASES + TEXT_CASES, CASES)
+    )
     parser.add_argument(
         "--static-dir",
         type=Path,
@@ -51,8 +63,13 @@ def add_arguments(parser):
 
 
 def split(case):
+    """(protocol, the file's path under the served directory)."""
     protocol, size = case.split("-")
-    return protocol, FILES[size]
+    return protocol, FILES[size] if size in FILES else f"plain/{TEXT_FILES[size]}"
+
+
+def is_text(case):
+    return case.split("-")[1] in TEXT_FILES
 
 
 def load_argv(case, server, args, seconds):
@@ -60,7 +77,7 @@ def load_argv(case, server, args, seconds):
     scheme = "https" if protocol == "https2" else "http"
     url = f"{scheme}://127.0.0.1:{server.port}/static/{name}"
     if protocol == "http1":
-        return wrk_argv(url, args.connections, seconds)
+        return wrk_argv(url, args.connections, seconds, options=["-H", ACCEPT] if is_text(case) else ())
     options = ["-H", ACCEPT] + (["--npn-list=h2"] if protocol == "https2" else [])
     return h2load_argv(url, args.h2_connections, seconds, streams=args.streams, options=options)
 
@@ -69,9 +86,11 @@ def what_is_sent(case, server):
     """The Content-Encoding and size of the answer the load asks for, as curl sees it."""
     protocol, name = split(case)
     scheme = "https" if protocol == "https2" else "http"
-    flags = {"http1": [], "h2c": ["--http2-prior-knowledge", "-H", ACCEPT], "https2": ["--http2", "-H", ACCEPT]}[
-        protocol
-    ]
+    flags = {
+        "http1": ["-H", ACCEPT] if is_text(case) else [],
+        "h2c": ["--http2-prior-knowledge", "-H", ACCEPT],
+        "https2": ["--http2", "-H", ACCEPT],
+    }[protocol]
     coding, size = what_curl_gets(f"{scheme}://127.0.0.1:{server.port}/static/{name}", flags)
     return f"{coding}, {size} B"
 
@@ -102,11 +121,10 @@ def measure_case(case, server, args):
 
 def case_title(case, args):
     protocol, name = split(case)
-    tool = (
-        f"wrk -c{args.connections}"
-        if protocol == "http1"
-        else f"h2load -c{args.h2_connections} -m{args.streams}, {ACCEPT}"
-    )
+    if protocol == "http1":
+        tool = f"wrk -c{args.connections}" + (f", {ACCEPT}" if is_text(case) else "")
+    else:
+        tool = f"h2load -c{args.h2_connections} -m{args.streams}, {ACCEPT}"
     return f"### {protocol}: GET /static/{name} — `{tool}`"
 
 
@@ -162,8 +180,9 @@ def render(results, skipped, machine, args):
 
 
 def copy_files(source, work_dir):
-    """The files in a directory the peers (h2o and nginx drop root) can read."""
-    missing = [name for name in FILES.values() if not (source / name).is_file()]
+    """The files in a directory the peers (h2o and nginx drop root) can read, with plain/
+    holding TEXT_FILES' copies without their twins."""
+    missing = sorted({name for name in (*FILES.values(), *TEXT_FILES.values()) if not (source / name).is_file()})
     if missing:
         raise SystemExit(f"xkbench static: {source} lacks {', '.join(missing)} (see --static-dir)")
     target = work_dir / "static"
@@ -171,6 +190,11 @@ def copy_files(source, work_dir):
     target.chmod(0o755)
     for path in target.iterdir():
         path.chmod(0o644)
+    plain = target / "plain"
+    plain.mkdir(mode=0o755)
+    for name in TEXT_FILES.values():
+        shutil.copyfile(source / name, plain / name)
+        (plain / name).chmod(0o644)
     return target
 
 

@@ -59,6 +59,16 @@ typedef struct xHttpFilter {
     /** Frees ex->filter_state of a response that will not end through the
      *  filter (the client left). */
     void (*drop)(xHttpExchange *ex);
+    /** Optional (NULL: the filter codes only what passes through it), for a
+     *  handler that keeps coded bodies of its own (static files): the
+     *  codings, XHTTP_COMPRESS_* bits, the filter would give a whole body of
+     *  len bytes with this Content-Type value; 0: none. */
+    unsigned (*codings_for)(const struct xHttpFilter *filter, xStr content_type, uint64_t len);
+    /** Set with codings_for: body coded whole in coding (one of its bits)
+     *  into a buffer of malloc's, the caller's to free; NULL when that fails
+     *  or saves nothing. */
+    void *(*code_whole)(struct xHttpFilter *filter, unsigned coding, const void *body, size_t len,
+                        size_t *out_len);
 } xHttpFilter;
 
 /** A body of the server's own, in place of the reason phrase it answers

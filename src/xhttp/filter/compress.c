@@ -454,12 +454,39 @@ static void filter_drop(xHttpExchange *ex) {
     ex->filter_state = NULL;
 }
 
+/* ---- Bodies a handler keeps coded (static files) ---- */
+
+static unsigned filter_codings_for(const xHttpFilter *filter, xStr content_type, uint64_t len) {
+    const Worker *w = (const Worker *)filter;
+    if (len < w->conf->opts.min_size || !type_listed(w->conf, content_type)) return 0;
+    return w->conf->opts.encodings;
+}
+
+/* Fitted to its size: the handler keeps it, and counts what it keeps by
+ * that size. */
+static void *filter_code_whole(xHttpFilter *filter, unsigned coding, const void *body, size_t len,
+                               size_t *out_len) {
+    Worker *w = (Worker *)filter;
+    void *out = coding == XHTTP_COMPRESS_GZIP     ? gzip_whole(w, body, len, out_len)
+                : coding == XHTTP_COMPRESS_BROTLI ? brotli_whole(w, body, len, out_len)
+                                                  : NULL;
+    void *fitted = out ? realloc(out, *out_len) : NULL;
+    return fitted ? fitted : out;
+}
+
 /* ---- Workers ---- */
 
 xHttpFilter *xCompressFilterCreate(const xCompressConf *conf) {
     Worker *w = calloc(1, sizeof *w);
     if (!w) return NULL;
-    w->base = (xHttpFilter){filter_send, filter_write, filter_end, filter_drop};
+    w->base = (xHttpFilter){
+        .send = filter_send,
+        .write = filter_write,
+        .end = filter_end,
+        .drop = filter_drop,
+        .codings_for = filter_codings_for,
+        .code_whole = filter_code_whole,
+    };
     w->conf = conf;
     return &w->base;
 }

@@ -1,5 +1,6 @@
 /* static.c — the static file handler: settings, and the answer for a file
- * (validators, ranges, twins), sent from the file (see <xhttp/static.h>). */
+ * (validators, ranges, twins, compression), sent from the file or from
+ * memory (see <xhttp/static.h>). */
 #include <xhttp/static.h>
 
 #include <errno.h>
@@ -8,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <xhttp/compress.h>
 
 #include "xbase/mem/sized.h"
 
@@ -33,6 +36,9 @@ void xHttpStaticConfInitSized(xHttpStaticConf *conf, size_t size) {
         .cache_entries = 1024,
         .keep_file_max = 16384,
         .keep_bytes_max = 4u << 20,
+        .compress_on_the_fly = true,
+        .compress_file_max = 1u << 20,
+        .compress_bytes_max = 4u << 20,
     };
     xSizedInit(conf, size, &defaults, sizeof defaults);
 }
@@ -92,6 +98,9 @@ xErrno xHttpStaticCreate(const xHttpStaticConf *user, xHttpStatic **out) {
     files->cache_entries = conf.cache_entries;
     files->keep_file_max = conf.keep_file_max;
     files->keep_bytes_max = conf.keep_bytes_max;
+    files->compress_on_the_fly = conf.compress_on_the_fly;
+    files->compress_file_max = conf.compress_file_max;
+    files->compress_bytes_max = conf.compress_bytes_max;
     xErrno err = failed ? XERR_NOMEM : copy_types(files, conf.types, conf.num_types);
     if (err == XOK) err = xHttpStaticCachesInit(files);
     if (err != XOK) {
@@ -196,6 +205,8 @@ static xStaticFile *pick_twin(const xHttpStatic *files, const xHttpRequest *req,
     return f;
 }
 
+static const char vary_line[] = "Vary: Accept-Encoding\r\n";
+
 static void send_status(xHttpResponse *res, int status) {
     xHttpExchangeSendStatus(xHttpExchangeOfResponse(res), status);
 }
@@ -263,10 +274,20 @@ static void send_kept(xHttpResponse *res, xStaticFile *f, uint64_t start, uint64
     ex->ops->send(ex, f->content + start, (size_t)len, false, xHttpStaticPut, f);
 }
 
-/* Answers from f; the reference to f is the response's. */
-static void serve(const xHttpRequest *req, const Asked *a, xHttpResponse *res, xStaticFile *f) {
+/* The first len bytes of f's head; with varies, "Vary: Accept-Encoding" too
+ * where the head has none (files without twins): the answer would have been
+ * compressed for another client. */
+static void add_head(const xHttpStatic *files, xHttpResponse *res, const xStaticFile *f, size_t len,
+                     bool varies) {
+    xBufferAppend(&res->headers, f->head, len);
+    if (varies && !files->precompressed) xBufferAppend(&res->headers, vary_line, sizeof vary_line - 1);
+}
+
+/* Answers from f's own bytes; the reference to f is the response's. */
+static void serve(const xHttpStatic *files, const xHttpRequest *req, const Asked *a, xHttpResponse *res,
+                  xStaticFile *f, bool varies) {
     if (not_modified(a, f)) {
-        xBufferAppend(&res->headers, f->head, f->validators_len);
+        add_head(files, res, f, f->validators_len, varies);
         xHttpStaticPut(f);
         xHttpResponseSetStatus(res, 304);
         xHttpResponseSend(res, NULL, 0);
@@ -277,13 +298,13 @@ static void serve(const xHttpRequest *req, const Asked *a, xHttpResponse *res, x
     if (a->has_range && range_applies(a, f) && xStrEqualsC(req->method, "GET"))
         range = xHttpStaticParseRange(a->range, size, &start, &len);
     if (range == XSTATIC_RANGE_UNSATISFIABLE) {
-        xBufferAppend(&res->headers, f->head, f->validators_len);
+        add_head(files, res, f, f->validators_len, varies);
         xHttpStaticPut(f);
         add_content_range(res, 0, 0, size);
         send_status(res, 416);
         return;
     }
-    xBufferAppend(&res->headers, f->head, f->head_len);
+    add_head(files, res, f, f->head_len, varies);
     if (range == XSTATIC_RANGE_PART) {
         add_content_range(res, start, len, size);
         xHttpResponseSetStatus(res, 206);
@@ -292,6 +313,115 @@ static void serve(const xHttpRequest *req, const Asked *a, xHttpResponse *res, x
         send_kept(res, f, start, len);
     else
         xHttpResponseSendFile(res, f->fd, (off_t)start, (size_t)len, xHttpStaticPut, f);
+}
+
+/* ---- Compressed on the fly ---- */
+
+/* The coding f is compressed in for this request, an XHTTP_COMPRESS_* bit,
+ * or 0: its own bytes go. *varies: whether that turned on Accept-Encoding.
+ * Chosen as twins are (pick_twin): the higher qvalue above 0, not below
+ * identity's, Brotli on a tie; a twin the client takes came first. */
+static unsigned coding_for(const xHttpStatic *files, xHttpExchange *ex, const Asked *a, xStaticFile *f,
+                           bool *varies) {
+    xHttpFilter *filter = ex->filter;
+    *varies = false;
+    if (!files->compress_on_the_fly || !filter || !filter->codings_for || f->coding || f->st.st_size == 0 ||
+        (uint64_t)f->st.st_size > files->compress_file_max)
+        return 0;
+    if (f->codings_of != filter) { /* once per opening: the type's lookup in the filter's list */
+        f->codings = filter->codings_for(filter, xStrFromC(f->type), (uint64_t)f->st.st_size);
+        f->codings_of = filter;
+    }
+    if (!f->codings) return 0;
+    *varies = true;
+    int br = f->codings & XHTTP_COMPRESS_BROTLI ? a->q[0] : 0;
+    int gzip = f->codings & XHTTP_COMPRESS_GZIP ? a->q[1] : 0;
+    int best = br >= gzip ? br : gzip;
+    if (best <= 0 || best < a->q[2]) return 0;
+    return br >= gzip ? XHTTP_COMPRESS_BROTLI : XHTTP_COMPRESS_GZIP;
+}
+
+/* True when a Range asks for a part of f, or for none of it: the file's own
+ * bytes answer that (206, 416), since a range counts bytes of the file, not
+ * of one compression of it (nor would a weak ETag hold a client's If-Range). */
+static bool range_asked(const xHttpRequest *req, const Asked *a, const xStaticFile *f) {
+    uint64_t start, len;
+    return a->has_range && range_applies(a, f) && xStrEqualsC(req->method, "GET") &&
+           xHttpStaticParseRange(a->range, (uint64_t)f->st.st_size, &start, &len) != XSTATIC_RANGE_WHOLE;
+}
+
+/* The validators of f compressed: its ETag made weak (RFC 9110 §8.8.1: the
+ * bytes differ from the file's, as the filter does for handlers' bodies),
+ * then the rest of head's, with Vary. */
+static void add_coded_validators(const xHttpStatic *files, xHttpResponse *res, const xStaticFile *f) {
+    static const char weak[] = "ETag: W/";
+    xBufferAppend(&res->headers, weak, sizeof weak - 1);
+    xBufferAppend(&res->headers, f->head + 6, f->validators_len - 6); /* past "ETag: " */
+    if (!files->precompressed) xBufferAppend(&res->headers, vary_line, sizeof vary_line - 1);
+}
+
+/* The head of f compressed in coding: no Accept-Ranges (see range_asked). */
+static void add_coded_head(const xHttpStatic *files, xHttpResponse *res, const xStaticFile *f,
+                           unsigned coding) {
+    static const char br[] = "Content-Encoding: br\r\n", gzip[] = "Content-Encoding: gzip\r\n";
+    add_coded_validators(files, res, f);
+    xBufferAppend(&res->headers, f->head + f->validators_len, f->type_end - f->validators_len);
+    if (coding == XHTTP_COMPRESS_BROTLI)
+        xBufferAppend(&res->headers, br, sizeof br - 1);
+    else
+        xBufferAppend(&res->headers, gzip, sizeof gzip - 1);
+}
+
+/* f's bytes compressed as key says, by the worker's filter: from memory
+ * when f keeps them, else read whole (f is at most compress_file_max long).
+ * An entry for them, kept in cache when there is one and it fits; NULL when
+ * the file is not as long as it was (being rewritten) or out of memory. */
+static xStaticCoded *compress_file(xHttpFilter *filter, xStaticCodedCache *cache, const xStaticFile *f,
+                                   const xStaticCodedKey *key) {
+    size_t size = (size_t)f->st.st_size, len = 0;
+    char *read = NULL;
+    const char *bytes = f->content;
+    if (!bytes) {
+        if (!(read = malloc(size)) || !xHttpStaticReadWhole(f, read)) {
+            free(read);
+            return NULL;
+        }
+        bytes = read;
+    }
+    void *coded = filter->code_whole(filter, key->coding, bytes, size, &len);
+    free(read);
+    return xStaticCodedKeep(cache, key, coded, len);
+}
+
+/* Answers from f compressed in coding: the worker's kept bytes of this
+ * version of f, else compressed now (and kept); the reference to f is the
+ * response's. False, with nothing done, when compressing f does not shrink
+ * it (or fails): its own bytes are the answer. */
+static bool serve_coded(const xHttpStatic *files, const xHttpRequest *req, const Asked *a, xHttpResponse *res,
+                        xStaticFile *f, unsigned coding) {
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
+    xStaticCodedCache *cache = xHttpStaticCodedCacheOf(files, req->loop);
+    xStaticCodedKey key = xStaticCodedKeyOf(&f->st, coding);
+    xStaticCoded *coded = cache ? xStaticCodedFind(cache, &key) : NULL;
+    bool shrinks = !coded || coded->bytes; /* not yet compressed: presumed, as text nearly always does */
+    if (shrinks && not_modified(a, f)) {
+        if (coded) xStaticCodedPut(coded);
+        add_coded_validators(files, res, f);
+        xHttpStaticPut(f);
+        xHttpResponseSetStatus(res, 304);
+        xHttpResponseSend(res, NULL, 0);
+        return true;
+    }
+    if (!coded) coded = compress_file(ex->filter, cache, f, &key);
+    if (!coded || !coded->bytes) {
+        if (coded) xStaticCodedPut(coded);
+        return false;
+    }
+    add_coded_head(files, res, f, coding);
+    xHttpStaticPut(f);
+    xHttpExchangeFinished(ex, res->status, coded->len);
+    ex->ops->send(ex, coded->bytes, coded->len, false, xStaticCodedPut, coded);
+    return true;
 }
 
 xErrno xHttpResponseSendFile(xHttpResponse *res, int fd, off_t offset, size_t len, void (*release)(void *),
@@ -329,5 +459,8 @@ void xHttpStaticHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     Asked asked;
     read_request(req, &asked);
     if (files->precompressed) f = pick_twin(files, req, &asked, name, len, f);
-    serve(req, &asked, res, f);
+    bool varies;
+    unsigned coding = coding_for(files, xHttpExchangeOfResponse(res), &asked, f, &varies);
+    if (!coding || range_asked(req, &asked, f) || !serve_coded(files, req, &asked, res, f, coding))
+        serve(files, req, &asked, res, f, varies);
 }

@@ -15,6 +15,7 @@
 #include <xhttp/static.h>
 
 #include "xhttp/core/date.h"
+#include "xhttp/handler/static_coded.h"
 
 typedef struct xStaticCache xStaticCache;
 
@@ -30,7 +31,10 @@ struct xHttpStatic {
     uint32_t cache_entries; /* per worker */
     size_t keep_file_max;   /* files up to this long are read into memory in a cache */
     size_t keep_bytes_max;  /* per worker */
-    xStaticCache *caches;   /* XSTATIC_MAX_CACHES slots, one claimed per worker loop */
+    bool compress_on_the_fly;
+    size_t compress_file_max;
+    size_t compress_bytes_max; /* per worker; 0: compressed per request */
+    xStaticCache *caches;      /* XSTATIC_MAX_CACHES slots, one claimed per worker loop */
 };
 
 /* Room for a decoded path, then the index name or a twin's suffix. */
@@ -63,9 +67,13 @@ typedef struct xStaticFile {
                      the validators (and Vary, Cache-Control), then
                      Content-Type, Content-Encoding, Accept-Ranges */
     size_t head_len;
-    size_t validators_len; /**< the part of head a 304 or 416 repeats */
-    char *content;         /**< the file's st_size bytes, read when it entered a
-                                cache (static.h says which); NULL: read from fd */
+    size_t validators_len;                /**< the part of head a 304 or 416 repeats */
+    size_t type_end;                      /**< where head's Content-Type line ends */
+    const char *type;                     /**< the Content-Type value (files' or a static string) */
+    const struct xHttpFilter *codings_of; /**< the filter codings was asked of; NULL: none yet */
+    unsigned codings;                     /**< what codings_of would code this file's body in */
+    char *content;                        /**< the file's st_size bytes, read when it entered a
+                                               cache (static.h says which); NULL: read from fd */
     unsigned refs;
     uint64_t expires_ms; /* in a cache: reused until the loop's clock reaches this */
     uint32_t hash;
@@ -87,9 +95,18 @@ xStaticFile *xHttpStaticOpen(const xHttpStatic *files, const char *name, size_t 
 xStaticFile *xHttpStaticGet(const xHttpStatic *files, xEventLoop *loop, const char *name, size_t len,
                             bool directory_named, const char *coding);
 
+/** Reads f's st_size bytes into to; false when the file is not that long
+ *  now (being rewritten) or cannot be read. */
+bool xHttpStaticReadWhole(const xStaticFile *f, char *to);
+
 /** Drops a reference to an xStaticFile (arg, so it may be a release
  *  callback); the last one closes the file. */
 void xHttpStaticPut(void *file);
+
+/** loop's worker's cache of compressed bodies (static_coded.h), made on
+ *  its first use; NULL when files keeps none (compress_bytes_max 0), every
+ *  slot is taken, or out of memory. */
+xStaticCodedCache *xHttpStaticCodedCacheOf(const xHttpStatic *files, xEventLoop *loop);
 
 /** Makes files' per-worker cache slots; XERR_NOMEM. */
 xErrno xHttpStaticCachesInit(xHttpStatic *files);

@@ -18,12 +18,15 @@
 /* Workers whose loops get a cache; beyond them, files are opened per request. */
 #define XSTATIC_MAX_CACHES 256
 
+/* One worker's: the files it keeps open, and the compressed bodies. */
 struct xStaticCache {
     _Atomic(xEventLoop *) loop; /* the worker that claimed it; NULL: free */
-    xStaticFile **buckets;      /* a power of two of them; touched by that worker only */
+    xStaticFile **buckets;      /* a power of two of them; touched by that worker only;
+                                   NULL: files are opened per request */
     size_t mask, count;
-    size_t kept_bytes;   /* of the files its entries hold in memory */
-    uint64_t next_sweep; /* when entries past their time are closed, even unasked */
+    size_t kept_bytes;        /* of the files its entries hold in memory */
+    uint64_t next_sweep;      /* when entries past their time are closed, even unasked */
+    xStaticCodedCache *coded; /* made on first use */
 };
 
 /* O_NONBLOCK: opening a FIFO someone left under root must not wait for a
@@ -129,6 +132,8 @@ static bool make_head(const xHttpStatic *files, xStaticFile *f) {
     if (files->cache_control) p = put_line(p, "Cache-Control", files->cache_control);
     f->validators_len = (size_t)(p - f->head);
     p = put_line(p, "Content-Type", type);
+    f->type = type;
+    f->type_end = (size_t)(p - f->head);
     if (f->coding) p = put_line(p, "Content-Encoding", f->coding);
     p = put_line(p, "Accept-Ranges", "bytes");
     f->head_len = (size_t)(p - f->head);
@@ -172,6 +177,8 @@ xStaticFile *xHttpStaticOpen(const xHttpStatic *files, const char *name, size_t 
     f->next = NULL;
     f->head = NULL;
     f->content = NULL;
+    f->codings_of = NULL;
+    f->codings = 0;
     f->fd = open_beneath(files, f->name);
     if (f->fd < 0) {
         f->status = refusal(errno);
@@ -199,8 +206,11 @@ void xHttpStaticPut(void *file) {
     free(f);
 }
 
+/* Whether workers keep the files they open. */
+static bool keeps_files(const xHttpStatic *files) { return files->cache_ms && files->cache_entries; }
+
 xErrno xHttpStaticCachesInit(xHttpStatic *files) {
-    if (!files->cache_ms || !files->cache_entries) return XOK;
+    if (!keeps_files(files) && !(files->compress_on_the_fly && files->compress_bytes_max)) return XOK;
     files->caches = calloc(XSTATIC_MAX_CACHES, sizeof *files->caches);
     return files->caches ? XOK : XERR_NOMEM;
 }
@@ -217,6 +227,7 @@ void xHttpStaticCachesFree(xHttpStatic *files) {
             }
         }
         free(c->buckets);
+        xStaticCodedCacheDestroy(c->coded);
     }
     free(files->caches);
     files->caches = NULL;
@@ -224,21 +235,29 @@ void xHttpStaticCachesFree(xHttpStatic *files) {
 
 /* loop's cache: the slot it claimed, or the first free one, claimed now. A
  * slot is only ever claimed, never given back, so a worker finds its own
- * without a lock. NULL when all are taken or out of memory. */
+ * without a lock. NULL when files keeps nothing or all are taken. */
 static xStaticCache *cache_of(const xHttpStatic *files, xEventLoop *loop) {
+    if (!files->caches) return NULL;
     for (size_t i = 0; i < XSTATIC_MAX_CACHES; i++) {
         xStaticCache *c = &files->caches[i];
         xEventLoop *owner = atomic_load_explicit(&c->loop, memory_order_acquire);
         if (!owner && atomic_compare_exchange_strong(&c->loop, &owner, loop)) {
             size_t n = 16;
             while (n < files->cache_entries) n *= 2;
-            c->buckets = calloc(n, sizeof *c->buckets);
+            c->buckets = keeps_files(files) ? calloc(n, sizeof *c->buckets) : NULL;
             c->mask = n - 1;
             owner = loop;
         }
-        if (owner == loop) return c->buckets ? c : NULL;
+        if (owner == loop) return c;
     }
     return NULL;
+}
+
+xStaticCodedCache *xHttpStaticCodedCacheOf(const xHttpStatic *files, xEventLoop *loop) {
+    if (!files->compress_bytes_max) return NULL;
+    xStaticCache *c = cache_of(files, loop);
+    if (c && !c->coded) c->coded = xStaticCodedCacheCreate(files->compress_bytes_max);
+    return c ? c->coded : NULL;
 }
 
 static uint32_t key_hash(const char *name, size_t len, bool directory_named, const char *coding) {
@@ -253,6 +272,17 @@ static void uncount(xStaticCache *c, const xStaticFile *f) {
     if (f->content) c->kept_bytes -= (size_t)f->st.st_size;
 }
 
+bool xHttpStaticReadWhole(const xStaticFile *f, char *to) {
+    size_t size = (size_t)f->st.st_size, got = 0;
+    while (got < size) {
+        ssize_t n = pread(f->fd, to + got, size - got, (off_t)got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        got += (size_t)n;
+    }
+    return true;
+}
+
 /* Reads a small file's bytes into memory, while c's budget allows: served
  * from there, a response costs no read(2). A file that is not st_size long
  * when read (being rewritten) is left to be read per response. */
@@ -262,14 +292,7 @@ static void keep_content(const xHttpStatic *files, xStaticCache *c, xStaticFile 
         size > files->keep_bytes_max - c->kept_bytes)
         return;
     char *content = malloc(size);
-    size_t got = 0;
-    while (content && got < size) {
-        ssize_t n = pread(f->fd, content + got, size - got, (off_t)got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    if (got != size) {
+    if (!content || !xHttpStaticReadWhole(f, content)) {
         free(content);
         return;
     }
@@ -297,8 +320,8 @@ static void sweep(xStaticCache *c, uint64_t now) {
 
 xStaticFile *xHttpStaticGet(const xHttpStatic *files, xEventLoop *loop, const char *name, size_t len,
                             bool directory_named, const char *coding) {
-    xStaticCache *c = files->caches ? cache_of(files, loop) : NULL;
-    if (!c) return xHttpStaticOpen(files, name, len, directory_named, coding);
+    xStaticCache *c = cache_of(files, loop);
+    if (!c || !c->buckets) return xHttpStaticOpen(files, name, len, directory_named, coding);
     uint64_t now = xEventLoopNowMs(loop);
     if (now >= c->next_sweep) {
         sweep(c, now);
