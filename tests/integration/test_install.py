@@ -9,6 +9,7 @@ the shared programs carry the library's folder as README says (-Wl,-rpath with
 pkg-config; CMake's own RPATH with find_package). Installing into /usr/local,
 where ld.so finds the library with no help, is tests/package/test_library_only.py."""
 
+import glob
 import os
 import shutil
 import subprocess
@@ -133,6 +134,18 @@ class InstallTest(unittest.TestCase):
         binary = self.build_with_pkg_config("hello_pkgconfig_static", self.pkg_config("xkit-static"))
         self.assert_links(binary, shared=False)
         self.serves_hello(binary)
+
+    def test_every_example_builds_against_the_installed_headers_and_shared_library(self):
+        # libxkit.so exports the public API alone: an example that used anything else would
+        # not link here (test_examples runs them).
+        examples = sorted(glob.glob(os.path.join(SOURCE_DIR, "examples", "*.c")))
+        self.assertGreaterEqual(len(examples), 4, examples)
+        for source in examples:
+            with self.subTest(example=os.path.basename(source)):
+                binary = os.path.join(self.tmp, os.path.basename(source)[:-2] + "_installed")
+                run(["cc", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", source, "-o", binary]
+                    + self.shared_flags() + SANITIZE)  # fmt: skip
+                self.assert_links(binary, shared=True)
 
     def test_programs_built_with_find_package_link_as_asked_and_serve(self):
         project = os.path.join(self.tmp, "consumer")
