@@ -48,20 +48,59 @@ enum { KIND_POLL, KIND_RECV, KIND_POLLIN };
 #define CANCEL_TAG UINT64_MAX
 #define NO_CHUNK (-1)
 
+/* How a socket's input reaches its reader. One state rather than a flag per
+ * question (is a receive in flight, may the reader take the socket itself, is
+ * one to be armed, did the stream end), because every answer follows from
+ * where the socket is in this cycle, and only these moves happen:
+ *
+ *   DIRECT → IDLE         recv_ahead(on): whoever read the socket itself is done
+ *   IDLE → DIRECT         recv_ahead(off), before anything was armed
+ *   IDLE → AHEAD          armed at the end of the turn (queue_changes)
+ *   IDLE → POLLING_IN     the same, while more than half the buffers are held
+ *   AHEAD → STOPPING      the reader fell XURING_AHEAD_MAX chunks behind
+ *   AHEAD, STOPPING → IDLE  the receive ended (received): the buffers ran out or
+ *                         it was stopped, so the reader drains the socket and then
+ *                         re-arms (read_socket); or the completion queue filled,
+ *                         and it is re-armed at once
+ *   POLLING_IN → IDLE     input came (take): the reader drains, then re-arms
+ *   → ENDED, → FAILED     the end of the stream, or an error, from a receive or a read
+ *
+ * What keeps every byte in order: the reader takes the socket itself (after
+ * what was received ahead) only where no receive is in flight: DIRECT, IDLE
+ * and POLLING_IN. */
+typedef enum xRecvMode {
+    /* Read with recv(2), input told by the poll: sockets not added with
+     * XEV_RECV, every socket where the kernel has no buffer rings, and one
+     * that something else reads for now (OpenSSL's handshake). */
+    RECV_DIRECT,
+    /* Received ahead, nothing in flight for input. Queued, a receive is armed
+     * at the end of the turn; after a receive stopped (the buffers ran out,
+     * or the reader fell behind), the rest waits in the socket, which its
+     * reader takes itself until drained, and then one is armed. */
+    RECV_IDLE,
+    /* A multishot receive is in flight: input arrives as chunks. */
+    RECV_AHEAD,
+    /* The reader fell XURING_AHEAD_MAX chunks behind: the receive is being
+     * cancelled, and chunks may come until its last completion. */
+    RECV_STOPPING,
+    /* Armed while more than half the buffers were held: a one-shot POLLIN
+     * instead, after which the reader takes the socket itself. */
+    RECV_POLLING_IN,
+    /* The end of the stream came: after the chunks, reads return 0. */
+    RECV_ENDED,
+    /* Receiving failed: after the chunks, reads fail with the error. */
+    RECV_FAILED,
+} xRecvMode;
+
 typedef struct xUringFd {
     uint32_t gen;       /* bumped by every add and remove: older completions are stale */
-    unsigned events;    /* XEV_* asked for; 0: not watched */
-    bool queued;        /* in the arm list */
-    bool polling;       /* its multishot poll is submitted */
-    bool ahead;         /* received ahead into provided buffers (XEV_RECV) */
-    bool receiving;     /* its multishot recv is submitted */
-    bool waiting_in;    /* starved: a one-shot POLLIN is submitted */
-    bool starved;       /* the buffers ran out on it: reads use recv(2) until it drains */
-    bool pausing;       /* its reader fell behind: its receive is being cancelled */
-    bool ended;         /* the end of the stream came */
-    int error;          /* what the receive failed with, after the chunks queued */
     int16_t head, tail; /* received chunks not yet read, linked through xUring.chunks */
     uint16_t unread;    /* how many */
+    uint8_t events;     /* XEV_* asked for; 0: not watched */
+    uint8_t recv;       /* xRecvMode */
+    uint8_t error;      /* RECV_FAILED's errno (every errno value fits) */
+    bool queued;        /* in the arm list */
+    bool polling;       /* its multishot poll is submitted */
 } xUringFd;
 
 typedef struct xChunk {
@@ -115,12 +154,16 @@ static void want_cancel(xUring *u, uint64_t tag) {
     push((void **)&u->cancel, &u->ncancel, &u->cancel_cap, sizeof tag, &tag);
 }
 
+/* ---- The buffers ---- */
+
 static void give_back(xUring *u, unsigned bid) {
     io_uring_buf_ring_add(u->buf_ring, u->bufs + (size_t)bid * XURING_BUF_SIZE, XURING_BUF_SIZE,
                           (unsigned short)bid, io_uring_buf_ring_mask(XURING_BUFS), 0);
     io_uring_buf_ring_advance(u->buf_ring, 1);
     u->held--;
 }
+
+/* ---- Registrations ---- */
 
 static int uring_add(xPoller *poller, int fd, unsigned events) {
     xUring *u = (xUring *)poller;
@@ -138,10 +181,14 @@ static int uring_add(xPoller *poller, int fd, unsigned events) {
         errno = EEXIST;
         return -1;
     }
-    bool queued = f->queued;
-    uint32_t gen = f->gen + 1;
-    *f = (xUringFd){.gen = gen, .events = events, .queued = queued, .head = NO_CHUNK, .tail = NO_CHUNK};
-    f->ahead = (events & XEV_RECV) && u->buf_ring;
+    *f = (xUringFd){
+        .gen = f->gen + 1,
+        .events = (uint8_t)events,
+        .recv = (events & XEV_RECV) && u->buf_ring ? RECV_IDLE : RECV_DIRECT,
+        .queued = f->queued,
+        .head = NO_CHUNK,
+        .tail = NO_CHUNK,
+    };
     want_arm(u, fd);
     return f->queued ? 0 : -1;
 }
@@ -154,8 +201,8 @@ static void uring_remove(xPoller *poller, int fd) {
      * closes (and its peer sees the FIN) once the cancellations are
      * submitted: at the end of this loop turn. */
     if (f->polling) want_cancel(u, tag_of(KIND_POLL, fd, f->gen));
-    if (f->receiving) want_cancel(u, tag_of(KIND_RECV, fd, f->gen));
-    if (f->waiting_in) want_cancel(u, tag_of(KIND_POLLIN, fd, f->gen));
+    if (f->recv == RECV_AHEAD || f->recv == RECV_STOPPING) want_cancel(u, tag_of(KIND_RECV, fd, f->gen));
+    if (f->recv == RECV_POLLING_IN) want_cancel(u, tag_of(KIND_POLLIN, fd, f->gen));
     if (f->head != NO_CHUNK) {
         /* The socket goes (a watched socket is removed to be closed) with
          * input its reader never took. Where that input waits in the socket,
@@ -166,20 +213,20 @@ static void uring_remove(xPoller *poller, int fd) {
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
     }
     for (int16_t c = f->head; c != NO_CHUNK; c = u->chunks[c].next) give_back(u, (unsigned)c);
-    bool queued = f->queued;
-    *f = (xUringFd){.gen = f->gen + 1, .queued = queued, .head = NO_CHUNK, .tail = NO_CHUNK};
+    *f = (xUringFd){.gen = f->gen + 1, .queued = f->queued, .head = NO_CHUNK, .tail = NO_CHUNK};
 }
 
 static void uring_recv_ahead(xPoller *poller, int fd, bool on) {
     xUring *u = (xUring *)poller;
     xUringFd *f = (size_t)fd < u->fd_cap ? &u->fds[fd] : NULL;
-    if (!f || !(f->events & XEV_RECV) || !u->buf_ring || f->ahead == on) return;
+    if (!f || !(f->events & XEV_RECV) || !u->buf_ring) return;
     if (!on) {
         /* Before fd's first wait (xConnSetTransport, before any I/O), when
          * nothing is submitted yet: the poll then watches for input itself. */
-        if (!f->receiving) f->ahead = false;
+        if (f->recv == RECV_IDLE) f->recv = RECV_DIRECT;
         return;
     }
+    if (f->recv != RECV_DIRECT) return;
     /* Whoever read the socket itself (OpenSSL's handshake) is done with it.
      * The poll watching for input goes, and what it may still report is
      * stale (a new generation); the receive armed with its successor at the
@@ -187,20 +234,19 @@ static void uring_recv_ahead(xPoller *poller, int fd, bool on) {
     if (f->polling) want_cancel(u, tag_of(KIND_POLL, fd, f->gen));
     f->gen++;
     f->polling = false;
-    f->ahead = true;
+    f->recv = RECV_IDLE;
     want_arm(u, fd);
 }
 
-/* Reads what was received ahead; recv(2) on a socket the buffers ran out on. */
-static ssize_t uring_recv(xPoller *poller, int fd, void *buf, size_t len) {
-    xUring *u = (xUring *)poller;
-    xUringFd *f = (size_t)fd < u->fd_cap ? &u->fds[fd] : NULL;
-    if (!f || !f->ahead) return recv(fd, buf, len, 0);
+/* ---- Reading ---- */
+
+/* Copies out what was received ahead for f, giving each buffer emptied back. */
+static size_t take_chunks(xUring *u, xUringFd *f, char *buf, size_t len) {
     size_t n = 0;
     while (n < len && f->head != NO_CHUNK) {
         xChunk *c = &u->chunks[f->head];
         size_t take = c->len < len - n ? c->len : len - n;
-        memcpy((char *)buf + n, u->bufs + (size_t)f->head * XURING_BUF_SIZE + c->off, take);
+        memcpy(buf + n, u->bufs + (size_t)f->head * XURING_BUF_SIZE + c->off, take);
         n += take;
         c->off += (uint16_t)take;
         c->len -= (uint16_t)take;
@@ -211,27 +257,43 @@ static ssize_t uring_recv(xPoller *poller, int fd, void *buf, size_t len) {
         if (f->head == NO_CHUNK) f->tail = NO_CHUNK;
         give_back(u, (unsigned)done);
     }
-    if (n == len || !f->starved || f->receiving) {
-        /* (A receive being cancelled may still queue bytes that came before
-         * those in the socket: the socket waits for its last completion.) */
-        if (n) return (ssize_t)n;
-        if (f->ended) return 0;
-        errno = f->error ? f->error : EAGAIN;
-        return -1;
+    return n;
+}
+
+/* The socket itself, after n bytes received ahead, where no receive is in
+ * flight. Drained (a short read, as a reader takes it, or EAGAIN), a socket
+ * received ahead is armed again. */
+static ssize_t read_socket(xUring *u, int fd, char *buf, size_t n, size_t len) {
+    xUringFd *f = &u->fds[fd];
+    ssize_t got = recv(fd, buf + n, len - n, 0);
+    if (got == 0) {
+        f->recv = RECV_ENDED;
+    } else if ((got > 0 && (size_t)got < len - n) || (got < 0 && errno == EAGAIN)) {
+        if (f->recv == RECV_IDLE) want_arm(u, fd);
+    } else if (got < 0 && errno != EINTR) {
+        f->recv = RECV_FAILED; /* reported by the next read, after these bytes */
+        f->error = (uint8_t)errno;
     }
-    /* The buffers ran out on this socket: the rest waits in the socket. */
-    ssize_t got = recv(fd, (char *)buf + n, len - n, 0);
-    /* Drained (a short read, as a reader takes it, or EAGAIN): receive
-     * ahead again, or wait for input, whichever the buffers allow. */
-    if (got == 0)
-        f->ended = true;
-    else if ((got > 0 && (size_t)got < len - n) || (got < 0 && errno == EAGAIN))
-        want_arm(u, fd);
-    else if (got < 0 && errno != EINTR)
-        f->error = errno; /* reported by the next read, after these bytes */
     if (n) return (ssize_t)n + (got > 0 ? got : 0);
     return got;
 }
+
+/* Reads what was received ahead, then, where nothing more can be, the socket. */
+static ssize_t uring_recv(xPoller *poller, int fd, void *buf, size_t len) {
+    xUring *u = (xUring *)poller;
+    xUringFd *f = (size_t)fd < u->fd_cap ? &u->fds[fd] : NULL;
+    if (!f || f->recv == RECV_DIRECT) return recv(fd, buf, len, 0);
+    size_t n = take_chunks(u, f, buf, len);
+    if (n == len) return (ssize_t)n;
+    /* Where no receive is in flight, nothing else can take the socket's bytes. */
+    if (f->recv == RECV_IDLE || f->recv == RECV_POLLING_IN) return read_socket(u, fd, buf, n, len);
+    if (n) return (ssize_t)n;
+    if (f->recv == RECV_ENDED) return 0;
+    errno = f->recv == RECV_FAILED ? f->error : EAGAIN; /* or the receive in flight has yet to bring more */
+    return -1;
+}
+
+/* ---- Submitting ---- */
 
 static struct io_uring_sqe *next_sqe(xUring *u) {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
@@ -243,32 +305,27 @@ static struct io_uring_sqe *next_sqe(xUring *u) {
 static unsigned poll_mask(const xUringFd *f) {
     unsigned mask = 0;
     /* Input on a socket received ahead is told by its receive completions. */
-    if ((f->events & XEV_READ) && !f->ahead) mask |= POLLIN | POLLRDHUP;
+    if ((f->events & XEV_READ) && f->recv == RECV_DIRECT) mask |= POLLIN | POLLRDHUP;
     if (f->events & XEV_WRITE) mask |= POLLOUT;
     return mask;
 }
 
-/* Whether a socket received ahead needs a receive submitted. */
-static bool needs_receive(const xUringFd *f) {
-    return f->events && f->ahead && !f->receiving && !f->waiting_in && !f->ended && !f->error;
-}
-
-/* Multishot into the buffers or, while they are short on a socket they ran
- * out on, a one-shot wait for input (its reader then uses recv(2)). */
+/* A multishot receive into the buffers or, while more than half of them are
+ * held, a one-shot wait for input, after which the reader uses recv(2): a
+ * socket armed then would most likely find none. */
 static void prep_receive(xUring *u, int fd, struct io_uring_sqe *sqe) {
     xUringFd *f = &u->fds[fd];
-    if (f->starved && u->held > XURING_BUFS / 2) {
+    if (u->held > XURING_BUFS / 2) {
         io_uring_prep_poll_add(sqe, fd, POLLIN | POLLRDHUP);
         io_uring_sqe_set_data64(sqe, tag_of(KIND_POLLIN, fd, f->gen));
-        f->waiting_in = true;
+        f->recv = RECV_POLLING_IN;
         return;
     }
     io_uring_prep_recv_multishot(sqe, fd, NULL, 0, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = XURING_GROUP;
     io_uring_sqe_set_data64(sqe, tag_of(KIND_RECV, fd, f->gen));
-    f->receiving = true;
-    f->starved = false;
+    f->recv = RECV_AHEAD;
 }
 
 /* Turns this turn's removals and registrations into submission entries. */
@@ -295,7 +352,7 @@ static void queue_changes(xUring *u) {
             io_uring_sqe_set_data64(sqe, tag_of(KIND_POLL, fd, f->gen));
             f->polling = true;
         }
-        if (needs_receive(f)) {
+        if (f->events && f->recv == RECV_IDLE) {
             if (!(sqe = next_sqe(u))) break;
             prep_receive(u, fd, sqe);
         }
@@ -304,6 +361,8 @@ static void queue_changes(xUring *u) {
     if (i) memmove(u->arm, u->arm + i, (u->narm - i) * sizeof *u->arm);
     u->narm -= i;
 }
+
+/* ---- Completions ---- */
 
 static unsigned readiness(int res) {
     if (res < 0) return XEV_ERROR;
@@ -328,23 +387,23 @@ static unsigned received(xUring *u, int fd, const struct io_uring_cqe *cqe) {
         else
             f->head = bid;
         f->tail = bid;
-        if (++f->unread >= XURING_AHEAD_MAX && (cqe->flags & IORING_CQE_F_MORE) && !f->pausing) {
+        if (++f->unread >= XURING_AHEAD_MAX && (cqe->flags & IORING_CQE_F_MORE) && f->recv == RECV_AHEAD) {
             want_cancel(u, tag_of(KIND_RECV, fd, f->gen));
-            f->pausing = true;
+            f->recv = RECV_STOPPING;
         }
     }
     if (cqe->flags & IORING_CQE_F_MORE) return bits;
-    f->receiving = false;
-    bool paused = f->pausing;
-    f->pausing = false;
+    bool stopped = f->recv == RECV_STOPPING;
+    f->recv = RECV_IDLE;
     if (cqe->res == 0) {
-        f->ended = true;
+        f->recv = RECV_ENDED;
         bits |= XEV_EOF;
-    } else if (cqe->res == -ENOBUFS || paused) {
-        /* The reader finds the socket through recv(2) until it drains it. */
-        f->starved = true;
+    } else if (cqe->res == -ENOBUFS || stopped) {
+        /* The rest waits in the socket, which the reader takes until it
+         * drains it. */
     } else if (cqe->res < 0) {
-        f->error = -cqe->res;
+        f->recv = RECV_FAILED;
+        f->error = (uint8_t)-cqe->res;
         bits |= XEV_ERROR;
     } else {
         want_arm(u, fd); /* ended by a full completion queue: receive on */
@@ -370,7 +429,7 @@ static unsigned take(xUring *u, const struct io_uring_cqe *cqe, int *fd_out) {
     *fd_out = fd;
     if (kind == KIND_RECV) return received(u, fd, cqe);
     if (kind == KIND_POLLIN) {
-        f->waiting_in = false;
+        f->recv = RECV_IDLE; /* the reader takes the socket, and arms a receive once drained */
         return readiness(cqe->res);
     }
     if (!(cqe->flags & IORING_CQE_F_MORE)) {
@@ -428,8 +487,15 @@ static void uring_destroy(xPoller *poller) {
     free(u);
 }
 
-static const xPollerOps uring_ops = {"io_uring", uring_add,     uring_remove,    uring_wait,
-                                     uring_recv, uring_destroy, uring_recv_ahead};
+static const xPollerOps uring_ops = {
+    .name = "io_uring",
+    .add = uring_add,
+    .remove = uring_remove,
+    .wait = uring_wait,
+    .recv = uring_recv,
+    .recv_ahead = uring_recv_ahead,
+    .destroy = uring_destroy,
+};
 
 /* The provided buffer ring (Linux 5.19); without it sockets are only polled. */
 static void setup_buffers(xUring *u) {
