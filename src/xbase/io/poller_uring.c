@@ -5,6 +5,12 @@
  * multishot receive fills buffers from one ring per loop ahead of the reader,
  * whose xEventLoopRecv copies them out, so reading costs no system call.
  *
+ * The buffers' memory follows their use: they are reserved, not touched, at
+ * start; a few are put in the ring and more as the ones in it run low; and a
+ * loop that has been quiet for a moment gives the pages of the ones nobody
+ * holds back to the kernel (they are faulted in again when next received
+ * into). An idle connection holds none.
+ *
  * The ring belongs to one thread (SINGLE_ISSUER, DEFER_TASKRUN: completions
  * are reaped only when that thread waits). A loop is often created on one
  * thread and run on another, so the ring starts disabled and is enabled by
@@ -20,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -32,15 +39,22 @@
 #define XURING_CQ_ENTRIES 16384
 /* The provided buffers a loop receives into, shared by all its sockets: a
  * socket holds one only from the completion until its reader copies it out,
- * so an idle connection holds none. */
-#define XURING_BUFS 512 /* a power of two */
-#define XURING_BUF_SIZE 4096
+ * so an idle connection holds none. At most XURING_BUFS, put in the ring
+ * XURING_BUFS_STEP at a time: the first at start, more whenever one wait's
+ * completions needed more than half of those in it (they took them, or found
+ * none left). */
+#define XURING_BUFS 512 /* a power of two: the ring's entries */
+#define XURING_BUFS_STEP 64
+#define XURING_BUF_SIZE 4096 /* a page: each one's memory is given back alone */
 #define XURING_GROUP 0
 /* A socket's reader that leaves this many buffers unread (it waits for its
  * output to drain, say) stops the receiving ahead: the rest of its input stays
  * in the socket, as on epoll, where it pushes back on the client, and where
  * a close finds it and resets the connection. */
 #define XURING_AHEAD_MAX 8
+/* After this long with nothing to report, the pages of the buffers nobody
+ * holds go back to the kernel. */
+#define XURING_QUIET_MS 200
 
 /* What a completion is for: the tag's top two bits. */
 enum { KIND_POLL, KIND_RECV, KIND_POLLIN };
@@ -112,16 +126,21 @@ typedef struct xUring {
     xPoller base;
     struct io_uring ring;
     bool enabled;
-    xUringFd *fds; /* indexed by fd */
+    bool completions_in_wait; /* DEFER_TASKRUN: the kernel fills buffers only inside our waits */
+    xUringFd *fds;            /* indexed by fd */
     size_t fd_cap;
     int *arm; /* fds with a request still to be submitted */
     size_t narm, arm_cap;
     uint64_t *cancel; /* requests of removed fds, to be cancelled */
     size_t ncancel, cancel_cap;
     struct io_uring_buf_ring *buf_ring; /* NULL: the kernel has no provided buffer rings */
-    char *bufs;
-    unsigned held;              /* buffers completions gave us and we have not given back */
-    xChunk chunks[XURING_BUFS]; /* by buffer id */
+    char *bufs;                         /* XURING_BUFS reserved; pages appear as they are received into */
+    unsigned provided;                  /* buffers put in the ring so far: ids below this */
+    unsigned held;                      /* buffers completions gave us and we have not given back */
+    unsigned short_by;                  /* receives this wait that found no buffer left */
+    bool touched;                       /* received into since the pages were last given back */
+    int quiet_ms;                       /* how long the waits since the last report have slept */
+    xChunk chunks[XURING_BUFS];         /* by buffer id */
 } xUring;
 
 /* user_data: the kind, the fd and the generation that submitted it. */
@@ -156,11 +175,72 @@ static void want_cancel(xUring *u, uint64_t tag) {
 
 /* ---- The buffers ---- */
 
-static void give_back(xUring *u, unsigned bid) {
+static void put_in_ring(xUring *u, unsigned bid, int offset) {
     io_uring_buf_ring_add(u->buf_ring, u->bufs + (size_t)bid * XURING_BUF_SIZE, XURING_BUF_SIZE,
-                          (unsigned short)bid, io_uring_buf_ring_mask(XURING_BUFS), 0);
+                          (unsigned short)bid, io_uring_buf_ring_mask(XURING_BUFS), offset);
+}
+
+/* Puts the next step of buffers in the ring. */
+static void provide_more(xUring *u) {
+    unsigned step =
+        XURING_BUFS - u->provided < XURING_BUFS_STEP ? XURING_BUFS - u->provided : XURING_BUFS_STEP;
+    for (unsigned i = 0; i < step; i++) put_in_ring(u, u->provided + i, (int)i);
+    io_uring_buf_ring_advance(u->buf_ring, (int)step);
+    u->provided += step;
+}
+
+/* A completion gave us a buffer. */
+static void take_buffer(xUring *u) {
+    u->held++;
+    u->touched = true;
+}
+
+static void give_back(xUring *u, unsigned bid) {
+    put_in_ring(u, bid, 0);
     io_uring_buf_ring_advance(u->buf_ring, 1);
     u->held--;
+}
+
+/* Gives the pages of every buffer nobody holds back to the kernel, which
+ * faults fresh ones in when it next receives into them. Safe only when no
+ * buffer can be being filled and every one filled has been reported: between
+ * waits of a ring whose completions run only inside them, with none left to
+ * reap. Rare, so the held ones are found by walking the sockets' chunks. */
+static void give_pages_back(xUring *u) {
+    uint64_t held[XURING_BUFS / 64] = {0};
+    for (size_t fd = 0; fd < u->fd_cap; fd++)
+        for (int16_t c = u->fds[fd].events ? u->fds[fd].head : NO_CHUNK; c != NO_CHUNK; c = u->chunks[c].next)
+            held[c / 64] |= (uint64_t)1 << (c % 64);
+    unsigned from = 0;
+    for (unsigned bid = 0; bid <= u->provided; bid++) {
+        if (bid < u->provided && !(held[bid / 64] & (uint64_t)1 << (bid % 64))) continue;
+        if (bid > from)
+            madvise(u->bufs + (size_t)from * XURING_BUF_SIZE, (size_t)(bid - from) * XURING_BUF_SIZE,
+                    MADV_DONTNEED);
+        from = bid + 1;
+    }
+    u->touched = false;
+}
+
+/* The next wait may need as many buffers as this one's completions did
+ * (those they took, and those they found missing): keep that under half of
+ * those in the ring. */
+static void provide_for_next_wait(xUring *u) {
+    while ((u->held + u->short_by) * 2 > u->provided && u->provided < XURING_BUFS) provide_more(u);
+    u->short_by = 0;
+}
+
+/* The wait's timeout: the loop's, but at most XURING_QUIET_MS while there are
+ * pages to give back, so that a loop going quiet wakes to give them. */
+static int quiet_timeout(xUring *u, int timeout_ms) {
+    if (!u->touched) return timeout_ms;
+    if (u->quiet_ms < XURING_QUIET_MS)
+        return (unsigned)timeout_ms > XURING_QUIET_MS ? XURING_QUIET_MS : timeout_ms;
+    if (!u->completions_in_wait)
+        u->touched = false; /* buffers may be filled whenever this thread leaves the kernel: never */
+    else if (io_uring_cq_ready(&u->ring) == 0 && !io_uring_cq_has_overflow(&u->ring))
+        give_pages_back(u);
+    return timeout_ms; /* (with completions left, it returns at once) */
 }
 
 /* ---- Registrations ---- */
@@ -380,7 +460,7 @@ static unsigned received(xUring *u, int fd, const struct io_uring_cqe *cqe) {
     unsigned bits = XEV_READ;
     if (cqe->flags & IORING_CQE_F_BUFFER) {
         int16_t bid = (int16_t)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
-        u->held++;
+        take_buffer(u);
         u->chunks[bid] = (xChunk){.off = 0, .len = (uint16_t)(cqe->res > 0 ? cqe->res : 0), .next = NO_CHUNK};
         if (f->tail != NO_CHUNK)
             u->chunks[f->tail].next = bid;
@@ -401,6 +481,7 @@ static unsigned received(xUring *u, int fd, const struct io_uring_cqe *cqe) {
     } else if (cqe->res == -ENOBUFS || stopped) {
         /* The rest waits in the socket, which the reader takes until it
          * drains it. */
+        if (cqe->res == -ENOBUFS) u->short_by++;
     } else if (cqe->res < 0) {
         f->recv = RECV_FAILED;
         f->error = (uint8_t)-cqe->res;
@@ -421,7 +502,7 @@ static unsigned take(xUring *u, const struct io_uring_cqe *cqe, int *fd_out) {
     if (!f->events || (uint32_t)(tag >> 32 & 0x3fffffff) != (f->gen & 0x3fffffff)) {
         /* A removed fd's: what it was received into goes straight back. */
         if (cqe->flags & IORING_CQE_F_BUFFER) {
-            u->held++;
+            take_buffer(u);
             give_back(u, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
         }
         return 0;
@@ -451,6 +532,7 @@ static int uring_wait(xPoller *poller, xPollerEvent *events, int max, int timeou
         u->enabled = true;
     }
     queue_changes(u);
+    timeout_ms = quiet_timeout(u, timeout_ms);
     int ret;
     if (timeout_ms == 0) {
         ret = io_uring_submit_and_get_events(&u->ring);
@@ -473,6 +555,13 @@ static int uring_wait(xPoller *poller, xPollerEvent *events, int max, int timeou
         if ((events[n].events = take(u, cqe, &events[n].fd))) n++;
     }
     io_uring_cq_advance(&u->ring, seen);
+    if (u->short_by || u->held * 2 > u->provided) provide_for_next_wait(u);
+    /* Quiet is a run of waits that slept their whole time and found nothing;
+     * while pages wait to be given back, each sleeps at most XURING_QUIET_MS. */
+    if (seen || ret != -ETIME)
+        u->quiet_ms = 0;
+    else if (u->touched)
+        u->quiet_ms += timeout_ms;
     return n;
 }
 
@@ -480,7 +569,7 @@ static void uring_destroy(xPoller *poller) {
     xUring *u = (xUring *)poller;
     io_uring_queue_exit(&u->ring);
     free(u->buf_ring);
-    free(u->bufs);
+    if (u->bufs) munmap(u->bufs, (size_t)XURING_BUFS * XURING_BUF_SIZE);
     free(u->fds);
     free(u->arm);
     free(u->cancel);
@@ -497,23 +586,25 @@ static const xPollerOps uring_ops = {
     .destroy = uring_destroy,
 };
 
-/* The provided buffer ring (Linux 5.19); without it sockets are only polled. */
+/* The provided buffer ring (Linux 5.19); without it sockets are only polled.
+ * The buffers' memory is only reserved here: a page is paid for when the
+ * kernel first receives into it. */
 static void setup_buffers(xUring *u) {
     void *ring_mem = NULL;
     if (posix_memalign(&ring_mem, 4096, XURING_BUFS * sizeof(struct io_uring_buf)) != 0) return;
-    u->bufs = malloc((size_t)XURING_BUFS * XURING_BUF_SIZE);
+    void *bufs = mmap(NULL, (size_t)XURING_BUFS * XURING_BUF_SIZE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     struct io_uring_buf_reg reg = {
         .ring_addr = (uintptr_t)ring_mem, .ring_entries = XURING_BUFS, .bgid = XURING_GROUP};
-    if (!u->bufs || io_uring_register_buf_ring(&u->ring, &reg, 0) != 0) {
+    if (bufs == MAP_FAILED || io_uring_register_buf_ring(&u->ring, &reg, 0) != 0) {
         free(ring_mem);
-        free(u->bufs);
-        u->bufs = NULL;
+        if (bufs != MAP_FAILED) munmap(bufs, (size_t)XURING_BUFS * XURING_BUF_SIZE);
         return;
     }
+    u->bufs = bufs;
     u->buf_ring = ring_mem;
     io_uring_buf_ring_init(u->buf_ring);
-    u->held = XURING_BUFS;
-    for (unsigned bid = 0; bid < XURING_BUFS; bid++) give_back(u, bid);
+    provide_more(u);
 }
 
 /* Set-up flags, best first: a kernel that does not know one says EINVAL. */
@@ -541,7 +632,12 @@ xPoller *xPollerUringCreate(char *why, size_t why_len) {
             free(u);
             return NULL;
         }
-        if (err == 0) u->enabled = !(p.flags & IORING_SETUP_R_DISABLED);
+        if (err == 0) {
+            u->enabled = !(p.flags & IORING_SETUP_R_DISABLED);
+            /* Elsewhere a buffer may be filled whenever this thread returns
+             * from the kernel, so its pages are never given back. */
+            u->completions_in_wait = p.flags & IORING_SETUP_DEFER_TASKRUN;
+        }
     }
     if (err < 0) {
         snprintf(why, why_len, "io_uring_setup: %s", strerror(-err));
