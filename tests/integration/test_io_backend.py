@@ -90,8 +90,9 @@ class IoUnderPressureTest(unittest.TestCase):
         self.addCleanup(self.server.close)
 
     def test_thousands_of_connections_sending_at_once_are_all_answered(self):
-        # More connections with bytes waiting at once than the workers have receive buffers
-        # (512 each): the sockets the buffers run out on are read with recv(2) until drained.
+        # More connections with bytes waiting at once than the workers can have receive buffers
+        # (512 each at most, put in use as needed): the sockets the buffers run out on are read
+        # with recv(2) until drained.
         count = 10000
         raise_fd_limit(count + 256)
         socks = []
@@ -121,7 +122,7 @@ class IoUnderPressureTest(unittest.TestCase):
         use_certs(certs)
         server = HttpsServer(certs.rsa, ["--workers", "1"]).start()
         self.addCleanup(server.close)
-        count = 700  # one worker's buffers: 512
+        count = 700  # one worker's buffers: 512 at most
         raise_fd_limit(count + 256)
         context = client_context()
         conns = []

@@ -28,14 +28,14 @@ typedef struct xPollerOps {
     /** Waits up to timeout_ms (-1: forever) and fills at most max events.
      *  Returns how many, or -1 with errno (EINTR is reported as 0). */
     int (*wait)(xPoller *poller, xPollerEvent *events, int max, int timeout_ms);
-    /** recv(2) for the loop's callers; on an fd added with XEV_RECV, what the
+    /** recv(2) for the loop's callers: on an fd added with XEV_RECV, what the
      *  backend received ahead. */
     ssize_t (*recv)(xPoller *poller, int fd, void *buf, size_t len);
-    void (*destroy)(xPoller *poller);
     /** Turns receiving ahead for fd (added with XEV_RECV) on or off: off
      *  only before fd's first wait, on at any time. NULL where XEV_RECV
      *  means nothing. */
     void (*recv_ahead)(xPoller *poller, int fd, bool on);
+    void (*destroy)(xPoller *poller);
 } xPollerOps;
 
 /* Every backend's state begins with its table. */

@@ -55,9 +55,15 @@ static int epoll_poll(xPoller *poller, xPollerEvent *events, int max, int timeou
 
 static ssize_t epoll_recv(xPoller *poller, int fd, void *buf, size_t len) { return recv(fd, buf, len, 0); }
 
-/* Readiness only: XEV_RECV asks for nothing here. */
-static const xPollerOps epoll_ops = {"epoll",    epoll_add,     epoll_remove, epoll_poll,
-                                     epoll_recv, epoll_destroy, NULL};
+/* Readiness only: XEV_RECV asks for nothing here, so no recv_ahead. */
+static const xPollerOps epoll_ops = {
+    .name = "epoll",
+    .add = epoll_add,
+    .remove = epoll_remove,
+    .wait = epoll_poll,
+    .recv = epoll_recv,
+    .destroy = epoll_destroy,
+};
 
 xPoller *xPollerEpollCreate(void) {
     xEpoll *e = malloc(sizeof *e);

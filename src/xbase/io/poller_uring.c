@@ -5,6 +5,12 @@
  * multishot receive fills buffers from one ring per loop ahead of the reader,
  * whose xEventLoopRecv copies them out, so reading costs no system call.
  *
+ * The buffers' memory follows their use: they are reserved, not touched, at
+ * start; a few are put in the ring and more as the ones in it run low; and a
+ * loop that has been quiet for a moment gives the pages of the ones nobody
+ * holds back to the kernel (they are faulted in again when next received
+ * into). An idle connection holds none.
+ *
  * The ring belongs to one thread (SINGLE_ISSUER, DEFER_TASKRUN: completions
  * are reaped only when that thread waits). A loop is often created on one
  * thread and run on another, so the ring starts disabled and is enabled by
@@ -20,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -32,15 +39,22 @@
 #define XURING_CQ_ENTRIES 16384
 /* The provided buffers a loop receives into, shared by all its sockets: a
  * socket holds one only from the completion until its reader copies it out,
- * so an idle connection holds none. */
-#define XURING_BUFS 512 /* a power of two */
-#define XURING_BUF_SIZE 4096
+ * so an idle connection holds none. At most XURING_BUFS, put in the ring
+ * XURING_BUFS_STEP at a time: the first at start, more whenever one wait's
+ * completions needed more than half of those in it (they took them, or found
+ * none left). */
+#define XURING_BUFS 512 /* a power of two: the ring's entries */
+#define XURING_BUFS_STEP 64
+#define XURING_BUF_SIZE 4096 /* a page: each one's memory is given back alone */
 #define XURING_GROUP 0
 /* A socket's reader that leaves this many buffers unread (it waits for its
  * output to drain, say) stops the receiving ahead: the rest of its input stays
  * in the socket, as on epoll, where it pushes back on the client, and where
  * a close finds it and resets the connection. */
 #define XURING_AHEAD_MAX 8
+/* After this long with nothing to report, the pages of the buffers nobody
+ * holds go back to the kernel. */
+#define XURING_QUIET_MS 200
 
 /* What a completion is for: the tag's top two bits. */
 enum { KIND_POLL, KIND_RECV, KIND_POLLIN };
@@ -48,20 +62,59 @@ enum { KIND_POLL, KIND_RECV, KIND_POLLIN };
 #define CANCEL_TAG UINT64_MAX
 #define NO_CHUNK (-1)
 
+/* How a socket's input reaches its reader. One state rather than a flag per
+ * question (is a receive in flight, may the reader take the socket itself, is
+ * one to be armed, did the stream end), because every answer follows from
+ * where the socket is in this cycle, and only these moves happen:
+ *
+ *   DIRECT → IDLE         recv_ahead(on): whoever read the socket itself is done
+ *   IDLE → DIRECT         recv_ahead(off), before anything was armed
+ *   IDLE → AHEAD          armed at the end of the turn (queue_changes)
+ *   IDLE → POLLING_IN     the same, while more than half the buffers are held
+ *   AHEAD → STOPPING      the reader fell XURING_AHEAD_MAX chunks behind
+ *   AHEAD, STOPPING → IDLE  the receive ended (received): the buffers ran out or
+ *                         it was stopped, so the reader drains the socket and then
+ *                         re-arms (read_socket); or the completion queue filled,
+ *                         and it is re-armed at once
+ *   POLLING_IN → IDLE     input came (take): the reader drains, then re-arms
+ *   → ENDED, → FAILED     the end of the stream, or an error, from a receive or a read
+ *
+ * What keeps every byte in order: the reader takes the socket itself (after
+ * what was received ahead) only where no receive is in flight: DIRECT, IDLE
+ * and POLLING_IN. */
+typedef enum xRecvMode {
+    /* Read with recv(2), input told by the poll: sockets not added with
+     * XEV_RECV, every socket where the kernel has no buffer rings, and one
+     * that something else reads for now (OpenSSL's handshake). */
+    RECV_DIRECT,
+    /* Received ahead, nothing in flight for input. Queued, a receive is armed
+     * at the end of the turn; after a receive stopped (the buffers ran out,
+     * or the reader fell behind), the rest waits in the socket, which its
+     * reader takes itself until drained, and then one is armed. */
+    RECV_IDLE,
+    /* A multishot receive is in flight: input arrives as chunks. */
+    RECV_AHEAD,
+    /* The reader fell XURING_AHEAD_MAX chunks behind: the receive is being
+     * cancelled, and chunks may come until its last completion. */
+    RECV_STOPPING,
+    /* Armed while more than half the buffers were held: a one-shot POLLIN
+     * instead, after which the reader takes the socket itself. */
+    RECV_POLLING_IN,
+    /* The end of the stream came: after the chunks, reads return 0. */
+    RECV_ENDED,
+    /* Receiving failed: after the chunks, reads fail with the error. */
+    RECV_FAILED,
+} xRecvMode;
+
 typedef struct xUringFd {
     uint32_t gen;       /* bumped by every add and remove: older completions are stale */
-    unsigned events;    /* XEV_* asked for; 0: not watched */
-    bool queued;        /* in the arm list */
-    bool polling;       /* its multishot poll is submitted */
-    bool ahead;         /* received ahead into provided buffers (XEV_RECV) */
-    bool receiving;     /* its multishot recv is submitted */
-    bool waiting_in;    /* starved: a one-shot POLLIN is submitted */
-    bool starved;       /* the buffers ran out on it: reads use recv(2) until it drains */
-    bool pausing;       /* its reader fell behind: its receive is being cancelled */
-    bool ended;         /* the end of the stream came */
-    int error;          /* what the receive failed with, after the chunks queued */
     int16_t head, tail; /* received chunks not yet read, linked through xUring.chunks */
     uint16_t unread;    /* how many */
+    uint8_t events;     /* XEV_* asked for; 0: not watched */
+    uint8_t recv;       /* xRecvMode */
+    uint8_t error;      /* RECV_FAILED's errno (every errno value fits) */
+    bool queued;        /* in the arm list */
+    bool polling;       /* its multishot poll is submitted */
 } xUringFd;
 
 typedef struct xChunk {
@@ -73,16 +126,21 @@ typedef struct xUring {
     xPoller base;
     struct io_uring ring;
     bool enabled;
-    xUringFd *fds; /* indexed by fd */
+    bool completions_in_wait; /* DEFER_TASKRUN: the kernel fills buffers only inside our waits */
+    xUringFd *fds;            /* indexed by fd */
     size_t fd_cap;
     int *arm; /* fds with a request still to be submitted */
     size_t narm, arm_cap;
     uint64_t *cancel; /* requests of removed fds, to be cancelled */
     size_t ncancel, cancel_cap;
     struct io_uring_buf_ring *buf_ring; /* NULL: the kernel has no provided buffer rings */
-    char *bufs;
-    unsigned held;              /* buffers completions gave us and we have not given back */
-    xChunk chunks[XURING_BUFS]; /* by buffer id */
+    char *bufs;                         /* XURING_BUFS reserved; pages appear as they are received into */
+    unsigned provided;                  /* buffers put in the ring so far: ids below this */
+    unsigned held;                      /* buffers completions gave us and we have not given back */
+    unsigned short_by;                  /* receives this wait that found no buffer left */
+    bool touched;                       /* received into since the pages were last given back */
+    int quiet_ms;                       /* how long the waits since the last report have slept */
+    xChunk chunks[XURING_BUFS];         /* by buffer id */
 } xUring;
 
 /* user_data: the kind, the fd and the generation that submitted it. */
@@ -115,12 +173,77 @@ static void want_cancel(xUring *u, uint64_t tag) {
     push((void **)&u->cancel, &u->ncancel, &u->cancel_cap, sizeof tag, &tag);
 }
 
-static void give_back(xUring *u, unsigned bid) {
+/* ---- The buffers ---- */
+
+static void put_in_ring(xUring *u, unsigned bid, int offset) {
     io_uring_buf_ring_add(u->buf_ring, u->bufs + (size_t)bid * XURING_BUF_SIZE, XURING_BUF_SIZE,
-                          (unsigned short)bid, io_uring_buf_ring_mask(XURING_BUFS), 0);
+                          (unsigned short)bid, io_uring_buf_ring_mask(XURING_BUFS), offset);
+}
+
+/* Puts the next step of buffers in the ring. */
+static void provide_more(xUring *u) {
+    unsigned step =
+        XURING_BUFS - u->provided < XURING_BUFS_STEP ? XURING_BUFS - u->provided : XURING_BUFS_STEP;
+    for (unsigned i = 0; i < step; i++) put_in_ring(u, u->provided + i, (int)i);
+    io_uring_buf_ring_advance(u->buf_ring, (int)step);
+    u->provided += step;
+}
+
+/* A completion gave us a buffer. */
+static void take_buffer(xUring *u) {
+    u->held++;
+    u->touched = true;
+}
+
+static void give_back(xUring *u, unsigned bid) {
+    put_in_ring(u, bid, 0);
     io_uring_buf_ring_advance(u->buf_ring, 1);
     u->held--;
 }
+
+/* Gives the pages of every buffer nobody holds back to the kernel, which
+ * faults fresh ones in when it next receives into them. Safe only when no
+ * buffer can be being filled and every one filled has been reported: between
+ * waits of a ring whose completions run only inside them, with none left to
+ * reap. Rare, so the held ones are found by walking the sockets' chunks. */
+static void give_pages_back(xUring *u) {
+    uint64_t held[XURING_BUFS / 64] = {0};
+    for (size_t fd = 0; fd < u->fd_cap; fd++)
+        for (int16_t c = u->fds[fd].events ? u->fds[fd].head : NO_CHUNK; c != NO_CHUNK; c = u->chunks[c].next)
+            held[c / 64] |= (uint64_t)1 << (c % 64);
+    unsigned from = 0;
+    for (unsigned bid = 0; bid <= u->provided; bid++) {
+        if (bid < u->provided && !(held[bid / 64] & (uint64_t)1 << (bid % 64))) continue;
+        if (bid > from)
+            madvise(u->bufs + (size_t)from * XURING_BUF_SIZE, (size_t)(bid - from) * XURING_BUF_SIZE,
+                    MADV_DONTNEED);
+        from = bid + 1;
+    }
+    u->touched = false;
+}
+
+/* The next wait may need as many buffers as this one's completions did
+ * (those they took, and those they found missing): keep that under half of
+ * those in the ring. */
+static void provide_for_next_wait(xUring *u) {
+    while ((u->held + u->short_by) * 2 > u->provided && u->provided < XURING_BUFS) provide_more(u);
+    u->short_by = 0;
+}
+
+/* The wait's timeout: the loop's, but at most XURING_QUIET_MS while there are
+ * pages to give back, so that a loop going quiet wakes to give them. */
+static int quiet_timeout(xUring *u, int timeout_ms) {
+    if (!u->touched) return timeout_ms;
+    if (u->quiet_ms < XURING_QUIET_MS)
+        return (unsigned)timeout_ms > XURING_QUIET_MS ? XURING_QUIET_MS : timeout_ms;
+    if (!u->completions_in_wait)
+        u->touched = false; /* buffers may be filled whenever this thread leaves the kernel: never */
+    else if (io_uring_cq_ready(&u->ring) == 0 && !io_uring_cq_has_overflow(&u->ring))
+        give_pages_back(u);
+    return timeout_ms; /* (with completions left, it returns at once) */
+}
+
+/* ---- Registrations ---- */
 
 static int uring_add(xPoller *poller, int fd, unsigned events) {
     xUring *u = (xUring *)poller;
@@ -138,10 +261,14 @@ static int uring_add(xPoller *poller, int fd, unsigned events) {
         errno = EEXIST;
         return -1;
     }
-    bool queued = f->queued;
-    uint32_t gen = f->gen + 1;
-    *f = (xUringFd){.gen = gen, .events = events, .queued = queued, .head = NO_CHUNK, .tail = NO_CHUNK};
-    f->ahead = (events & XEV_RECV) && u->buf_ring;
+    *f = (xUringFd){
+        .gen = f->gen + 1,
+        .events = (uint8_t)events,
+        .recv = (events & XEV_RECV) && u->buf_ring ? RECV_IDLE : RECV_DIRECT,
+        .queued = f->queued,
+        .head = NO_CHUNK,
+        .tail = NO_CHUNK,
+    };
     want_arm(u, fd);
     return f->queued ? 0 : -1;
 }
@@ -154,8 +281,8 @@ static void uring_remove(xPoller *poller, int fd) {
      * closes (and its peer sees the FIN) once the cancellations are
      * submitted: at the end of this loop turn. */
     if (f->polling) want_cancel(u, tag_of(KIND_POLL, fd, f->gen));
-    if (f->receiving) want_cancel(u, tag_of(KIND_RECV, fd, f->gen));
-    if (f->waiting_in) want_cancel(u, tag_of(KIND_POLLIN, fd, f->gen));
+    if (f->recv == RECV_AHEAD || f->recv == RECV_STOPPING) want_cancel(u, tag_of(KIND_RECV, fd, f->gen));
+    if (f->recv == RECV_POLLING_IN) want_cancel(u, tag_of(KIND_POLLIN, fd, f->gen));
     if (f->head != NO_CHUNK) {
         /* The socket goes (a watched socket is removed to be closed) with
          * input its reader never took. Where that input waits in the socket,
@@ -166,20 +293,20 @@ static void uring_remove(xPoller *poller, int fd) {
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
     }
     for (int16_t c = f->head; c != NO_CHUNK; c = u->chunks[c].next) give_back(u, (unsigned)c);
-    bool queued = f->queued;
-    *f = (xUringFd){.gen = f->gen + 1, .queued = queued, .head = NO_CHUNK, .tail = NO_CHUNK};
+    *f = (xUringFd){.gen = f->gen + 1, .queued = f->queued, .head = NO_CHUNK, .tail = NO_CHUNK};
 }
 
 static void uring_recv_ahead(xPoller *poller, int fd, bool on) {
     xUring *u = (xUring *)poller;
     xUringFd *f = (size_t)fd < u->fd_cap ? &u->fds[fd] : NULL;
-    if (!f || !(f->events & XEV_RECV) || !u->buf_ring || f->ahead == on) return;
+    if (!f || !(f->events & XEV_RECV) || !u->buf_ring) return;
     if (!on) {
         /* Before fd's first wait (xConnSetTransport, before any I/O), when
          * nothing is submitted yet: the poll then watches for input itself. */
-        if (!f->receiving) f->ahead = false;
+        if (f->recv == RECV_IDLE) f->recv = RECV_DIRECT;
         return;
     }
+    if (f->recv != RECV_DIRECT) return;
     /* Whoever read the socket itself (OpenSSL's handshake) is done with it.
      * The poll watching for input goes, and what it may still report is
      * stale (a new generation); the receive armed with its successor at the
@@ -187,20 +314,19 @@ static void uring_recv_ahead(xPoller *poller, int fd, bool on) {
     if (f->polling) want_cancel(u, tag_of(KIND_POLL, fd, f->gen));
     f->gen++;
     f->polling = false;
-    f->ahead = true;
+    f->recv = RECV_IDLE;
     want_arm(u, fd);
 }
 
-/* Reads what was received ahead; recv(2) on a socket the buffers ran out on. */
-static ssize_t uring_recv(xPoller *poller, int fd, void *buf, size_t len) {
-    xUring *u = (xUring *)poller;
-    xUringFd *f = (size_t)fd < u->fd_cap ? &u->fds[fd] : NULL;
-    if (!f || !f->ahead) return recv(fd, buf, len, 0);
+/* ---- Reading ---- */
+
+/* Copies out what was received ahead for f, giving each buffer emptied back. */
+static size_t take_chunks(xUring *u, xUringFd *f, char *buf, size_t len) {
     size_t n = 0;
     while (n < len && f->head != NO_CHUNK) {
         xChunk *c = &u->chunks[f->head];
         size_t take = c->len < len - n ? c->len : len - n;
-        memcpy((char *)buf + n, u->bufs + (size_t)f->head * XURING_BUF_SIZE + c->off, take);
+        memcpy(buf + n, u->bufs + (size_t)f->head * XURING_BUF_SIZE + c->off, take);
         n += take;
         c->off += (uint16_t)take;
         c->len -= (uint16_t)take;
@@ -211,27 +337,43 @@ static ssize_t uring_recv(xPoller *poller, int fd, void *buf, size_t len) {
         if (f->head == NO_CHUNK) f->tail = NO_CHUNK;
         give_back(u, (unsigned)done);
     }
-    if (n == len || !f->starved || f->receiving) {
-        /* (A receive being cancelled may still queue bytes that came before
-         * those in the socket: the socket waits for its last completion.) */
-        if (n) return (ssize_t)n;
-        if (f->ended) return 0;
-        errno = f->error ? f->error : EAGAIN;
-        return -1;
+    return n;
+}
+
+/* The socket itself, after n bytes received ahead, where no receive is in
+ * flight. Drained (a short read, as a reader takes it, or EAGAIN), a socket
+ * received ahead is armed again. */
+static ssize_t read_socket(xUring *u, int fd, char *buf, size_t n, size_t len) {
+    xUringFd *f = &u->fds[fd];
+    ssize_t got = recv(fd, buf + n, len - n, 0);
+    if (got == 0) {
+        f->recv = RECV_ENDED;
+    } else if ((got > 0 && (size_t)got < len - n) || (got < 0 && errno == EAGAIN)) {
+        if (f->recv == RECV_IDLE) want_arm(u, fd);
+    } else if (got < 0 && errno != EINTR) {
+        f->recv = RECV_FAILED; /* reported by the next read, after these bytes */
+        f->error = (uint8_t)errno;
     }
-    /* The buffers ran out on this socket: the rest waits in the socket. */
-    ssize_t got = recv(fd, (char *)buf + n, len - n, 0);
-    /* Drained (a short read, as a reader takes it, or EAGAIN): receive
-     * ahead again, or wait for input, whichever the buffers allow. */
-    if (got == 0)
-        f->ended = true;
-    else if ((got > 0 && (size_t)got < len - n) || (got < 0 && errno == EAGAIN))
-        want_arm(u, fd);
-    else if (got < 0 && errno != EINTR)
-        f->error = errno; /* reported by the next read, after these bytes */
     if (n) return (ssize_t)n + (got > 0 ? got : 0);
     return got;
 }
+
+/* Reads what was received ahead, then, where nothing more can be, the socket. */
+static ssize_t uring_recv(xPoller *poller, int fd, void *buf, size_t len) {
+    xUring *u = (xUring *)poller;
+    xUringFd *f = (size_t)fd < u->fd_cap ? &u->fds[fd] : NULL;
+    if (!f || f->recv == RECV_DIRECT) return recv(fd, buf, len, 0);
+    size_t n = take_chunks(u, f, buf, len);
+    if (n == len) return (ssize_t)n;
+    /* Where no receive is in flight, nothing else can take the socket's bytes. */
+    if (f->recv == RECV_IDLE || f->recv == RECV_POLLING_IN) return read_socket(u, fd, buf, n, len);
+    if (n) return (ssize_t)n;
+    if (f->recv == RECV_ENDED) return 0;
+    errno = f->recv == RECV_FAILED ? f->error : EAGAIN; /* or the receive in flight has yet to bring more */
+    return -1;
+}
+
+/* ---- Submitting ---- */
 
 static struct io_uring_sqe *next_sqe(xUring *u) {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
@@ -243,32 +385,27 @@ static struct io_uring_sqe *next_sqe(xUring *u) {
 static unsigned poll_mask(const xUringFd *f) {
     unsigned mask = 0;
     /* Input on a socket received ahead is told by its receive completions. */
-    if ((f->events & XEV_READ) && !f->ahead) mask |= POLLIN | POLLRDHUP;
+    if ((f->events & XEV_READ) && f->recv == RECV_DIRECT) mask |= POLLIN | POLLRDHUP;
     if (f->events & XEV_WRITE) mask |= POLLOUT;
     return mask;
 }
 
-/* Whether a socket received ahead needs a receive submitted. */
-static bool needs_receive(const xUringFd *f) {
-    return f->events && f->ahead && !f->receiving && !f->waiting_in && !f->ended && !f->error;
-}
-
-/* Multishot into the buffers or, while they are short on a socket they ran
- * out on, a one-shot wait for input (its reader then uses recv(2)). */
+/* A multishot receive into the buffers or, while more than half of them are
+ * held, a one-shot wait for input, after which the reader uses recv(2): a
+ * socket armed then would most likely find none. */
 static void prep_receive(xUring *u, int fd, struct io_uring_sqe *sqe) {
     xUringFd *f = &u->fds[fd];
-    if (f->starved && u->held > XURING_BUFS / 2) {
+    if (u->held > XURING_BUFS / 2) {
         io_uring_prep_poll_add(sqe, fd, POLLIN | POLLRDHUP);
         io_uring_sqe_set_data64(sqe, tag_of(KIND_POLLIN, fd, f->gen));
-        f->waiting_in = true;
+        f->recv = RECV_POLLING_IN;
         return;
     }
     io_uring_prep_recv_multishot(sqe, fd, NULL, 0, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = XURING_GROUP;
     io_uring_sqe_set_data64(sqe, tag_of(KIND_RECV, fd, f->gen));
-    f->receiving = true;
-    f->starved = false;
+    f->recv = RECV_AHEAD;
 }
 
 /* Turns this turn's removals and registrations into submission entries. */
@@ -295,7 +432,7 @@ static void queue_changes(xUring *u) {
             io_uring_sqe_set_data64(sqe, tag_of(KIND_POLL, fd, f->gen));
             f->polling = true;
         }
-        if (needs_receive(f)) {
+        if (f->events && f->recv == RECV_IDLE) {
             if (!(sqe = next_sqe(u))) break;
             prep_receive(u, fd, sqe);
         }
@@ -304,6 +441,8 @@ static void queue_changes(xUring *u) {
     if (i) memmove(u->arm, u->arm + i, (u->narm - i) * sizeof *u->arm);
     u->narm -= i;
 }
+
+/* ---- Completions ---- */
 
 static unsigned readiness(int res) {
     if (res < 0) return XEV_ERROR;
@@ -321,30 +460,31 @@ static unsigned received(xUring *u, int fd, const struct io_uring_cqe *cqe) {
     unsigned bits = XEV_READ;
     if (cqe->flags & IORING_CQE_F_BUFFER) {
         int16_t bid = (int16_t)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
-        u->held++;
+        take_buffer(u);
         u->chunks[bid] = (xChunk){.off = 0, .len = (uint16_t)(cqe->res > 0 ? cqe->res : 0), .next = NO_CHUNK};
         if (f->tail != NO_CHUNK)
             u->chunks[f->tail].next = bid;
         else
             f->head = bid;
         f->tail = bid;
-        if (++f->unread >= XURING_AHEAD_MAX && (cqe->flags & IORING_CQE_F_MORE) && !f->pausing) {
+        if (++f->unread >= XURING_AHEAD_MAX && (cqe->flags & IORING_CQE_F_MORE) && f->recv == RECV_AHEAD) {
             want_cancel(u, tag_of(KIND_RECV, fd, f->gen));
-            f->pausing = true;
+            f->recv = RECV_STOPPING;
         }
     }
     if (cqe->flags & IORING_CQE_F_MORE) return bits;
-    f->receiving = false;
-    bool paused = f->pausing;
-    f->pausing = false;
+    bool stopped = f->recv == RECV_STOPPING;
+    f->recv = RECV_IDLE;
     if (cqe->res == 0) {
-        f->ended = true;
+        f->recv = RECV_ENDED;
         bits |= XEV_EOF;
-    } else if (cqe->res == -ENOBUFS || paused) {
-        /* The reader finds the socket through recv(2) until it drains it. */
-        f->starved = true;
+    } else if (cqe->res == -ENOBUFS || stopped) {
+        /* The rest waits in the socket, which the reader takes until it
+         * drains it. */
+        if (cqe->res == -ENOBUFS) u->short_by++;
     } else if (cqe->res < 0) {
-        f->error = -cqe->res;
+        f->recv = RECV_FAILED;
+        f->error = (uint8_t)-cqe->res;
         bits |= XEV_ERROR;
     } else {
         want_arm(u, fd); /* ended by a full completion queue: receive on */
@@ -362,7 +502,7 @@ static unsigned take(xUring *u, const struct io_uring_cqe *cqe, int *fd_out) {
     if (!f->events || (uint32_t)(tag >> 32 & 0x3fffffff) != (f->gen & 0x3fffffff)) {
         /* A removed fd's: what it was received into goes straight back. */
         if (cqe->flags & IORING_CQE_F_BUFFER) {
-            u->held++;
+            take_buffer(u);
             give_back(u, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
         }
         return 0;
@@ -370,7 +510,7 @@ static unsigned take(xUring *u, const struct io_uring_cqe *cqe, int *fd_out) {
     *fd_out = fd;
     if (kind == KIND_RECV) return received(u, fd, cqe);
     if (kind == KIND_POLLIN) {
-        f->waiting_in = false;
+        f->recv = RECV_IDLE; /* the reader takes the socket, and arms a receive once drained */
         return readiness(cqe->res);
     }
     if (!(cqe->flags & IORING_CQE_F_MORE)) {
@@ -392,6 +532,7 @@ static int uring_wait(xPoller *poller, xPollerEvent *events, int max, int timeou
         u->enabled = true;
     }
     queue_changes(u);
+    timeout_ms = quiet_timeout(u, timeout_ms);
     int ret;
     if (timeout_ms == 0) {
         ret = io_uring_submit_and_get_events(&u->ring);
@@ -414,6 +555,13 @@ static int uring_wait(xPoller *poller, xPollerEvent *events, int max, int timeou
         if ((events[n].events = take(u, cqe, &events[n].fd))) n++;
     }
     io_uring_cq_advance(&u->ring, seen);
+    if (u->short_by || u->held * 2 > u->provided) provide_for_next_wait(u);
+    /* Quiet is a run of waits that slept their whole time and found nothing;
+     * while pages wait to be given back, each sleeps at most XURING_QUIET_MS. */
+    if (seen || ret != -ETIME)
+        u->quiet_ms = 0;
+    else if (u->touched)
+        u->quiet_ms += timeout_ms;
     return n;
 }
 
@@ -421,33 +569,42 @@ static void uring_destroy(xPoller *poller) {
     xUring *u = (xUring *)poller;
     io_uring_queue_exit(&u->ring);
     free(u->buf_ring);
-    free(u->bufs);
+    if (u->bufs) munmap(u->bufs, (size_t)XURING_BUFS * XURING_BUF_SIZE);
     free(u->fds);
     free(u->arm);
     free(u->cancel);
     free(u);
 }
 
-static const xPollerOps uring_ops = {"io_uring", uring_add,     uring_remove,    uring_wait,
-                                     uring_recv, uring_destroy, uring_recv_ahead};
+static const xPollerOps uring_ops = {
+    .name = "io_uring",
+    .add = uring_add,
+    .remove = uring_remove,
+    .wait = uring_wait,
+    .recv = uring_recv,
+    .recv_ahead = uring_recv_ahead,
+    .destroy = uring_destroy,
+};
 
-/* The provided buffer ring (Linux 5.19); without it sockets are only polled. */
+/* The provided buffer ring (Linux 5.19); without it sockets are only polled.
+ * The buffers' memory is only reserved here: a page is paid for when the
+ * kernel first receives into it. */
 static void setup_buffers(xUring *u) {
     void *ring_mem = NULL;
     if (posix_memalign(&ring_mem, 4096, XURING_BUFS * sizeof(struct io_uring_buf)) != 0) return;
-    u->bufs = malloc((size_t)XURING_BUFS * XURING_BUF_SIZE);
+    void *bufs = mmap(NULL, (size_t)XURING_BUFS * XURING_BUF_SIZE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     struct io_uring_buf_reg reg = {
         .ring_addr = (uintptr_t)ring_mem, .ring_entries = XURING_BUFS, .bgid = XURING_GROUP};
-    if (!u->bufs || io_uring_register_buf_ring(&u->ring, &reg, 0) != 0) {
+    if (bufs == MAP_FAILED || io_uring_register_buf_ring(&u->ring, &reg, 0) != 0) {
         free(ring_mem);
-        free(u->bufs);
-        u->bufs = NULL;
+        if (bufs != MAP_FAILED) munmap(bufs, (size_t)XURING_BUFS * XURING_BUF_SIZE);
         return;
     }
+    u->bufs = bufs;
     u->buf_ring = ring_mem;
     io_uring_buf_ring_init(u->buf_ring);
-    u->held = XURING_BUFS;
-    for (unsigned bid = 0; bid < XURING_BUFS; bid++) give_back(u, bid);
+    provide_more(u);
 }
 
 /* Set-up flags, best first: a kernel that does not know one says EINVAL. */
@@ -475,7 +632,12 @@ xPoller *xPollerUringCreate(char *why, size_t why_len) {
             free(u);
             return NULL;
         }
-        if (err == 0) u->enabled = !(p.flags & IORING_SETUP_R_DISABLED);
+        if (err == 0) {
+            u->enabled = !(p.flags & IORING_SETUP_R_DISABLED);
+            /* Elsewhere a buffer may be filled whenever this thread returns
+             * from the kernel, so its pages are never given back. */
+            u->completions_in_wait = p.flags & IORING_SETUP_DEFER_TASKRUN;
+        }
     }
     if (err < 0) {
         snprintf(why, why_len, "io_uring_setup: %s", strerror(-err));

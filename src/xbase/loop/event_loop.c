@@ -18,7 +18,11 @@
 #include "xbase/loop/loop_internal.h"
 #include "xbase/loop/timer_wheel.h"
 
-#define XLOOP_EVENTS 256
+/* Events taken per turn. A turn's connections keep their output (a pooled
+ * block each) until its end, when it is sent, so this bounds what a burst of
+ * ready connections pins at once; events past it wait for the next turn, a
+ * wait that does not sleep. */
+#define XLOOP_EVENTS 64
 
 typedef struct xWatch {
     xEventFn fn;
