@@ -5,8 +5,9 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 JOBS       ?= $(shell nproc)
+PREFIX     ?= /usr/local
 
-.PHONY: all release test check tsan fuzz run bench deps clean arena arena-image arena-image-test
+.PHONY: all release install test check tsan fuzz run bench deps clean arena arena-image arena-image-test
 
 all: release
 
@@ -17,6 +18,14 @@ deps:
 release: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DXK_BUILD_BENCHMARKS=ON -DXK_BUILD_EXAMPLES=ON
 	cmake --build $(BUILD) --parallel $(JOBS)
+
+# The library from make's build: headers, libxkit.so and libxkit.a, pkg-config files and the CMake
+# package, into PREFIX (ldconfig runs where that is /usr/local or /usr). It brings the library up to
+# date but installs nothing else, and runs no deps: `sudo make install` touches only what it must.
+install:
+	@test -f $(BUILD)/CMakeCache.txt || { echo "make install: nothing is built in $(BUILD)/; run make first" >&2; exit 1; }
+	cmake --build $(BUILD) --parallel $(JOBS) --target xkit_static xkit_shared
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # The build make test and make check share: everything, with AddressSanitizer and UBSan.
 define BUILD_SANITIZED

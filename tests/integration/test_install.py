@@ -7,10 +7,12 @@ request.
 The prefix here is a temporary folder, not one the dynamic linker searches, so
 the shared programs carry the library's folder as README says (-Wl,-rpath with
 pkg-config; CMake's own RPATH with find_package). Installing into /usr/local,
-where ld.so finds the library with no help, is tests/package/test_library_only.py."""
+where ld.so finds the library with no help, is tests/package/test_library_only.py.
+README's quick start is read out of README.md and built and run the same way."""
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -127,6 +129,23 @@ class InstallTest(unittest.TestCase):
 
     def test_program_built_with_pkg_config_links_the_shared_library_and_serves(self):
         binary = self.build_with_pkg_config("hello_pkgconfig", self.shared_flags())
+        self.assert_links(binary, shared=True)
+        self.serves_hello(binary)
+
+    def test_readme_quick_start_is_hello_server_and_builds_and_serves(self):
+        # The C block under README's "## Quick start", as a reader copies it: the same text as
+        # examples/hello_server.c (which the other tests build), built with README's command.
+        with open(os.path.join(SOURCE_DIR, "README.md"), encoding="utf-8") as f:
+            found = re.search(r"^## Quick start\n.*?^```c\n(.*?)^```$", f.read(), re.S | re.M)
+        self.assertIsNotNone(found, "README.md has no ```c block under '## Quick start'")
+        with open(os.path.join(SOURCE_DIR, "examples", "hello_server.c"), encoding="utf-8") as f:
+            self.assertEqual(found.group(1), f.read(), "README's quick start and examples/hello_server.c differ")
+        source = os.path.join(self.tmp, "readme_quick_start", "hello_server.c")
+        os.makedirs(os.path.dirname(source), exist_ok=True)
+        with open(source, "w", encoding="utf-8") as f:
+            f.write(found.group(1))
+        binary = os.path.join(self.tmp, "readme_quick_start", "hello_server")
+        run(["cc", source, "-o", binary] + self.shared_flags() + SANITIZE)
         self.assert_links(binary, shared=True)
         self.serves_hello(binary)
 
