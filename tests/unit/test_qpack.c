@@ -242,7 +242,7 @@ static void blocked_streams_are_limited(void) {
     CHECK_EQ_INT(decode(&d, 0, "020080", &s), XQPACK_BLOCKED); /* the same stream counts once */
     CHECK_EQ_INT(decode(&d, 4, "020080", &s), XQPACK_BLOCKED);
     xQpackDecoder spare = d;
-    uint64_t blocked[2] = {d.blocked[0], d.blocked[1]};
+    xQpackBlocked blocked[2] = {d.blocked[0], d.blocked[1]};
     spare.blocked = blocked;
     CHECK_EQ_INT(decode(&spare, 8, "020080", &s), XQPACK_DECOMPRESSION_FAILED);
     CHECK_EQ_INT(xQpackErrorCode(XQPACK_DECOMPRESSION_FAILED), 0x200);
@@ -254,6 +254,19 @@ static void blocked_streams_are_limited(void) {
     CHECK_EQ_INT(decode(&d, 0, "020080", &s), XQPACK_OK);
     CHECK_EQ_INT(d.blocked_count, 0);
     CHECK(output_is(&d, "8480"));
+    xQpackDecoderFree(&d);
+
+    /* A blocked section keeps the Required Insert Count it read: with room for one entry
+     * (the count wraps every 2), read again after three inserts it would say 3, not 1,
+     * and find abs 2 where the encoder meant abs 0, long evicted. */
+    CHECK(xQpackDecoderInit(&d, 32, 1) == 0);
+    CHECK_EQ_INT(read_encoder(&d, "20"), XQPACK_OK);
+    CHECK_EQ_INT(read_encoder(&d, "3f01"), XQPACK_OK); /* capacity 32 */
+    CHECK_EQ_INT(decode(&d, 0, "020080", &s), XQPACK_BLOCKED);
+    CHECK_EQ_INT(s.required_insert_count, 1);
+    CHECK_EQ_INT(read_encoder(&d, "400040004000"), XQPACK_OK);
+    CHECK_EQ_INT(decode(&d, 0, "020080", &s), XQPACK_DECOMPRESSION_FAILED);
+    CHECK_EQ_INT(s.required_insert_count, 1);
     xQpackDecoderFree(&d);
 
     /* With no blocked streams allowed, any wait is an error. */

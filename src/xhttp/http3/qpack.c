@@ -289,9 +289,11 @@ xStr xQpackDecoderTakeOutput(xQpackDecoder *d) {
     return out;
 }
 
-static bool unblock(xQpackDecoder *d, uint64_t stream_id) {
+/* Takes stream_id out of the blocked set; true, with the count it read, when it was there. */
+static bool unblock(xQpackDecoder *d, uint64_t stream_id, uint64_t *required) {
     for (size_t i = 0; i < d->blocked_count; i++) {
-        if (d->blocked[i] == stream_id) {
+        if (d->blocked[i].stream_id == stream_id) {
+            *required = d->blocked[i].required;
             d->blocked[i] = d->blocked[--d->blocked_count];
             return true;
         }
@@ -300,7 +302,8 @@ static bool unblock(xQpackDecoder *d, uint64_t stream_id) {
 }
 
 xQpackResult xQpackDecoderCancelStream(xQpackDecoder *d, uint64_t stream_id) {
-    unblock(d, stream_id);
+    uint64_t required;
+    unblock(d, stream_id, &required);
     /* §4.4.2: a decoder whose table can hold nothing may leave cancellations out. */
     if (d->max_capacity && !queue_instruction(d, 0x40, 6, stream_id)) return XQPACK_DECOMPRESSION_FAILED;
     return XQPACK_OK;
@@ -450,24 +453,31 @@ static bool literal(const xQpackDecoder *d, const Prefix *x, Sink *k, const uint
     return true;
 }
 
-/* §4.5.1: Required Insert Count from its encoding, then Base. */
-static bool read_prefix(const xQpackDecoder *d, const uint8_t **p, const uint8_t *end, Prefix *x) {
-    uint64_t encoded, delta;
-    if (read_int(p, end, 8, &encoded) != READ_OK) return false;
+/* §4.5.1.1: Required Insert Count from its encoding and the inserts so far. */
+static bool required_insert_count(const xQpackDecoder *d, uint64_t encoded, uint64_t *required) {
     uint64_t max_entries = d->max_capacity / XQPACK_ENTRY_OVERHEAD, full_range = 2 * max_entries;
     if (encoded == 0) {
-        x->required = 0;
-    } else {
-        if (encoded > full_range) return false;
-        uint64_t max_value = d->inserts + max_entries;
-        uint64_t required = max_value / full_range * full_range + encoded - 1;
-        if (required > max_value) {
-            if (required <= full_range) return false;
-            required -= full_range;
-        }
-        if (required == 0) return false;
-        x->required = required;
+        *required = 0;
+        return true;
     }
+    if (encoded > full_range) return false;
+    uint64_t max_value = d->inserts + max_entries;
+    uint64_t r = max_value / full_range * full_range + encoded - 1;
+    if (r > max_value) {
+        if (r <= full_range) return false;
+        r -= full_range;
+    }
+    *required = r;
+    return r != 0;
+}
+
+/* §4.5.1: Required Insert Count (kept as it was read when the section blocked: known),
+ * then Base. */
+static bool read_prefix(const xQpackDecoder *d, const uint8_t **p, const uint8_t *end, bool known,
+                        Prefix *x) {
+    uint64_t encoded, delta;
+    if (read_int(p, end, 8, &encoded) != READ_OK) return false;
+    if (!known && !required_insert_count(d, encoded, &x->required)) return false;
     if (*p >= end) return false;
     bool negative = **p & 0x80;
     if (read_int(p, end, 7, &delta) != READ_OK) return false;
@@ -487,12 +497,12 @@ xQpackResult xQpackDecodeSection(xQpackDecoder *d, uint64_t stream_id, const uin
     s->count = 0;
     s->size = 0;
     s->required_insert_count = 0;
-    if (!read_prefix(d, &p, end, &x)) return XQPACK_DECOMPRESSION_FAILED;
+    bool known = unblock(d, stream_id, &x.required); /* counted again below if it still waits */
+    if (!read_prefix(d, &p, end, known, &x)) return XQPACK_DECOMPRESSION_FAILED;
     s->required_insert_count = x.required;
-    unblock(d, stream_id);         /* counted again below if it still waits */
     if (x.required > d->inserts) { /* §2.1.2 */
         if (d->blocked_count == d->max_blocked) return XQPACK_DECOMPRESSION_FAILED;
-        d->blocked[d->blocked_count++] = stream_id;
+        d->blocked[d->blocked_count++] = (xQpackBlocked){stream_id, x.required};
         return XQPACK_BLOCKED;
     }
     Sink k = {s, 0, false};

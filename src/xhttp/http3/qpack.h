@@ -64,6 +64,12 @@ typedef struct xQpackEntry {
     uint8_t flags; /* the verdict: XHPACK_BAD_NAME | XHPACK_BAD_VALUE */
 } xQpackEntry;
 
+/** A stream whose section waits for inserts, and the Required Insert Count it read: a
+ *  count decoded later, against more inserts, could wrap to another value (§4.5.1.1). */
+typedef struct xQpackBlocked {
+    uint64_t stream_id, required;
+} xQpackBlocked;
+
 /** A decoding context, one per connection: the dynamic table, the streams blocked on
  *  it, and the decoder stream bytes waiting to be sent. */
 typedef struct xQpackDecoder {
@@ -77,7 +83,7 @@ typedef struct xQpackDecoder {
     size_t max_capacity;               /* our SETTINGS_QPACK_MAX_TABLE_CAPACITY */
     uint64_t inserts;                  /* every insert so far: the absolute index of the next */
     uint64_t known_received;           /* the encoder's Known Received Count, as our instructions set it */
-    uint64_t *blocked;                 /* the streams blocked now, at most max_blocked */
+    xQpackBlocked *blocked;            /* the streams blocked now, at most max_blocked */
     size_t blocked_count, max_blocked; /* max_blocked: our SETTINGS_QPACK_BLOCKED_STREAMS */
     uint8_t *out;                      /* decoder stream instructions not yet taken */
     size_t out_len, out_cap;
