@@ -520,6 +520,20 @@ xQpackResult xQpackDecodeSection(xQpackDecoder *d, uint64_t stream_id, const uin
 
 /* ---- the encoder ---- */
 
+xQpackResult xQpackEncoderReadDecoder(const uint8_t *in, size_t len, size_t *consumed) {
+    const uint8_t *p = in, *end = in + len;
+    *consumed = 0;
+    while (p < end) {
+        if ((*p & 0xc0) != 0x40) return XQPACK_DECODER_STREAM_ERROR; /* an acknowledgment or increment */
+        uint64_t stream_id;
+        Read r = read_int(&p, end, 6, &stream_id); /* Stream Cancellation: 01 stream(6) */
+        if (r == READ_BAD) return XQPACK_DECODER_STREAM_ERROR;
+        if (r == READ_SHORT) break;
+        *consumed = (size_t)(p - in);
+    }
+    return XQPACK_OK;
+}
+
 uint8_t *xQpackEncodeBegin(uint8_t *p) {
     *p++ = 0x00; /* Required Insert Count 0 */
     *p++ = 0x00; /* Base 0 */

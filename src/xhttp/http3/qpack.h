@@ -161,6 +161,12 @@ uint8_t *xQpackWriteInt(uint8_t *p, uint8_t high_bits, int prefix_bits, uint64_t
 /** Starts a section: writes its prefix (XQPACK_PREFIX_SIZE bytes). */
 uint8_t *xQpackEncodeBegin(uint8_t *p);
 
+/** Reads the peer's decoder stream (RFC 9204 §4.4) as our static-only encoder must: a
+ *  Stream Cancellation is fine, but a Section Acknowledgment or an Insert Count Increment
+ *  refers to inserts or sections we never made, XQPACK_DECODER_STREAM_ERROR (§4.4.1, §4.4.3).
+ *  Only whole instructions are consumed (*consumed), as xQpackDecoderReadEncoder does. */
+xQpackResult xQpackEncoderReadDecoder(const uint8_t *in, size_t len, size_t *consumed);
+
 /** Writes :status; the static table's statuses take one byte. At most 6 bytes. */
 uint8_t *xQpackEncodeStatus(uint8_t *p, int status);
 
