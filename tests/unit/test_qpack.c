@@ -229,6 +229,19 @@ static void partial_encoder_instructions_wait(void) {
     CHECK(entry_is(&d, 0, ":authority", "www.example.com"));
     /* A length no table of ours could hold is refused before its bytes come. */
     CHECK_EQ_INT(read_encoder(&d, "5fff01"), XQPACK_ENCODER_STREAM_ERROR);
+    /* So is a Huffman length near 2^62, whose bit count would overflow. */
+    uint8_t huge[16], *end = xQpackWriteInt(huge, 0x60, 5, (UINT64_C(1) << 62) - 1);
+    CHECK_EQ_INT(xQpackDecoderReadEncoder(&d, huge, (size_t)(end - huge), &used),
+                 XQPACK_ENCODER_STREAM_ERROR);
+    end = xQpackWriteInt(huge, 0xc0, 6, 0); /* :authority = a Huffman value of 4 * 220 + 4 bytes */
+    end = xQpackWriteInt(end, 0x80, 7, 4 * 220 + 4);
+    CHECK_EQ_INT(xQpackDecoderReadEncoder(&d, huge, (size_t)(end - huge), &used),
+                 XQPACK_ENCODER_STREAM_ERROR);
+    end =
+        xQpackWriteInt(huge, 0xc0, 6, 0); /* a little less waits for its bytes: the insert itself judges it */
+    end = xQpackWriteInt(end, 0x80, 7, 4 * 220 + 3);
+    CHECK_EQ_INT(xQpackDecoderReadEncoder(&d, huge, (size_t)(end - huge), &used), XQPACK_OK);
+    CHECK_EQ_INT(used, 0);
     xQpackDecoderFree(&d);
 }
 

@@ -163,7 +163,8 @@ bool xQpackDecoderEntry(const xQpackDecoder *d, uint64_t abs, char *buf, size_t 
 /* Reads a string literal whose length has a prefix_bits prefix and whose Huffman flag is
  * huffman_bit of the first byte, into spill at *used when Huffman-coded. A length that
  * could never fit the table is bad before its bytes arrive: a Huffman code is at most 30
- * bits a symbol, so n bytes decode to at least (8n - 7) / 30. */
+ * bits a symbol, so n bytes decode to at least (8n - 7) / 30, more than n / 4 from 14 on
+ * (and n / 4 cannot overflow, as 8n can). */
 static Read read_insert_string(xQpackDecoder *d, const uint8_t **p, const uint8_t *end, uint8_t huffman_bit,
                                int prefix_bits, size_t *used, xStr *out) {
     if (*p >= end) return READ_SHORT;
@@ -171,8 +172,7 @@ static Read read_insert_string(xQpackDecoder *d, const uint8_t **p, const uint8_
     uint64_t n;
     Read r = read_int(p, end, prefix_bits, &n);
     if (r != READ_OK) return r;
-    uint64_t fewest = huffman ? (n * 8 > 7 ? (n * 8 - 7) / 30 : 0) : n;
-    if (fewest > d->max_capacity) return READ_BAD;
+    if ((huffman ? n / 4 : n) > d->max_capacity) return READ_BAD;
     if (n > (size_t)(end - *p)) return READ_SHORT;
     const uint8_t *s = *p;
     *p += n;
