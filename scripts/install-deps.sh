@@ -16,6 +16,8 @@ needs=(
   wrk:wrk
   ca-certificates:/etc/ssl/certs/ca-certificates.crt
   libnghttp2-dev:/usr/include/nghttp2/nghttp2.h
+  # QPACK's oracle in the fuzz harnesses (tests/fuzz/), never linked into the library
+  libnghttp3-dev:/usr/include/nghttp3/nghttp3.h
   libjansson-dev:/usr/include/jansson.h
   libssl-dev:/usr/include/openssl/ssl.h
   zlib1g-dev:/usr/include/zlib.h

@@ -28,6 +28,9 @@ LAYERS = {
     "xhttp/http1": (7, ("xbase", "xhttp")),
     "xhttp/http2": (7, ("xbase", "xhttp")),
     "xhttp/websocket": (7, ("xbase", "xhttp")),
+    # HTTP/3's QPACK reuses HPACK's Huffman code, field type and verdicts, and HTTP/2's
+    # request checks: it sits just above http2/ (nothing in http2/ knows it).
+    "xhttp/http3": (8, ("xbase", "xhttp")),
     "xhttp/upgrade": (8, ("xbase", "xhttp")),
     "xhttp/grpc": (8, ("xbase", "xhttp")),
     "xhttp/observe": (8, ("xbase", "xhttp")),

@@ -102,29 +102,6 @@ uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s) {
     return p;
 }
 
-/* ---- verdicts ---- */
-
-static uint8_t name_verdict(xStr name) {
-    size_t i = name.len && name.data[0] == ':' ? 1 : 0;
-    if (i == name.len) return XHPACK_BAD_NAME;
-    for (; i < name.len; i++) {
-        unsigned char c = (unsigned char)name.data[i];
-        if (!xHttpIsTokenChar(c) || (c >= 'A' && c <= 'Z')) return XHPACK_BAD_NAME;
-    }
-    return 0;
-}
-
-static uint8_t value_verdict(xStr v) {
-    if (v.len &&
-        (v.data[0] == ' ' || v.data[0] == '\t' || v.data[v.len - 1] == ' ' || v.data[v.len - 1] == '\t'))
-        return XHPACK_BAD_VALUE;
-    for (size_t i = 0; i < v.len; i++) {
-        char c = v.data[i];
-        if (c == '\0' || c == '\r' || c == '\n') return XHPACK_BAD_VALUE;
-    }
-    return 0;
-}
-
 /* ---- the dynamic table ---- */
 
 static xHpackEntry *entry_at(const xHpackTable *t, size_t i) { /* i = 1 is the newest */
@@ -349,7 +326,7 @@ static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t 
     if (index == 0) {
         if (!read_string(d, k, p, end, index_it, &name)) return false;
         token = name.data ? (uint16_t)xHpackTokenOf(name.data, name.len) : XHPACK_TOKEN_NONE;
-        verdict = name.data ? name_verdict(name) : XHPACK_BAD_NAME;
+        verdict = name.data ? xHpackNameVerdict(name) : XHPACK_BAD_NAME;
     } else if (index <= STATIC_COUNT) {
         name = xHpackStatic[index].name;
         token = (uint16_t)xHpackStatic[index].token;
@@ -363,7 +340,7 @@ static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t 
         return false;
     }
     if (!read_string(d, k, p, end, index_it, &value)) return false;
-    verdict |= value.data ? value_verdict(value) : XHPACK_BAD_VALUE;
+    verdict |= value.data ? xHpackValueVerdict(value) : XHPACK_BAD_VALUE;
     emit(k, name, value, token, verdict | flags);
     if (index_it) {
         if (name.data && value.data) {

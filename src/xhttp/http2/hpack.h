@@ -23,6 +23,8 @@
 
 #include <xbase/str.h>
 
+#include "xhttp/core/tokens.h"
+
 /** Well-known field names: every name of the static table (RFC 7541 Appendix A,
  *  in its order, pseudo-headers without the colon), then the connection-specific
  *  names RFC 9113 §8.2.2 forbids. hpack_gen.py names them, so they cannot drift. */
@@ -100,6 +102,30 @@ enum {
     XHPACK_BAD_VALUE = 2,     /* NUL, CR or LF, or leading or trailing SP/HTAB */
     XHPACK_NEVER_INDEXED = 4, /* sent as "never indexed" (RFC 7541 §6.2.3): forward it so */
 };
+
+/** A name's verdict: XHPACK_BAD_NAME unless lower-case tchars after an optional leading ':'.
+ *  Shared with QPACK (http3/), which holds fields to the same rules (RFC 9114 §4.2). */
+static inline uint8_t xHpackNameVerdict(xStr name) {
+    size_t i = name.len && name.data[0] == ':' ? 1 : 0;
+    if (i == name.len) return XHPACK_BAD_NAME;
+    for (; i < name.len; i++) {
+        unsigned char c = (unsigned char)name.data[i];
+        if (!xHttpIsTokenChar(c) || (c >= 'A' && c <= 'Z')) return XHPACK_BAD_NAME;
+    }
+    return 0;
+}
+
+/** A value's verdict: XHPACK_BAD_VALUE for NUL, CR, LF or leading or trailing SP/HTAB. */
+static inline uint8_t xHpackValueVerdict(xStr v) {
+    if (v.len &&
+        (v.data[0] == ' ' || v.data[0] == '\t' || v.data[v.len - 1] == ' ' || v.data[v.len - 1] == '\t'))
+        return XHPACK_BAD_VALUE;
+    for (size_t i = 0; i < v.len; i++) {
+        char c = v.data[i];
+        if (c == '\0' || c == '\r' || c == '\n') return XHPACK_BAD_VALUE;
+    }
+    return 0;
+}
 
 /** A decoded field: views that live as long as the block and the scratch buffer. */
 typedef struct xHpackField {
