@@ -7,7 +7,9 @@ which fills the socket's send buffer so that PQflush waits for the loop to
 say the socket is writable, and gets it back. Every result is checked by the
 program. Runs on the backend XK_IO names, as every test."""
 
+import glob
 import os
+import pwd
 import subprocess
 import unittest
 
@@ -21,7 +23,8 @@ from support.interop import (
     wait_for_port,
 )
 
-PG_BIN = ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"]
+# Debian keeps the server's programs off PATH, under its major version.
+PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
 BIG_BYTES = 6 * 1024 * 1024
 
 
@@ -59,8 +62,6 @@ class LibpqAsyncTest(unittest.TestCase):
 
     @staticmethod
     def postgres_ids():
-        import pwd
-
         entry = pwd.getpwnam("postgres")
         return entry.pw_uid, entry.pw_gid
 
