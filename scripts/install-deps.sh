@@ -30,6 +30,13 @@ needs=(
   clang-format-14:clang-format-14
   brotli:brotli
   debootstrap:/usr/sbin/debootstrap
+  # The interop tests (tests/integration/test_interop_*.py): libraries from elsewhere on xKit's
+  # loop, linked by their test programs only, and the real servers they talk to.
+  libcurl4-openssl-dev:/usr/include/x86_64-linux-gnu/curl/curl.h
+  libpq-dev:/usr/include/postgresql/libpq-fe.h
+  postgresql:/usr/lib/postgresql
+  libhiredis-dev:/usr/include/hiredis/async.h
+  redis-server:redis-server
 )
 
 install_needs install-deps "${needs[@]}"

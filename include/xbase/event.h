@@ -36,6 +36,8 @@ enum {
      *  completion backend may receive ahead into its own buffers (XEV_READ
      *  then says bytes wait there). Never reported. */
     XEV_RECV = 1u << 4,
+    /** For xEventLoopAdd: edge-triggered (see "Modes" below). Never reported. */
+    XEV_EDGE = 1u << 5,
 };
 
 /** Called when fd becomes ready; events holds XEV_* bits. */
@@ -70,12 +72,52 @@ xErrno xEventLoopRun(xEventLoop *loop);
  *  Run, makes that Run return at once. Loop thread only. */
 void xEventLoopStop(xEventLoop *loop);
 
-/** Starts watching fd. Edge-triggered: a callback must drain what it reads
- *  (or remember that it did not) because it is not called again until new
- *  readiness arrives. Registering XEV_READ|XEV_WRITE once avoids later changes. */
+/* ---- Watching descriptors ----
+ *
+ * Modes. A watch is level-triggered unless added with XEV_EDGE:
+ *
+ *  - Level-triggered (the default): fd's callback is called every turn of the
+ *    loop for as long as fd is ready for what the watch asks: a socket that
+ *    stays writable reports XEV_WRITE turn after turn, one with unread input
+ *    XEV_READ, whether the readiness came before or after the watch. This is
+ *    what libraries written for poll(2)-style loops expect (libcurl's
+ *    multi-socket API, libpq, hiredis, c-ares): they read or write a little,
+ *    return, and count on hearing again. A callback that does not want to hear
+ *    of a readiness again takes it out of the watch with xEventLoopModify
+ *    (ask for XEV_READ only once the output is flushed, say).
+ *  - Edge-triggered (XEV_EDGE): the callback hears of a readiness once, when it
+ *    arrives, and not again until new readiness arrives, so it must drain what
+ *    it reads (or write until EAGAIN), or remember that it did not. It costs
+ *    nothing per turn: xKit's own connections, listeners and wake-up
+ *    descriptors use it and ask for XEV_READ|XEV_WRITE once for good.
+ *
+ * XEV_RECV watches are edge-triggered whatever the flags say: their input is
+ * told by what the backend received ahead.
+ *
+ * On epoll a level watch is an ordinary epoll registration and an edge one
+ * EPOLLET. On io_uring an edge watch is one multishot poll for the watch's
+ * life; a level watch is a one-shot poll armed again after each report (with
+ * the next wait, in the same system call), which finds fd still ready and
+ * reports it in the next turn: one submission entry per report. */
+
+/** Starts watching fd for the XEV_READ/XEV_WRITE bits in events, plus
+ *  XEV_EDGE (edge-triggered; level-triggered without it) and XEV_RECV.
+ *  Returns XERR_INVALID for a negative fd or no fn, XERR_SYS when the backend
+ *  refuses fd (errno says why; EEXIST: already watched). */
 xErrno xEventLoopAdd(xEventLoop *loop, int fd, unsigned events, xEventFn fn, void *arg);
 
-/** Stops watching fd. Safe to call from within fd's own callback. */
+/** Changes what the watch on fd waits for to the XEV_READ/XEV_WRITE bits in
+ *  events (0: nothing, for now), keeping its callback, arg and mode; other bits
+ *  are ignored. Safe within fd's own callback, and any other. A level watch
+ *  reports a readiness newly asked for at the next turn if fd has it; so does
+ *  an edge watch, once. Returns XERR_INVALID when fd is not watched,
+ *  XERR_SYS when the backend refuses. */
+xErrno xEventLoopModify(xEventLoop *loop, int fd, unsigned events);
+
+/** Stops watching fd. Safe to call from within fd's own callback, which may
+ *  then add fd (or a new descriptor with its number) again: an event of the
+ *  old watch still due that turn may reach the new one, as a readiness it
+ *  finds nothing behind (EAGAIN). */
 void xEventLoopRemove(xEventLoop *loop, int fd);
 
 /** recv() through the loop's backend. Returns bytes read, 0 at end of stream,
@@ -126,7 +168,17 @@ void xEventLoopPreciseClock(xEventLoop *loop, bool on);
  * the tick that holds it, so a timer may fire up to 8 ms late (armed for 1 ms,
  * it fires after 1 to 8 ms; for 500 ms, after 500 to 507 ms), and a busy
  * loop, which looks at the wheel every turn, fires it sooner. The loop's
- * clock (xEventLoopNowMs) is sampled once per turn. */
+ * clock (xEventLoopNowMs) is sampled once per turn.
+ *
+ * Precise timers (xTimerStartPrecise) are for deadlines to the microsecond:
+ * a protocol library's retransmission or pacing timer, say. The loop's wait
+ * ends at the earliest of them (epoll_pwait2 on epoll, the wait's timespec on
+ * io_uring), so on a loop with nothing else to do one fires some tens of
+ * microseconds after its deadline (the kernel's timer slack and a wake-up),
+ * never before. They cost more than wheel timers: arming reads the clock and
+ * walks a sorted list of the precise timers armed (keep them few: tens, not
+ * thousands), and while any is armed each turn reads the precise clock (as
+ * xEventLoopPreciseClock(loop, true) does). Wheel timers pay nothing for them. */
 
 typedef struct xTimer xTimer;
 
@@ -141,7 +193,7 @@ typedef void (*xTimerFn)(xEventLoop *loop, xTimer *timer, void *arg);
 struct xTimer {
     xTimer *next; /* wheel slot list */
     xTimer *prev;
-    uint64_t deadline; /* loop milliseconds */
+    uint64_t deadline; /* loop milliseconds; a precise timer's microseconds, marked */
     xTimerFn fn;
     void *arg;
 };
@@ -152,6 +204,12 @@ void xTimerInit(xTimer *timer, xTimerFn fn, void *arg);
 
 /** Arms (or re-arms) timer to fire after_ms from now. */
 void xTimerStart(xEventLoop *loop, xTimer *timer, uint64_t after_ms);
+
+/** Arms (or re-arms) timer to fire after_us microseconds from now (the
+ *  moment of the call, read from CLOCK_MONOTONIC), never before; see
+ *  "Precise timers" above. xTimerStart, xTimerStop and xTimerActive work on
+ *  it as on any timer. */
+void xTimerStartPrecise(xEventLoop *loop, xTimer *timer, uint64_t after_us);
 
 /** Disarms timer; harmless when it is not armed. */
 void xTimerStop(xEventLoop *loop, xTimer *timer);

@@ -265,7 +265,7 @@ static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *ar
 static xErrno start_listening(xWorker *w) {
     for (int i = 0; i < w->server->nlisteners; i++) {
         if (w->listen_fds[i] < 0) continue;
-        xErrno err = xEventLoopAdd(w->loop, w->listen_fds[i], XEV_READ, on_accept, w);
+        xErrno err = xEventLoopAdd(w->loop, w->listen_fds[i], XEV_READ | XEV_EDGE, on_accept, w);
         if (err != XOK) return err;
     }
     return XOK;
@@ -291,7 +291,7 @@ static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
     w->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (w->stop_fd < 0) return XERR_SYS;
-    return xEventLoopAdd(w->loop, w->stop_fd, XEV_READ, on_stop_fd, w);
+    return xEventLoopAdd(w->loop, w->stop_fd, XEV_READ | XEV_EDGE, on_stop_fd, w);
 }
 
 static void run_stop_hook(xWorker *w) {
@@ -647,7 +647,7 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
     if (server->attached) {
         /* The caller may run its loop without xHttpServerRun: accept now. */
         xWorker *w = &server->workers[0];
-        err = xEventLoopAdd(w->loop, w->listen_fds[slot], XEV_READ, on_accept, w);
+        err = xEventLoopAdd(w->loop, w->listen_fds[slot], XEV_READ | XEV_EDGE, on_accept, w);
         if (err != XOK) {
             close(w->listen_fds[slot]); /* the slot stays free: the caller still owns tls */
             w->listen_fds[slot] = -1;
@@ -785,7 +785,8 @@ static xErrno run_attached(xHttpServer *server) {
     xEventLoop *loop = server->workers[0].loop;
     if (server->conf.handle_signals) {
         server->signal_fd = signalfd(-1, &server->stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
-        if (server->signal_fd >= 0) xEventLoopAdd(loop, server->signal_fd, XEV_READ, on_signal, server);
+        if (server->signal_fd >= 0)
+            xEventLoopAdd(loop, server->signal_fd, XEV_READ | XEV_EDGE, on_signal, server);
     }
     server->runs_loop = true;
     xErrno err = xEventLoopRun(loop);

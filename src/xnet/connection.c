@@ -87,7 +87,7 @@ xConn *xConnCreate(xNetContext *net, int fd, const xNetAddr *addr, const xConnPr
     if (addr) conn->addr = *addr;
     xTimerInit(&conn->timer, on_timer, conn);
     conn->flush_soon.fn = flush_at_turn_end;
-    if (xEventLoopAdd(net->loop, fd, XEV_READ | XEV_WRITE | XEV_RECV, on_io, conn) != XOK) {
+    if (xEventLoopAdd(net->loop, fd, XEV_READ | XEV_WRITE | XEV_RECV | XEV_EDGE, on_io, conn) != XOK) {
         close(fd);
         free(conn);
         return NULL;

@@ -1,13 +1,14 @@
 /* poller.h — the I/O backend under xEventLoop, picked when a loop is created:
  * io_uring (poller_uring.c) where the kernel allows it, else epoll
- * (poller_epoll.c). Both report edge-triggered readiness through one small
- * table, so the loop and the connection code above it never know which one
- * runs. The loop is the only caller. */
+ * (poller_epoll.c). Both report level- or edge-triggered readiness (as each
+ * watch asks, XEV_EDGE) through one small table, so the loop and the connection code above it never know
+ * which one runs. The loop is the only caller. */
 #ifndef XBASE_IO_POLLER_H
 #define XBASE_IO_POLLER_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <xbase/event.h>
@@ -21,13 +22,20 @@ typedef struct xPollerEvent {
 
 typedef struct xPollerOps {
     const char *name; /* "epoll" or "io_uring", as the start-up log line says */
-    /** Registers fd, edge-triggered, for the XEV_* bits in events. 0 or -1/errno. */
+    /** Registers fd for the XEV_READ/XEV_WRITE bits in events, edge-triggered
+     *  with XEV_EDGE, else level-triggered (XEV_RECV comes with XEV_EDGE).
+     *  0 or -1/errno. */
     int (*add)(xPoller *poller, int fd, unsigned events);
+    /** Replaces what fd's registration waits for with events (add's bits, the
+     *  mode and XEV_RECV unchanged); may be called from fd's own callback.
+     *  0 or -1/errno. */
+    int (*modify)(xPoller *poller, int fd, unsigned events);
     /** Unregisters fd; no event for it is reported after this. */
     void (*remove)(xPoller *poller, int fd);
-    /** Waits up to timeout_ms (-1: forever) and fills at most max events.
-     *  Returns how many, or -1 with errno (EINTR is reported as 0). */
-    int (*wait)(xPoller *poller, xPollerEvent *events, int max, int timeout_ms);
+    /** Waits up to timeout_us microseconds (-1: forever; never less) and
+     *  fills at most max events. Returns how many, or -1 with errno (EINTR is
+     *  reported as 0). */
+    int (*wait)(xPoller *poller, xPollerEvent *events, int max, int64_t timeout_us);
     /** recv(2) for the loop's callers: on an fd added with XEV_RECV, what the
      *  backend received ahead. */
     ssize_t (*recv)(xPoller *poller, int fd, void *buf, size_t len);

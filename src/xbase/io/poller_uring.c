@@ -1,6 +1,7 @@
-/* poller_uring.c — the io_uring backend: edge-triggered readiness from one
- * multishot poll per fd, every registration and removal of a loop turn
- * submitted together with the wait in one io_uring_enter. Sockets whose every
+/* poller_uring.c — the io_uring backend: readiness from one multishot poll
+ * per edge-triggered fd, and from a one-shot poll armed again after each
+ * report for a level-triggered one, every registration, re-arming and removal
+ * of a loop turn submitted together with the wait in one io_uring_enter. Sockets whose every
  * read goes through the loop (XEV_RECV) are not polled for input: a
  * multishot receive fills buffers from one ring per loop ahead of the reader,
  * whose xEventLoopRecv copies them out, so reading costs no system call.
@@ -106,11 +107,16 @@ typedef enum xRecvMode {
     RECV_FAILED,
 } xRecvMode;
 
+/* In xUringFd.events: the fd is watched (it may wait for nothing, for now). */
+#define WATCHED 0x80u
+_Static_assert((WATCHED & (XEV_READ | XEV_WRITE | XEV_RECV | XEV_EDGE)) == 0, "a bit of its own");
+
 typedef struct xUringFd {
     uint32_t gen;       /* bumped by every add and remove: older completions are stale */
+    uint32_t poll_gen;  /* the same for its poll, bumped by modify too: a poll cancelled is stale */
     int16_t head, tail; /* received chunks not yet read, linked through xUring.chunks */
     uint16_t unread;    /* how many */
-    uint8_t events;     /* XEV_* asked for; 0: not watched */
+    uint8_t events;     /* XEV_* asked for, and WATCHED; 0: not watched */
     uint8_t recv;       /* xRecvMode */
     uint8_t error;      /* RECV_FAILED's errno (every errno value fits) */
     bool queued;        /* in the arm list */
@@ -230,17 +236,18 @@ static void provide_for_next_wait(xUring *u) {
     u->short_by = 0;
 }
 
-/* The wait's timeout: the loop's, but at most XURING_QUIET_MS while there are
- * pages to give back, so that a loop going quiet wakes to give them. */
-static int quiet_timeout(xUring *u, int timeout_ms) {
-    if (!u->touched) return timeout_ms;
+/* The wait's timeout (microseconds): the loop's, but at most XURING_QUIET_MS
+ * while there are pages to give back, so that a loop going quiet wakes to
+ * give them. */
+static int64_t quiet_timeout(xUring *u, int64_t timeout_us) {
+    if (!u->touched) return timeout_us;
     if (u->quiet_ms < XURING_QUIET_MS)
-        return (unsigned)timeout_ms > XURING_QUIET_MS ? XURING_QUIET_MS : timeout_ms;
+        return (uint64_t)timeout_us > XURING_QUIET_MS * 1000u ? XURING_QUIET_MS * 1000 : timeout_us;
     if (!u->completions_in_wait)
         u->touched = false; /* buffers may be filled whenever this thread leaves the kernel: never */
     else if (io_uring_cq_ready(&u->ring) == 0 && !io_uring_cq_has_overflow(&u->ring))
         give_pages_back(u);
-    return timeout_ms; /* (with completions left, it returns at once) */
+    return timeout_us; /* (with completions left, it returns at once) */
 }
 
 /* ---- Registrations ---- */
@@ -263,12 +270,31 @@ static int uring_add(xPoller *poller, int fd, unsigned events) {
     }
     *f = (xUringFd){
         .gen = f->gen + 1,
-        .events = (uint8_t)events,
+        .poll_gen = f->poll_gen + 1,
+        .events = (uint8_t)(events | WATCHED),
         .recv = (events & XEV_RECV) && u->buf_ring ? RECV_IDLE : RECV_DIRECT,
         .queued = f->queued,
         .head = NO_CHUNK,
         .tail = NO_CHUNK,
     };
+    want_arm(u, fd);
+    return f->queued ? 0 : -1;
+}
+
+/* A poll in flight is cancelled (its completions are stale from now on) and
+ * one for the new events armed at the end of the turn; from fd's own callback
+ * a level watch has none in flight, and its re-arming takes the new events. */
+static int uring_modify(xPoller *poller, int fd, unsigned events) {
+    xUring *u = (xUring *)poller;
+    xUringFd *f = &u->fds[fd]; /* the loop modifies only what it added */
+    uint8_t wanted = (uint8_t)(events | WATCHED);
+    if (wanted == f->events) return 0;
+    f->events = wanted;
+    if (f->polling) {
+        want_cancel(u, tag_of(KIND_POLL, fd, f->poll_gen));
+        f->poll_gen++;
+        f->polling = false;
+    }
     want_arm(u, fd);
     return f->queued ? 0 : -1;
 }
@@ -280,7 +306,7 @@ static void uring_remove(xPoller *poller, int fd) {
     /* A request holds a reference to the file, so the socket only really
      * closes (and its peer sees the FIN) once the cancellations are
      * submitted: at the end of this loop turn. */
-    if (f->polling) want_cancel(u, tag_of(KIND_POLL, fd, f->gen));
+    if (f->polling) want_cancel(u, tag_of(KIND_POLL, fd, f->poll_gen));
     if (f->recv == RECV_AHEAD || f->recv == RECV_STOPPING) want_cancel(u, tag_of(KIND_RECV, fd, f->gen));
     if (f->recv == RECV_POLLING_IN) want_cancel(u, tag_of(KIND_POLLIN, fd, f->gen));
     if (f->head != NO_CHUNK) {
@@ -293,7 +319,11 @@ static void uring_remove(xPoller *poller, int fd) {
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
     }
     for (int16_t c = f->head; c != NO_CHUNK; c = u->chunks[c].next) give_back(u, (unsigned)c);
-    *f = (xUringFd){.gen = f->gen + 1, .queued = f->queued, .head = NO_CHUNK, .tail = NO_CHUNK};
+    *f = (xUringFd){.gen = f->gen + 1,
+                    .poll_gen = f->poll_gen + 1,
+                    .queued = f->queued,
+                    .head = NO_CHUNK,
+                    .tail = NO_CHUNK};
 }
 
 static void uring_recv_ahead(xPoller *poller, int fd, bool on) {
@@ -311,8 +341,8 @@ static void uring_recv_ahead(xPoller *poller, int fd, bool on) {
      * The poll watching for input goes, and what it may still report is
      * stale (a new generation); the receive armed with its successor at the
      * end of the turn finds any bytes already waiting in the socket. */
-    if (f->polling) want_cancel(u, tag_of(KIND_POLL, fd, f->gen));
-    f->gen++;
+    if (f->polling) want_cancel(u, tag_of(KIND_POLL, fd, f->poll_gen));
+    f->poll_gen++;
     f->polling = false;
     f->recv = RECV_IDLE;
     want_arm(u, fd);
@@ -428,8 +458,17 @@ static void queue_changes(xUring *u) {
         struct io_uring_sqe *sqe = NULL;
         if (f->events && !f->polling && poll_mask(f)) {
             if (!(sqe = next_sqe(u))) break;
-            io_uring_prep_poll_multishot(sqe, fd, poll_mask(f));
-            io_uring_sqe_set_data64(sqe, tag_of(KIND_POLL, fd, f->gen));
+            /* Level: a multishot poll reports wakeups, not readiness (one
+             * that came before it, or that a callback left unread, is never
+             * told again), so a one-shot poll instead, armed again after each
+             * report: arming looks at the fd and completes at once while it
+             * is ready. That is one entry in the submission the wait makes
+             * anyway, and no extra system call. */
+            if (f->events & XEV_EDGE)
+                io_uring_prep_poll_multishot(sqe, fd, poll_mask(f));
+            else
+                io_uring_prep_poll_add(sqe, fd, poll_mask(f));
+            io_uring_sqe_set_data64(sqe, tag_of(KIND_POLL, fd, f->poll_gen));
             f->polling = true;
         }
         if (f->events && f->recv == RECV_IDLE) {
@@ -499,7 +538,8 @@ static unsigned take(xUring *u, const struct io_uring_cqe *cqe, int *fd_out) {
     int fd = (int)(uint32_t)tag;
     unsigned kind = (unsigned)(tag >> 62);
     xUringFd *f = &u->fds[fd]; /* every tag names an fd that was added, so within fd_cap */
-    if (!f->events || (uint32_t)(tag >> 32 & 0x3fffffff) != (f->gen & 0x3fffffff)) {
+    uint32_t gen = kind == KIND_POLL ? f->poll_gen : f->gen;
+    if (!f->events || (uint32_t)(tag >> 32 & 0x3fffffff) != (gen & 0x3fffffff)) {
         /* A removed fd's: what it was received into goes straight back. */
         if (cqe->flags & IORING_CQE_F_BUFFER) {
             take_buffer(u);
@@ -514,15 +554,16 @@ static unsigned take(xUring *u, const struct io_uring_cqe *cqe, int *fd_out) {
         return readiness(cqe->res);
     }
     if (!(cqe->flags & IORING_CQE_F_MORE)) {
-        /* The kernel ended the poll (a full completion queue does that): arm
-         * it again, unless it failed, which the callback hears as an error. */
+        /* A level watch's one-shot poll, or the kernel ended a multishot one
+         * (a full completion queue does that): arm it again, unless it
+         * failed, which the callback hears as an error. */
         f->polling = false;
         if (cqe->res >= 0) want_arm(u, fd);
     }
     return readiness(cqe->res);
 }
 
-static int uring_wait(xPoller *poller, xPollerEvent *events, int max, int timeout_ms) {
+static int uring_wait(xPoller *poller, xPollerEvent *events, int max, int64_t timeout_us) {
     xUring *u = (xUring *)poller;
     if (!u->enabled) {
         /* Debian's liburing 2.3 declares io_uring_enable_rings but exports
@@ -532,15 +573,15 @@ static int uring_wait(xPoller *poller, xPollerEvent *events, int max, int timeou
         u->enabled = true;
     }
     queue_changes(u);
-    timeout_ms = quiet_timeout(u, timeout_ms);
+    timeout_us = quiet_timeout(u, timeout_us);
     int ret;
-    if (timeout_ms == 0) {
+    if (timeout_us == 0) {
         ret = io_uring_submit_and_get_events(&u->ring);
     } else {
         struct io_uring_cqe *cqe;
-        struct __kernel_timespec ts = {.tv_sec = timeout_ms / 1000,
-                                       .tv_nsec = (timeout_ms % 1000) * 1000000L};
-        ret = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, timeout_ms < 0 ? NULL : &ts, NULL);
+        struct __kernel_timespec ts = {.tv_sec = timeout_us / 1000000,
+                                       .tv_nsec = timeout_us % 1000000 * 1000};
+        ret = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, timeout_us < 0 ? NULL : &ts, NULL);
     }
     if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EBUSY) {
         errno = -ret;
@@ -561,7 +602,7 @@ static int uring_wait(xPoller *poller, xPollerEvent *events, int max, int timeou
     if (seen || ret != -ETIME)
         u->quiet_ms = 0;
     else if (u->touched)
-        u->quiet_ms += timeout_ms;
+        u->quiet_ms += (int)(timeout_us / 1000);
     return n;
 }
 
@@ -579,6 +620,7 @@ static void uring_destroy(xPoller *poller) {
 static const xPollerOps uring_ops = {
     .name = "io_uring",
     .add = uring_add,
+    .modify = uring_modify,
     .remove = uring_remove,
     .wait = uring_wait,
     .recv = uring_recv,

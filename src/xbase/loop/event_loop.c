@@ -28,6 +28,7 @@ typedef struct xWatch {
     xEventFn fn;
     void *arg;
     const void *next; /* what fn touches after arg (xEventLoopPrefetch), or NULL */
+    unsigned events;  /* as the backend has them: XEV_READ/WRITE asked for, XEV_EDGE, XEV_RECV */
 } xWatch;
 
 /* What xEventLoopPost allocates: a call that frees itself when it has run. */
@@ -65,7 +66,9 @@ static uint64_t monotonic_us(bool precise) {
 }
 
 static void update_clock(xEventLoop *loop) {
-    uint64_t us = monotonic_us(loop->precise_clock);
+    /* A precise timer is judged on the precise clock: the coarse one, up to a
+     * tick behind, would wake the loop to find it not yet due. */
+    uint64_t us = monotonic_us(loop->precise_clock || xTimerWheelHasPrecise(&loop->wheel));
     /* Never back: a switch to the coarse clock finds it up to a tick behind. */
     if (us > loop->now_us) loop->now_us = us;
     loop->now_ms = loop->now_us / 1000u;
@@ -125,7 +128,7 @@ xEventLoop *xEventLoopCreateWith(xIoBackend io) {
     update_clock(loop);
     xTimerWheelInit(&loop->wheel, loop->now_ms);
     if (!loop->poller || loop->wake_fd < 0 ||
-        xEventLoopAdd(loop, loop->wake_fd, XEV_READ, on_wake, NULL) != XOK) {
+        xEventLoopAdd(loop, loop->wake_fd, XEV_READ | XEV_EDGE, on_wake, NULL) != XOK) {
         xEventLoopDestroy(loop);
         return NULL;
     }
@@ -166,12 +169,20 @@ xErrno xEventLoopRun(xEventLoop *loop) {
     xPollerEvent events[XLOOP_EVENTS];
     xPollerAnnounce(loop->poller);
     while (!loop->stop_requested) {
-        int64_t timeout = xTimerWheelNextTimeout(&loop->wheel, loop->now_ms);
-        int n = loop->poller->ops->wait(loop->poller, events, XLOOP_EVENTS, (int)timeout);
+        int64_t timeout_ms = xTimerWheelNextTimeout(&loop->wheel, loop->now_ms);
+        int64_t timeout_us = timeout_ms < 0 ? -1 : timeout_ms * 1000;
+        if (xTimerWheelHasPrecise(&loop->wheel)) {
+            /* From the clock now: the turn's sample may be the coarse clock's,
+             * behind, which would make the wait end late. */
+            uint64_t precise_us = xTimerWheelNextPrecise(&loop->wheel, monotonic_us(true));
+            if (timeout_us < 0 || precise_us < (uint64_t)timeout_us) timeout_us = (int64_t)precise_us;
+        }
+        int n = loop->poller->ops->wait(loop->poller, events, XLOOP_EVENTS, timeout_us);
         if (n < 0) return XERR_SYS;
         update_clock(loop);
         dispatch(loop, events, n);
         xTimerWheelAdvance(&loop->wheel, loop->now_ms, loop);
+        if (xTimerWheelHasPrecise(&loop->wheel)) xTimerWheelAdvancePrecise(&loop->wheel, loop->now_us, loop);
         run_turn_end(loop);
     }
     loop->stop_requested = false;
@@ -191,8 +202,20 @@ xErrno xEventLoopAdd(xEventLoop *loop, int fd, unsigned events, xEventFn fn, voi
         loop->watches = w;
         loop->watch_cap = cap;
     }
+    /* Input received ahead is told once, as it arrives. */
+    if (events & XEV_RECV) events |= XEV_EDGE;
+    events &= XEV_READ | XEV_WRITE | XEV_RECV | XEV_EDGE;
     if (loop->poller->ops->add(loop->poller, fd, events) != 0) return XERR_SYS;
-    loop->watches[fd] = (xWatch){.fn = fn, .arg = arg};
+    loop->watches[fd] = (xWatch){.fn = fn, .arg = arg, .events = events};
+    return XOK;
+}
+
+xErrno xEventLoopModify(xEventLoop *loop, int fd, unsigned events) {
+    if (fd < 0 || (size_t)fd >= loop->watch_cap || !loop->watches[fd].fn) return XERR_INVALID;
+    xWatch *w = &loop->watches[fd];
+    unsigned wanted = (w->events & ~(XEV_READ | XEV_WRITE)) | (events & (XEV_READ | XEV_WRITE));
+    if (loop->poller->ops->modify(loop->poller, fd, wanted) != 0) return XERR_SYS;
+    w->events = wanted;
     return XOK;
 }
 
@@ -233,6 +256,13 @@ void xEventLoopPreciseClock(xEventLoop *loop, bool on) { loop->precise_clock = o
 
 void xTimerStart(xEventLoop *loop, xTimer *timer, uint64_t after_ms) {
     xTimerWheelAdd(&loop->wheel, timer, loop->now_ms + after_ms);
+}
+
+void xTimerStartPrecise(xEventLoop *loop, xTimer *timer, uint64_t after_us) {
+    /* From the moment of the call, not the turn's sample, which may be the
+     * coarse clock's, a tick behind: that would fire early. */
+    uint64_t now = monotonic_us(true);
+    xTimerWheelAddPrecise(&loop->wheel, timer, (now > loop->now_us ? now : loop->now_us) + after_us);
 }
 
 void xTimerStop(xEventLoop *loop, xTimer *timer) { xTimerWheelRemove(&loop->wheel, timer); }

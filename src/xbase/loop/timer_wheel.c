@@ -81,13 +81,16 @@ void xTimerWheelInit(xTimerWheel *wheel, uint64_t now_ms) {
     for (size_t i = 0; i < XTW_SLOTS / 64; i++) wheel->bitmap[i] = 0;
     wheel->tick = now_ms / XTW_TICK_MS;
     wheel->count = 0;
+    list_init(&wheel->precise);
+    wheel->precise.deadline = 0;
+    wheel->precise.fn = NULL;
+    wheel->precise.arg = NULL;
 }
 
 void xTimerWheelAdd(xTimerWheel *wheel, xTimer *timer, uint64_t deadline_ms) {
-    if (timer->next)
-        unlink_timer(wheel, timer);
-    else
-        wheel->count++;
+    if (!timer->next || (timer->deadline & XTW_PRECISE)) wheel->count++; /* new to the wheel */
+    if (timer->next) unlink_timer(wheel, timer);
+    if (deadline_ms >= XTW_PRECISE) deadline_ms = XTW_PRECISE - 1;
     uint64_t tick = tick_of(deadline_ms);
     /* A past deadline goes to the first slot the next advance scans. */
     if (tick <= wheel->tick) tick = wheel->tick + 1;
@@ -102,7 +105,45 @@ void xTimerWheelAdd(xTimerWheel *wheel, xTimer *timer, uint64_t deadline_ms) {
 void xTimerWheelRemove(xTimerWheel *wheel, xTimer *timer) {
     if (!timer->next) return;
     unlink_timer(wheel, timer);
-    wheel->count--;
+    if (!(timer->deadline & XTW_PRECISE)) wheel->count--;
+}
+
+void xTimerWheelAddPrecise(xTimerWheel *wheel, xTimer *timer, uint64_t deadline_us) {
+    xTimerWheelRemove(wheel, timer);
+    timer->deadline = XTW_PRECISE | deadline_us;
+    /* From the latest back: a new deadline is most often the latest. */
+    xTimer *after = wheel->precise.prev;
+    while (after != &wheel->precise && after->deadline > timer->deadline) after = after->prev;
+    timer->prev = after;
+    timer->next = after->next;
+    after->next->prev = timer;
+    after->next = timer;
+}
+
+uint64_t xTimerWheelNextPrecise(const xTimerWheel *wheel, uint64_t now_us) {
+    uint64_t at = wheel->precise.next->deadline & ~XTW_PRECISE;
+    return at > now_us ? at - now_us : 0;
+}
+
+size_t xTimerWheelAdvancePrecise(xTimerWheel *wheel, uint64_t now_us, xEventLoop *loop) {
+    /* The due ones move to a list of their own first, so one re-armed by a
+     * callback for a deadline ≤ now fires on the next advance, not in a loop. */
+    xTimer due;
+    list_init(&due);
+    while (wheel->precise.next != &wheel->precise &&
+           (wheel->precise.next->deadline & ~XTW_PRECISE) <= now_us) {
+        xTimer *t = wheel->precise.next;
+        unlink_timer(wheel, t);
+        list_append(&due, t);
+    }
+    size_t fired = 0;
+    while (due.next != &due) {
+        xTimer *t = due.next;
+        unlink_timer(wheel, t);
+        fired++;
+        t->fn(loop, t, t->arg);
+    }
+    return fired;
 }
 
 /* Offset from tick `from` of the first tick within `span` ticks whose slot is
