@@ -874,7 +874,7 @@ static int compare_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void test_precise_timers_fire_in_order_never_early_and_within_the_millisecond(void) {
+static void test_precise_timers_fire_in_order_and_never_early(void) {
     xEventLoop *loop = new_loop();
     precise_fired = 0;
     /* 0.3 ms apart from 0.25 ms, armed in a shuffled order, none on a tick boundary. */
@@ -899,12 +899,13 @@ static void test_precise_timers_fire_in_order_never_early_and_within_the_millise
         late[k] = precise[k].fired_us - precise[k].deadline_us;
     }
     qsort(late, PRECISE_TIMERS, sizeof *late, compare_u64);
-    /* The wheel's 8 ms ticks would make the typical one about 4 ms late. A
-     * generous bound, as the machine may be busy: the figure is printed. */
+    /* How late they fire depends on how busy the machine is, so it is printed,
+     * not asserted (tests assert no timings): test_timer_wheel checks on a
+     * virtual clock that the wait follows the earliest precise deadline to the
+     * microsecond. Quiet, the median here is tens of microseconds; the wheel's
+     * 8 ms ticks would make it about 4 ms. */
     printf("  precise timers late by: median %llu us, worst %llu us\n",
            (unsigned long long)late[PRECISE_TIMERS / 2], (unsigned long long)late[PRECISE_TIMERS - 1]);
-    CHECK_MSG(late[PRECISE_TIMERS / 2] < 1000, "median %llu us late",
-              (unsigned long long)late[PRECISE_TIMERS / 2]);
     CHECK(xTimerActive(&guard.timer));
     xTimerStop(loop, &guard.timer);
     xEventLoopDestroy(loop);
@@ -962,7 +963,7 @@ int main(void) {
         RUN(test_input_left_unread_is_reported_again_by_a_level_watch_only);
         RUN(test_modify_from_elsewhere_replaces_what_a_waiting_watch_asks_for);
         RUN(test_a_watch_removed_and_added_again_in_its_callback_hears_on);
-        RUN(test_precise_timers_fire_in_order_never_early_and_within_the_millisecond);
+        RUN(test_precise_timers_fire_in_order_and_never_early);
         RUN(test_a_precise_timer_stops_and_moves_to_the_wheel_like_any_timer);
     }
     return CHECK_SUMMARY();

@@ -1,5 +1,6 @@
 /* test_timer_wheel.c — the hashed timer wheel: firing times, re-arming,
- * removal from callbacks, far-future timers, long sleeps, NextTimeout, and
+ * removal from callbacks, far-future timers, long sleeps, NextTimeout, precise
+ * timers to the microsecond, and
  * 100,000 random operations checked against a brute-force model. The loop
  * pointer only passes through the wheel, so these tests use NULL. */
 #include <stdint.h>
@@ -557,6 +558,37 @@ static void run_model(int timers, int ops, int check_every) {
 /* Few timers, so slots collide constantly; everything checked after every step. */
 static void test_100k_operations_on_1000_timers_agree_with_a_model(void) { run_model(1000, 100000, 1); }
 
+/* Precise timers on a virtual clock: the loop's wait is told exactly how many
+ * microseconds remain until the earliest one (not rounded to a tick), and an
+ * advance fires exactly those whose deadline has come, earliest first. */
+static void test_precise_timers_wait_and_fire_to_the_microsecond(void) {
+    xTimerWheel *w = new_wheel(0);
+    Item a, b, c;
+    init_item(&a, 1, record);
+    init_item(&b, 2, record);
+    init_item(&c, 3, record);
+    reset_log();
+    CHECK(!xTimerWheelHasPrecise(w));
+    xTimerWheelAddPrecise(w, &b.timer, 1000550); /* armed out of order */
+    xTimerWheelAddPrecise(w, &a.timer, 1000250);
+    xTimerWheelAddPrecise(w, &c.timer, 1000850);
+    CHECK(xTimerWheelHasPrecise(w));
+    CHECK_EQ_INT(xTimerWheelNextPrecise(w, 1000000), 250);
+    CHECK_EQ_INT(xTimerWheelAdvancePrecise(w, 1000249, NULL), 0);
+    CHECK_EQ_INT(xTimerWheelNextPrecise(w, 1000249), 1);
+    CHECK_EQ_INT(xTimerWheelAdvancePrecise(w, 1000250, NULL), 1);
+    CHECK_EQ_INT(fire_log[0], 1);
+    CHECK_EQ_INT(xTimerWheelNextPrecise(w, 1000250), 300);
+    xTimerWheelRemove(w, &b.timer);
+    CHECK_EQ_INT(xTimerWheelNextPrecise(w, 1000250), 600);
+    CHECK_EQ_INT(xTimerWheelNextPrecise(w, 1000900), 0); /* overdue: wait not at all */
+    CHECK_EQ_INT(xTimerWheelAdvancePrecise(w, 1000900, NULL), 1);
+    CHECK_EQ_INT(fire_count, 2);
+    CHECK_EQ_INT(fire_log[1], 3);
+    CHECK(!xTimerWheelHasPrecise(w));
+    free(w);
+}
+
 /* The scale of a busy server; full checks every 250 operations. */
 static void test_100k_timers_agree_with_a_model(void) { run_model(100000, 300000, 250); }
 
@@ -574,6 +606,7 @@ int main(void) {
     RUN(test_long_jump_fires_everything_due_once);
     RUN(test_never_deadline_does_not_wrap);
     RUN(test_sleeping_next_timeout_fires_within_a_tick);
+    RUN(test_precise_timers_wait_and_fire_to_the_microsecond);
     RUN(test_100k_operations_on_1000_timers_agree_with_a_model);
     RUN(test_100k_timers_agree_with_a_model);
     return CHECK_SUMMARY();
