@@ -30,6 +30,9 @@ needs=(
   clang-format-14:clang-format-14
   brotli:brotli
   debootstrap:/usr/sbin/debootstrap
+  # proxies in front of the server: h2c smuggling and the PROXY protocol (tests/integration/)
+  haproxy:/usr/sbin/haproxy
+  nginx-light:/usr/sbin/nginx
 )
 
 install_needs install-deps "${needs[@]}"

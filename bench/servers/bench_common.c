@@ -594,7 +594,8 @@ void benchFreeRoutes(void) {
 const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
                                 "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
                                 "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
-                                "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
+                                "       [--max-streams N] [--no-http2 | --http2-only] [--h2c-upgrade]\n"
+                                "       [--test-routes]\n"
                                 "       [--access-log PATH] [--log-format common|combined|json]\n"
                                 "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
                                 "       [--user-metrics]\n"
@@ -721,6 +722,10 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--ws-deflate") == 0) {
             ws_deflate = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--h2c-upgrade") == 0) {
+            conf->h2c_upgrade = true;
             continue;
         }
         if (strcmp(argv[i], "--no-http2") == 0 || strcmp(argv[i], "--http2-only") == 0) {

@@ -42,7 +42,8 @@ typedef struct xHttpServer xHttpServer;
 typedef void (*xHttpHandler)(xHttpRequest *req, xHttpResponse *res, void *arg);
 
 /** Protocols a server speaks; HTTP/2 without TLS is told apart from HTTP/1.1
- *  by its connection preface, or reached by "Upgrade: h2c". */
+ *  by its connection preface (and reached by "Upgrade: h2c" only where
+ *  xHttpServerConf.h2c_upgrade allows it). */
 enum {
     XHTTP_PROTO_HTTP1 = 1u << 0,
     XHTTP_PROTO_HTTP2 = 1u << 1,
@@ -84,6 +85,15 @@ typedef struct xHttpServerConf {
     xIoBackend io;                    /**< the workers' I/O backend (XIO_DEFAULT: XK_IO,
                                            else io_uring, else epoll); a caller's loop
                                            keeps its own */
+    bool h2c_upgrade;                 /**< an HTTP/1.1 request with "Upgrade: h2c" is
+                                           answered 101 and served over HTTP/2 (false:
+                                           served over HTTP/1.1, no 101). Off because a
+                                           proxy in front that forwards Upgrade turns the
+                                           connection into a tunnel it no longer reads,
+                                           so its rules (deny /admin) stop applying to
+                                           the HTTP/2 requests inside (h2c smuggling);
+                                           RFC 9113 §3.1 deprecates the mechanism. HTTP/2
+                                           with prior knowledge is unaffected */
 } xHttpServerConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is
