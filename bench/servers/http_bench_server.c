@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
         xHttpServerDestroy(server);
         return 1;
     }
-    if (xHttpServerListen(server, host, (uint16_t)port) != XOK) {
+    if (xHttpServerListen(server, host, (uint16_t)port) != XOK || !benchProxyProtocol(server)) {
         fprintf(stderr, "http_bench_server: %s\n", xHttpServerLastError(server));
         xHttpServerDestroy(server);
         benchFreeRoutes();

@@ -178,6 +178,24 @@ xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_
  *  success. Valid until the next such call. */
 const char *xHttpServerLastError(const xHttpServer *server);
 
+/** Reads the PROXY protocol (HAProxy's, versions 1 and 2) on listener index
+ *  (0 for the first added, plain or TLS), before TLS or HTTP, from clients
+ *  whose address is in trusted_networks ("127.0.0.0/8, 10.0.0.0/8 ::1/128":
+ *  IPv4 and IPv6 networks or single addresses, commas or spaces between, up
+ *  to 32). A trusted client must open with a valid header (a load balancer
+ *  set to send one that does not is misconfigured, and its requests would be
+ *  taken for its own), else it is closed; the address and port the header
+ *  carries are then the client's for handlers (xHttpRequestPeer), access
+ *  logs and metrics. A LOCAL (v2) or UNKNOWN (v1) header, or one for an
+ *  address family other than TCP over IPv4 or IPv6, leaves the connection's
+ *  own. Anyone else connects as before, but one that opens with a PROXY
+ *  header is closed: only a trusted proxy may say whom it speaks for. A
+ *  header that has not all arrived within header_timeout_ms closes the
+ *  connection. NULL turns it off. XERR_INVALID (no such listener, or a list
+ *  that is not networks: xHttpServerLastError says which), XERR_STATE
+ *  (running). */
+xErrno xHttpServerProxyProtocol(xHttpServer *server, int index, const char *trusted_networks);
+
 /** How many workers serve requests (1 on a caller's loop). */
 int xHttpServerWorkerCount(const xHttpServer *server);
 
