@@ -188,12 +188,11 @@ const char *xHttpServerLastError(const xHttpServer *server);
  *  carries are then the client's for handlers (xHttpRequestPeer), access
  *  logs and metrics. A LOCAL (v2) or UNKNOWN (v1) header, or one for an
  *  address family other than TCP over IPv4 or IPv6, leaves the connection's
- *  own. Anyone else connects as before, but one that opens with a PROXY
- *  header is closed: only a trusted proxy may say whom it speaks for. A
- *  header that has not all arrived within header_timeout_ms closes the
- *  connection. NULL turns it off. XERR_INVALID (no such listener, or a list
- *  that is not networks: xHttpServerLastError says which), XERR_STATE
- *  (running). */
+ *  own. Anyone else connects as before and nothing of theirs is read as a
+ *  header: a PROXY header from them is refused as any junk is (HTTP/1.1
+ *  answers 400 and closes), never taken as an address. A header that has
+ *  not all arrived within header_timeout_ms closes the connection. NULL turns it off. XERR_INVALID (no such
+ * listener, or a list that is not networks: xHttpServerLastError says which), XERR_STATE (running). */
 xErrno xHttpServerProxyProtocol(xHttpServer *server, int index, const char *trusted_networks);
 
 /** How many workers serve requests (1 on a caller's loop). */

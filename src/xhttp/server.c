@@ -256,8 +256,7 @@ static void admit(xWorker *w, int slot, int fd, const xNetAddr *peer) {
         xUpgradeAccept(&w->ctx, fd, peer, &w->server->plans[slot]);
 }
 
-/* A socket whose PROXY header was read (or, untrusted, was shown to send
- * none); the slot is the tag it waited with. */
+/* A socket whose PROXY header was read; the slot is the tag it waited with. */
 static void admit_after_proxy(void *arg, unsigned slot, int fd, const xNetAddr *client) {
     xWorker *w = arg;
     if (w->state != XWORKER_SERVING) {
@@ -280,8 +279,8 @@ static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *ar
             close(fd);
             continue;
         }
-        if (proxy)
-            xProxyWaitStart(&w->proxy_waits, fd, &peer, xProxyTrusted(proxy, &peer), (unsigned)slot);
+        if (proxy && xProxyTrusted(proxy, &peer))
+            xProxyWaitStart(&w->proxy_waits, fd, &peer, (unsigned)slot);
         else
             admit(w, slot, fd, &peer);
     }

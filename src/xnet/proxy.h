@@ -3,7 +3,10 @@
  * else to say which client it is passing on, the networks trusted to send it,
  * and the wait for it before a connection is made. No HTTP, no TLS: the
  * header is read off the socket exactly, so whatever follows (a ClientHello,
- * a request) is still in the socket for the protocol that takes it. */
+ * a request) is still in the socket for the protocol that takes it. From an
+ * untrusted network nothing is read here: a PROXY header there is refused by
+ * the protocol it reaches (HTTP/1.1's 400, TLS's plaintext refusal, HTTP/2's
+ * GOAWAY), never taken as an address. */
 #ifndef XNET_PROXY_H
 #define XNET_PROXY_H
 
@@ -53,11 +56,6 @@ typedef struct xProxyHeader {
  *  the bytes cannot start one (XPROXY_NONE) or cannot be a valid one. */
 xProxyVerdict xProxyParse(const uint8_t *data, size_t len, xProxyHeader *out);
 
-/** Whether data starts with either version's signature: XPROXY_OK once all
- *  of one has come ("PROXY " or v2's 12 bytes), XPROXY_NONE as soon as a byte
- *  differs from both, else XPROXY_MORE. */
-xProxyVerdict xProxySignature(const uint8_t *data, size_t len);
-
 /* ---- Trusted networks ---- */
 
 #define XPROXY_MAX_NETWORKS 32
@@ -92,8 +90,7 @@ typedef void (*xProxyAdmitFn)(void *arg, unsigned tag, int fd, const xNetAddr *a
 
 typedef struct xProxyWait xProxyWait;
 
-/* A worker's sockets waiting for their header (or, from an untrusted network,
- * for their first bytes to show they send none). */
+/* A worker's sockets from trusted networks waiting for their header. */
 typedef struct xProxyWaits {
     xEventLoop *loop;
     uint32_t timeout_ms; /* the header timeout: a slow sender is closed */
@@ -106,13 +103,11 @@ typedef struct xProxyWaits {
 void xProxyWaitsInit(xProxyWaits *waits, xEventLoop *loop, uint32_t timeout_ms, xProxyAdmitFn admit,
                      void *arg);
 
-/** Takes the accepted socket fd. From a trusted network it must open with a
- *  valid header, which is read off it; from anywhere else it must not open
- *  with one (a header there is someone claiming another address), and nothing
- *  is read. Either way admit gets it once that is known (perhaps at once,
- *  within this call); otherwise, or when the header timeout passes first, it
- *  is closed. */
-void xProxyWaitStart(xProxyWaits *waits, int fd, const xNetAddr *addr, bool trusted, unsigned tag);
+/** Takes the accepted socket fd, from a trusted network (addr): it must open
+ *  with a valid header, which is read off it, and then admit gets it
+ *  (perhaps at once, within this call). No header, a malformed one, an end
+ *  before it is whole or the header timeout passing first close it. */
+void xProxyWaitStart(xProxyWaits *waits, int fd, const xNetAddr *addr, unsigned tag);
 
 /** Closes every socket still waiting (the worker stops). */
 void xProxyWaitsCloseAll(xProxyWaits *waits);

@@ -183,23 +183,13 @@ static xProxyVerdict parse_v2(const uint8_t *data, size_t len, xProxyHeader *out
     return XPROXY_OK;
 }
 
-xProxyVerdict xProxySignature(const uint8_t *data, size_t len) {
-    if (len == 0) return XPROXY_MORE;
-    if (agrees(data, len, v1_signature, V1_SIGNATURE_LEN))
-        return len >= V1_SIGNATURE_LEN ? XPROXY_OK : XPROXY_MORE;
-    if (agrees(data, len, v2_signature, sizeof v2_signature))
-        return len >= sizeof v2_signature ? XPROXY_OK : XPROXY_MORE;
-    return XPROXY_NONE;
-}
-
 xProxyVerdict xProxyParse(const uint8_t *data, size_t len, xProxyHeader *out) {
     *out = (xProxyHeader){0};
-    switch (xProxySignature(data, len)) {
-    case XPROXY_MORE: return XPROXY_MORE;
-    case XPROXY_NONE: return XPROXY_NONE;
-    default: break;
-    }
-    return data[0] == 'P' ? parse_v1(data, len, out) : parse_v2(data, len, out);
+    if (len > 0 && agrees(data, len, v1_signature, V1_SIGNATURE_LEN))
+        return len < V1_SIGNATURE_LEN ? XPROXY_MORE : parse_v1(data, len, out);
+    if (len > 0 && agrees(data, len, v2_signature, sizeof v2_signature))
+        return len < sizeof v2_signature ? XPROXY_MORE : parse_v2(data, len, out);
+    return len == 0 ? XPROXY_MORE : XPROXY_NONE;
 }
 
 /* ---- Trusted networks ---- */

@@ -1,13 +1,17 @@
-/* proxy_wait.c — an accepted socket waiting for its PROXY header before any
- * connection is made of it (proxy.h).
+/* proxy_wait.c — an accepted socket from a trusted network waiting for its
+ * PROXY header before any connection is made of it (proxy.h).
  *
- * The header is peeked at (MSG_PEEK) until it is whole, then exactly its
- * bytes are read off, so what follows stays in the socket for TLS (which
- * OpenSSL reads itself) or HTTP. The socket is watched here with a plain
- * readiness watch, never received ahead, and handed on once known; a sender
- * that stops part-way is closed by the header timeout. */
+ * What has arrived is peeked at; while the header is incomplete every byte
+ * there is the header's (v1 ends at its first CRLF, v2 says its length), so
+ * those are read into the wait's own buffer, and once it is whole exactly
+ * its remaining bytes are read. Nothing after the header is ever taken: a
+ * TLS ClientHello (which OpenSSL reads itself) or an HTTP request stays in
+ * the socket for the protocol that takes it. The socket is drained of what
+ * it was given each time, so a watch of either mode wakes only for new
+ * bytes; a sender that stops part-way is closed by the header timeout. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,48 +25,47 @@ struct xProxyWait {
     xTimer timer;
     int fd;
     unsigned tag;
-    bool trusted;
     xNetAddr addr;
+    size_t have;              /* header bytes read so far */
+    uint8_t head[XPROXY_MAX]; /* they */
 };
 
 typedef enum xWaitStep {
-    XWAIT_MORE,   /* not known yet: wait for more bytes */
+    XWAIT_MORE,   /* the header is not whole yet: wait for more bytes */
     XWAIT_ADMIT,  /* hand the socket on with the address in *addr */
     XWAIT_REFUSE, /* close it */
 } xWaitStep;
 
-/* Looks at what has arrived on fd; on XWAIT_ADMIT *addr is the client's. */
-static xWaitStep step(int fd, bool trusted, const xNetAddr *peer, xNetAddr *addr) {
-    uint8_t buf[XPROXY_MAX];
+static ssize_t recv_retrying(int fd, uint8_t *buf, size_t len, int flags) {
     ssize_t n;
-    do n = recv(fd, buf, sizeof buf, MSG_PEEK);
+    do n = recv(fd, buf, len, flags);
     while (n < 0 && errno == EINTR);
+    return n;
+}
+
+/* Takes what has arrived on fd after the *have bytes of head already read;
+ * on XWAIT_ADMIT *addr is the client's. */
+static xWaitStep step(int fd, uint8_t *head, size_t *have, const xNetAddr *peer, xNetAddr *addr) {
+    ssize_t n = recv_retrying(fd, head + *have, XPROXY_MAX - *have, MSG_PEEK);
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? XWAIT_MORE : XWAIT_REFUSE;
-    if (n == 0) return XWAIT_REFUSE; /* gone before saying anything */
-    *addr = *peer;
-    if (!trusted) {
-        /* Anyone may connect, but only a trusted proxy may say whom for. */
-        switch (xProxySignature(buf, (size_t)n)) {
-        case XPROXY_MORE: return XWAIT_MORE;
-        case XPROXY_NONE: return XWAIT_ADMIT;
-        default:
-            XLOG_DEBUG("proxy protocol: a header from an untrusted address; closed");
-            return XWAIT_REFUSE;
-        }
-    }
+    if (n == 0) return XWAIT_REFUSE; /* gone before its header was whole */
     xProxyHeader header;
-    switch (xProxyParse(buf, (size_t)n, &header)) {
-    case XPROXY_MORE: return XWAIT_MORE;
+    switch (xProxyParse(head, *have + (size_t)n, &header)) {
+    case XPROXY_MORE:
+        /* All of it is the header's: take it, so the socket is drained. */
+        if (recv_retrying(fd, head + *have, (size_t)n, 0) != n) return XWAIT_REFUSE;
+        *have += (size_t)n;
+        return XWAIT_MORE;
     case XPROXY_NONE:
         XLOG_DEBUG("proxy protocol: a trusted address sent no header; closed");
         return XWAIT_REFUSE;
     case XPROXY_MALFORMED: XLOG_DEBUG("proxy protocol: %s; closed", header.error); return XWAIT_REFUSE;
     case XPROXY_OK: break;
     }
-    /* The header's bytes are all in the socket (peeked): take exactly them. */
-    do n = recv(fd, buf, header.len, 0);
-    while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)header.len) return XWAIT_REFUSE;
+    /* The rest of the header is in the socket (peeked): take exactly it. */
+    size_t rest = header.len - *have;
+    if (recv_retrying(fd, head + *have, rest, 0) != (ssize_t)rest) return XWAIT_REFUSE;
+    *addr = *peer;
     if (header.has_address) {
         *addr = header.source;
         addr->local_port = peer->local_port; /* ours, the listener's, as ever */
@@ -93,7 +96,7 @@ static void finish(xProxyWait *w, xWaitStep outcome, const xNetAddr *addr) {
 static void on_ready(xEventLoop *loop, int fd, unsigned events, void *arg) {
     xProxyWait *w = arg;
     xNetAddr addr = w->addr;
-    xWaitStep outcome = step(fd, w->trusted, &w->addr, &addr);
+    xWaitStep outcome = step(fd, w->head, &w->have, &w->addr, &addr);
     /* A peer that ended or failed part-way sends no more. */
     if (outcome == XWAIT_MORE && !(events & (XEV_EOF | XEV_ERROR))) return;
     finish(w, outcome == XWAIT_MORE ? XWAIT_REFUSE : outcome, &addr);
@@ -109,10 +112,12 @@ void xProxyWaitsInit(xProxyWaits *waits, xEventLoop *loop, uint32_t timeout_ms, 
     *waits = (xProxyWaits){.loop = loop, .timeout_ms = timeout_ms, .admit = admit, .arg = arg};
 }
 
-void xProxyWaitStart(xProxyWaits *waits, int fd, const xNetAddr *addr, bool trusted, unsigned tag) {
+void xProxyWaitStart(xProxyWaits *waits, int fd, const xNetAddr *addr, unsigned tag) {
     /* Most headers came with the connection: no watch, no allocation. */
+    uint8_t head[XPROXY_MAX];
+    size_t have = 0;
     xNetAddr client;
-    switch (step(fd, trusted, addr, &client)) {
+    switch (step(fd, head, &have, addr, &client)) {
     case XWAIT_ADMIT: waits->admit(waits->arg, tag, fd, &client); return;
     case XWAIT_REFUSE: close(fd); return;
     case XWAIT_MORE: break;
@@ -122,8 +127,8 @@ void xProxyWaitStart(xProxyWaits *waits, int fd, const xNetAddr *addr, bool trus
         close(fd);
         return;
     }
-    *w = (xProxyWait){
-        .waits = waits, .next = waits->head, .fd = fd, .tag = tag, .trusted = trusted, .addr = *addr};
+    *w = (xProxyWait){.waits = waits, .next = waits->head, .fd = fd, .tag = tag, .addr = *addr, .have = have};
+    memcpy(w->head, head, have);
     if (xEventLoopAdd(waits->loop, fd, XEV_READ, on_ready, w) != XOK) {
         free(w);
         close(fd);

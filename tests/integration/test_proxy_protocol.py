@@ -1,8 +1,10 @@
 """The PROXY protocol (HAProxy's, v1 and v2) on the real bench servers'
 listeners (--proxy-protocol NETWORKS): the client a trusted proxy names is the
 one GET /whoami (xHttpRequestPeer) and the access log see, over HTTP/1.1, h2c
-and TLS; a trusted source must send a valid header, an untrusted one must send
-none, and a header that stops part-way is closed at the header timeout.
+and TLS; a trusted source must send a valid header (else it is closed), an
+untrusted one is served as itself and a header from it is refused as the
+protocol it reaches refuses any junk, and a header that stops part-way is
+closed at the header timeout.
 Then HAProxy (Debian's) in front, with `send-proxy-v2` and with `send-proxy`:
 the client's own address and port arrive, not HAProxy's."""
 
@@ -10,6 +12,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import struct
 import subprocess
 import tempfile
@@ -193,7 +196,9 @@ class ProxyProtocolTest(unittest.TestCase):
                 self.assertLess(time.monotonic() - began, 5, "closed by the header timeout, not later")
         server.stop_and_check()
 
-    def test_untrusted_source_is_served_as_itself_but_may_not_send_a_header(self):
+    def test_untrusted_source_is_served_as_itself_and_its_header_is_refused(self):
+        # Nothing is read for a PROXY header from elsewhere: it reaches HTTP as it is,
+        # which refuses it (400, then the connection closes), never as an address.
         server = self.start(networks="10.0.0.0/8, 2001:db8::/32")
         with Conn(server.port) as conn:
             info = whoami(conn)
@@ -203,7 +208,15 @@ class ProxyProtocolTest(unittest.TestCase):
         for header in (v1("TCP4", "10.1.2.3", "10.0.0.1", 1, 80), v2_inet("10.1.2.3", "10.0.0.1", 1, 80)):
             with self.subTest(header=header[:6]), Conn(server.port) as conn:
                 conn.send(header + b"GET /whoami HTTP/1.1\r\nHost: x\r\n\r\n")
-                closed_without_answer(self, conn)
+                answer = conn.read_until_eof(5)
+                self.assertRegex(answer, rb"^HTTP/1\.1 400 ")
+                self.assertNotIn(b"10.1.2.3", answer)
+        tls = start_https(self, CERTS.rsa, "--workers", "1", "--proxy-protocol", "10.0.0.0/8")
+        with Conn(tls.port) as conn:
+            conn.send(v2_inet("10.1.2.3", "10.0.0.1", 1, 443))
+            with self.assertRaises((ssl.SSLError, ConnectionError)):  # its plaintext refusal, then gone
+                client_context().wrap_socket(conn.sock, server_hostname="localhost")
+        tls.stop_and_check()
         server.stop_and_check()
 
     def test_a_bad_network_list_stops_the_server_with_its_reason(self):
