@@ -92,8 +92,8 @@ static xProxyVerdict parse_v1(const uint8_t *data, size_t len, xProxyHeader *out
     const char *line = (const char *)data + V1_SIGNATURE_LEN, *stop = (const char *)data + end;
     /* Fields one space apart: the protocol, then for TCP4 and TCP6 the source
      * and destination addresses and ports. */
-    const char *field[5];
-    size_t field_len[5], count = 0;
+    const char *field[5] = {0};
+    size_t field_len[5] = {0}, count = 0;
     for (const char *p = line; p <= stop && count < 5;) {
         const char *space = memchr(p, ' ', (size_t)(stop - p));
         const char *field_end = space ? space : stop;
