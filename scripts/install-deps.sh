@@ -37,6 +37,9 @@ needs=(
   postgresql:/usr/lib/postgresql
   libhiredis-dev:/usr/include/hiredis/async.h
   redis-server:redis-server
+  # proxies in front of the server: h2c smuggling and the PROXY protocol (tests/integration/)
+  haproxy:/usr/sbin/haproxy
+  nginx-light:/usr/sbin/nginx
 )
 
 install_needs install-deps "${needs[@]}"

@@ -343,6 +343,10 @@ static void on_whoami(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xHttpResponseSend(res, body, (size_t)(p - body));
 }
 
+/* --proxy-protocol NETWORKS: every listener reads the PROXY protocol from
+ * those networks. */
+static const char *proxy_networks;
+
 /* Set by --test-routes (the integration tests' harness passes it). */
 static bool test_routes;
 /* Set by --ws-deflate: /ws offers permessage-deflate. */
@@ -594,7 +598,8 @@ void benchFreeRoutes(void) {
 const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
                                 "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
                                 "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
-                                "       [--max-streams N] [--no-http2 | --http2-only] [--test-routes]\n"
+                                "       [--max-streams N] [--no-http2 | --http2-only] [--h2c-upgrade]\n"
+                                "       [--test-routes] [--proxy-protocol NETWORKS]\n"
                                 "       [--access-log PATH] [--log-format common|combined|json]\n"
                                 "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
                                 "       [--user-metrics]\n"
@@ -723,6 +728,14 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
             ws_deflate = true;
             continue;
         }
+        if (strcmp(argv[i], "--proxy-protocol") == 0 && i + 1 < argc) {
+            proxy_networks = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--h2c-upgrade") == 0) {
+            conf->h2c_upgrade = true;
+            continue;
+        }
         if (strcmp(argv[i], "--no-http2") == 0 || strcmp(argv[i], "--http2-only") == 0) {
             conf->protocols = argv[i][2] == 'n' ? XHTTP_PROTO_HTTP1 : XHTTP_PROTO_HTTP2;
             continue;
@@ -756,6 +769,17 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
     if (opts[SHUTDOWN].set) conf->shutdown_timeout_ms = (uint32_t)opts[SHUTDOWN].value;
     if (opts[SEND].set) conf->send_timeout_ms = (uint32_t)opts[SEND].value;
     if (opts[STREAMS].set) conf->http2_max_streams = (uint32_t)opts[STREAMS].value;
+    return true;
+}
+
+bool benchProxyProtocol(xHttpServer *server) {
+    if (!proxy_networks) return true;
+    for (int i = 0; xHttpServerListenerPort(server, i) != 0; i++) {
+        if (xHttpServerProxyProtocol(server, i, proxy_networks) != XOK) {
+            fprintf(stderr, "--proxy-protocol: %s\n", xHttpServerLastError(server));
+            return false;
+        }
+    }
     return true;
 }
 

@@ -60,6 +60,10 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
 /** The usage lines of the common flags. */
 extern const char benchCommonUsage[];
 
+/** Turns the PROXY protocol on for every listener of server when
+ *  --proxy-protocol was given; false (with a message) for a bad list. */
+bool benchProxyProtocol(xHttpServer *server);
+
 /** Prints "listening on HOST:PORT (N workers)", the line tests wait for. */
 void benchPrintListening(const char *host, xHttpServer *server);
 

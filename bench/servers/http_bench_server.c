@@ -10,7 +10,8 @@
  *       [--static DIR [--static-no-twins] [--static-cache-ms MS] [--static-cache-control V]
  *        [--static-type EXT=TYPE]...]
  *
- * HTTP/1.1 and cleartext HTTP/2 (prior knowledge or Upgrade: h2c) share the port.
+ * HTTP/1.1 and cleartext HTTP/2 (prior knowledge, or Upgrade: h2c with --h2c-upgrade) share
+ * the port; --proxy-protocol NETWORKS reads the PROXY header from load balancers there.
  */
 #include <stdio.h>
 
@@ -40,7 +41,7 @@ int main(int argc, char **argv) {
         xHttpServerDestroy(server);
         return 1;
     }
-    if (xHttpServerListen(server, host, (uint16_t)port) != XOK) {
+    if (xHttpServerListen(server, host, (uint16_t)port) != XOK || !benchProxyProtocol(server)) {
         fprintf(stderr, "http_bench_server: %s\n", xHttpServerLastError(server));
         xHttpServerDestroy(server);
         benchFreeRoutes();

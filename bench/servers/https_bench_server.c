@@ -135,7 +135,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (xHttpServerListenTls(server, host, (uint16_t)port, &flags.tls) != XOK ||
-        (flags.plain_port >= 0 && xHttpServerListen(server, host, (uint16_t)flags.plain_port) != XOK)) {
+        (flags.plain_port >= 0 && xHttpServerListen(server, host, (uint16_t)flags.plain_port) != XOK) ||
+        !benchProxyProtocol(server)) {
         fprintf(stderr, "https_bench_server: %s\n", xHttpServerLastError(server));
         xHttpServerDestroy(server);
         benchFreeRoutes();

@@ -42,7 +42,8 @@ typedef struct xHttpServer xHttpServer;
 typedef void (*xHttpHandler)(xHttpRequest *req, xHttpResponse *res, void *arg);
 
 /** Protocols a server speaks; HTTP/2 without TLS is told apart from HTTP/1.1
- *  by its connection preface, or reached by "Upgrade: h2c". */
+ *  by its connection preface (and reached by "Upgrade: h2c" only where
+ *  xHttpServerConf.h2c_upgrade allows it). */
 enum {
     XHTTP_PROTO_HTTP1 = 1u << 0,
     XHTTP_PROTO_HTTP2 = 1u << 1,
@@ -84,6 +85,15 @@ typedef struct xHttpServerConf {
     xIoBackend io;                    /**< the workers' I/O backend (XIO_DEFAULT: XK_IO,
                                            else io_uring, else epoll); a caller's loop
                                            keeps its own */
+    bool h2c_upgrade;                 /**< an HTTP/1.1 request with "Upgrade: h2c" is
+                                           answered 101 and served over HTTP/2 (false:
+                                           served over HTTP/1.1, no 101). Off because a
+                                           proxy in front that forwards Upgrade turns the
+                                           connection into a tunnel it no longer reads,
+                                           so its rules (deny /admin) stop applying to
+                                           the HTTP/2 requests inside (h2c smuggling);
+                                           RFC 9113 §3.1 deprecates the mechanism. HTTP/2
+                                           with prior knowledge is unaffected */
 } xHttpServerConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is
@@ -167,6 +177,23 @@ xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_
  *  "tls: key key.pem does not match certificate cert.pem"); "" after a
  *  success. Valid until the next such call. */
 const char *xHttpServerLastError(const xHttpServer *server);
+
+/** Reads the PROXY protocol (HAProxy's, versions 1 and 2) on listener index
+ *  (0 for the first added, plain or TLS), before TLS or HTTP, from clients
+ *  whose address is in trusted_networks ("127.0.0.0/8, 10.0.0.0/8 ::1/128":
+ *  IPv4 and IPv6 networks or single addresses, commas or spaces between, up
+ *  to 32). A trusted client must open with a valid header (a load balancer
+ *  set to send one that does not is misconfigured, and its requests would be
+ *  taken for its own), else it is closed; the address and port the header
+ *  carries are then the client's for handlers (xHttpRequestPeer), access
+ *  logs and metrics. A LOCAL (v2) or UNKNOWN (v1) header, or one for an
+ *  address family other than TCP over IPv4 or IPv6, leaves the connection's
+ *  own. Anyone else connects as before and nothing of theirs is read as a
+ *  header: a PROXY header from them is refused as any junk is (HTTP/1.1
+ *  answers 400 and closes), never taken as an address. A header that has
+ *  not all arrived within header_timeout_ms closes the connection. NULL turns it off. XERR_INVALID (no such
+ * listener, or a list that is not networks: xHttpServerLastError says which), XERR_STATE (running). */
+xErrno xHttpServerProxyProtocol(xHttpServer *server, int index, const char *trusted_networks);
 
 /** How many workers serve requests (1 on a caller's loop). */
 int xHttpServerWorkerCount(const xHttpServer *server);

@@ -34,6 +34,7 @@
 
 #include "xnet/connection.h"
 #include "xnet/listener.h"
+#include "xnet/proxy.h"
 #include "xnet/tls/tls.h"
 #include "xhttp/core/context.h"
 #include "xhttp/core/exchange.h"
@@ -67,8 +68,9 @@ typedef struct xWorker {
     xTimer deadline; /* graceful stop gives up here */
     pthread_t thread;
     xWorkerState state;
-    bool stop_owed; /* its start hook succeeded: the stop hook is to run */
-    xAccessLog log; /* this worker's lines, when the server logs */
+    bool stop_owed;          /* its start hook succeeded: the stop hook is to run */
+    xAccessLog log;          /* this worker's lines, when the server logs */
+    xProxyWaits proxy_waits; /* sockets waiting for their PROXY header */
 } xWorker;
 
 /* xHttpServerRun's workers wait here until every start hook has returned, so
@@ -90,6 +92,7 @@ struct xHttpServer {
     int nlisteners;
     xTlsServer *tls[XSERVER_MAX_LISTENERS];    /* per listener; NULL: plain */
     xUpgradePlan plans[XSERVER_MAX_LISTENERS]; /* per listener: what its connections speak */
+    xProxyTrust *proxy[XSERVER_MAX_LISTENERS]; /* per listener: who may send a PROXY header; NULL: off */
     char last_error[512];
     uint16_t ports[XSERVER_MAX_LISTENERS]; /* per listener, known once bound: no getsockname per accept */
     bool attached;                         /* lives on a caller's loop */
@@ -211,6 +214,7 @@ static void begin_stop(xWorker *w) {
     w->state = XWORKER_DRAINING;
     w->ctx.draining = true;
     close_listeners(w);
+    xProxyWaitsCloseAll(&w->proxy_waits); /* none has sent a request yet */
     for_each_conn(w, drain_conn);
     if (w->ctx.net.conn_count == 0) {
         worker_finish(w);
@@ -243,22 +247,42 @@ void xHttpServerStop(xHttpServer *server) {
 
 /* ---- Accepting ---- */
 
+/* A socket of listener slot becomes a connection, peer its client. */
+static void admit(xWorker *w, int slot, int fd, const xNetAddr *peer) {
+    xTlsServer *tls = w->server->tls[slot];
+    if (tls)
+        xTlsAccept(&w->ctx.net, tls, fd, peer);
+    else
+        xUpgradeAccept(&w->ctx, fd, peer, &w->server->plans[slot]);
+}
+
+/* A socket whose PROXY header was read; the slot is the tag it waited with. */
+static void admit_after_proxy(void *arg, unsigned slot, int fd, const xNetAddr *client) {
+    xWorker *w = arg;
+    if (w->state != XWORKER_SERVING) {
+        close(fd);
+        return;
+    }
+    admit(w, (int)slot, fd, client);
+}
+
 static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *arg) {
     xWorker *w = arg;
     int slot = 0;
     while (slot < w->server->nlisteners - 1 && w->listen_fds[slot] != listen_fd) slot++;
-    xTlsServer *tls = w->server->tls[slot];
+    const xProxyTrust *proxy = w->server->proxy[slot];
     int fd;
     xNetAddr peer;
     while ((fd = xListenerAccept(listen_fd, w->server->ports[slot], &w->spare_fd, &peer)) >= 0) {
-        if (w->ctx.net.conn_count >= w->server->conf.max_connections || w->state != XWORKER_SERVING) {
+        if (w->ctx.net.conn_count + w->proxy_waits.count >= w->server->conf.max_connections ||
+            w->state != XWORKER_SERVING) {
             close(fd);
             continue;
         }
-        if (tls)
-            xTlsAccept(&w->ctx.net, tls, fd, &peer);
+        if (proxy && xProxyTrusted(proxy, &peer))
+            xProxyWaitStart(&w->proxy_waits, fd, &peer, (unsigned)slot);
         else
-            xUpgradeAccept(&w->ctx, fd, &peer, &w->server->plans[slot]);
+            admit(w, slot, fd, &peer);
     }
 }
 
@@ -281,6 +305,7 @@ static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
     if (!w->loop) return XERR_SYS;
     xErrno err = xHttpContextInit(&w->ctx, w->loop, &server->conf, server->router, &xUpgradeRequests);
     if (err != XOK) return err;
+    xProxyWaitsInit(&w->proxy_waits, w->loop, server->conf.header_timeout_ms, admit_after_proxy, w);
     w->ctx.answers = &server->answers;
     w->ctx.owner = w;
     w->ctx.net.on_conn_gone = on_conn_gone;
@@ -303,6 +328,7 @@ static void run_stop_hook(xWorker *w) {
 static void worker_destroy(xWorker *w) {
     if (w->loop) {
         close_listeners(w);
+        xProxyWaitsCloseAll(&w->proxy_waits);
         for_each_conn(w, xConnClose);
         /* Blocking work still out (the pool is gone: all of it is back, in
          * posted calls) ends its requests while the worker still stands. */
@@ -364,7 +390,10 @@ void xHttpServerDestroy(xHttpServer *server) {
         if (server->workers[i].server) worker_destroy(&server->workers[i]);
     }
     free(server->workers);
-    for (int i = 0; i < server->nlisteners; i++) xTlsServerDestroy(server->tls[i]);
+    for (int i = 0; i < server->nlisteners; i++) {
+        xTlsServerDestroy(server->tls[i]);
+        free(server->proxy[i]);
+    }
     xRouterDestroy(server->router);
     xMetricRegistryDestroy(server->metrics);
     xCompressConfDestroy(server->compress);
@@ -724,6 +753,27 @@ uint16_t xHttpServerPort(const xHttpServer *server) { return server->ports[0]; }
 uint16_t xHttpServerListenerPort(const xHttpServer *server, int index) {
     if (index < 0 || index >= server->nlisteners) return 0;
     return server->ports[index];
+}
+
+xErrno xHttpServerProxyProtocol(xHttpServer *server, int index, const char *trusted_networks) {
+    if (server->running) return XERR_STATE;
+    if (index < 0 || index >= server->nlisteners) {
+        snprintf(server->last_error, sizeof server->last_error, "proxy protocol: no listener %d", index);
+        return XERR_INVALID;
+    }
+    xProxyTrust *trust = NULL;
+    if (trusted_networks) {
+        trust = malloc(sizeof *trust);
+        if (!trust) return XERR_NOMEM;
+        if (!xProxyTrustParse(trust, trusted_networks, server->last_error, sizeof server->last_error)) {
+            free(trust);
+            return XERR_INVALID;
+        }
+    }
+    free(server->proxy[index]);
+    server->proxy[index] = trust;
+    server->last_error[0] = '\0';
+    return XOK;
 }
 
 int xHttpServerWorkerCount(const xHttpServer *server) { return server->nworkers; }

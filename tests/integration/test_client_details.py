@@ -42,7 +42,9 @@ class ClientDetailsTestCase(unittest.TestCase):
 
 
 class ClientDetailsCleartextTest(ServerTestCase, ClientDetailsTestCase):
-    """One plain server on every IPv4 address."""
+    """One plain server on every IPv4 address (h2c Upgrade on, to see its peer too)."""
+
+    server_args = ("--h2c-upgrade",)
 
     def test_http1_reports_the_ipv4_peer_and_ports(self):
         with Conn(self.server.port) as conn:

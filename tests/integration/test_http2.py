@@ -89,7 +89,7 @@ class H2ClientSelfTest(unittest.TestCase):
 
 
 class CurlAndNghttpTest(H2ServerTestCase):
-    server_args = ["--workers", "2"]
+    server_args = ["--workers", "2", "--h2c-upgrade"]
 
     def curl_h2(self, target, *args):
         """curl with prior knowledge; (CompletedProcess, http_version, status)."""
@@ -179,7 +179,7 @@ class CurlAndNghttpTest(H2ServerTestCase):
 
 
 class RawHttp2Test(H2ServerTestCase):
-    server_args = ["--workers", "2"]
+    server_args = ["--workers", "2", "--h2c-upgrade"]
 
     def test_server_settings_allow_256_streams_and_16mib_windows(self):
         conn = self.h2connect()
@@ -441,8 +441,35 @@ class RawHttp2Test(H2ServerTestCase):
 class OptionsTest(unittest.TestCase):
     """--no-http2, --http2-only and --max-streams; each test owns a server."""
 
+    def test_h2c_upgrade_is_off_by_default_and_prior_knowledge_stays(self):
+        # Off unless asked (--h2c-upgrade): a proxy that forwards Upgrade would
+        # tunnel the HTTP/2 requests after a 101 past its own rules.
+        server = start_server(self, ["--workers", "1"])
+        result = curl("-v", "-w", "\n%{http_version}", "--http2", server.url("/ping"), timeout=20)
+        self.assertEqual((result.returncode, result.stdout), (0, b"pong\n1.1"), result.stderr)
+        self.assertNotIn("< HTTP/1.1 101", result.stderr.decode("utf-8", "replace"))
+        with Conn(server.port) as conn:
+            conn.request(
+                "GET",
+                "/ping",
+                headers=[
+                    ("Connection", "Upgrade, HTTP2-Settings"),
+                    ("Upgrade", "h2c"),
+                    ("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA"),
+                ],
+            )
+            resp = conn.read_final_response()
+            self.assertEqual((resp.version, resp.status, resp.body, resp.interim), ("HTTP/1.1", 200, b"pong", []))
+            # The connection stays HTTP/1.1: a second request on it is served so.
+            conn.request("GET", "/ping")
+            self.assertEqual(conn.read_response().body, b"pong")
+        with H2Conn(server.port) as conn:
+            self.assertEqual(conn.fetch("GET", "/ping").body, b"pong")
+        server.stop_and_check()
+
     def test_no_http2_speaks_only_http1(self):
-        server = start_server(self, ["--workers", "1", "--no-http2"])
+        # --h2c-upgrade asks for the Upgrade, which a server without HTTP/2 still refuses.
+        server = start_server(self, ["--workers", "1", "--no-http2", "--h2c-upgrade"])
         result = curl("--http2-prior-knowledge", "-w", "%{http_version}", server.url("/ping"), timeout=20)
         self.assertFalse(result.returncode == 0 and result.stdout.endswith(b"2"), f"HTTP/2 was spoken: {result!r}")
         with H2Conn(server.port, handshake=False) as conn:

@@ -139,7 +139,7 @@ class AccessLogFormatsTest(LogTestCase):
         return rec
 
     def test_json_lines_for_http1_http10_and_h2c(self):
-        self.start("json")
+        self.start("json", "--h2c-upgrade")
         with Conn(self.server.port) as conn:
             get(conn, "/echo?size=5", {"User-Agent": "tester/1.0", "Referer": "http://r.example/p"})
             get(conn, "/nowhere")

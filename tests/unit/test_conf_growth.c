@@ -61,6 +61,7 @@ static void test_current_conf_records_its_size(void) {
     xHttpServerConfInit(&conf);
     CHECK_EQ_INT(conf.struct_size, sizeof conf);
     CHECK(conf.handle_signals);
+    CHECK(!conf.h2c_upgrade); /* h2c smuggling past a proxy: asked for, never by default */
     xTlsConf tls;
     xTlsConfInit(&tls);
     CHECK_EQ_INT(tls.struct_size, sizeof tls);

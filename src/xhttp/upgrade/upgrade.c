@@ -159,9 +159,12 @@ bool xUpgradeAccept(xHttpContext *ctx, int fd, const xNetAddr *addr, const xUpgr
 
 /* ---- HTTP/1.1's Upgrade ---- */
 
-/* "Upgrade: h2c" (RFC 7540 §3.2) on a request without a body: answer 101 and
- * let HTTP/2 serve this request as stream 1, logged there. Anything off, and
- * the request is simply served over HTTP/1.1, as the RFC allows. */
+/* "Upgrade: h2c" (RFC 7540 §3.2) on a request without a body, where
+ * conf->h2c_upgrade allows it: answer 101 and let HTTP/2 serve this request as
+ * stream 1, logged there. Anything off, and the request is simply served over
+ * HTTP/1.1, as the RFC allows. Off by default: a proxy that forwards Upgrade
+ * tunnels whatever follows a 101 without reading it, so the HTTP/2 requests
+ * inside would pass its rules by (h2c smuggling). */
 typedef struct xH2cSwitch {
     size_t settings_len;
     char settings[XUPGRADE_MAX_H2C_SETTINGS];
@@ -184,7 +187,8 @@ static const xHttpTakeover *offer(xConn *conn, xHttpExchange *ex, bool has_body,
     xStr upgrade, settings;
     const xHttpRequest *req = &ex->req;
     /* h2c is cleartext only (RFC 9113 §3.1): over TLS, ALPN chose HTTP/1.1. */
-    if (has_body || !(xHttpContextOf(conn)->conf->protocols & XHTTP_PROTO_HTTP2) || conn->transport->secure ||
+    const xHttpServerConf *conf = xHttpContextOf(conn)->conf;
+    if (has_body || !conf->h2c_upgrade || !(conf->protocols & XHTTP_PROTO_HTTP2) || conn->transport->secure ||
         !xHttpRequestHeader(req, "upgrade", &upgrade) || !xHttpListHasToken(upgrade, "h2c") ||
         !xHttpRequestHeader(req, "http2-settings", &settings) ||
         settings.len > XUPGRADE_MAX_H2C_SETTINGS * 4 / 3)
