@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <xbase/event.h>
 
@@ -16,7 +17,7 @@ typedef struct xPoller xPoller;
 
 typedef struct xPollerEvent {
     int fd;
-    unsigned events; /* XEV_* bits */
+    unsigned events; /* XEV_* bits, and XEV_SENT (loop_internal.h) */
 } xPollerEvent;
 
 typedef struct xPollerOps {
@@ -35,6 +36,20 @@ typedef struct xPollerOps {
      *  only before fd's first wait, on at any time. NULL where XEV_RECV
      *  means nothing. */
     void (*recv_ahead)(xPoller *poller, int fd, bool on);
+    /** Queues one gathered send to fd (a watched socket), handed to the
+     *  kernel with the next wait (or submit) and never waiting there for
+     *  room (MSG_DONTWAIT): the kernel has taken what it takes, or failed
+     *  with EAGAIN, once it is handed in. Only iov is copied: the bytes must
+     *  stay until then. Its result is reported as XEV_SENT and read with
+     *  sent; one send per fd at a time. 0, or -1 with errno where it cannot be queued (send it
+     *  yourself). NULL where sending is a system call (epoll); then so are
+     *  sent and submit. */
+    int (*send)(xPoller *poller, int fd, const struct iovec *iov, int iovcnt);
+    /** After XEV_SENT for fd: the bytes its send took, or -1 with errno. */
+    ssize_t (*sent)(xPoller *poller, int fd);
+    /** Hands the queued sends to the kernel now, so the memory they point
+     *  at may change. */
+    void (*submit)(xPoller *poller);
     void (*destroy)(xPoller *poller);
 } xPollerOps;
 
