@@ -386,8 +386,12 @@ static void send_completed(xConn *conn) {
             xConnClose(conn); /* EPIPE, ECONNRESET: as a failed send(2) */
         return;
     }
-    advance(conn, (size_t)w);
     xCounterAdd(&conn->net->counters.bytes_out, (uint64_t)w);
+    if ((size_t)w == conn->out_pending && !owed && conn->state == XCONN_OPEN && !conn->transport->flush) {
+        out_reset(conn); /* all of it, mostly: nothing to gather or account for piece by piece */
+        return;
+    }
+    advance(conn, (size_t)w);
     flush(conn, w > 0);
     if (owed && !xConnClosed(conn) && !xConnLingering(conn) && conn->send == XCONN_SEND_READY &&
         conn->proto->on_flushed)

@@ -15,9 +15,13 @@
 
 typedef struct xPoller xPoller;
 
+/* Reported beside the XEV_* bits: fd's send (ops->send) completed. The loop
+ * passes it on as XEV_SENT (loop_internal.h), the same bit. */
+#define XPOLLER_SENT (1u << 7)
+
 typedef struct xPollerEvent {
     int fd;
-    unsigned events; /* XEV_* bits, and XEV_SENT (loop_internal.h) */
+    unsigned events; /* XEV_* bits, and XPOLLER_SENT */
 } xPollerEvent;
 
 typedef struct xPollerOps {
@@ -40,12 +44,12 @@ typedef struct xPollerOps {
      *  kernel with the next wait (or submit) and never waiting there for
      *  room (MSG_DONTWAIT): the kernel has taken what it takes, or failed
      *  with EAGAIN, once it is handed in. Only iov is copied: the bytes must
-     *  stay until then. Its result is reported as XEV_SENT and read with
+     *  stay until then. Its result is reported as XPOLLER_SENT and read with
      *  sent; one send per fd at a time. 0, or -1 with errno where it cannot be queued (send it
      *  yourself). NULL where sending is a system call (epoll); then so are
      *  sent and submit. */
     int (*send)(xPoller *poller, int fd, const struct iovec *iov, int iovcnt);
-    /** After XEV_SENT for fd: the bytes its send took, or -1 with errno. */
+    /** After XPOLLER_SENT for fd: the bytes its send took, or -1 with errno. */
     ssize_t (*sent)(xPoller *poller, int fd);
     /** Hands the queued sends to the kernel now, so the memory they point
      *  at may change. */

@@ -15,7 +15,7 @@
  * gathered is handed in with the wait that ends it, MSG_DONTWAIT so that
  * the kernel takes what fits there and then (or fails with EAGAIN, as
  * send(2) would) and never holds on to the caller's memory afterwards; the
- * completion tells the socket's watch how much went (XEV_SENT).
+ * completion tells the socket's watch how much went (XPOLLER_SENT).
  *
  * The ring belongs to one thread (SINGLE_ISSUER, DEFER_TASKRUN: completions
  * are reaped only when that thread waits). A loop is often created on one
@@ -39,8 +39,6 @@
 #include <unistd.h>
 
 #include <liburing.h>
-
-#include "xbase/loop/loop_internal.h" /* XEV_SENT */
 
 #define XURING_SQ_ENTRIES 256
 /* Each watched fd may have a completion waiting; a full completion queue ends
@@ -150,6 +148,7 @@ typedef struct xUring {
     size_t nmsgs, msgs_cap;
     struct iovec *iovs;
     size_t niovs, iovs_cap;
+    unsigned sends; /* queued since the last wait: their completions come as they are handed in */
     struct io_uring_buf_ring *buf_ring; /* NULL: the kernel has no provided buffer rings */
     char *bufs;                         /* XURING_BUFS reserved; pages appear as they are received into */
     unsigned provided;                  /* buffers put in the ring so far: ids below this */
@@ -271,6 +270,13 @@ static void submit_queued(xUring *u) {
     if (!u->enabled) return; /* nothing is sent before the first wait */
     io_uring_submit(&u->ring);
     forget_msgs(u);
+}
+
+static struct io_uring_sqe *next_sqe(xUring *u) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    if (sqe) return sqe;
+    submit_queued(u);
+    return io_uring_get_sqe(&u->ring);
 }
 
 /* ---- Registrations ---- */
@@ -451,12 +457,14 @@ static int uring_send(xPoller *poller, int fd, const struct iovec *iov, int iovc
         errno = EBADF;
         return -1;
     }
-    /* Room for the entry first: handing in a full queue there and then would
-     * forget the header this send is about to point at. */
-    if (io_uring_sq_space_left(&u->ring) == 0) submit_queued(u);
     struct msghdr *msg = NULL;
-    if (iovcnt > 1 && !(msg = keep_msg(u, iov, iovcnt))) return -1;
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    if (iovcnt > 1) {
+        /* Room for the entry first: handing in a full queue after keeping
+         * the header would forget the header this send points at. */
+        if (io_uring_sq_space_left(&u->ring) == 0) submit_queued(u);
+        if (!(msg = keep_msg(u, iov, iovcnt))) return -1;
+    }
+    struct io_uring_sqe *sqe = msg ? io_uring_get_sqe(&u->ring) : next_sqe(u);
     if (!sqe) {
         if (msg) {
             u->nmsgs--;
@@ -472,11 +480,12 @@ static int uring_send(xPoller *poller, int fd, const struct iovec *iov, int iovc
     else
         io_uring_prep_send(sqe, fd, iov[0].iov_base, iov[0].iov_len, flags);
     io_uring_sqe_set_data64(sqe, tag_of(KIND_SEND, fd, f->gen));
+    u->sends++;
     return 0;
 }
 
 static ssize_t uring_sent(xPoller *poller, int fd) {
-    const xUringFd *f = &((xUring *)poller)->fds[fd]; /* it reported XEV_SENT: within fd_cap */
+    const xUringFd *f = &((xUring *)poller)->fds[fd]; /* it reported XPOLLER_SENT: within fd_cap */
     if (f->sent >= 0) return f->sent;
     errno = -f->sent;
     return -1;
@@ -488,13 +497,6 @@ static void uring_submit(xPoller *poller) {
 }
 
 /* ---- Submitting ---- */
-
-static struct io_uring_sqe *next_sqe(xUring *u) {
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-    if (sqe) return sqe;
-    submit_queued(u);
-    return io_uring_get_sqe(&u->ring);
-}
 
 static unsigned poll_mask(const xUringFd *f) {
     unsigned mask = 0;
@@ -624,7 +626,7 @@ static unsigned take(xUring *u, const struct io_uring_cqe *cqe, int *fd_out) {
     *fd_out = fd;
     if (kind == KIND_SEND) {
         f->sent = cqe->res;
-        return XEV_SENT;
+        return XPOLLER_SENT;
     }
     if (kind == KIND_RECV) return received(u, fd, cqe);
     if (kind == KIND_POLLIN) {
@@ -658,8 +660,14 @@ static int uring_wait(xPoller *poller, xPollerEvent *events, int max, int timeou
         struct io_uring_cqe *cqe;
         struct __kernel_timespec ts = {.tv_sec = timeout_ms / 1000,
                                        .tv_nsec = (timeout_ms % 1000) * 1000000L};
-        ret = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, timeout_ms < 0 ? NULL : &ts, NULL);
+        /* The sends' completions are in the queue as soon as they are handed
+         * in, before the wait: sleep until something more comes. What they
+         * say (the socket took it all, mostly) waits as long; a full socket
+         * wakes us with its POLLOUT. */
+        ret =
+            io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1 + u->sends, timeout_ms < 0 ? NULL : &ts, NULL);
     }
+    u->sends = 0;
     forget_msgs(u);
     if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EBUSY) {
         errno = -ret;

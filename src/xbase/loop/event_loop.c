@@ -221,6 +221,8 @@ ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int i
     return sendmsg(fd, &msg, MSG_NOSIGNAL);
 }
 
+_Static_assert(XEV_SENT == XPOLLER_SENT, "the backend's bit is passed on as it is");
+
 bool xEventLoopSendsByCompletion(const xEventLoop *loop) { return loop->poller->ops->send != NULL; }
 
 int xEventLoopSendQueue(xEventLoop *loop, int fd, const struct iovec *iov, int iovcnt) {
