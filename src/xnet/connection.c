@@ -266,7 +266,7 @@ xErrno xConnWriteFile(xConn *conn, int fd, off_t offset, size_t len, void (*rele
 /* Gathers the unsent bytes in order: buffered bytes up to each ref's mark,
  * then the ref, then the buffered bytes after it; up to a file's range, which
  * send_file takes once everything before it is out. */
-static int gather(const xConn *conn, struct iovec *iov) {
+static inline int gather(const xConn *conn, struct iovec *iov) {
     int n = 0;
     size_t pos = conn->out_sent;
     size_t i = conn->out_ref_index;
@@ -309,7 +309,7 @@ static ssize_t send_file(xConn *conn, bool *use_sendfile) {
 
 /* Accounts for sent bytes, releasing each reference (and each marker) as
  * soon as everything up to its end has gone. */
-static void advance(xConn *conn, size_t sent) {
+static inline void advance(xConn *conn, size_t sent) {
     conn->out_pending -= sent;
     for (;;) {
         xOutRef *ref = conn->out_ref_index < conn->out_nrefs ? &conn->out_refs[conn->out_ref_index] : NULL;
@@ -351,6 +351,8 @@ static void blocked_after(xConn *conn, bool progressed);
  * a turn's sends. The completion (send_completed) carries on from there.
  * Where it cannot (a file's range comes first, no room), a flush. */
 static void send_at_turn_end(xConn *conn) {
+    if (conn->send != XCONN_SEND_READY)
+        return; /* in flight, or a full socket: its end sends what is queued */
     struct iovec iov[XCONN_IOV_MAX];
     int n = conn->transport->sends_through_loop && !xConnClosed(conn) ? gather(conn, iov) : 0;
     if (n > 0 && xEventLoopSendQueue(conn->net->loop, conn->fd, iov, n) == 0)
@@ -361,8 +363,7 @@ static void send_at_turn_end(xConn *conn) {
 
 static void flush_at_turn_end(xEventLoop *loop, xTurnEnd *call) {
     xConn *conn = (xConn *)((char *)call - offsetof(xConn, flush_soon));
-    /* A send in flight or a full socket: its end sends what is queued. */
-    if (xConnPending(conn) && conn->send == XCONN_SEND_READY) {
+    if (xConnPending(conn)) {
         if (conn->net->sends_by_completion)
             send_at_turn_end(conn);
         else
@@ -375,7 +376,9 @@ static void flush_at_turn_end(xEventLoop *loop, xTurnEnd *call) {
  * flush does, synchronously (what is left: the rest of a short send, output
  * queued meanwhile; a closing connection's next step). A flush asked for
  * meanwhile hears on_flushed once the output is out, as after a full socket. */
-static void send_completed(xConn *conn) {
+/* Kept out of on_io, which every event of every connection runs, on epoll
+ * too, where this never does: inlined, it made each of them dearer. */
+__attribute__((noinline)) static void send_completed(xConn *conn) {
     bool owed = conn->send == XCONN_SEND_IN_FLIGHT_FLUSH_OWED;
     conn->send = XCONN_SEND_READY;
     ssize_t w = xEventLoopSendResult(conn->net->loop, conn->fd);
