@@ -351,11 +351,17 @@ static void blocked_after(xConn *conn, bool progressed);
  * a turn's sends. The completion (send_completed) carries on from there.
  * Where it cannot (a file's range comes first, no room), a flush. */
 static void send_at_turn_end(xConn *conn) {
-    if (conn->send != XCONN_SEND_READY)
-        return; /* in flight, or a full socket: its end sends what is queued */
+    /* In flight, or a full socket: its end sends what is queued. */
+    if (conn->send != XCONN_SEND_READY) return;
     struct iovec iov[XCONN_IOV_MAX];
-    int n = conn->transport->sends_through_loop && !xConnClosed(conn) ? gather(conn, iov) : 0;
-    if (n > 0 && xEventLoopSendQueue(conn->net->loop, conn->fd, iov, n) == 0)
+    int n = conn->transport->sends_through_loop && conn->state == XCONN_OPEN ? gather(conn, iov) : 0;
+    size_t gathered = 0;
+    for (int i = 0; i < n; i++) gathered += iov[i].iov_len;
+    /* Only the whole queue: the loop hears a send's completion when it next
+     * wakes for something else, so what would follow it (a file's range, the
+     * iovecs past the most, a closing connection's next step) would wait as
+     * long. A socket too full to take it all wakes the loop itself. */
+    if (n > 0 && gathered == conn->out_pending && xEventLoopSendQueue(conn->net->loop, conn->fd, iov, n) == 0)
         conn->send = XCONN_SEND_IN_FLIGHT;
     else
         xConnFlush(conn);

@@ -9,8 +9,10 @@ so a refusal fails the default test with the reason the server logged."""
 
 import os
 import re
+import shutil
 import signal
 import socket
+import tempfile
 import time
 import unittest
 
@@ -190,6 +192,25 @@ class OutputTest(unittest.TestCase):
                 self.assertEqual(resp.status, 200, f"connection {i}, {n} bytes")
                 self.assertEqual(len(resp.body), n, f"connection {i}")
                 self.assertEqual(resp.body.count(b"x"), n, f"connection {i}: bytes that are not the body's")
+        server.stop_and_check()
+
+    def test_files_larger_than_are_copied_arrive_without_a_stall(self):
+        # Past 16 KiB a file's range leaves by sendfile(2) after its head: the head must not sit
+        # in a send whose completion the loop would only hear at its next wake (200 ms when
+        # quiet), ten times over.
+        root = tempfile.mkdtemp(prefix="xk-out-")
+        self.addCleanup(shutil.rmtree, root)
+        body = bytes(range(256)) * 400
+        with open(os.path.join(root, "big.bin"), "wb") as f:
+            f.write(body)
+        server = self.start("--static", root)
+        with Conn(server.port, server.connect_host) as conn:
+            started = time.monotonic()
+            for _ in range(10):
+                conn.request("GET", "/static/big.bin")
+                resp = conn.read_response()
+                self.assertEqual((resp.status, resp.body), (200, body))
+            self.assertLess(time.monotonic() - started, 1.0, "responses waited for the loop to wake")
         server.stop_and_check()
 
     def test_a_websocket_peer_that_stops_reading_then_goes_is_let_go(self):
