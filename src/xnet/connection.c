@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "xbase/loop/loop_internal.h"
+
 #define XCONN_IOV_MAX 64
 #define XCONN_LINGER_MS 2000
 #define XCONN_LINE 64 /* a cache line: xConn's hot fields are laid out by them */
@@ -52,13 +54,16 @@ const xTransport xConnPlainTransport = {
     .shutdown_write = plain_shutdown_write,
     .sendfile = plain_sendfile,
     .reads_through_loop = true,
+    .sends_through_loop = true,
 };
 
 /* ---- Lifetime ---- */
 
 xErrno xNetContextInit(xNetContext *net, xEventLoop *loop, size_t block_size, size_t spare_blocks,
                        uint32_t send_timeout_ms) {
-    *net = (xNetContext){.loop = loop, .send_timeout_ms = send_timeout_ms};
+    *net = (xNetContext){.loop = loop,
+                         .send_timeout_ms = send_timeout_ms,
+                         .sends_by_completion = xEventLoopSendsByCompletion(loop)};
     if (!(net->mem = xMemCacheCreate())) return XERR_NOMEM;
     xBufferPoolInit(&net->buffers, block_size, spare_blocks);
     return XOK;
@@ -155,8 +160,16 @@ ssize_t xConnRecv(xConn *conn, char *buf, size_t len) {
 
 size_t xConnPending(const xConn *conn) { return conn->out_pending; }
 
+/* Whether a send the loop's backend was given may still point at the output. */
+static bool send_in_flight(const xConn *conn) {
+    return conn->send == XCONN_SEND_IN_FLIGHT || conn->send == XCONN_SEND_IN_FLIGHT_FLUSH_OWED;
+}
+
 char *xConnReserve(xConn *conn, size_t len) {
     if (xBufferPoolAcquire(&conn->net->buffers, &conn->out) != XOK) return NULL;
+    /* Growing moves the bytes a send in flight may not have handed in yet
+     * (output queued by another connection's end of turn): hand it in first. */
+    if (conn->out.cap - conn->out.len < len && send_in_flight(conn)) xEventLoopSubmit(conn->net->loop);
     if (xBufferReserve(&conn->out, len) != XOK) return NULL;
     return conn->out.data + conn->out.len;
 }
@@ -253,7 +266,7 @@ xErrno xConnWriteFile(xConn *conn, int fd, off_t offset, size_t len, void (*rele
 /* Gathers the unsent bytes in order: buffered bytes up to each ref's mark,
  * then the ref, then the buffered bytes after it; up to a file's range, which
  * send_file takes once everything before it is out. */
-static int gather(const xConn *conn, struct iovec *iov) {
+static inline int gather(const xConn *conn, struct iovec *iov) {
     int n = 0;
     size_t pos = conn->out_sent;
     size_t i = conn->out_ref_index;
@@ -296,7 +309,7 @@ static ssize_t send_file(xConn *conn, bool *use_sendfile) {
 
 /* Accounts for sent bytes, releasing each reference (and each marker) as
  * soon as everything up to its end has gone. */
-static void advance(xConn *conn, size_t sent) {
+static inline void advance(xConn *conn, size_t sent) {
     conn->out_pending -= sent;
     for (;;) {
         xOutRef *ref = conn->out_ref_index < conn->out_nrefs ? &conn->out_refs[conn->out_ref_index] : NULL;
@@ -330,10 +343,68 @@ static void out_reset(xConn *conn) {
     xBufferPoolRelease(&conn->net->buffers, &conn->out);
 }
 
+static void flush(xConn *conn, bool progressed);
+static void blocked_after(xConn *conn, bool progressed);
+
+/* Hands the turn's output to the loop's backend as one send, which the
+ * kernel takes with the wait that ends the turn: one system call for all of
+ * a turn's sends. The completion (send_completed) carries on from there.
+ * Where it cannot (a file's range comes first, no room), a flush. */
+static void send_at_turn_end(xConn *conn) {
+    /* In flight, or a full socket: its end sends what is queued. */
+    if (conn->send != XCONN_SEND_READY) return;
+    struct iovec iov[XCONN_IOV_MAX];
+    int n = conn->transport->sends_through_loop && conn->state == XCONN_OPEN ? gather(conn, iov) : 0;
+    size_t gathered = 0;
+    for (int i = 0; i < n; i++) gathered += iov[i].iov_len;
+    /* Only the whole queue: the loop hears a send's completion when it next
+     * wakes for something else, so what would follow it (a file's range, the
+     * iovecs past the most, a closing connection's next step) would wait as
+     * long. A socket too full to take it all wakes the loop itself. */
+    if (n > 0 && gathered == conn->out_pending && xEventLoopSendQueue(conn->net->loop, conn->fd, iov, n) == 0)
+        conn->send = XCONN_SEND_IN_FLIGHT;
+    else
+        xConnFlush(conn);
+}
+
 static void flush_at_turn_end(xEventLoop *loop, xTurnEnd *call) {
     xConn *conn = (xConn *)((char *)call - offsetof(xConn, flush_soon));
-    if (xConnPending(conn)) xConnFlush(conn);
+    if (xConnPending(conn)) {
+        if (conn->net->sends_by_completion)
+            send_at_turn_end(conn);
+        else
+            xConnFlush(conn);
+    }
     xConnRelease(conn); /* taken by xConnFlushSoon */
+}
+
+/* The backend's send completed: account for what it took, then go on as a
+ * flush does, synchronously (what is left: the rest of a short send, output
+ * queued meanwhile; a closing connection's next step). A flush asked for
+ * meanwhile hears on_flushed once the output is out, as after a full socket. */
+/* Kept out of on_io, which every event of every connection runs, on epoll
+ * too, where this never does: inlined, it made each of them dearer. */
+__attribute__((noinline)) static void send_completed(xConn *conn) {
+    bool owed = conn->send == XCONN_SEND_IN_FLIGHT_FLUSH_OWED;
+    conn->send = XCONN_SEND_READY;
+    ssize_t w = xEventLoopSendResult(conn->net->loop, conn->fd);
+    if (w < 0) {
+        if (errno == EAGAIN)
+            blocked_after(conn, false); /* the drained socket's XEV_WRITE flushes */
+        else
+            xConnClose(conn); /* EPIPE, ECONNRESET: as a failed send(2) */
+        return;
+    }
+    xCounterAdd(&conn->net->counters.bytes_out, (uint64_t)w);
+    if ((size_t)w == conn->out_pending && !owed && conn->state == XCONN_OPEN && !conn->transport->flush) {
+        out_reset(conn); /* all of it, mostly: nothing to gather or account for piece by piece */
+        return;
+    }
+    advance(conn, (size_t)w);
+    flush(conn, w > 0);
+    if (owed && !xConnClosed(conn) && !xConnLingering(conn) && conn->send == XCONN_SEND_READY &&
+        conn->proto->on_flushed)
+        conn->proto->on_flushed(conn);
 }
 
 void xConnFlushSoon(xConn *conn) {
@@ -343,7 +414,7 @@ void xConnFlushSoon(xConn *conn) {
 }
 
 void xConnBlocked(xConn *conn) {
-    conn->write_blocked = true;
+    conn->send = XCONN_SEND_BLOCKED;
     xConnSetTimeout(conn, conn->net->send_timeout_ms);
     conn->send_armed = true;
 }
@@ -355,15 +426,22 @@ static void blocked_after(xConn *conn, bool progressed) {
     if (progressed || !conn->send_armed) {
         xConnBlocked(conn);
     } else {
-        conn->write_blocked = true;
+        conn->send = XCONN_SEND_BLOCKED;
     }
 }
 
-void xConnFlush(xConn *conn) {
-    if (xConnClosed(conn) || conn->write_blocked) return;
+void xConnFlush(xConn *conn) { flush(conn, false); }
+
+/* Sends what is queued as far as the socket takes it; progressed: bytes went
+ * just before (the send timeout restarts if the socket fills now). */
+static void flush(xConn *conn, bool progressed) {
+    if (xConnClosed(conn)) return;
+    if (conn->send != XCONN_SEND_READY) {
+        if (conn->send == XCONN_SEND_IN_FLIGHT) conn->send = XCONN_SEND_IN_FLIGHT_FLUSH_OWED;
+        return;
+    }
     struct iovec iov[XCONN_IOV_MAX];
     bool use_sendfile = conn->transport->sendfile != NULL;
-    bool progressed = false;
     for (;;) {
         int n = gather(conn, iov);
         ssize_t w;
@@ -415,7 +493,7 @@ static void discard_input(xConn *conn) {
     char sink[4096];
     for (;;) {
         ssize_t n = xConnRecv(conn, sink, sizeof sink);
-        if (n == 0 && conn->write_blocked) return; /* the transport's last bytes wait: closed once out */
+        if (n == 0 && conn->send != XCONN_SEND_READY) return; /* the last bytes wait: closed once out */
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
             xConnClose(conn);
             return;
@@ -429,7 +507,7 @@ static void start_linger(xConn *conn) {
     conn->transport->shutdown_write(conn);
     /* Bytes of the transport's own that met a full socket (a close_notify)
      * keep the send timeout; lingering starts once they are out. */
-    if (!conn->write_blocked) xConnSetTimeout(conn, XCONN_LINGER_MS);
+    if (conn->send != XCONN_SEND_BLOCKED) xConnSetTimeout(conn, XCONN_LINGER_MS);
     discard_input(conn);
 }
 
@@ -467,7 +545,7 @@ void xConnSetTimeout(xConn *conn, uint32_t ms) {
 
 static void on_timer(xEventLoop *loop, xTimer *timer, void *arg) {
     xConn *conn = arg;
-    if (xConnLingering(conn) || conn->write_blocked) {
+    if (xConnLingering(conn) || conn->send == XCONN_SEND_BLOCKED) {
         xConnClose(conn);
         return;
     }
@@ -479,13 +557,17 @@ static void on_timer(xEventLoop *loop, xTimer *timer, void *arg) {
 static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg) {
     xConn *conn = arg;
     xConnRetain(conn);
+    /* Only while a send is in flight: one reported for an earlier socket
+     * with this fd, closed in this turn, is not this connection's. */
+    if ((events & XEV_SENT) && send_in_flight(conn)) send_completed(conn);
     if (events & XEV_ERROR) conn->hangup = true;
     if (events & XEV_EOF) conn->peer_closed = true;
     if (events & (XEV_READ | XEV_ERROR)) conn->readable = true;
-    if ((events & (XEV_WRITE | XEV_ERROR)) && conn->write_blocked) {
-        conn->write_blocked = false;
+    if ((events & (XEV_WRITE | XEV_ERROR)) && conn->send == XCONN_SEND_BLOCKED) {
+        conn->send = XCONN_SEND_READY;
         xConnFlush(conn);
-        if (!xConnClosed(conn) && !xConnLingering(conn) && !conn->write_blocked && conn->proto->on_flushed)
+        if (!xConnClosed(conn) && !xConnLingering(conn) && conn->send == XCONN_SEND_READY &&
+            conn->proto->on_flushed)
             conn->proto->on_flushed(conn);
     }
     if (!xConnClosed(conn) && conn->readable) {

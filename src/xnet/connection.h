@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -52,6 +53,7 @@ typedef struct xNetContext {
     xBufferPool buffers;      /* read and write buffers of idle-able size */
     xMemCache *mem;           /* small objects of libraries that allocate a lot */
     uint32_t send_timeout_ms; /* a blocked output queue gives up after this */
+    bool sends_by_completion; /* the loop's backend sends a turn's output itself (io_uring) */
     xConn *conns;             /* every open connection, for shutdown */
     size_t conn_count;
     void (*on_conn_gone)(struct xNetContext *net); /* after a connection is freed */
@@ -109,6 +111,9 @@ typedef struct xTransport {
     /** Every read of the socket is xEventLoopRecv's, so a completion backend
      *  may receive ahead; false where a library reads the socket itself. */
     bool reads_through_loop;
+    /** sendv is the socket's own gathered send, so a completion backend may
+     *  send a turn's output itself (xEventLoopSendQueue). */
+    bool sends_through_loop;
 } xTransport;
 
 /** The socket itself, every connection's transport until told otherwise. */
@@ -136,6 +141,22 @@ typedef enum xConnState {
     XCONN_CLOSED,    /* the socket is closed; waiting for the last reference */
 } xConnState;
 
+/* Where a connection's output stands. A flush sends at once only when
+ * READY; otherwise what it asks for happens when the wait ends. */
+typedef enum xConnSend {
+    XCONN_SEND_READY,
+    /* The turn's output went to the loop's backend as one send
+     * (xEventLoopSendQueue, io_uring): its bytes stay queued, and owned,
+     * until the completion says how many went; a flush waits for it. */
+    XCONN_SEND_IN_FLIGHT,
+    /* The same, and a flush came meanwhile: its protocol may wait for the
+     * queue to drain, so the completion flushes and then tells on_flushed,
+     * as a drained socket does. */
+    XCONN_SEND_IN_FLIGHT_FLUSH_OWED,
+    /* The socket was full: waiting for XEV_WRITE (or the send timeout). */
+    XCONN_SEND_BLOCKED,
+} xConnSend;
+
 /* Ordered by when an event touches it, hot first, on a line-aligned
  * allocation: what every event reads (the first line, which the loop
  * prefetches), the buffers and the queue's counts (the second), the queue's
@@ -148,13 +169,13 @@ struct xConn {
     const xConnProtocol *proto;
     void *proto_state;
     int fd;
-    unsigned refs;      /* one while open, one per pending async response, one per dispatch */
-    xConnState state;   /* on its way out, or not */
-    bool readable;      /* an edge arrived and the socket is not known drained */
-    bool hangup;        /* the peer reset or hung up */
-    bool peer_closed;   /* the peer sent FIN: read until end of stream */
-    bool write_blocked; /* the socket buffer is full; waiting for XEV_WRITE */
-    bool send_armed;    /* the timer runs the send timeout, since the last progress */
+    unsigned refs;    /* one while open, one per pending async response, one per dispatch */
+    xConnState state; /* on its way out, or not */
+    bool readable;    /* an edge arrived and the socket is not known drained */
+    bool hangup;      /* the peer reset or hung up */
+    bool peer_closed; /* the peer sent FIN: read until end of stream */
+    uint8_t send;     /* xConnSend: a send in flight, a full socket, or neither */
+    bool send_armed;  /* the timer runs the send timeout, since the last progress */
     void *transport_state;
 
     xBuffer in;  /* owned by the protocol */
@@ -176,6 +197,12 @@ struct xConn {
 
 /** True while conn takes new work: neither closed nor closing after its output. */
 static inline bool xConnOpen(const xConn *conn) { return conn->state == XCONN_OPEN; }
+
+/** True while a flush could not send and on_flushed will say when the
+ *  output has gone: the socket is full, or a send in flight comes first. */
+static inline bool xConnWriteBlocked(const xConn *conn) {
+    return conn->send == XCONN_SEND_BLOCKED || conn->send == XCONN_SEND_IN_FLIGHT_FLUSH_OWED;
+}
 
 /** True once the socket is closed (xConnClose): nothing more is read or sent. */
 static inline bool xConnClosed(const xConn *conn) { return conn->state == XCONN_CLOSED; }

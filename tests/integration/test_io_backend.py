@@ -9,12 +9,16 @@ so a refusal fails the default test with the reason the server logged."""
 
 import os
 import re
+import shutil
+import signal
 import socket
+import tempfile
 import time
 import unittest
 
 from support.harness import Conn, ServerProcess, http_request, raise_fd_limit
 from support.tls_fixtures import HttpsServer, TlsConn, client_context, make_certs, use_certs
+from support.wsclient import OP_BINARY, OP_TEXT, WsConn, frame
 
 PING = http_request("GET", "/ping")
 IO_LINE = re.compile(r"\bio: (.*)$", re.M)
@@ -158,6 +162,108 @@ class IoUnderPressureTest(unittest.TestCase):
             conn.send(PING)
             self.assertEqual(conn.read_response().status, 200)
         self.server.stop_and_check()
+
+
+class OutputTest(unittest.TestCase):
+    """Run in both passes. On io_uring a turn's output goes as a send through the ring, handed
+    in with the wait that ends the turn, its bytes kept until the completion says how many went;
+    on epoll as send(2). What a client sees must be the same: responses whole and in order however
+    large, a peer that stops reading let go once it closes, and a graceful stop finishing what
+    was being sent."""
+
+    def start(self, *args):
+        server = ServerProcess(["--workers", "2", *args]).start()
+        self.addCleanup(server.close)
+        return server
+
+    def test_large_and_small_responses_pipelined_arrive_whole_and_in_order(self):
+        # Under 2 KiB a body is copied beside its head (one segment); from 2 KiB on it is sent by
+        # reference (a gathered send); megabytes take many sends, the socket filling in between.
+        server = self.start()
+        sizes = [5_000_000, 10, 3000, 100_000, 1_000_000, 2047, 2048, 65536, 0, 7_000_000]
+        pipeline = b"".join(http_request("GET", f"/echo?size={n}") for n in sizes)
+        conns = [Conn(server.port, server.connect_host, rcvbuf=(32768 if i % 2 else None)) for i in range(8)]
+        for conn in conns:
+            self.addCleanup(conn.close)
+            conn.send(pipeline)
+        for i, conn in enumerate(conns):
+            for n in sizes:
+                resp = conn.read_response()
+                self.assertEqual(resp.status, 200, f"connection {i}, {n} bytes")
+                self.assertEqual(len(resp.body), n, f"connection {i}")
+                self.assertEqual(resp.body.count(b"x"), n, f"connection {i}: bytes that are not the body's")
+        server.stop_and_check()
+
+    def test_files_larger_than_are_copied_arrive_without_a_stall(self):
+        # Past 16 KiB a file's range leaves by sendfile(2) after its head: the head must not sit
+        # in a send whose completion the loop would only hear at its next wake (200 ms when
+        # quiet), ten times over.
+        root = tempfile.mkdtemp(prefix="xk-out-")
+        self.addCleanup(shutil.rmtree, root)
+        body = bytes(range(256)) * 400
+        with open(os.path.join(root, "big.bin"), "wb") as f:
+            f.write(body)
+        server = self.start("--static", root)
+        with Conn(server.port, server.connect_host) as conn:
+            started = time.monotonic()
+            for _ in range(10):
+                conn.request("GET", "/static/big.bin")
+                resp = conn.read_response()
+                self.assertEqual((resp.status, resp.body), (200, body))
+            self.assertLess(time.monotonic() - started, 1.0, "responses waited for the loop to wake")
+        server.stop_and_check()
+
+    def test_a_websocket_peer_that_stops_reading_then_goes_is_let_go(self):
+        # Echoes the client never reads fill its socket and then the server's, so the server's
+        # sends meet a full socket while more are due; then the client goes, with a reset or a
+        # FIN. Its socket closes (the fd count comes back: nothing is left holding the
+        # connection's output) and echoes go on for others.
+        server = self.start("--send-timeout", "1500")
+        baseline = server.settle_fd_baseline()
+        message = frame(OP_BINARY, b"y" * 65536)
+        for how in ("reset", "fin"):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect((server.connect_host, server.port))
+            ws = WsConn(server.port, sock=sock)
+            self.addCleanup(ws.close)
+            sock.settimeout(0.5)
+            try:
+                for _ in range(256):  # 16 MiB at most: far past both sockets' buffers
+                    sock.sendall(message)
+            except TimeoutError:
+                pass  # the server stopped reading: its output waits
+            if how == "reset":
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            sock.close()
+            self.assertEqual(server.wait_fd_count(baseline, timeout=10), baseline, f"after a {how}")
+            other = WsConn(server.port, host=server.connect_host)
+            self.addCleanup(other.close)
+            other.send_frame(OP_TEXT, b"hello")
+            self.assertEqual(other.read_frame()[2:], (OP_TEXT, b"hello"), f"after a {how}")
+            other.close()
+        server.stop_and_check()
+
+    def test_a_graceful_stop_finishes_the_responses_being_sent(self):
+        # Each response is far larger than the client's socket takes at once, so at SIGTERM every
+        # connection is part way through its output: sent a piece at a time as its client reads,
+        # each arrives whole before the connection closes, and the server exits cleanly.
+        server = self.start("--shutdown-timeout", "20000")
+        size = 3_000_000
+        conns = [Conn(server.port, server.connect_host, rcvbuf=65536) for _ in range(24)]
+        for conn in conns:
+            self.addCleanup(conn.close)
+            conn.request("GET", f"/echo?size={size}")
+        for conn in conns:
+            conn.sock.recv(1, socket.MSG_PEEK)  # its response has begun
+        server.send_signal(signal.SIGTERM)
+        for i, conn in enumerate(conns):
+            resp = conn.read_response()
+            self.assertEqual(resp.status, 200, f"connection {i}")
+            self.assertEqual(len(resp.body), size, f"connection {i}")
+            self.assertEqual(resp.body.count(b"x"), size, f"connection {i}")
+            self.assertEqual(conn.read_until_eof(5), b"", f"connection {i}")
+        server.assert_clean_exit(server.wait_exit(10))
 
 
 if __name__ == "__main__":

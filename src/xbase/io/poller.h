@@ -10,14 +10,19 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <xbase/event.h>
 
 typedef struct xPoller xPoller;
 
+/* Reported beside the XEV_* bits: fd's send (ops->send) completed. The loop
+ * passes it on as XEV_SENT (loop_internal.h), the same bit. */
+#define XPOLLER_SENT (1u << 7)
+
 typedef struct xPollerEvent {
     int fd;
-    unsigned events; /* XEV_* bits */
+    unsigned events; /* XEV_* bits, and XPOLLER_SENT */
 } xPollerEvent;
 
 typedef struct xPollerOps {
@@ -43,6 +48,20 @@ typedef struct xPollerOps {
      *  only before fd's first wait, on at any time. NULL where XEV_RECV
      *  means nothing. */
     void (*recv_ahead)(xPoller *poller, int fd, bool on);
+    /** Queues one gathered send to fd (a watched socket), handed to the
+     *  kernel with the next wait (or submit) and never waiting there for
+     *  room (MSG_DONTWAIT): the kernel has taken what it takes, or failed
+     *  with EAGAIN, once it is handed in. Only iov is copied: the bytes must
+     *  stay until then. Its result is reported as XPOLLER_SENT and read with
+     *  sent; one send per fd at a time. 0, or -1 with errno where it cannot be queued (send it
+     *  yourself). NULL where sending is a system call (epoll); then so are
+     *  sent and submit. */
+    int (*send)(xPoller *poller, int fd, const struct iovec *iov, int iovcnt);
+    /** After XPOLLER_SENT for fd: the bytes its send took, or -1 with errno. */
+    ssize_t (*sent)(xPoller *poller, int fd);
+    /** Hands the queued sends to the kernel now, so the memory they point
+     *  at may change. */
+    void (*submit)(xPoller *poller);
     void (*destroy)(xPoller *poller);
 } xPollerOps;
 

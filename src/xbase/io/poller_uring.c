@@ -12,6 +12,12 @@
  * holds back to the kernel (they are faulted in again when next received
  * into). An idle connection holds none.
  *
+ * Sends may go through the ring too (uring_send): the output a loop turn
+ * gathered is handed in with the wait that ends it, MSG_DONTWAIT so that
+ * the kernel takes what fits there and then (or fails with EAGAIN, as
+ * send(2) would) and never holds on to the caller's memory afterwards; the
+ * completion tells the socket's watch how much went (XPOLLER_SENT).
+ *
  * The ring belongs to one thread (SINGLE_ISSUER, DEFER_TASKRUN: completions
  * are reaped only when that thread waits). A loop is often created on one
  * thread and run on another, so the ring starts disabled and is enabled by
@@ -30,6 +36,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <liburing.h>
@@ -58,7 +65,7 @@
 #define XURING_QUIET_MS 200
 
 /* What a completion is for: the tag's top two bits. */
-enum { KIND_POLL, KIND_RECV, KIND_POLLIN };
+enum { KIND_POLL, KIND_RECV, KIND_POLLIN, KIND_SEND };
 /* Cancellations' completions say nothing. */
 #define CANCEL_TAG UINT64_MAX
 #define NO_CHUNK (-1)
@@ -114,6 +121,7 @@ _Static_assert((WATCHED & (XEV_READ | XEV_WRITE | XEV_RECV | XEV_EDGE)) == 0, "a
 typedef struct xUringFd {
     uint32_t gen;       /* bumped by every add and remove: older completions are stale */
     uint32_t poll_gen;  /* the same for its poll, bumped by modify too: a poll cancelled is stale */
+    int32_t sent;       /* the last send's result, as its completion said it (-errno) */
     int16_t head, tail; /* received chunks not yet read, linked through xUring.chunks */
     uint16_t unread;    /* how many */
     uint8_t events;     /* XEV_* asked for, and WATCHED; 0: not watched */
@@ -139,6 +147,14 @@ typedef struct xUring {
     size_t narm, arm_cap;
     uint64_t *cancel; /* requests of removed fds, to be cancelled */
     size_t ncancel, cancel_cap;
+    /* The headers and iovecs of the gathered sends queued since the last
+     * submission, which the kernel reads when they are handed in: reused
+     * from the start after each, and grown only once none is queued. */
+    struct msghdr *msgs;
+    size_t nmsgs, msgs_cap;
+    struct iovec *iovs;
+    size_t niovs, iovs_cap;
+    unsigned sends; /* queued since the last wait: their completions come as they are handed in */
     struct io_uring_buf_ring *buf_ring; /* NULL: the kernel has no provided buffer rings */
     char *bufs;                         /* XURING_BUFS reserved; pages appear as they are received into */
     unsigned provided;                  /* buffers put in the ring so far: ids below this */
@@ -250,6 +266,26 @@ static int64_t quiet_timeout(xUring *u, int64_t timeout_us) {
     return timeout_us; /* (with completions left, it returns at once) */
 }
 
+/* ---- Handing in ---- */
+
+/* After a submission: the sends' headers are read once none is left queued. */
+static void forget_msgs(xUring *u) {
+    if (io_uring_sq_ready(&u->ring) == 0) u->nmsgs = u->niovs = 0;
+}
+
+static void submit_queued(xUring *u) {
+    if (!u->enabled) return; /* nothing is sent before the first wait */
+    io_uring_submit(&u->ring);
+    forget_msgs(u);
+}
+
+static struct io_uring_sqe *next_sqe(xUring *u) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    if (sqe) return sqe;
+    submit_queued(u);
+    return io_uring_get_sqe(&u->ring);
+}
+
 /* ---- Registrations ---- */
 
 static int uring_add(xPoller *poller, int fd, unsigned events) {
@@ -303,6 +339,11 @@ static void uring_remove(xPoller *poller, int fd) {
     xUring *u = (xUring *)poller;
     if ((size_t)fd >= u->fd_cap || !u->fds[fd].events) return;
     xUringFd *f = &u->fds[fd];
+    /* A send queued for fd points at memory its owner frees once the socket
+     * goes, and must reach the socket before it closes: hand it in now (a
+     * system call only where a turn's end closes a socket it sent on). Its
+     * completion is stale, like the rest of fd's. */
+    if (io_uring_sq_ready(&u->ring)) submit_queued(u);
     /* A request holds a reference to the file, so the socket only really
      * closes (and its peer sees the FIN) once the cancellations are
      * submitted: at the end of this loop turn. */
@@ -403,14 +444,89 @@ static ssize_t uring_recv(xPoller *poller, int fd, void *buf, size_t len) {
     return -1;
 }
 
-/* ---- Submitting ---- */
+/* ---- Sending ---- */
 
-static struct io_uring_sqe *next_sqe(xUring *u) {
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-    if (sqe) return sqe;
-    io_uring_submit(&u->ring);
-    return io_uring_get_sqe(&u->ring);
+/* A copy of iov and a header for it that last until the send is handed in;
+ * NULL with errno where there is no room and none can be made. */
+static struct msghdr *keep_msg(xUring *u, const struct iovec *iov, int iovcnt) {
+    if (u->nmsgs == u->msgs_cap || u->niovs + (size_t)iovcnt > u->iovs_cap) {
+        /* Growing moves them: hand in the sends that point there first. */
+        if (u->nmsgs) submit_queued(u);
+        if (u->nmsgs) {
+            errno = EBUSY;
+            return NULL;
+        }
+        size_t msgs_cap = u->msgs_cap ? u->msgs_cap : 16;
+        size_t iovs_cap = u->iovs_cap ? u->iovs_cap : 64;
+        while (iovs_cap < (size_t)iovcnt) iovs_cap *= 2;
+        if (msgs_cap != u->msgs_cap) {
+            struct msghdr *msgs = realloc(u->msgs, msgs_cap * sizeof *msgs);
+            if (!msgs) return NULL;
+            u->msgs = msgs;
+            u->msgs_cap = msgs_cap;
+        }
+        if (iovs_cap != u->iovs_cap) {
+            struct iovec *iovs = realloc(u->iovs, iovs_cap * sizeof *iovs);
+            if (!iovs) return NULL;
+            u->iovs = iovs;
+            u->iovs_cap = iovs_cap;
+        }
+    }
+    struct iovec *kept = u->iovs + u->niovs;
+    memcpy(kept, iov, (size_t)iovcnt * sizeof *iov);
+    u->niovs += (size_t)iovcnt;
+    struct msghdr *msg = &u->msgs[u->nmsgs++];
+    *msg = (struct msghdr){.msg_iov = kept, .msg_iovlen = (size_t)iovcnt};
+    return msg;
 }
+
+static int uring_send(xPoller *poller, int fd, const struct iovec *iov, int iovcnt) {
+    xUring *u = (xUring *)poller;
+    xUringFd *f = (size_t)fd < u->fd_cap ? &u->fds[fd] : NULL;
+    if (!f || !f->events || !u->enabled) {
+        errno = EBADF;
+        return -1;
+    }
+    struct msghdr *msg = NULL;
+    if (iovcnt > 1) {
+        /* Room for the entry first: handing in a full queue after keeping
+         * the header would forget the header this send points at. */
+        if (io_uring_sq_space_left(&u->ring) == 0) submit_queued(u);
+        if (!(msg = keep_msg(u, iov, iovcnt))) return -1;
+    }
+    struct io_uring_sqe *sqe = msg ? io_uring_get_sqe(&u->ring) : next_sqe(u);
+    if (!sqe) {
+        if (msg) {
+            u->nmsgs--;
+            u->niovs -= (size_t)iovcnt;
+        }
+        errno = EBUSY;
+        return -1;
+    }
+    /* One segment needs no header (IORING_OP_SEND), as send(2) needs none. */
+    const int flags = MSG_NOSIGNAL | MSG_DONTWAIT;
+    if (msg)
+        io_uring_prep_sendmsg(sqe, fd, msg, flags);
+    else
+        io_uring_prep_send(sqe, fd, iov[0].iov_base, iov[0].iov_len, flags);
+    io_uring_sqe_set_data64(sqe, tag_of(KIND_SEND, fd, f->gen));
+    u->sends++;
+    return 0;
+}
+
+static ssize_t uring_sent(xPoller *poller, int fd) {
+    const xUringFd *f = &((xUring *)poller)->fds[fd]; /* it reported XPOLLER_SENT: within fd_cap */
+    if (f->sent >= 0) return f->sent;
+    errno = -f->sent;
+    return -1;
+}
+
+static void uring_submit(xPoller *poller) {
+    xUring *u = (xUring *)poller;
+    if (io_uring_sq_ready(&u->ring)) submit_queued(u);
+}
+
+/* ---- Submitting ---- */
 
 static unsigned poll_mask(const xUringFd *f) {
     unsigned mask = 0;
@@ -548,6 +664,10 @@ static unsigned take(xUring *u, const struct io_uring_cqe *cqe, int *fd_out) {
         return 0;
     }
     *fd_out = fd;
+    if (kind == KIND_SEND) {
+        f->sent = cqe->res;
+        return XPOLLER_SENT;
+    }
     if (kind == KIND_RECV) return received(u, fd, cqe);
     if (kind == KIND_POLLIN) {
         f->recv = RECV_IDLE; /* the reader takes the socket, and arms a receive once drained */
@@ -581,8 +701,15 @@ static int uring_wait(xPoller *poller, xPollerEvent *events, int max, int64_t ti
         struct io_uring_cqe *cqe;
         struct __kernel_timespec ts = {.tv_sec = timeout_us / 1000000,
                                        .tv_nsec = timeout_us % 1000000 * 1000};
-        ret = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, timeout_us < 0 ? NULL : &ts, NULL);
+        /* The sends' completions are in the queue as soon as they are handed
+         * in, before the wait: sleep until something more comes. What they
+         * say (the socket took it all, mostly) waits as long; a full socket
+         * wakes us with its POLLOUT. */
+        ret =
+            io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1 + u->sends, timeout_us < 0 ? NULL : &ts, NULL);
     }
+    u->sends = 0;
+    forget_msgs(u);
     if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EBUSY) {
         errno = -ret;
         return -1;
@@ -614,6 +741,8 @@ static void uring_destroy(xPoller *poller) {
     free(u->fds);
     free(u->arm);
     free(u->cancel);
+    free(u->msgs);
+    free(u->iovs);
     free(u);
 }
 
@@ -625,6 +754,9 @@ static const xPollerOps uring_ops = {
     .wait = uring_wait,
     .recv = uring_recv,
     .recv_ahead = uring_recv_ahead,
+    .send = uring_send,
+    .sent = uring_sent,
+    .submit = uring_submit,
     .destroy = uring_destroy,
 };
 

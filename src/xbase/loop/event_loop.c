@@ -244,6 +244,24 @@ ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int i
     return sendmsg(fd, &msg, MSG_NOSIGNAL);
 }
 
+_Static_assert(XEV_SENT == XPOLLER_SENT, "the backend's bit is passed on as it is");
+
+bool xEventLoopSendsByCompletion(const xEventLoop *loop) { return loop->poller->ops->send != NULL; }
+
+int xEventLoopSendQueue(xEventLoop *loop, int fd, const struct iovec *iov, int iovcnt) {
+    if (!loop->poller->ops->send) {
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    return loop->poller->ops->send(loop->poller, fd, iov, iovcnt);
+}
+
+ssize_t xEventLoopSendResult(xEventLoop *loop, int fd) { return loop->poller->ops->sent(loop->poller, fd); }
+
+void xEventLoopSubmit(xEventLoop *loop) {
+    if (loop->poller->ops->submit) loop->poller->ops->submit(loop->poller);
+}
+
 const char *xEventLoopBackend(const xEventLoop *loop) { return loop->poller->ops->name; }
 
 uint64_t xEventLoopNowMs(const xEventLoop *loop) { return loop->now_ms; }

@@ -25,4 +25,37 @@ void xEventLoopPostCall(xEventLoop *loop, xLoopCall *call);
  *  xEventLoopDestroy does, the thread that owns a loop that is not running). */
 void xEventLoopRunPosted(xEventLoop *loop);
 
+/* ---- Sends by completion ----
+ * Where the backend has a completion queue (io_uring), a socket's output may
+ * go as a request handed in with the loop's next wait, so the sends of a
+ * whole turn cost the one io_uring_enter that waits instead of a system call
+ * each. The connection layer uses it for the output a turn gathered. */
+
+/** Reported to a watch whose send queued by xEventLoopSendQueue completed:
+ *  read its result with xEventLoopSendResult. Beside the XEV_* bits of
+ *  <xbase/event.h>, never asked for. */
+#define XEV_SENT (1u << 7)
+
+/** Whether loop's backend sends by completion: false on epoll, where
+ *  xEventLoopSendQueue always fails. */
+bool xEventLoopSendsByCompletion(const xEventLoop *loop);
+
+/** Queues one gathered send of iov to fd (watched by loop), never raising
+ *  SIGPIPE, handed to the kernel with the loop's next wait; the kernel never
+ *  waits for room (a full socket fails it with EAGAIN), so it has taken what
+ *  it takes once handed in. Only iov itself is copied: the bytes must stay
+ *  where they are until then, which xEventLoopSubmit and xEventLoopRemove
+ *  (fd) bring forward. fd's watch then hears XEV_SENT; one send per socket
+ *  at a time (the next once that is heard). Returns 0, or -1 with errno
+ *  where it cannot be queued: send through xEventLoopSendv then. */
+int xEventLoopSendQueue(xEventLoop *loop, int fd, const struct iovec *iov, int iovcnt);
+
+/** After XEV_SENT: the bytes fd's send took, or -1 with errno (EAGAIN: the
+ *  socket was full; EPIPE, ECONNRESET, ... as send(2) says them). */
+ssize_t xEventLoopSendResult(xEventLoop *loop, int fd);
+
+/** Hands every queued send to the kernel now, so the memory they point at
+ *  may be freed or moved; a system call where any is queued. */
+void xEventLoopSubmit(xEventLoop *loop);
+
 #endif

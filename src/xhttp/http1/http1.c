@@ -794,7 +794,7 @@ static void switch_protocol(xHttp1 *h) {
 /* Arms the timer for what the connection now waits for. */
 static void arm_timer(xHttp1 *h) {
     xConn *conn = h->conn;
-    if (xConnClosed(conn) || xConnLingering(conn) || conn->write_blocked) return;
+    if (xConnClosed(conn) || xConnLingering(conn) || xConnWriteBlocked(conn)) return;
     /* Before the first request the accept-time header timeout stands, so a
      * client that connects and sends nothing is dropped as early as a slow one. */
     if (h->state != XH1_HEAD || h->start != conn->in.len || h->waiting == XH1_WAIT_FIRST) return;
@@ -863,7 +863,7 @@ static void process(xHttp1 *h) {
         if (step == XSTEP_NEED_INPUT && !fill(h)) break;
         if (xConnPending(conn) > XH1_OUTPUT_HIGH_WATER) {
             xConnFlush(conn);
-            if (conn->write_blocked) h->waiting_flush = true;
+            if (xConnWriteBlocked(conn)) h->waiting_flush = true;
         }
     }
     h->in_batch = false;

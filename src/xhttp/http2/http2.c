@@ -371,7 +371,7 @@ static xH2Wait current_wait(const xHttp2 *h2, bool *mid_headers) {
 static void arm_timer(xHttp2 *h2) {
     xConn *conn = h2->conn;
     const xHttpServerConf *conf = h2->conf;
-    if (xConnClosed(conn) || conn->write_blocked || xConnLingering(conn)) return;
+    if (xConnClosed(conn) || xConnWriteBlocked(conn) || xConnLingering(conn)) return;
     bool mid_headers;
     xH2Wait wait = current_wait(h2, &mid_headers);
     if (wait == h2->waiting_for && h2->progress == h2->progress_at_arm && wait != XH2_WAIT_NOTHING) return;
@@ -397,7 +397,7 @@ void xH2Pump(xHttp2 *h2) {
         xH2FrameAll(h2);
         if (xH2WakeTunnels(h2)) xH2FrameAll(h2);
         xConnFlush(conn);
-        if (xConnClosed(conn) || conn->write_blocked || xConnPending(conn)) break;
+        if (xConnClosed(conn) || xConnWriteBlocked(conn) || xConnPending(conn)) break;
         h2->control_queued = 0;
         if (h2->send_window <= 0) break;
         bool more = false;

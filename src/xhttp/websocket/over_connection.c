@@ -58,7 +58,7 @@ static void conn_flush(xWebSocket *ws) { xConnFlushSoon(ws->conn); }
 
 static bool conn_hold(xWebSocket *ws) {
     xConnFlush(ws->conn);
-    return !xConnClosed(ws->conn) && ws->conn->write_blocked; /* on_flushed resumes */
+    return !xConnClosed(ws->conn) && xConnWriteBlocked(ws->conn); /* on_flushed resumes */
 }
 
 static size_t conn_pending(const xWebSocket *ws) { return xConnPending(ws->conn); }
@@ -68,7 +68,7 @@ static bool conn_open(const xWebSocket *ws) { return ws->conn && xConnOpen(ws->c
 
 /* While output is blocked the connection's send timeout rules. */
 static void conn_set_timeout(xWebSocket *ws, uint32_t ms) {
-    if (!ws->conn->write_blocked && !xConnLingering(ws->conn)) xConnSetTimeout(ws->conn, ms);
+    if (!xConnWriteBlocked(ws->conn) && !xConnLingering(ws->conn)) xConnSetTimeout(ws->conn, ms);
 }
 
 static void conn_finish(xWebSocket *ws) { xConnCloseAfterFlush(ws->conn); }

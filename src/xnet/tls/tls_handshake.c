@@ -299,7 +299,7 @@ static void handshake(xConn *conn) {
     }
     switch (SSL_get_error(t->ssl, r)) {
     case SSL_ERROR_WANT_READ: conn->readable = false; return;
-    case SSL_ERROR_WANT_WRITE: conn->write_blocked = true; return;
+    case SSL_ERROR_WANT_WRITE: conn->send = XCONN_SEND_BLOCKED; return;
     default: handshake_failed(conn, t); return;
     }
 }
