@@ -558,6 +558,30 @@ static void run_model(int timers, int ops, int check_every) {
 /* Few timers, so slots collide constantly; everything checked after every step. */
 static void test_100k_operations_on_1000_timers_agree_with_a_model(void) { run_model(1000, 100000, 1); }
 
+/* One timer at every distance up to a revolution, from moments at different
+ * places in a bitmap word (a word's first slot, its middle, its last): the
+ * wait ends at the start of the timer's tick, found through the busy words
+ * however far away, the farthest in the same word as now, behind it. */
+static void test_next_timeout_finds_a_timer_at_any_distance(void) {
+    const uint64_t starts[] = {0, 333, 8 * 64 * 5 + 8 * 63 + 5, 8 * 70 + 3, 8 * 4095};
+    for (size_t i = 0; i < sizeof starts / sizeof *starts; i++) {
+        uint64_t now = starts[i];
+        xTimerWheel *w = new_wheel(now);
+        Item it;
+        init_item(&it, 1, record);
+        for (uint64_t d = 1; d < (uint64_t)(XTW_SLOTS - 1) * XTW_TICK_MS; d += 7) {
+            xTimerWheelAdd(w, &it.timer, now + d);
+            uint64_t tick = (now + d + XTW_TICK_MS - 1) / XTW_TICK_MS;
+            CHECK_MSG(xTimerWheelNextTimeout(w, now) == (int64_t)(tick * XTW_TICK_MS - now),
+                      "now %llu, deadline +%llu: %lld", (unsigned long long)now, (unsigned long long)d,
+                      (long long)xTimerWheelNextTimeout(w, now));
+            xTimerWheelRemove(w, &it.timer);
+        }
+        CHECK_EQ_INT(xTimerWheelNextTimeout(w, now), -1);
+        free(w);
+    }
+}
+
 /* Precise timers on a virtual clock: the loop's wait is told exactly how many
  * microseconds remain until the earliest one (not rounded to a tick), and an
  * advance fires exactly those whose deadline has come, earliest first. */
@@ -607,6 +631,7 @@ int main(void) {
     RUN(test_never_deadline_does_not_wrap);
     RUN(test_sleeping_next_timeout_fires_within_a_tick);
     RUN(test_precise_timers_wait_and_fire_to_the_microsecond);
+    RUN(test_next_timeout_finds_a_timer_at_any_distance);
     RUN(test_100k_operations_on_1000_timers_agree_with_a_model);
     RUN(test_100k_timers_agree_with_a_model);
     return CHECK_SUMMARY();

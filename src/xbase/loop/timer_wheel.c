@@ -17,6 +17,7 @@
 
 _Static_assert((XTW_SLOTS & XTW_MASK) == 0 && XTW_SLOTS % 64 == 0,
                "the slot count must be a power of two and fill whole bitmap words");
+_Static_assert(XTW_SLOTS / 64 == 64, "busy_words has one bit per bitmap word");
 
 void xTimerInit(xTimer *timer, xTimerFn fn, void *arg) {
     timer->next = NULL;
@@ -43,10 +44,12 @@ static void list_append(xTimer *head, xTimer *timer) {
 
 static void set_busy(xTimerWheel *wheel, size_t slot) {
     wheel->bitmap[slot / 64] |= (uint64_t)1 << (slot % 64);
+    wheel->busy_words |= (uint64_t)1 << (slot / 64);
 }
 
 static void set_idle(xTimerWheel *wheel, size_t slot) {
     wheel->bitmap[slot / 64] &= ~((uint64_t)1 << (slot % 64));
+    if (!wheel->bitmap[slot / 64]) wheel->busy_words &= ~((uint64_t)1 << (slot / 64));
 }
 
 /* The slot whose sentinel is head, or XTW_SLOTS when head is not a slot (the
@@ -79,6 +82,7 @@ void xTimerWheelInit(xTimerWheel *wheel, uint64_t now_ms) {
         wheel->slots[i].arg = NULL;
     }
     for (size_t i = 0; i < XTW_SLOTS / 64; i++) wheel->bitmap[i] = 0;
+    wheel->busy_words = 0;
     wheel->tick = now_ms / XTW_TICK_MS;
     wheel->count = 0;
     list_init(&wheel->precise);
@@ -147,19 +151,29 @@ size_t xTimerWheelAdvancePrecise(xTimerWheel *wheel, uint64_t now_us, xEventLoop
 }
 
 /* Offset from tick `from` of the first tick within `span` ticks whose slot is
- * busy, or span when there is none; reads 64 slots per bitmap word. */
+ * busy, or span when there is none. The rest of from's bitmap word first, then
+ * the summary word says which later word holds the next busy slot, so the
+ * answer costs the same whether it is 1 tick away or 4,000: the loop asks
+ * before every wait, and a busy server's nearest timers (idle and header
+ * timeouts) are seconds, hundreds of words, away. */
 static uint64_t first_busy(const xTimerWheel *wheel, uint64_t from, uint64_t span) {
-    uint64_t offset = 0;
-    while (offset < span) {
-        size_t slot = (size_t)((from + offset) & XTW_MASK);
-        uint64_t word = wheel->bitmap[slot / 64] >> (slot % 64);
-        if (word) {
-            offset += (uint64_t)__builtin_ctzll(word);
-            return offset < span ? offset : span;
-        }
-        offset += 64 - slot % 64;
+    size_t slot = (size_t)(from & XTW_MASK);
+    size_t word = slot / 64;
+    uint64_t here = wheel->bitmap[word] >> (slot % 64);
+    if (here) {
+        uint64_t offset = (uint64_t)__builtin_ctzll(here);
+        return offset < span ? offset : span;
     }
-    return span;
+    uint64_t offset = 64 - slot % 64; /* to the start of the next word */
+    if (offset >= span) return span;
+    /* Bit k of later is word (word + 1 + k) % 64; the last is this word again,
+     * whose busy slots (all before slot) are a revolution away. */
+    unsigned turn = (unsigned)((word + 1) % 64);
+    uint64_t later = turn ? wheel->busy_words >> turn | wheel->busy_words << (64 - turn) : wheel->busy_words;
+    if (!later) return span;
+    unsigned k = (unsigned)__builtin_ctzll(later);
+    offset += (uint64_t)k * 64 + (uint64_t)__builtin_ctzll(wheel->bitmap[(word + 1 + k) % 64]);
+    return offset < span ? offset : span;
 }
 
 /* Moves the timers of slot that are due by now_ms to the end of due and makes

@@ -4,7 +4,8 @@
  * slot of its deadline's tick modulo the wheel size; one whose deadline is
  * more than a revolution away stays in its slot and is skipped until due.
  * Insert, re-arm and remove are list splices. A bitmap of non-empty slots
- * makes finding the next deadline cheap when the loop is about to sleep.
+ * and a word saying which of its words are non-zero make finding the next
+ * deadline cheap when the loop is about to sleep.
  *
  * Precise timers (deadlines in microseconds) are not on the wheel: they wait
  * in a list sorted by deadline, and their deadline field carries
@@ -27,6 +28,7 @@
 typedef struct xTimerWheel {
     xTimer slots[XTW_SLOTS];         /* sentinel heads of circular lists */
     uint64_t bitmap[XTW_SLOTS / 64]; /* bit set ⇔ slot list non-empty */
+    uint64_t busy_words;             /* bit w set ⇔ bitmap[w] non-zero */
     uint64_t tick;                   /* last tick processed (ms / XTW_TICK_MS) */
     size_t count;                    /* armed timers on the wheel */
     xTimer precise;                  /* sentinel of the precise timers, earliest first */
