@@ -147,8 +147,8 @@ static void every_huffman_code_round_trips(void) {
         char sym[3] = {(char)c, (char)c, (char)c};
         xStr v = {sym, 3};
         uint8_t in[64], *p = xQpackEncodeBegin(in);
-        p = xHpackHuffmanEncode(xQpackWriteInt(p, 0x28, 3, xHpackHuffmanLength(v)), v);
-        p = xHpackHuffmanEncode(xQpackWriteInt(p, 0x80, 7, xHpackHuffmanLength(v)), v);
+        p = xHpackHuffmanEncode(xHpackWriteInt(p, 0x28, 3, xHpackHuffmanLength(v)), v);
+        p = xHpackHuffmanEncode(xHpackWriteInt(p, 0x80, 7, xHpackHuffmanLength(v)), v);
         CHECK_EQ_INT(xQpackDecodeSection(&d, 0, in, (size_t)(p - in), &s), XQPACK_OK);
         CHECK_MSG(s.count == 1 && s.fields[0].name.len == 3 && memcmp(s.fields[0].name.data, sym, 3) == 0 &&
                       s.fields[0].value.len == 3 && memcmp(s.fields[0].value.data, sym, 3) == 0,
@@ -230,16 +230,16 @@ static void partial_encoder_instructions_wait(void) {
     /* A length no table of ours could hold is refused before its bytes come. */
     CHECK_EQ_INT(read_encoder(&d, "5fff01"), XQPACK_ENCODER_STREAM_ERROR);
     /* So is a Huffman length near 2^62, whose bit count would overflow. */
-    uint8_t huge[16], *end = xQpackWriteInt(huge, 0x60, 5, (UINT64_C(1) << 62) - 1);
+    uint8_t huge[16], *end = xHpackWriteInt(huge, 0x60, 5, (UINT64_C(1) << 62) - 1);
     CHECK_EQ_INT(xQpackDecoderReadEncoder(&d, huge, (size_t)(end - huge), &used),
                  XQPACK_ENCODER_STREAM_ERROR);
-    end = xQpackWriteInt(huge, 0xc0, 6, 0); /* :authority = a Huffman value of 4 * 220 + 4 bytes */
-    end = xQpackWriteInt(end, 0x80, 7, 4 * 220 + 4);
+    end = xHpackWriteInt(huge, 0xc0, 6, 0); /* :authority = a Huffman value of 4 * 220 + 4 bytes */
+    end = xHpackWriteInt(end, 0x80, 7, 4 * 220 + 4);
     CHECK_EQ_INT(xQpackDecoderReadEncoder(&d, huge, (size_t)(end - huge), &used),
                  XQPACK_ENCODER_STREAM_ERROR);
     end =
-        xQpackWriteInt(huge, 0xc0, 6, 0); /* a little less waits for its bytes: the insert itself judges it */
-    end = xQpackWriteInt(end, 0x80, 7, 4 * 220 + 3);
+        xHpackWriteInt(huge, 0xc0, 6, 0); /* a little less waits for its bytes: the insert itself judges it */
+    end = xHpackWriteInt(end, 0x80, 7, 4 * 220 + 3);
     CHECK_EQ_INT(xQpackDecoderReadEncoder(&d, huge, (size_t)(end - huge), &used), XQPACK_OK);
     CHECK_EQ_INT(used, 0);
     xQpackDecoderFree(&d);

@@ -33,8 +33,8 @@ bool xHpackReadInt(const uint8_t **p, const uint8_t *end, int prefix_bits, uint3
     return true;
 }
 
-uint8_t *xHpackWriteInt(uint8_t *p, uint8_t high_bits, int prefix_bits, uint32_t v) {
-    uint32_t max = (1u << prefix_bits) - 1;
+uint8_t *xHpackWriteInt(uint8_t *p, uint8_t high_bits, int prefix_bits, uint64_t v) {
+    uint64_t max = (UINT64_C(1) << prefix_bits) - 1;
     if (v < max) {
         *p++ = (uint8_t)(high_bits | v);
         return p;

@@ -211,8 +211,8 @@ bool xHpackDecoderEntry(const xHpackDecoder *d, size_t index, char *buf, size_t 
 bool xHpackReadInt(const uint8_t **p, const uint8_t *end, int prefix_bits, uint32_t *value);
 
 /** Writes v with an n-bit prefix after the bits already in *p's high bits; returns the end.
- *  At most 6 bytes. */
-uint8_t *xHpackWriteInt(uint8_t *p, uint8_t high_bits, int prefix_bits, uint32_t v);
+ *  At most 6 bytes for a value below 2^32 (HPACK's), 11 for any (QPACK's, below 2^62: 10). */
+uint8_t *xHpackWriteInt(uint8_t *p, uint8_t high_bits, int prefix_bits, uint64_t v);
 
 /** Huffman-decodes in into out (cap bytes), counting the whole length in *len even past
  *  cap; false on EOS, padding over 7 bits, or padding that is not EOS's prefix. */

@@ -47,22 +47,6 @@ bool xQpackReadInt(const uint8_t **p, const uint8_t *end, int prefix_bits, uint6
     return read_int(p, end, prefix_bits, value) == READ_OK;
 }
 
-uint8_t *xQpackWriteInt(uint8_t *p, uint8_t high_bits, int prefix_bits, uint64_t v) {
-    uint64_t max = (UINT64_C(1) << prefix_bits) - 1;
-    if (v < max) {
-        *p++ = (uint8_t)(high_bits | v);
-        return p;
-    }
-    *p++ = (uint8_t)(high_bits | max);
-    v -= max;
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(0x80 | (v & 0x7f));
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
 /* ---- the dynamic table ---- */
 
 static size_t ring_size(const xQpackDecoder *d) { return d->max_capacity + 1; }
@@ -277,7 +261,7 @@ static bool queue_instruction(xQpackDecoder *d, uint8_t high_bits, int prefix_bi
         d->out = out;
         d->out_cap = cap;
     }
-    d->out_len = (size_t)(xQpackWriteInt(d->out + d->out_len, high_bits, prefix_bits, v) - d->out);
+    d->out_len = (size_t)(xHpackWriteInt(d->out + d->out_len, high_bits, prefix_bits, v) - d->out);
     return true;
 }
 
@@ -543,17 +527,17 @@ uint8_t *xQpackEncodeBegin(uint8_t *p) {
 /* A string with a prefix_bits length, Huffman-coded (huffman_bit set) where shorter. */
 static uint8_t *put_string(uint8_t *p, uint8_t high_bits, uint8_t huffman_bit, int prefix_bits, xStr s) {
     size_t h = xHpackHuffmanLength(s);
-    if (h < s.len) return xHpackHuffmanEncode(xQpackWriteInt(p, high_bits | huffman_bit, prefix_bits, h), s);
-    p = xQpackWriteInt(p, high_bits, prefix_bits, s.len);
+    if (h < s.len) return xHpackHuffmanEncode(xHpackWriteInt(p, high_bits | huffman_bit, prefix_bits, h), s);
+    p = xHpackWriteInt(p, high_bits, prefix_bits, s.len);
     memcpy(p, s.data, s.len);
     return p + s.len;
 }
 
-static uint8_t *put_indexed_static(uint8_t *p, unsigned index) { return xQpackWriteInt(p, 0xc0, 6, index); }
+static uint8_t *put_indexed_static(uint8_t *p, unsigned index) { return xHpackWriteInt(p, 0xc0, 6, index); }
 
 /* Literal With Name Reference to a static entry, N = 0: 0101 index(4), value. */
 static uint8_t *put_static_name(uint8_t *p, unsigned index, xStr value) {
-    return put_string(xQpackWriteInt(p, 0x50, 4, index), 0x00, 0x80, 7, value);
+    return put_string(xHpackWriteInt(p, 0x50, 4, index), 0x00, 0x80, 7, value);
 }
 
 #define STATIC_STATUS 24 /* :status 103, the first of that name */

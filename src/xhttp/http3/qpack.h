@@ -148,9 +148,7 @@ bool xQpackDecoderEntry(const xQpackDecoder *d, uint64_t abs, char *buf, size_t 
  *  moving *p past it; false when it runs past end or over 2^62 - 1. */
 bool xQpackReadInt(const uint8_t **p, const uint8_t *end, int prefix_bits, uint64_t *value);
 
-/** Writes v (below 2^62) with an n-bit prefix after high_bits; returns the end. At most
- *  10 bytes. */
-uint8_t *xQpackWriteInt(uint8_t *p, uint8_t high_bits, int prefix_bits, uint64_t v);
+/* Integers are written with HPACK's xHpackWriteInt: RFC 9204 §4.1.1 uses RFC 7541's. */
 
 /** The most bytes one field can take in the encoder's output. */
 #define XQPACK_FIELD_BOUND(name_len, value_len) ((name_len) + (value_len) + 24)
