@@ -373,6 +373,14 @@ void xHttpClientDestroy(xHttpClient *client) {
     free(client);
 }
 
+/* Calls into the caller, keeping req alive across a Cancel from within. */
+#define CALL(req, expr)                                                                                      \
+    do {                                                                                                     \
+        (req)->in_callback++;                                                                                \
+        expr;                                                                                                \
+        (req)->in_callback--;                                                                                \
+    } while (0)
+
 /* The request is over: freed now, or once the callback under way returns. */
 static void release_req(xHttpClientRequest *req) {
     if (req->in_callback)
@@ -635,6 +643,16 @@ static void push_out(xHttpClientRequest *req) {
     }
 }
 
+/* A writer held back at BODY_HIGH hears when the queue is down to BODY_LOW.
+ * Not from within Write: only where the client itself moved bytes on. */
+static void maybe_want_body(xHttpClientRequest *req) {
+    if (!req->wants_body || xHttpClientRequestPending(req) >= XHTTP_CLIENT_BODY_LOW) return;
+    req->wants_body = false;
+    if (!req->handlers.on_body_wanted) return;
+    CALL(req, req->handlers.on_body_wanted(req, req->arg));
+    survived(req);
+}
+
 static void attach(xHttpClientRequest *req, xClientConn *cc) {
     req->cc = cc;
     cc->req = req;
@@ -643,8 +661,10 @@ static void attach(xHttpClientRequest *req, xClientConn *cc) {
     req->out_given = 0;
     enter(req, XREQ_SENDING);
     push_out(req);
+    if (req->cc != cc) return;
     /* A response may already wait (an early answer), or EOF. */
-    if (req->cc == cc && cc->conn->readable) read_response(cc);
+    if (cc->conn->readable) read_response(cc);
+    if (req->cc == cc) maybe_want_body(req);
 }
 
 static bool retries_by_default(xStr method) {
@@ -750,14 +770,6 @@ xErrno xHttpClientRequestEnd(xHttpClientRequest *req) {
 }
 
 /* ---- Requests: ending ---- */
-
-/* Calls into the caller, keeping req alive across a Cancel from within. */
-#define CALL(req, expr)                                                                                      \
-    do {                                                                                                     \
-        (req)->in_callback++;                                                                                \
-        expr;                                                                                                \
-        (req)->in_callback--;                                                                                \
-    } while (0)
 
 /* Detaches req from its connection (closing it: its state is unknown) or
  * its queue. */
@@ -1035,12 +1047,7 @@ static void on_flushed(xConn *conn) {
     xHttpClientRequest *req = cc->req;
     if (!req) return;
     push_out(req);
-    if (req->cc == cc && req->wants_body && xHttpClientRequestPending(req) < XHTTP_CLIENT_BODY_LOW &&
-        req->handlers.on_body_wanted) {
-        req->wants_body = false;
-        CALL(req, req->handlers.on_body_wanted(req, req->arg));
-        survived(req);
-    }
+    if (req->cc == cc) maybe_want_body(req);
 }
 
 /* The connection's own timer: a pooled connection's keep-alive. */
