@@ -28,6 +28,8 @@
 extern "C" {
 #endif
 
+#pragma GCC visibility push(default)
+
 /** One origin, shared by every worker; immutable once made. */
 typedef struct xHttpUpstream xHttpUpstream;
 
@@ -205,6 +207,8 @@ void xHttpClientRequestResume(xHttpClientRequest *req);
  *  closed unless it was idle-able already (a request still queued gives
  *  none up). Safe from within the request's own callbacks. */
 void xHttpClientRequestCancel(xHttpClientRequest *req);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -50,6 +50,8 @@
 extern "C" {
 #endif
 
+#pragma GCC visibility push(default)
+
 /** A group of upstreams and the per-worker clients that reach them. */
 typedef struct xHttpProxy xHttpProxy;
 
@@ -91,6 +93,8 @@ void xHttpProxyStats(const xHttpProxy *proxy, const xHttpWorker *worker, size_t 
 
 /** Frees the proxy, after the server is destroyed (every worker stopped). */
 void xHttpProxyDestroy(xHttpProxy *proxy);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -100,6 +100,8 @@ static void test_ambiguous_or_malformed_heads_are_refused(void) {
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: \r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: ,chunked\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\nTransfer-Encoding: chunked\r\n\r\n",
         "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
         "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", /* obs-fold */
         "HTTP/1.1 200 OK\r\nX : a\r\n\r\n",

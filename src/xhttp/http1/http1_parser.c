@@ -617,17 +617,13 @@ static const char *note_response_length(xHttp1Response *res, xResponseFacts *f, 
     return NULL;
 }
 
-/* Codings accumulate across fields: chunked, once, and nothing else. */
+/* One Transfer-Encoding field whose value is "chunked", nothing else: an
+ * upstream has no reason for lists, empty elements or repeats, and readers
+ * differ on them. A proxy strips Transfer-Encoding and re-frames, so a body
+ * in another coding would reach the client mislabelled. */
 static const char *note_response_coding(xResponseFacts *f, xStr v) {
-    const char *p = v.data, *end = p + v.len;
-    xStr coding;
-    f->transfer_encoding = true;
-    while (next_list_item(&p, end, &coding)) {
-        /* A proxy strips Transfer-Encoding and re-frames: a body still in
-         * another coding would reach the client mislabelled. */
-        if (f->chunked || !STR_IS(coding, "chunked")) return "Transfer-Encoding other than chunked";
-        f->chunked = true;
-    }
+    if (f->transfer_encoding || !STR_IS(v, "chunked")) return "Transfer-Encoding other than one chunked";
+    f->transfer_encoding = f->chunked = true;
     return NULL;
 }
 

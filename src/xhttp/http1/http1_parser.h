@@ -110,7 +110,7 @@ typedef struct xHttp1Response {
 
 /** Parses one response head from buf[0, len): the status line and fields,
  *  held to the request parser's field grammar. Content-Length repeated or
- *  beside Transfer-Encoding, a coding other than chunked, Transfer-Encoding
+ *  beside Transfer-Encoding, Transfer-Encoding other than one "chunked", or
  *  on HTTP/1.0, a version other than 1.0/1.1, a status outside 100-599 or a
  *  bare LF are errors. head_request: the request was HEAD (no body follows
  *  whatever the fields say). limits->max_head bounds the head,
