@@ -172,16 +172,18 @@ static bool read_body(char *rest, size_t len, const xHttp1Response *r, char *out
 
 /* http-parser 2.9 marks a message as using Transfer-Encoding once a name
  * begins with it ("Transfer-Encodingx"), then refuses a Content-Length
- * beside it, and refuses a tab around a Content-Length: the oracle's slips,
+ * beside it, and misreads a tab around a framing field's value: its slips,
  * not ours, so such heads are not compared. */
 static bool oracle_misreads(const xHttp1Response *r) {
     for (size_t i = 0; i < r->num_headers; i++) {
         xStr name = r->headers[i].name;
         if (name.len > 17 && strncasecmp(name.data, "transfer-encoding", 17) == 0) return true;
-        /* It refuses a tab around a Content-Length's digits, which RFC 9110 §5.5 allows as OWS. */
+        /* It misreads a tab around a framing field's value, which RFC 9110 §5.5 allows as OWS. */
         xStr v = r->headers[i].value;
         bool tab = v.data[v.len] == '\t' || (v.len && v.data[-1] == '\t');
-        if (name.len == 14 && strncasecmp(name.data, "content-length", 14) == 0 && tab) return true;
+        bool framing = (name.len == 14 && strncasecmp(name.data, "content-length", 14) == 0) ||
+                       (name.len == 17 && strncasecmp(name.data, "transfer-encoding", 17) == 0);
+        if (framing && tab) return true;
     }
     return false;
 }
