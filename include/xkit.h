@@ -19,9 +19,11 @@
 #include <xhttp/compress.h>
 #include <xhttp/grpc.h>
 #include <xhttp/observe.h>
+#include <xhttp/proxy.h>
 #include <xhttp/request.h>
 #include <xhttp/response.h>
 #include <xhttp/server.h>
+#include <xhttp/client.h>
 #include <xhttp/static.h>
 #include <xhttp/tls.h>
 #include <xhttp/tls_conf.h>

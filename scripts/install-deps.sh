@@ -18,6 +18,8 @@ needs=(
   libnghttp2-dev:/usr/include/nghttp2/nghttp2.h
   # QPACK's oracle in the fuzz harnesses (tests/fuzz/), never linked into the library
   libnghttp3-dev:/usr/include/nghttp3/nghttp3.h
+  # the upstream response parser's oracle in fuzz_http1_response, never linked into the library
+  libhttp-parser-dev:/usr/include/http_parser.h
   libjansson-dev:/usr/include/jansson.h
   libssl-dev:/usr/include/openssl/ssl.h
   zlib1g-dev:/usr/include/zlib.h

@@ -10,6 +10,7 @@
 #include <xbase/event.h>
 #include <xbase/log.h>
 #include <xhttp/observe.h>
+#include <xhttp/proxy.h>
 #include <xhttp/compress.h>
 #include <xhttp/static.h>
 #include <xhttp/tls.h>
@@ -548,6 +549,38 @@ static bool set_own_answers(xHttpServer *server) {
     return true;
 }
 
+/* --upstream URL (repeatable), --upstream-timeout MS, --upstream-pool N:
+ * what no route answers is proxied to the upstreams (buffered bodies), and
+ * everything under /upstream/ too, with bodies streamed. */
+#define BENCH_MAX_UPSTREAMS 8
+static const char *upstream_urls[BENCH_MAX_UPSTREAMS];
+static size_t num_upstreams;
+static uint32_t upstream_timeout_ms;
+static unsigned upstream_pool;
+static xHttpProxy *proxy;
+
+static bool add_proxy(xHttpServer *server) {
+    if (!num_upstreams) return true;
+    xHttpProxyConf conf;
+    xHttpProxyConfInit(&conf);
+    conf.upstreams = upstream_urls;
+    conf.num_upstreams = num_upstreams;
+    if (upstream_timeout_ms) {
+        conf.upstream.connect_timeout_ms = conf.upstream.send_timeout_ms = upstream_timeout_ms;
+        conf.upstream.first_byte_timeout_ms = conf.upstream.idle_timeout_ms = upstream_timeout_ms;
+    }
+    if (upstream_pool) conf.upstream.max_conns = conf.upstream.max_idle = upstream_pool;
+    xErrno err = xHttpProxyCreate(server, &conf, &proxy);
+    if (err == XOK) err = xHttpProxyUseWorkerHooks(server, proxy);
+    if (err != XOK) {
+        fprintf(stderr, "--upstream: %s (--worker-hooks cannot be given with it)\n", xErrnoString(err));
+        return false;
+    }
+    xHttpServerRouteNotFound(server, xHttpProxyHandler, proxy);
+    xHttpServerRouteStreaming(server, "/upstream/*", xHttpProxyHandler, proxy);
+    return true;
+}
+
 bool benchAddRoutes(xHttpServer *server) {
     if (!set_own_answers(server)) return false;
     if (static_conf.root) {
@@ -573,7 +606,7 @@ bool benchAddRoutes(xHttpServer *server) {
     xHttpServerRoute(server, "POST /", on_index, NULL);
     if (!add_observers(server)) return false;
     benchAddWebSocket(server, ws_deflate, test_routes);
-    if (!benchAddWorkerRoutes(server, test_routes)) return false;
+    if (!benchAddWorkerRoutes(server, test_routes) || !add_proxy(server)) return false;
     if (!test_routes) return true;
     /* Each literal first segment is one more edge at the router's root, which every request
      * searches: about 5 ns more per GET /ping (bench/README.md), so not in measured runs. */
@@ -593,6 +626,8 @@ bool benchAddRoutes(xHttpServer *server) {
 void benchFreeRoutes(void) {
     xHttpStaticDestroy(static_files);
     static_files = NULL;
+    xHttpProxyDestroy(proxy);
+    proxy = NULL;
 }
 
 const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
@@ -600,6 +635,7 @@ const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout
                                 "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
                                 "       [--max-streams N] [--no-http2 | --http2-only] [--h2c-upgrade]\n"
                                 "       [--test-routes] [--proxy-protocol NETWORKS]\n"
+                                "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N]\n"
                                 "       [--access-log PATH] [--log-format common|combined|json]\n"
                                 "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
                                 "       [--user-metrics]\n"
@@ -685,6 +721,18 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--own-answers") == 0) {
             own_answers = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream") == 0 && i + 1 < argc && num_upstreams < BENCH_MAX_UPSTREAMS) {
+            upstream_urls[num_upstreams++] = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-timeout") == 0 && i + 1 < argc) {
+            upstream_timeout_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-pool") == 0 && i + 1 < argc) {
+            upstream_pool = (unsigned)strtoul(argv[++i], NULL, 10);
             continue;
         }
         if (strcmp(argv[i], "--test-routes") == 0) {

@@ -11,7 +11,8 @@
  *        [--static-type EXT=TYPE]...]
  *
  * HTTP/1.1 and cleartext HTTP/2 (prior knowledge, or Upgrade: h2c with --h2c-upgrade) share
- * the port; --proxy-protocol NETWORKS reads the PROXY header from load balancers there.
+ * the port; --proxy-protocol NETWORKS reads the PROXY header from load balancers there;
+ * --upstream URL proxies what no route answers (and, bodies streamed, what is under /upstream/).
  */
 #include <stdio.h>
 

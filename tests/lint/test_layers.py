@@ -36,7 +36,10 @@ LAYERS = {
     "xhttp/observe": (8, ("xbase", "xhttp")),
     "xhttp/filter": (8, ("xbase", "xhttp")),
     "xhttp/handler": (8, ("xbase", "xhttp")),
-    "xhttp": (9, ("xbase", "xhttp", "xkit.h")),
+    # The upstream client reads responses with HTTP/1.1's parser; the proxy is a handler on it.
+    "xhttp/client": (8, ("xbase", "xhttp")),
+    "xhttp/proxy": (9, ("xbase", "xhttp")),
+    "xhttp": (10, ("xbase", "xhttp", "xkit.h")),
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)

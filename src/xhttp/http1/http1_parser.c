@@ -1,4 +1,4 @@
-/* http1_parser.c — the strict HTTP/1.1 request parser and chunked decoder.
+/* http1_parser.c — the strict HTTP/1.1 request and response parsers and chunked decoder.
  *
  * A head is handled in two steps. First a cheap scan for its end, LF by LF,
  * resumed at prev_len, checking only that each LF follows a CR and that
@@ -300,25 +300,33 @@ static bool note_field(xHttp1Request *req, xHeadFacts *f, xStr name, xStr v) {
     return true;
 }
 
-/* One "name: OWS value OWS CRLF" line at *pp; moves past it. */
-static bool parse_field(const char **pp, const char *end, xHttp1Request *req, const xHttp1Limits *limits,
-                        xHeadFacts *f) {
+/* One "name: OWS value OWS CRLF" line at *pp, within a head that ends in
+ * CRLFCRLF; moves past it. False when malformed. Requests, responses and
+ * trailer sections share it, so every field is held to the same grammar. */
+static inline bool split_field(const char **pp, const char *end, xStr *n, xStr *v) {
     const char *p = *pp, *name = p;
     p = skip_token(p);
     /* Also catches obs-fold and whitespace before the colon. */
-    if (p == name || *p != ':') return reject(req, 400);
-    xStr n = {name, (size_t)(p - name)};
+    if (p == name || *p != ':') return false;
+    *n = (xStr){name, (size_t)(p - name)};
     p++;
     while (IS_OWS(*p)) p++;
     const char *value = p;
     p = skip_field_value(p, end);
-    if (*p != '\r' || p[1] != '\n') return reject(req, 400);
+    if (*p != '\r' || p[1] != '\n') return false;
     const char *stop = p;
     while (stop > value && IS_OWS(stop[-1])) stop--;
-    if (req->num_headers == limits->max_headers) return reject(req, 431);
-    xStr v = {value, (size_t)(stop - value)};
-    req->headers[req->num_headers++] = (xHttp1Header){n, v};
+    *v = (xStr){value, (size_t)(stop - value)};
     *pp = p + 2;
+    return true;
+}
+
+static bool parse_field(const char **pp, const char *end, xHttp1Request *req, const xHttp1Limits *limits,
+                        xHeadFacts *f) {
+    xStr n, v;
+    if (!split_field(pp, end, &n, &v)) return reject(req, 400);
+    if (req->num_headers == limits->max_headers) return reject(req, 431);
+    req->headers[req->num_headers++] = (xHttp1Header){n, v};
     return note_field(req, f, n, v);
 }
 
@@ -564,6 +572,10 @@ ssize_t xHttp1ChunkedDecode(xHttp1Chunked *dec, const char *in, size_t in_len, c
         if (status) break;
         dec->state = dec->state < CK_SIZE_LF ? size_line_step(dec, c) : framing_step(dec, c);
         if (dec->state == CK_FAILED) status = 400;
+        if (dec->state == CK_TRAILER_START && dec->stop_at_trailers) {
+            dec->at_trailers = true;
+            break;
+        }
     }
     *out_len = written;
     if (status) {
@@ -573,4 +585,153 @@ ssize_t xHttp1ChunkedDecode(xHttp1Chunked *dec, const char *in, size_t in_len, c
     }
     dec->done = dec->state == CK_DONE;
     return (ssize_t)i;
+}
+
+/* ---- Responses (RFC 9112 §4, §6.3) ----
+ * What an upstream sends is held to the request parser's grammar: the same
+ * field lines, the same refusal of anything two readers could frame apart
+ * (Content-Length repeated or beside Transfer-Encoding, codings after
+ * chunked), since a proxy that guessed would pass the guess on. */
+
+static int fail_response(xHttp1Response *res, const char *why) {
+    res->error = why;
+    return XHTTP1_ERROR;
+}
+
+/* What the fields say about framing, gathered in one pass. */
+typedef struct xResponseFacts {
+    bool content_length, transfer_encoding, chunked, close, keep_alive;
+} xResponseFacts;
+
+static const char *note_response_length(xHttp1Response *res, xResponseFacts *f, xStr v) {
+    if (f->content_length) return "Content-Length repeated";
+    int64_t n = 0;
+    if (v.len == 0) return "Content-Length not a number";
+    for (size_t i = 0; i < v.len; i++) {
+        unsigned d = (unsigned)(v.data[i] - '0');
+        if (d > 9 || n > (INT64_MAX - (int64_t)d) / 10) return "Content-Length not a number";
+        n = n * 10 + (int64_t)d;
+    }
+    f->content_length = true;
+    res->content_length = n;
+    return NULL;
+}
+
+/* One Transfer-Encoding field whose value is "chunked", nothing else: an
+ * upstream has no reason for lists, empty elements or repeats, and readers
+ * differ on them. A proxy strips Transfer-Encoding and re-frames, so a body
+ * in another coding would reach the client mislabelled. */
+static const char *note_response_coding(xResponseFacts *f, xStr v) {
+    if (f->transfer_encoding || !STR_IS(v, "chunked")) return "Transfer-Encoding other than one chunked";
+    f->transfer_encoding = f->chunked = true;
+    return NULL;
+}
+
+static const char *note_response_field(xHttp1Response *res, xResponseFacts *f, xStr name, xStr v) {
+    if (name.len == 14 && STR_IS(name, "content-length")) return note_response_length(res, f, v);
+    if (name.len == 17 && STR_IS(name, "transfer-encoding")) return note_response_coding(f, v);
+    if (name.len == 10 && STR_IS(name, "connection")) {
+        f->close |= xHttpListHasToken(v, "close");
+        f->keep_alive |= xHttpListHasToken(v, "keep-alive");
+    }
+    return NULL;
+}
+
+/* "HTTP/1.x SP 3DIGIT [SP reason] CRLF" at *pp. A missing reason (with or
+ * without its SP) is taken: the reason means nothing (RFC 9112 §4). */
+static const char *parse_status_line(const char **pp, const char *end, xHttp1Response *res) {
+    const char *p = *pp;
+    if (end - p < 14 || memcmp(p, "HTTP/1.", 7) != 0) return "not an HTTP/1.x status line";
+    if (p[7] != '0' && p[7] != '1') return "HTTP version other than 1.0 or 1.1";
+    res->minor_version = p[7] - '0';
+    if (p[8] != ' ') return "malformed status line";
+    int status = 0;
+    for (int i = 9; i < 12; i++) {
+        unsigned d = (unsigned)(p[i] - '0');
+        if (d > 9) return "status code is not three digits";
+        status = status * 10 + (int)d;
+    }
+    if (status < 100 || status > 599) return "status code out of range";
+    res->status = status;
+    p += 12;
+    if (*p == ' ') {
+        const char *reason = ++p;
+        p = skip_field_value(p, end);
+        res->reason = (xStr){reason, (size_t)(p - reason)};
+    }
+    if (*p != '\r' || p[1] != '\n') return "malformed status line";
+    *pp = p + 2;
+    return NULL;
+}
+
+/* Chooses the body's framing once every field is known (RFC 9112 §6.3). */
+static const char *frame_response(xHttp1Response *res, const xResponseFacts *f, bool head_request) {
+    if (f->transfer_encoding && f->content_length) return "both Content-Length and Transfer-Encoding";
+    if (f->transfer_encoding && res->minor_version == 0) return "Transfer-Encoding in an HTTP/1.0 response";
+    res->keep_alive = !f->close && (res->minor_version == 1 || f->keep_alive);
+    if (head_request || res->status < 200 || res->status == 204 || res->status == 304) {
+        res->body = XHTTP1_BODY_NONE;
+    } else if (f->transfer_encoding) {
+        if (!f->chunked) return "Transfer-Encoding without a coding";
+        res->body = XHTTP1_BODY_CHUNKED;
+    } else if (f->content_length) {
+        res->body = res->content_length ? XHTTP1_BODY_LENGTH : XHTTP1_BODY_NONE;
+    } else {
+        /* No length: the end of the connection ends the body, so the
+         * connection cannot be kept. */
+        res->body = XHTTP1_BODY_UNTIL_CLOSE;
+        res->keep_alive = false;
+    }
+    return NULL;
+}
+
+static const char *parse_response_head(const char *p, const char *end, xHttp1Response *res,
+                                       const xHttp1Limits *limits, bool head_request) {
+    xResponseFacts f = {0};
+    const char *why = parse_status_line(&p, end, res);
+    while (!why && p < end - 2) {
+        xStr n, v;
+        if (!split_field(&p, end, &n, &v)) return "malformed header field";
+        if (res->num_headers == limits->max_headers) return "too many header fields";
+        res->headers[res->num_headers++] = (xHttp1Header){n, v};
+        why = note_response_field(res, &f, n, v);
+    }
+    return why ? why : frame_response(res, &f, head_request);
+}
+
+int xHttp1ParseResponse(const char *buf, size_t len, size_t prev_len, xHttp1Response *res,
+                        const xHttp1Limits *limits, bool head_request) {
+    *res = (xHttp1Response){.headers = res->headers, .reason = {buf, 0}, .content_length = -1};
+    size_t max_head = limits->max_head < INT_MAX ? limits->max_head : INT_MAX;
+    size_t window = len < max_head ? len : max_head;
+    size_t prev_window = prev_len < window ? prev_len : window;
+    if (window == 0) return XHTTP1_INCOMPLETE;
+    /* No empty lines before a status line: a server has no excuse for them. */
+    if (buf[0] != 'H') return fail_response(res, "not an HTTP/1.x status line");
+    ssize_t end = find_head_end(buf, 0, prev_window, window);
+    if (end < 0) return fail_response(res, "bare LF in the head");
+    if (end > 0) {
+        const char *why = parse_response_head(buf, buf + end, res, limits, head_request);
+        return why ? fail_response(res, why) : (int)end;
+    }
+    return len == window ? XHTTP1_INCOMPLETE : fail_response(res, "head too large");
+}
+
+int xHttp1ParseTrailers(const char *buf, size_t len, xHttp1Header *fields, size_t max_fields,
+                        size_t *num_fields, size_t max_bytes) {
+    *num_fields = 0;
+    size_t window = len < max_bytes ? len : max_bytes;
+    if (window > 0 && buf[0] == '\n') return XHTTP1_ERROR;
+    if (window < 2) return len > window ? XHTTP1_ERROR : XHTTP1_INCOMPLETE;
+    if (buf[0] == '\r') return buf[1] == '\n' ? 2 : XHTTP1_ERROR;
+    ssize_t end = find_head_end(buf, 0, 0, window);
+    if (end == 0) return len > window ? XHTTP1_ERROR : XHTTP1_INCOMPLETE;
+    if (end < 0) return XHTTP1_ERROR;
+    const char *p = buf, *stop = buf + end;
+    while (p < stop - 2) {
+        xStr n, v;
+        if (!split_field(&p, stop, &n, &v) || *num_fields == max_fields) return XHTTP1_ERROR;
+        fields[(*num_fields)++] = (xHttp1Header){n, v};
+    }
+    return (int)end;
 }

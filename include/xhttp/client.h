@@ -1,0 +1,217 @@
+/* client.h — an HTTP/1.1 client on a worker's loop: upstreams, per-worker
+ * keep-alive pools, timeouts, bodies streamed both ways.
+ *
+ * An xHttpUpstream is one origin (http://host:port), made once and shared by
+ * every worker. An xHttpClient belongs to one loop (one worker: make it in
+ * the worker's start hook, xHttpServerOnWorker) and keeps, per upstream, a
+ * pool of kept-alive connections, opens more up to a limit and queues
+ * requests beyond it. A request is started with its head, fed its body with
+ * Write/End, and answers through callbacks on the same loop: on_head, then
+ * on_body pieces, then on_end with the trailers, or on_error at any point.
+ * After on_end or on_error (or Cancel) the request handle is gone.
+ *
+ * Not yet: TLS upstreams, HTTP/2 and h2c upstreams, name resolution on the
+ * loop (a host name is resolved once, at xHttpUpstreamCreate, with
+ * getaddrinfo: make upstreams at start, not in a handler). */
+#ifndef XHTTP_CLIENT_H
+#define XHTTP_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <xbase/errno.h>
+#include <xbase/event.h>
+#include <xbase/str.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#pragma GCC visibility push(default)
+
+/** One origin, shared by every worker; immutable once made. */
+typedef struct xHttpUpstream xHttpUpstream;
+
+/** One loop's client: its pools of connections, one per upstream it used. */
+typedef struct xHttpClient xHttpClient;
+
+/** One request in flight, from xHttpClientStart to its on_end or on_error. */
+typedef struct xHttpClientRequest xHttpClientRequest;
+
+/** Why a request failed; each timeout has its own. */
+typedef enum xHttpClientError {
+    XHTTP_CLIENT_REFUSED = 1,        /**< the connection could not be made (refused, unreachable) */
+    XHTTP_CLIENT_CONNECT_TIMEOUT,    /**< no connection within connect_timeout_ms */
+    XHTTP_CLIENT_SEND_TIMEOUT,       /**< the upstream took none of the request for send_timeout_ms */
+    XHTTP_CLIENT_FIRST_BYTE_TIMEOUT, /**< no response byte within first_byte_timeout_ms of the request */
+    XHTTP_CLIENT_IDLE_TIMEOUT,       /**< the response stalled for idle_timeout_ms */
+    XHTTP_CLIENT_TOTAL_TIMEOUT,      /**< the whole exchange took over total_timeout_ms */
+    XHTTP_CLIENT_RESET,              /**< the connection closed or reset before the response ended */
+    XHTTP_CLIENT_BAD_RESPONSE,       /**< the upstream sent what is not a valid HTTP/1.1 response */
+    XHTTP_CLIENT_NO_MEMORY,          /**< an allocation failed */
+} xHttpClientError;
+
+/** The error in words ("connect timeout"). */
+const char *xHttpClientErrorString(xHttpClientError error);
+
+/** True for the errors that are timeouts (a proxy answers them 504). */
+static inline bool xHttpClientErrorIsTimeout(xHttpClientError error) {
+    return error >= XHTTP_CLIENT_CONNECT_TIMEOUT && error <= XHTTP_CLIENT_TOTAL_TIMEOUT;
+}
+
+/** An upstream's settings; start from xHttpUpstreamConfInit. Counts are per
+ *  worker (per xHttpClient); a timeout of 0 is none. */
+typedef struct xHttpUpstreamConf {
+    size_t struct_size;
+    uint32_t connect_timeout_ms;    /**< 5 s */
+    uint32_t send_timeout_ms;       /**< 30 s: the socket took nothing of the request */
+    uint32_t first_byte_timeout_ms; /**< 60 s: from the request's last byte queued to the response's first */
+    uint32_t idle_timeout_ms;       /**< 60 s: between two reads of a response */
+    uint32_t total_timeout_ms;      /**< 0: from xHttpClientStart to the response's end */
+    uint32_t keepalive_ms;          /**< 30 s: an idle pooled connection is closed after this */
+    unsigned max_idle;              /**< 32 idle connections kept */
+    unsigned max_conns;             /**< 256 connections open (idle, busy and connecting) */
+    unsigned max_queue;             /**< 4096 requests waiting for a connection; beyond, Start fails */
+    size_t max_head_size;           /**< 32 KiB: a larger response head is BAD_RESPONSE */
+    unsigned max_fields;            /**< 100 response fields (and trailers) */
+} xHttpUpstreamConf;
+
+/** Fills conf with the defaults noted above. */
+void xHttpUpstreamConfInit(xHttpUpstreamConf *conf);
+
+/** Makes an upstream from "http://host[:port]" (no path; port 80 by
+ *  default). host is an IPv4 or bracketed IPv6 address, or a name resolved
+ *  here, blocking, with getaddrinfo (the first address). conf NULL: the
+ *  defaults. XERR_INVALID (bad URL, or https://, not yet supported),
+ *  XERR_ADDR (the name did not resolve), XERR_NOMEM. */
+xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttpUpstream **out);
+
+/** Frees an upstream once no client uses it any more (after the clients'
+ *  destruction). */
+void xHttpUpstreamDestroy(xHttpUpstream *upstream);
+
+/** "host:port" as the URL gave it (the port only when given): the Host
+ *  field a request to it carries by default. */
+const char *xHttpUpstreamAuthority(const xHttpUpstream *upstream);
+
+/** Makes a client on loop; used only from the loop's thread. */
+xHttpClient *xHttpClientCreate(xEventLoop *loop);
+
+/** Closes every connection and frees the client. Requests still in flight
+ *  are dropped without a callback (cancel them first to be told nothing
+ *  either way). */
+void xHttpClientDestroy(xHttpClient *client);
+
+/** What the client has done with one upstream on its loop, for tests and
+ *  metrics. */
+typedef struct xHttpClientStats {
+    uint64_t connections_opened; /**< connect(2) calls made */
+    uint64_t requests;           /**< requests started */
+    uint64_t reused;             /**< requests sent on a kept-alive connection */
+    unsigned open, idle, queued; /**< now */
+} xHttpClientStats;
+
+/** Fills stats for upstream (zeros when the client has not used it). */
+void xHttpClientGetStats(const xHttpClient *client, const xHttpUpstream *upstream, xHttpClientStats *stats);
+
+/** A header field; views into the caller's (request) or the client's
+ *  (response) bytes. */
+typedef struct xHttpClientField {
+    xStr name;
+    xStr value;
+} xHttpClientField;
+
+/** A response head, valid during on_head only. 1xx heads are read and
+ *  skipped (a 101 is BAD_RESPONSE: the client never asks to switch). */
+typedef struct xHttpClientResponse {
+    int status;
+    int minor_version; /**< 0 or 1 */
+    xStr reason;
+    const xHttpClientField *fields;
+    size_t num_fields;
+    int64_t content_length; /**< -1: not given (chunked, or until the upstream closes) */
+    bool has_body;          /**< false for HEAD's answer, 204, 304 and Content-Length: 0 */
+} xHttpClientResponse;
+
+/** What a request tells its caller, on the client's loop. Exactly one of
+ *  on_end and on_error ends a request (after on_head or before it), unless
+ *  it is cancelled; the handle is invalid once it returns. */
+typedef struct xHttpClientHandlers {
+    void (*on_head)(xHttpClientRequest *req, const xHttpClientResponse *res, void *arg);
+    /** A piece of the body (de-chunked), valid during the call. */
+    void (*on_body)(xHttpClientRequest *req, const char *data, size_t len, void *arg);
+    /** The response ended; trailers (a chunked body's) are valid during the call. */
+    void (*on_end)(xHttpClientRequest *req, const xHttpClientField *trailers, size_t num_trailers, void *arg);
+    /** The request failed; response_started: on_head was called. */
+    void (*on_error)(xHttpClientRequest *req, xHttpClientError error, bool response_started, void *arg);
+    /** Optional: the request body's queued bytes fell below
+     *  XHTTP_CLIENT_BODY_LOW after having reached XHTTP_CLIENT_BODY_HIGH. */
+    void (*on_body_wanted)(xHttpClientRequest *req, void *arg);
+} xHttpClientHandlers;
+
+/** A writer of the request body should stop once xHttpClientRequestPending
+ *  reaches this, and wait for on_body_wanted. */
+#define XHTTP_CLIENT_BODY_HIGH (256u << 10)
+#define XHTTP_CLIENT_BODY_LOW (64u << 10)
+
+/** A request's head and how its body comes; start from
+ *  xHttpClientRequestOptsInit. Everything is copied by xHttpClientStart. */
+typedef struct xHttpClientRequestOpts {
+    size_t struct_size;
+    xStr method;                    /**< "GET" */
+    xStr target;                    /**< "/path?query" */
+    const xHttpClientField *fields; /**< sent as given; Host is added when absent. The client
+                                         writes its own framing: give no Content-Length,
+                                         Transfer-Encoding or Connection */
+    size_t num_fields;
+    int64_t body_length; /**< 0: no body; > 0: exactly that many bytes follow through Write;
+                              -1: a body of unknown length, sent chunked */
+    /** A kept-alive connection that the upstream closed before any response
+     *  byte (it timed the connection out as the request left) is retried
+     *  once on a fresh one, if the request is wholly held (up to 64 KiB).
+     *  Defaults to true for GET, HEAD, OPTIONS, PUT and DELETE. */
+    bool retry_on_stale;
+    const xHttpClientHandlers *handlers;
+    void *arg;
+} xHttpClientRequestOpts;
+
+/** Fills opts with GET of "/" with no fields and no body. */
+void xHttpClientRequestOptsInit(xHttpClientRequestOpts *opts);
+
+/** Starts a request to upstream on client's loop: on a pooled connection, a
+ *  new one, or queued for one. Callbacks never run within this call.
+ *  XERR_LIMIT (the queue is full), XERR_INVALID (no handlers, a bad method or
+ *  target), XERR_NOMEM. */
+xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHttpClientRequestOpts *opts,
+                        xHttpClientRequest **out);
+
+/** Queues a piece of the request body (copied). XERR_INVALID past the
+ *  body_length given, XERR_STATE after End or once the request ended. */
+xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t len);
+
+/** Ends the request body. XERR_INVALID when a body_length was given and
+ *  not all of it was written. A request with no body needs no End. */
+xErrno xHttpClientRequestEnd(xHttpClientRequest *req);
+
+/** Body bytes queued and not yet taken by the upstream's socket. */
+size_t xHttpClientRequestPending(const xHttpClientRequest *req);
+
+/** Stops reading the response (its bytes wait in the socket, so the
+ *  upstream is held by TCP); Resume reads on. The idle timeout does not
+ *  run while paused. */
+void xHttpClientRequestPause(xHttpClientRequest *req);
+void xHttpClientRequestResume(xHttpClientRequest *req);
+
+/** Drops the request: nothing is called afterwards. Its connection is
+ *  closed unless it was idle-able already (a request still queued gives
+ *  none up). Safe from within the request's own callbacks. */
+void xHttpClientRequestCancel(xHttpClientRequest *req);
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1091 @@
+/* client.c — the HTTP/1.1 upstream client (<xhttp/client.h>): upstreams,
+ * per-loop pools of kept-alive connections, requests and their timeouts.
+ *
+ * A connection (xClientConn) is connecting (its own watch and timer, until
+ * the socket is writable), then an xConn of the client's own network
+ * context, idle in its pool or carrying one request. A request is queued,
+ * then attached to a connection: its head and body go into the connection's
+ * output queue, the response is read in place in the connection's read
+ * buffer with the strict response parser (http1/http1_parser.h) and handed
+ * to the caller piece by piece. One timer per request runs the timeout of
+ * the phase it is in, a second the total. Any error closes the connection:
+ * only a response read to its end, from a request sent whole, gives a
+ * connection back to the pool. */
+#include <xhttp/client.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "xhttp/core/tokens.h"
+#include "xhttp/http1/http1_parser.h"
+#include "xnet/connection.h"
+
+_Static_assert(sizeof(xHttpClientField) == sizeof(xHttp1Header), "a response field is the parser's");
+
+#define CLIENT_BLOCK (40u << 10)        /* a read buffer: the largest head and room behind it */
+#define CLIENT_SPARE_BLOCKS 64          /* idle read/write blocks a client keeps */
+#define CLIENT_REPLAY_MAX (64u << 10)   /* a request held whole for a retry up to this */
+#define CLIENT_CHUNK_LINE 4096          /* a chunk-size line with its extensions */
+#define CLIENT_TRAILERS_MAX (16u << 10) /* a trailer section */
+
+struct xHttpUpstream {
+    xHttpUpstreamConf conf;
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    char authority[262];
+};
+
+typedef struct xClientConn xClientConn;
+typedef struct xUpstreamPool xUpstreamPool;
+
+struct xUpstreamPool {
+    xHttpUpstream *upstream;
+    xHttpClient *client;
+    xClientConn *idle;       /* most recently used first */
+    xClientConn *connecting; /* connect(2) under way */
+    unsigned idle_count, open;
+    xHttpClientRequest *queue_head, *queue_tail;
+    unsigned queued;
+    uint64_t connections_opened, requests, reused;
+    xUpstreamPool *next;
+};
+
+struct xHttpClient {
+    xEventLoop *loop;
+    xNetContext net;
+    xUpstreamPool *pools;
+};
+
+typedef enum xClientConnState {
+    XCC_CONNECTING, /* connect(2) under way: fd watched for writability */
+    XCC_IDLE,       /* in the pool */
+    XCC_BUSY,       /* carrying req */
+    XCC_GONE,       /* closed; freed with its xConn's last reference */
+} xClientConnState;
+
+struct xClientConn {
+    xUpstreamPool *pool;
+    xClientConnState state;
+    int fd;            /* while connecting */
+    int connect_errno; /* connect(2) failed at once with this */
+    xConn *conn;
+    xHttpClientRequest *req;
+    xClientConn *prev, *next;     /* the pool's idle list */
+    xHttpClientError close_error; /* what its request is told when it closes */
+    bool carried;                 /* a request has been answered on it */
+};
+
+/* Where a request stands; the phase timer runs the one it names. */
+typedef enum xRequestPhase {
+    XREQ_QUEUED,     /* waiting for a connection: only the total timeout */
+    XREQ_CONNECTING, /* connect_timeout */
+    XREQ_SENDING,    /* the request is not all queued, or the socket holds it: send_timeout */
+    XREQ_WAITING,    /* all of it gone, no response byte yet: first_byte_timeout */
+    XREQ_RECEIVING,  /* the response is arriving: idle_timeout */
+} xRequestPhase;
+
+/* How the response's body is being read. */
+typedef enum xBodyRead {
+    XBODY_HEAD,        /* no head yet */
+    XBODY_LENGTH,      /* body_left bytes */
+    XBODY_CHUNKED,     /* the chunked decoder */
+    XBODY_TRAILERS,    /* the trailer section after the last chunk */
+    XBODY_UNTIL_CLOSE, /* everything until the upstream closes */
+    XBODY_DONE,        /* read whole */
+} xBodyRead;
+
+struct xHttpClientRequest {
+    xHttpClient *client;
+    xUpstreamPool *pool;
+    xClientConn *cc;
+    xHttpClientHandlers handlers;
+    void *arg;
+    xRequestPhase phase;
+    xBodyRead body;
+    xTimer timer, total_timer;
+
+    xBuffer out;         /* head and body bytes not yet given to a connection (or held for a retry) */
+    size_t out_given;    /* bytes of out given to the current connection */
+    bool held_whole;     /* out still holds every byte written: a retry can resend them */
+    int64_t body_length; /* as opts said: -1 chunked */
+    uint64_t body_written;
+    bool body_ended; /* End called (or no body) */
+    bool retry_on_stale;
+    bool retried;
+    bool head_request;
+    bool started; /* on_head called */
+    bool paused;
+    bool wants_body;      /* the writer passed BODY_HIGH: tell it at BODY_LOW */
+    bool keep_alive;      /* the response lets the connection carry another */
+    unsigned in_callback; /* calls into the caller under way: a free waits for them */
+    bool cancelled;       /* over: nothing more reaches the caller */
+    bool free_owed;       /* over while in a callback: freed when it returns */
+
+    size_t head_scanned; /* the parser's prev_len */
+    int64_t body_left;
+    xHttp1Chunked chunked;
+    xHttp1Header *fields; /* max_fields of room */
+    xHttpClientRequest *next_queued;
+};
+
+static const xConnProtocol client_protocol;
+static void attach(xHttpClientRequest *req, xClientConn *cc);
+static void fail(xHttpClientRequest *req, xHttpClientError error);
+static void read_response(xClientConn *cc);
+
+/* ---- Errors and settings ---- */
+
+const char *xHttpClientErrorString(xHttpClientError error) {
+    switch (error) {
+    case XHTTP_CLIENT_REFUSED: return "connection refused";
+    case XHTTP_CLIENT_CONNECT_TIMEOUT: return "connect timeout";
+    case XHTTP_CLIENT_SEND_TIMEOUT: return "send timeout";
+    case XHTTP_CLIENT_FIRST_BYTE_TIMEOUT: return "first byte timeout";
+    case XHTTP_CLIENT_IDLE_TIMEOUT: return "idle timeout";
+    case XHTTP_CLIENT_TOTAL_TIMEOUT: return "total timeout";
+    case XHTTP_CLIENT_RESET: return "connection closed before the response ended";
+    case XHTTP_CLIENT_BAD_RESPONSE: return "invalid response";
+    case XHTTP_CLIENT_NO_MEMORY: return "out of memory";
+    }
+    return "unknown error";
+}
+
+void xHttpUpstreamConfInit(xHttpUpstreamConf *conf) {
+    *conf = (xHttpUpstreamConf){.struct_size = sizeof *conf,
+                                .connect_timeout_ms = 5000,
+                                .send_timeout_ms = 30000,
+                                .first_byte_timeout_ms = 60000,
+                                .idle_timeout_ms = 60000,
+                                .keepalive_ms = 30000,
+                                .max_idle = 32,
+                                .max_conns = 256,
+                                .max_queue = 4096,
+                                .max_head_size = 32u << 10,
+                                .max_fields = 100};
+}
+
+void xHttpClientRequestOptsInit(xHttpClientRequestOpts *opts) {
+    *opts = (xHttpClientRequestOpts){.struct_size = sizeof *opts, .method = {"GET", 3}, .target = {"/", 1}};
+}
+
+/* ---- Upstreams ---- */
+
+/* Splits "http://host[:port]" into host and port. */
+static bool split_url(const char *url, char *host, size_t host_cap, char *port, size_t port_cap) {
+    if (strncmp(url, "http://", 7) != 0) return false;
+    const char *h = url + 7, *end = h + strcspn(h, "/");
+    if (*end == '/' && end[1] != '\0') return false; /* a path: not an origin */
+    const char *colon = NULL, *host_end;
+    if (*h == '[') {
+        const char *close = memchr(h, ']', (size_t)(end - h));
+        if (!close) return false;
+        host_end = close;
+        h++;
+        if (close + 1 < end) colon = close[1] == ':' ? close + 1 : NULL;
+        if (close + 1 < end && !colon) return false;
+    } else {
+        colon = memchr(h, ':', (size_t)(end - h));
+        host_end = colon ? colon : end;
+    }
+    size_t hl = (size_t)(host_end - h), pl = colon ? (size_t)(end - colon - 1) : 2;
+    if (hl == 0 || hl >= host_cap || pl == 0 || pl >= port_cap) return false;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    if (!colon) {
+        memcpy(port, "80", 3);
+        return true;
+    }
+    memcpy(port, colon + 1, pl);
+    port[pl] = '\0';
+    for (size_t i = 0; i < pl; i++)
+        if (port[i] < '0' || port[i] > '9') return false;
+    return atoi(port) > 0 && atoi(port) < 65536;
+}
+
+xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttpUpstream **out) {
+    char host[256], port[8];
+    *out = NULL;
+    if (!url || !split_url(url, host, sizeof host, port, sizeof port)) return XERR_INVALID;
+    xHttpUpstream *up = calloc(1, sizeof *up);
+    if (!up) return XERR_NOMEM;
+    xHttpUpstreamConfInit(&up->conf);
+    if (conf)
+        memcpy(&up->conf, conf, conf->struct_size < sizeof up->conf ? conf->struct_size : sizeof up->conf);
+    up->conf.struct_size = sizeof up->conf;
+    if (up->conf.max_head_size > CLIENT_BLOCK - 4096) up->conf.max_head_size = CLIENT_BLOCK - 4096;
+    if (up->conf.max_fields == 0) up->conf.max_fields = 1;
+    if (up->conf.max_conns == 0) up->conf.max_conns = 1;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, port, &hints, &res) != 0 || !res) {
+        free(up);
+        return XERR_ADDR;
+    }
+    memcpy(&up->addr, res->ai_addr, res->ai_addrlen);
+    up->addr_len = res->ai_addrlen;
+    freeaddrinfo(res);
+    const char *a = url + 7;
+    size_t alen = strcspn(a, "/");
+    memcpy(up->authority, a, alen < sizeof up->authority ? alen : sizeof up->authority - 1);
+    *out = up;
+    return XOK;
+}
+
+void xHttpUpstreamDestroy(xHttpUpstream *upstream) { free(upstream); }
+
+const char *xHttpUpstreamAuthority(const xHttpUpstream *upstream) { return upstream->authority; }
+
+/* ---- Clients and pools ---- */
+
+xHttpClient *xHttpClientCreate(xEventLoop *loop) {
+    xHttpClient *client = calloc(1, sizeof *client);
+    if (!client) return NULL;
+    client->loop = loop;
+    /* No send timeout of the connection's own: the requests run theirs. */
+    if (xNetContextInit(&client->net, loop, CLIENT_BLOCK, CLIENT_SPARE_BLOCKS, 0) != XOK) {
+        free(client);
+        return NULL;
+    }
+    return client;
+}
+
+static xUpstreamPool *pool_of(xHttpClient *client, xHttpUpstream *upstream, bool make) {
+    for (xUpstreamPool *p = client->pools; p; p = p->next)
+        if (p->upstream == upstream) return p;
+    if (!make) return NULL;
+    xUpstreamPool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->upstream = upstream;
+    p->client = client;
+    p->next = client->pools;
+    client->pools = p;
+    return p;
+}
+
+void xHttpClientGetStats(const xHttpClient *client, const xHttpUpstream *upstream, xHttpClientStats *stats) {
+    *stats = (xHttpClientStats){0};
+    const xUpstreamPool *p = pool_of((xHttpClient *)client, (xHttpUpstream *)upstream, false);
+    if (!p) return;
+    *stats = (xHttpClientStats){.connections_opened = p->connections_opened,
+                                .requests = p->requests,
+                                .reused = p->reused,
+                                .open = p->open,
+                                .idle = p->idle_count,
+                                .queued = p->queued};
+}
+
+/* The pool's list a connection is on: idle or connecting. */
+static xClientConn **list_of(xClientConn *cc) {
+    return cc->state == XCC_IDLE ? &cc->pool->idle : &cc->pool->connecting;
+}
+
+static void list_push(xClientConn *cc) {
+    xClientConn **head = list_of(cc);
+    cc->prev = NULL;
+    cc->next = *head;
+    if (*head) (*head)->prev = cc;
+    *head = cc;
+    if (cc->state == XCC_IDLE) cc->pool->idle_count++;
+}
+
+static void list_unlink(xClientConn *cc) {
+    xClientConn **head = list_of(cc);
+    if (cc->prev)
+        cc->prev->next = cc->next;
+    else
+        *head = cc->next;
+    if (cc->next) cc->next->prev = cc->prev;
+    cc->prev = cc->next = NULL;
+    if (cc->state == XCC_IDLE) cc->pool->idle_count--;
+}
+
+static void drop_conn(xClientConn *cc);
+
+static void free_request(xHttpClientRequest *req) {
+    xEventLoop *loop = req->client->loop;
+    xTimerStop(loop, &req->timer);
+    xTimerStop(loop, &req->total_timer);
+    xBufferFree(&req->out);
+    free(req->fields);
+    free(req);
+}
+
+static void unqueue(xHttpClientRequest *req) {
+    xUpstreamPool *p = req->pool;
+    xHttpClientRequest **at = &p->queue_head, *prev = NULL;
+    while (*at && *at != req) {
+        prev = *at;
+        at = &(*at)->next_queued;
+    }
+    if (!*at) return;
+    *at = req->next_queued;
+    if (p->queue_tail == req) p->queue_tail = prev;
+    p->queued--;
+}
+
+void xHttpClientDestroy(xHttpClient *client) {
+    if (!client) return;
+    for (xUpstreamPool *p = client->pools; p; p = p->next) {
+        while (p->queue_head) {
+            xHttpClientRequest *req = p->queue_head;
+            unqueue(req);
+            free_request(req);
+        }
+    }
+    /* Closing a connection frees its request (on_close, told nothing). */
+    for (xUpstreamPool *p = client->pools; p; p = p->next) {
+        while (p->idle) {
+            xClientConn *cc = p->idle;
+            list_unlink(cc);
+            cc->state = XCC_BUSY;
+            xConnClose(cc->conn);
+        }
+    }
+    while (client->net.conns) {
+        xClientConn *cc = client->net.conns->proto_state;
+        if (cc->req) cc->req->cancelled = true;
+        xConnClose(client->net.conns);
+    }
+    /* Connections still connecting have no xConn yet. */
+    for (xUpstreamPool *p = client->pools; p; p = p->next) {
+        while (p->connecting) {
+            xClientConn *cc = p->connecting;
+            if (cc->req) {
+                cc->req->cc = NULL;
+                free_request(cc->req);
+                cc->req = NULL;
+            }
+            drop_conn(cc);
+        }
+    }
+    for (xUpstreamPool *p = client->pools, *next; p; p = next) {
+        next = p->next;
+        free(p);
+    }
+    xNetContextDestroy(&client->net);
+    free(client);
+}
+
+/* Calls into the caller, keeping req alive across a Cancel from within. */
+#define CALL(req, expr)                                                                                      \
+    do {                                                                                                     \
+        (req)->in_callback++;                                                                                \
+        expr;                                                                                                \
+        (req)->in_callback--;                                                                                \
+    } while (0)
+
+/* The request is over: freed now, or once the callback under way returns. */
+static void release_req(xHttpClientRequest *req) {
+    if (req->in_callback)
+        req->free_owed = true;
+    else
+        free_request(req);
+}
+
+/* After a call into the caller: false when the request is over (freed if
+ * nothing else holds it). */
+static bool survived(xHttpClientRequest *req) {
+    if (!req->cancelled) return true;
+    if (!req->in_callback && req->free_owed) free_request(req);
+    return false;
+}
+
+/* ---- Timers ---- */
+
+static uint32_t phase_timeout(const xHttpClientRequest *req, xHttpClientError *error) {
+    const xHttpUpstreamConf *c = &req->pool->upstream->conf;
+    switch (req->phase) {
+    case XREQ_CONNECTING: *error = XHTTP_CLIENT_CONNECT_TIMEOUT; return c->connect_timeout_ms;
+    case XREQ_SENDING: *error = XHTTP_CLIENT_SEND_TIMEOUT; return c->send_timeout_ms;
+    case XREQ_WAITING: *error = XHTTP_CLIENT_FIRST_BYTE_TIMEOUT; return c->first_byte_timeout_ms;
+    case XREQ_RECEIVING: *error = XHTTP_CLIENT_IDLE_TIMEOUT; return req->paused ? 0 : c->idle_timeout_ms;
+    default: return 0;
+    }
+}
+
+static void arm_phase(xHttpClientRequest *req) {
+    xHttpClientError error = XHTTP_CLIENT_RESET;
+    uint32_t ms = phase_timeout(req, &error);
+    if (ms)
+        xTimerStart(req->client->loop, &req->timer, ms);
+    else
+        xTimerStop(req->client->loop, &req->timer);
+}
+
+static void enter(xHttpClientRequest *req, xRequestPhase phase) {
+    req->phase = phase;
+    arm_phase(req);
+}
+
+static void on_phase_timer(xEventLoop *loop, xTimer *timer, void *arg) {
+    (void)loop, (void)timer;
+    xHttpClientRequest *req = arg;
+    xHttpClientError error = XHTTP_CLIENT_RESET;
+    phase_timeout(req, &error);
+    fail(req, error);
+}
+
+static void on_total_timer(xEventLoop *loop, xTimer *timer, void *arg) {
+    (void)loop, (void)timer;
+    fail(arg, XHTTP_CLIENT_TOTAL_TIMEOUT);
+}
+
+/* ---- Connections ---- */
+
+static void conn_gone(xClientConn *cc) {
+    xUpstreamPool *p = cc->pool;
+    if (cc->state == XCC_IDLE || cc->state == XCC_CONNECTING) list_unlink(cc);
+    cc->state = XCC_GONE;
+    p->open--;
+}
+
+static void start_next_queued(xUpstreamPool *p);
+
+/* A connection that will carry nothing more: its request (if any) was
+ * detached first. */
+static void drop_conn(xClientConn *cc) {
+    if (cc->conn) {
+        xConnClose(cc->conn); /* on_close accounts for it */
+        return;
+    }
+    /* Still connecting: no xConn owns it yet. */
+    xUpstreamPool *p = cc->pool;
+    xEventLoopRemove(p->client->loop, cc->fd);
+    close(cc->fd);
+    conn_gone(cc);
+    free(cc);
+    start_next_queued(p);
+}
+
+/* A connection is free: the next queued request takes it, else the pool,
+ * else it closes. */
+static void conn_free_for_use(xClientConn *cc) {
+    xUpstreamPool *p = cc->pool;
+    cc->req = NULL;
+    if (p->queue_head) {
+        xHttpClientRequest *next = p->queue_head;
+        unqueue(next);
+        p->reused++;
+        attach(next, cc);
+        return;
+    }
+    if (p->idle_count >= p->upstream->conf.max_idle) {
+        cc->state = XCC_BUSY;
+        xConnClose(cc->conn);
+        return;
+    }
+    cc->state = XCC_IDLE;
+    list_push(cc);
+    xConnSetTimeout(cc->conn, p->upstream->conf.keepalive_ms);
+}
+
+static void on_connect_io(xEventLoop *loop, int fd, unsigned events, void *arg) {
+    (void)events;
+    xClientConn *cc = arg;
+    int err = cc->connect_errno;
+    socklen_t len = sizeof err;
+    if (!err && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err == EINPROGRESS || err == EALREADY) return;
+    if (err) {
+        fail(cc->req, XHTTP_CLIENT_REFUSED); /* closes the socket */
+        return;
+    }
+    xEventLoopRemove(loop, fd);
+    list_unlink(cc);
+    cc->state = XCC_BUSY;
+    cc->conn = xConnCreate(&cc->pool->client->net, fd, NULL, &client_protocol, cc);
+    cc->fd = -1;
+    if (!cc->conn) {
+        xUpstreamPool *p = cc->pool;
+        xHttpClientRequest *req = cc->req;
+        conn_gone(cc);
+        free(cc);
+        if (req) {
+            req->cc = NULL;
+            fail(req, XHTTP_CLIENT_NO_MEMORY);
+        }
+        start_next_queued(p);
+        return;
+    }
+    attach(cc->req, cc);
+}
+
+/* Opens a connection for req. False when the socket could not even start
+ * (req is told why). */
+static bool open_conn(xUpstreamPool *p, xHttpClientRequest *req) {
+    xHttpUpstream *up = p->upstream;
+    int fd = socket(up->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    xClientConn *cc = fd >= 0 ? calloc(1, sizeof *cc) : NULL;
+    if (!cc) {
+        if (fd >= 0) close(fd);
+        return false;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    *cc = (xClientConn){.pool = p, .state = XCC_CONNECTING, .fd = fd, .req = req};
+    list_push(cc);
+    p->open++;
+    p->connections_opened++;
+    req->cc = cc;
+    enter(req, XREQ_CONNECTING);
+    /* Refused at once, the error is said when the watch reports, on a
+     * later turn: callbacks never run within Start. */
+    if (connect(fd, (const struct sockaddr *)&up->addr, up->addr_len) != 0 && errno != EINPROGRESS)
+        cc->connect_errno = errno;
+    if (xEventLoopAdd(p->client->loop, fd, XEV_WRITE, on_connect_io, cc) != XOK) {
+        list_unlink(cc);
+        close(fd);
+        p->open--;
+        req->cc = NULL;
+        free(cc);
+        return false;
+    }
+    return true;
+}
+
+static void start_next_queued(xUpstreamPool *p) {
+    while (p->queue_head && p->open < p->upstream->conf.max_conns) {
+        xHttpClientRequest *req = p->queue_head;
+        unqueue(req);
+        if (!open_conn(p, req)) {
+            fail(req, XHTTP_CLIENT_NO_MEMORY);
+            return;
+        }
+    }
+}
+
+/* ---- Requests: the head and body going out ---- */
+
+static bool put(xBuffer *b, const void *bytes, size_t n) { return xBufferAppend(b, bytes, n) == XOK; }
+
+static bool put_str(xBuffer *b, xStr s) { return put(b, s.data, s.len); }
+
+static bool valid_token(xStr s) {
+    if (s.len == 0) return false;
+    for (size_t i = 0; i < s.len; i++)
+        if (!xHttpIsTokenChar((unsigned char)s.data[i])) return false;
+    return true;
+}
+
+static bool valid_value(xStr s) {
+    for (size_t i = 0; i < s.len; i++)
+        if (!xHttpIsFieldChar((unsigned char)s.data[i])) return false;
+    return true;
+}
+
+static bool valid_target(xStr s) {
+    if (s.len == 0) return false;
+    for (size_t i = 0; i < s.len; i++)
+        if ((unsigned char)s.data[i] <= 0x20 || (unsigned char)s.data[i] >= 0x7F) return false;
+    return true;
+}
+
+/* Writes the request head into req->out; false when it is malformed. */
+static bool write_head(xHttpClientRequest *req, const xHttpClientRequestOpts *o) {
+    if (!valid_token(o->method) || !valid_target(o->target)) return false;
+    xBuffer *b = &req->out;
+    bool host = false;
+    bool ok = put_str(b, o->method) && put(b, " ", 1) && put_str(b, o->target) && put(b, " HTTP/1.1\r\n", 11);
+    for (size_t i = 0; ok && i < o->num_fields; i++) {
+        const xHttpClientField *f = &o->fields[i];
+        if (!valid_token(f->name) || !valid_value(f->value)) return false;
+        host |= xHttpNameEquals(f->name, "host");
+        ok = put_str(b, f->name) && put(b, ": ", 2) && put_str(b, f->value) && put(b, "\r\n", 2);
+    }
+    if (ok && !host) {
+        const char *a = req->pool->upstream->authority;
+        ok = put(b, "Host: ", 6) && put(b, a, strlen(a)) && put(b, "\r\n", 2);
+    }
+    if (ok && req->body_length > 0) {
+        char num[XHTTP_DECIMAL_MAX];
+        size_t n = (size_t)(xHttpPutDecimal(num, (uint64_t)req->body_length) - num);
+        ok = put(b, "Content-Length: ", 16) && put(b, num, n) && put(b, "\r\n", 2);
+    } else if (ok && req->body_length < 0) {
+        ok = put(b, "Transfer-Encoding: chunked\r\n", 28);
+    } else if (ok && (xStrEqualsC(o->method, "POST") || xStrEqualsC(o->method, "PUT"))) {
+        ok = put(b, "Content-Length: 0\r\n", 19); /* RFC 9110 §8.6: a body-less POST says so */
+    }
+    return ok && put(b, "\r\n", 2);
+}
+
+/* Gives the connection what it has not had of req->out, and moves the
+ * phase on once every byte is queued and gone. */
+static void push_out(xHttpClientRequest *req) {
+    xClientConn *cc = req->cc;
+    if (!cc || !cc->conn || cc->state != XCC_BUSY || xConnClosed(cc->conn)) return;
+    xConn *conn = cc->conn;
+    if (req->out.len > req->out_given) {
+        if (xConnWrite(conn, req->out.data + req->out_given, req->out.len - req->out_given) != XOK) {
+            fail(req, XHTTP_CLIENT_NO_MEMORY);
+            return;
+        }
+        req->out_given = req->out.len;
+        if (req->held_whole && req->out.len > CLIENT_REPLAY_MAX) req->held_whole = false;
+        if (!req->held_whole) {
+            xBufferConsume(&req->out, req->out.len);
+            req->out_given = 0;
+        }
+        xConnFlush(conn);
+        if (req->cc != cc || xConnClosed(conn)) return;
+    }
+    bool sent = req->body_ended && xConnPending(conn) == 0;
+    if (req->phase == XREQ_SENDING && sent) {
+        enter(req, XREQ_WAITING);
+    } else if (req->phase == XREQ_SENDING) {
+        arm_phase(req); /* progress restarts the send timeout */
+    }
+}
+
+/* A writer held back at BODY_HIGH hears when the queue is down to BODY_LOW.
+ * Not from within Write: only where the client itself moved bytes on. */
+static void maybe_want_body(xHttpClientRequest *req) {
+    if (!req->wants_body || xHttpClientRequestPending(req) >= XHTTP_CLIENT_BODY_LOW) return;
+    req->wants_body = false;
+    if (!req->handlers.on_body_wanted) return;
+    CALL(req, req->handlers.on_body_wanted(req, req->arg));
+    survived(req);
+}
+
+static void attach(xHttpClientRequest *req, xClientConn *cc) {
+    req->cc = cc;
+    cc->req = req;
+    cc->state = XCC_BUSY;
+    xConnSetTimeout(cc->conn, 0);
+    req->out_given = 0;
+    enter(req, XREQ_SENDING);
+    push_out(req);
+    if (req->cc != cc) return;
+    /* A response may already wait (an early answer), or EOF. */
+    if (cc->conn->readable) read_response(cc);
+    if (req->cc == cc) maybe_want_body(req);
+}
+
+static bool retries_by_default(xStr method) {
+    return xStrEqualsC(method, "GET") || xStrEqualsC(method, "HEAD") || xStrEqualsC(method, "OPTIONS") ||
+           xStrEqualsC(method, "PUT") || xStrEqualsC(method, "DELETE");
+}
+
+xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHttpClientRequestOpts *opts,
+                        xHttpClientRequest **out) {
+    xHttpClientRequestOpts o;
+    xHttpClientRequestOptsInit(&o);
+    memcpy(&o, opts, opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
+    *out = NULL;
+    if (!o.handlers || !o.handlers->on_head || !o.handlers->on_end || !o.handlers->on_error)
+        return XERR_INVALID;
+    xUpstreamPool *p = pool_of(client, upstream, true);
+    if (!p) return XERR_NOMEM;
+    bool needs_conn = !p->idle && p->open >= upstream->conf.max_conns;
+    if (needs_conn && p->queued >= upstream->conf.max_queue) return XERR_LIMIT;
+    xHttpClientRequest *req = calloc(1, sizeof *req);
+    if (!req) return XERR_NOMEM;
+    *req = (xHttpClientRequest){.client = client,
+                                .pool = p,
+                                .handlers = *o.handlers,
+                                .arg = o.arg,
+                                .body_length = o.body_length,
+                                .body_ended = o.body_length == 0,
+                                .retry_on_stale = o.retry_on_stale || retries_by_default(o.method),
+                                .held_whole = true,
+                                .head_request = xStrEqualsC(o.method, "HEAD"),
+                                .body_left = -1};
+    xTimerInit(&req->timer, on_phase_timer, req);
+    xTimerInit(&req->total_timer, on_total_timer, req);
+    req->fields = malloc(upstream->conf.max_fields * sizeof *req->fields);
+    if (!req->fields || !write_head(req, &o)) {
+        xErrno err = req->fields ? XERR_INVALID : XERR_NOMEM;
+        free_request(req);
+        return err;
+    }
+    p->requests++;
+    if (upstream->conf.total_timeout_ms)
+        xTimerStart(client->loop, &req->total_timer, upstream->conf.total_timeout_ms);
+    *out = req;
+    if (p->idle) {
+        xClientConn *cc = p->idle;
+        list_unlink(cc);
+        p->reused++;
+        attach(req, cc);
+    } else if (p->open < upstream->conf.max_conns) {
+        if (!open_conn(p, req)) {
+            *out = NULL;
+            free_request(req);
+            return XERR_NOMEM;
+        }
+    } else {
+        req->phase = XREQ_QUEUED;
+        if (p->queue_tail)
+            p->queue_tail->next_queued = req;
+        else
+            p->queue_head = req;
+        p->queue_tail = req;
+        p->queued++;
+    }
+    return XOK;
+}
+
+size_t xHttpClientRequestPending(const xHttpClientRequest *req) {
+    size_t held = req->out.len - req->out_given;
+    const xClientConn *cc = req->cc;
+    return held + (cc && cc->conn && cc->state == XCC_BUSY ? xConnPending(cc->conn) : 0);
+}
+
+static void note_pending(xHttpClientRequest *req) {
+    if (xHttpClientRequestPending(req) >= XHTTP_CLIENT_BODY_HIGH) req->wants_body = true;
+}
+
+xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t len) {
+    if (req->body_ended || req->cancelled) return XERR_STATE;
+    if (len == 0) return XOK;
+    if (req->body_length >= 0 && req->body_written + len > (uint64_t)req->body_length) return XERR_INVALID;
+    bool ok = true;
+    if (req->body_length < 0) {
+        char line[24];
+        int n = snprintf(line, sizeof line, "%zx\r\n", len);
+        ok = put(&req->out, line, (size_t)n) && put(&req->out, data, len) && put(&req->out, "\r\n", 2);
+    } else {
+        ok = put(&req->out, data, len);
+    }
+    if (!ok) return XERR_NOMEM;
+    req->body_written += len;
+    push_out(req);
+    note_pending(req);
+    return XOK;
+}
+
+xErrno xHttpClientRequestEnd(xHttpClientRequest *req) {
+    if (req->body_ended || req->cancelled) return XERR_STATE;
+    if (req->body_length >= 0 && req->body_written != (uint64_t)req->body_length) return XERR_INVALID;
+    if (req->body_length < 0 && !put(&req->out, "0\r\n\r\n", 5)) return XERR_NOMEM;
+    req->body_ended = true;
+    push_out(req);
+    return XOK;
+}
+
+/* ---- Requests: ending ---- */
+
+/* Detaches req from its connection (closing it: its state is unknown) or
+ * its queue. */
+static void detach(xHttpClientRequest *req) {
+    xTimerStop(req->client->loop, &req->timer);
+    xTimerStop(req->client->loop, &req->total_timer);
+    xClientConn *cc = req->cc;
+    req->cc = NULL;
+    if (req->phase == XREQ_QUEUED) {
+        unqueue(req);
+        return;
+    }
+    if (!cc) return;
+    cc->req = NULL;
+    drop_conn(cc);
+}
+
+/* Retries a request the upstream dropped on a reused connection before it
+ * answered: the race between its keep-alive timeout and our request. */
+static bool retry(xHttpClientRequest *req) {
+    if (!req->retry_on_stale || req->retried || !req->held_whole || req->started || !req->body_ended)
+        return false;
+    xUpstreamPool *p = req->pool;
+    req->retried = true;
+    req->out_given = 0;
+    req->body = XBODY_HEAD;
+    req->head_scanned = 0;
+    if (p->open < p->upstream->conf.max_conns) return open_conn(p, req);
+    req->phase = XREQ_QUEUED;
+    req->next_queued = p->queue_head;
+    p->queue_head = req;
+    if (!p->queue_tail) p->queue_tail = req;
+    p->queued++;
+    return true;
+}
+
+static void fail(xHttpClientRequest *req, xHttpClientError error) {
+    if (req->cancelled) return;
+    bool stale = req->cc && req->cc->carried && error == XHTTP_CLIENT_RESET;
+    detach(req);
+    if (stale && retry(req)) return;
+    req->cancelled = true; /* nothing more reaches the caller */
+    CALL(req, req->handlers.on_error(req, error, req->started, req->arg));
+    release_req(req);
+}
+
+/* The response was read whole: the connection goes back if it can. */
+static void finish(xHttpClientRequest *req, const xHttp1Header *trailers, size_t n) {
+    xClientConn *cc = req->cc;
+    xTimerStop(req->client->loop, &req->timer);
+    xTimerStop(req->client->loop, &req->total_timer);
+    req->cc = NULL;
+    cc->req = NULL;
+    req->cancelled = true;
+    CALL(req, req->handlers.on_end(req, (const xHttpClientField *)trailers, n, req->arg));
+    release_req(req);
+}
+
+void xHttpClientRequestCancel(xHttpClientRequest *req) {
+    if (!req || req->cancelled) return;
+    req->cancelled = true;
+    detach(req);
+    release_req(req);
+}
+
+void xHttpClientRequestPause(xHttpClientRequest *req) {
+    if (req->cancelled || req->paused) return;
+    req->paused = true;
+    if (req->phase == XREQ_RECEIVING) arm_phase(req);
+}
+
+void xHttpClientRequestResume(xHttpClientRequest *req) {
+    if (req->cancelled || !req->paused) return;
+    req->paused = false;
+    if (req->phase == XREQ_RECEIVING) arm_phase(req);
+    xClientConn *cc = req->cc;
+    if (cc && cc->conn && (cc->conn->readable || cc->conn->in.len)) read_response(cc);
+}
+
+/* ---- Requests: the response coming in ---- */
+
+/* After a head: how its body is read. */
+static xBodyRead body_kind(const xHttp1Response *r, int64_t *left) {
+    switch (r->body) {
+    case XHTTP1_BODY_LENGTH: *left = r->content_length; return XBODY_LENGTH;
+    case XHTTP1_BODY_CHUNKED: return XBODY_CHUNKED;
+    case XHTTP1_BODY_UNTIL_CLOSE: return XBODY_UNTIL_CLOSE;
+    default: return XBODY_DONE;
+    }
+}
+
+/* Reads a head at the front of in. False when it is not whole yet or the
+ * request ended (failed, or cancelled by on_head). */
+static bool take_head(xHttpClientRequest *req, xConn *conn) {
+    const xHttpUpstreamConf *c = &req->pool->upstream->conf;
+    xHttp1Limits limits = {
+        .max_request_line = c->max_head_size, .max_head = c->max_head_size, .max_headers = c->max_fields};
+    xHttp1Response r = {.headers = req->fields};
+    int n =
+        xHttp1ParseResponse(conn->in.data, conn->in.len, req->head_scanned, &r, &limits, req->head_request);
+    if (n == XHTTP1_INCOMPLETE) {
+        req->head_scanned = conn->in.len;
+        return false;
+    }
+    if (n < 0 || r.status == 101) {
+        fail(req, XHTTP_CLIENT_BAD_RESPONSE);
+        return false;
+    }
+    req->head_scanned = 0;
+    if (r.status < 200) { /* 100 Continue, 103 Early Hints: the answer follows */
+        xBufferConsume(&conn->in, (size_t)n);
+        return true;
+    }
+    req->keep_alive = r.keep_alive;
+    req->body = body_kind(&r, &req->body_left);
+    req->started = true;
+    xHttpClientResponse head = {.status = r.status,
+                                .minor_version = r.minor_version,
+                                .reason = r.reason,
+                                .fields = (const xHttpClientField *)r.headers,
+                                .num_fields = r.num_headers,
+                                .content_length = r.content_length,
+                                .has_body = req->body != XBODY_DONE};
+    if (req->body == XBODY_CHUNKED) req->chunked = (xHttp1Chunked){.stop_at_trailers = true};
+    CALL(req, req->handlers.on_head(req, &head, req->arg));
+    xBufferConsume(&conn->in, (size_t)n);
+    return survived(req);
+}
+
+static bool deliver(xHttpClientRequest *req, const char *data, size_t len) {
+    if (len && req->handlers.on_body) CALL(req, req->handlers.on_body(req, data, len, req->arg));
+    return survived(req);
+}
+
+/* Moves the response on with what conn->in holds. Returns false when the
+ * request is over (ended, failed or cancelled) or needs more bytes. */
+static bool advance_response(xHttpClientRequest *req, xConn *conn) {
+    xBuffer *in = &conn->in;
+    switch (req->body) {
+    case XBODY_HEAD: return in->len && take_head(req, conn);
+    case XBODY_LENGTH: {
+        size_t n = (uint64_t)req->body_left < in->len ? (size_t)req->body_left : in->len;
+        if (n == 0) return false;
+        req->body_left -= (int64_t)n;
+        if (!req->body_left) req->body = XBODY_DONE;
+        bool on = deliver(req, in->data, n);
+        if (on) xBufferConsume(in, n);
+        return on;
+    }
+    case XBODY_UNTIL_CLOSE: {
+        size_t n = in->len;
+        if (n == 0) return false;
+        bool on = deliver(req, in->data, n);
+        if (on) xBufferConsume(in, n);
+        return on;
+    }
+    case XBODY_CHUNKED: {
+        if (in->len == 0) return false;
+        size_t got = 0;
+        ssize_t used = xHttp1ChunkedDecode(&req->chunked, in->data, in->len, in->data, &got,
+                                           CLIENT_CHUNK_LINE, CLIENT_TRAILERS_MAX);
+        if (used < 0) {
+            fail(req, XHTTP_CLIENT_BAD_RESPONSE);
+            return false;
+        }
+        if (req->chunked.at_trailers) req->body = XBODY_TRAILERS;
+        bool on = deliver(req, in->data, got);
+        if (on) xBufferConsume(in, (size_t)used);
+        return on && (used > 0 || req->body == XBODY_TRAILERS);
+    }
+    case XBODY_TRAILERS: {
+        size_t n;
+        int t = xHttp1ParseTrailers(in->data, in->len, req->fields, req->pool->upstream->conf.max_fields, &n,
+                                    CLIENT_TRAILERS_MAX);
+        if (t == XHTTP1_INCOMPLETE) return false;
+        if (t < 0) {
+            fail(req, XHTTP_CLIENT_BAD_RESPONSE);
+            return false;
+        }
+        /* The trailers' views stay in `in` during on_end; consumed after. */
+        bool reuse = req->keep_alive && in->len == (size_t)t && req->body_ended && xConnPending(conn) == 0;
+        xClientConn *cc = req->cc;
+        finish(req, req->fields, n);
+        xBufferConsume(in, (size_t)t);
+        if (reuse) {
+            cc->carried = true;
+            conn_free_for_use(cc);
+        } else {
+            xConnClose(conn);
+        }
+        return false;
+    }
+    case XBODY_DONE: {
+        xClientConn *cc = req->cc;
+        bool reuse = req->keep_alive && in->len == 0 && req->body_ended && xConnPending(conn) == 0;
+        finish(req, NULL, 0);
+        if (reuse) {
+            cc->carried = true;
+            conn_free_for_use(cc);
+        } else {
+            xConnClose(conn);
+        }
+        return false;
+    }
+    }
+    return false;
+}
+
+/* The upstream closed (n == 0) or reset (n < 0) its side. */
+static void input_ended(xHttpClientRequest *req, xConn *conn, ssize_t n) {
+    if (n == 0 && req->body == XBODY_UNTIL_CLOSE) {
+        finish(req, NULL, 0);
+        xConnClose(conn);
+        return;
+    }
+    fail(req, XHTTP_CLIENT_RESET);
+}
+
+static void read_response(xClientConn *cc) {
+    xConn *conn = cc->conn;
+    xHttpClientRequest *req = cc->req;
+    xConnRetain(conn);
+    while (req && cc->req == req && !req->paused && !xConnClosed(conn)) {
+        while (advance_response(req, conn) && cc->req == req && !req->paused) {
+        }
+        if (cc->req != req || req->paused || xConnClosed(conn)) break;
+        if (xBufferPoolAcquire(&conn->net->buffers, &conn->in) != XOK) {
+            fail(req, XHTTP_CLIENT_NO_MEMORY);
+            break;
+        }
+        xBuffer *in = &conn->in;
+        if (in->len == in->cap) {
+            /* A head over the block never fits: max_head_size is below it. */
+            fail(req, XHTTP_CLIENT_BAD_RESPONSE);
+            break;
+        }
+        ssize_t n = xConnRecv(conn, in->data + in->len, in->cap - in->len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) break;
+        if (n <= 0) {
+            input_ended(req, conn, n);
+            break;
+        }
+        in->len += (size_t)n;
+        if (req->phase != XREQ_RECEIVING) req->phase = XREQ_RECEIVING;
+        arm_phase(req);
+    }
+    if (!xConnClosed(conn) && conn->in.len == 0) xBufferPoolRelease(&conn->net->buffers, &conn->in);
+    xConnRelease(conn);
+}
+
+/* ---- The connection's protocol ---- */
+
+/* An idle connection hears only its end (or junk, which ends it too). */
+static void idle_readable(xClientConn *cc) {
+    char sink[512];
+    ssize_t n = xConnRecv(cc->conn, sink, sizeof sink);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    xConnClose(cc->conn);
+}
+
+static void on_readable(xConn *conn) {
+    xClientConn *cc = conn->proto_state;
+    if (cc->state == XCC_IDLE) {
+        idle_readable(cc);
+    } else if (cc->req) {
+        read_response(cc);
+    } else if (!xConnClosed(conn)) {
+        idle_readable(cc);
+    }
+}
+
+static void on_flushed(xConn *conn) {
+    xClientConn *cc = conn->proto_state;
+    xHttpClientRequest *req = cc->req;
+    if (!req) return;
+    push_out(req);
+    if (req->cc == cc) maybe_want_body(req);
+}
+
+/* The connection's own timer: a pooled connection's keep-alive. */
+static void on_timeout(xConn *conn) {
+    xClientConn *cc = conn->proto_state;
+    if (cc->state == XCC_IDLE) xConnClose(conn);
+}
+
+static void on_close(xConn *conn) {
+    xClientConn *cc = conn->proto_state;
+    xUpstreamPool *p = cc->pool;
+    xHttpClientRequest *req = cc->req;
+    conn_gone(cc);
+    if (req) {
+        cc->req = NULL;
+        req->cc = NULL;
+        if (req->cancelled) {
+            release_req(req); /* the client is being destroyed: say nothing */
+        } else {
+            bool stale = cc->carried && !req->started;
+            xTimerStop(p->client->loop, &req->timer);
+            xTimerStop(p->client->loop, &req->total_timer);
+            if (!(stale && retry(req))) {
+                req->cancelled = true;
+                CALL(req, req->handlers.on_error(req, XHTTP_CLIENT_RESET, req->started, req->arg));
+                release_req(req);
+            }
+        }
+    }
+    start_next_queued(p);
+}
+
+static void on_free(xConn *conn) { free(conn->proto_state); }
+
+static const xConnProtocol client_protocol = {
+    .on_readable = on_readable,
+    .on_flushed = on_flushed,
+    .on_timeout = on_timeout,
+    .on_close = on_close,
+    .on_free = on_free,
+};

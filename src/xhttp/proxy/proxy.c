@@ -1,0 +1,523 @@
+/* proxy.c — the reverse-proxy handler (<xhttp/proxy.h>): an upstream picked
+ * from the group, the request's fields cleaned and added to, its body passed
+ * on (whole or streamed with backpressure), the answer streamed back, and
+ * failures turned into retries, 502s and 504s.
+ *
+ * One xProxyCall per proxied request, from the handler to the response's
+ * end or the client's leaving. It reaches the front connection only to ask
+ * how much output waits there (the exchange), so a slow client holds the
+ * upstream back instead of filling memory. */
+#include <xhttp/proxy.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xhttp/request.h>
+#include <xhttp/response.h>
+
+#include "xhttp/core/exchange.h"
+#include "xhttp/core/tokens.h"
+#include "xnet/connection.h"
+
+/* Output waiting for the client beyond which the upstream is no longer read;
+ * it is looked at again every PROXY_DRAIN_POLL_MS while paused. */
+#define PROXY_FRONT_HIGH (1u << 20)
+#define PROXY_DRAIN_POLL_MS 5
+#define PROXY_MAX_FIELDS 128
+#define PROXY_FIELD_TEXT 8192 /* a name or value handed to the response, with its NUL */
+
+typedef struct xProxyUpstream {
+    xHttpUpstream *upstream;
+    /* Passive health, shared by the workers: a racy count is good enough. */
+    _Atomic unsigned failures;
+    _Atomic uint64_t down_until_ms;
+} xProxyUpstream;
+
+struct xHttpProxy {
+    xProxyUpstream *ups;
+    size_t num_ups;
+    xHttpProxyConf conf;
+    xHttpClient **clients; /* one per worker, made and used on its thread */
+    int num_workers;
+    _Atomic size_t next; /* round-robin */
+};
+
+typedef struct xProxyCall {
+    xHttpProxy *proxy;
+    xHttpRequest *req;
+    xHttpResponse *res;
+    xHttpClient *client;
+    xHttpClientRequest *up_req; /* NULL between tries and once it ended */
+    size_t up_index;
+    unsigned tries;
+    bool streams_body;  /* the front body arrives through a reader */
+    bool body_started;  /* a byte of the body went to an upstream: no retry */
+    bool body_ended;    /* the front body's last piece came */
+    bool front_paused;  /* the front body is held while the upstream is behind */
+    xTimer drain_timer; /* while the upstream is paused for a slow client */
+    xHttpClientField fields[PROXY_MAX_FIELDS];
+    size_t num_fields;
+    char added[1024]; /* the X-Forwarded-* and Forwarded values */
+} xProxyCall;
+
+static const xHttpClientHandlers upstream_handlers;
+static bool start_try(xProxyCall *call);
+
+/* ---- Settings, the group and the workers ---- */
+
+void xHttpProxyConfInit(xHttpProxyConf *conf) {
+    *conf = (xHttpProxyConf){.struct_size = sizeof *conf,
+                             .fail_threshold = 1,
+                             .fail_timeout_ms = 10000,
+                             .max_tries = 2,
+                             .forwarded_headers = true};
+    xHttpUpstreamConfInit(&conf->upstream);
+}
+
+void xHttpProxyDestroy(xHttpProxy *proxy) {
+    if (!proxy) return;
+    for (size_t i = 0; i < proxy->num_ups; i++) xHttpUpstreamDestroy(proxy->ups[i].upstream);
+    free(proxy->ups);
+    free(proxy->clients);
+    free(proxy);
+}
+
+xErrno xHttpProxyCreate(xHttpServer *server, const xHttpProxyConf *conf, xHttpProxy **out) {
+    *out = NULL;
+    if (!conf || conf->num_upstreams == 0 || !conf->upstreams) return XERR_INVALID;
+    xHttpProxy *proxy = calloc(1, sizeof *proxy);
+    if (!proxy) return XERR_NOMEM;
+    xHttpProxyConfInit(&proxy->conf);
+    memcpy(&proxy->conf, conf,
+           conf->struct_size < sizeof proxy->conf ? conf->struct_size : sizeof proxy->conf);
+    proxy->num_workers = xHttpServerWorkerCount(server) > 0 ? xHttpServerWorkerCount(server) : 1;
+    proxy->clients = calloc((size_t)proxy->num_workers, sizeof *proxy->clients);
+    proxy->ups = calloc(conf->num_upstreams, sizeof *proxy->ups);
+    if (!proxy->clients || !proxy->ups) {
+        xHttpProxyDestroy(proxy);
+        return XERR_NOMEM;
+    }
+    for (size_t i = 0; i < conf->num_upstreams; i++) {
+        xErrno err = xHttpUpstreamCreate(conf->upstreams[i], &proxy->conf.upstream, &proxy->ups[i].upstream);
+        if (err != XOK) {
+            xHttpProxyDestroy(proxy);
+            return err;
+        }
+        proxy->num_ups++;
+    }
+    if (proxy->conf.max_tries == 0) proxy->conf.max_tries = 1;
+    *out = proxy;
+    return XOK;
+}
+
+xErrno xHttpProxyWorkerStart(xHttpProxy *proxy, xHttpWorker *worker) {
+    int i = xHttpWorkerIndex(worker);
+    if (i < 0 || i >= proxy->num_workers) return XERR_INVALID;
+    if (!proxy->clients[i] && !(proxy->clients[i] = xHttpClientCreate(xHttpWorkerLoop(worker))))
+        return XERR_NOMEM;
+    return XOK;
+}
+
+void xHttpProxyWorkerStop(xHttpProxy *proxy, xHttpWorker *worker) {
+    int i = xHttpWorkerIndex(worker);
+    if (i < 0 || i >= proxy->num_workers) return;
+    xHttpClientDestroy(proxy->clients[i]);
+    proxy->clients[i] = NULL;
+}
+
+static xErrno start_hook(xHttpWorker *worker, void *arg) { return xHttpProxyWorkerStart(arg, worker); }
+static void stop_hook(xHttpWorker *worker, void *arg) { xHttpProxyWorkerStop(arg, worker); }
+
+xErrno xHttpProxyUseWorkerHooks(xHttpServer *server, xHttpProxy *proxy) {
+    return xHttpServerOnWorker(server, start_hook, stop_hook, proxy);
+}
+
+void xHttpProxyStats(const xHttpProxy *proxy, const xHttpWorker *worker, size_t i, xHttpClientStats *stats) {
+    int w = xHttpWorkerIndex(worker);
+    *stats = (xHttpClientStats){0};
+    if (w >= 0 && w < proxy->num_workers && proxy->clients[w] && i < proxy->num_ups)
+        xHttpClientGetStats(proxy->clients[w], proxy->ups[i].upstream, stats);
+}
+
+/* ---- Passive health and the choice of upstream ---- */
+
+/* The next upstream in turn that is not out; all out: the next in turn. */
+static size_t pick(xHttpProxy *proxy, uint64_t now_ms) {
+    size_t first = proxy->next++;
+    for (size_t k = 0; k < proxy->num_ups; k++) {
+        size_t i = (first + k) % proxy->num_ups;
+        if (proxy->ups[i].down_until_ms <= now_ms) return i;
+    }
+    return first % proxy->num_ups;
+}
+
+static void note_failure(xProxyCall *call) {
+    xProxyUpstream *u = &call->proxy->ups[call->up_index];
+    if (++u->failures >= call->proxy->conf.fail_threshold) {
+        u->down_until_ms = xEventLoopNowMs(xHttpRequestLoop(call->req)) + call->proxy->conf.fail_timeout_ms;
+        u->failures = 0;
+    }
+}
+
+static void note_success(xProxyCall *call) {
+    xProxyUpstream *u = &call->proxy->ups[call->up_index];
+    if (u->failures) u->failures = 0;
+}
+
+/* ---- The request's fields ---- */
+
+/* RFC 9110 §7.6.1: fields for one hop only, never passed on. */
+static bool hop_by_hop(xStr name) {
+    static const char *const names[] = {"connection", "keep-alive",    "te", "transfer-encoding", "upgrade",
+                                        "trailer",    "http2-settings"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (xHttpNameEquals(name, names[i])) return true;
+    return name.len >= 6 && xHttpSameLower(name.data, "proxy-", 6);
+}
+
+/* Whether name is one of the fields the message's Connection fields list. */
+static bool named_by_connection(xStr name, const xHttpClientField *fields, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (!xHttpNameEquals(fields[i].name, "connection")) continue;
+        char token[64];
+        if (name.len >= sizeof token) continue;
+        memcpy(token, name.data, name.len);
+        for (size_t j = 0; j < name.len; j++)
+            if (token[j] >= 'A' && token[j] <= 'Z') token[j] = (char)(token[j] + 32);
+        token[name.len] = '\0';
+        if (xHttpListHasToken(fields[i].value, token)) return true;
+    }
+    return false;
+}
+
+static bool dropped_from_request(xStr name, const xHttpClientField *all, size_t n) {
+    return hop_by_hop(name) || named_by_connection(name, all, n) || xHttpNameEquals(name, "content-length") ||
+           (name.len && name.data[0] == ':') || xHttpNameEquals(name, "x-forwarded-proto") ||
+           xHttpNameEquals(name, "x-forwarded-host");
+}
+
+/* Appends "name: value" to the call's fields; false when they are full. */
+static bool add_field(xProxyCall *call, const char *name, xStr value) {
+    if (call->num_fields == PROXY_MAX_FIELDS) return false;
+    call->fields[call->num_fields++] = (xHttpClientField){{name, strlen(name)}, value};
+    return true;
+}
+
+/* Formats the forwarding fields into call->added; views into it. */
+static void add_forwarding(xProxyCall *call, xStr prior_xff, xStr prior_forwarded, xStr host) {
+    xHttpPeer peer;
+    const char *addr = xHttpRequestPeer(call->req, &peer) ? peer.address : "unknown";
+    bool v6 = strchr(addr, ':') != NULL;
+    const char *proto = xHttpRequestScheme(call->req);
+    char *p = call->added, *end = call->added + sizeof call->added;
+    int n = snprintf(p, (size_t)(end - p), "%.*s%s%s", (int)prior_xff.len, prior_xff.data,
+                     prior_xff.len ? ", " : "", addr);
+    if (n < 0 || n >= end - p) return;
+    add_field(call, "X-Forwarded-For", (xStr){p, (size_t)n});
+    p += n;
+    add_field(call, "X-Forwarded-Proto", (xStr){proto, strlen(proto)});
+    if (host.len) add_field(call, "X-Forwarded-Host", host);
+    n = snprintf(p, (size_t)(end - p), "%.*s%sfor=%s%s%s;proto=%s", (int)prior_forwarded.len,
+                 prior_forwarded.data, prior_forwarded.len ? ", " : "", v6 ? "\"[" : "", addr,
+                 v6 ? "]\"" : "", proto);
+    if (n < 0 || n >= end - p) return;
+    size_t len = (size_t)n;
+    /* host= only when it is a token or fits a quoted string plainly. */
+    bool plain = host.len && host.len < 200 && memchr(host.data, '"', host.len) == NULL &&
+                 memchr(host.data, '\\', host.len) == NULL;
+    if (plain) {
+        n = snprintf(p + len, (size_t)(end - p) - len, ";host=\"%.*s\"", (int)host.len, host.data);
+        if (n > 0 && (size_t)n < (size_t)(end - p) - len) len += (size_t)n;
+    }
+    add_field(call, "Forwarded", (xStr){p, len});
+}
+
+/* The request's fields as the upstream gets them. False: too many. */
+static bool build_fields(xProxyCall *call) {
+    xHttpRequest *req = call->req;
+    size_t n = xHttpRequestHeaderCount(req);
+    if (n > PROXY_MAX_FIELDS - 8) return false;
+    xHttpClientField all[PROXY_MAX_FIELDS];
+    for (size_t i = 0; i < n; i++) xHttpRequestHeaderAt(req, i, &all[i].name, &all[i].value);
+    xStr xff = {"", 0}, forwarded = {"", 0}, host = {"", 0};
+    for (size_t i = 0; i < n; i++) {
+        xStr name = all[i].name;
+        if (xHttpNameEquals(name, "host")) host = all[i].value;
+        if (dropped_from_request(name, all, n)) continue;
+        if (call->proxy->conf.forwarded_headers && xHttpNameEquals(name, "x-forwarded-for")) {
+            xff = all[i].value; /* the first only: a list in one field, as proxies write it */
+            continue;
+        }
+        if (call->proxy->conf.forwarded_headers && xHttpNameEquals(name, "forwarded")) {
+            forwarded = all[i].value;
+            continue;
+        }
+        call->fields[call->num_fields++] = all[i];
+    }
+    if (call->proxy->conf.forwarded_headers) add_forwarding(call, xff, forwarded, host);
+    return true;
+}
+
+/* ---- Answering the client ---- */
+
+static void end_call(xProxyCall *call) {
+    xTimerStop(xHttpRequestLoop(call->req), &call->drain_timer);
+    free(call);
+}
+
+/* A streamed front body's pieces that arrive after the answer are dropped. */
+static void discard_body(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
+                         void *arg) {
+    (void)req, (void)res, (void)data, (void)len, (void)end, (void)arg;
+}
+
+static void stop_reading_front(xProxyCall *call) {
+    if (!call->streams_body || call->body_ended) return;
+    xHttpRequestReadBody(call->req, discard_body, NULL);
+    if (call->front_paused) xHttpRequestResumeBody(call->req);
+}
+
+/* 502 or 504 with a body that names the upstream and what went wrong. */
+static void answer_failure(xProxyCall *call, xHttpClientError error) {
+    int status = xHttpClientErrorIsTimeout(error) ? 504 : 502;
+    char body[512];
+    int n = snprintf(body, sizeof body, "%d %s: upstream %s: %s\n", status, xHttpStatusReason(status),
+                     xHttpUpstreamAuthority(call->proxy->ups[call->up_index].upstream),
+                     xHttpClientErrorString(error));
+    xHttpResponse *res = call->res;
+    stop_reading_front(call);
+    xHttpResponseSetStatus(res, status);
+    xHttpResponseAddHeader(res, "Content-Type", "text/plain; charset=utf-8");
+    xHttpResponseSend(res, body, (size_t)n);
+    end_call(call);
+}
+
+/* Copies a view into a NUL-terminated string for the response API. */
+static const char *cstr(char *buf, xStr s) {
+    size_t n = s.len < PROXY_FIELD_TEXT - 1 ? s.len : PROXY_FIELD_TEXT - 1;
+    memcpy(buf, s.data, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, void *arg) {
+    (void)up;
+    xProxyCall *call = arg;
+    note_success(call);
+    xHttpResponseSetStatus(call->res, r->status);
+    static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
+    for (size_t i = 0; i < r->num_fields; i++) {
+        xStr n = r->fields[i].name;
+        if (hop_by_hop(n) || named_by_connection(n, r->fields, r->num_fields) ||
+            xHttpNameEquals(n, "content-length") || xHttpNameEquals(n, "date"))
+            continue;
+        xHttpResponseAddHeader(call->res, cstr(name, n), cstr(value, r->fields[i].value));
+    }
+    if (!r->has_body) {
+        xHttpClientRequestCancel(call->up_req); /* nothing more to read of it; its connection goes */
+        call->up_req = NULL;
+        stop_reading_front(call);
+        xHttpResponseSend(call->res, NULL, 0);
+        end_call(call);
+    }
+}
+
+/* Looks again, while the upstream is paused, at whether the client took
+ * enough of what waits for it. */
+static void on_drain_timer(xEventLoop *loop, xTimer *timer, void *arg) {
+    (void)timer;
+    xProxyCall *call = arg;
+    xConn *front = xHttpExchangeOfResponse(call->res)->req.conn;
+    if (front && xConnPending(front) >= PROXY_FRONT_HIGH / 2) {
+        xTimerStart(loop, &call->drain_timer, PROXY_DRAIN_POLL_MS);
+        return;
+    }
+    if (call->up_req) xHttpClientRequestResume(call->up_req);
+}
+
+static void on_up_body(xHttpClientRequest *up, const char *data, size_t len, void *arg) {
+    xProxyCall *call = arg;
+    xHttpResponseWrite(call->res, data, len);
+    xConn *front = xHttpExchangeOfResponse(call->res)->req.conn;
+    if (front && xConnPending(front) >= PROXY_FRONT_HIGH) {
+        xHttpClientRequestPause(up);
+        xTimerStart(xHttpRequestLoop(call->req), &call->drain_timer, PROXY_DRAIN_POLL_MS);
+    }
+}
+
+static void on_up_end(xHttpClientRequest *up, const xHttpClientField *trailers, size_t n, void *arg) {
+    (void)up;
+    xProxyCall *call = arg;
+    call->up_req = NULL;
+    static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
+    for (size_t i = 0; i < n; i++) {
+        if (hop_by_hop(trailers[i].name) || xHttpNameEquals(trailers[i].name, "content-length")) continue;
+        xHttpResponseAddTrailer(call->res, cstr(name, trailers[i].name), cstr(value, trailers[i].value));
+    }
+    stop_reading_front(call);
+    xHttpResponseEnd(call->res);
+    end_call(call);
+}
+
+static bool idempotent(xStr method) {
+    return xStrEqualsC(method, "GET") || xStrEqualsC(method, "HEAD") || xStrEqualsC(method, "OPTIONS") ||
+           xStrEqualsC(method, "PUT") || xStrEqualsC(method, "DELETE");
+}
+
+static void on_up_error(xHttpClientRequest *up, xHttpClientError error, bool started, void *arg) {
+    (void)up;
+    xProxyCall *call = arg;
+    call->up_req = NULL;
+    note_failure(call);
+    if (started) {
+        /* The head went out: a cut body must not look whole to the client.
+         * Closing its connection aborts the exchange, which frees the call
+         * (on_front_abort). */
+        xConn *front = xHttpExchangeOfResponse(call->res)->req.conn;
+        if (front && !xConnClosed(front)) {
+            xConnClose(front);
+        } else {
+            stop_reading_front(call);
+            xHttpResponseEnd(call->res);
+            end_call(call);
+        }
+        return;
+    }
+    bool nothing_sent = error == XHTTP_CLIENT_REFUSED || error == XHTTP_CLIENT_CONNECT_TIMEOUT;
+    bool replayable = !call->streams_body && (nothing_sent || idempotent(xHttpRequestMethod(call->req)));
+    if (replayable && call->tries < call->proxy->conf.max_tries && call->tries < call->proxy->num_ups &&
+        start_try(call))
+        return;
+    answer_failure(call, error);
+}
+
+static void on_up_body_wanted(xHttpClientRequest *up, void *arg) {
+    (void)up;
+    xProxyCall *call = arg;
+    if (call->front_paused) {
+        call->front_paused = false;
+        xHttpRequestResumeBody(call->req);
+    }
+}
+
+static const xHttpClientHandlers upstream_handlers = {
+    .on_head = on_up_head,
+    .on_body = on_up_body,
+    .on_end = on_up_end,
+    .on_error = on_up_error,
+    .on_body_wanted = on_up_body_wanted,
+};
+
+/* ---- The request going up ---- */
+
+static void front_body(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
+                       void *arg) {
+    (void)res;
+    xProxyCall *call = arg;
+    if (end) call->body_ended = true;
+    if (!call->up_req) return;
+    if (len) call->body_started = true;
+    if (len && xHttpClientRequestWrite(call->up_req, data, len) != XOK) return;
+    if (end)
+        xHttpClientRequestEnd(call->up_req);
+    else if (xHttpClientRequestPending(call->up_req) >= XHTTP_CLIENT_BODY_HIGH) {
+        call->front_paused = true;
+        xHttpRequestPauseBody(req);
+    }
+}
+
+/* A streamed front body's length as the upstream is told it: the front's
+ * Content-Length (its parser has checked it); none on an HTTP/1.x request
+ * without Transfer-Encoding, or on an HTTP/2 GET, HEAD, OPTIONS or DELETE,
+ * is no body; otherwise -1, sent chunked. */
+static int64_t front_length(xHttpRequest *req) {
+    xStr v;
+    if (!xHttpRequestHeader(req, "content-length", &v)) {
+        bool h1 = strncmp(xHttpRequestProtocol(req), "HTTP/1", 6) == 0;
+        if (h1) return xHttpRequestHeader(req, "transfer-encoding", &v) ? -1 : 0;
+        xStr m = xHttpRequestMethod(req);
+        bool bodiless = xStrEqualsC(m, "GET") || xStrEqualsC(m, "HEAD") || xStrEqualsC(m, "OPTIONS") ||
+                        xStrEqualsC(m, "DELETE");
+        return bodiless ? 0 : -1;
+    }
+    if (v.len == 0 || v.len > 18) return -1;
+    int64_t n = 0;
+    for (size_t i = 0; i < v.len; i++) {
+        if (v.data[i] < '0' || v.data[i] > '9') return -1;
+        n = n * 10 + (v.data[i] - '0');
+    }
+    return n;
+}
+
+/* Sends the request to the next upstream. False when it could not start
+ * (call->up_index names the last one tried). */
+static bool start_try(xProxyCall *call) {
+    xHttpRequest *req = call->req;
+    call->up_index = pick(call->proxy, xEventLoopNowMs(xHttpRequestLoop(req)));
+    call->tries++;
+    xStr path = xHttpRequestPath(req), query = xHttpRequestQuery(req);
+    char target_buf[8192];
+    xStr target = path;
+    if (query.len) {
+        if (path.len + 1 + query.len > sizeof target_buf) return false;
+        memcpy(target_buf, path.data, path.len);
+        target_buf[path.len] = '?';
+        memcpy(target_buf + path.len + 1, query.data, query.len);
+        target = (xStr){target_buf, path.len + 1 + query.len};
+    }
+    xStr body = call->streams_body ? (xStr){"", 0} : xHttpRequestBody(req);
+    xHttpClientRequestOpts o;
+    xHttpClientRequestOptsInit(&o);
+    o.method = xHttpRequestMethod(req);
+    o.target = target;
+    o.fields = call->fields;
+    o.num_fields = call->num_fields;
+    o.body_length = call->streams_body ? front_length(req) : (int64_t)body.len;
+    if (call->streams_body && call->body_ended && o.body_length < 0) o.body_length = 0;
+    o.retry_on_stale = !call->streams_body;
+    o.handlers = &upstream_handlers;
+    o.arg = call;
+    xHttpUpstream *up = call->proxy->ups[call->up_index].upstream;
+    if (xHttpClientStart(call->client, up, &o, &call->up_req) != XOK) return false;
+    if (!call->streams_body && body.len) xHttpClientRequestWrite(call->up_req, body.data, body.len);
+    return true;
+}
+
+static void on_front_abort(xHttpResponse *res, void *arg) {
+    (void)res;
+    xProxyCall *call = arg;
+    xHttpClientRequestCancel(call->up_req);
+    call->up_req = NULL;
+    end_call(call);
+}
+
+void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    xHttpProxy *proxy = arg;
+    int w = xHttpWorkerIndex(xHttpRequestWorker(req));
+    xHttpClient *client = w >= 0 && w < proxy->num_workers ? proxy->clients[w] : NULL;
+    xProxyCall *call = client ? calloc(1, sizeof *call) : NULL;
+    if (!call) {
+        xHttpResponseSetStatus(res, 500);
+        xHttpResponseSend(res, "500: the proxy has no client on this worker (xHttpProxyWorkerStart)\n", 68);
+        return;
+    }
+    *call = (xProxyCall){.proxy = proxy, .req = req, .res = res, .client = client};
+    xTimerInit(&call->drain_timer, on_drain_timer, call);
+    if (!build_fields(call)) {
+        free(call);
+        xHttpResponseSetStatus(res, 431);
+        xHttpResponseSend(res, "431: too many fields to pass on\n", 32);
+        return;
+    }
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
+    call->streams_body = ex->streams_body && !ex->body_ended;
+    xHttpResponseOnAbort(res, on_front_abort, call);
+    if (!start_try(call)) {
+        call->up_req = NULL;
+        answer_failure(call, XHTTP_CLIENT_NO_MEMORY);
+        return;
+    }
+    /* Only now: the reader may be handed pieces at once. */
+    if (call->streams_body) xHttpRequestReadBody(req, front_body, call);
+}
