@@ -75,8 +75,10 @@ typedef enum xPgStatus {
 /** A short name for status ("XPG_EDOWN"), static storage. */
 const char *xPgStatusName(xPgStatus status);
 
-/** A pool's settings; zero fields take the defaults named. */
+/** A pool's settings: start from xPgConfInit's defaults (or zeros, which
+ *  take the defaults named); fields are only ever added at the end. */
 typedef struct xPgConf {
+    size_t struct_size; /**< the caller's sizeof, set by xPgConfInit */
     /** libpq connection string or URI ("host=127.0.0.1 port=5432 dbname=app",
      *  "postgres://user@host/db"). Copied. Required. */
     const char *conninfo;
@@ -90,6 +92,13 @@ typedef struct xPgConf {
     uint32_t backoff_min_ms;  /**< first wait before reconnecting; 50 */
     uint32_t backoff_max_ms;  /**< longest wait before reconnecting; 5000 */
 } xPgConf;
+
+/** Fills the first size bytes of *conf with the defaults; records size, the
+ *  caller's sizeof(xPgConf). Call xPgConfInit instead. */
+void xPgConfInitSized(xPgConf *conf, size_t size);
+
+/** Fills *conf with the defaults (conninfo NULL: set it). */
+static inline void xPgConfInit(xPgConf *conf) { xPgConfInitSized(conf, sizeof *conf); }
 
 /** Makes a pool on loop (the caller's thread must be loop's) and starts
  *  connecting all its connections. conf is copied. Returns NULL when conf

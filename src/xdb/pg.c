@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xbase/mem/sized.h"
 #include "xdb/pg_text.h"
 
 typedef enum ConnState {
@@ -816,20 +817,38 @@ int xPgPoolPrepare(xPgPool *pool, const char *name, const char *sql, int nparams
     return pool->nstatements++;
 }
 
+static const xPgConf defaults = {
+    .struct_size = sizeof(xPgConf),
+    .connections = 4,
+    .pipeline_depth = 64,
+    .queue_limit = 1024,
+    .query_timeout_ms = 5000,
+    .connect_timeout_ms = 5000,
+    .backoff_min_ms = 50,
+    .backoff_max_ms = 5000,
+};
+
+void xPgConfInitSized(xPgConf *conf, size_t size) {
+    xPgConf full = defaults;
+    xSizedInit(conf, size, &full, sizeof full);
+}
+
 xPgPool *xPgPoolCreate(xEventLoop *loop, const xPgConf *conf) {
     if (!loop || !conf || !conf->conninfo) return NULL;
     xPgPool *pool = calloc(1, sizeof *pool);
     if (!pool) return NULL;
     pool->loop = loop;
-    pool->conf = *conf;
+    pool->conf = defaults;
+    xSizedAdopt(&pool->conf, conf, sizeof pool->conf);
     xPgConf *c = &pool->conf;
-    if (c->connections <= 0) c->connections = 4;
-    if (c->pipeline_depth <= 0) c->pipeline_depth = 64;
-    if (c->queue_limit <= 0) c->queue_limit = 1024;
-    if (!c->query_timeout_ms) c->query_timeout_ms = 5000;
-    if (!c->connect_timeout_ms) c->connect_timeout_ms = 5000;
-    if (!c->backoff_min_ms) c->backoff_min_ms = 50;
-    if (!c->backoff_max_ms) c->backoff_max_ms = 5000;
+    /* Zeros (a struct filled by hand) take the defaults too. */
+    if (c->connections <= 0) c->connections = defaults.connections;
+    if (c->pipeline_depth <= 0) c->pipeline_depth = defaults.pipeline_depth;
+    if (c->queue_limit <= 0) c->queue_limit = defaults.queue_limit;
+    if (!c->query_timeout_ms) c->query_timeout_ms = defaults.query_timeout_ms;
+    if (!c->connect_timeout_ms) c->connect_timeout_ms = defaults.connect_timeout_ms;
+    if (!c->backoff_min_ms) c->backoff_min_ms = defaults.backoff_min_ms;
+    if (!c->backoff_max_ms) c->backoff_max_ms = defaults.backoff_max_ms;
     if (c->backoff_max_ms < c->backoff_min_ms) c->backoff_max_ms = c->backoff_min_ms;
     if (c->statement_timeout_ms)
         snprintf(pool->options, sizeof pool->options, "-c statement_timeout=%u", c->statement_timeout_ms);

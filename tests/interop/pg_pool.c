@@ -606,7 +606,9 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     loop = xEventLoopCreate();
     const char *scenario = argv[2];
-    xPgConf conf = {.connections = 2};
+    xPgConf conf;
+    xPgConfInit(&conf);
+    conf.connections = 2;
     if (strcmp(scenario, "pipeline") == 0) conf.connections = 1;
     if (strcmp(scenario, "queue") == 0)
         conf = (xPgConf){.connections = 1, .pipeline_depth = 2, .queue_limit = 3};
