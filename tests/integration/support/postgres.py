@@ -8,6 +8,7 @@ import glob
 import os
 import pwd
 import subprocess
+import types
 
 from support.interop import free_port, stop, temp_folder, tool_path, wait_for_port
 
@@ -18,12 +19,16 @@ SEED = os.path.join(SOURCE_DIR, "scripts", "arena_seed.py")
 
 
 class Postgres:
+    """test: a TestCase (the server lives for the test) or a TestCase class
+    (from setUpClass: for the class)."""
+
     def __init__(self, test, max_connections=20):
-        self.test = test
+        add_cleanup = test.addClassCleanup if isinstance(test, type) else test.addCleanup
+        scope = types.SimpleNamespace(addCleanup=add_cleanup)
         self.max_connections = max_connections
         self.postgres = tool_path("postgres", PG_BIN)
         self.psql_path = tool_path("psql", PG_BIN)
-        self.folder = temp_folder(test, owner="postgres" if os.geteuid() == 0 else None)
+        self.folder = temp_folder(scope, owner="postgres" if os.geteuid() == 0 else None)
         self.data = os.path.join(self.folder, "data")
         initdb = tool_path("initdb", PG_BIN)
         done = subprocess.run(
@@ -32,12 +37,13 @@ class Postgres:
             text=True,
             timeout=120,
         )
-        test.assertEqual(done.returncode, 0, f"initdb failed:\n{done.stdout}{done.stderr}")
+        if done.returncode != 0:
+            raise AssertionError(f"initdb failed:\n{done.stdout}{done.stderr}")
         self.port = free_port()
         self.log_path = os.path.join(self.folder, "postgres.log")
         self.server = None
         self.start()
-        test.addCleanup(self.stop)
+        add_cleanup(self.stop)
 
     @property
     def conninfo(self):
@@ -82,7 +88,8 @@ class Postgres:
         argv = [self.psql_path, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", self.conninfo]
         argv += ["-f", file] if file else ["-c", sql]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-        self.test.assertEqual(done.returncode, 0, f"psql failed:\n{done.stdout}{done.stderr}")
+        if done.returncode != 0:
+            raise AssertionError(f"psql failed:\n{done.stdout}{done.stderr}")
         return done.stdout
 
     def seed(self, **sizes):
