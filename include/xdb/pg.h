@@ -80,7 +80,9 @@ const char *xPgStatusName(xPgStatus status);
 typedef struct xPgConf {
     size_t struct_size; /**< the caller's sizeof, set by xPgConfInit */
     /** libpq connection string or URI ("host=127.0.0.1 port=5432 dbname=app",
-     *  "postgres://user@host/db"). Copied. Required. */
+     *  "postgres://user@host/db"). Copied. Required. libpq resolves a host
+     *  name with getaddrinfo, which blocks: give an address (or hostaddr=)
+     *  where name service may be slow. */
     const char *conninfo;
     int connections;             /**< connections in the pool; 4 */
     int pipeline_depth;          /**< queries in flight on one connection at most; 64 */
