@@ -14,7 +14,7 @@ import threading
 import time
 import unittest
 
-from support.interop import RUN_TIMEOUT, program_path, run_program
+from support.interop import RUN_TIMEOUT, free_port, program_path, run_program
 from support.postgres import Postgres
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
@@ -124,6 +124,15 @@ class PgPoolTest(unittest.TestCase):
     def test_transactions_on_a_pinned_connection(self):
         self.scenario("tx")
         self.assertEqual(self.postgres.psql("SELECT string_agg(n::text, ',') FROM scratch").strip(), "7")
+
+
+class UnreachableTest(unittest.TestCase):
+    def test_queries_fail_instead_of_waiting_for_a_server_that_is_not_there(self):
+        program = program_path("pg_pool", "libpq (libpq-dev)")
+        conninfo = f"host=127.0.0.1 port={free_port()} user=postgres dbname=postgres sslmode=disable gssencmode=disable"
+        output = run_program(self, [program, conninfo, "unreachable"], dict(os.environ))
+        self.assertIn(f"ok: unreachable on {WANT_BACKEND}", output)
+        self.assertIn("Connection refused", output)
 
 
 class SeedTest(unittest.TestCase):

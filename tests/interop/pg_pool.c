@@ -19,6 +19,9 @@
  *                 others commit exactly once, the failure carries SQLSTATE
  *   tx            transactions: rollback hides, commit shows, the pinned
  *                 connection serves nobody else meanwhile
+ *   unreachable   (CONNINFO names a port nothing listens on) queries sent
+ *                 while connecting fail with XPG_EDOWN once the attempt
+ *                 fails; later ones are refused at once
  *
  * Prints "ok: SCENARIO on BACKEND" and exits 0, or says what went wrong and
  * exits 1. */
@@ -31,6 +34,7 @@
 #include <xdb/pg.h>
 
 static xEventLoop *loop;
+static const char *conninfo_scenario = "";
 static xPgPool *pool;
 static int failures;
 static int item_stmt, echo_stmt, sleep_stmt, double_stmt, edge_stmt, insert_stmt, count_stmt, divide_stmt,
@@ -111,7 +115,7 @@ static void make_pool(const char *conninfo, xPgConf conf) {
         printf("xPgPoolPrepare refused a statement, or took a name twice\n");
         exit(1);
     }
-    if (!run_until(pool_ready, 10000)) {
+    if (strcmp(conninfo_scenario, "unreachable") != 0 && !run_until(pool_ready, 10000)) {
         printf("no connection within 10 s\n");
         exit(1);
     }
@@ -598,6 +602,34 @@ static int scenario_tx(void) {
     return 0;
 }
 
+/* ---- unreachable ---- */
+
+static bool pool_down(void) {
+    xPgStats s;
+    xPgPoolStats(pool, &s);
+    return s.down;
+}
+
+static int scenario_unreachable(void) {
+    Outcome early[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        xPgParam p[] = {xPgText("x", 1), xPgInt(i)};
+        send_or_fail(echo_stmt, p, 2, 30000, &early[i], NULL);
+    }
+    CHECK(run_until(all_seen, 10000), "%d of %d answers: queries wait for a server that is not there",
+          outcomes_seen, outcomes_wanted);
+    for (int i = 0; i < 3; i++)
+        CHECK(early[i].calls == 1 && early[i].status == XPG_EDOWN && early[i].text[0], "query %d: %s %s", i,
+              xPgStatusName(early[i].status), early[i].text);
+    CHECK(pool_down(), "the pool does not say it is down");
+    xPgParam p[] = {xPgText("x", 1), xPgInt(0)};
+    xPgStatus s = xPgQuerySend(pool, echo_stmt, p, 2, 0, record, &early[0], NULL);
+    CHECK(s == XPG_EDOWN, "a query while down: %s", xPgStatusName(s));
+    CHECK(xPgTxBegin(pool, tx_begun, NULL, NULL) == XPG_EDOWN, "a transaction while down");
+    printf("queries failed with: %s\n", early[0].text);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s CONNINFO SCENARIO [ARGS...]\n", argv[0]);
@@ -606,6 +638,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     loop = xEventLoopCreate();
     const char *scenario = argv[2];
+    conninfo_scenario = scenario;
     xPgConf conf;
     xPgConfInit(&conf);
     conf.connections = 2;
@@ -635,6 +668,8 @@ int main(int argc, char **argv) {
         scenario_batch();
     else if (strcmp(scenario, "tx") == 0)
         scenario_tx();
+    else if (strcmp(scenario, "unreachable") == 0)
+        scenario_unreachable();
     else {
         fprintf(stderr, "no scenario %s\n", scenario);
         return 2;
