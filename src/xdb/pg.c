@@ -124,6 +124,7 @@ struct xPgPool {
     Statement statements[XPG_MAX_STATEMENTS];
     int nstatements;
     QueryList queue;
+    int begins_queued; /* BEGINs in the queue: while any, a connection stays set aside */
     int ready;
     bool down;
     TurnEnd *turn_end;
@@ -188,6 +189,24 @@ static void list_prepend_all(QueryList *list, QueryList *from) {
     list->head = from->head;
     list->count += from->count;
     *from = (QueryList){0};
+}
+
+static void queue_append(xPgPool *pool, xPgQuery *q) {
+    list_append(&pool->queue, q);
+    if (q->kind == KIND_BEGIN) pool->begins_queued++;
+}
+
+static void queue_unlink(xPgPool *pool, xPgQuery *q) {
+    list_unlink(&pool->queue, q);
+    if (q->kind == KIND_BEGIN) pool->begins_queued--;
+}
+
+/* Takes the whole queue out of the pool. */
+static QueryList queue_take(xPgPool *pool) {
+    QueryList all = pool->queue;
+    pool->queue = (QueryList){0};
+    pool->begins_queued = 0;
+    return all;
 }
 
 /* ---- Handing out outcomes ---- */
@@ -279,8 +298,7 @@ static void set_message(xPgPool *pool, const char *why) {
  * wait for one that may not come. */
 static void pool_down(xPgPool *pool) {
     pool->down = true;
-    QueryList waiting = pool->queue;
-    pool->queue = (QueryList){0};
+    QueryList waiting = queue_take(pool);
     for (xPgQuery *q = waiting.head; q; q = q->next) q->place = PLACE_HANDED_OUT;
     while (waiting.head) {
         xPgQuery *q = waiting.head;
@@ -486,7 +504,8 @@ static Conn *idle_for_begin(xPgPool *pool) {
 
 /* Moves queued queries onto connections with room, in order. */
 static void dispatch(xPgPool *pool) {
-    for (int i = 0; i < pool->conf.connections; i++) pool->conns[i].reserved = false;
+    if (!pool->begins_queued) /* the BEGIN a connection was set aside for left */
+        for (int i = 0; i < pool->conf.connections; i++) pool->conns[i].reserved = false;
     for (xPgQuery *q = pool->queue.head, *next; q; q = next) {
         next = q->next;
         Conn *conn;
@@ -500,7 +519,7 @@ static void dispatch(xPgPool *pool) {
             conn = least_busy(pool);
             if (!conn) return;
         }
-        list_unlink(&pool->queue, q);
+        queue_unlink(pool, q);
         conn_send(conn, q);
         if (conn->state != CONN_READY) next = pool->queue.head; /* lost: the queue changed */
     }
@@ -641,7 +660,7 @@ static void on_query_timeout(xEventLoop *loop, xTimer *timer, void *arg) {
     xPgQuery *q = arg;
     xPgPool *pool = q->pool;
     if (q->place == PLACE_QUEUED) {
-        list_unlink(&pool->queue, q);
+        queue_unlink(pool, q);
         q->place = PLACE_HANDED_OUT;
         deliver_failure(q, XPG_ETIMEOUT, "query timed out waiting for a connection");
         query_finish(q, false);
@@ -711,7 +730,7 @@ xPgStatus xPgQuerySend(xPgPool *pool, int stmt, const xPgParam *params, int npar
     q->fn = fn;
     q->arg = arg;
     if (handle) *handle = q;
-    list_append(&pool->queue, q);
+    queue_append(pool, q);
     dispatch(pool);
     return XPG_OK;
 }
@@ -721,7 +740,7 @@ void xPgQueryCancel(xPgQuery *q) {
     q->dropped = true;
     xTimerStop(q->pool->loop, &q->timer);
     if (q->place != PLACE_QUEUED) return; /* in flight: its result is thrown away */
-    list_unlink(&q->pool->queue, q);
+    queue_unlink(q->pool, q);
     query_finish(q, false);
 }
 
@@ -744,7 +763,7 @@ xPgStatus xPgTxBegin(xPgPool *pool, xPgTxFn fn, void *arg, xPgQuery **handle) {
     q->arg = arg;
     q->tx = tx;
     if (handle) *handle = q;
-    list_append(&pool->queue, q);
+    queue_append(pool, q);
     dispatch(pool);
     return XPG_OK;
 }
@@ -889,8 +908,7 @@ static void close_all(QueryList *list, bool free_tx) {
 
 void xPgPoolFree(xPgPool *pool) {
     if (!pool) return;
-    QueryList waiting = pool->queue;
-    pool->queue = (QueryList){0};
+    QueryList waiting = queue_take(pool);
     close_all(&waiting, true);
     for (int i = 0; i < pool->conf.connections; i++) {
         Conn *conn = &pool->conns[i];

@@ -598,6 +598,27 @@ static int scenario_tx(void) {
     xPgPoolStats(pool, &s);
     CHECK(s.in_flight == 0 && s.connections_ready == 2, "%d in flight, %d ready", s.in_flight,
           s.connections_ready);
+    /* A BEGIN while every connection has queries in flight waits for one to
+     * drain (nobody else's query may share its transaction), then runs. */
+    Outcome busy[4] = {0};
+    for (int i = 0; i < 4; i++) {
+        xPgParam sleep_params[] = {xPgText("0.2", 3), xPgInt(i)};
+        send_or_fail(sleep_stmt, sleep_params, 2, 0, &busy[i], NULL);
+    }
+    memset(&txs, 0, sizeof txs);
+    CHECK(xPgTxBegin(pool, tx_begun, NULL, NULL) == XPG_OK, "xPgTxBegin");
+    outcomes_wanted++;
+    CHECK(run_until(tx_began, 10000) && txs.tx, "no transaction began behind busy connections");
+    int answered = 0;
+    for (int i = 0; i < 4; i++) answered += busy[i].calls;
+    CHECK(answered >= 2, "BEGIN ran with %d of the 4 queries ahead of it answered: it shared a pipeline",
+          answered);
+    if (txs.tx) {
+        outcomes_wanted++;
+        CHECK(xPgTxCommit(txs.tx, record, &txs.ended) == XPG_OK, "commit");
+    }
+    CHECK(run_until(all_seen, 10000), "%d of %d answers", outcomes_seen, outcomes_wanted);
+    for (int i = 0; i < 4; i++) CHECK(busy[i].status == XPG_OK, "busy query %d: %s", i, busy[i].text);
     printf("transactions: rollback hid, commit showed\n");
     return 0;
 }
