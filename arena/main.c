@@ -12,8 +12,9 @@
  * Environment: DATA_DIR (dataset.json and static/; default /data), CERTS_DIR (server.crt,
  * server.key; default /certs), ARENA_PORTS ("8080,8081,8082,8443", to run
  * beside other servers), DATABASE_URL (PostgreSQL with the arena's seed, for
- * /async-db and /fortunes; without it they answer 503) and DATABASE_CONNECTIONS
- * (per worker, default 2). Workers: one per CPU this process may run on.
+ * /async-db and /fortunes; without it they answer 503), DATABASE_CONNECTIONS
+ * (per worker, default 2) and DATABASE_PIPELINE_DEPTH (queries in flight per
+ * connection, default 64). Workers: one per CPU this process may run on.
  *
  * gRPC GetSum, POST /echo and the /ws echo are the bench servers' too: they live once, on the
  * same public API, in bench/servers/shared_handlers.c, which this entry is built with. */
@@ -320,7 +321,7 @@ typedef struct Db {
 } Db;
 
 static const char *database_url;
-static int database_connections = 2;
+static int database_connections = 2, database_pipeline_depth = 64;
 
 static xErrno db_start(xHttpWorker *worker, void *arg) {
     (void)arg;
@@ -328,6 +329,7 @@ static xErrno db_start(xHttpWorker *worker, void *arg) {
     xPgConfInit(&conf);
     conf.conninfo = database_url;
     conf.connections = database_connections;
+    conf.pipeline_depth = database_pipeline_depth;
     Db *db = calloc(1, sizeof *db);
     if (db) db->pool = xPgPoolCreate(xHttpWorkerLoop(worker), &conf);
     if (!db || !db->pool) {
@@ -349,6 +351,11 @@ static void db_stop(xHttpWorker *worker, void *arg) {
     (void)arg;
     Db *db = xHttpWorkerData(worker);
     if (!db) return;
+    xPgStats stats;
+    xPgPoolStats(db->pool, &stats);
+    fprintf(stderr, "arena: worker %d: %llu queries in %llu batches, at most %d in flight on a connection\n",
+            xHttpWorkerIndex(worker), (unsigned long long)stats.queries, (unsigned long long)stats.batches,
+            stats.peak_in_flight);
     xPgPoolFree(db->pool);
     free(db);
 }
@@ -647,6 +654,7 @@ int main(void) {
     xHttpServer *server = load_dataset(dataset) ? xHttpServerCreate(NULL, &conf) : NULL;
     database_url = getenv("DATABASE_URL");
     if (getenv("DATABASE_CONNECTIONS")) database_connections = atoi(getenv("DATABASE_CONNECTIONS"));
+    if (getenv("DATABASE_PIPELINE_DEPTH")) database_pipeline_depth = atoi(getenv("DATABASE_PIPELINE_DEPTH"));
     if (server && database_url && *database_url &&
         xHttpServerOnWorker(server, db_start, db_stop, NULL) != XOK) {
         fprintf(stderr, "arena: cannot set the workers' database hooks\n");
