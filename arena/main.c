@@ -11,7 +11,10 @@
  *
  * Environment: DATA_DIR (dataset.json and static/; default /data), CERTS_DIR (server.crt,
  * server.key; default /certs), ARENA_PORTS ("8080,8081,8082,8443", to run
- * beside other servers). Workers: one per CPU this process may run on.
+ * beside other servers), DATABASE_URL (PostgreSQL with the arena's seed, for
+ * /async-db and /fortunes; without it they answer 503), DATABASE_CONNECTIONS
+ * (per worker, default 2) and DATABASE_PIPELINE_DEPTH (queries in flight per
+ * connection, default 64). Workers: one per CPU this process may run on.
  *
  * gRPC GetSum, POST /echo and the /ws echo are the bench servers' too: they live once, on the
  * same public API, in bench/servers/shared_handlers.c, which this entry is built with. */
@@ -21,6 +24,7 @@
 #include <sys/resource.h>
 
 #include <xbase/json.h>
+#include <xdb/pg.h>
 #include <xhttp/compress.h>
 #include <xhttp/server.h>
 #include <xhttp/static.h>
@@ -309,6 +313,245 @@ static void on_json(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xHttpResponseSendRef(res, out.data, out.len, free, out.data);
 }
 
+/* ---- The database: a pool per worker (DATABASE_URL) ---- */
+
+typedef struct Db {
+    xPgPool *pool;
+    int items_by_price, fortunes;
+} Db;
+
+static const char *database_url;
+static int database_connections = 2, database_pipeline_depth = 64;
+
+static xErrno db_start(xHttpWorker *worker, void *arg) {
+    (void)arg;
+    xPgConf conf;
+    xPgConfInit(&conf);
+    conf.conninfo = database_url;
+    conf.connections = database_connections;
+    conf.pipeline_depth = database_pipeline_depth;
+    Db *db = calloc(1, sizeof *db);
+    if (db) db->pool = xPgPoolCreate(xHttpWorkerLoop(worker), &conf);
+    if (!db || !db->pool) {
+        free(db);
+        xHttpWorkerSetError(worker, "arena: cannot make the database pool");
+        return XERR_NOMEM;
+    }
+    db->items_by_price =
+        xPgPoolPrepare(db->pool, "items_by_price",
+                       "SELECT id, name, category, price, quantity, active, tags, rating_score, "
+                       "rating_count FROM items WHERE price BETWEEN $1 AND $2 LIMIT $3",
+                       3, NULL);
+    db->fortunes = xPgPoolPrepare(db->pool, "fortunes", "SELECT id, message FROM fortune", 0, NULL);
+    xHttpWorkerSetData(worker, db);
+    return XOK;
+}
+
+static void db_stop(xHttpWorker *worker, void *arg) {
+    (void)arg;
+    Db *db = xHttpWorkerData(worker);
+    if (!db) return;
+    xPgStats stats;
+    xPgPoolStats(db->pool, &stats);
+    fprintf(stderr, "arena: worker %d: %llu queries in %llu batches, at most %d in flight on a connection\n",
+            xHttpWorkerIndex(worker), (unsigned long long)stats.queries, (unsigned long long)stats.batches,
+            stats.peak_in_flight);
+    xPgPoolFree(db->pool);
+    free(db);
+}
+
+/* A request waiting for its query: the client leaving cancels the query. */
+typedef struct DbWait {
+    xHttpResponse *res;
+    xPgQuery *query;
+} DbWait;
+
+static void db_abort(xHttpResponse *res, void *arg) {
+    (void)res;
+    DbWait *wait = arg;
+    xPgQueryCancel(wait->query);
+    free(wait);
+}
+
+/* Sends stmt with params for res, fn answering; false (nothing sent) when
+ * there is no database or the pool refuses (busy or down). */
+static bool db_send(xHttpRequest *req, xHttpResponse *res, int which, const xPgParam *params, int nparams,
+                    xPgResultFn fn) {
+    Db *db = xHttpRequestWorkerData(req);
+    DbWait *wait = db ? malloc(sizeof *wait) : NULL;
+    if (!wait) return false;
+    wait->res = res;
+    int stmt = which == 0 ? db->items_by_price : db->fortunes;
+    if (xPgQuerySend(db->pool, stmt, params, nparams, 0, fn, wait, &wait->query) != XPG_OK) {
+        free(wait);
+        return false;
+    }
+    xHttpResponseOnAbort(res, db_abort, wait);
+    return true;
+}
+
+static void send_no_items(xHttpResponse *res) {
+    static const char body[] = "{\"items\":[],\"count\":0}";
+    xHttpResponseSetStatus(res, 503);
+    xHttpResponseAddHeader(res, "Content-Type", "application/json");
+    xHttpResponseSend(res, body, sizeof body - 1);
+}
+
+static void write_db_item(xJsonWriter *w, const xPgResult *r, int row) {
+    static const char *const ints[] = {"id", NULL, NULL, "price", "quantity"};
+    int64_t v;
+    size_t len;
+    const char *text;
+    bool active;
+    xJsonBeginObject(w);
+    for (int col = 0; col < 5; col++) {
+        if (ints[col]) {
+            xPgGetInt64(r, row, col, &v);
+            xJsonKey(w, ints[col], strlen(ints[col]));
+            xJsonInt(w, v);
+        } else {
+            text = xPgGetText(r, row, col, &len);
+            xJsonKey(w, col == 1 ? "name" : "category", col == 1 ? 4 : 8);
+            xJsonString(w, text, len);
+        }
+    }
+    xPgGetBool(r, row, 5, &active);
+    xJsonKey(w, "active", 6);
+    xJsonBool(w, active);
+    text = xPgGetText(r, row, 6, &len); /* jsonb's own text: one JSON value */
+    xJsonKey(w, "tags", 4);
+    if (len)
+        xJsonRaw(w, text, len);
+    else
+        xJsonNull(w);
+    xJsonKey(w, "rating", 6);
+    xJsonBeginObject(w);
+    xPgGetInt64(r, row, 7, &v);
+    xJsonKey(w, "score", 5);
+    xJsonInt(w, v);
+    xPgGetInt64(r, row, 8, &v);
+    xJsonKey(w, "count", 5);
+    xJsonInt(w, v);
+    xJsonEndObject(w);
+    xJsonEndObject(w);
+}
+
+static void on_items(const xPgResult *r, void *arg) {
+    DbWait *wait = arg;
+    xHttpResponse *res = wait->res;
+    free(wait);
+    if (xPgResultStatus(r) != XPG_OK) {
+        send_no_items(res);
+        return;
+    }
+    xBuffer out = {0};
+    xJsonWriter w;
+    xJsonInit(&w, &out);
+    xJsonBeginObject(&w);
+    xJsonKey(&w, "items", 5);
+    xJsonBeginArray(&w);
+    int rows = xPgRows(r);
+    for (int row = 0; row < rows; row++) write_db_item(&w, r, row);
+    xJsonEndArray(&w);
+    xJsonKey(&w, "count", 5);
+    xJsonInt(&w, rows);
+    xJsonEndObject(&w);
+    if (xJsonFinish(&w) != XOK) {
+        xBufferFree(&out);
+        send_no_items(res);
+        return;
+    }
+    xHttpResponseAddHeader(res, "Content-Type", "application/json");
+    xHttpResponseSendRef(res, out.data, out.len, free, out.data);
+}
+
+/* GET /async-db?min&max&limit: items priced from min to max, at most limit
+ * (defaults 10, 50, 50; limit clamped to 1-50). */
+static void on_async_db(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    (void)arg;
+    long long min = 10, max = 50, limit = 50, v;
+    xStr value;
+    if (xHttpRequestQueryParam(req, "min", &value) && parse_int(value, &v)) min = v;
+    if (xHttpRequestQueryParam(req, "max", &value) && parse_int(value, &v)) max = v;
+    if (xHttpRequestQueryParam(req, "limit", &value) && parse_int(value, &v)) limit = v;
+    limit = limit < 1 ? 1 : limit > 50 ? 50 : limit;
+    xPgParam params[] = {xPgInt(min), xPgInt(max), xPgInt(limit)};
+    if (!db_send(req, res, 0, params, 3, on_items)) send_no_items(res);
+}
+
+typedef struct Fortune {
+    int64_t id;
+    const char *message;
+    size_t len;
+} Fortune;
+
+static int by_message(const void *a, const void *b) {
+    const Fortune *x = a, *y = b;
+    int c = memcmp(x->message, y->message, x->len < y->len ? x->len : y->len);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* Appends text with <>&"' as HTML entities. */
+static void append_escaped(xBuffer *out, const char *text, size_t len) {
+    size_t from = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char *entity;
+        switch (text[i]) {
+        case '<': entity = "&lt;"; break;
+        case '>': entity = "&gt;"; break;
+        case '&': entity = "&amp;"; break;
+        case '"': entity = "&quot;"; break;
+        case '\'': entity = "&#39;"; break;
+        default: continue;
+        }
+        xBufferAppend(out, text + from, i - from);
+        xBufferAppend(out, entity, strlen(entity));
+        from = i + 1;
+    }
+    xBufferAppend(out, text + from, len - from);
+}
+
+static void append_str(xBuffer *out, const char *text) { xBufferAppend(out, text, strlen(text)); }
+
+static void on_fortune_rows(const xPgResult *r, void *arg) {
+    DbWait *wait = arg;
+    xHttpResponse *res = wait->res;
+    free(wait);
+    int rows = xPgResultStatus(r) == XPG_OK ? xPgRows(r) : -1;
+    Fortune *all = rows >= 0 ? malloc(((size_t)rows + 1) * sizeof *all) : NULL;
+    if (!all) {
+        send_text(res, 503, "", 0);
+        return;
+    }
+    for (int i = 0; i < rows; i++) {
+        xPgGetInt64(r, i, 0, &all[i].id);
+        all[i].message = xPgGetText(r, i, 1, &all[i].len);
+    }
+    static const char added[] = "Additional fortune added at request time.";
+    all[rows] = (Fortune){.id = 0, .message = added, .len = sizeof added - 1};
+    qsort(all, (size_t)rows + 1, sizeof *all, by_message);
+    xBuffer out = {0};
+    append_str(&out, "<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table>"
+                     "<tr><th>id</th><th>message</th></tr>");
+    for (int i = 0; i <= rows; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "<tr><td>%lld</td><td>", (long long)all[i].id);
+        append_str(&out, id);
+        append_escaped(&out, all[i].message, all[i].len);
+        append_str(&out, "</td></tr>");
+    }
+    append_str(&out, "</table></body></html>");
+    free(all);
+    xHttpResponseAddHeader(res, "Content-Type", "text/html; charset=utf-8");
+    xHttpResponseSendRef(res, out.data, out.len, free, out.data);
+}
+
+/* GET /fortunes: the table, one fortune added, sorted by message, as HTML. */
+static void on_fortunes(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    (void)arg;
+    if (!db_send(req, res, 1, NULL, 0, on_fortune_rows)) send_text(res, 503, "", 0);
+}
+
 /* ---- Start ---- */
 
 static const char *env_or(const char *name, const char *fallback) {
@@ -337,6 +580,8 @@ static bool add_routes(xHttpServer *server) {
         {"GET /pipeline", on_pipeline},
         {"GET /delay/:ms", on_delay},
         {"GET /json/:count", on_json},
+        {"GET /async-db", on_async_db},
+        {"GET /fortunes", on_fortunes},
         {"POST /echo", sharedEchoBody},
         {"POST /benchmark.BenchmarkService/GetSum", sharedGrpcGetSum},
     };
@@ -407,6 +652,15 @@ int main(void) {
     xHttpServerConfInit(&conf);
     conf.max_connections = MAX_CONNECTIONS_PER_WORKER;
     xHttpServer *server = load_dataset(dataset) ? xHttpServerCreate(NULL, &conf) : NULL;
+    database_url = getenv("DATABASE_URL");
+    if (getenv("DATABASE_CONNECTIONS")) database_connections = atoi(getenv("DATABASE_CONNECTIONS"));
+    if (getenv("DATABASE_PIPELINE_DEPTH")) database_pipeline_depth = atoi(getenv("DATABASE_PIPELINE_DEPTH"));
+    if (server && database_url && *database_url &&
+        xHttpServerOnWorker(server, db_start, db_stop, NULL) != XOK) {
+        fprintf(stderr, "arena: cannot set the workers' database hooks\n");
+        xHttpServerDestroy(server);
+        server = NULL;
+    }
     /* gzip or Brotli where the client asks (JSON is compressible; the short text/plain
      * answers are under the size threshold, octet-stream and gRPC are not compressible types). */
     bool ok = server && add_routes(server) && add_static(server, data_dir) &&

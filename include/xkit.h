@@ -16,6 +16,7 @@
 #include <xbase/json.h>
 #include <xbase/log.h>
 #include <xbase/str.h>
+#include <xdb/pg.h>
 #include <xhttp/compress.h>
 #include <xhttp/grpc.h>
 #include <xhttp/observe.h>

@@ -71,6 +71,7 @@ class InstallTest(unittest.TestCase):
             "xbase/json.h",
             "xbase/log.h",
             "xbase/str.h",
+            "xdb/pg.h",
             "xhttp/compress.h",
             "xhttp/grpc.h",
             "xhttp/observe.h",

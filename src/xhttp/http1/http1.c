@@ -230,11 +230,11 @@ static void finish(xHttp1 *h) {
         h->state = XH1_HEAD;
     }
     bool resume = !h->in_batch && !xConnClosed(conn);
-    xConnRelease(conn); /* the reference taken at dispatch */
     if (resume) {
-        xConnFlush(conn);
+        xConnFlush(conn); /* may close the connection (the client reset it) */
         process(h);
     }
+    xConnRelease(conn); /* the reference taken at dispatch: held until here, past the flush */
 }
 
 /* Queues the head of a whole response of len body bytes: true when the
