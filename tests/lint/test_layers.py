@@ -21,6 +21,7 @@ LAYERS = {
     "xbase/io": (2, ("xbase",)),
     "xbase/loop": (3, ("xbase",)),
     "xnet": (4, ("xbase",)),
+    "xdb": (4, ("xbase", "xdb")),
     # TLS settings and the info a handler reads are public types in <xhttp/tls_conf.h>,
     # which names nothing of the HTTP server.
     "xnet/tls": (5, ("xbase", "xhttp/tls_conf.h")),
