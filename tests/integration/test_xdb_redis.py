@@ -1,0 +1,99 @@
+"""xdb's Redis client and its cache-aside helper (include/xdb/redis.h,
+redis_cache.h) against a real redis-server, started per test in a temporary
+folder on a free loopback port: tests/xdb/redis_client.c runs one scenario per
+test and checks every reply; this says what it must have seen. Every test runs
+on both I/O backends (ctest's integration.NAME and integration.epoll.NAME).
+
+- replies of every type; binary values (NUL bytes, CR LF, 1 MiB); keys and
+  values shaped like RESP ("\\r\\n*2\\r\\n$3\\r\\nDEL…") stored as bytes, nothing
+  they spell run;
+- 4,000 commands issued in one loop turn leave in a few writes and are
+  answered in order;
+- a command Redis holds (BLPOP) times out, the one behind it is failed, the
+  connection is made again and work goes on at once;
+- Redis killed under use: the command in flight fails, commands fail fast
+  while it is down, and the client reconnects by itself once it is back;
+- cancelled commands' callbacks never run;
+- cache-aside: miss then hit, overlapping misses loaded once, TTL expiry,
+  invalidate (also during a load), a failing loader; with Redis down every get
+  is answered by the loader and none fails."""
+
+import os
+import subprocess
+import unittest
+
+from support.interop import RUN_TIMEOUT, free_port, program_path, run_program
+from support.redis_server import RedisServer
+
+
+def backend():
+    return "epoll" if os.environ.get("XK_IO") == "epoll" else "io_uring"
+
+
+class XdbRedisTest(unittest.TestCase):
+    def setUp(self):
+        self.program = program_path("xdb_redis_client", "hiredis (libhiredis-dev)")
+
+    def run_scenario(self, scenario, port, *extra):
+        output = run_program(self, [self.program, scenario, str(port), *extra], dict(os.environ))
+        self.assertIn(f"ok {scenario} on {backend()}", output)
+        return output
+
+    def test_replies_of_every_type_binary_values_and_injection_shaped_bytes(self):
+        redis = RedisServer(self)
+        self.run_scenario("types", redis.port)
+        self.assertTrue(redis.alive())
+
+    def test_commands_of_one_turn_leave_in_a_few_writes_in_order(self):
+        redis = RedisServer(self)
+        output = self.run_scenario("pipeline", redis.port, "2000")
+        self.assertIn("4000 commands in one turn", output)
+
+    def test_a_command_that_times_out_costs_its_connection_not_the_client(self):
+        redis = RedisServer(self)
+        self.run_scenario("timeout", redis.port)
+
+    def test_redis_killed_and_restarted_under_use(self):
+        redis = RedisServer(self)
+        proc = subprocess.Popen(
+            [self.program, "restart", str(redis.port)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=dict(os.environ),
+        )
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(proc.stdin.close)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.strip() == "kill":
+                redis.kill()
+            elif line.strip() == "start":
+                redis.start()
+            else:
+                continue
+            proc.stdin.write("done\n")
+            proc.stdin.flush()
+        proc.wait(timeout=RUN_TIMEOUT)
+        output = "".join(lines)
+        self.assertEqual(proc.returncode, 0, output[-4000:])
+        self.assertNotIn("Sanitizer", output)
+        self.assertIn(f"ok restart on {backend()}", output)
+
+    def test_a_cancelled_commands_callback_never_runs(self):
+        redis = RedisServer(self)
+        self.run_scenario("cancel", redis.port)
+
+    def test_cache_aside_hit_miss_coalescing_ttl_and_invalidate(self):
+        redis = RedisServer(self)
+        self.run_scenario("cache", redis.port)
+
+    def test_cache_aside_with_redis_down_falls_back_to_the_loader(self):
+        self.run_scenario("cache-down", free_port())
+
+
+if __name__ == "__main__":
+    unittest.main()
