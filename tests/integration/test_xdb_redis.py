@@ -13,7 +13,8 @@ on both I/O backends (ctest's integration.NAME and integration.epoll.NAME).
   connection is made again and work goes on at once;
 - Redis killed under use: the command in flight fails, commands fail fast
   while it is down, and the client reconnects by itself once it is back;
-- cancelled commands' callbacks never run;
+- cancelled commands' callbacks never run; a client freed from within its
+  callbacks (a reply, a timeout, a failure) tells the rest CLOSED;
 - cache-aside: miss then hit, overlapping misses loaded once, TTL expiry,
   invalidate (also during a load), a failing loader; with Redis down every get
   is answered by the loader and none fails."""
@@ -86,6 +87,10 @@ class XdbRedisTest(unittest.TestCase):
     def test_a_cancelled_commands_callback_never_runs(self):
         redis = RedisServer(self)
         self.run_scenario("cancel", redis.port)
+
+    def test_a_client_freed_from_its_own_callbacks(self):
+        redis = RedisServer(self)
+        self.run_scenario("free", redis.port)
 
     def test_cache_aside_hit_miss_coalescing_ttl_and_invalidate(self):
         redis = RedisServer(self)

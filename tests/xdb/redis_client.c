@@ -8,6 +8,7 @@
  *   redis_client timeout PORT    a blocked command times out, the connection is re-made, work goes on
  *   redis_client restart PORT    Redis killed under use (prints "kill", reads a line; "start", reads a line)
  *   redis_client cancel PORT     cancelled commands' callbacks never run
+ *   redis_client free PORT       a client freed from its own callbacks answers the rest CLOSED
  *   redis_client cache PORT      cache-aside: miss, hit, coalesced misses, TTL expiry, invalidate
  *   redis_client cache-down PORT cache-aside with no Redis: the loader answers, nothing fails
  *
@@ -67,7 +68,7 @@ static void run_for(uint64_t ms) {
 static xRedisClient *connect_client(const xRedisConfig *given) {
     xRedisConfig conf = given ? *given : (xRedisConfig){0};
     conf.host = "127.0.0.1";
-    conf.port = port;
+    if (!conf.port) conf.port = port;
     xRedisClient *c = xRedisClientCreate(loop, &conf);
     CHECK(c, "xRedisClientCreate");
     return c;
@@ -443,6 +444,62 @@ static void scenario_cancel(void) {
     printf("ok cancel on %s: no cancelled callback ran\n", xEventLoopBackend(loop));
 }
 
+/* ---- freeing from within ---- */
+
+typedef struct Freeing {
+    xRedisClient *client;
+    int answers;
+    int closed;
+} Freeing;
+
+static void free_on_first(xRedisClient *c, const xRedisReply *r, void *arg) {
+    Freeing *f = arg;
+    f->answers++;
+    if (r->type == XREDIS_ERROR && r->failure == XREDIS_CLOSED) f->closed++;
+    if (f->client) {
+        xRedisClient *client = f->client;
+        f->client = NULL;
+        xRedisClientFree(client);
+    }
+}
+
+static void scenario_free(void) {
+    /* Freed from a reply's callback with more replies behind it in the same read. */
+    xRedisClient *c = connect_client(NULL);
+    wait_connected(c);
+    Freeing f = {.client = c};
+    for (int i = 0; i < 4; i++) send2(c, "PING", NULL, free_on_first, &f);
+    CHECK(run_until(&f.answers, 4, 5000), "%d of 4 answered", f.answers);
+    CHECK(f.closed == 3, "after the free in the first callback, %d of 3 were told CLOSED", f.closed);
+    /* Freed from a timeout's callback, a command still waiting behind it. */
+    c = connect_client(NULL);
+    wait_connected(c);
+    Freeing t = {.client = c};
+    const char *blpop[] = {"BLPOP", "xk:free-list", "2"};
+    xRedisCommand(c, 3, blpop, NULL, 100, free_on_first, &t);
+    send2(c, "PING", NULL, free_on_first, &t);
+    CHECK(run_until(&t.answers, 2, 5000), "%d of 2 answered", t.answers);
+    /* Freed from a failure told at the end of a turn, other failures queued. */
+    xRedisConfig nowhere = {.port = 1, .reconnect_min_ms = 1000}; /* nothing listens on port 1 */
+    c = connect_client(&nowhere);
+    run_for(50); /* its first connect is refused: down */
+    Freeing d = {.client = c};
+    for (int i = 0; i < 3; i++) send2(c, "PING", NULL, free_on_first, &d);
+    CHECK(run_until(&d.answers, 3, 1000), "%d of 3 failures told", d.answers);
+    /* Freed with commands waiting: each is told, before the free returns. */
+    c = connect_client(NULL);
+    wait_connected(c);
+    Freeing w = {0};
+    for (int i = 0; i < 3; i++) xRedisCommand(c, 3, blpop, NULL, 0, free_on_first, &w);
+    run_for(20);
+    xRedisClientFree(c);
+    CHECK(w.answers == 3 && w.closed == 3, "freed with 3 waiting: %d answered, %d CLOSED", w.answers,
+          w.closed);
+    run_for(20);
+    printf("ok free on %s: freed from a reply, a timeout and a failure; waiting commands told CLOSED\n",
+           xEventLoopBackend(loop));
+}
+
 /* ---- cache-aside ---- */
 
 typedef struct Loader {
@@ -637,7 +694,8 @@ static void scenario_cache_down(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s types|pipeline|timeout|restart|cancel|cache|cache-down PORT\n", argv[0]);
+        fprintf(stderr, "usage: %s types|pipeline|timeout|restart|cancel|free|cache|cache-down PORT\n",
+                argv[0]);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -656,6 +714,8 @@ int main(int argc, char **argv) {
         scenario_restart();
     else if (strcmp(scenario, "cancel") == 0)
         scenario_cancel();
+    else if (strcmp(scenario, "free") == 0)
+        scenario_free();
     else if (strcmp(scenario, "cache") == 0)
         scenario_cache();
     else if (strcmp(scenario, "cache-down") == 0)
