@@ -31,8 +31,10 @@ extern "C" {
 typedef struct xRedisClient xRedisClient;
 typedef struct xRedisCall xRedisCall;
 
-/** Settings for xRedisClientCreate; a zero field takes its default. */
+/** Settings for xRedisClientCreate. Start from xRedisConfigInit's defaults
+ *  (a zero field takes its default too); fields are only ever added at the end. */
 typedef struct xRedisConfig {
+    size_t struct_size; /**< the caller's sizeof, set by xRedisConfigInit */
     /** An IPv4/IPv6 address ("127.0.0.1"), or a Unix socket's path (starting
      *  with '/'). A host name is resolved with getaddrinfo, which blocks: give
      *  an address. Copied. Default "127.0.0.1". */
@@ -43,6 +45,13 @@ typedef struct xRedisConfig {
     uint32_t reconnect_min_ms;   /**< first wait after a failed connect, doubled each failure; default 100 */
     uint32_t reconnect_max_ms;   /**< the longest wait between attempts; default 5000 */
 } xRedisConfig;
+
+/** Fills the first size bytes of conf with the defaults above; size is the
+ *  caller's sizeof(xRedisConfig). Call xRedisConfigInit instead. */
+void xRedisConfigInitSized(xRedisConfig *conf, size_t size);
+
+/** Fills conf with the defaults noted above. */
+static inline void xRedisConfigInit(xRedisConfig *conf) { xRedisConfigInitSized(conf, sizeof *conf); }
 
 /** What a reply is. */
 typedef enum xRedisReplyType {
@@ -111,17 +120,24 @@ xRedisReply xRedisReplyElement(const xRedisReply *reply, size_t i);
 /** True while client has a connection to Redis that answers. */
 bool xRedisClientConnected(const xRedisClient *client);
 
-/** What a client did since it was created. */
+/** What a client did since it was created; fields are only ever added at the end. */
 typedef struct xRedisStats {
-    uint64_t commands; /**< commands issued (failed ones too) */
-    uint64_t writes;   /**< writes to Redis's socket: pipelining puts many commands in one */
-    uint64_t connects; /**< connections made */
-    uint64_t timeouts; /**< commands that timed out */
-    uint64_t down;     /**< commands failed at once because Redis was down */
+    size_t struct_size; /**< the caller's sizeof, set by xRedisClientStats */
+    uint64_t commands;  /**< commands issued (failed ones too) */
+    uint64_t writes;    /**< writes to Redis's socket: pipelining puts many commands in one */
+    uint64_t connects;  /**< connections made */
+    uint64_t timeouts;  /**< commands that timed out */
+    uint64_t down;      /**< commands failed at once because Redis was down */
 } xRedisStats;
 
+/** Copies client's counters into the first size bytes of *stats; size is the
+ *  caller's sizeof(xRedisStats). Call xRedisClientStats instead. */
+void xRedisClientStatsSized(const xRedisClient *client, xRedisStats *stats, size_t size);
+
 /** Copies client's counters to *stats. */
-void xRedisClientStats(const xRedisClient *client, xRedisStats *stats);
+static inline void xRedisClientStats(const xRedisClient *client, xRedisStats *stats) {
+    xRedisClientStatsSized(client, stats, sizeof *stats);
+}
 
 #pragma GCC visibility pop
 

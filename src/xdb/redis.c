@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xbase/mem/sized.h"
+
 /* Where the client's link to Redis stands. */
 typedef enum LinkState {
     LINK_IDLE,       /* no connection: waiting out a backoff, or reconnecting at turn end */
@@ -311,25 +313,48 @@ static void on_turn_end(xEventLoop *loop, xTurnEnd *turn_end) {
 
 /* ---- the API ---- */
 
-xRedisClient *xRedisClientCreate(xEventLoop *loop, const xRedisConfig *conf) {
-    xRedisConfig given = conf ? *conf : (xRedisConfig){0};
-    const char *host = given.host ? given.host : "127.0.0.1";
-    if (!loop || !host[0]) return NULL;
+static xRedisConfig config_defaults(void) {
+    return (xRedisConfig){
+        .struct_size = sizeof(xRedisConfig),
+        .host = "127.0.0.1",
+        .port = 6379,
+        .connect_timeout_ms = 1000,
+        .command_timeout_ms = 1000,
+        .reconnect_min_ms = 100,
+        .reconnect_max_ms = 5000,
+    };
+}
+
+void xRedisConfigInitSized(xRedisConfig *conf, size_t size) {
+    xRedisConfig defaults = config_defaults();
+    xSizedInit(conf, size, &defaults, sizeof defaults);
+}
+
+/* The caller's settings over the defaults, a zero taking its default too. */
+static xRedisConfig config_adopt(const xRedisConfig *given) {
+    xRedisConfig conf = config_defaults(), mine = {0};
+    if (given) xSizedAdopt(&mine, given, sizeof mine);
+    if (mine.host) conf.host = mine.host;
+    if (mine.port) conf.port = mine.port;
+    if (mine.connect_timeout_ms) conf.connect_timeout_ms = mine.connect_timeout_ms;
+    if (mine.command_timeout_ms) conf.command_timeout_ms = mine.command_timeout_ms;
+    if (mine.reconnect_min_ms) conf.reconnect_min_ms = mine.reconnect_min_ms;
+    if (mine.reconnect_max_ms) conf.reconnect_max_ms = mine.reconnect_max_ms;
+    if (conf.reconnect_max_ms < conf.reconnect_min_ms) conf.reconnect_max_ms = conf.reconnect_min_ms;
+    return conf;
+}
+
+xRedisClient *xRedisClientCreate(xEventLoop *loop, const xRedisConfig *given) {
+    xRedisConfig conf = config_adopt(given);
+    if (!loop || !conf.host[0]) return NULL;
     xRedisClient *c = calloc(1, sizeof *c);
-    if (!c || !(c->host = strdup(host))) {
+    if (!c || !(c->host = strdup(conf.host))) {
         free(c);
         return NULL;
     }
     c->loop = loop;
-    c->conf = given;
+    c->conf = conf;
     c->conf.host = c->host;
-    if (!c->conf.port) c->conf.port = 6379;
-    if (!c->conf.connect_timeout_ms) c->conf.connect_timeout_ms = 1000;
-    if (!c->conf.command_timeout_ms) c->conf.command_timeout_ms = 1000;
-    if (!c->conf.reconnect_min_ms) c->conf.reconnect_min_ms = 100;
-    if (!c->conf.reconnect_max_ms) c->conf.reconnect_max_ms = 5000;
-    if (c->conf.reconnect_max_ms < c->conf.reconnect_min_ms)
-        c->conf.reconnect_max_ms = c->conf.reconnect_min_ms;
     c->backoff_ms = c->conf.reconnect_min_ms;
     c->turn_end.fn = on_turn_end;
     xTimerInit(&c->link_timer, on_link_timer, c);
@@ -406,4 +431,7 @@ void xRedisCancel(xRedisCall *call) {
 
 bool xRedisClientConnected(const xRedisClient *c) { return c->state == LINK_READY; }
 
-void xRedisClientStats(const xRedisClient *c, xRedisStats *stats) { *stats = c->stats; }
+void xRedisClientStatsSized(const xRedisClient *c, xRedisStats *stats, size_t size) {
+    xRedisStats full = c->stats;
+    xSizedExport(stats, size, &full, sizeof full);
+}
