@@ -20,10 +20,11 @@ on both I/O backends (ctest's integration.NAME and integration.epoll.NAME).
   is answered by the loader and none fails."""
 
 import os
+import re
 import subprocess
 import unittest
 
-from support.interop import RUN_TIMEOUT, free_port, program_path, run_program
+from support.interop import RUN_TIMEOUT, free_port, program_path, run_program, temp_folder, tool_path
 from support.redis_server import RedisServer
 
 
@@ -49,6 +50,25 @@ class XdbRedisTest(unittest.TestCase):
         redis = RedisServer(self)
         output = self.run_scenario("pipeline", redis.port, "2000")
         self.assertIn("4000 commands in one turn", output)
+
+    def test_commands_of_one_turn_leave_in_one_write_system_call(self):
+        # The client's own count, checked from outside: strace sees every write of a RESP
+        # command (it starts with "*"). LeakSanitizer cannot run under ptrace.
+        redis = RedisServer(self)
+        trace = os.path.join(temp_folder(self), "trace")
+        strace = [tool_path("strace"), "-f", "-e", "trace=write,writev,sendto,sendmsg", "-s", "8", "-o", trace]
+        env = dict(os.environ)
+        env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+        output = run_program(self, [*strace, self.program, "pipeline", str(redis.port), "2000"], env)
+        self.assertIn("ok pipeline", output)
+        with open(trace) as f:
+            commands = [
+                line for line in f if re.search(r'\b(write|writev|sendto|sendmsg)\(\d+, (\[\{iov_base=)?"\*', line)
+            ]
+        # A DEL before, the 4,000 commands, a GET after: 3 writes where the socket takes each turn's
+        # buffer whole, a few more if it does not; one per command would be over 4,000.
+        self.assertGreaterEqual(len(commands), 3, "".join(commands))
+        self.assertLessEqual(len(commands), 10, "".join(commands[:20]))
 
     def test_a_command_that_times_out_costs_its_connection_not_the_client(self):
         redis = RedisServer(self)
