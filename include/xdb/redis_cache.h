@@ -8,6 +8,10 @@
  * one key that overlap on one loop share one load: the loader runs once and
  * every waiting caller gets its value.
  *
+ * A miss is answered as soon as the loader answers, without waiting for the
+ * SET: a get of the same key right after it on another connection to Redis
+ * (another worker's) may miss too and load again.
+ *
  * Threading: a cache belongs to its client's loop; every call and callback
  * happens on that thread. */
 #ifndef XDB_REDIS_CACHE_H

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xbase/log.h>
+
 #include "xbase/mem/sized.h"
 
 /* Where the client's link to Redis stands. */
@@ -201,7 +203,13 @@ static void hook_cleanup(void *data) {
 
 /* ---- the link ---- */
 
-static void retry_later(xRedisClient *c) {
+/* Logs a failed connect: the first of a streak as a warning, the rest (one per backoff) for debugging. */
+static void retry_later(xRedisClient *c, const char *why) {
+    if (c->failed_connects == 0)
+        XLOG_WARN("redis: cannot connect to %s:%u (%s); retrying with backoff", c->host, c->conf.port, why);
+    else
+        XLOG_DEBUG("redis: cannot connect to %s:%u (%s); retrying in %u ms", c->host, c->conf.port, why,
+                   c->backoff_ms);
     c->state = LINK_IDLE;
     c->failed_connects++;
     xTimerStart(c->loop, &c->link_timer, c->backoff_ms);
@@ -220,9 +228,10 @@ static void on_connect(const redisAsyncContext *ac, int status) {
     if (c->state != LINK_CONNECTING) return;
     xTimerStop(c->loop, &c->link_timer);
     if (status != REDIS_OK) {
-        retry_later(c); /* hiredis frees the context next: its commands fail as DOWN */
+        retry_later(c, ac->errstr); /* hiredis frees the context next: its commands fail as DOWN */
         return;
     }
+    if (c->failed_connects) XLOG_INFO("redis: connected to %s:%u", c->host, c->conf.port);
     c->state = LINK_READY;
     c->lost_as = XREDIS_LOST;
     c->failed_connects = 0;
@@ -234,7 +243,10 @@ static void on_connect(const redisAsyncContext *ac, int status) {
  * drops here too, with the state already moved on). */
 static void on_disconnect(const redisAsyncContext *ac, int status) {
     xRedisClient *c = ac->ev.data;
-    if (c->state == LINK_READY) reconnect_at_turn_end(c);
+    if (c->state != LINK_READY) return;
+    XLOG_WARN("redis: connection to %s:%u lost (%s); reconnecting", c->host, c->conf.port,
+              ac->errstr[0] ? ac->errstr : "closed");
+    reconnect_at_turn_end(c);
 }
 
 /* Drops the connection now: hiredis runs its commands' callbacks (with
@@ -247,8 +259,8 @@ static void link_connect(xRedisClient *c) {
     redisAsyncContext *ac =
         c->host[0] == '/' ? redisAsyncConnectUnix(c->host) : redisAsyncConnect(c->host, c->conf.port);
     if (!ac || ac->err) {
+        retry_later(c, ac ? ac->errstr : "out of memory");
         if (ac) redisAsyncFree(ac);
-        retry_later(c);
         return;
     }
     c->ac = ac;
@@ -270,7 +282,7 @@ static void link_connect(xRedisClient *c) {
 static void on_link_timer(xEventLoop *loop, xTimer *timer, void *arg) {
     xRedisClient *c = arg;
     if (c->state == LINK_CONNECTING) {
-        retry_later(c);
+        retry_later(c, "timed out");
         link_drop(c);
     } else if (c->state == LINK_IDLE) {
         link_connect(c);
@@ -393,6 +405,7 @@ static void on_call_timeout(xEventLoop *loop, xTimer *timer, void *arg) {
     call->fn = NULL; /* its reply, or hiredis's farewell, finds nobody */
     c->stats.timeouts++;
     if (c->state == LINK_READY) { /* the replies behind it would be out of step: start over */
+        XLOG_WARN("redis: a command to %s:%u timed out; reconnecting", c->host, c->conf.port);
         reconnect_at_turn_end(c);
         link_drop(c);
     }
