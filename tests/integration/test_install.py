@@ -71,6 +71,8 @@ class InstallTest(unittest.TestCase):
             "xbase/json.h",
             "xbase/log.h",
             "xbase/str.h",
+            "xdb/redis.h",
+            "xdb/redis_cache.h",
             "xhttp/compress.h",
             "xhttp/grpc.h",
             "xhttp/observe.h",
