@@ -406,8 +406,9 @@ static void on_call_timeout(xEventLoop *loop, xTimer *timer, void *arg) {
     c->stats.timeouts++;
     if (c->state == LINK_READY) { /* the replies behind it would be out of step: start over */
         XLOG_WARN("redis: a command to %s:%u timed out; reconnecting", c->host, c->conf.port);
-        reconnect_at_turn_end(c);
-        link_drop(c);
+        c->state = LINK_IDLE;
+        link_drop(c); /* the commands behind it are told LOST; one may free the client */
+        if (c->state == LINK_IDLE) link_connect(c); /* at once: fn may send again */
     }
     if (fn) deliver_failure(c, fn, fn_arg, XREDIS_TIMEOUT);
 }

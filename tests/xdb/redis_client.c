@@ -291,6 +291,16 @@ static void scenario_pipeline(int count) {
 
 /* ---- timeout ---- */
 
+static Kept retried;
+
+/* Keeps the reply and, for a timeout, sends again at once: the client is reconnecting. */
+static void keep_and_retry(xRedisClient *c, const xRedisReply *r, void *arg) {
+    keep(c, r, arg);
+    if (r->failure != XREDIS_TIMEOUT) return;
+    const char *set[] = {"SET", "xk:retried", "yes"};
+    CHECK(xRedisCommand(c, 3, set, NULL, 0, keep, &retried), "xRedisCommand from a timeout's callback");
+}
+
 static void scenario_timeout(void) {
     xRedisClient *c = connect_client(NULL);
     xRedisClient *other = connect_client(NULL);
@@ -300,7 +310,7 @@ static void scenario_timeout(void) {
     /* BLPOP on an empty list holds this connection for 5 s; its 200 ms timeout ends that. */
     const char *blpop[] = {"BLPOP", "xk:empty-list", "5"};
     uint64_t start = xEventLoopNowMs(loop);
-    xRedisCommand(c, 3, blpop, NULL, 200, keep, &blocked);
+    xRedisCommand(c, 3, blpop, NULL, 200, keep_and_retry, &blocked);
     send2(c, "PING", NULL, keep, &behind);
     send2(other, "PING", NULL, keep, &meanwhile);
     CHECK(run_until(&meanwhile.replies, 1, 1000), "the other connection answers while the first waits");
@@ -338,6 +348,7 @@ static void scenario_timeout(void) {
     kept_clear(&blocked);
     kept_clear(&behind);
     kept_clear(&meanwhile);
+    kept_clear(&retried);
     xRedisClientFree(c);
     xRedisClientFree(other);
     printf("ok timeout on %s: timed out after %llu ms, the command behind it lost, recovered after %llu ms\n",
