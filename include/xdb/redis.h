@@ -104,7 +104,10 @@ void xRedisClientFree(xRedisClient *client);
  *  before this returns. While the client is down (a reconnection waits for
  *  its backoff), fn gets XREDIS_DOWN at the end of this loop turn instead of
  *  waiting. Returns a handle for xRedisCancel, valid until fn runs; NULL
- *  (and fn never runs) for argc < 1, no fn, or no memory. */
+ *  (and fn never runs) for argc < 1, no fn, no memory, or SUBSCRIBE,
+ *  PSUBSCRIBE, SSUBSCRIBE and MONITOR (they stream replies, which this
+ *  request-reply client does not take). Blocking commands (BLPOP, …) hold
+ *  every command behind them: give them a client of their own. */
 xRedisCall *xRedisCommand(xRedisClient *client, int argc, const char *const *argv, const size_t *argv_len,
                           uint32_t timeout_ms, xRedisReplyFn fn, void *arg);
 

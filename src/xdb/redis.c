@@ -18,6 +18,7 @@
 #include <hiredis/hiredis.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <xbase/log.h>
 
@@ -419,9 +420,20 @@ static bool accepting(const xRedisClient *c) {
     return c->ac && (c->state == LINK_READY || (c->state == LINK_CONNECTING && c->failed_connects == 0));
 }
 
+/* Pub/sub and MONITOR turn a connection into a stream of pushes: hiredis
+ * would call one command's callback many times. They need a connection of
+ * their own, which this client is not. */
+static bool is_streaming(const char *name, size_t len) {
+    static const char *const refused[] = {"subscribe", "psubscribe", "ssubscribe", "monitor"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        if (len == strlen(refused[i]) && strncasecmp(name, refused[i], len) == 0) return true;
+    return false;
+}
+
 xRedisCall *xRedisCommand(xRedisClient *c, int argc, const char *const *argv, const size_t *argv_len,
                           uint32_t timeout_ms, xRedisReplyFn fn, void *arg) {
-    if (!c || argc < 1 || !argv || !fn || c->state == LINK_CLOSED) return NULL;
+    if (!c || argc < 1 || !argv || !argv[0] || !fn || c->state == LINK_CLOSED) return NULL;
+    if (is_streaming(argv[0], argv_len ? argv_len[0] : strlen(argv[0]))) return NULL;
     xRedisCall *call = calloc(1, sizeof *call);
     if (!call) return NULL;
     *call = (xRedisCall){.client = c, .fn = fn, .arg = arg};

@@ -171,6 +171,11 @@ static void scenario_types(void) {
     command(c, &k, 1, unknown, NULL);
     CHECK(k.type[0] == XREDIS_ERROR && k.failure[0] == XREDIS_ANSWERED, "an unknown command: an error reply");
 
+    const char *subscribe[] = {"subscribe", "xk:channel"};
+    CHECK(!xRedisCommand(c, 2, subscribe, NULL, 0, keep, &k), "SUBSCRIBE is refused");
+    const char *monitor[] = {"MONITOR"};
+    CHECK(!xRedisCommand(c, 1, monitor, NULL, 0, keep, &k), "MONITOR is refused");
+
     const char *push[] = {"LPUSH", "xk:list", "a", "b", "c"};
     command(c, &k, 5, push, NULL);
     CHECK(k.type[0] == XREDIS_INTEGER && k.integer[0] == 3, "LPUSH: 3");
