@@ -11,6 +11,9 @@ on both I/O backends (ctest's integration.NAME and integration.epoll.NAME).
   answered in order;
 - a command Redis holds (BLPOP) times out, the one behind it is failed, the
   connection is made again and work goes on at once;
+- a connect that hangs (a listener whose backlog is full) is given up after
+  connect_timeout_ms, the command waiting for it failed then, not at its own
+  timeout;
 - Redis killed under use: the command in flight fails, commands fail fast
   while it is down, and the client reconnects by itself once it is back;
 - cancelled commands' callbacks never run; a client freed from within its
@@ -103,6 +106,9 @@ class XdbRedisTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, output[-4000:])
         self.assertNotIn("Sanitizer", output)
         self.assertIn(f"ok restart on {backend()}", output)
+
+    def test_a_connect_that_hangs_is_given_up_after_its_timeout(self):
+        self.run_scenario("connect-timeout", 0)
 
     def test_a_cancelled_commands_callback_never_runs(self):
         redis = RedisServer(self)

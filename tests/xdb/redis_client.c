@@ -11,11 +11,17 @@
  *   redis_client free PORT       a client freed from its own callbacks answers the rest CLOSED
  *   redis_client cache PORT      cache-aside: miss, hit, coalesced misses, TTL expiry, invalidate
  *   redis_client cache-down PORT cache-aside with no Redis: the loader answers, nothing fails
+ *   redis_client connect-timeout 0   a connect that hangs (a full backlog) is given up after
+ * connect_timeout_ms
  *
  * Prints what went wrong and exits 1, or "ok SCENARIO on BACKEND: …". */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <xbase/event.h>
 #include <xdb/redis.h>
@@ -708,10 +714,51 @@ static void scenario_cache_down(void) {
            xEventLoopBackend(loop), (unsigned long long)took);
 }
 
+/* ---- a connect that hangs ---- */
+
+static void scenario_connect_timeout(void) {
+    /* A listener with a backlog of 0 that never accepts, its one place taken:
+     * the kernel drops further SYNs, and a connect waits for nothing. */
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t addr_len = sizeof addr;
+    CHECK(listener >= 0 && bind(listener, (struct sockaddr *)&addr, sizeof addr) == 0 &&
+              listen(listener, 0) == 0 && getsockname(listener, (struct sockaddr *)&addr, &addr_len) == 0,
+          "a listener");
+    int filler = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(connect(filler, (struct sockaddr *)&addr, sizeof addr) == 0, "the backlog's one place");
+    xRedisConfig conf = {.port = ntohs(addr.sin_port), .connect_timeout_ms = 200, .command_timeout_ms = 5000};
+    xRedisClient *c = connect_client(&conf);
+    Kept k = {0};
+    uint64_t start = xEventLoopNowMs(loop);
+    send2(c, "PING", NULL, keep, &k);
+    CHECK(run_until(&k.replies, 1, 3000), "a command waiting for a connect that hangs was never answered");
+    uint64_t took = xEventLoopNowMs(loop) - start;
+    CHECK(k.type[0] == XREDIS_ERROR && k.failure[0] == XREDIS_DOWN, "DOWN, got %d/%d", k.type[0],
+          k.failure[0]);
+    CHECK(took >= 190 && took < 1000,
+          "answered after %llu ms: the connect timeout is 200 ms, the command's 5 s",
+          (unsigned long long)took);
+    CHECK(!xRedisClientConnected(c), "connected to a listener that never accepts");
+    /* While it retries, commands fail at once. */
+    start = xEventLoopNowMs(loop);
+    command(c, &k, 1, (const char *const[]){"PING"}, NULL);
+    CHECK(k.failure[0] == XREDIS_DOWN && xEventLoopNowMs(loop) - start < 100,
+          "fail-fast after a failed connect");
+    kept_clear(&k);
+    xRedisClientFree(c);
+    close(filler);
+    close(listener);
+    printf("ok connect-timeout on %s: the command waiting for the connect failed after %llu ms\n",
+           xEventLoopBackend(loop), (unsigned long long)took);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s types|pipeline|timeout|restart|cancel|free|cache|cache-down PORT\n",
-                argv[0]);
+        fprintf(
+            stderr,
+            "usage: %s types|pipeline|timeout|restart|cancel|free|cache|cache-down|connect-timeout PORT\n",
+            argv[0]);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -736,6 +783,8 @@ int main(int argc, char **argv) {
         scenario_cache();
     else if (strcmp(scenario, "cache-down") == 0)
         scenario_cache_down();
+    else if (strcmp(scenario, "connect-timeout") == 0)
+        scenario_connect_timeout();
     else
         CHECK(false, "no scenario %s", scenario);
     xEventLoopDestroy(loop);
