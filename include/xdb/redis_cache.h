@@ -65,8 +65,11 @@ void xRedisCacheFree(xRedisCache *cache);
 
 /** Gets key (key_len bytes, binary-safe) through the cache, calling fn once
  *  with the value, never from within this call, unless cancelled first.
+ *  loader (copied; its arg must last until the load answers) loads it on a
+ *  miss; a get that joins a load of key already under way is served by that
+ *  load's loader and TTL.
  *  Returns a handle for xRedisCacheCancel, valid until fn runs; NULL (fn
- *  never runs) for no memory. */
+ *  never runs) for no loader or fn, or no memory. */
 xRedisCacheGet *xRedisCacheGetValue(xRedisCache *cache, const void *key, size_t key_len,
                                     const xRedisCacheLoader *loader, xRedisCacheFn fn, void *arg);
 
