@@ -93,17 +93,19 @@ typedef void (*xRedisReplyFn)(xRedisClient *client, const xRedisReply *reply, vo
 xRedisClient *xRedisClientCreate(xEventLoop *loop, const xRedisConfig *conf);
 
 /** Frees client: the connection is closed, timers stopped, and every pending
- *  command's callback runs with XREDIS_CLOSED, before this returns (or,
- *  called from within a reply callback, as soon as that callback returns).
+ *  command's callback runs, with XREDIS_CLOSED (or XREDIS_DOWN for those
+ *  already failed), before this returns (or, called from within a reply
+ *  callback, as soon as that callback returns).
  *  NULL is ignored. Loop thread only. */
 void xRedisClientFree(xRedisClient *client);
 
 /** Sends the command argv[0..argc) (argv_len[i] bytes each, binary-safe;
  *  argv_len NULL: NUL-terminated strings) and calls fn with its reply.
  *  timeout_ms 0 takes the client's command_timeout_ms. The bytes are copied
- *  before this returns. While the client is down (a reconnection waits for
- *  its backoff), fn gets XREDIS_DOWN at the end of this loop turn instead of
- *  waiting. Returns a handle for xRedisCancel, valid until fn runs; NULL
+ *  before this returns. Commands wait for a first connect (or one after a
+ *  drop) up to connect_timeout_ms; once a connect has failed, and until one
+ *  succeeds, fn gets XREDIS_DOWN at the end of this loop turn (or when the
+ *  loop next runs) instead of waiting. Returns a handle for xRedisCancel, valid until fn runs; NULL
  *  (and fn never runs) for argc < 1, no fn, no memory, or SUBSCRIBE,
  *  PSUBSCRIBE, SSUBSCRIBE and MONITOR (they stream replies, which this
  *  request-reply client does not take). Blocking commands (BLPOP, …) hold
