@@ -25,6 +25,7 @@ on both I/O backends (ctest's integration.NAME and integration.epoll.NAME).
 import os
 import re
 import subprocess
+import threading
 import unittest
 
 from support.interop import RUN_TIMEOUT, free_port, program_path, run_program, temp_folder, tool_path
@@ -87,6 +88,10 @@ class XdbRedisTest(unittest.TestCase):
             text=True,
             env=dict(os.environ),
         )
+        # A program stuck waiting would hold the read below: killed after RUN_TIMEOUT.
+        watchdog = threading.Timer(RUN_TIMEOUT, proc.kill)
+        watchdog.start()
+        self.addCleanup(watchdog.cancel)
         self.addCleanup(proc.stdout.close)
         self.addCleanup(proc.stdin.close)
         self.addCleanup(lambda: proc.poll() is None and proc.kill())

@@ -326,11 +326,12 @@ static void scenario_timeout(void) {
     send2(other, "PING", NULL, keep, &meanwhile);
     CHECK(run_until(&meanwhile.replies, 1, 1000), "the other connection answers while the first waits");
     CHECK(meanwhile.type[0] == XREDIS_STATUS && blocked.replies == 0, "PING on the other connection first");
-    CHECK(run_until(&blocked.replies, 1, 2000), "the blocked command did not time out");
+    CHECK(run_until(&blocked.replies, 1, 4000), "the blocked command did not time out");
     uint64_t took = xEventLoopNowMs(loop) - start;
     CHECK(blocked.type[0] == XREDIS_ERROR && blocked.failure[0] == XREDIS_TIMEOUT,
           "BLPOP: a timeout, got %d/%d", blocked.type[0], blocked.failure[0]);
-    CHECK(took >= 200 && took < 1000, "the timeout came after %llu ms", (unsigned long long)took);
+    /* Bounds wide enough for a loaded machine, far from BLPOP's 5 s. */
+    CHECK(took >= 200 && took < 3000, "the timeout came after %llu ms", (unsigned long long)took);
     CHECK(run_until(&behind.replies, 1, 1000), "the command behind it was answered");
     CHECK(behind.type[0] == XREDIS_ERROR && behind.failure[0] == XREDIS_LOST,
           "the command behind: LOST, got %d/%d", behind.type[0], behind.failure[0]);
@@ -341,7 +342,7 @@ static void scenario_timeout(void) {
     CHECK(k.type[0] == XREDIS_STATUS, "SET after the timeout: %d/%d %s", k.type[0], k.failure[0],
           k.str[0] ? k.str[0] : "");
     uint64_t recovered = xEventLoopNowMs(loop) - start;
-    CHECK(recovered < 2000, "recovered after %llu ms", (unsigned long long)recovered);
+    CHECK(recovered < 4000, "recovered after %llu ms", (unsigned long long)recovered);
     xRedisStats stats;
     xRedisClientStats(c, &stats);
     CHECK(stats.timeouts == 1 && stats.connects == 2, "timeouts %llu connects %llu",
@@ -400,7 +401,7 @@ static void scenario_restart(void) {
         uint64_t took = xEventLoopNowMs(loop) - start;
         CHECK(k.type[0] == XREDIS_ERROR && (k.failure[0] == XREDIS_DOWN || k.failure[0] == XREDIS_LOST),
               "while down: an error, got %d/%d", k.type[0], k.failure[0]);
-        CHECK(took < 500, "a command while down took %llu ms", (unsigned long long)took);
+        CHECK(took < 1500, "a command while down took %llu ms, its timeout is 2 s", (unsigned long long)took);
         failed++;
         run_for(20);
     }
@@ -736,14 +737,14 @@ static void scenario_connect_timeout(void) {
     uint64_t took = xEventLoopNowMs(loop) - start;
     CHECK(k.type[0] == XREDIS_ERROR && k.failure[0] == XREDIS_DOWN, "DOWN, got %d/%d", k.type[0],
           k.failure[0]);
-    CHECK(took >= 190 && took < 1000,
+    CHECK(took >= 190 && took < 3000,
           "answered after %llu ms: the connect timeout is 200 ms, the command's 5 s",
           (unsigned long long)took);
     CHECK(!xRedisClientConnected(c), "connected to a listener that never accepts");
     /* While it retries, commands fail at once. */
     start = xEventLoopNowMs(loop);
     command(c, &k, 1, (const char *const[]){"PING"}, NULL);
-    CHECK(k.failure[0] == XREDIS_DOWN && xEventLoopNowMs(loop) - start < 100,
+    CHECK(k.failure[0] == XREDIS_DOWN && xEventLoopNowMs(loop) - start < 2000,
           "fail-fast after a failed connect");
     kept_clear(&k);
     xRedisClientFree(c);
