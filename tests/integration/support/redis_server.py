@@ -4,6 +4,7 @@ It can be killed and started again on the same port, as a restart under use."""
 
 import os
 import signal
+import socket
 import subprocess
 
 from support.interop import free_port, stop, temp_folder, tool_path, wait_for_port
@@ -29,6 +30,21 @@ class RedisServer:
         """Kills it at once (SIGKILL): its connections end without a goodbye."""
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
+
+    def command(self, *args):
+        """Sends one command (str or bytes arguments) and returns the reply's first line, as bytes
+        (b":1", b"+OK", b"$5" for a bulk string): enough for a test to check what is stored."""
+        parts = [arg.encode() if isinstance(arg, str) else arg for arg in args]
+        request = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as conn:
+            conn.sendall(request)
+            reply = b""
+            while b"\r\n" not in reply:
+                piece = conn.recv(4096)
+                if not piece:
+                    break
+                reply += piece
+        return reply.split(b"\r\n", 1)[0]
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
