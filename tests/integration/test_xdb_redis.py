@@ -4,7 +4,7 @@ folder on a free loopback port: tests/xdb/redis_client.c runs one scenario per
 test and checks every reply; this says what it must have seen. Every test runs
 on both I/O backends (ctest's integration.NAME and integration.epoll.NAME).
 
-- replies of every type; binary values (NUL bytes, CR LF, 1 MiB); keys and
+- replies of every type, over TCP and over a Unix socket; binary values (NUL bytes, CR LF, 1 MiB); keys and
   values shaped like RESP ("\\r\\n*2\\r\\n$3\\r\\nDEL…") stored as bytes, nothing
   they spell run;
 - 4,000 commands issued in one loop turn leave in a few writes and are
@@ -49,6 +49,11 @@ class XdbRedisTest(unittest.TestCase):
         redis = RedisServer(self)
         self.run_scenario("types", redis.port)
         self.assertTrue(redis.alive())
+
+    def test_a_client_over_a_unix_socket(self):
+        redis = RedisServer(self)
+        output = run_program(self, [self.program, "unix", redis.unix_path], dict(os.environ))
+        self.assertIn(f"ok unix on {backend()}", output)
 
     def test_commands_of_one_turn_leave_in_a_few_writes_in_order(self):
         redis = RedisServer(self)

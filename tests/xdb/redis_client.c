@@ -715,6 +715,27 @@ static void scenario_cache_down(void) {
            xEventLoopBackend(loop), (unsigned long long)took);
 }
 
+/* ---- a Unix socket ---- */
+
+static void scenario_unix(const char *path) {
+    xRedisConfig conf = {.host = path};
+    xRedisClient *c = xRedisClientCreate(loop, &conf);
+    CHECK(c, "xRedisClientCreate");
+    Kept k = {0};
+    const char *set[] = {"SET", "xk:unix", "over a unix socket"};
+    command(c, &k, 3, set, NULL);
+    CHECK(k.type[0] == XREDIS_STATUS, "SET over %s: %d/%d %s", path, k.type[0], k.failure[0],
+          k.str[0] ? k.str[0] : "");
+    const char *get[] = {"GET", "xk:unix"};
+    command(c, &k, 2, get, NULL);
+    CHECK(k.type[0] == XREDIS_STRING && strcmp(k.str[0], "over a unix socket") == 0,
+          "GET over the Unix socket");
+    CHECK(xRedisClientConnected(c), "connected");
+    kept_clear(&k);
+    xRedisClientFree(c);
+    printf("ok unix on %s: SET and GET over %s\n", xEventLoopBackend(loop), path);
+}
+
 /* ---- a connect that hangs ---- */
 
 static void scenario_connect_timeout(void) {
@@ -756,14 +777,14 @@ static void scenario_connect_timeout(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(
-            stderr,
-            "usage: %s types|pipeline|timeout|restart|cancel|free|cache|cache-down|connect-timeout PORT\n",
-            argv[0]);
+        fprintf(stderr,
+                "usage: %s types|pipeline|timeout|restart|cancel|free|cache|cache-down|connect-timeout|unix "
+                "PORT\n",
+                argv[0]);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    port = (uint16_t)atoi(argv[2]);
+    port = (uint16_t)atoi(argv[2]); /* "unix" takes a path there */
     loop = xEventLoopCreate();
     CHECK(loop, "xEventLoopCreate");
     xTimerInit(&tick, on_tick, NULL);
@@ -786,6 +807,8 @@ int main(int argc, char **argv) {
         scenario_cache_down();
     else if (strcmp(scenario, "connect-timeout") == 0)
         scenario_connect_timeout();
+    else if (strcmp(scenario, "unix") == 0)
+        scenario_unix(argv[2]);
     else
         CHECK(false, "no scenario %s", scenario);
     xEventLoopDestroy(loop);

@@ -1,5 +1,6 @@
 """A redis-server of Debian's package for a test: started in a temporary
-folder on a free loopback port, with nothing saved to disk, and always stopped.
+folder on a free loopback port (and a Unix socket in the folder), with nothing
+saved to disk, and always stopped.
 It can be killed and started again on the same port, as a restart under use."""
 
 import os
@@ -16,6 +17,7 @@ class RedisServer:
         self.folder = temp_folder(test)
         self.port = free_port()
         self.log_path = os.path.join(self.folder, "redis.log")
+        self.unix_path = os.path.join(self.folder, "redis.sock")
         self.proc = None
         test.addCleanup(self.stop)
         self.start()
@@ -23,6 +25,7 @@ class RedisServer:
     def start(self):
         argv = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.folder]
         argv += ["--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", self.log_path]
+        argv += ["--unixsocket", self.unix_path, "--unixsocketperm", "700"]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         wait_for_port(self.port, self.proc, "redis-server", self.log_path)
 
