@@ -778,8 +778,8 @@ static void scenario_connect_timeout(void) {
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr,
-                "usage: %s types|pipeline|timeout|restart|cancel|free|cache|cache-down|connect-timeout|unix "
-                "PORT\n",
+                "usage: %s types|pipeline|timeout|restart|cancel|free|cache|cache-down|connect-timeout PORT, "
+                "or unix PATH\n",
                 argv[0]);
         return 2;
     }
