@@ -16,6 +16,9 @@ on both I/O backends (ctest's integration.NAME and integration.epoll.NAME).
   timeout;
 - Redis killed under use: the command in flight fails, commands fail fast
   while it is down, and the client reconnects by itself once it is back;
+- 4 s of commands (a tenth cancelled, some held by Redis until they time
+  out) while Redis is killed and restarted twice: every callback runs once,
+  no cancelled one runs, and the client is back at the end;
 - cancelled commands' callbacks never run; a client freed from within its
   callbacks (a reply, a timeout, a failure) tells the rest CLOSED;
 - cache-aside: miss then hit, overlapping misses loaded once, TTL expiry,
@@ -26,6 +29,7 @@ import os
 import re
 import subprocess
 import threading
+import time
 import unittest
 
 from support.interop import RUN_TIMEOUT, free_port, program_path, run_program, temp_folder, tool_path
@@ -119,6 +123,34 @@ class XdbRedisTest(unittest.TestCase):
 
     def test_a_connect_that_hangs_is_given_up_after_its_timeout(self):
         self.run_scenario("connect-timeout", 0)
+
+    def test_chaos_commands_cancels_timeouts_and_redis_restarts_each_callback_once(self):
+        redis = RedisServer(self)
+        proc = subprocess.Popen(
+            [self.program, "chaos", str(redis.port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=dict(os.environ),
+        )
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        # The program runs 4 s of commands; Redis goes away twice meanwhile.
+        for down, up in ((1.0, 0.4), (1.0, 0.3)):
+            time.sleep(down)
+            redis.kill()
+            time.sleep(up)
+            redis.start()
+        try:
+            output, _ = proc.communicate(timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            output, _ = proc.communicate()
+            self.fail(f"chaos hung:\n{output[-4000:]}")
+        self.assertEqual(proc.returncode, 0, output[-4000:])
+        self.assertNotIn("Sanitizer", output)
+        self.assertIn(f"ok chaos on {backend()}", output)
+        connects = int(re.search(r"(\d+) connects", output).group(1))
+        self.assertGreaterEqual(connects, 3, output[-2000:])  # the first, and one after each restart
 
     def test_a_cancelled_commands_callback_never_runs(self):
         redis = RedisServer(self)

@@ -736,6 +736,104 @@ static void scenario_unix(const char *path) {
     printf("ok unix on %s: SET and GET over %s\n", xEventLoopBackend(loop), path);
 }
 
+/* ---- chaos ---- */
+
+enum { CHAOS_MAX = 40000, CHAOS_PER_TICK = 20 };
+
+typedef struct Tracked {
+    xRedisCall *call;
+    int calls;
+    bool cancelled;
+} Tracked;
+
+static Tracked tracked[CHAOS_MAX];
+static int issued, chaos_answers, chaos_ok, chaos_failed[XREDIS_CLOSED + 1];
+static xRedisClient *chaos_client;
+static bool chaos_issuing = true;
+static xTimer chaos_tick;
+
+static void on_chaos_reply(xRedisClient *c, const xRedisReply *r, void *arg) {
+    Tracked *t = arg;
+    CHECK(!t->cancelled, "a cancelled command's callback ran (#%d)", (int)(t - tracked));
+    CHECK(++t->calls == 1, "a callback ran twice (#%d)", (int)(t - tracked));
+    t->call = NULL;
+    chaos_answers++;
+    if (r->failure == XREDIS_ANSWERED)
+        chaos_ok++;
+    else
+        chaos_failed[r->failure]++;
+}
+
+static void chaos_cancel(Tracked *t) {
+    if (t->calls || t->cancelled || !t->call) return;
+    t->cancelled = true;
+    xRedisCancel(t->call);
+    t->call = NULL;
+}
+
+/* Every 5 ms: a batch of SETs, GETs and INCRs; a tenth cancelled at once, a
+ * tenth on the next tick if still waiting; one in 250 a BLPOP Redis holds for
+ * 1 s, which times out after 30 ms and costs the connection. */
+static void on_chaos_tick(xEventLoop *l, xTimer *timer, void *arg) {
+    for (int i = issued - CHAOS_PER_TICK; i >= 0 && i < issued; i++)
+        if (i % 10 == 1) chaos_cancel(&tracked[i]);
+    for (int n = 0; n < CHAOS_PER_TICK && chaos_issuing && issued < CHAOS_MAX; n++) {
+        int i = issued++;
+        Tracked *t = &tracked[i];
+        char key[32];
+        snprintf(key, sizeof key, "xk:chaos:%d", i % 100);
+        const char *set[] = {"SET", key, "value"}, *get[] = {"GET", key}, *incr[] = {"INCR", "xk:chaos:n"};
+        const char *blpop[] = {"BLPOP", "xk:chaos:list", "1"};
+        bool held = i % 250 == 7;
+        const char *const *argv = held ? blpop : i % 3 == 0 ? set : i % 3 == 1 ? get : incr;
+        int argc = held || i % 3 == 0 ? 3 : 2;
+        t->call = xRedisCommand(chaos_client, argc, argv, NULL, held ? 30 : 1000, on_chaos_reply, t);
+        CHECK(t->call, "xRedisCommand");
+        if (i % 10 == 0) chaos_cancel(t);
+    }
+    if (chaos_issuing) xTimerStart(l, timer, 5);
+}
+
+static int chaos_expected(void) {
+    int n = 0;
+    for (int i = 0; i < issued; i++) n += !tracked[i].cancelled;
+    return n;
+}
+
+static void scenario_chaos(void) {
+    xRedisConfig conf = {.reconnect_min_ms = 20, .reconnect_max_ms = 200};
+    chaos_client = connect_client(&conf);
+    wait_connected(chaos_client);
+    xTimerInit(&chaos_tick, on_chaos_tick, NULL);
+    xTimerStart(loop, &chaos_tick, 5);
+    run_for(4000);
+    chaos_issuing = false;
+    xTimerStop(loop, &chaos_tick);
+    int expected = chaos_expected();
+    CHECK(run_until(&chaos_answers, expected, 5000), "%d of %d commands answered", chaos_answers, expected);
+    run_for(50);
+    CHECK(chaos_answers == chaos_expected(), "%d answers for %d commands", chaos_answers, chaos_expected());
+    /* Redis is back by now: the client is too, by itself. */
+    Kept k = {0};
+    bool back = false;
+    for (int i = 0; i < 100 && !back; i++) {
+        command(chaos_client, &k, 1, (const char *const[]){"PING"}, NULL);
+        back = k.type[0] == XREDIS_STATUS;
+        if (!back) run_for(50);
+    }
+    CHECK(back, "not recovered after the chaos");
+    xRedisStats stats;
+    xRedisClientStats(chaos_client, &stats);
+    kept_clear(&k);
+    xRedisClientFree(chaos_client);
+    printf("ok chaos on %s: %d commands, %d cancelled, %d answered (%d by Redis, %d timed out, %d lost, %d "
+           "down), "
+           "%llu connects\n",
+           xEventLoopBackend(loop), issued, issued - expected, chaos_answers, chaos_ok,
+           chaos_failed[XREDIS_TIMEOUT], chaos_failed[XREDIS_LOST], chaos_failed[XREDIS_DOWN],
+           (unsigned long long)stats.connects);
+}
+
 /* ---- a connect that hangs ---- */
 
 static void scenario_connect_timeout(void) {
@@ -778,7 +876,8 @@ static void scenario_connect_timeout(void) {
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr,
-                "usage: %s types|pipeline|timeout|restart|cancel|free|cache|cache-down|connect-timeout PORT, "
+                "usage: %s types|pipeline|timeout|restart|cancel|free|cache|cache-down|connect-timeout|chaos "
+                "PORT, "
                 "or unix PATH\n",
                 argv[0]);
         return 2;
@@ -807,6 +906,8 @@ int main(int argc, char **argv) {
         scenario_cache_down();
     else if (strcmp(scenario, "connect-timeout") == 0)
         scenario_connect_timeout();
+    else if (strcmp(scenario, "chaos") == 0)
+        scenario_chaos();
     else if (strcmp(scenario, "unix") == 0)
         scenario_unix(argv[2]);
     else
