@@ -18,7 +18,8 @@ on both I/O backends (ctest's integration.NAME and integration.epoll.NAME).
   while it is down, and the client reconnects by itself once it is back;
 - 4 s of commands (a tenth cancelled, some held by Redis until they time
   out) while Redis is killed and restarted twice: every callback runs once,
-  no cancelled one runs, and the client is back at the end;
+  no cancelled one runs, and the client is back at the end; cache gets
+  meanwhile are each answered once, always with the loader's value;
 - cancelled commands' callbacks never run; a client freed from within its
   callbacks (a reply, a timeout, a failure) tells the rest CLOSED;
 - cache-aside: miss then hit, overlapping misses loaded once, TTL expiry,

@@ -764,6 +764,71 @@ static void on_chaos_reply(xRedisClient *c, const xRedisReply *r, void *arg) {
         chaos_failed[r->failure]++;
 }
 
+/* Cache gets beside the commands: each answered once, always with a value. */
+enum { CHAOS_GETS_MAX = 4000 };
+
+typedef struct TrackedGet {
+    xRedisCacheGet *get;
+    int calls;
+    bool cancelled;
+} TrackedGet;
+
+static TrackedGet tracked_gets[CHAOS_GETS_MAX];
+static int gets_issued, get_answers, get_hits, get_misses, loads_out;
+static xRedisCache *chaos_cache;
+
+typedef struct ChaosLoad {
+    xTimer timer;
+    xRedisCacheLoad *load;
+} ChaosLoad;
+
+static void chaos_load_answer(xEventLoop *l, xTimer *timer, void *arg) {
+    ChaosLoad *load = arg;
+    loads_out--;
+    xRedisCacheLoaded(load->load, "loaded", 6);
+    free(load);
+}
+
+/* The origin: answers 3 ms later, always. */
+static void chaos_load(xRedisCacheLoad *handle, const char *key, size_t key_len, void *arg) {
+    ChaosLoad *load = calloc(1, sizeof *load);
+    CHECK(load, "calloc");
+    load->load = handle;
+    loads_out++;
+    xTimerInit(&load->timer, chaos_load_answer, load);
+    xTimerStart(loop, &load->timer, 3);
+}
+
+static const xRedisCacheLoader chaos_loader = {.load = chaos_load, .ttl_ms = 200};
+
+static void on_chaos_get(xRedisCacheOutcome outcome, const void *value, size_t len, void *arg) {
+    TrackedGet *t = arg;
+    CHECK(!t->cancelled, "a cancelled get was answered (#%d)", (int)(t - tracked_gets));
+    CHECK(++t->calls == 1, "a get was answered twice (#%d)", (int)(t - tracked_gets));
+    CHECK(outcome != XREDIS_CACHE_ERROR && len == 6 && memcmp(value, "loaded", 6) == 0,
+          "a get failed for the cache's sake: outcome %d", outcome);
+    t->get = NULL;
+    get_answers++;
+    if (outcome == XREDIS_CACHE_HIT)
+        get_hits++;
+    else
+        get_misses++;
+}
+
+static void chaos_get(void) {
+    if (gets_issued >= CHAOS_GETS_MAX) return;
+    int i = gets_issued++;
+    TrackedGet *t = &tracked_gets[i];
+    char key[32];
+    int len = snprintf(key, sizeof key, "xk:chaos:item:%d", i % 20);
+    t->get = xRedisCacheGetValue(chaos_cache, key, (size_t)len, &chaos_loader, on_chaos_get, t);
+    CHECK(t->get, "xRedisCacheGetValue");
+    if (i % 5 == 0) {
+        t->cancelled = true;
+        xRedisCacheCancel(t->get);
+    }
+}
+
 static void chaos_cancel(Tracked *t) {
     if (t->calls || t->cancelled || !t->call) return;
     t->cancelled = true;
@@ -791,7 +856,11 @@ static void on_chaos_tick(xEventLoop *l, xTimer *timer, void *arg) {
         CHECK(t->call, "xRedisCommand");
         if (i % 10 == 0) chaos_cancel(t);
     }
-    if (chaos_issuing) xTimerStart(l, timer, 5);
+    if (chaos_issuing) {
+        chaos_get();
+        chaos_get();
+        xTimerStart(l, timer, 5);
+    }
 }
 
 static int chaos_expected(void) {
@@ -803,6 +872,7 @@ static int chaos_expected(void) {
 static void scenario_chaos(void) {
     xRedisConfig conf = {.reconnect_min_ms = 20, .reconnect_max_ms = 200};
     chaos_client = connect_client(&conf);
+    chaos_cache = xRedisCacheCreate(chaos_client);
     wait_connected(chaos_client);
     xTimerInit(&chaos_tick, on_chaos_tick, NULL);
     xTimerStart(loop, &chaos_tick, 5);
@@ -813,6 +883,13 @@ static void scenario_chaos(void) {
     CHECK(run_until(&chaos_answers, expected, 5000), "%d of %d commands answered", chaos_answers, expected);
     run_for(50);
     CHECK(chaos_answers == chaos_expected(), "%d answers for %d commands", chaos_answers, chaos_expected());
+    int gets_expected = 0;
+    for (int i = 0; i < gets_issued; i++) gets_expected += !tracked_gets[i].cancelled;
+    CHECK(run_until(&get_answers, gets_expected, 5000), "%d of %d cache gets answered", get_answers,
+          gets_expected);
+    for (int i = 0; i < 100 && loads_out; i++) run_for(10);
+    CHECK(loads_out == 0 && get_hits > 0 && get_misses > 0, "loads out %d, hits %d, misses %d", loads_out,
+          get_hits, get_misses);
     /* Redis is back by now: the client is too, by itself. */
     Kept k = {0};
     bool back = false;
@@ -825,13 +902,14 @@ static void scenario_chaos(void) {
     xRedisStats stats;
     xRedisClientStats(chaos_client, &stats);
     kept_clear(&k);
+    xRedisCacheFree(chaos_cache);
     xRedisClientFree(chaos_client);
     printf("ok chaos on %s: %d commands, %d cancelled, %d answered (%d by Redis, %d timed out, %d lost, %d "
            "down), "
-           "%llu connects\n",
+           "%llu connects; %d cache gets, %d hits, %d misses\n",
            xEventLoopBackend(loop), issued, issued - expected, chaos_answers, chaos_ok,
            chaos_failed[XREDIS_TIMEOUT], chaos_failed[XREDIS_LOST], chaos_failed[XREDIS_DOWN],
-           (unsigned long long)stats.connects);
+           (unsigned long long)stats.connects, gets_issued, get_hits, get_misses);
 }
 
 /* ---- a connect that hangs ---- */
