@@ -17,6 +17,8 @@
 #include <xbase/log.h>
 #include <xbase/str.h>
 #include <xdb/pg.h>
+#include <xdb/redis.h>
+#include <xdb/redis_cache.h>
 #include <xhttp/compress.h>
 #include <xhttp/grpc.h>
 #include <xhttp/observe.h>

@@ -25,6 +25,8 @@ needs=(
   zlib1g-dev:/usr/include/zlib.h
   libbrotli-dev:/usr/include/brotli/encode.h
   liburing-dev:/usr/include/liburing.h
+  # xdb's Redis client (src/xdb/redis.c), linked by the library
+  libhiredis-dev:/usr/include/hiredis/async.h
   openssl:openssl
   nghttp2-client:h2load
   strace:strace
@@ -37,7 +39,6 @@ needs=(
   libcurl4-openssl-dev:/usr/include/x86_64-linux-gnu/curl/curl.h
   libpq-dev:/usr/include/postgresql/libpq-fe.h
   postgresql:/usr/lib/postgresql
-  libhiredis-dev:/usr/include/hiredis/async.h
   redis-server:redis-server
   # proxies in front of the server: h2c smuggling and the PROXY protocol (tests/integration/)
   haproxy:/usr/sbin/haproxy

@@ -234,8 +234,9 @@ struct xTurnEnd {
 
 /** Queues call (call->fn set) for the end of this turn, after the calls
  *  queued before it; a call already queued stays where it is. One queued by
- *  an end-of-turn call runs in the same turn; calls still queued when the
- *  loop is destroyed run then. */
+ *  an end-of-turn call runs in the same turn; one queued while the loop is not
+ *  running runs when xEventLoopRun starts, before it waits; calls still queued
+ *  when the loop is destroyed run then. */
 void xEventLoopAtTurnEnd(xEventLoop *loop, xTurnEnd *call);
 
 /* ---- Cross-thread calls ---- */

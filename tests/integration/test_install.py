@@ -72,6 +72,8 @@ class InstallTest(unittest.TestCase):
             "xbase/log.h",
             "xbase/str.h",
             "xdb/pg.h",
+            "xdb/redis.h",
+            "xdb/redis_cache.h",
             "xhttp/compress.h",
             "xhttp/grpc.h",
             "xhttp/observe.h",

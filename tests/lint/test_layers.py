@@ -65,7 +65,7 @@ def violations(rel, folder, text):
                 wrong.append(f'{rel}: "{target}" names no layer (write it from src/)')
             elif other != folder and LAYERS[other][0] >= rank:
                 wrong.append(f'{rel} ({folder}) includes "{target}" ({other}): not above it')
-        elif target.startswith(("xbase/", "xhttp/")) or target == "xkit.h":
+        elif target.startswith(("xbase/", "xhttp/", "xdb/")) or target == "xkit.h":
             if not any(target == p or target.startswith(p + "/") for p in public):
                 wrong.append(f"{rel} ({folder}) includes <{target}>, which its layer may not use")
     return wrong
@@ -104,6 +104,8 @@ class LayerTest(unittest.TestCase):
         self.assertEqual(len(violations("a.c", "xhttp/http1", '#include "xhttp/http2/http2.h"\n')), 1)
         self.assertEqual(len(violations("a.c", "xhttp/http1", '#include "xhttp/upgrade/upgrade.h"\n')), 1)
         self.assertEqual(len(violations("a.c", "xhttp/core", '#include "context.h"\n')), 1)
+        self.assertEqual(len(violations("a.c", "xnet", "#include <xdb/redis.h>\n")), 1)
+        self.assertEqual(violations("a.c", "xdb", '#include <xdb/redis.h>\n#include "xbase/mem/sized.h"\n'), [])
 
 
 if __name__ == "__main__":

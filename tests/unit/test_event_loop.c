@@ -6,7 +6,8 @@
  * buffers' pages back then) survives, calls posted from another thread run on
  * the loop (from several at once, each once and in its poster's order, while
  * the loop posts to itself), calls
- * owed at the end of a turn run after it, once each and in order, the
+ * owed at the end of a turn run after it, once each and in order (and those
+ * queued while the loop is not running, before it first waits), the
  * wall clock's second is sampled, a level-triggered watch reports a readiness
  * every turn while an edge-triggered one reports it once, a watch modified in
  * its own callback or from elsewhere (or removed and added again) hears what
@@ -303,6 +304,8 @@ static void queue_on_readable(xEventLoop *loop, int fd, unsigned events, void *a
     for (int i = 0; i < t->n; i++) xEventLoopAtTurnEnd(loop, &t->owed[i].call);
 }
 
+static void on_fallback(xEventLoop *loop, xTimer *timer, void *arg) { xEventLoopStop(loop); }
+
 static void test_calls_at_turn_end_run_once_in_order_after_the_turn(void) {
     xEventLoop *loop = new_loop();
     int log[8], logged = 0;
@@ -327,11 +330,22 @@ static void test_calls_at_turn_end_run_once_in_order_after_the_turn(void) {
     xEventLoopRemove(loop, b[0]);
     close(a[0]), close(a[1]), close(b[0]), close(b[1]);
 
-    /* Queued while the loop is not running: the call runs at destroy. */
+    /* Queued while the loop is not running: the call runs when it starts, before it waits
+     * (nothing else would wake it here before the 2 s timer). */
+    Owed early = {.call.fn = on_turn_end, .log = log, .logged = &logged, .tag = 9};
+    Fired fallback = {0};
+    xTimerInit(&fallback.timer, on_fallback, NULL);
+    xTimerStart(loop, &fallback.timer, 2000);
+    xEventLoopAtTurnEnd(loop, &early.call);
+    CHECK(xEventLoopRun(loop) == XOK);
+    CHECK(logged == 4 && log[3] == 9 && xTimerActive(&fallback.timer));
+    xTimerStop(loop, &fallback.timer);
+
+    /* Queued while the loop is not running and never run: the call runs at destroy. */
     Owed late = {.call.fn = on_turn_end, .log = log, .logged = &logged, .tag = 4};
     xEventLoopAtTurnEnd(loop, &late.call);
     xEventLoopDestroy(loop);
-    CHECK(logged == 4 && log[3] == 4);
+    CHECK(logged == 5 && log[4] == 4);
 }
 
 static void test_wall_clock_second_is_now(void) {

@@ -168,6 +168,9 @@ static void dispatch(xEventLoop *loop, const xPollerEvent *events, int n) {
 xErrno xEventLoopRun(xEventLoop *loop) {
     xPollerEvent events[XLOOP_EVENTS];
     xPollerAnnounce(loop->poller);
+    /* Calls queued while the loop was not running (a command sent from a
+     * worker's start hook, say) would otherwise wait for the first wake-up. */
+    run_turn_end(loop);
     while (!loop->stop_requested) {
         int64_t timeout_ms = xTimerWheelNextTimeout(&loop->wheel, loop->now_ms);
         int64_t timeout_us = timeout_ms < 0 ? -1 : timeout_ms * 1000;
