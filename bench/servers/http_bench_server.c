@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
         xHttpServerDestroy(server);
         return 1;
     }
-    if (xHttpServerListen(server, host, (uint16_t)port) != XOK || !benchProxyProtocol(server)) {
+    if (!benchListen(server, host, (uint16_t)port, NULL) || !benchProxyProtocol(server)) {
         fprintf(stderr, "http_bench_server: %s\n", xHttpServerLastError(server));
         xHttpServerDestroy(server);
         benchFreeRoutes();
