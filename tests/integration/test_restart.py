@@ -131,6 +131,34 @@ class SharedPortTest(unittest.TestCase):
         new.stop_and_check()
         self.assertIn("hands its queued connections over", old.stderr_text() + new.stderr_text())
 
+    def test_in_place_restarts_under_load_reset_no_connection(self):
+        """wrk with "Connection: close" (a new connection for each request) while the copy on
+        the port is replaced ten times, the new one first: without the hand-over, SYNs and
+        connections the kernel had for the old copy's sockets when they closed are reset
+        (about two a restart here), and wrk counts socket errors."""
+        port = free_port()
+        args = ["--workers", "2", "--shared-port", "--shutdown-timeout", "5000"]
+        copy = start_owned(self, ServerProcess(args, port=port))
+        wrk = subprocess.Popen(
+            ["wrk", "-t1", "-c32", "-d60s", "-H", "Connection: close", f"http://127.0.0.1:{port}/ping"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.addCleanup(lambda: wrk.poll() is None and wrk.kill())
+        time.sleep(0.3)
+        for _ in range(10):
+            new = start_owned(self, ServerProcess(args, port=port))
+            time.sleep(0.1)
+            copy.stop_and_check()
+            copy = new
+        time.sleep(0.3)
+        wrk.send_signal(signal.SIGINT)
+        stdout, stderr = wrk.communicate(timeout=30)
+        report, text = wrk_report(subprocess.CompletedProcess(wrk.args, wrk.returncode, stdout, stderr))
+        self.assertEqual(report.problems, [], text)
+        self.assertGreater(report.requests, 1000, text)
+        copy.stop_and_check()
+
 
 class InheritedSocketsTest(unittest.TestCase):
     def launch(self, launcher_args, server_args=(), port=0):
