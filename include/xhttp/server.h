@@ -26,9 +26,9 @@
  *     close", so a load balancer's health check sees the 503 and moves its
  *     traffic elsewhere while nothing is refused.
  *  3. The listeners close: what the kernel had queued on them is accepted and
- *     served first. A connection that has sent nothing yet gets 250 ms to
- *     send its first request; idle keep-alive connections close; HTTP/2
- *     connections get GOAWAY.
+ *     served first. A connection that has sent nothing yet, or is in its TLS
+ *     handshake, gets 250 ms more to send its first request; idle keep-alive
+ *     connections close; HTTP/2 connections get GOAWAY.
  *  4. Requests in flight finish (answered with "Connection: close"), and
  *     whatever is left when shutdown_timeout_ms has passed since step 3 is
  *     closed. xHttpServerRun returns.

@@ -96,6 +96,7 @@ struct xHttpServer {
     xTlsServer *tls[XSERVER_MAX_LISTENERS];    /* per listener; NULL: plain */
     xUpgradePlan plans[XSERVER_MAX_LISTENERS]; /* per listener: what its connections speak */
     xProxyTrust *proxy[XSERVER_MAX_LISTENERS]; /* per listener: who may send a PROXY header; NULL: off */
+    pthread_mutex_t closing_listeners;         /* held while a worker closes its listeners */
     uint32_t systemd_taken;                    /* the sockets systemd passed that a listener took, by index */
     xProxyTrust *forwarded; /* who may name the client in X-Forwarded-For / Forwarded; NULL: no one */
     char last_error[512];
@@ -223,7 +224,12 @@ static void close_listeners(xWorker *w) {
 static void stop_accepting(xWorker *w) {
     for (int i = 0; i < w->server->nlisteners; i++)
         if (w->listen_fds[i] >= 0) on_accept(w->loop, w->listen_fds[i], XEV_READ, w);
+    /* One worker's sockets close at a time: a closing socket's queue may be
+     * handed to another of ours, which must still be listening to take it
+     * (the kernel resets what it cannot place), and hands it on in turn. */
+    pthread_mutex_lock(&w->server->closing_listeners);
     close_listeners(w);
+    pthread_mutex_unlock(&w->server->closing_listeners);
 }
 
 static void begin_drain(xWorker *w) {
@@ -391,6 +397,7 @@ xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
     if (conf) xSizedAdopt(&server->conf, conf, sizeof server->conf);
     server->attached = loop != NULL;
     server->signal_fd = server->wake_fd = -1;
+    pthread_mutex_init(&server->closing_listeners, NULL);
     server->nworkers = loop ? 1 : server->conf.workers > 0 ? server->conf.workers : cpus_available();
     server->conf.workers = server->nworkers;
     if (server->conf.handle_signals) {
@@ -452,6 +459,7 @@ void xHttpServerDestroy(xHttpServer *server) {
     free(server->answers.error_bodies);
     if (server->wake_fd >= 0) close(server->wake_fd);
     if (server->conf.handle_signals) pthread_sigmask(SIG_SETMASK, &server->previous_mask, NULL);
+    pthread_mutex_destroy(&server->closing_listeners);
     free(server);
 }
 

@@ -26,7 +26,7 @@ xErrno xHttpContextInit(xHttpContext *ctx, xEventLoop *loop, const xHttpServerCo
 
 void xHttpDrainFresh(xConn *conn) {
     uint32_t header_ms = xHttpContextOf(conn)->conf->header_timeout_ms;
-    xConnSetTimeout(conn, header_ms && header_ms < XHTTP_DRAIN_FRESH_MS ? header_ms : XHTTP_DRAIN_FRESH_MS);
+    xConnSetTimeout(conn, header_ms && header_ms < XCONN_DRAIN_FRESH_MS ? header_ms : XCONN_DRAIN_FRESH_MS);
 }
 
 const xHttpOwnAnswers xHttpDefaultAnswers = {

@@ -140,14 +140,8 @@ xErrno xHttpContextInit(xHttpContext *ctx, xEventLoop *loop, const xHttpServerCo
  *  connection is freed. */
 void xHttpContextDestroy(xHttpContext *ctx);
 
-/** How long a connection that has sent nothing yet when a graceful stop
- *  begins may still send its first request (answered with Connection: close):
- *  one accepted just before the stop, a load balancer's among them, has its
- *  request on the way, and closing it unread would fail that request. */
-#define XHTTP_DRAIN_FRESH_MS 250
-
 /** A protocol's on_drain for a connection that has sent nothing yet: its
- *  timeout is shortened to XHTTP_DRAIN_FRESH_MS (or the header timeout, if
+ *  timeout is shortened to XCONN_DRAIN_FRESH_MS (or the header timeout, if
  *  shorter), after which the protocol's on_timeout closes it as silent. */
 void xHttpDrainFresh(xConn *conn);
 

@@ -77,10 +77,9 @@ bool xUpgradePlanListener(xUpgradePlan *plan, unsigned protocols, const char *al
 
 static bool start(xConn *conn, xHttpProtocol speaks) {
     bool started = speaks == XHTTP_SPEAKS_HTTP2 ? xHttp2Start(conn, 0, NULL) : xHttp1Start(conn);
-    /* A stop that began while this one was still silent drains it as its
-     * protocol does (HTTP/1.1 answers with Connection: close on its own). */
-    if (started && speaks == XHTTP_SPEAKS_HTTP2 && xHttpContextOf(conn)->draining && !xConnClosed(conn) &&
-        conn->proto->on_drain)
+    /* A stop that began while this one was still silent, or in its TLS
+     * handshake, drains it as its protocol does. */
+    if (started && xHttpContextOf(conn)->draining && !xConnClosed(conn) && conn->proto->on_drain)
         conn->proto->on_drain(conn);
     return started;
 }
