@@ -433,7 +433,8 @@ bool xHttpRequestTlsSized(const xHttpRequest *req, xTlsInfo *info, size_t size) 
 /* ---- The connection's facts ---- */
 
 void xHttpRequestClient(const xHttpRequest *req, xNetAddr *client) {
-    const xProxyTrust *trust = xHttpContextOf(req->conn)->forwarded;
+    const xHttpContext *ctx = xHttpContextOf(req->conn); /* none for a connection made by hand */
+    const xProxyTrust *trust = ctx ? ctx->forwarded : NULL;
     if (!trust) {
         *client = req->conn->addr;
         return;
