@@ -11,7 +11,9 @@
  *        [--static-type EXT=TYPE]...]
  *
  * HTTP/1.1 and cleartext HTTP/2 (prior knowledge, or Upgrade: h2c with --h2c-upgrade) share
- * the port; --proxy-protocol NETWORKS reads the PROXY header from load balancers there.
+ * the port; --proxy-protocol NETWORKS reads the PROXY header from load balancers there, and
+ * --trust-forwarded NETWORKS their X-Forwarded-For. For restarts behind one: --health PATH,
+ * --stop-grace MS, --shared-port, --listen-fd N, and systemd's LISTEN_FDS when set.
  */
 #include <stdio.h>
 
