@@ -17,6 +17,7 @@ import tempfile
 import time
 import unittest
 
+from support.h2client import H2Conn
 from support.haproxy import free_port, start_haproxy
 from support.harness import Conn, ServerProcess, bench_server_path, start_owned, start_server
 from support.loadgen import wrk_report
@@ -251,6 +252,13 @@ class ForwardedTest(unittest.TestCase):
         with open(log) as f:
             addresses = [line.split(" ", 1)[0] for line in f.read().splitlines()]
         self.assertEqual(addresses, [expected for _, _, expected in cases])
+
+    def test_over_http2_too(self):
+        server = start_server(self, ["--workers", "1", "--trust-forwarded", "127.0.0.1"])
+        with H2Conn(server.port) as conn:
+            resp = conn.fetch("GET", "/whoami", headers=[("x-forwarded-for", "6.6.6.6, 192.0.2.45")])
+            self.assertEqual(json.loads(resp.body)["address"], "192.0.2.45")
+        server.stop_and_check()
 
     def test_behind_haproxy_option_forwardfor(self):
         server = start_server(self, ["--workers", "1", "--trust-forwarded", "127.0.0.1"])
