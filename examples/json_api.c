@@ -13,7 +13,13 @@
  * memory, microseconds with no I/O and no waiting, so workers seldom meet at
  * it. (One store per worker would need no lock, but each worker would then
  * hold different items; a store that does I/O, a file or a database, belongs
- * off the loop, through xHttpRequestRunBlocking or an asynchronous client.) */
+ * off the loop, through xHttpRequestRunBlocking or an asynchronous client.)
+ *
+ * Run behind a load balancer, it restarts without dropping a request: GET
+ * /healthz answers 503 from the moment SIGTERM arrives, while the server
+ * serves on for two seconds (the balancer's check takes it out meanwhile)
+ * before it stops accepting and drains. Started by systemd with socket
+ * activation (LISTEN_FDS), it listens on the sockets passed instead of PORT. */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -261,6 +267,7 @@ int main(int argc, char **argv) {
     xHttpServerConfInit(&conf);
     conf.workers = argc > 2 ? atoi(argv[2]) : 0;
     conf.max_body_size = MAX_BODY;
+    conf.stop_grace_ms = 2000;
     xHttpServer *server = store.items ? xHttpServerCreate(NULL, &conf) : NULL;
     if (!server) {
         fprintf(stderr, "out of memory\n");
@@ -271,6 +278,7 @@ int main(int argc, char **argv) {
     xHttpServerRoute(server, "GET /items/:id", on_get, &store);
     xHttpServerRoute(server, "PUT /items/:id", on_replace, &store);
     xHttpServerRoute(server, "DELETE /items/:id", on_delete, &store);
+    xHttpServerHealthRoute(server, "/healthz");
     /* What the server answers itself (no route, another method, a body over
      * MAX_BODY, a malformed request) is plain text by default; an API answers
      * in JSON throughout. (xHttpServerRouteNotFound takes a handler instead,
@@ -279,7 +287,9 @@ int main(int argc, char **argv) {
     refuse_in_json(server, 405, "{\"error\":\"method not allowed here (see Allow)\"}");
     refuse_in_json(server, 413, "{\"error\":\"the body is over 16 KiB\"}");
     refuse_in_json(server, 0, "{\"error\":\"the request was refused (see the status)\"}"); /* the rest */
-    xErrno err = xHttpServerListen(server, NULL, (uint16_t)port);
+    int passed = 0;
+    xErrno err = xHttpServerListenSystemd(server, NULL, &passed);
+    if (err == XOK && passed == 0) err = xHttpServerListen(server, NULL, (uint16_t)port);
     if (err != XOK) {
         fprintf(stderr, "listen on port %ld: %s\n", port, xHttpServerLastError(server));
         return 1;

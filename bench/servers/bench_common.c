@@ -348,6 +348,11 @@ static void on_whoami(xHttpRequest *req, xHttpResponse *res, void *arg) {
  * those networks. */
 static const char *proxy_networks;
 
+/* --trust-forwarded NETWORKS, --health PATH, --listen-fd N: see benchListen. */
+static const char *forwarded_networks;
+static const char *health_path;
+static long listen_fd = -1;
+
 /* Set by --test-routes (the integration tests' harness passes it). */
 static bool test_routes;
 /* Set by --ws-deflate: /ws offers permessage-deflate. */
@@ -636,6 +641,9 @@ const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout
                                 "       [--max-streams N] [--no-http2 | --http2-only] [--h2c-upgrade]\n"
                                 "       [--test-routes] [--proxy-protocol NETWORKS]\n"
                                 "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N]\n"
+                                "       [--trust-forwarded NETWORKS] [--health PATH] [--stop-grace MS]\n"
+                                "       [--shared-port] [--listen-fd N] (systemd's LISTEN_FDS, when\n"
+                                "       set, are listened on instead of PORT and --listen-fd)\n"
                                 "       [--access-log PATH] [--log-format common|combined|json]\n"
                                 "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
                                 "       [--user-metrics]\n"
@@ -656,7 +664,21 @@ typedef struct Option {
 
 bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, const char **host,
                      BenchExtraFlag extra, void *extra_arg) {
-    enum { WORKERS, IDLE, HEADER, BODY, MAX_BODY, MAX_HEADER, MAX_CONNS, SHUTDOWN, SEND, STREAMS, NOPTS };
+    enum {
+        WORKERS,
+        IDLE,
+        HEADER,
+        BODY,
+        MAX_BODY,
+        MAX_HEADER,
+        MAX_CONNS,
+        SHUTDOWN,
+        SEND,
+        STREAMS,
+        GRACE,
+        FD,
+        NOPTS
+    };
     Option opts[NOPTS] = {
         {"--workers", 1024, 0, false},
         {"--idle-timeout", 86400000, 0, false},
@@ -668,6 +690,8 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         {"--shutdown-timeout", 86400000, 0, false},
         {"--send-timeout", 86400000, 0, false},
         {"--max-streams", 1u << 20, 0, false},
+        {"--stop-grace", 86400000, 0, false},
+        {"--listen-fd", 1u << 20, 0, false},
     };
     xHttpServerConfInit(conf);
     conf->max_body_size = ECHO_MAX_BODY;
@@ -780,6 +804,18 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
             proxy_networks = argv[++i];
             continue;
         }
+        if (strcmp(argv[i], "--trust-forwarded") == 0 && i + 1 < argc) {
+            forwarded_networks = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--health") == 0 && i + 1 < argc) {
+            health_path = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--shared-port") == 0) {
+            conf->shared_port = true;
+            continue;
+        }
         if (strcmp(argv[i], "--h2c-upgrade") == 0) {
             conf->h2c_upgrade = true;
             continue;
@@ -817,6 +853,36 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
     if (opts[SHUTDOWN].set) conf->shutdown_timeout_ms = (uint32_t)opts[SHUTDOWN].value;
     if (opts[SEND].set) conf->send_timeout_ms = (uint32_t)opts[SEND].value;
     if (opts[STREAMS].set) conf->http2_max_streams = (uint32_t)opts[STREAMS].value;
+    if (opts[GRACE].set) conf->stop_grace_ms = (uint32_t)opts[GRACE].value;
+    if (opts[FD].set) listen_fd = (long)opts[FD].value;
+    return true;
+}
+
+/* The first listener: systemd's sockets, --listen-fd's, or host:port. */
+static xErrno listen_first(xHttpServer *server, const char *host, uint16_t port, const xTlsConf *tls) {
+    int taken = 0;
+    xErrno err = tls ? xHttpServerListenTlsSystemd(server, NULL, tls, &taken)
+                     : xHttpServerListenSystemd(server, NULL, &taken);
+    if (err != XOK || taken > 0) return err;
+    if (listen_fd >= 0)
+        return tls ? xHttpServerListenTlsFd(server, (int)listen_fd, tls)
+                   : xHttpServerListenFd(server, (int)listen_fd);
+    return tls ? xHttpServerListenTls(server, host, port, tls) : xHttpServerListen(server, host, port);
+}
+
+bool benchListen(xHttpServer *server, const char *host, uint16_t port, const xTlsConf *tls) {
+    if (health_path && xHttpServerHealthRoute(server, health_path) != XOK) {
+        fprintf(stderr, "--health %s: not a path\n", health_path);
+        return false;
+    }
+    if (listen_first(server, host, port, tls) != XOK) {
+        fprintf(stderr, "listen: %s\n", xHttpServerLastError(server));
+        return false;
+    }
+    if (forwarded_networks && xHttpServerTrustForwarded(server, forwarded_networks) != XOK) {
+        fprintf(stderr, "--trust-forwarded: %s\n", xHttpServerLastError(server));
+        return false;
+    }
     return true;
 }
 

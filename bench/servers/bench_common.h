@@ -8,6 +8,7 @@
 
 #include <xbase/str.h>
 #include <xhttp/server.h>
+#include <xhttp/tls.h>
 
 /** Parses a non-negative decimal no larger than max; false otherwise. */
 bool benchParseSize(xStr s, unsigned long max, unsigned long *out);
@@ -63,6 +64,13 @@ extern const char benchCommonUsage[];
 /** Turns the PROXY protocol on for every listener of server when
  *  --proxy-protocol was given; false (with a message) for a bad list. */
 bool benchProxyProtocol(xHttpServer *server);
+
+/** Adds the first listener, where the flags say: on the sockets systemd
+ *  passed (LISTEN_FDS) when there are any, else on --listen-fd's socket,
+ *  else on host:port; TLS with tls, cleartext when it is NULL. Also adds
+ *  --health's route and --trust-forwarded's networks. False (said on stderr)
+ *  when any of it fails. */
+bool benchListen(xHttpServer *server, const char *host, uint16_t port, const xTlsConf *tls);
 
 /** Prints "listening on HOST:PORT (N workers)", the line tests wait for. */
 void benchPrintListening(const char *host, xHttpServer *server);

@@ -11,7 +11,9 @@
  *        [--static-type EXT=TYPE]...]
  *
  * HTTP/1.1 and cleartext HTTP/2 (prior knowledge, or Upgrade: h2c with --h2c-upgrade) share
- * the port; --proxy-protocol NETWORKS reads the PROXY header from load balancers there;
+ * the port; --proxy-protocol NETWORKS reads the PROXY header from load balancers there, and
+ * --trust-forwarded NETWORKS their X-Forwarded-For. For restarts behind one: --health PATH,
+ * --stop-grace MS, --shared-port, --listen-fd N, and systemd's LISTEN_FDS when set.
  * --upstream URL proxies what no route answers (and, bodies streamed, what is under /upstream/).
  */
 #include <stdio.h>
@@ -42,7 +44,7 @@ int main(int argc, char **argv) {
         xHttpServerDestroy(server);
         return 1;
     }
-    if (xHttpServerListen(server, host, (uint16_t)port) != XOK || !benchProxyProtocol(server)) {
+    if (!benchListen(server, host, (uint16_t)port, NULL) || !benchProxyProtocol(server)) {
         fprintf(stderr, "http_bench_server: %s\n", xHttpServerLastError(server));
         xHttpServerDestroy(server);
         benchFreeRoutes();

@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
         xHttpServerDestroy(server);
         return 1;
     }
-    if (xHttpServerListenTls(server, host, (uint16_t)port, &flags.tls) != XOK ||
+    if (!benchListen(server, host, (uint16_t)port, &flags.tls) ||
         (flags.plain_port >= 0 && xHttpServerListen(server, host, (uint16_t)flags.plain_port) != XOK) ||
         !benchProxyProtocol(server)) {
         fprintf(stderr, "https_bench_server: %s\n", xHttpServerLastError(server));

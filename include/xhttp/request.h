@@ -139,7 +139,10 @@ bool xHttpRequestPeerSized(const xHttpRequest *req, xHttpPeer *peer, size_t size
 
 /** Fills the caller's peer with the client's address and port and the local
  *  port, formatted now (the connection keeps them in binary); false when
- *  they are unknown. The TCP peer: a proxy's forwarding headers are not read. */
+ *  they are unknown. The TCP peer (the PROXY header's client, where one was
+ *  read), or behind an HTTP proxy the server trusts (xHttpServerTrustForwarded)
+ *  the client its X-Forwarded-For names, whose port is then 0 unless the
+ *  entry carries one. */
 static inline bool xHttpRequestPeer(const xHttpRequest *req, xHttpPeer *peer) {
     return xHttpRequestPeerSized(req, peer, sizeof *peer);
 }

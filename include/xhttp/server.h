@@ -15,7 +15,32 @@
  * A handler normally runs once the whole body has arrived (xHttpRequestBody).
  * A route added with xHttpServerRouteStreaming runs its handler as soon as the
  * head has arrived instead, and the body comes to an xHttpBodyReader in pieces,
- * with backpressure: while the reader is paused, the client is held back. */
+ * with backpressure: while the reader is paused, the client is held back.
+ *
+ * Stopping gracefully (SIGTERM or SIGINT with handle_signals, or
+ * xHttpServerStop), in this order:
+ *  1. xHttpServerStopping turns true and the health route
+ *     (xHttpServerHealthRoute) answers 503.
+ *  2. For stop_grace_ms (0 by default: this step is skipped) the server goes
+ *     on accepting and serving, every HTTP/1.1 response with "Connection:
+ *     close", so a load balancer's health check sees the 503 and moves its
+ *     traffic elsewhere while nothing is refused.
+ *  3. The listeners close: what the kernel had queued on them is accepted and
+ *     served first. A connection that has sent nothing yet, or is in its TLS
+ *     handshake, gets 250 ms more to send its first request; idle keep-alive
+ *     connections close; HTTP/2 connections get GOAWAY.
+ *  4. Requests in flight finish (answered with "Connection: close"), and
+ *     whatever is left when shutdown_timeout_ms has passed since step 3 is
+ *     closed. xHttpServerRun returns.
+ *
+ * Restarting without dropping a request, the new copy before the old one
+ * stops: with shared_port, a second process of the same user listens on the
+ * same host:port while the first runs, and the kernel spreads new
+ * connections over both; when the first closes its listeners (step 3), the
+ * connections queued on them are handed to the second (Linux's reuseport
+ * migration; see shared_port). Or the sockets are made once and passed
+ * down: xHttpServerListenFd, and systemd's socket activation
+ * (xHttpServerListenSystemd), where the socket outlives every copy. */
 #ifndef XHTTP_SERVER_H
 #define XHTTP_SERVER_H
 
@@ -94,6 +119,23 @@ typedef struct xHttpServerConf {
                                            the HTTP/2 requests inside (h2c smuggling);
                                            RFC 9113 §3.1 deprecates the mechanism. HTTP/2
                                            with prior knowledge is unaffected */
+    bool shared_port;                 /**< xHttpServerListen on a port where another
+                                           process of the same user listens with
+                                           shared_port too succeeds, and the kernel
+                                           spreads new connections over both
+                                           (SO_REUSEPORT): start the new copy, then
+                                           stop the old (false: XERR_BUSY, so a second
+                                           server by mistake is caught). A copy that
+                                           stops hands the connections queued on its
+                                           sockets to the others where the kernel
+                                           allows it (Linux 5.14: the sysctl
+                                           net.ipv4.tcp_migrate_req=1, else a reuseport
+                                           program the server attaches, which needs
+                                           CAP_BPF); otherwise they are reset, and the
+                                           server logs a warning at listen */
+    uint32_t stop_grace_ms;           /**< a graceful stop serves and accepts this
+                                           long, the health route saying 503, before
+                                           it closes its listeners (0) */
 } xHttpServerConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is
@@ -172,6 +214,25 @@ xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port);
  *  closed connection. XERR_INVALID for none, or one the server does not speak. */
 xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_t port, unsigned protocols);
 
+/** Listens on fd, a TCP socket bound (and listening, or then made to listen)
+ *  by someone else: inherited from a parent, passed over a UNIX socket. The
+ *  server takes fd (each worker gets its own descriptor of it, and fd is
+ *  closed); the socket lives on where others hold it too, with what it has
+ *  queued, so a copy of the server that stops loses nothing another copy
+ *  holding it can accept. Speaks the server's protocols. XERR_INVALID for a
+ *  negative fd; XERR_SYS for a descriptor that is not a bound TCP socket
+ *  (xHttpServerLastError says why; fd is then the caller's still). */
+xErrno xHttpServerListenFd(xHttpServer *server, int fd);
+
+/** Listens on the sockets systemd passed this process (socket activation:
+ *  LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES, read as sd_listen_fds(3) says,
+ *  without libsystemd), each as xHttpServerListenFd would: those named name
+ *  (FileDescriptorName= in the .socket unit; "unknown" when unnamed), or all
+ *  of them when name is NULL; each socket is taken once, so a later call
+ *  takes only others. *count gets how many were taken: 0 when systemd passed
+ *  none (the caller then listens on its own address). */
+xErrno xHttpServerListenSystemd(xHttpServer *server, const char *name, int *count);
+
 /** What went wrong in the last failed xHttpServerListen, xHttpServerListenTls,
  *  xHttpServerReloadTls, or worker start (xHttpServerOnWorker), in words (e.g.
  *  "tls: key key.pem does not match certificate cert.pem"); "" after a
@@ -194,6 +255,29 @@ const char *xHttpServerLastError(const xHttpServer *server);
  *  not all arrived within header_timeout_ms closes the connection. NULL turns it off. XERR_INVALID (no such
  * listener, or a list that is not networks: xHttpServerLastError says which), XERR_STATE (running). */
 xErrno xHttpServerProxyProtocol(xHttpServer *server, int index, const char *trusted_networks);
+
+/** Names who the client is behind HTTP proxies in trusted_networks (a list
+ *  as xHttpServerProxyProtocol takes): for a request whose connection comes
+ *  from one of them, the client handlers (xHttpRequestPeer) and the access
+ *  log see is the right-most address in X-Forwarded-For (all its fields, in
+ *  order, as one list; RFC 7239 Forwarded's for= where there is none) that is
+ *  not itself in trusted_networks, its port where the entry carries one,
+ *  else 0. What a trusted proxy appended is what it saw; what a client wrote
+ *  is to its left and never reached past a hop that is not trusted. An entry
+ *  that is not an address ends the walk at the hop before it. Other peers'
+ *  fields are ignored. NULL turns it off. XERR_INVALID (a list that is not
+ *  networks: xHttpServerLastError says which), XERR_STATE (running). */
+xErrno xHttpServerTrustForwarded(xHttpServer *server, const char *trusted_networks);
+
+/** Adds "GET path" (and HEAD): 200 "ok" while the server serves, 503
+ *  "stopping" from the moment a graceful stop begins, for a load balancer's
+ *  health check (see "Stopping gracefully" above and stop_grace_ms).
+ *  XERR_INVALID for a path not starting with '/', else as xHttpServerRoute. */
+xErrno xHttpServerHealthRoute(xHttpServer *server, const char *path);
+
+/** Whether a graceful stop has begun (xHttpServerStop, or a stop signal):
+ *  for a health handler of one's own. Callable from any thread. */
+bool xHttpServerStopping(const xHttpServer *server);
 
 /** How many workers serve requests (1 on a caller's loop). */
 int xHttpServerWorkerCount(const xHttpServer *server);
@@ -290,8 +374,9 @@ xErrno xHttpServerBlockingPool(xHttpServer *server, const xHttpBlockingOpts *opt
  *  signal when conf.handle_signals). On a caller's loop it runs that loop. */
 xErrno xHttpServerRun(xHttpServer *server);
 
-/** Begins a graceful stop: listeners close, idle connections close, in-flight
- *  requests finish (answered with Connection: close), and everything ends by
+/** Begins a graceful stop, as "Stopping gracefully" above says: after
+ *  stop_grace_ms listeners close, idle connections close, in-flight requests
+ *  finish (answered with Connection: close), and everything ends by
  *  shutdown_timeout_ms. Callable from any thread and from a signal handler. */
 void xHttpServerStop(xHttpServer *server);
 

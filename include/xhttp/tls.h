@@ -35,6 +35,13 @@ extern "C" {
  *  once whether kernel TLS is available. */
 xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port, const xTlsConf *conf);
 
+/** Like xHttpServerListenFd, serving TLS with conf (checked as
+ *  xHttpServerListenTls checks it). */
+xErrno xHttpServerListenTlsFd(xHttpServer *server, int fd, const xTlsConf *conf);
+
+/** Like xHttpServerListenSystemd, serving TLS with conf on the sockets taken. */
+xErrno xHttpServerListenTlsSystemd(xHttpServer *server, const char *name, const xTlsConf *conf, int *count);
+
 /** Reads every TLS listener's certificate, key and CA files again. New
  *  connections get the new certificates; established ones keep theirs. On
  *  failure nothing changes: XERR_TLS, with xHttpServerLastError set. Callable

@@ -54,6 +54,8 @@
 /* Where a worker is in a stop. */
 typedef enum xWorkerState {
     XWORKER_SERVING,
+    XWORKER_LEAVING,  /* the stop's grace: accepting and serving, health route 503, every
+                         response closing its connection, so a load balancer moves off first */
     XWORKER_DRAINING, /* listeners closed, connections finishing their requests */
     XWORKER_CLOSING,  /* past the deadline: connections closed, blocking work coming back */
 } xWorkerState;
@@ -66,6 +68,7 @@ typedef struct xWorker {
     int stop_fd;     /* eventfd: xHttpServerStop writes, the loop reacts */
     int spare_fd;    /* held in reserve to shed connections at EMFILE */
     xTimer deadline; /* graceful stop gives up here */
+    xTimer grace;    /* the stop's grace period ends here: listeners close */
     pthread_t thread;
     xWorkerState state;
     bool stop_owed;          /* its start hook succeeded: the stop hook is to run */
@@ -93,6 +96,9 @@ struct xHttpServer {
     xTlsServer *tls[XSERVER_MAX_LISTENERS];    /* per listener; NULL: plain */
     xUpgradePlan plans[XSERVER_MAX_LISTENERS]; /* per listener: what its connections speak */
     xProxyTrust *proxy[XSERVER_MAX_LISTENERS]; /* per listener: who may send a PROXY header; NULL: off */
+    pthread_mutex_t closing_listeners;         /* held while a worker closes its listeners */
+    uint32_t systemd_taken;                    /* the sockets systemd passed that a listener took, by index */
+    xProxyTrust *forwarded; /* who may name the client in X-Forwarded-For / Forwarded; NULL: no one */
     char last_error[512];
     uint16_t ports[XSERVER_MAX_LISTENERS]; /* per listener, known once bound: no getsockname per accept */
     bool attached;                         /* lives on a caller's loop */
@@ -161,7 +167,7 @@ static void worker_finish(xWorker *w) {
 
 static void on_conn_gone(xNetContext *net) {
     xWorker *w = ((xHttpContext *)net)->owner;
-    if (w->state != XWORKER_SERVING && net->conn_count == 0) worker_finish(w);
+    if (w->state >= XWORKER_DRAINING && net->conn_count + w->proxy_waits.count == 0) worker_finish(w);
 }
 
 /* The worker's last blocking work is back: past the deadline, nothing else
@@ -200,6 +206,8 @@ static void on_deadline(xEventLoop *loop, xTimer *timer, void *arg) {
     worker_finish(w);
 }
 
+static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *arg);
+
 static void close_listeners(xWorker *w) {
     for (int i = 0; i < w->server->nlisteners; i++) {
         if (w->listen_fds[i] < 0) continue;
@@ -209,19 +217,53 @@ static void close_listeners(xWorker *w) {
     }
 }
 
-static void begin_stop(xWorker *w) {
-    if (w->state != XWORKER_SERVING) return;
-    w->state = XWORKER_DRAINING;
-    w->ctx.draining = true;
+/* Stops accepting. What the kernel has queued on our sockets is taken first
+ * and served: closed, a socket resets its queue, or (in a shared port's
+ * group with the queue handed over) moves it to another copy, and a
+ * connection taken here is one fewer to move. */
+static void stop_accepting(xWorker *w) {
+    for (int i = 0; i < w->server->nlisteners; i++)
+        if (w->listen_fds[i] >= 0) on_accept(w->loop, w->listen_fds[i], XEV_READ, w);
+    /* One worker's sockets close at a time: a closing socket's queue may be
+     * handed to another of ours, which must still be listening to take it
+     * (the kernel resets what it cannot place), and hands it on in turn. */
+    pthread_mutex_lock(&w->server->closing_listeners);
     close_listeners(w);
-    xProxyWaitsCloseAll(&w->proxy_waits); /* none has sent a request yet */
+    pthread_mutex_unlock(&w->server->closing_listeners);
+}
+
+static void begin_drain(xWorker *w) {
+    if (w->state >= XWORKER_DRAINING) return;
+    xTimerStop(w->loop, &w->grace);
+    w->ctx.draining = true;
+    stop_accepting(w);
+    w->state = XWORKER_DRAINING;
+    /* Sockets still reading their PROXY header are a load balancer's
+     * connections with a request behind the header: they are let in (their
+     * header timeout still holds), and answered with Connection: close. */
     for_each_conn(w, drain_conn);
-    if (w->ctx.net.conn_count == 0) {
+    if (w->ctx.net.conn_count + w->proxy_waits.count == 0) {
         worker_finish(w);
         return;
     }
     xTimerInit(&w->deadline, on_deadline, w);
     xTimerStart(w->loop, &w->deadline, w->server->conf.shutdown_timeout_ms);
+}
+
+static void on_grace_over(xEventLoop *loop, xTimer *timer, void *arg) { begin_drain(arg); }
+
+/* With a grace period the worker first only leaves (the health route has
+ * turned 503 already, and every response closes its connection), then drains. */
+static void begin_stop(xWorker *w) {
+    if (w->state != XWORKER_SERVING) return;
+    uint32_t grace_ms = w->server->conf.stop_grace_ms;
+    if (grace_ms == 0) {
+        begin_drain(w);
+        return;
+    }
+    w->state = XWORKER_LEAVING;
+    w->ctx.draining = true; /* HTTP/1.1 answers with Connection: close from now on */
+    xTimerStart(w->loop, &w->grace, grace_ms);
 }
 
 static void on_stop_fd(xEventLoop *loop, int fd, unsigned events, void *arg) {
@@ -230,6 +272,8 @@ static void on_stop_fd(xEventLoop *loop, int fd, unsigned events, void *arg) {
     }
     begin_stop(arg);
 }
+
+bool xHttpServerStopping(const xHttpServer *server) { return atomic_load(&server->stop_requested); }
 
 void xHttpServerStop(xHttpServer *server) {
     atomic_store(&server->stop_requested, true);
@@ -259,7 +303,7 @@ static void admit(xWorker *w, int slot, int fd, const xNetAddr *peer) {
 /* A socket whose PROXY header was read; the slot is the tag it waited with. */
 static void admit_after_proxy(void *arg, unsigned slot, int fd, const xNetAddr *client) {
     xWorker *w = arg;
-    if (w->state != XWORKER_SERVING) {
+    if (w->state == XWORKER_CLOSING) {
         close(fd);
         return;
     }
@@ -275,7 +319,7 @@ static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *ar
     xNetAddr peer;
     while ((fd = xListenerAccept(listen_fd, w->server->ports[slot], &w->spare_fd, &peer)) >= 0) {
         if (w->ctx.net.conn_count + w->proxy_waits.count >= w->server->conf.max_connections ||
-            w->state != XWORKER_SERVING) {
+            w->state >= XWORKER_DRAINING) {
             close(fd);
             continue;
         }
@@ -306,6 +350,7 @@ static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
     xErrno err = xHttpContextInit(&w->ctx, w->loop, &server->conf, server->router, &xUpgradeRequests);
     if (err != XOK) return err;
     xProxyWaitsInit(&w->proxy_waits, w->loop, server->conf.header_timeout_ms, admit_after_proxy, w);
+    xTimerInit(&w->grace, on_grace_over, w);
     w->ctx.answers = &server->answers;
     w->ctx.owner = w;
     w->ctx.net.on_conn_gone = on_conn_gone;
@@ -327,6 +372,7 @@ static void run_stop_hook(xWorker *w) {
 
 static void worker_destroy(xWorker *w) {
     if (w->loop) {
+        xTimerStop(w->loop, &w->grace);
         close_listeners(w);
         xProxyWaitsCloseAll(&w->proxy_waits);
         for_each_conn(w, xConnClose);
@@ -351,6 +397,7 @@ xHttpServer *xHttpServerCreate(xEventLoop *loop, const xHttpServerConf *conf) {
     if (conf) xSizedAdopt(&server->conf, conf, sizeof server->conf);
     server->attached = loop != NULL;
     server->signal_fd = server->wake_fd = -1;
+    pthread_mutex_init(&server->closing_listeners, NULL);
     server->nworkers = loop ? 1 : server->conf.workers > 0 ? server->conf.workers : cpus_available();
     server->conf.workers = server->nworkers;
     if (server->conf.handle_signals) {
@@ -394,6 +441,7 @@ void xHttpServerDestroy(xHttpServer *server) {
         xTlsServerDestroy(server->tls[i]);
         free(server->proxy[i]);
     }
+    free(server->forwarded);
     xRouterDestroy(server->router);
     xMetricRegistryDestroy(server->metrics);
     xCompressConfDestroy(server->compress);
@@ -411,6 +459,7 @@ void xHttpServerDestroy(xHttpServer *server) {
     free(server->answers.error_bodies);
     if (server->wake_fd >= 0) close(server->wake_fd);
     if (server->conf.handle_signals) pthread_sigmask(SIG_SETMASK, &server->previous_mask, NULL);
+    pthread_mutex_destroy(&server->closing_listeners);
     free(server);
 }
 
@@ -615,10 +664,24 @@ xErrno xHttpServerBlockingPool(xHttpServer *server, const xHttpBlockingOpts *opt
 
 /* ---- Listening ---- */
 
-static xErrno listen_failed(xHttpServer *server, xErrno err, const char *host, uint16_t port) {
-    snprintf(server->last_error, sizeof server->last_error, "cannot listen on %s:%u: %s%s%s",
-             host && *host ? host : "0.0.0.0", port, xErrnoString(err), err == XERR_SYS ? ": " : "",
-             err == XERR_SYS ? strerror(errno) : "");
+/* Where a listener's sockets come from: an address, bound here, or a
+ * listening socket made by someone else (inherited, passed by systemd). */
+typedef struct xListenSource {
+    const char *host;
+    uint16_t port;
+    int fd; /* >= 0: inherited; host and port are then unused */
+} xListenSource;
+
+/* Says in the last error that listening failed, and why. */
+static xErrno listen_failed(xHttpServer *server, xErrno err, const xListenSource *from) {
+    const char *why = xErrnoString(err), *sep = err == XERR_SYS ? ": " : "",
+               *sys = err == XERR_SYS ? strerror(errno) : "";
+    if (from->fd >= 0)
+        snprintf(server->last_error, sizeof server->last_error, "cannot listen on descriptor %d: %s%s%s",
+                 from->fd, why, sep, sys);
+    else
+        snprintf(server->last_error, sizeof server->last_error, "cannot listen on %s:%u: %s%s%s",
+                 from->host && *from->host ? from->host : "0.0.0.0", from->port, why, sep, sys);
     return err;
 }
 
@@ -630,9 +693,87 @@ static void ignore_sigpipe(void) {
     if (sigaction(SIGPIPE, NULL, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
 }
 
-/* Opens one SO_REUSEPORT socket per worker on host:port, as listener slot
- * server->nlisteners; tls (may be NULL) is the slot's from then on. */
-static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xTlsServer *tls,
+/* Closes the first count workers' sockets of slot. */
+static void unlisten_slot(xHttpServer *server, int slot, int count) {
+    for (int j = 0; j < count; j++) {
+        close(server->workers[j].listen_fds[slot]);
+        server->workers[j].listen_fds[slot] = -1;
+    }
+}
+
+/* Says once, at listen, whether a copy of the server that stops will hand
+ * its queued connections to the one that stays, or reset them. */
+static void hand_over_on_close(int fd) {
+    switch (xListenerHandOverOnClose(fd)) {
+    case XLISTENER_HANDOVER_SYSCTL: break;
+    case XLISTENER_HANDOVER_PROGRAM:
+        XLOG_INFO("shared port: a stopping copy hands its queued connections over (reuseport program)");
+        break;
+    case XLISTENER_HANDOVER_DROPPED:
+        XLOG_WARN("shared port: a stopping copy will reset the connections queued on it (%s); set "
+                  "net.ipv4.tcp_migrate_req=1, or give the server CAP_BPF, to have them handed over",
+                  strerror(errno));
+        break;
+    }
+}
+
+/* Opens slot's sockets on host:port, one SO_REUSEPORT socket per worker;
+ * *bound gets the port. */
+static xErrno bind_slot(xHttpServer *server, int slot, const xListenSource *from, uint16_t *bound) {
+    struct sockaddr_storage addr;
+    socklen_t len;
+    xErrno err = xListenerResolve(from->host, from->port, &addr, &len);
+    if (err != XOK) return listen_failed(server, err, from);
+    /* Sockets that all set SO_REUSEPORT share a port silently, so a second
+     * server on our port would go unnoticed: probe without it first, unless
+     * sharing is what was asked for. The probe also settles port 0. */
+    if (!server->conf.shared_port || from->port == 0) {
+        int probe = xListenerOpen(&addr, len, false);
+        if (probe < 0)
+            return listen_failed(server,
+                                 errno == EADDRINUSE      ? XERR_BUSY
+                                 : errno == EADDRNOTAVAIL ? XERR_ADDR
+                                                          : XERR_SYS,
+                                 from);
+        xListenerSetPort(&addr, xListenerPort(probe));
+        close(probe);
+    }
+    for (int i = 0; i < server->nworkers; i++) {
+        int fd = xListenerOpen(&addr, len, true);
+        if (fd < 0 || listen(fd, XSERVER_BACKLOG) != 0) {
+            err = fd >= 0 || errno != EADDRINUSE ? XERR_SYS : XERR_BUSY;
+            if (fd >= 0) close(fd);
+            unlisten_slot(server, slot, i);
+            return listen_failed(server, err, from);
+        }
+        server->workers[i].listen_fds[slot] = fd;
+    }
+    if (server->conf.shared_port) hand_over_on_close(server->workers[0].listen_fds[slot]);
+    *bound = xListenerPort(server->workers[0].listen_fds[slot]);
+    return XOK;
+}
+
+/* Gives every worker its own descriptor of the inherited socket from->fd
+ * (one socket: the kernel queues its connections once, and whichever worker
+ * is woken first takes them), then closes from->fd: the copies hold it. */
+static xErrno adopt_slot(xHttpServer *server, int slot, const xListenSource *from, uint16_t *bound) {
+    if (!xListenerAdopt(from->fd, XSERVER_BACKLOG)) return listen_failed(server, XERR_SYS, from);
+    for (int i = 0; i < server->nworkers; i++) {
+        int fd = fcntl(from->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
+            unlisten_slot(server, slot, i);
+            return listen_failed(server, XERR_SYS, from);
+        }
+        server->workers[i].listen_fds[slot] = fd;
+    }
+    *bound = xListenerPort(from->fd);
+    close(from->fd);
+    return XOK;
+}
+
+/* Adds listener slot server->nlisteners with sockets from `from`; tls (may be
+ * NULL) is the slot's from then on. */
+static xErrno listen_on(xHttpServer *server, const xListenSource *from, xTlsServer *tls,
                         const xUpgradePlan *plan) {
     if (server->running || server->nlisteners == XSERVER_MAX_LISTENERS) {
         snprintf(server->last_error, sizeof server->last_error, "cannot listen: %s",
@@ -640,47 +781,19 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
         return XERR_STATE;
     }
     ignore_sigpipe();
-    struct sockaddr_storage addr;
-    socklen_t len;
-    xErrno err = xListenerResolve(host, port, &addr, &len);
-    if (err != XOK) return listen_failed(server, err, host, port);
-    /* Sockets that all set SO_REUSEPORT share a port silently, so a second
-     * server on our port would go unnoticed: probe without it first. This
-     * also settles the port when 0 was asked for. */
-    int probe = xListenerOpen(&addr, len, false);
-    if (probe < 0)
-        return listen_failed(server,
-                             errno == EADDRINUSE      ? XERR_BUSY
-                             : errno == EADDRNOTAVAIL ? XERR_ADDR
-                                                      : XERR_SYS,
-                             host, port);
-    uint16_t bound_port = xListenerPort(probe);
-    xListenerSetPort(&addr, bound_port);
-    close(probe);
-
     int slot = server->nlisteners;
-    for (int i = 0; i < server->nworkers; i++) {
-        int fd = xListenerOpen(&addr, len, true);
-        if (fd < 0 || listen(fd, XSERVER_BACKLOG) != 0) {
-            err = fd >= 0 || errno != EADDRINUSE ? XERR_SYS : XERR_BUSY;
-            if (fd >= 0) close(fd);
-            for (int j = 0; j < i; j++) {
-                close(server->workers[j].listen_fds[slot]);
-                server->workers[j].listen_fds[slot] = -1;
-            }
-            return listen_failed(server, err, host, port);
-        }
-        server->workers[i].listen_fds[slot] = fd;
-    }
+    uint16_t bound_port = 0;
+    xErrno err = from->fd >= 0 ? adopt_slot(server, slot, from, &bound_port)
+                               : bind_slot(server, slot, from, &bound_port);
+    if (err != XOK) return err;
     server->ports[slot] = bound_port; /* before the first accept, which reads it */
     if (server->attached) {
         /* The caller may run its loop without xHttpServerRun: accept now. */
         xWorker *w = &server->workers[0];
         err = xEventLoopAdd(w->loop, w->listen_fds[slot], XEV_READ | XEV_EDGE, on_accept, w);
         if (err != XOK) {
-            close(w->listen_fds[slot]); /* the slot stays free: the caller still owns tls */
-            w->listen_fds[slot] = -1;
-            return listen_failed(server, err, host, port);
+            unlisten_slot(server, slot, 1); /* the slot stays free: the caller still owns tls */
+            return listen_failed(server, err, from);
         }
     }
     server->tls[slot] = tls;
@@ -689,12 +802,12 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
     server->last_error[0] = '\0';
     return XOK;
 }
-
 xErrno xHttpServerListen(xHttpServer *server, const char *host, uint16_t port) {
     return xHttpServerListenProtocols(server, host, port, server->conf.protocols);
 }
 
-xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_t port, unsigned protocols) {
+/* A cleartext listener speaking protocols, its sockets from `from`. */
+static xErrno listen_cleartext(xHttpServer *server, const xListenSource *from, unsigned protocols) {
     unsigned known = XHTTP_PROTO_HTTP1 | XHTTP_PROTO_HTTP2;
     if (!(protocols & known) || (protocols & ~(server->conf.protocols & known))) {
         snprintf(server->last_error, sizeof server->last_error,
@@ -704,11 +817,20 @@ xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_
     }
     xUpgradePlan plan;
     xUpgradePlanCleartext(&plan, protocols);
-    return listen_on(server, host, port, NULL, &plan);
+    return listen_on(server, from, NULL, &plan);
 }
 
-xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port,
-                            const xTlsConf *caller_conf) {
+xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_t port, unsigned protocols) {
+    return listen_cleartext(server, &(xListenSource){.host = host, .port = port, .fd = -1}, protocols);
+}
+
+xErrno xHttpServerListenFd(xHttpServer *server, int fd) {
+    if (fd < 0) return XERR_INVALID;
+    return listen_cleartext(server, &(xListenSource){.fd = fd}, server->conf.protocols);
+}
+
+/* A TLS listener, its sockets from `from`. */
+static xErrno listen_tls(xHttpServer *server, const xListenSource *from, const xTlsConf *caller_conf) {
     if (!caller_conf) {
         snprintf(server->last_error, sizeof server->last_error, "tls: no configuration given");
         return XERR_INVALID;
@@ -718,7 +840,7 @@ xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port
     xSizedAdopt(&full, caller_conf, sizeof full);
     const xTlsConf *conf = &full;
     int slot = server->nlisteners;
-    if (slot == XSERVER_MAX_LISTENERS) return listen_on(server, host, port, NULL, NULL); /* says why */
+    if (slot == XSERVER_MAX_LISTENERS) return listen_on(server, from, NULL, NULL); /* says why */
     /* The plan lives in its slot: the TLS callbacks point at it. */
     xUpgradePlan *plan = &server->plans[slot];
     if (!xUpgradePlanListener(plan, server->conf.protocols, conf->alpn, server->last_error,
@@ -727,13 +849,55 @@ xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port
     xTlsListen listen = xUpgradeTlsListen(plan);
     xTlsServer *tls = xTlsServerCreate(conf, &listen, server->last_error, sizeof server->last_error);
     if (!tls) return XERR_TLS;
-    xErrno err = listen_on(server, host, port, tls, plan);
+    xErrno err = listen_on(server, from, tls, plan);
     if (err != XOK) {
         xTlsServerDestroy(tls);
         return err;
     }
     xTlsLogKernelSupport(conf);
     return XOK;
+}
+
+xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port, const xTlsConf *conf) {
+    return listen_tls(server, &(xListenSource){.host = host, .port = port, .fd = -1}, conf);
+}
+
+xErrno xHttpServerListenTlsFd(xHttpServer *server, int fd, const xTlsConf *conf) {
+    if (fd < 0) return XERR_INVALID;
+    return listen_tls(server, &(xListenSource){.fd = fd}, conf);
+}
+
+/* ---- Sockets passed by systemd (sd_listen_fds(3)) ---- */
+
+/* Listens on each socket systemd passed named name (any, when NULL) that no
+ * earlier call took; TLS with tls_conf when it is not NULL. */
+static xErrno listen_systemd(xHttpServer *server, const char *name, const xTlsConf *tls_conf, int *count) {
+    *count = 0;
+    xListenerPassed passed[XLISTENER_PASSED_MAX];
+    int n = xListenerSystemd(passed, XLISTENER_PASSED_MAX);
+    for (int i = 0; i < n; i++) {
+        if ((server->systemd_taken & (1u << i)) || (name && strcmp(name, passed[i].name) != 0)) continue;
+        xListenSource from = {.fd = passed[i].fd};
+        xErrno err = tls_conf ? listen_tls(server, &from, tls_conf)
+                              : listen_cleartext(server, &from, server->conf.protocols);
+        if (err != XOK) return err;
+        server->systemd_taken |= 1u << i; /* its descriptor is closed: never again */
+        ++*count;
+    }
+    return XOK;
+}
+
+xErrno xHttpServerListenSystemd(xHttpServer *server, const char *name, int *count) {
+    return listen_systemd(server, name, NULL, count);
+}
+
+xErrno xHttpServerListenTlsSystemd(xHttpServer *server, const char *name, const xTlsConf *conf, int *count) {
+    if (!conf) {
+        *count = 0;
+        snprintf(server->last_error, sizeof server->last_error, "tls: no configuration given");
+        return XERR_INVALID;
+    }
+    return listen_systemd(server, name, conf, count);
 }
 
 xErrno xHttpServerReloadTls(xHttpServer *server) {
@@ -774,6 +938,44 @@ xErrno xHttpServerProxyProtocol(xHttpServer *server, int index, const char *trus
     server->proxy[index] = trust;
     server->last_error[0] = '\0';
     return XOK;
+}
+
+xErrno xHttpServerTrustForwarded(xHttpServer *server, const char *trusted_networks) {
+    if (server->running) return XERR_STATE;
+    xProxyTrust *trust = NULL;
+    if (trusted_networks) {
+        trust = malloc(sizeof *trust);
+        if (!trust) return XERR_NOMEM;
+        if (!xProxyTrustParse(trust, trusted_networks, server->last_error, sizeof server->last_error)) {
+            free(trust);
+            return XERR_INVALID;
+        }
+    }
+    free(server->forwarded);
+    server->forwarded = trust;
+    for (int i = 0; i < server->nworkers; i++) server->workers[i].ctx.forwarded = trust;
+    server->last_error[0] = '\0';
+    return XOK;
+}
+
+/* The health route: 200 while serving, 503 from the moment a stop begins
+ * (a load balancer's check takes the server out while it still serves). */
+static void on_health(xHttpRequest *req, xHttpResponse *res, void *arg) {
+    bool stopping = xHttpServerStopping(arg);
+    xHttpResponseSetStatus(res, stopping ? 503 : 200);
+    xHttpResponseAddHeader(res, "Content-Type", "text/plain");
+    xHttpResponseAddHeader(res, "Cache-Control", "no-store");
+    if (stopping)
+        xHttpResponseSendRef(res, "stopping\n", 9, NULL, NULL);
+    else
+        xHttpResponseSendRef(res, "ok\n", 3, NULL, NULL);
+}
+
+xErrno xHttpServerHealthRoute(xHttpServer *server, const char *path) {
+    if (!path || path[0] != '/') return XERR_INVALID;
+    char spec[1024];
+    if (snprintf(spec, sizeof spec, "GET %s", path) >= (int)sizeof spec) return XERR_INVALID;
+    return xHttpServerRoute(server, spec, on_health, server);
 }
 
 int xHttpServerWorkerCount(const xHttpServer *server) { return server->nworkers; }

@@ -288,6 +288,13 @@ void xConnCloseAfterFlush(xConn *conn);
 /** Closes the socket now; queued output is dropped. */
 void xConnClose(xConn *conn);
 
+/** How long a connection that has sent nothing yet, or is still in its TLS
+ *  handshake, when a graceful stop begins may still go on (to send its first
+ *  request, answered with Connection: close): one accepted just before the
+ *  stop, a load balancer's among them, has its bytes on the way, and closing
+ *  it unread would fail that request. */
+#define XCONN_DRAIN_FRESH_MS 250
+
 /** (Re)arms the connection's single timer; 0 disarms. */
 void xConnSetTimeout(xConn *conn, uint32_t ms);
 

@@ -21,6 +21,50 @@ xErrno xListenerResolve(const char *host, uint16_t port, struct sockaddr_storage
  *  yet listening; -1 with errno on failure. */
 int xListenerOpen(const struct sockaddr_storage *addr, socklen_t len, bool reuseport);
 
+/** What becomes of the connections queued on a listening socket (accepted by
+ *  the kernel, not yet by us) when it closes while other sockets of its
+ *  SO_REUSEPORT group stay open. */
+typedef enum xListenerHandover {
+    XLISTENER_HANDOVER_DROPPED, /* reset: the kernel's default */
+    XLISTENER_HANDOVER_SYSCTL,  /* moved to another socket: net.ipv4.tcp_migrate_req is 1 */
+    XLISTENER_HANDOVER_PROGRAM, /* moved to another socket: our reuseport program asks for it */
+} xListenerHandover;
+
+/** Asks that fd's SO_REUSEPORT group hand a closing socket's queue (and its
+ *  half-open handshakes) to a socket that stays open, instead of resetting
+ *  them: Linux 5.14's migration, on when net.ipv4.tcp_migrate_req is 1, else
+ *  turned on for the group by attaching a reuseport program that migrates
+ *  (it picks sockets as the kernel would without one). Loading it needs
+ *  CAP_BPF or CAP_SYS_ADMIN; without, XLISTENER_HANDOVER_DROPPED and errno. */
+xListenerHandover xListenerHandOverOnClose(int fd);
+
+/** Takes a listening socket made elsewhere (inherited, passed by systemd):
+ *  checks it is a TCP socket that listens (listen(2) on a bound one that
+ *  does not yet, with backlog) and makes it non-blocking. false with errno
+ *  (ENOTSOCK, EPROTOTYPE for another kind, EINVAL for one that is not bound). */
+bool xListenerAdopt(int fd, int backlog);
+
+/** The most sockets passed by systemd that are looked at, and the room for
+ *  a name (systemd's FileDescriptorName= takes up to 255 characters). */
+#define XLISTENER_PASSED_MAX 32
+#define XLISTENER_NAME_MAX 256
+
+/** A socket passed by systemd's socket activation. */
+typedef struct xListenerPassed {
+    int fd;
+    char name[XLISTENER_NAME_MAX]; /* from LISTEN_FDNAMES; "unknown" without it */
+} xListenerPassed;
+
+/** The sockets systemd passed this process, as sd_listen_fds(3) and
+ *  sd_listen_fds_with_names describe (our own reading, no libsystemd):
+ *  LISTEN_PID must be this process's id and LISTEN_FDS counts descriptors
+ *  from 3 (SD_LISTEN_FDS_START) on; LISTEN_FDNAMES names them, colons
+ *  between. Fills up to max entries, marks them close-on-exec, and returns
+ *  how many; 0 when none are for this process (a variable missing, another
+ *  process's id, a malformed count). The variables are left as they are:
+ *  a child's id differs, so none takes them twice. */
+int xListenerSystemd(xListenerPassed *passed, int max);
+
 /** The local port of a bound socket, or 0. */
 uint16_t xListenerPort(int fd);
 

@@ -89,6 +89,13 @@ class JsonApiTest(ServerTestCase):
     def total(self):
         return self.call("GET", "/items?limit=1")[2]["total"]
 
+    def test_the_health_route_answers_ok_while_serving(self):
+        conn = http.client.HTTPConnection(self.server.connect_host, self.server.port, timeout=TIMEOUT)
+        self.addCleanup(conn.close)
+        conn.request("GET", "/healthz")
+        resp = conn.getresponse()
+        self.assertEqual((resp.status, resp.read()), (200, b"ok\n"))
+
     def test_an_item_is_created_read_replaced_and_deleted(self):
         status, headers, item = self.call("POST", "/items", {"title": "buy milk"})
         self.assertEqual(status, 201)

@@ -22,6 +22,7 @@ import h2.config
 import h2.connection
 import h2.events
 
+from support import haproxy
 from support.harness import Conn, require_tool, start_server
 
 ECHO_SIZE = 7777  # /echo?size=N answers N bytes of "x": what would show it was served
@@ -72,27 +73,12 @@ def start_proxy(test, argv, port, what):
 
 def start_haproxy(test, backend_port):
     """HAProxy in HTTP mode denying /echo; its port."""
-    haproxy = sbin_tool(test, "haproxy")
-    top = tempfile.mkdtemp(prefix="xk-haproxy-")
-    test.addCleanup(shutil.rmtree, top, True)
-    port = free_port()
-    conf = os.path.join(top, "haproxy.cfg")
-    with open(conf, "w") as f:
-        f.write(
-            "defaults\n"
-            "    mode http\n"
-            "    timeout connect 5s\n"
-            "    timeout client 10s\n"
-            "    timeout server 10s\n"
-            "    timeout tunnel 10s\n"
-            "frontend edge\n"
-            f"    bind 127.0.0.1:{port}\n"
-            "    http-request deny if { path_beg /echo }\n"
-            "    default_backend xkit\n"
-            "backend xkit\n"
-            f"    server xkit 127.0.0.1:{backend_port}\n"
-        )
-    return start_proxy(test, [haproxy, "-db", "-f", conf], port, "haproxy")
+    return haproxy.start_haproxy(
+        test,
+        [f"server xkit 127.0.0.1:{backend_port}"],
+        frontend=["http-request deny if { path_beg /echo }"],
+        defaults=["timeout tunnel 10s"],
+    ).port
 
 
 def start_nginx(test, backend_port):

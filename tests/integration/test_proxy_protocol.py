@@ -20,7 +20,8 @@ import time
 import unittest
 
 from support.h2client import H2Conn
-from support.harness import Conn, require_tool, start_server
+from support.haproxy import start_haproxy
+from support.harness import Conn, start_server
 from support.tls_fixtures import client_context, shared_certs, start_https
 
 CERTS = None
@@ -228,58 +229,9 @@ class ProxyProtocolTest(unittest.TestCase):
                 self.assertIn(networks.encode(), done.stderr)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class BehindHaproxyTest(unittest.TestCase):
     """HAProxy passes the client on with send-proxy-v2 or send-proxy; the client
     connects from 127.0.0.5 while HAProxy connects from 127.0.0.1."""
-
-    def start_haproxy(self, backend_port, send, mode):
-        haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
-        if not os.path.exists(haproxy):
-            require_tool(self, "haproxy")
-        top = tempfile.mkdtemp(prefix="xk-haproxy-")
-        self.addCleanup(shutil.rmtree, top, True)
-        port = free_port()
-        conf = os.path.join(top, "haproxy.cfg")
-        with open(conf, "w") as f:
-            f.write(
-                "defaults\n"
-                f"    mode {mode}\n"
-                "    timeout connect 5s\n"
-                "    timeout client 10s\n"
-                "    timeout server 10s\n"
-                "frontend edge\n"
-                f"    bind 127.0.0.1:{port}\n"
-                "    default_backend xkit\n"
-                "backend xkit\n"
-                f"    server xkit 127.0.0.1:{backend_port} {send}\n"
-            )
-        proc = subprocess.Popen([haproxy, "-db", "-f", conf], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-        def stop():
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            proc.stderr.close()
-
-        self.addCleanup(stop)
-        deadline = time.monotonic() + 10
-        while True:
-            self.assertIsNone(proc.poll(), "haproxy exited")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return port
-            except OSError:
-                self.assertLess(time.monotonic(), deadline, "haproxy is not listening")
-                time.sleep(0.05)
 
     def check(self, send, mode):
         log = os.path.join(tempfile.mkdtemp(prefix="xk-proxy-log-"), "access.log")
@@ -288,7 +240,7 @@ class BehindHaproxyTest(unittest.TestCase):
             self,
             ["--workers", "1", "--proxy-protocol", "127.0.0.1/32", "--access-log", log, "--log-flush-ms", "10"],
         )
-        port = self.start_haproxy(server.port, send, mode)
+        port = start_haproxy(self, [f"server xkit 127.0.0.1:{server.port} {send}"], mode=mode).port
         sock = socket.socket()
         sock.bind(("127.0.0.5", 0))
         sock.settimeout(10)

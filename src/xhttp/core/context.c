@@ -24,6 +24,11 @@ xErrno xHttpContextInit(xHttpContext *ctx, xEventLoop *loop, const xHttpServerCo
     return xNetContextInit(&ctx->net, loop, block, XCONTEXT_SPARE_BLOCKS, conf->send_timeout_ms);
 }
 
+void xHttpDrainFresh(xConn *conn) {
+    uint32_t header_ms = xHttpContextOf(conn)->conf->header_timeout_ms;
+    xConnSetTimeout(conn, header_ms && header_ms < XCONN_DRAIN_FRESH_MS ? header_ms : XCONN_DRAIN_FRESH_MS);
+}
+
 const xHttpOwnAnswers xHttpDefaultAnswers = {
     .server_line = "Server: xkit\r\n",
     .server_line_len = 14,

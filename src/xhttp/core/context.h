@@ -13,6 +13,7 @@
 
 #include "xbase/mem/counter.h"
 #include "xnet/connection.h"
+#include "xnet/proxy.h"
 #include "xhttp/core/date.h"
 #include "xhttp/core/router.h"
 #include "xhttp/core/worker.h"
@@ -115,9 +116,10 @@ typedef struct xHttpContext {
     xHttpFilter *filter;            /* this worker's response filter; NULL: none */
     xHttpExchange *free_exchanges;  /* pooled request/response objects */
     size_t free_exchange_count;
-    xHttpDateCache date; /* this worker's Date header */
-    bool draining;       /* graceful stop in progress */
-    void *owner;         /* the worker that owns this context */
+    xHttpDateCache date;          /* this worker's Date header */
+    bool draining;                /* graceful stop in progress */
+    const xProxyTrust *forwarded; /* proxies whose X-Forwarded-For names the client; NULL: none */
+    void *owner;                  /* the worker that owns this context */
     xHttpCounters counters;
     xHttpMetricShard *metrics;   /* this worker's cells of the application's metrics and the
                                     duration histograms (observe/); NULL: none */
@@ -137,6 +139,11 @@ xErrno xHttpContextInit(xHttpContext *ctx, xEventLoop *loop, const xHttpServerCo
 /** Frees what xHttpContextInit made (the pooled exchanges too), once every
  *  connection is freed. */
 void xHttpContextDestroy(xHttpContext *ctx);
+
+/** A protocol's on_drain for a connection that has sent nothing yet: its
+ *  timeout is shortened to XCONN_DRAIN_FRESH_MS (or the header timeout, if
+ *  shorter), after which the protocol's on_timeout closes it as silent. */
+void xHttpDrainFresh(xConn *conn);
 
 /** The HTTP context of a connection an HTTP protocol serves. */
 static inline xHttpContext *xHttpContextOf(const xConn *conn) { return (xHttpContext *)conn->net; }

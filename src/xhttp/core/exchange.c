@@ -12,6 +12,7 @@
 #include "xnet/address.h"
 #include "xhttp/core/cookie.h"
 #include "xhttp/core/finished.h"
+#include "xhttp/core/forwarded.h"
 
 /* Exchanges kept for reuse per worker; beyond this they go back to malloc. */
 #define XEXCHANGE_POOL_MAX 1024
@@ -431,9 +432,21 @@ bool xHttpRequestTlsSized(const xHttpRequest *req, xTlsInfo *info, size_t size) 
 
 /* ---- The connection's facts ---- */
 
+void xHttpRequestClient(const xHttpRequest *req, xNetAddr *client) {
+    const xHttpContext *ctx = xHttpContextOf(req->conn); /* none for a connection made by hand */
+    const xProxyTrust *trust = ctx ? ctx->forwarded : NULL;
+    if (!trust) {
+        *client = req->conn->addr;
+        return;
+    }
+    xHttpForwardedClient(req->headers, req->num_headers, trust, &req->conn->addr, client);
+}
+
 bool xHttpRequestPeerSized(const xHttpRequest *req, xHttpPeer *peer, size_t size) {
     if (!req->conn) return false;
-    const xNetAddr *addr = &req->conn->addr;
+    xNetAddr client;
+    xHttpRequestClient(req, &client);
+    const xNetAddr *addr = &client;
     xHttpPeer full = {.family = addr->family, .port = addr->port, .local_port = addr->local_port};
     if (!xNetAddrFormat(addr, full.address, sizeof full.address)) return false;
     xSizedExport(peer, size, &full, sizeof full);

@@ -206,4 +206,9 @@ xErrno xHttpExchangeSwitch(xHttpExchange *ex, const xHttpTakeover *to, void *arg
  *  with the exchange's release. XERR_NOMEM: the views are left alone. */
 xErrno xHttpExchangeKeepRequest(xHttpExchange *ex);
 
+/** The client req came from, as handlers and logs see it: its connection's
+ *  peer (the PROXY header's, where one was read), or behind a proxy the
+ *  worker trusts, who X-Forwarded-For names (forwarded.h). */
+void xHttpRequestClient(const xHttpRequest *req, xNetAddr *client);
+
 #endif

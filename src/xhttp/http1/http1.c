@@ -916,6 +916,10 @@ static void on_timeout(xConn *conn) {
 static void on_drain(xConn *conn) {
     xHttp1 *h = conn->proto_state;
     h->keep_alive = false;
+    if (h->state == XH1_HEAD && h->start == conn->in.len && h->waiting == XH1_WAIT_FIRST) {
+        xHttpDrainFresh(conn); /* its first request may be on its way: answered, then closed */
+        return;
+    }
     if (h->state == XH1_HEAD && h->start == conn->in.len) {
         h->state = XH1_CLOSING;
         xConnCloseAfterFlush(conn);

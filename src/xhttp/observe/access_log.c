@@ -77,13 +77,15 @@ void xAccessLogFinished(xAccessLog *log, const xHttpExchange *ex, int status, ui
     char address[XNET_ADDR_TEXT] = "";
     xTlsInfo tls = {.struct_size = sizeof tls};
     bool secure = xConnTlsInfo(req->conn, &tls);
-    xNetAddrFormat(&req->conn->addr, address, sizeof address);
+    xNetAddr client;
+    xHttpRequestClient(req, &client);
+    xNetAddrFormat(&client, address, sizeof address);
     const xHttpSessionStats *session = ex->res.session;
     /* A session's bytes are its frames, whatever its status says of a body. */
     bool has_body = session || (xHttpStatusHasBody(status) && !xStrEqualsC(req->method, "HEAD"));
     xAccessRecord rec = {
         .address = xStrFromC(address),
-        .port = req->conn->addr.port,
+        .port = client.port,
         .method = req->method,
         .path = req->path,
         .query = req->query,

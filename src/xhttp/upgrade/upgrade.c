@@ -76,7 +76,12 @@ bool xUpgradePlanListener(xUpgradePlan *plan, unsigned protocols, const char *al
 /* ---- Starting a connection ---- */
 
 static bool start(xConn *conn, xHttpProtocol speaks) {
-    return speaks == XHTTP_SPEAKS_HTTP2 ? xHttp2Start(conn, 0, NULL) : xHttp1Start(conn);
+    bool started = speaks == XHTTP_SPEAKS_HTTP2 ? xHttp2Start(conn, 0, NULL) : xHttp1Start(conn);
+    /* A stop that began while this one was still silent, or in its TLS
+     * handshake, drains it as its protocol does. */
+    if (started && xHttpContextOf(conn)->draining && !xConnClosed(conn) && conn->proto->on_drain)
+        conn->proto->on_drain(conn);
+    return started;
 }
 
 static bool on_tls_established(xConn *conn, int alpn, void *arg) {
@@ -146,7 +151,7 @@ static void sniff_timeout(xConn *conn) { xConnClose(conn); }
 static const xConnProtocol sniff_protocol = {
     .on_readable = sniff,
     .on_timeout = sniff_timeout,
-    .on_drain = sniff_timeout,
+    .on_drain = xHttpDrainFresh, /* nothing said yet: its first request may be on its way */
 };
 
 bool xUpgradeAccept(xHttpContext *ctx, int fd, const xNetAddr *addr, const xUpgradePlan *plan) {

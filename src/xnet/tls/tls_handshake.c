@@ -313,11 +313,19 @@ static void handshake_timeout(xConn *conn) {
     xConnClose(conn);
 }
 
+/* A stop began: a handshake under way may finish, briefly (what comes after
+ * it is told of the stop when it starts). */
+static void handshake_drain(xConn *conn) {
+    xTlsConn *t = conn->proto_state;
+    uint32_t limit = t ? t->srv->conf.handshake_timeout_ms : 0;
+    xConnSetTimeout(conn, limit && limit < XCONN_DRAIN_FRESH_MS ? limit : XCONN_DRAIN_FRESH_MS);
+}
+
 static const xConnProtocol handshake_protocol = {
     .on_readable = handshake,
     .on_flushed = handshake,
     .on_timeout = handshake_timeout,
-    .on_drain = handshake_timeout,
+    .on_drain = handshake_drain,
 };
 
 bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd, const xNetAddr *addr) {

@@ -116,8 +116,9 @@ class ServerProcess:
 
     scheme = "http"
 
-    def __init__(self, args=(), binary=None, port=0, env=None, argv=None):
+    def __init__(self, args=(), binary=None, port=0, env=None, argv=None, pass_fds=()):
         self.env = env or {}
+        self.pass_fds = tuple(pass_fds)  # descriptors the server inherits (an inherited listener)
         if argv is not None:
             # A whole command line of the caller's (a container run, say).
             self.argv = list(argv)
@@ -144,7 +145,12 @@ class ServerProcess:
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
         self.proc = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, env=env
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            pass_fds=self.pass_fds,
         )
         try:
             listening, *self.also_listening = read_listening_lines(
