@@ -15,7 +15,8 @@
  * /async-db and /fortunes; without it they answer 503), DATABASE_CONNECTIONS
  * (per worker, default 2) and DATABASE_PIPELINE_DEPTH (queries in flight per
  * connection, default 64), REDIS_URL (redis://host:port: the production
- * stack's cache, stack.c; without it a cache in this process). Workers: one
+ * stack's cache, stack.c; without it a cache in this process; ARENA_CACHE=off:
+ * none, every read from the database). Workers: one
  * per CPU this process may run on.
  *
  * The production stack's `server` (8080 behind its edge): /public/baseline,

@@ -12,7 +12,8 @@
  * database (MISS); with the database down the answer is 503. What is cached
  * is the answer's body; an id with no row is cached as an empty value and
  * answered 404, so a miss storm on a missing id reaches the database once
- * per TTL too. A Redis load still out on another worker when a POST
+ * per TTL too. ARENA_CACHE=off reads every answer from the database (for
+ * measuring the database path alone). A Redis load still out on another worker when a POST
  * invalidates may store the old row again: the TTL bounds that to 1 s. */
 #define _GNU_SOURCE
 #include "stack.h"
@@ -42,6 +43,7 @@
 static char redis_host[256];
 static uint16_t redis_port;
 static bool use_redis;
+static bool cache_off; /* ARENA_CACHE=off: every read from the database (benchmarks: one row by id) */
 
 /* ---- The in-process cache: a direct-mapped table every worker shares ---- */
 
@@ -153,8 +155,10 @@ bool arenaStackConfigure(void) {
     local_slots = calloc(LOCAL_SLOTS, sizeof *local_slots);
     if (!local_slots) return false;
     for (size_t i = 0; i < LOCAL_SLOTS; i++) pthread_mutex_init(&local_slots[i].lock, NULL);
+    const char *cache = getenv("ARENA_CACHE");
+    cache_off = cache && strcmp(cache, "off") == 0;
     const char *url = getenv("REDIS_URL");
-    if (!url || !*url) return true;
+    if (!url || !*url || cache_off) return true;
     /* redis://host[:port][/db]: an address, or localhost (a name would be resolved blocking, each connect).
      */
     const char *at = strncmp(url, "redis://", 8) == 0 ? url + 8 : url;
@@ -409,7 +413,7 @@ static void get_row(xHttpRequest *req, xHttpResponse *res, int which, long long 
     }
     char *value;
     size_t len;
-    if (local_get(p->key, p->key_len, &value, &len)) {
+    if (!cache_off && local_get(p->key, p->key_len, &value, &len)) {
         free(p);
         send_row(res, value, len, true, true);
         return;

@@ -216,6 +216,13 @@ class StackInProcessCacheTest(StackChecks, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.start(with_redis=False)
+        cls.uncached = start_arena(cls, cls.postgres.conninfo, {"ARENA_CACHE": "off"})
+
+    def test_with_the_cache_off_every_read_is_a_miss_from_the_database(self):
+        for _ in range(3):
+            response = call(self.uncached.port, "GET", "/api/items/51")
+            self.assertEqual((response.status, response.header("x-cache")), (200, "MISS"))
+            self.assertEqual(json.loads(response.body), self.items[51])
 
 
 class StackDatabaseDownTest(unittest.TestCase):
