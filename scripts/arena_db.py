@@ -30,6 +30,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def proc_stat(pid):
+    """/proc/PID/stat's fields from the state on (utime is [11], stime [12], cutime [13], cstime [14])."""
+    with open(f"/proc/{pid}/stat") as f:
+        text = f.read()
+    return text[text.rindex(")") + 2 :].split()
+
+
 def tool(name):
     for folder in PG_BIN:
         if os.path.exists(os.path.join(folder, name)):
@@ -60,12 +70,13 @@ def wait_for_port(port, proc, name, log, seconds=60):
 class LocalDatabase:
     """PostgreSQL with the seed in folder (made once), and optionally redis-server."""
 
-    def __init__(self, folder, pg_port=55432, redis_port=56379, redis=True, items=100_000, pg_args=()):
+    def __init__(self, folder, pg_port=55432, redis_port=56379, redis=True, items=100_000, pg_args=(), cpus=None):
         self.folder = os.path.abspath(folder)
         self.pg_port, self.redis_port = pg_port, redis_port
         self.want_redis = redis and shutil.which("redis-server") is not None
         self.items = items
         self.pg_args = list(pg_args)
+        self.pin = ["taskset", "-c", cpus] if cpus else []  # both servers on these CPUs ("0")
         self.pg = self.redis = None
 
     @property
@@ -96,7 +107,7 @@ class LocalDatabase:
         argv = [tool("postgres"), "-D", data, "-p", str(self.pg_port), "-k", data, "-c", "listen_addresses=127.0.0.1"]
         argv += ["-c", "max_connections=256", "-c", "fsync=off", *self.pg_args]
         with open(log, "a") as out:
-            self.pg = subprocess.Popen(as_postgres(argv), stdout=out, stderr=subprocess.STDOUT)
+            self.pg = subprocess.Popen(self.pin + as_postgres(argv), stdout=out, stderr=subprocess.STDOUT)
         wait_for_port(self.pg_port, self.pg, "postgres", log)
         seeded = os.path.join(data, "seeded")
         if not os.path.exists(seeded):
@@ -111,22 +122,27 @@ class LocalDatabase:
         if self.want_redis:
             argv = ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", ""]
             argv += ["--appendonly", "no", "--dir", self.folder, "--logfile", os.path.join(self.folder, "redis.log")]
-            self.redis = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+            self.redis = subprocess.Popen(self.pin + argv, stdout=subprocess.DEVNULL)
             wait_for_port(self.redis_port, self.redis, "redis-server", os.path.join(self.folder, "redis.log"))
         return self
 
-    def backend_pids(self):
-        """PostgreSQL's processes (postmaster, backends, its helpers): for their CPU in /proc."""
-        pids, todo = [], [self.pg.pid] if self.pg else []
+    def pg_cpu_seconds(self):
+        """What PostgreSQL has spent: its processes' user and system time, the postmaster's
+        waited-for children too (a backend that ended between two readings stays counted)."""
+        total, todo = 0.0, [self.pg.pid] if self.pg else []
         while todo:
             pid = todo.pop()
-            pids.append(pid)
             try:
+                fields = proc_stat(pid)
                 with open(f"/proc/{pid}/task/{pid}/children") as f:
                     todo += [int(p) for p in f.read().split()]
             except OSError:
-                pass
-        return pids
+                continue
+            total += sum(int(v) for v in fields[11:15]) / TICKS
+        return total
+
+    def redis_cpu_seconds(self):
+        return sum(int(v) for v in proc_stat(self.redis.pid)[11:13]) / TICKS if self.redis else 0.0
 
     def stop(self):
         if self.pg is not None:
