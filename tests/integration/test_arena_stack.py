@@ -13,6 +13,8 @@ again once Redis is back. Both I/O backends (ctest runs each test twice)."""
 import datetime
 import json
 import os
+import socket
+import subprocess
 import sys
 import time
 import types
@@ -20,6 +22,7 @@ import unittest
 
 import test_arena_db
 from support.harness import Conn
+from support.interop import free_port, temp_folder
 from support.postgres import Postgres
 from support.redis_server import RedisServer
 from test_arena_db import item_json, start_arena
@@ -251,6 +254,40 @@ class StackDatabaseDownTest(unittest.TestCase):
         finally:
             self.postgres.start()
         self.server.assert_running()
+
+
+class ArenaDbScriptTest(unittest.TestCase):
+    """scripts/arena_db.py, what `make arena` runs the entry with: a PostgreSQL with the seed and
+    a redis-server for the command's lifetime, their URLs in its environment."""
+
+    SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "arena_db.py")
+    QUERY = 'psql "$DATABASE_URL" -XAtc "SELECT count(*) FROM items; SELECT email FROM users WHERE id = 42"'
+
+    def run_script(self, folder, pg_port, redis_port, env):
+        argv = [sys.executable, self.SCRIPT, "--dir", folder, "--pg-port", str(pg_port)]
+        argv += ["--redis-port", str(redis_port), "--", "sh", "-c", self.QUERY + '; echo "redis=$REDIS_URL"']
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        return done.stdout
+
+    def test_the_seeded_database_lives_as_long_as_the_command(self):
+        folder = temp_folder(self)
+        os.chmod(folder, 0o711)  # the postgres user reaches its data folder through it
+        pg_port, redis_port = free_port(), free_port()
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        for _ in range(2):  # made and seeded once, then started again as it is
+            output = self.run_script(os.path.join(folder, "db"), pg_port, redis_port, env)
+            self.assertIn("100000\nuser42@example.com\n", output)
+            self.assertIn(f"redis=redis://127.0.0.1:{redis_port}\n", output)
+            for port in (pg_port, redis_port):
+                with self.assertRaises(OSError, msg=f"port {port} still open after the command"):
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        # A DATABASE_URL of the user's own is used as it is: nothing started, nothing seeded.
+        env["DATABASE_URL"] = "postgres://nobody@127.0.0.1:1/none"
+        argv = [sys.executable, self.SCRIPT, "--dir", os.path.join(folder, "other"), "--", "sh", "-c"]
+        done = subprocess.run(argv + ['echo "$DATABASE_URL"'], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(done.stdout, "postgres://nobody@127.0.0.1:1/none\n")
+        self.assertFalse(os.path.exists(os.path.join(folder, "other")))
 
 
 if __name__ == "__main__":
