@@ -21,7 +21,7 @@ import types
 import unittest
 
 import test_arena_db
-from support.harness import Conn
+from support.harness import Conn, http_request
 from support.interop import free_port, temp_folder
 from support.postgres import Postgres
 from support.redis_server import RedisServer
@@ -172,6 +172,20 @@ class StackChecks:
         self.assertEqual(response.status, 400)
         self.assert_counts_unchanged()
         self.assertEqual(self.get_item(25, "MISS"), self.items[25])
+
+    def test_clients_that_leave_while_waiting_harm_nothing(self):
+        body = json.dumps({"name": "left", "price": 5, "quantity": 6}).encode()
+        for round_ in range(20):
+            with socket.create_connection(("127.0.0.1", self.server.port)) as sock:
+                requests = [http_request("GET", f"/api/items/{600 + round_ * 8 + i}") for i in range(8)]
+                requests.append(http_request("GET", "/api/me", headers={"X-User-Id": str(100 + round_)}))
+                requests.append(http_request("POST", f"/api/items/{700 + round_}", body=body))
+                sock.sendall(b"".join(requests))
+        time.sleep(0.5)
+        self.server.assert_running()
+        self.assertEqual(self.get_item(61, "MISS"), self.items[61])
+        response = self.request("GET", "/api/me", {"X-User-Id": "7"})
+        self.assertEqual(json.loads(response.body), self.users[7])
 
 
 class StackWithRedisTest(StackChecks, unittest.TestCase):
