@@ -85,7 +85,9 @@ bench:
 
 # The HttpArena entry (arena/main.c), built in Release and run here on the arena's ports
 # (8080 h1+h2c, 8081 TLS http/1.1, 8082 h2c, 8443 TLS h2) with the arena's data from
-# ARENA_DATA and an RSA-2048 certificate made once in $(BUILD)/arena/certs. Ctrl-C stops it.
+# ARENA_DATA and an RSA-2048 certificate made once in $(BUILD)/arena/certs; its database is a local
+# PostgreSQL with the arena's seed (made once in $(BUILD)/arena/db) and a redis-server, started and
+# stopped with it by scripts/arena_db.py (DATABASE_URL set: that database, as it is). Ctrl-C stops it.
 ARENA_DATA ?= ../shared/arena/data
 ARENA_PORTS ?= 8080,8081,8082,8443
 arena: deps
@@ -95,7 +97,8 @@ arena: deps
 	@test -s $(BUILD)/arena/certs/server.key || openssl req -x509 -newkey rsa:2048 -nodes -days 365 \
 	  -subj /CN=localhost -keyout $(BUILD)/arena/certs/server.key -out $(BUILD)/arena/certs/server.crt 2>/dev/null
 	@test -s $(ARENA_DATA)/dataset.json || { echo "make arena: no dataset.json in $(ARENA_DATA) (ARENA_DATA=...)" >&2; exit 1; }
-	DATA_DIR=$(ARENA_DATA) CERTS_DIR=$(BUILD)/arena/certs ARENA_PORTS=$(ARENA_PORTS) ./$(BUILD)/arena/xkit-arena
+	DATA_DIR=$(ARENA_DATA) CERTS_DIR=$(BUILD)/arena/certs ARENA_PORTS=$(ARENA_PORTS) \
+	  python3 scripts/arena_db.py --dir $(BUILD)/arena/db -- ./$(BUILD)/arena/xkit-arena
 
 # The HttpArena entry's image (arena/Dockerfile) built with docker, else podman or buildah, and
 # tests/integration/test_arena.py run against it (arena/README.md). Minutes, and an image tool:

@@ -14,7 +14,13 @@
  * beside other servers), DATABASE_URL (PostgreSQL with the arena's seed, for
  * /async-db and /fortunes; without it they answer 503), DATABASE_CONNECTIONS
  * (per worker, default 2) and DATABASE_PIPELINE_DEPTH (queries in flight per
- * connection, default 64). Workers: one per CPU this process may run on.
+ * connection, default 64), REDIS_URL (redis://host:port: the production
+ * stack's cache, stack.c; without it a cache in this process; ARENA_CACHE=off:
+ * none, every read from the database). Workers: one
+ * per CPU this process may run on.
+ *
+ * The production stack's `server` (8080 behind its edge): /public/baseline,
+ * /public/json/{count} here; /api/items/{id} and /api/me in stack.c.
  *
  * gRPC GetSum, POST /echo and the /ws echo are the bench servers' too: they live once, on the
  * same public API, in bench/servers/shared_handlers.c, which this entry is built with. */
@@ -32,6 +38,7 @@
 #include <xhttp/websocket.h>
 
 #include "shared_handlers.h"
+#include "stack.h"
 
 /* The longest /delay a client may ask for. */
 #define MAX_DELAY_MS 60000
@@ -318,6 +325,7 @@ static void on_json(xHttpRequest *req, xHttpResponse *res, void *arg) {
 typedef struct Db {
     xPgPool *pool;
     int items_by_price, fortunes;
+    ArenaStack *stack; /* the production stack's /api routes (stack.c) */
 } Db;
 
 static const char *database_url;
@@ -343,6 +351,12 @@ static xErrno db_start(xHttpWorker *worker, void *arg) {
                        "rating_count FROM items WHERE price BETWEEN $1 AND $2 LIMIT $3",
                        3, NULL);
     db->fortunes = xPgPoolPrepare(db->pool, "fortunes", "SELECT id, message FROM fortune", 0, NULL);
+    if (!(db->stack = arenaStackStart(xHttpWorkerLoop(worker), db->pool))) {
+        xPgPoolFree(db->pool);
+        free(db);
+        xHttpWorkerSetError(worker, "arena: cannot start the production stack's cache");
+        return XERR_NOMEM;
+    }
     xHttpWorkerSetData(worker, db);
     return XOK;
 }
@@ -356,8 +370,15 @@ static void db_stop(xHttpWorker *worker, void *arg) {
     fprintf(stderr, "arena: worker %d: %llu queries in %llu batches, at most %d in flight on a connection\n",
             xHttpWorkerIndex(worker), (unsigned long long)stats.queries, (unsigned long long)stats.batches,
             stats.peak_in_flight);
+    arenaStackStop(db->stack);
     xPgPoolFree(db->pool);
+    arenaStackFree(db->stack);
     free(db);
+}
+
+ArenaStack *arenaWorkerStack(const xHttpRequest *req) {
+    Db *db = xHttpRequestWorkerData(req);
+    return db ? db->stack : NULL;
 }
 
 /* A request waiting for its query: the client leaving cancels the query. */
@@ -397,7 +418,7 @@ static void send_no_items(xHttpResponse *res) {
     xHttpResponseSend(res, body, sizeof body - 1);
 }
 
-static void write_db_item(xJsonWriter *w, const xPgResult *r, int row) {
+void arenaWriteDbItem(xJsonWriter *w, const xPgResult *r, int row) {
     static const char *const ints[] = {"id", NULL, NULL, "price", "quantity"};
     int64_t v;
     size_t len;
@@ -451,7 +472,7 @@ static void on_items(const xPgResult *r, void *arg) {
     xJsonKey(&w, "items", 5);
     xJsonBeginArray(&w);
     int rows = xPgRows(r);
-    for (int row = 0; row < rows; row++) write_db_item(&w, r, row);
+    for (int row = 0; row < rows; row++) arenaWriteDbItem(&w, r, row);
     xJsonEndArray(&w);
     xJsonKey(&w, "count", 5);
     xJsonInt(&w, rows);
@@ -582,6 +603,8 @@ static bool add_routes(xHttpServer *server) {
         {"GET /json/:count", on_json},
         {"GET /async-db", on_async_db},
         {"GET /fortunes", on_fortunes},
+        {"GET /public/baseline", on_baseline},
+        {"GET /public/json/:count", on_json},
         {"POST /echo", sharedEchoBody},
         {"POST /benchmark.BenchmarkService/GetSum", sharedGrpcGetSum},
     };
@@ -590,6 +613,10 @@ static bool add_routes(xHttpServer *server) {
             fprintf(stderr, "arena: cannot add route %s\n", routes[i].spec);
             return false;
         }
+    }
+    if (!arenaStackRoutes(server)) {
+        fprintf(stderr, "arena: cannot add the /api routes\n");
+        return false;
     }
     xWebSocketConf ws;
     xWebSocketConfInit(&ws);
@@ -655,6 +682,10 @@ int main(void) {
     database_url = getenv("DATABASE_URL");
     if (getenv("DATABASE_CONNECTIONS")) database_connections = atoi(getenv("DATABASE_CONNECTIONS"));
     if (getenv("DATABASE_PIPELINE_DEPTH")) database_pipeline_depth = atoi(getenv("DATABASE_PIPELINE_DEPTH"));
+    if (server && !arenaStackConfigure()) {
+        xHttpServerDestroy(server);
+        server = NULL;
+    }
     if (server && database_url && *database_url &&
         xHttpServerOnWorker(server, db_start, db_stop, NULL) != XOK) {
         fprintf(stderr, "arena: cannot set the workers' database hooks\n");

@@ -38,8 +38,8 @@ def free_ports(n):
             s.close()
 
 
-def start_arena(test_class, conninfo):
-    """The entry with DATABASE_URL, a one-item dataset and no static files."""
+def start_arena(test_class, conninfo, extra_env=None):
+    """The entry with DATABASE_URL (and extra_env), a one-item dataset and no static files."""
     tmp = tempfile.mkdtemp(prefix="xkit-arena-db-")
     test_class.addClassCleanup(shutil.rmtree, tmp, ignore_errors=True)
     data, certs = os.path.join(tmp, "data"), os.path.join(tmp, "certs")
@@ -54,6 +54,7 @@ def start_arena(test_class, conninfo):
     ports = free_ports(4)
     env = {"DATA_DIR": data, "CERTS_DIR": certs, "ARENA_PORTS": ",".join(map(str, ports))}
     env["DATABASE_URL"] = conninfo
+    env.update(extra_env or {})
     path = os.environ.get("XK_ARENA")
     if not path:
         raise AssertionError("XK_ARENA is not set: run through ctest (make test), which builds xkit-arena")

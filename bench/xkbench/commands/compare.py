@@ -20,6 +20,7 @@ COMPARISONS = {
     "h2c": "xkbench.commands.compare_h2c",
     "https": "xkbench.commands.compare_https",
     "websocket": "xkbench.commands.compare_websocket",
+    "db": "xkbench.commands.compare_db",
 }
 WARMUP_SECONDS = 1
 
