@@ -4,9 +4,10 @@
  * failures turned into retries, 502s and 504s.
  *
  * One xProxyCall per proxied request, from the handler to the response's
- * end or the client's leaving. It reaches the front connection only to ask
- * how much output waits there (the exchange), so a slow client holds the
- * upstream back instead of filling memory. */
+ * end or the client's leaving. Only the public request and response API is
+ * used: a slow client holds the upstream back through the response's drain
+ * signal (xHttpResponsePending, xHttpResponseOnDrain) instead of filling
+ * memory, and a failure after the head resets the response. */
 #include <xhttp/proxy.h>
 
 #include <stdio.h>
@@ -16,14 +17,12 @@
 #include <xhttp/request.h>
 #include <xhttp/response.h>
 
-#include "xhttp/core/exchange.h"
 #include "xhttp/core/tokens.h"
-#include "xnet/connection.h"
 
-/* Output waiting for the client beyond which the upstream is no longer read;
- * it is looked at again every PROXY_DRAIN_POLL_MS while paused. */
+/* Output waiting for the client beyond which the upstream is no longer read,
+ * and the level it must fall to before it is read again. */
 #define PROXY_FRONT_HIGH (1u << 20)
-#define PROXY_DRAIN_POLL_MS 5
+#define PROXY_FRONT_LOW (256u << 10)
 #define PROXY_MAX_FIELDS 128
 #define PROXY_FIELD_TEXT 8192 /* a name or value handed to the response, with its NUL */
 
@@ -51,11 +50,10 @@ typedef struct xProxyCall {
     xHttpClientRequest *up_req; /* NULL between tries and once it ended */
     size_t up_index;
     unsigned tries;
-    bool streams_body;  /* the front body arrives through a reader */
-    bool body_started;  /* a byte of the body went to an upstream: no retry */
-    bool body_ended;    /* the front body's last piece came */
-    bool front_paused;  /* the front body is held while the upstream is behind */
-    xTimer drain_timer; /* while the upstream is paused for a slow client */
+    bool streams_body; /* the front body arrives through a reader */
+    bool body_started; /* a byte of the body went to an upstream: no retry */
+    bool body_ended;   /* the front body's last piece came */
+    bool front_paused; /* the front body is held while the upstream is behind */
     xHttpClientField fields[PROXY_MAX_FIELDS];
     size_t num_fields;
     char added[1024]; /* the X-Forwarded-* and Forwarded values */
@@ -261,10 +259,7 @@ static bool build_fields(xProxyCall *call) {
 
 /* ---- Answering the client ---- */
 
-static void end_call(xProxyCall *call) {
-    xTimerStop(xHttpRequestLoop(call->req), &call->drain_timer);
-    free(call);
-}
+static void end_call(xProxyCall *call) { free(call); }
 
 /* A streamed front body's pieces that arrive after the answer are dropped. */
 static void discard_body(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
@@ -287,6 +282,7 @@ static void answer_failure(xProxyCall *call, xHttpClientError error) {
                      xHttpClientErrorString(error));
     xHttpResponse *res = call->res;
     stop_reading_front(call);
+    xHttpResponseClearHeaders(res); /* a 405 fallback's Allow is not ours to send */
     xHttpResponseSetStatus(res, status);
     xHttpResponseAddHeader(res, "Content-Type", "text/plain; charset=utf-8");
     xHttpResponseSend(res, body, (size_t)n);
@@ -305,6 +301,7 @@ static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, voi
     (void)up;
     xProxyCall *call = arg;
     note_success(call);
+    xHttpResponseClearHeaders(call->res); /* a 405 fallback's Allow is the upstream's to say */
     xHttpResponseSetStatus(call->res, r->status);
     static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
     for (size_t i = 0; i < r->num_fields; i++) {
@@ -314,36 +311,24 @@ static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, voi
             continue;
         xHttpResponseAddHeader(call->res, cstr(name, n), cstr(value, r->fields[i].value));
     }
-    if (!r->has_body) {
-        xHttpClientRequestCancel(call->up_req); /* nothing more to read of it; its connection goes */
-        call->up_req = NULL;
-        stop_reading_front(call);
-        xHttpResponseSend(call->res, NULL, 0);
-        end_call(call);
-    }
+    /* The upstream's length goes on as it is (a HEAD's answer keeps the
+     * length a GET would have); otherwise the front frames it (chunked). */
+    if (r->content_length >= 0) xHttpResponseSetLength(call->res, (uint64_t)r->content_length);
 }
 
-/* Looks again, while the upstream is paused, at whether the client took
- * enough of what waits for it. */
-static void on_drain_timer(xEventLoop *loop, xTimer *timer, void *arg) {
-    (void)timer;
+/* The client took enough of what waited for it: read the upstream again. */
+static void on_front_drained(xHttpResponse *res, void *arg) {
+    (void)res;
     xProxyCall *call = arg;
-    xConn *front = xHttpExchangeOfResponse(call->res)->req.conn;
-    if (front && xConnPending(front) >= PROXY_FRONT_HIGH / 2) {
-        xTimerStart(loop, &call->drain_timer, PROXY_DRAIN_POLL_MS);
-        return;
-    }
     if (call->up_req) xHttpClientRequestResume(call->up_req);
 }
 
 static void on_up_body(xHttpClientRequest *up, const char *data, size_t len, void *arg) {
     xProxyCall *call = arg;
     xHttpResponseWrite(call->res, data, len);
-    xConn *front = xHttpExchangeOfResponse(call->res)->req.conn;
-    if (front && xConnPending(front) >= PROXY_FRONT_HIGH) {
+    if (xHttpResponsePending(call->res) >= PROXY_FRONT_HIGH &&
+        xHttpResponseOnDrain(call->res, PROXY_FRONT_LOW, on_front_drained, call))
         xHttpClientRequestPause(up);
-        xTimerStart(xHttpRequestLoop(call->req), &call->drain_timer, PROXY_DRAIN_POLL_MS);
-    }
 }
 
 static void on_up_end(xHttpClientRequest *up, const xHttpClientField *trailers, size_t n, void *arg) {
@@ -372,16 +357,11 @@ static void on_up_error(xHttpClientRequest *up, xHttpClientError error, bool sta
     note_failure(call);
     if (started) {
         /* The head went out: a cut body must not look whole to the client.
-         * Closing its connection aborts the exchange, which frees the call
-         * (on_front_abort). */
-        xConn *front = xHttpExchangeOfResponse(call->res)->req.conn;
-        if (front && !xConnClosed(front)) {
-            xConnClose(front);
-        } else {
-            stop_reading_front(call);
-            xHttpResponseEnd(call->res);
-            end_call(call);
-        }
+         * The response is reset (its HTTP/2 stream alone, or the HTTP/1.1
+         * connection). */
+        stop_reading_front(call);
+        xHttpResponseReset(call->res);
+        end_call(call);
         return;
     }
     bool nothing_sent = error == XHTTP_CLIENT_REFUSED || error == XHTTP_CLIENT_CONNECT_TIMEOUT;
@@ -503,15 +483,13 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
         return;
     }
     *call = (xProxyCall){.proxy = proxy, .req = req, .res = res, .client = client};
-    xTimerInit(&call->drain_timer, on_drain_timer, call);
     if (!build_fields(call)) {
         free(call);
         xHttpResponseSetStatus(res, 431);
         xHttpResponseSend(res, "431: too many fields to pass on\n", 32);
         return;
     }
-    xHttpExchange *ex = xHttpExchangeOfResponse(res);
-    call->streams_body = ex->streams_body && !ex->body_ended;
+    call->streams_body = xHttpRequestBodyStreams(req);
     xHttpResponseOnAbort(res, on_front_abort, call);
     if (!start_try(call)) {
         call->up_req = NULL;
