@@ -31,7 +31,30 @@ typedef struct xProxyUpstream {
     /* Passive health, shared by the workers: a racy count is good enough. */
     _Atomic unsigned failures;
     _Atomic uint64_t down_until_ms;
+    _Atomic bool check_failed;  /* the last active health check did not pass */
+    _Atomic unsigned in_flight; /* requests on it now, all workers: least-connections */
 } xProxyUpstream;
+
+typedef struct xProxyHealth xProxyHealth;
+
+/* One upstream's health check in a round: its request while it is out. */
+typedef struct xProxyProbe {
+    xProxyHealth *health;
+    size_t index;
+    xHttpClientRequest *req;
+    bool passed; /* a 2xx head came */
+} xProxyProbe;
+
+/* Active health checks, run by worker 0's client on its loop: a round of
+ * probes every interval, each cut at the round's deadline. */
+struct xProxyHealth {
+    xHttpProxy *proxy;
+    xHttpClient *client;
+    xEventLoop *loop;
+    xTimer round;
+    xTimer deadline;
+    xProxyProbe *probes;
+};
 
 struct xHttpProxy {
     xProxyUpstream *ups;
@@ -40,6 +63,9 @@ struct xHttpProxy {
     xHttpClient **clients; /* one per worker, made and used on its thread */
     int num_workers;
     _Atomic size_t next; /* round-robin */
+    char *hash_header;   /* conf's copies */
+    char *health_path;
+    xProxyHealth health;
 };
 
 typedef struct xProxyCall {
@@ -49,6 +75,7 @@ typedef struct xProxyCall {
     xHttpClient *client;
     xHttpClientRequest *up_req; /* NULL between tries and once it ended */
     size_t up_index;
+    bool counted; /* up_req is in its upstream's in_flight */
     unsigned tries;
     bool streams_body; /* the front body arrives through a reader */
     bool body_started; /* a byte of the body went to an upstream: no retry */
@@ -69,7 +96,8 @@ void xHttpProxyConfInit(xHttpProxyConf *conf) {
                              .fail_threshold = 1,
                              .fail_timeout_ms = 10000,
                              .max_tries = 2,
-                             .forwarded_headers = true};
+                             .forwarded_headers = true,
+                             .health_path = "/"};
     xHttpUpstreamConfInit(&conf->upstream);
 }
 
@@ -78,6 +106,9 @@ void xHttpProxyDestroy(xHttpProxy *proxy) {
     for (size_t i = 0; i < proxy->num_ups; i++) xHttpUpstreamDestroy(proxy->ups[i].upstream);
     free(proxy->ups);
     free(proxy->clients);
+    free(proxy->hash_header);
+    free(proxy->health_path);
+    free(proxy->health.probes);
     free(proxy);
 }
 
@@ -92,7 +123,16 @@ xErrno xHttpProxyCreate(xHttpServer *server, const xHttpProxyConf *conf, xHttpPr
     proxy->num_workers = xHttpServerWorkerCount(server) > 0 ? xHttpServerWorkerCount(server) : 1;
     proxy->clients = calloc((size_t)proxy->num_workers, sizeof *proxy->clients);
     proxy->ups = calloc(conf->num_upstreams, sizeof *proxy->ups);
-    if (!proxy->clients || !proxy->ups) {
+    proxy->health.probes = calloc(conf->num_upstreams, sizeof *proxy->health.probes);
+    const xHttpProxyConf *c = &proxy->conf;
+    if (c->balance == XHTTP_PROXY_HASH_HEADER && (!c->hash_header || !*c->hash_header)) {
+        xHttpProxyDestroy(proxy);
+        return XERR_INVALID;
+    }
+    proxy->hash_header = c->hash_header ? strdup(c->hash_header) : NULL;
+    proxy->health_path = strdup(c->health_path && *c->health_path ? c->health_path : "/");
+    if (!proxy->clients || !proxy->ups || !proxy->health.probes || !proxy->health_path ||
+        (c->hash_header && !proxy->hash_header)) {
         xHttpProxyDestroy(proxy);
         return XERR_NOMEM;
     }
@@ -109,17 +149,23 @@ xErrno xHttpProxyCreate(xHttpServer *server, const xHttpProxyConf *conf, xHttpPr
     return XOK;
 }
 
+static void health_start(xProxyHealth *health, xHttpClient *client, xEventLoop *loop);
+static void health_stop(xProxyHealth *health);
+
 xErrno xHttpProxyWorkerStart(xHttpProxy *proxy, xHttpWorker *worker) {
     int i = xHttpWorkerIndex(worker);
     if (i < 0 || i >= proxy->num_workers) return XERR_INVALID;
     if (!proxy->clients[i] && !(proxy->clients[i] = xHttpClientCreate(xHttpWorkerLoop(worker))))
         return XERR_NOMEM;
+    if (i == 0 && proxy->conf.health_interval_ms)
+        health_start(&proxy->health, proxy->clients[i], xHttpWorkerLoop(worker));
     return XOK;
 }
 
 void xHttpProxyWorkerStop(xHttpProxy *proxy, xHttpWorker *worker) {
     int i = xHttpWorkerIndex(worker);
     if (i < 0 || i >= proxy->num_workers) return;
+    if (i == 0) health_stop(&proxy->health);
     xHttpClientDestroy(proxy->clients[i]);
     proxy->clients[i] = NULL;
 }
@@ -138,16 +184,151 @@ void xHttpProxyStats(const xHttpProxy *proxy, const xHttpWorker *worker, size_t 
         xHttpClientGetStats(proxy->clients[w], proxy->ups[i].upstream, stats);
 }
 
+/* ---- Active health checks ---- */
+
+static void probe_done(xProxyProbe *probe, bool passed) {
+    probe->req = NULL;
+    probe->health->proxy->ups[probe->index].check_failed = !passed;
+}
+
+static void on_probe_head(xHttpClientRequest *req, const xHttpClientResponse *res, void *arg) {
+    (void)req;
+    xProxyProbe *probe = arg;
+    probe->passed = res->status >= 200 && res->status < 300;
+}
+
+static void on_probe_end(xHttpClientRequest *req, const xHttpClientField *trailers, size_t n, void *arg) {
+    (void)req, (void)trailers, (void)n;
+    xProxyProbe *probe = arg;
+    probe_done(probe, probe->passed);
+}
+
+static void on_probe_error(xHttpClientRequest *req, xHttpClientError error, bool started, void *arg) {
+    (void)req, (void)error, (void)started;
+    probe_done(arg, false);
+}
+
+static const xHttpClientHandlers probe_handlers = {
+    .on_head = on_probe_head,
+    .on_end = on_probe_end,
+    .on_error = on_probe_error,
+};
+
+/* A probe still out at the deadline fails. */
+static void on_health_deadline(xEventLoop *loop, xTimer *timer, void *arg) {
+    (void)loop, (void)timer;
+    xProxyHealth *health = arg;
+    for (size_t i = 0; i < health->proxy->num_ups; i++) {
+        xProxyProbe *probe = &health->probes[i];
+        if (!probe->req) continue;
+        xHttpClientRequestCancel(probe->req);
+        probe_done(probe, false);
+    }
+}
+
+static void on_health_round(xEventLoop *loop, xTimer *timer, void *arg) {
+    xProxyHealth *health = arg;
+    xHttpProxy *proxy = health->proxy;
+    on_health_deadline(loop, &health->deadline, health); /* the last round's stragglers */
+    xHttpClientRequestOpts o;
+    xHttpClientRequestOptsInit(&o);
+    o.target = xStrFromC(proxy->health_path);
+    o.handlers = &probe_handlers;
+    for (size_t i = 0; i < proxy->num_ups; i++) {
+        xProxyProbe *probe = &health->probes[i];
+        *probe = (xProxyProbe){.health = health, .index = i};
+        o.arg = probe;
+        if (xHttpClientStart(health->client, proxy->ups[i].upstream, &o, &probe->req) != XOK)
+            probe_done(probe, false);
+    }
+    uint32_t timeout =
+        proxy->conf.health_timeout_ms ? proxy->conf.health_timeout_ms : proxy->conf.health_interval_ms;
+    xTimerStart(loop, &health->deadline, timeout);
+    xTimerStart(loop, timer, proxy->conf.health_interval_ms);
+}
+
+static void health_start(xProxyHealth *health, xHttpClient *client, xEventLoop *loop) {
+    health->proxy = (xHttpProxy *)((char *)health - offsetof(xHttpProxy, health));
+    health->client = client;
+    health->loop = loop;
+    xTimerInit(&health->round, on_health_round, health);
+    xTimerInit(&health->deadline, on_health_deadline, health);
+    xTimerStart(loop, &health->round, 0); /* the first round at once */
+}
+
+static void health_stop(xProxyHealth *health) {
+    if (!health->loop) return;
+    on_health_deadline(health->loop, &health->deadline, health);
+    xTimerStop(health->loop, &health->round);
+    xTimerStop(health->loop, &health->deadline);
+    health->loop = NULL;
+}
+
 /* ---- Passive health and the choice of upstream ---- */
 
-/* The next upstream in turn that is not out; all out: the next in turn. */
-static size_t pick(xHttpProxy *proxy, uint64_t now_ms) {
-    size_t first = proxy->next++;
+static bool usable(const xProxyUpstream *u, uint64_t now_ms) {
+    return u->down_until_ms <= now_ms && !u->check_failed;
+}
+
+/* FNV-1a: spreads addresses and header values well enough over a few upstreams. */
+static size_t hash_of(xStr key) {
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < key.len; i++) h = (h ^ (unsigned char)key.data[i]) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 32));
+}
+
+/* Where the walk for an upstream starts: the next in turn, or the key's
+ * place for hashing; the least loaded usable one for least-connections
+ * (*chosen set). */
+static size_t first_choice(xProxyCall *call, uint64_t now_ms, bool *chosen) {
+    xHttpProxy *proxy = call->proxy;
+    *chosen = false;
+    switch (proxy->conf.balance) {
+    case XHTTP_PROXY_LEAST_CONN: {
+        size_t start = proxy->next++, best = start % proxy->num_ups;
+        unsigned best_load = ~0u;
+        for (size_t k = 0; k < proxy->num_ups; k++) {
+            size_t i = (start + k) % proxy->num_ups;
+            unsigned load = proxy->ups[i].in_flight;
+            if (usable(&proxy->ups[i], now_ms) && load < best_load)
+                best = i, best_load = load, *chosen = true;
+        }
+        return best;
+    }
+    case XHTTP_PROXY_HASH_ADDRESS: {
+        xHttpPeer peer;
+        if (xHttpRequestPeer(call->req, &peer)) return hash_of(xStrFromC(peer.address));
+        break;
+    }
+    case XHTTP_PROXY_HASH_HEADER: {
+        xStr v;
+        if (xHttpRequestHeader(call->req, proxy->hash_header, &v)) return hash_of(v);
+        break;
+    }
+    case XHTTP_PROXY_ROUND_ROBIN: break;
+    }
+    return proxy->next++;
+}
+
+/* The first usable upstream from the balance's choice on; all out: the
+ * choice itself. */
+static size_t pick(xProxyCall *call, uint64_t now_ms) {
+    xHttpProxy *proxy = call->proxy;
+    bool chosen;
+    size_t first = first_choice(call, now_ms, &chosen);
+    if (chosen) return first;
     for (size_t k = 0; k < proxy->num_ups; k++) {
         size_t i = (first + k) % proxy->num_ups;
-        if (proxy->ups[i].down_until_ms <= now_ms) return i;
+        if (usable(&proxy->ups[i], now_ms)) return i;
     }
     return first % proxy->num_ups;
+}
+
+/* The call's upstream request is over (ended, failed or cancelled). */
+static void up_done(xProxyCall *call) {
+    call->up_req = NULL;
+    if (call->counted) call->proxy->ups[call->up_index].in_flight--;
+    call->counted = false;
 }
 
 static void note_failure(xProxyCall *call) {
@@ -334,7 +515,7 @@ static void on_up_body(xHttpClientRequest *up, const char *data, size_t len, voi
 static void on_up_end(xHttpClientRequest *up, const xHttpClientField *trailers, size_t n, void *arg) {
     (void)up;
     xProxyCall *call = arg;
-    call->up_req = NULL;
+    up_done(call);
     static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
     for (size_t i = 0; i < n; i++) {
         if (hop_by_hop(trailers[i].name) || xHttpNameEquals(trailers[i].name, "content-length")) continue;
@@ -353,7 +534,7 @@ static bool idempotent(xStr method) {
 static void on_up_error(xHttpClientRequest *up, xHttpClientError error, bool started, void *arg) {
     (void)up;
     xProxyCall *call = arg;
-    call->up_req = NULL;
+    up_done(call);
     note_failure(call);
     if (started) {
         /* The head went out: a cut body must not look whole to the client.
@@ -434,7 +615,7 @@ static int64_t front_length(xHttpRequest *req) {
  * (call->up_index names the last one tried). */
 static bool start_try(xProxyCall *call) {
     xHttpRequest *req = call->req;
-    call->up_index = pick(call->proxy, xEventLoopNowMs(xHttpRequestLoop(req)));
+    call->up_index = pick(call, xEventLoopNowMs(xHttpRequestLoop(req)));
     call->tries++;
     xStr path = xHttpRequestPath(req), query = xHttpRequestQuery(req);
     char target_buf[8192];
@@ -460,6 +641,8 @@ static bool start_try(xProxyCall *call) {
     o.arg = call;
     xHttpUpstream *up = call->proxy->ups[call->up_index].upstream;
     if (xHttpClientStart(call->client, up, &o, &call->up_req) != XOK) return false;
+    call->proxy->ups[call->up_index].in_flight++;
+    call->counted = true;
     if (!call->streams_body && body.len) xHttpClientRequestWrite(call->up_req, body.data, body.len);
     return true;
 }
@@ -468,7 +651,7 @@ static void on_front_abort(xHttpResponse *res, void *arg) {
     (void)res;
     xProxyCall *call = arg;
     xHttpClientRequestCancel(call->up_req);
-    call->up_req = NULL;
+    up_done(call);
     end_call(call);
 }
 
@@ -492,7 +675,7 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     call->streams_body = xHttpRequestBodyStreams(req);
     xHttpResponseOnAbort(res, on_front_abort, call);
     if (!start_try(call)) {
-        call->up_req = NULL;
+        up_done(call);
         answer_failure(call, XHTTP_CLIENT_NO_MEMORY);
         return;
     }
