@@ -41,6 +41,7 @@ class Upstream(socketserver.ThreadingTCPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 256  # a pool's worth of connects at once
 
     def __init__(self):
         super().__init__(("127.0.0.1", 0), Handler)

@@ -440,7 +440,9 @@ bool xHttpExchangeAbort(xHttpExchange *ex) {
     ex->res.aborted = true;
     xHttpExchangeFinished(ex, ex->res.head_sent ? ex->res.status : 499, ex->res.body_len);
     if (!ex->res.on_abort || ex->res.blocking_jobs) return false;
-    ex->res.on_abort(&ex->res, ex->res.on_abort_arg);
+    void (*fn)(xHttpResponse *, void *) = ex->res.on_abort;
+    ex->res.on_abort = NULL; /* told once */
+    fn(&ex->res, ex->res.on_abort_arg);
     return true;
 }
 

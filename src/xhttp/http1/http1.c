@@ -697,8 +697,12 @@ static void fail_stream(xHttp1 *h, int status) {
     h->keep_alive = false;
     if (!ex->res.head_sent) write_status(h, status);
     h->state = XH1_HANDLER;
-    xConnCloseAfterFlush(h->conn);
-    if (xHttpExchangeAbort(ex)) h1_end(ex);
+    /* The handler hears first: the close may find the client gone at once
+     * (its output taken, its FIN read) and abort the exchange itself. */
+    if (xHttpExchangeAbort(ex))
+        h1_end(ex); /* finish closes after the output */
+    else
+        xConnCloseAfterFlush(h->conn);
 }
 
 /* Hands the reader what the buffer holds of the body, then forgets it. */

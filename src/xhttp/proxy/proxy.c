@@ -81,6 +81,10 @@ typedef struct xProxyCall {
     bool body_started; /* a byte of the body went to an upstream: no retry */
     bool body_ended;   /* the front body's last piece came */
     bool front_paused; /* the front body is held while the upstream is behind */
+    /* In xHttpResponseWrite, which may abort the exchange (an h2 stream the
+     * client reset): the abort then leaves the call for on_up_body to free. */
+    bool writing;
+    bool front_gone; /* the abort came while writing */
     xHttpClientField fields[PROXY_MAX_FIELDS];
     size_t num_fields;
     char added[1024]; /* the X-Forwarded-* and Forwarded values */
@@ -506,7 +510,13 @@ static void on_front_drained(xHttpResponse *res, void *arg) {
 
 static void on_up_body(xHttpClientRequest *up, const char *data, size_t len, void *arg) {
     xProxyCall *call = arg;
+    call->writing = true;
     xHttpResponseWrite(call->res, data, len);
+    call->writing = false;
+    if (call->front_gone) {
+        end_call(call);
+        return;
+    }
     if (xHttpResponsePending(call->res) >= PROXY_FRONT_HIGH &&
         xHttpResponseOnDrain(call->res, PROXY_FRONT_LOW, on_front_drained, call))
         xHttpClientRequestPause(up);
@@ -652,7 +662,10 @@ static void on_front_abort(xHttpResponse *res, void *arg) {
     xProxyCall *call = arg;
     xHttpClientRequestCancel(call->up_req);
     up_done(call);
-    end_call(call);
+    if (call->writing)
+        call->front_gone = true;
+    else
+        end_call(call);
 }
 
 void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
