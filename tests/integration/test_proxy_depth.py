@@ -29,9 +29,14 @@ import h2.errors
 import h2.events
 
 from support.harness import Conn, ServerProcess, require_tool, start_owned
+from support.tls_fixtures import HttpsServer, shared_certs
 from test_upstream_proxy import read_body, read_head
 
+setUpModule, tearDownModule = shared_certs(__name__)
+CERTS = None
 MIB = 1 << 20
+# A small ASan quarantine, so that freed buffers are not counted as held.
+ASAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:quarantine_size_mb=4:malloc_context_size=5"}
 PIECE = os.urandom(MIB)
 
 
@@ -182,9 +187,7 @@ class ProxyDepthTest(unittest.TestCase):
         args = ["--workers", "1", "--upstream-timeout", str(timeout), "--max-body", "16777216"]
         for url in urls or [f"http://127.0.0.1:{self.up.port}"]:
             args += ["--upstream", url]
-        # A small ASan quarantine, so that freed buffers are not counted as held.
-        env = {"ASAN_OPTIONS": "detect_leaks=1:quarantine_size_mb=4:malloc_context_size=5"}
-        return start_owned(self, ServerProcess([*args, *extra], env=env))
+        return start_owned(self, ServerProcess([*args, *extra], env=ASAN_ENV))
 
     def get(self, server, method, target, headers=None, body=None):
         with Conn(server.port) as conn:
@@ -358,16 +361,15 @@ class ProxyDepthTest(unittest.TestCase):
         grown = (rss_kib(server.pid, "VmHWM") - before_kib) / 1024
         self.assertLess(grown, 64, f"{what}: the server's peak RSS grew {grown:.0f} MiB")
 
-    def test_100_mib_to_a_slow_reader_keeps_memory_bounded(self):
+    def slow_reads(self, server, scheme, fronts):
         curl = require_tool(self, "curl")
-        server = self.proxy(timeout=30000)
-        self.get(server, "GET", "/len/1")
-        for front in ("--http1.1", "--http2-prior-knowledge"):
+        for front in fronts:
             before = rss_kib(server.pid, "VmHWM")
             out = subprocess.run(
                 [
                     curl,
                     "-sS",
+                    "-k",
                     front,
                     "--limit-rate",
                     "40M",
@@ -375,14 +377,27 @@ class ProxyDepthTest(unittest.TestCase):
                     "/dev/null",
                     "-w",
                     "%{http_code} %{size_download}",
-                    f"http://127.0.0.1:{server.port}/stream/100",
-                ],
+                ]
+                + [f"{scheme}://127.0.0.1:{server.port}/stream/100"],
                 capture_output=True,
                 timeout=120,
             )
             self.assertEqual(out.stdout.decode(), f"200 {100 * MIB}", out.stderr)
-            self.assert_bounded(server, before, front)
+            self.assert_bounded(server, before, f"{scheme} {front}")
+
+    def test_100_mib_to_a_slow_reader_keeps_memory_bounded(self):
+        server = self.proxy(timeout=30000)
+        self.get(server, "GET", "/len/1")  # the pools and buffers a first request makes are not growth
+        self.slow_reads(server, "http", ("--http1.1", "--http2-prior-knowledge"))
         self.finish(server)
+
+    def test_100_mib_to_a_slow_tls_reader_keeps_memory_bounded(self):
+        options = ["--workers", "1", "--upstream", f"http://127.0.0.1:{self.up.port}", "--upstream-timeout", "30000"]
+        https = HttpsServer(CERTS.rsa, options)
+        https.env = ASAN_ENV
+        server = start_owned(self, https)
+        self.slow_reads(server, "https", ("--http1.1", "--http2"))
+        server.stop_and_check()
 
     def test_100_mib_to_a_slow_upstream_reader_keeps_memory_bounded(self):
         curl = require_tool(self, "curl")
