@@ -12,6 +12,7 @@ and h2) and from a client to a slow upstream reader with the server's memory
 bounded; least-connections, hashing by address and by header, and active
 health checks."""
 
+import asyncio
 import hashlib
 import json
 import os
@@ -27,8 +28,9 @@ import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+import websockets
 
-from support.harness import Conn, ServerProcess, require_tool, start_owned
+from support.harness import Conn, ServerProcess, require_tool, start_owned, start_server
 from support.tls_fixtures import HttpsServer, shared_certs
 from test_upstream_proxy import read_body, read_head
 
@@ -428,6 +430,32 @@ class ProxyDepthTest(unittest.TestCase):
                 self.assertEqual(out.stdout.decode(), digest.hexdigest(), out.stderr)
                 self.assert_bounded(server, before, front)
         self.finish(server)
+
+    # ---- WebSocket passed through ----
+
+    def test_a_websocket_passes_through_to_an_xkit_echo(self):
+        # The upstream's echo at /ws-idle (--test-routes); the proxy routes no such path.
+        backend = start_server(self, ["--workers", "1", "--test-routes"])
+        server = self.proxy(urls=[f"http://127.0.0.1:{backend.port}"])
+
+        async def talk():
+            url = f"ws://127.0.0.1:{server.port}/ws-idle"
+            async with websockets.connect(url, compression=None, max_size=None) as ws:
+                for i in range(50):
+                    await ws.send(f"message {i}")
+                    self.assertEqual(await ws.recv(), f"message {i}")
+                for n in (1, 70000, MIB):
+                    data = os.urandom(n)
+                    await ws.send(data)
+                    self.assertEqual(await ws.recv(), data)
+            self.assertEqual(ws.close_code, 1000)  # the upstream's close came back through
+
+        asyncio.run(asyncio.wait_for(talk(), 30))
+        # A handshake the upstream refuses is its answer, not a switch.
+        resp = self.get(server, "GET", "/no-ws", {"Upgrade": "websocket", "Connection": "Upgrade"})
+        self.assertEqual(resp.status, 404)
+        self.finish(server)
+        backend.stop_and_check()
 
     # ---- Balancing and health ----
 

@@ -219,10 +219,13 @@ bool xHttpExchangeAbort(xHttpExchange *ex);
 /** Answers with status and a short text body, e.g. for 404. */
 void xHttpExchangeSendStatus(xHttpExchange *ex, int status);
 
-/** From the handler, while its request is dispatched: answers 101 with the
- *  response's fields and hands the connection to `to` after the batch
- *  (xHttpExchangeOps.switch_protocols). XERR_STATE where the protocol cannot
- *  switch, or the head is sent: the caller answers otherwise. */
+/** From the handler, while its request is dispatched, or later from the
+ *  loop (a proxy once its upstream said 101; HTTP/1.1 takes that from a
+ *  route that read the request whole): answers 101 with the response's
+ *  fields and hands the connection to `to` after the batch, or at once
+ *  outside one (xHttpExchangeOps.switch_protocols). XERR_STATE where the
+ *  protocol cannot switch, or the head is sent: the caller answers
+ *  otherwise. */
 xErrno xHttpExchangeSwitch(xHttpExchange *ex, const xHttpTakeover *to, void *arg);
 
 /** Copies the request's method, target and fields out of the protocol's

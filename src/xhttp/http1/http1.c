@@ -406,14 +406,17 @@ static xErrno begin_switch(xHttp1 *h, xHttpExchange *ex, const xHttpTakeover *to
     return XOK;
 }
 
-/* A handler's switch (a WebSocket route's): only while its request is being
- * dispatched, so the batch under way makes it. */
+/* A handler's switch (a WebSocket route's) while its request is being
+ * dispatched: the batch under way makes it. Later (a proxy's, once its
+ * upstream said 101): made now, the handler's request read whole. */
 static xErrno h1_switch(xHttpExchange *ex, const xHttpTakeover *to, void *arg) {
     xHttp1 *h = ex->proto;
-    if (h->state != XH1_HANDLER || !h->in_batch || h->http10) return XERR_STATE;
+    if (h->state != XH1_HANDLER || h->http10 || xConnClosed(h->conn)) return XERR_STATE;
     xErrno err = begin_switch(h, ex, to, arg);
-    if (err == XOK) xConnRelease(h->conn); /* dispatch's reference: no response will end */
-    return err;
+    if (err != XOK) return err;
+    xConnRelease(h->conn);        /* dispatch's reference: no response will end */
+    if (!h->in_batch) process(h); /* hands the connection over: h is gone */
+    return XOK;
 }
 
 static const xHttpExchangeOps h1_ops = {

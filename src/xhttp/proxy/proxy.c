@@ -10,6 +10,7 @@
  * memory, and a failure after the head resets the response. */
 #include <xhttp/proxy.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,11 @@
 #include <xhttp/request.h>
 #include <xhttp/response.h>
 
+#include "xhttp/core/context.h"
+#include "xhttp/core/exchange.h"
+#include "xhttp/core/finished.h"
 #include "xhttp/core/tokens.h"
+#include "xnet/connection.h"
 
 /* Output waiting for the client beyond which the upstream is no longer read,
  * and the level it must fall to before it is read again. */
@@ -85,6 +90,13 @@ typedef struct xProxyCall {
      * client reset): the abort then leaves the call for on_up_body to free. */
     bool writing;
     bool front_gone; /* the abort came while writing */
+    /* A WebSocket handshake passed on: after the upstream's 101, front is
+     * the client's connection, a byte relay to the upstream's tunnel, and
+     * req and res are gone. */
+    bool upgrade;
+    xConn *front;
+    bool front_held; /* not reading the client while the upstream takes its bytes */
+    bool up_held;    /* the upstream paused while the client takes ours */
     xHttpClientField fields[PROXY_MAX_FIELDS];
     size_t num_fields;
     char added[1024]; /* the X-Forwarded-* and Forwarded values */
@@ -427,6 +439,10 @@ static bool build_fields(xProxyCall *call) {
     for (size_t i = 0; i < n; i++) {
         xStr name = all[i].name;
         if (xHttpNameEquals(name, "host")) host = all[i].value;
+        if (call->upgrade && xHttpNameEquals(name, "upgrade")) {
+            call->fields[call->num_fields++] = all[i]; /* the client adds Connection: upgrade */
+            continue;
+        }
         if (dropped_from_request(name, all, n)) continue;
         if (call->proxy->conf.forwarded_headers && xHttpNameEquals(name, "x-forwarded-for")) {
             xff = all[i].value; /* the first only: a list in one field, as proxies write it */
@@ -482,10 +498,16 @@ static const char *cstr(char *buf, xStr s) {
     return buf;
 }
 
+static void switch_front(xProxyCall *call, const xHttpClientResponse *r);
+
 static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, void *arg) {
     (void)up;
     xProxyCall *call = arg;
     note_success(call);
+    if (r->status == 101) {
+        switch_front(call, r);
+        return;
+    }
     xHttpResponseClearHeaders(call->res); /* a 405 fallback's Allow is the upstream's to say */
     xHttpResponseSetStatus(call->res, r->status);
     static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
@@ -508,8 +530,15 @@ static void on_front_drained(xHttpResponse *res, void *arg) {
     if (call->up_req) xHttpClientRequestResume(call->up_req);
 }
 
+static void relay_to_front(xProxyCall *call, const char *data, size_t len);
+static void relay_ended(xProxyCall *call);
+
 static void on_up_body(xHttpClientRequest *up, const char *data, size_t len, void *arg) {
     xProxyCall *call = arg;
+    if (call->front) {
+        relay_to_front(call, data, len);
+        return;
+    }
     call->writing = true;
     xHttpResponseWrite(call->res, data, len);
     call->writing = false;
@@ -526,6 +555,10 @@ static void on_up_end(xHttpClientRequest *up, const xHttpClientField *trailers, 
     (void)up;
     xProxyCall *call = arg;
     up_done(call);
+    if (call->front) {
+        relay_ended(call);
+        return;
+    }
     static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
     for (size_t i = 0; i < n; i++) {
         if (hop_by_hop(trailers[i].name) || xHttpNameEquals(trailers[i].name, "content-length")) continue;
@@ -534,6 +567,140 @@ static void on_up_end(xHttpClientRequest *up, const xHttpClientField *trailers, 
     stop_reading_front(call);
     xHttpResponseEnd(call->res);
     end_call(call);
+}
+
+/* ---- WebSocket passed through: bytes both ways after the upstream's 101 ---- */
+
+/* An HTTP/1.1 WebSocket handshake (RFC 6455 §4.1) with no body: the one
+ * switch passed on to the upstream; any other Upgrade is dropped as a
+ * hop-by-hop field (h2c never reaches an upstream). */
+static bool asks_websocket(xHttpRequest *req) {
+    xStr upgrade, connection, v;
+    return strcmp(xHttpRequestProtocol(req), "HTTP/1.1") == 0 &&
+           xStrEqualsC(xHttpRequestMethod(req), "GET") && xHttpRequestHeader(req, "upgrade", &upgrade) &&
+           xHttpListHasToken(upgrade, "websocket") && xHttpRequestHeader(req, "connection", &connection) &&
+           xHttpListHasToken(connection, "upgrade") && !xHttpRequestHeader(req, "content-length", &v) &&
+           !xHttpRequestHeader(req, "transfer-encoding", &v);
+}
+
+/* The client's bytes to the upstream, until the upstream holds enough
+ * (on_up_body_wanted reads on) or the client has no more for now. */
+static void relay_from_front(xProxyCall *call) {
+    xConn *front = call->front;
+    xBuffer *in = &front->in;
+    while (call->up_req && xConnOpen(front) && front->readable) {
+        if (xHttpClientRequestPending(call->up_req) >= XHTTP_CLIENT_BODY_HIGH) {
+            call->front_held = true;
+            break;
+        }
+        if (!in->data && xBufferPoolAcquire(&front->net->buffers, in) != XOK) {
+            xConnClose(front);
+            return;
+        }
+        ssize_t n = xConnRecv(front, in->data, in->cap);
+        if (n > 0) {
+            xHttpClientRequestWrite(call->up_req, in->data, (size_t)n);
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            xConnCloseAfterFlush(front); /* the client closed: so does the tunnel */
+            return;
+        }
+    }
+    if (!xConnClosed(front)) xBufferPoolRelease(&front->net->buffers, in);
+}
+
+static void relay_to_front(xProxyCall *call, const char *data, size_t len) {
+    xConn *front = call->front;
+    if (!xConnOpen(front)) return;
+    xConnWrite(front, data, len);
+    xConnFlush(front);
+    if (call->up_req && xConnOpen(front) && xConnPending(front) >= PROXY_FRONT_HIGH) {
+        call->up_held = true;
+        xHttpClientRequestPause(call->up_req);
+    }
+}
+
+/* The upstream closed its side (or failed): the client's goes after what it
+ * has yet to take. */
+static void relay_ended(xProxyCall *call) { xConnCloseAfterFlush(call->front); }
+
+static void relay_readable(xConn *conn) { relay_from_front(conn->proto_state); }
+
+static void relay_flushed(xConn *conn) {
+    xProxyCall *call = conn->proto_state;
+    if (!call->up_held || !call->up_req) return;
+    call->up_held = false;
+    xHttpClientRequestResume(call->up_req);
+}
+
+static void relay_timeout(xConn *conn) { (void)conn; }
+
+static void relay_drain(xConn *conn) { xConnCloseAfterFlush(conn); }
+
+static void relay_close(xConn *conn) {
+    xProxyCall *call = conn->proto_state;
+    xHttpClientRequestCancel(call->up_req);
+    up_done(call);
+}
+
+static void relay_free(xConn *conn) { end_call(conn->proto_state); }
+
+static const xConnProtocol relay_protocol = {
+    .on_readable = relay_readable,
+    .on_flushed = relay_flushed,
+    .on_timeout = relay_timeout,
+    .on_drain = relay_drain,
+    .on_close = relay_close,
+    .on_free = relay_free,
+};
+
+/* The 101 went to the client: its connection is the relay's. The exchange
+ * is logged and released now (the relay keeps nothing of the request). */
+static bool relay_start(xConn *conn, xHttpExchange *ex, size_t start, void *arg) {
+    xProxyCall *call = arg;
+    xHttpExchangeFinished(ex, 101, 0);
+    xHttpExchangeRelease(xHttpContextOf(conn), ex);
+    call->req = NULL;
+    call->res = NULL;
+    call->front = conn;
+    xConnSetTimeout(conn, 0);
+    xConnSetProtocol(conn, &relay_protocol, call);
+    xBuffer *in = &conn->in;
+    if (in->len > start && call->up_req)
+        xHttpClientRequestWrite(call->up_req, in->data + start, in->len - start);
+    in->len = 0;
+    if (!xConnClosed(conn)) xConnFlush(conn);
+    relay_from_front(call);
+    return true;
+}
+
+/* The 101 never went: the client left first. */
+static void relay_drop(void *arg) {
+    xProxyCall *call = arg;
+    xHttpClientRequestCancel(call->up_req);
+    up_done(call);
+    end_call(call);
+}
+
+static const xHttpTakeover relay_takeover = {.start = relay_start, .drop = relay_drop};
+
+/* The upstream switched: the client gets its 101 with the upstream's fields
+ * (Upgrade, Sec-WebSocket-Accept, -Protocol, -Extensions) and the relay
+ * takes its connection. */
+static void switch_front(xProxyCall *call, const xHttpClientResponse *r) {
+    static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
+    xHttpResponse *res = call->res;
+    xHttpResponseClearHeaders(res);
+    for (size_t i = 0; i < r->num_fields; i++) {
+        xStr n = r->fields[i].name;
+        bool kept = xHttpNameEquals(n, "upgrade") || (!hop_by_hop(n) && !xHttpNameEquals(n, "date") &&
+                                                      !named_by_connection(n, r->fields, r->num_fields));
+        if (kept) xHttpResponseAddHeader(res, cstr(name, n), cstr(value, r->fields[i].value));
+    }
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
+    if (xHttpExchangeSwitch(ex, &relay_takeover, call) == XOK) return;
+    xHttpClientRequestCancel(call->up_req);
+    up_done(call);
+    answer_failure(call, XHTTP_CLIENT_BAD_RESPONSE);
 }
 
 static bool idempotent(xStr method) {
@@ -545,6 +712,10 @@ static void on_up_error(xHttpClientRequest *up, xHttpClientError error, bool sta
     (void)up;
     xProxyCall *call = arg;
     up_done(call);
+    if (call->front) {
+        relay_ended(call);
+        return;
+    }
     note_failure(call);
     if (started) {
         /* The head went out: a cut body must not look whole to the client.
@@ -563,9 +734,16 @@ static void on_up_error(xHttpClientRequest *up, xHttpClientError error, bool sta
     answer_failure(call, error);
 }
 
+static void relay_from_front(xProxyCall *call);
+
 static void on_up_body_wanted(xHttpClientRequest *up, void *arg) {
     (void)up;
     xProxyCall *call = arg;
+    if (call->front) {
+        call->front_held = false;
+        relay_from_front(call);
+        return;
+    }
     if (call->front_paused) {
         call->front_paused = false;
         xHttpRequestResumeBody(call->req);
@@ -647,6 +825,7 @@ static bool start_try(xProxyCall *call) {
     o.body_length = call->streams_body ? front_length(req) : (int64_t)body.len;
     if (call->streams_body && call->body_ended && o.body_length < 0) o.body_length = 0;
     o.retry_on_stale = !call->streams_body;
+    o.upgrade = call->upgrade;
     o.handlers = &upstream_handlers;
     o.arg = call;
     xHttpUpstream *up = call->proxy->ups[call->up_index].upstream;
@@ -679,6 +858,7 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
         return;
     }
     *call = (xProxyCall){.proxy = proxy, .req = req, .res = res, .client = client};
+    call->upgrade = asks_websocket(req);
     if (!build_fields(call)) {
         free(call);
         xHttpResponseSetStatus(res, 431);
