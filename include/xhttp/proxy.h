@@ -39,8 +39,13 @@
  * upstream as they arrive, the client paused while the upstream is behind;
  * with xHttpServerRoute they are read whole first (max_body_size).
  *
- * Not yet: HTTP/2 upstreams, WebSocket and extended CONNECT, gRPC, an auth
- * subrequest, sending the PROXY protocol upstream. */
+ * A WebSocket handshake from an HTTP/1.1 client (GET with Upgrade: websocket)
+ * is passed on with its Upgrade field; after the upstream's 101 the client
+ * gets the 101 with the upstream's fields and the proxy relays bytes both
+ * ways, reading each side only while the other keeps up.
+ *
+ * Not yet: HTTP/2 upstreams, h2's extended CONNECT (RFC 8441) passed
+ * through, gRPC, an auth subrequest, sending the PROXY protocol upstream. */
 #ifndef XHTTP_PROXY_H
 #define XHTTP_PROXY_H
 
