@@ -42,10 +42,13 @@
  * A WebSocket handshake from an HTTP/1.1 client (GET with Upgrade: websocket)
  * is passed on with its Upgrade field; after the upstream's 101 the client
  * gets the 101 with the upstream's fields and the proxy relays bytes both
- * ways, reading each side only while the other keeps up.
+ * ways, reading each side only while the other keeps up. An h2 client's
+ * extended CONNECT (RFC 8441, :protocol websocket) on a streaming route goes
+ * up as that handshake (a key of the proxy's own); after the 101 the stream
+ * answers 200 and carries the bytes as its body both ways.
  *
- * Not yet: HTTP/2 upstreams, h2's extended CONNECT (RFC 8441) passed
- * through, gRPC, an auth subrequest, sending the PROXY protocol upstream. */
+ * Not yet: HTTP/2 upstreams, gRPC, an auth subrequest, sending the PROXY
+ * protocol upstream. */
 #ifndef XHTTP_PROXY_H
 #define XHTTP_PROXY_H
 

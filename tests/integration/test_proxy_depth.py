@@ -30,9 +30,12 @@ import h2.errors
 import h2.events
 import websockets
 
+from support.h2client import H2Conn
 from support.harness import Conn, ServerProcess, require_tool, start_owned, start_server
 from support.tls_fixtures import HttpsServer, shared_certs
+from support.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, close_payload
 from test_upstream_proxy import read_body, read_head
+from test_websocket_h2 import WsStream
 
 setUpModule, tearDownModule = shared_certs(__name__)
 CERTS = None
@@ -456,6 +459,54 @@ class ProxyDepthTest(unittest.TestCase):
         self.assertEqual(resp.status, 404)
         self.finish(server)
         backend.stop_and_check()
+
+    def test_an_h2_extended_connect_passes_through_as_a_websocket_handshake(self):
+        # An echo that takes any path (websockets' own server): the proxy streams
+        # bodies only on /upstream/*, and an extended CONNECT needs a route that does.
+        seen = {}
+        ready = threading.Event()
+        holder = {}
+
+        def serve():
+            async def echo(ws):
+                seen["path"] = ws.request.path
+                seen["key"] = ws.request.headers.get("Sec-WebSocket-Key")
+                async for message in ws:
+                    await ws.send(message)
+
+            async def main():
+                async with websockets.serve(echo, "127.0.0.1", 0, compression=None, max_size=None) as srv:
+                    holder["port"] = srv.sockets[0].getsockname()[1]
+                    holder["loop"] = asyncio.get_running_loop()
+                    holder["stop"] = asyncio.Event()
+                    ready.set()
+                    await holder["stop"].wait()
+
+            asyncio.run(main())
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        self.assertTrue(ready.wait(10))
+        self.addCleanup(lambda: (holder["loop"].call_soon_threadsafe(holder["stop"].set), thread.join(5)))
+        server = self.proxy(urls=[f"http://127.0.0.1:{holder['port']}"])
+        conn = H2Conn(server.port)
+        self.addCleanup(conn.close)
+        ws = WsStream(conn, "/upstream/chat")
+        self.assertEqual(ws.response.status, 200)
+        self.assertIsNone(ws.response.header("sec-websocket-accept"))
+        ws.send(OP_TEXT, b"hello")
+        self.assertEqual(ws.read(), [(True, OP_TEXT, b"hello")])
+        data = os.urandom(300000)
+        ws.send(OP_BINARY, data)
+        self.assertEqual(ws.read(), [(True, OP_BINARY, data)])
+        ws.send(OP_CLOSE, close_payload(1000))
+        self.assertEqual(ws.read()[0][1], OP_CLOSE)
+        self.assertEqual(seen["path"], "/upstream/chat")
+        self.assertEqual(len(seen["key"]), 24)  # the proxy's own handshake key
+        # Another stream on the same connection is served meanwhile.
+        self.assertEqual(conn.fetch("GET", "/ping").status, 200)
+        conn.close()
+        self.finish(server)
 
     # ---- Balancing and health ----
 

@@ -14,10 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <xhttp/request.h>
 #include <xhttp/response.h>
 
+#include "xbase/text/base64.h"
 #include "xhttp/core/context.h"
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/finished.h"
@@ -73,6 +75,13 @@ struct xHttpProxy {
     xProxyHealth health;
 };
 
+/* Which protocol switch a request asks the upstream for. */
+typedef enum xProxyUpgrade {
+    PROXY_NO_UPGRADE,
+    PROXY_WEBSOCKET_HTTP1, /* GET with Upgrade: websocket */
+    PROXY_WEBSOCKET_H2,    /* RFC 8441: CONNECT with :protocol websocket, sent up as the GET */
+} xProxyUpgrade;
+
 typedef struct xProxyCall {
     xHttpProxy *proxy;
     xHttpRequest *req;
@@ -90,10 +99,12 @@ typedef struct xProxyCall {
      * client reset): the abort then leaves the call for on_up_body to free. */
     bool writing;
     bool front_gone; /* the abort came while writing */
-    /* A WebSocket handshake passed on: after the upstream's 101, front is
-     * the client's connection, a byte relay to the upstream's tunnel, and
-     * req and res are gone. */
-    bool upgrade;
+    /* A WebSocket handshake passed on. From HTTP/1.1, after the upstream's
+     * 101, front is the client's connection, a byte relay to the upstream's
+     * tunnel, and req and res are gone; from h2 (an extended CONNECT), the
+     * stream carries the bytes as a body both ways. */
+    xProxyUpgrade upgrade;
+    char ws_key[32]; /* the handshake's Sec-WebSocket-Key, made for an extended CONNECT */
     xConn *front;
     bool front_held; /* not reading the client while the upstream takes its bytes */
     bool up_held;    /* the upstream paused while the client takes ours */
@@ -439,7 +450,7 @@ static bool build_fields(xProxyCall *call) {
     for (size_t i = 0; i < n; i++) {
         xStr name = all[i].name;
         if (xHttpNameEquals(name, "host")) host = all[i].value;
-        if (call->upgrade && xHttpNameEquals(name, "upgrade")) {
+        if (call->upgrade == PROXY_WEBSOCKET_HTTP1 && xHttpNameEquals(name, "upgrade")) {
             call->fields[call->num_fields++] = all[i]; /* the client adds Connection: upgrade */
             continue;
         }
@@ -455,6 +466,14 @@ static bool build_fields(xProxyCall *call) {
         call->fields[call->num_fields++] = all[i];
     }
     if (call->proxy->conf.forwarded_headers) add_forwarding(call, xff, forwarded, host);
+    if (call->upgrade == PROXY_WEBSOCKET_H2) {
+        /* RFC 8441 §5: the key and the Upgrade field are the hop's own. */
+        uint8_t raw[16];
+        if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) return false;
+        size_t key_len = xBase64Encode(raw, sizeof raw, call->ws_key);
+        add_field(call, "Upgrade", (xStr){"websocket", 9});
+        add_field(call, "Sec-WebSocket-Key", (xStr){call->ws_key, key_len});
+    }
     return true;
 }
 
@@ -499,11 +518,16 @@ static const char *cstr(char *buf, xStr s) {
 }
 
 static void switch_front(xProxyCall *call, const xHttpClientResponse *r);
+static void open_h2_tunnel(xProxyCall *call, const xHttpClientResponse *r);
 
 static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, void *arg) {
     (void)up;
     xProxyCall *call = arg;
     note_success(call);
+    if (r->status == 101 && call->upgrade == PROXY_WEBSOCKET_H2) {
+        open_h2_tunnel(call, r);
+        return;
+    }
     if (r->status == 101) {
         switch_front(call, r);
         return;
@@ -571,16 +595,54 @@ static void on_up_end(xHttpClientRequest *up, const xHttpClientField *trailers, 
 
 /* ---- WebSocket passed through: bytes both ways after the upstream's 101 ---- */
 
-/* An HTTP/1.1 WebSocket handshake (RFC 6455 §4.1) with no body: the one
- * switch passed on to the upstream; any other Upgrade is dropped as a
- * hop-by-hop field (h2c never reaches an upstream). */
-static bool asks_websocket(xHttpRequest *req) {
+/* An HTTP/1.1 WebSocket handshake (RFC 6455 §4.1) with no body, or its
+ * HTTP/2 form (RFC 8441 §4: an extended CONNECT on a route that streams,
+ * which alone can carry the bytes): the one switch passed on to the
+ * upstream; any other Upgrade is dropped as a hop-by-hop field (h2c never
+ * reaches an upstream). */
+static xProxyUpgrade upgrade_asked(xHttpRequest *req) {
     xStr upgrade, connection, v;
-    return strcmp(xHttpRequestProtocol(req), "HTTP/1.1") == 0 &&
-           xStrEqualsC(xHttpRequestMethod(req), "GET") && xHttpRequestHeader(req, "upgrade", &upgrade) &&
-           xHttpListHasToken(upgrade, "websocket") && xHttpRequestHeader(req, "connection", &connection) &&
-           xHttpListHasToken(connection, "upgrade") && !xHttpRequestHeader(req, "content-length", &v) &&
-           !xHttpRequestHeader(req, "transfer-encoding", &v);
+    if (xStrEqualsC(xHttpRequestMethod(req), "CONNECT"))
+        return xHttpRequestHeader(req, ":protocol", &v) && xStrEqualsC(v, "websocket") &&
+                       xHttpRequestBodyStreams(req)
+                   ? PROXY_WEBSOCKET_H2
+                   : PROXY_NO_UPGRADE;
+    bool asked =
+        strcmp(xHttpRequestProtocol(req), "HTTP/1.1") == 0 && xStrEqualsC(xHttpRequestMethod(req), "GET") &&
+        xHttpRequestHeader(req, "upgrade", &upgrade) && xHttpListHasToken(upgrade, "websocket") &&
+        xHttpRequestHeader(req, "connection", &connection) && xHttpListHasToken(connection, "upgrade") &&
+        !xHttpRequestHeader(req, "content-length", &v) && !xHttpRequestHeader(req, "transfer-encoding", &v);
+    return asked ? PROXY_WEBSOCKET_HTTP1 : PROXY_NO_UPGRADE;
+}
+
+static void front_body(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
+                       void *arg);
+
+/* The upstream switched for an extended CONNECT: the stream's 200 carries
+ * the upstream's fields but those of the HTTP/1.1 handshake, and from now
+ * the stream's body is the client's bytes and its answer the upstream's,
+ * each read only while the other side keeps up (front_body, on_up_body). */
+static void open_h2_tunnel(xProxyCall *call, const xHttpClientResponse *r) {
+    static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
+    xHttpResponse *res = call->res;
+    xHttpResponseClearHeaders(res);
+    xHttpResponseSetStatus(res, 200);
+    for (size_t i = 0; i < r->num_fields; i++) {
+        xStr n = r->fields[i].name;
+        if (hop_by_hop(n) || named_by_connection(n, r->fields, r->num_fields) || xHttpNameEquals(n, "date") ||
+            xHttpNameEquals(n, "sec-websocket-accept"))
+            continue;
+        xHttpResponseAddHeader(res, cstr(name, n), cstr(value, r->fields[i].value));
+    }
+    call->streams_body = true;
+    call->writing = true;
+    xHttpResponseWrite(res, NULL, 0); /* the head, the stream left open */
+    call->writing = false;
+    if (call->front_gone) {
+        end_call(call); /* the client reset the stream meanwhile: the request was cancelled */
+        return;
+    }
+    xHttpRequestReadBody(call->req, front_body, call);
 }
 
 /* The client's bytes to the upstream, until the upstream holds enough
@@ -818,14 +880,14 @@ static bool start_try(xProxyCall *call) {
     xStr body = call->streams_body ? (xStr){"", 0} : xHttpRequestBody(req);
     xHttpClientRequestOpts o;
     xHttpClientRequestOptsInit(&o);
-    o.method = xHttpRequestMethod(req);
+    o.method = call->upgrade == PROXY_WEBSOCKET_H2 ? (xStr){"GET", 3} : xHttpRequestMethod(req);
     o.target = target;
     o.fields = call->fields;
     o.num_fields = call->num_fields;
     o.body_length = call->streams_body ? front_length(req) : (int64_t)body.len;
     if (call->streams_body && call->body_ended && o.body_length < 0) o.body_length = 0;
     o.retry_on_stale = !call->streams_body;
-    o.upgrade = call->upgrade;
+    o.upgrade = call->upgrade != PROXY_NO_UPGRADE;
     o.handlers = &upstream_handlers;
     o.arg = call;
     xHttpUpstream *up = call->proxy->ups[call->up_index].upstream;
@@ -858,14 +920,15 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
         return;
     }
     *call = (xProxyCall){.proxy = proxy, .req = req, .res = res, .client = client};
-    call->upgrade = asks_websocket(req);
+    call->upgrade = upgrade_asked(req);
     if (!build_fields(call)) {
         free(call);
         xHttpResponseSetStatus(res, 431);
         xHttpResponseSend(res, "431: too many fields to pass on\n", 32);
         return;
     }
-    call->streams_body = xHttpRequestBodyStreams(req);
+    /* A tunnel's bytes are read once the upstream switched (open_h2_tunnel). */
+    call->streams_body = call->upgrade != PROXY_WEBSOCKET_H2 && xHttpRequestBodyStreams(req);
     xHttpResponseOnAbort(res, on_front_abort, call);
     if (!start_try(call)) {
         up_done(call);
