@@ -562,7 +562,31 @@ static const char *upstream_urls[BENCH_MAX_UPSTREAMS];
 static size_t num_upstreams;
 static uint32_t upstream_timeout_ms;
 static unsigned upstream_pool;
+static uint32_t upstream_total_timeout_ms;
+static const char *upstream_balance; /* --upstream-balance: rr, least-conn, hash-address, hash-header:NAME */
+static const char *upstream_health;  /* --upstream-health PATH:MS */
 static xHttpProxy *proxy;
+
+/* --upstream-balance and --upstream-health into conf; false when malformed. */
+static bool proxy_choices(xHttpProxyConf *conf, char *health_path, size_t cap) {
+    const char *b = upstream_balance ? upstream_balance : "rr";
+    if (strncmp(b, "hash-header:", 12) == 0 && b[12]) {
+        conf->balance = XHTTP_PROXY_HASH_HEADER;
+        conf->hash_header = b + 12;
+    } else if (strcmp(b, "least-conn") == 0 || strcmp(b, "hash-address") == 0 || strcmp(b, "rr") == 0) {
+        conf->balance = b[0] == 'l' ? XHTTP_PROXY_LEAST_CONN : b[0] == 'h' ? XHTTP_PROXY_HASH_ADDRESS : 0;
+    } else {
+        return false;
+    }
+    if (!upstream_health) return true;
+    const char *colon = strrchr(upstream_health, ':');
+    if (!colon || (size_t)(colon - upstream_health) >= cap || upstream_health[0] != '/') return false;
+    memcpy(health_path, upstream_health, (size_t)(colon - upstream_health));
+    health_path[colon - upstream_health] = '\0';
+    conf->health_path = health_path;
+    conf->health_interval_ms = (uint32_t)strtoul(colon + 1, NULL, 10);
+    return conf->health_interval_ms > 0;
+}
 
 static bool add_proxy(xHttpServer *server) {
     if (!num_upstreams) return true;
@@ -575,6 +599,14 @@ static bool add_proxy(xHttpServer *server) {
         conf.upstream.first_byte_timeout_ms = conf.upstream.idle_timeout_ms = upstream_timeout_ms;
     }
     if (upstream_pool) conf.upstream.max_conns = conf.upstream.max_idle = upstream_pool;
+    conf.upstream.total_timeout_ms = upstream_total_timeout_ms;
+    char health_path[256];
+    if (!proxy_choices(&conf, health_path, sizeof health_path)) {
+        fprintf(
+            stderr,
+            "--upstream-balance rr|least-conn|hash-address|hash-header:NAME, --upstream-health /PATH:MS\n");
+        return false;
+    }
     xErrno err = xHttpProxyCreate(server, &conf, &proxy);
     if (err == XOK) err = xHttpProxyUseWorkerHooks(server, proxy);
     if (err != XOK) {
@@ -582,6 +614,7 @@ static bool add_proxy(xHttpServer *server) {
         return false;
     }
     xHttpServerRouteNotFound(server, xHttpProxyHandler, proxy);
+    xHttpServerRouteMethodNotAllowed(server, xHttpProxyHandler, proxy);
     xHttpServerRouteStreaming(server, "/upstream/*", xHttpProxyHandler, proxy);
     return true;
 }
@@ -641,6 +674,8 @@ const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout
                                 "       [--max-streams N] [--no-http2 | --http2-only] [--h2c-upgrade]\n"
                                 "       [--test-routes] [--proxy-protocol NETWORKS]\n"
                                 "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N]\n"
+                                "       [--upstream-total-timeout MS] [--upstream-health /PATH:MS]\n"
+                                "       [--upstream-balance rr|least-conn|hash-address|hash-header:NAME]\n"
                                 "       [--trust-forwarded NETWORKS] [--health PATH] [--stop-grace MS]\n"
                                 "       [--shared-port] [--listen-fd N] (systemd's LISTEN_FDS, when\n"
                                 "       set, are listened on instead of PORT and --listen-fd)\n"
@@ -757,6 +792,18 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--upstream-pool") == 0 && i + 1 < argc) {
             upstream_pool = (unsigned)strtoul(argv[++i], NULL, 10);
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-total-timeout") == 0 && i + 1 < argc) {
+            upstream_total_timeout_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-balance") == 0 && i + 1 < argc) {
+            upstream_balance = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-health") == 0 && i + 1 < argc) {
+            upstream_health = argv[++i];
             continue;
         }
         if (strcmp(argv[i], "--test-routes") == 0) {

@@ -123,7 +123,7 @@ typedef struct xHttpClientField {
 } xHttpClientField;
 
 /** A response head, valid during on_head only. 1xx heads are read and
- *  skipped (a 101 is BAD_RESPONSE: the client never asks to switch). */
+ *  skipped (a 101 is BAD_RESPONSE unless the request asked to upgrade). */
 typedef struct xHttpClientResponse {
     int status;
     int minor_version; /**< 0 or 1 */
@@ -172,6 +172,14 @@ typedef struct xHttpClientRequestOpts {
      *  once on a fresh one, if the request is wholly held (up to 64 KiB).
      *  Defaults to true for GET, HEAD, OPTIONS, PUT and DELETE. */
     bool retry_on_stale;
+    /** The request asks to switch protocols (a WebSocket handshake: its
+     *  fields carry Upgrade; the client adds "Connection: upgrade"; no
+     *  body). A 101 comes to on_head and the connection becomes the
+     *  request's tunnel: on_body has the upstream's bytes as they come,
+     *  Write sends bytes as they are, no timeout but the total runs, and
+     *  on_end comes when the upstream closes. Any other answer is read as
+     *  usual. */
+    bool upgrade;
     const xHttpClientHandlers *handlers;
     void *arg;
 } xHttpClientRequestOpts;

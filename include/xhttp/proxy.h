@@ -13,29 +13,42 @@
  *     xHttpProxyUseWorkerHooks(server, proxy);  // or call WorkerStart/Stop from your own hooks
  *     xHttpServerRouteStreaming(server, "/api/\*", xHttpProxyHandler, proxy);
  *
- * Each request goes to the next upstream in turn (round-robin), skipping one
- * that failed (refused, reset, timed out, sent garbage) fail_threshold times
- * in a row, for fail_timeout_ms. Fields that belong to one hop (Connection
- * and those it names, Keep-Alive, TE, Transfer-Encoding, Upgrade, Proxy-*)
- * are removed both ways; the request is framed anew (Content-Length where
- * the front knows it, else chunked) and carries X-Forwarded-For (appended
- * to), X-Forwarded-Proto, X-Forwarded-Host and Forwarded (RFC 7239). An
- * answer is streamed as it comes (chunked on an HTTP/1.1 front). Before
- * anything reached the client, a refused or failed connection is retried
- * on the next upstream (up to max_tries) when the request body is held
- * whole (a route that does not stream bodies) and the method is idempotent,
- * or no byte of it left; then 502 (refused, reset, garbage) or 504 (a
- * timeout) with a body that says which. After the head reached the client,
- * an upstream failure closes the client's connection, so a cut answer never
- * looks whole.
+ * Each request goes to the next upstream in turn (round-robin; or the one
+ * with the fewest requests in flight, or one picked by a hash of the
+ * client's address or of a header, by setting), skipping one that failed
+ * (refused, reset, timed out, sent garbage) fail_threshold times in a row,
+ * for fail_timeout_ms, and one that failed its active health check (a GET
+ * of health_path every health_interval_ms, by setting) until it passes. Fields that belong to one hop
+ * (Connection and those it names, Keep-Alive, TE, Transfer-Encoding, Upgrade, Proxy-*) are removed both ways;
+ * the request is framed anew (Content-Length where the front knows it, else chunked) and carries
+ * X-Forwarded-For (appended to), X-Forwarded-Proto, X-Forwarded-Host and Forwarded (RFC 7239). An answer is
+ * streamed as it comes (chunked on an HTTP/1.1 front). Before anything reached the client, a refused or
+ * failed connection is retried on the next upstream (up to max_tries) when the request body is held whole (a
+ * route that does not stream bodies) and the method is idempotent, or no byte of it left; then 502 (refused,
+ * reset, garbage) or 504 (a timeout) with a body that says which. After the head reached the client, an
+ * upstream failure resets the response (the HTTP/2 stream alone, or the HTTP/1.1 connection), so a cut answer
+ * never looks whole. An answer whose length the upstream gave keeps it (Content-Length, a HEAD's included);
+ * others are chunked on an HTTP/1.1 front. Output is read from the upstream
+ * only while the client takes it (under 1 MiB waiting for it, counting
+ * bytes HTTP/2 flow control holds), and a request body only while the
+ * upstream takes it, so memory per proxied request stays bounded whichever
+ * side is slow. As a server's fallback for 405 too
+ * (xHttpServerRouteMethodNotAllowed), the server's Allow field is dropped.
  *
  * Routed with xHttpServerRouteStreaming, request bodies stream to the
  * upstream as they arrive, the client paused while the upstream is behind;
  * with xHttpServerRoute they are read whole first (max_body_size).
  *
- * Not yet: HTTP/2 upstreams, WebSocket and extended CONNECT, gRPC, an auth
- * subrequest, sending the PROXY protocol upstream, least-connections and
- * hashing, active health checks. */
+ * A WebSocket handshake from an HTTP/1.1 client (GET with Upgrade: websocket)
+ * is passed on with its Upgrade field; after the upstream's 101 the client
+ * gets the 101 with the upstream's fields and the proxy relays bytes both
+ * ways, reading each side only while the other keeps up. An h2 client's
+ * extended CONNECT (RFC 8441, :protocol websocket) on a streaming route goes
+ * up as that handshake (a key of the proxy's own); after the 101 the stream
+ * answers 200 and carries the bytes as its body both ways.
+ *
+ * Not yet: HTTP/2 upstreams, gRPC, an auth subrequest, sending the PROXY
+ * protocol upstream. */
 #ifndef XHTTP_PROXY_H
 #define XHTTP_PROXY_H
 
@@ -55,6 +68,14 @@ extern "C" {
 /** A group of upstreams and the per-worker clients that reach them. */
 typedef struct xHttpProxy xHttpProxy;
 
+/** How a request's upstream is chosen among those not taken out. */
+typedef enum xHttpProxyBalance {
+    XHTTP_PROXY_ROUND_ROBIN = 0, /**< each in turn */
+    XHTTP_PROXY_LEAST_CONN,      /**< the fewest requests in flight (all workers together) */
+    XHTTP_PROXY_HASH_ADDRESS,    /**< by the client's address: a client keeps its upstream while it is up */
+    XHTTP_PROXY_HASH_HEADER,     /**< by hash_header's value (absent: round-robin) */
+} xHttpProxyBalance;
+
 /** A proxy's settings; start from xHttpProxyConfInit. */
 typedef struct xHttpProxyConf {
     size_t struct_size;
@@ -65,6 +86,14 @@ typedef struct xHttpProxyConf {
     uint32_t fail_timeout_ms;   /**< 10 s: how long it stays out */
     unsigned max_tries;         /**< 2: upstreams tried for one request, where it may be retried */
     bool forwarded_headers;     /**< true: add X-Forwarded-* and Forwarded */
+    xHttpProxyBalance balance;  /**< round-robin */
+    const char *hash_header;    /**< XHTTP_PROXY_HASH_HEADER's field name (copied) */
+    /** Active health checks: every health_interval_ms (0: none) one worker
+     *  sends GET health_path to each upstream; one that does not answer 2xx
+     *  within health_timeout_ms (0: the interval) is out until it does. */
+    const char *health_path; /**< "/" by default (copied) */
+    uint32_t health_interval_ms;
+    uint32_t health_timeout_ms;
 } xHttpProxyConf;
 
 /** Fills conf with the defaults noted above (no upstreams). */

@@ -70,6 +70,10 @@ xStr xHttpRequestBody(const xHttpRequest *req);
  *  may come before this returns. XERR_STATE on other routes or after the end. */
 xErrno xHttpRequestReadBody(xHttpRequest *req, xHttpBodyReader reader, void *arg);
 
+/** True on a streaming route while the body is still to come through
+ *  xHttpRequestReadBody (not all of it was delivered yet). */
+bool xHttpRequestBodyStreams(const xHttpRequest *req);
+
 /** Holds back further pieces until xHttpRequestResumeBody. Meanwhile the client
  *  is held back too: HTTP/1.1 stops reading the socket, HTTP/2 stops reopening
  *  the stream's flow-control window, so at most a window of body waits here

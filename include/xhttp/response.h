@@ -34,6 +34,11 @@ void xHttpResponseSetStatus(xHttpResponse *res, int status);
  *  Returns XERR_STATE after the head is sent. */
 xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *value);
 
+/** Drops every header added so far, the server's own for a fallback
+ *  handler included (a 405's Allow): a handler that passes on another
+ *  server's answer (a proxy) starts clean. XERR_STATE after the head. */
+xErrno xHttpResponseClearHeaders(xHttpResponse *res);
+
 /** Adds a trailer field to a streamed response, sent after the body: a
  *  chunked trailer on HTTP/1.1 (dropped for HTTP/1.0 clients), a trailing
  *  HEADERS frame on HTTP/2. Copied; same rules as xHttpResponseAddHeader;
@@ -66,6 +71,38 @@ xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len);
 
 /** Ends a streamed response. */
 xErrno xHttpResponseEnd(xHttpResponse *res);
+
+/** Before the head: the streamed body that follows is exactly len bytes, so
+ *  the head carries Content-Length (content-length on HTTP/2) instead of
+ *  chunked framing, and a HEAD's answer gets the length with no body (1xx,
+ *  204 and 304 get none). A Write past len is refused (XERR_INVALID); an End
+ *  short of it cuts the response (xHttpResponseReset), so a short body never
+ *  looks whole. The worker's compression filter leaves such a response
+ *  alone. XERR_STATE once the head is sent. */
+xErrno xHttpResponseSetLength(xHttpResponse *res, uint64_t len);
+
+/** Streamed body bytes written and not yet taken by the client: queued on
+ *  the connection (HTTP/1.1, plain or TLS), or held by the stream (HTTP/2:
+ *  bytes waiting for flow-control window, or for the connection's output to
+ *  drain). A writer that wants bounded memory stops writing once this
+ *  passes its high-water mark and waits for xHttpResponseOnDrain. */
+size_t xHttpResponsePending(const xHttpResponse *res);
+
+/** Asks for fn(res, arg) once, on the loop, when xHttpResponsePending falls
+ *  to low_water or below. True when armed; false when it already is that
+ *  low (nothing will be called: write on), or the response ended or was
+ *  aborted. A later call replaces the earlier one; fn NULL disarms. */
+bool xHttpResponseOnDrain(xHttpResponse *res, size_t low_water, void (*fn)(xHttpResponse *res, void *arg),
+                          void *arg);
+
+/** Ends a response that cannot be completed (its source failed midway): on
+ *  HTTP/2 the stream is reset (RST_STREAM INTERNAL_ERROR) and the
+ *  connection's other streams go on; on HTTP/1.x the connection is closed,
+ *  so a cut body never looks whole. Before the head, the client gets no
+ *  answer at all (answer 5xx instead where that is still possible). The
+ *  request and response are released as by End; the abort callback is not
+ *  called. */
+xErrno xHttpResponseReset(xHttpResponse *res);
 
 /** True when the client went away; later writes are discarded, End still
  *  must be called to release the request (unless an abort callback is set). */

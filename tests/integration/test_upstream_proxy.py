@@ -39,6 +39,7 @@ class Upstream(socketserver.ThreadingTCPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 64  # a pool's connects at once: a backlog of 5 drops SYNs, a 1 s connect timeout
 
     def __init__(self):
         super().__init__(("127.0.0.1", 0), UpstreamHandler)

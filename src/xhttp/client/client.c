@@ -90,6 +90,7 @@ typedef enum xRequestPhase {
     XREQ_SENDING,    /* the request is not all queued, or the socket holds it: send_timeout */
     XREQ_WAITING,    /* all of it gone, no response byte yet: first_byte_timeout */
     XREQ_RECEIVING,  /* the response is arriving: idle_timeout */
+    XREQ_TUNNEL,     /* after a 101: bytes both ways, only the total timeout */
 } xRequestPhase;
 
 /* How the response's body is being read. */
@@ -121,6 +122,7 @@ struct xHttpClientRequest {
     bool retry_on_stale;
     bool retried;
     bool head_request;
+    bool upgrade; /* asked to switch protocols */
     bool started; /* on_head called */
     bool paused;
     bool wants_body;      /* the writer passed BODY_HIGH: tell it at BODY_LOW */
@@ -599,6 +601,7 @@ static bool write_head(xHttpClientRequest *req, const xHttpClientRequestOpts *o)
         host |= xHttpNameEquals(f->name, "host");
         ok = put_str(b, f->name) && put(b, ": ", 2) && put_str(b, f->value) && put(b, "\r\n", 2);
     }
+    if (ok && req->upgrade) ok = put(b, "Connection: upgrade\r\n", 21);
     if (ok && !host) {
         const char *a = req->pool->upstream->authority;
         ok = put(b, "Host: ", 6) && put(b, a, strlen(a)) && put(b, "\r\n", 2);
@@ -695,6 +698,7 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
                                 .retry_on_stale = o.retry_on_stale || retries_by_default(o.method),
                                 .held_whole = true,
                                 .head_request = xStrEqualsC(o.method, "HEAD"),
+                                .upgrade = o.upgrade && o.body_length == 0,
                                 .body_left = -1};
     xTimerInit(&req->timer, on_phase_timer, req);
     xTimerInit(&req->total_timer, on_total_timer, req);
@@ -741,7 +745,16 @@ static void note_pending(xHttpClientRequest *req) {
     if (xHttpClientRequestPending(req) >= XHTTP_CLIENT_BODY_HIGH) req->wants_body = true;
 }
 
+/* A tunnel's bytes go as they are. */
+static xErrno tunnel_write(xHttpClientRequest *req, const void *data, size_t len) {
+    if (len && !put(&req->out, data, len)) return XERR_NOMEM;
+    push_out(req);
+    note_pending(req);
+    return XOK;
+}
+
 xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t len) {
+    if (req->phase == XREQ_TUNNEL && !req->cancelled) return tunnel_write(req, data, len);
     if (req->body_ended || req->cancelled) return XERR_STATE;
     if (len == 0) return XOK;
     if (req->body_length >= 0 && req->body_written + len > (uint64_t)req->body_length) return XERR_INVALID;
@@ -761,6 +774,7 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
 }
 
 xErrno xHttpClientRequestEnd(xHttpClientRequest *req) {
+    if (req->phase == XREQ_TUNNEL) return XOK; /* a tunnel ends when either side closes */
     if (req->body_ended || req->cancelled) return XERR_STATE;
     if (req->body_length >= 0 && req->body_written != (uint64_t)req->body_length) return XERR_INVALID;
     if (req->body_length < 0 && !put(&req->out, "0\r\n\r\n", 5)) return XERR_NOMEM;
@@ -861,6 +875,29 @@ static xBodyRead body_kind(const xHttp1Response *r, int64_t *left) {
     }
 }
 
+/* A 101 to a request that asked for it: the connection is a tunnel from
+ * here, read until the upstream closes; what followed the head is the new
+ * protocol's first bytes. */
+static bool take_switch(xHttpClientRequest *req, xConn *conn, const xHttp1Response *r, int n) {
+    req->started = true;
+    req->keep_alive = false;
+    req->held_whole = false;
+    xBufferConsume(&req->out, req->out.len); /* the head, sent: nothing to replay */
+    req->out_given = 0;
+    req->body = XBODY_UNTIL_CLOSE;
+    enter(req, XREQ_TUNNEL);
+    xHttpClientResponse head = {.status = 101,
+                                .minor_version = r->minor_version,
+                                .reason = r->reason,
+                                .fields = (const xHttpClientField *)r->headers,
+                                .num_fields = r->num_headers,
+                                .content_length = -1,
+                                .has_body = true};
+    CALL(req, req->handlers.on_head(req, &head, req->arg));
+    xBufferConsume(&conn->in, (size_t)n);
+    return survived(req);
+}
+
 /* Reads a head at the front of in. False when it is not whole yet or the
  * request ended (failed, or cancelled by on_head). */
 static bool take_head(xHttpClientRequest *req, xConn *conn) {
@@ -874,11 +911,12 @@ static bool take_head(xHttpClientRequest *req, xConn *conn) {
         req->head_scanned = conn->in.len;
         return false;
     }
-    if (n < 0 || r.status == 101) {
+    if (n < 0 || (r.status == 101 && !req->upgrade)) {
         fail(req, XHTTP_CLIENT_BAD_RESPONSE);
         return false;
     }
     req->head_scanned = 0;
+    if (r.status == 101) return take_switch(req, conn, &r, n);
     if (r.status < 200) { /* 100 Continue, 103 Early Hints: the answer follows */
         xBufferConsume(&conn->in, (size_t)n);
         return true;
@@ -1014,6 +1052,7 @@ static void read_response(xClientConn *cc) {
             break;
         }
         in->len += (size_t)n;
+        if (req->phase == XREQ_TUNNEL) continue; /* no idle timeout: a tunnel may rest */
         if (req->phase != XREQ_RECEIVING) req->phase = XREQ_RECEIVING;
         arm_phase(req);
     }

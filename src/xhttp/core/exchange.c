@@ -209,6 +209,11 @@ xErrno xHttpRequestReadBody(xHttpRequest *req, xHttpBodyReader reader, void *arg
     return XOK;
 }
 
+bool xHttpRequestBodyStreams(const xHttpRequest *req) {
+    const xHttpExchange *ex = exchange_of_request((xHttpRequest *)req);
+    return ex->streams_body && !ex->body_ended;
+}
+
 void xHttpRequestPauseBody(xHttpRequest *req) { exchange_of_request(req)->body_paused = true; }
 
 void xHttpRequestResumeBody(xHttpRequest *req) {
@@ -329,6 +334,13 @@ xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *
     return append_field(&res->headers, name, value, &res->own_server);
 }
 
+xErrno xHttpResponseClearHeaders(xHttpResponse *res) {
+    if (res->head_sent || res->ended) return XERR_STATE;
+    res->headers.len = 0;
+    res->own_server = false;
+    return XOK;
+}
+
 xErrno xHttpResponseAddTrailer(xHttpResponse *res, const char *name, const char *value) {
     if (res->ended) return XERR_STATE;
     return append_field(&res->trailers, name, value, NULL);
@@ -353,18 +365,69 @@ xErrno xHttpResponseSendRef(xHttpResponse *res, const void *body, size_t len, vo
 
 xErrno xHttpResponseWrite(xHttpResponse *res, const void *data, size_t len) {
     if (res->ended) return XERR_STATE;
+    if (res->length_declared && len > res->declared_length - res->body_len) return XERR_INVALID;
     xHttpExchange *ex = xHttpExchangeOfResponse(res);
     res->body_len += len;
     if (ex->filter) return ex->filter->write(ex, data, len);
     return ex->ops->write(ex, data, len);
 }
 
+/* Whether the answer to ex carries a body at all (not HEAD's, 1xx, 204, 304). */
+static bool answer_has_body(const xHttpExchange *ex) {
+    return xHttpStatusHasBody(ex->res.status) && !xStrEqualsC(ex->req.method, "HEAD");
+}
+
 xErrno xHttpResponseEnd(xHttpResponse *res) {
     if (res->ended) return XERR_STATE;
     xHttpExchange *ex = xHttpExchangeOfResponse(res);
+    /* A body shorter than its Content-Length said must not look whole. */
+    if (res->length_declared && res->body_len != res->declared_length && answer_has_body(ex) && !res->aborted)
+        return xHttpResponseReset(res);
     xHttpExchangeFinished(ex, res->status, res->body_len);
     if (ex->filter) return ex->filter->end(ex);
     return ex->ops->end(ex);
+}
+
+xErrno xHttpResponseSetLength(xHttpResponse *res, uint64_t len) {
+    if (res->head_sent || res->ended) return XERR_STATE;
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
+    if (ex->filter_state) return XERR_STATE;
+    ex->filter = NULL; /* a coded body would not be len bytes */
+    res->length_declared = true;
+    res->declared_length = len;
+    return XOK;
+}
+
+size_t xHttpResponsePending(const xHttpResponse *res) {
+    const xHttpExchange *ex = xHttpExchangeOfResponse((xHttpResponse *)res);
+    return res->ended || res->aborted || !ex->ops->pending ? 0 : ex->ops->pending(ex);
+}
+
+bool xHttpResponseOnDrain(xHttpResponse *res, size_t low_water, void (*fn)(xHttpResponse *res, void *arg),
+                          void *arg) {
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
+    res->on_drain = NULL;
+    if (!fn || res->ended || res->aborted || !ex->ops->pending || ex->ops->pending(ex) <= low_water)
+        return false;
+    res->on_drain = fn;
+    res->on_drain_arg = arg;
+    res->drain_low = low_water;
+    ex->ops->watch_drain(ex);
+    /* Watching may have sent what was queued. */
+    if (ex->ops->pending(ex) > low_water) return true;
+    res->on_drain = NULL;
+    return false;
+}
+
+xErrno xHttpResponseReset(xHttpResponse *res) {
+    if (res->ended) return XERR_STATE;
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
+    res->on_drain = NULL;
+    res->on_abort = NULL;                      /* the handler lets go here, not in a callback */
+    if (res->aborted) return ex->ops->end(ex); /* the client is gone already: nothing to cut */
+    xHttpExchangeFinished(ex, res->head_sent ? res->status : 499, res->body_len);
+    ex->ops->reset(ex);
+    return XOK;
 }
 
 bool xHttpResponseAborted(const xHttpResponse *res) { return res->aborted; }
@@ -378,7 +441,9 @@ bool xHttpExchangeAbort(xHttpExchange *ex) {
     ex->res.aborted = true;
     xHttpExchangeFinished(ex, ex->res.head_sent ? ex->res.status : 499, ex->res.body_len);
     if (!ex->res.on_abort || ex->res.blocking_jobs) return false;
-    ex->res.on_abort(&ex->res, ex->res.on_abort_arg);
+    void (*fn)(xHttpResponse *, void *) = ex->res.on_abort;
+    ex->res.on_abort = NULL; /* told once */
+    fn(&ex->res, ex->res.on_abort_arg);
     return true;
 }
 

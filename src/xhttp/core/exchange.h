@@ -61,6 +61,15 @@ typedef struct xHttpExchangeOps {
      *  NULL where the protocol has no such switch (HTTP/2 carries tunnels on
      *  streams instead, through xHttpTunnel). */
     xErrno (*switch_protocols)(xHttpExchange *ex, const xHttpTakeover *to, void *arg);
+    /** Streamed body bytes written and not yet taken by the client
+     *  (xHttpResponsePending). */
+    size_t (*pending)(const xHttpExchange *ex);
+    /** A drain callback was armed (ex->res.on_drain): see that the protocol
+     *  hears when its output moves, and calls xHttpExchangeCheckDrain then. */
+    void (*watch_drain)(xHttpExchange *ex);
+    /** Cuts the response (xHttpResponseReset): the HTTP/2 stream reset, the
+     *  HTTP/1.1 connection closed; the exchange is released as by end. */
+    void (*reset)(xHttpExchange *ex);
 } xHttpExchangeOps;
 
 /** An extended CONNECT (RFC 8441) kept open as a tunnel past its response
@@ -120,6 +129,11 @@ struct xHttpResponse {
     bool finished;                    /* counted and logged (core/finished.h) */
     bool own_server;                  /* the handler set a Server field: the server's is left out */
     const xHttpSessionStats *session; /* set by a session the exchange became, else NULL */
+    bool length_declared;             /* xHttpResponseSetLength: framed by declared_length */
+    uint64_t declared_length;
+    void (*on_drain)(xHttpResponse *res, void *arg); /* armed by xHttpResponseOnDrain, else NULL */
+    void *on_drain_arg;
+    size_t drain_low;
 };
 
 struct xHttpExchange {
@@ -149,6 +163,17 @@ struct xHttpExchange {
 /** The exchange a handler's response belongs to (its second member). */
 static inline xHttpExchange *xHttpExchangeOfResponse(xHttpResponse *res) {
     return (xHttpExchange *)((char *)res - offsetof(xHttpExchange, res));
+}
+
+/** Calls the armed drain callback (disarming it) once the response's
+ *  pending output is down to its low-water mark; protocols call it where
+ *  their output moves. */
+static inline void xHttpExchangeCheckDrain(xHttpExchange *ex) {
+    xHttpResponse *res = &ex->res;
+    if (!res->on_drain || ex->ops->pending(ex) > res->drain_low) return;
+    void (*fn)(xHttpResponse *, void *) = res->on_drain;
+    res->on_drain = NULL;
+    fn(res, res->on_drain_arg);
 }
 
 /** Takes a reset exchange from ctx's pool (or malloc). NULL when out of memory. */
@@ -194,10 +219,13 @@ bool xHttpExchangeAbort(xHttpExchange *ex);
 /** Answers with status and a short text body, e.g. for 404. */
 void xHttpExchangeSendStatus(xHttpExchange *ex, int status);
 
-/** From the handler, while its request is dispatched: answers 101 with the
- *  response's fields and hands the connection to `to` after the batch
- *  (xHttpExchangeOps.switch_protocols). XERR_STATE where the protocol cannot
- *  switch, or the head is sent: the caller answers otherwise. */
+/** From the handler, while its request is dispatched, or later from the
+ *  loop (a proxy once its upstream said 101; HTTP/1.1 takes that from a
+ *  route that read the request whole): answers 101 with the response's
+ *  fields and hands the connection to `to` after the batch, or at once
+ *  outside one (xHttpExchangeOps.switch_protocols). XERR_STATE where the
+ *  protocol cannot switch, or the head is sent: the caller answers
+ *  otherwise. */
 xErrno xHttpExchangeSwitch(xHttpExchange *ex, const xHttpTakeover *to, void *arg);
 
 /** Copies the request's method, target and fields out of the protocol's

@@ -56,6 +56,7 @@ typedef enum xH1Framing {
     XH1_FRAMED_NONE,     /* HEAD, or a status without a body: the head alone */
     XH1_FRAMED_CHUNKED,  /* chunked coding, trailers after the last chunk */
     XH1_FRAMED_BY_CLOSE, /* HTTP/1.0 has no chunks: the body ends with the connection */
+    XH1_FRAMED_LENGTH,   /* a length declared before the head (xHttpResponseSetLength) */
 } xH1Framing;
 
 typedef struct xHttp1 {
@@ -87,6 +88,7 @@ typedef struct xHttp1 {
     void *takeover_arg;
     int refusal;              /* xHttp1StartRefusing: every request gets this status … */
     const char *refusal_text; /* … with this text, and the connection closes */
+    xTurnEnd drain_check;     /* a drain callback was armed: looked at once the turn's output is out */
 } xHttp1;
 
 static const xHttpExchangeOps h1_ops;
@@ -278,9 +280,14 @@ static xErrno h1_send_file(xHttpExchange *ex, int fd, off_t offset, size_t len, 
 
 static xErrno start_stream(xHttp1 *h, xHttpExchange *ex) {
     ex->res.head_sent = true;
+    uint64_t declared = ex->res.length_declared ? ex->res.declared_length : 0;
     if (!xHttpStatusHasBody(ex->res.status) || h->head_request) {
         h->framing = XH1_FRAMED_NONE;
-        return write_sized_head(h, ex->res.status, &ex->res.headers, !ex->res.own_server, 0);
+        return write_sized_head(h, ex->res.status, &ex->res.headers, !ex->res.own_server, declared);
+    }
+    if (ex->res.length_declared) {
+        h->framing = XH1_FRAMED_LENGTH;
+        return write_sized_head(h, ex->res.status, &ex->res.headers, !ex->res.own_server, declared);
     }
     if (h->http10) {
         h->framing = XH1_FRAMED_BY_CLOSE;
@@ -330,6 +337,45 @@ static xErrno h1_end(xHttpExchange *ex) {
     return err;
 }
 
+static size_t h1_pending(const xHttpExchange *ex) {
+    const xHttp1 *h = ex->proto;
+    return xConnPending(h->conn);
+}
+
+/* At the end of the turn in which a drain callback was armed (never within
+ * the handler's own call): a flush either sends what waits, and the
+ * callback runs, or leaves the socket blocked (or a send in flight) with
+ * on_flushed owed once it drains, which runs it then. */
+static void drain_check_at_turn_end(xEventLoop *loop, xTurnEnd *call) {
+    (void)loop;
+    xHttp1 *h = (xHttp1 *)((char *)call - offsetof(xHttp1, drain_check));
+    xConn *conn = h->conn;
+    if (!xConnClosed(conn) && h->ex && h->ex->res.on_drain) {
+        xConnFlush(conn);
+        if (!xConnClosed(conn) && h->ex && h->ex->res.on_drain) xHttpExchangeCheckDrain(h->ex);
+    }
+    xConnRelease(conn);
+}
+
+static void h1_watch_drain(xHttpExchange *ex) {
+    xHttp1 *h = ex->proto;
+    if (h->drain_check.queued || xConnClosed(h->conn)) return;
+    h->drain_check.fn = drain_check_at_turn_end;
+    xConnRetain(h->conn);
+    xEventLoopAtTurnEnd(h->conn->net->loop, &h->drain_check);
+}
+
+/* The connection goes at once, with what it had queued: a reader sees the
+ * body cut (short of its Content-Length, or without its last chunk). */
+static void h1_reset(xHttpExchange *ex) {
+    xHttp1 *h = ex->proto;
+    h->keep_alive = false;
+    ex->res.aborted = true; /* nothing more is written; on_close tells no one */
+    xConnClose(h->conn);
+    ex->res.ended = true;
+    finish(h);
+}
+
 static void send_continue(xHttp1 *h) {
     write_head(h, 100, NULL, false, "", 0);
     xConnFlush(h->conn);
@@ -360,14 +406,17 @@ static xErrno begin_switch(xHttp1 *h, xHttpExchange *ex, const xHttpTakeover *to
     return XOK;
 }
 
-/* A handler's switch (a WebSocket route's): only while its request is being
- * dispatched, so the batch under way makes it. */
+/* A handler's switch (a WebSocket route's) while its request is being
+ * dispatched: the batch under way makes it. Later (a proxy's, once its
+ * upstream said 101): made now, the handler's request read whole. */
 static xErrno h1_switch(xHttpExchange *ex, const xHttpTakeover *to, void *arg) {
     xHttp1 *h = ex->proto;
-    if (h->state != XH1_HANDLER || !h->in_batch || h->http10) return XERR_STATE;
+    if (h->state != XH1_HANDLER || h->http10 || xConnClosed(h->conn)) return XERR_STATE;
     xErrno err = begin_switch(h, ex, to, arg);
-    if (err == XOK) xConnRelease(h->conn); /* dispatch's reference: no response will end */
-    return err;
+    if (err != XOK) return err;
+    xConnRelease(h->conn);        /* dispatch's reference: no response will end */
+    if (!h->in_batch) process(h); /* hands the connection over: h is gone */
+    return XOK;
 }
 
 static const xHttpExchangeOps h1_ops = {
@@ -377,6 +426,9 @@ static const xHttpExchangeOps h1_ops = {
     .end = h1_end,
     .body_wanted = h1_body_wanted,
     .switch_protocols = h1_switch,
+    .pending = h1_pending,
+    .watch_drain = h1_watch_drain,
+    .reset = h1_reset,
 };
 
 /* ---- Requests ---- */
@@ -648,8 +700,12 @@ static void fail_stream(xHttp1 *h, int status) {
     h->keep_alive = false;
     if (!ex->res.head_sent) write_status(h, status);
     h->state = XH1_HANDLER;
-    xConnCloseAfterFlush(h->conn);
-    if (xHttpExchangeAbort(ex)) h1_end(ex);
+    /* The handler hears first: the close may find the client gone at once
+     * (its output taken, its FIN read) and abort the exchange itself. */
+    if (xHttpExchangeAbort(ex))
+        h1_end(ex); /* finish closes after the output */
+    else
+        xConnCloseAfterFlush(h->conn);
 }
 
 /* Hands the reader what the buffer holds of the body, then forgets it. */
@@ -896,10 +952,11 @@ static void on_flushed(xConn *conn) {
     xHttp1 *h = conn->proto_state;
     if (!h->waiting_flush) {
         arm_timer(h); /* the send timeout no longer applies */
-        return;
+    } else {
+        h->waiting_flush = false;
+        process(h);
     }
-    h->waiting_flush = false;
-    process(h);
+    if (h->ex && h->ex->res.on_drain && !xConnClosed(conn)) xHttpExchangeCheckDrain(h->ex);
 }
 
 static void on_timeout(xConn *conn) {

@@ -218,6 +218,18 @@ static xErrno submit_head(xH2Stream *s, bool with_length, size_t length, bool wi
     return XOK;
 }
 
+static bool response_has_body(const xHttpExchange *ex) {
+    return xHttpStatusHasBody(ex->res.status) && !xStrEqualsC(ex->req.method, "HEAD");
+}
+
+/* A streamed response's head: content-length when the handler declared
+ * the body's length (xHttpResponseSetLength). */
+static xErrno submit_streamed_head(xH2Stream *s) {
+    const xHttpResponse *res = &s->ex->res;
+    bool with_length = res->length_declared && xHttpStatusHasBody(res->status);
+    return submit_head(s, with_length, with_length ? res->declared_length : 0, response_has_body(s->ex));
+}
+
 /* ---- Bodies ---- */
 
 /* Releases memory the connection's queue may still point into, once the
@@ -305,10 +317,6 @@ void xH2FrameAll(xHttp2 *h2) {
 
 /* ---- The exchange's ops ---- */
 
-static bool response_has_body(const xHttpExchange *ex) {
-    return xHttpStatusHasBody(ex->res.status) && !xStrEqualsC(ex->req.method, "HEAD");
-}
-
 /* The handler is done with the exchange: what is left is framed, and a
  * closed stream goes. */
 static void end_exchange(xH2Stream *s) {
@@ -389,7 +397,7 @@ static xErrno h2_write(xHttpExchange *ex, const void *data, size_t len) {
     if (ex->res.aborted || s->state == XH2_STATE_CLOSED) return XERR_CLOSED;
     xErrno err = XOK;
     s->in_op = true;
-    if (!ex->res.head_sent) err = submit_head(s, false, 0, response_has_body(ex));
+    if (!ex->res.head_sent) err = submit_streamed_head(s);
     if (err == XOK && len && response_has_body(ex)) {
         xH2BodySource *b = &s->out;
         if (b->kind == XH2_SOURCE_NONE) *b = (xH2BodySource){.kind = XH2_SOURCE_STREAMED};
@@ -406,10 +414,24 @@ static xErrno h2_end(xHttpExchange *ex) {
     xH2Stream *s = ex->proto;
     xErrno err = XOK;
     s->in_op = true;
-    if (!ex->res.aborted && s->state != XH2_STATE_CLOSED && !ex->res.head_sent)
-        err = submit_head(s, false, 0, response_has_body(ex));
+    if (!ex->res.aborted && s->state != XH2_STATE_CLOSED && !ex->res.head_sent) err = submit_streamed_head(s);
     end_exchange(s);
     return err;
+}
+
+static size_t h2_pending(const xHttpExchange *ex) { return xH2Pending(ex->proto); }
+
+/* Each pump looks at armed streams (xH2WakeTunnels); one runs when the
+ * client's WINDOW_UPDATE or the socket's drain moves output on. */
+static void h2_watch_drain(xHttpExchange *ex) { (void)ex; }
+
+/* RST_STREAM(INTERNAL_ERROR): this stream ends cut, the others go on. */
+static void h2_reset(xHttpExchange *ex) {
+    xH2Stream *s = ex->proto;
+    s->in_op = true;
+    xH2SourceRelease(s); /* what waits unframed is never sent */
+    if (s->state != XH2_STATE_CLOSED) xH2StreamError(s->h2, s->id, XH2_INTERNAL_ERROR);
+    end_exchange(s);
 }
 
 static void h2_body_wanted(xHttpExchange *ex) {
@@ -434,6 +456,9 @@ static const xHttpExchangeOps h2_ops = {
     .write = h2_write,
     .end = h2_end,
     .body_wanted = h2_body_wanted,
+    .pending = h2_pending,
+    .watch_drain = h2_watch_drain,
+    .reset = h2_reset,
 };
 
 /* ---- Tunnels (RFC 8441): an extended CONNECT's holder (a WebSocket) ---- */
@@ -447,7 +472,13 @@ bool xH2WakeTunnels(xHttp2 *h2) {
     for (xH2Stream *s = h2->streams; s; s = next) {
         next = s->next;
         xHttpExchange *ex = s->ex;
-        if (s->state == XH2_STATE_CLOSED || !s->dispatched || !ex->tunnel.drained || xH2Pending(s)) continue;
+        if (s->state == XH2_STATE_CLOSED || !s->dispatched) continue;
+        if (ex->res.on_drain && xH2Pending(s) <= ex->res.drain_low) {
+            xHttpExchangeCheckDrain(ex); /* may end, and free, s */
+            woke = true;
+            continue;
+        }
+        if (!ex->tunnel.drained || xH2Pending(s)) continue;
         void (*drained)(xHttpExchange *, void *) = ex->tunnel.drained;
         ex->tunnel.drained = NULL;
         drained(ex, ex->tunnel.arg);

@@ -4,26 +4,32 @@
  * failures turned into retries, 502s and 504s.
  *
  * One xProxyCall per proxied request, from the handler to the response's
- * end or the client's leaving. It reaches the front connection only to ask
- * how much output waits there (the exchange), so a slow client holds the
- * upstream back instead of filling memory. */
+ * end or the client's leaving. Only the public request and response API is
+ * used: a slow client holds the upstream back through the response's drain
+ * signal (xHttpResponsePending, xHttpResponseOnDrain) instead of filling
+ * memory, and a failure after the head resets the response. */
 #include <xhttp/proxy.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <xhttp/request.h>
 #include <xhttp/response.h>
 
+#include "xbase/text/base64.h"
+#include "xhttp/core/context.h"
 #include "xhttp/core/exchange.h"
+#include "xhttp/core/finished.h"
 #include "xhttp/core/tokens.h"
 #include "xnet/connection.h"
 
-/* Output waiting for the client beyond which the upstream is no longer read;
- * it is looked at again every PROXY_DRAIN_POLL_MS while paused. */
+/* Output waiting for the client beyond which the upstream is no longer read,
+ * and the level it must fall to before it is read again. */
 #define PROXY_FRONT_HIGH (1u << 20)
-#define PROXY_DRAIN_POLL_MS 5
+#define PROXY_FRONT_LOW (256u << 10)
 #define PROXY_MAX_FIELDS 128
 #define PROXY_FIELD_TEXT 8192 /* a name or value handed to the response, with its NUL */
 
@@ -32,7 +38,30 @@ typedef struct xProxyUpstream {
     /* Passive health, shared by the workers: a racy count is good enough. */
     _Atomic unsigned failures;
     _Atomic uint64_t down_until_ms;
+    _Atomic bool check_failed;  /* the last active health check did not pass */
+    _Atomic unsigned in_flight; /* requests on it now, all workers: least-connections */
 } xProxyUpstream;
+
+typedef struct xProxyHealth xProxyHealth;
+
+/* One upstream's health check in a round: its request while it is out. */
+typedef struct xProxyProbe {
+    xProxyHealth *health;
+    size_t index;
+    xHttpClientRequest *req;
+    bool passed; /* a 2xx head came */
+} xProxyProbe;
+
+/* Active health checks, run by worker 0's client on its loop: a round of
+ * probes every interval, each cut at the round's deadline. */
+struct xProxyHealth {
+    xHttpProxy *proxy;
+    xHttpClient *client;
+    xEventLoop *loop;
+    xTimer round;
+    xTimer deadline;
+    xProxyProbe *probes;
+};
 
 struct xHttpProxy {
     xProxyUpstream *ups;
@@ -41,7 +70,17 @@ struct xHttpProxy {
     xHttpClient **clients; /* one per worker, made and used on its thread */
     int num_workers;
     _Atomic size_t next; /* round-robin */
+    char *hash_header;   /* conf's copies */
+    char *health_path;
+    xProxyHealth health;
 };
+
+/* Which protocol switch a request asks the upstream for. */
+typedef enum xProxyUpgrade {
+    PROXY_NO_UPGRADE,
+    PROXY_WEBSOCKET_HTTP1, /* GET with Upgrade: websocket */
+    PROXY_WEBSOCKET_H2,    /* RFC 8441: CONNECT with :protocol websocket, sent up as the GET */
+} xProxyUpgrade;
 
 typedef struct xProxyCall {
     xHttpProxy *proxy;
@@ -50,12 +89,25 @@ typedef struct xProxyCall {
     xHttpClient *client;
     xHttpClientRequest *up_req; /* NULL between tries and once it ended */
     size_t up_index;
+    bool counted; /* up_req is in its upstream's in_flight */
     unsigned tries;
-    bool streams_body;  /* the front body arrives through a reader */
-    bool body_started;  /* a byte of the body went to an upstream: no retry */
-    bool body_ended;    /* the front body's last piece came */
-    bool front_paused;  /* the front body is held while the upstream is behind */
-    xTimer drain_timer; /* while the upstream is paused for a slow client */
+    bool streams_body; /* the front body arrives through a reader */
+    bool body_started; /* a byte of the body went to an upstream: no retry */
+    bool body_ended;   /* the front body's last piece came */
+    bool front_paused; /* the front body is held while the upstream is behind */
+    /* In xHttpResponseWrite, which may abort the exchange (an h2 stream the
+     * client reset): the abort then leaves the call for on_up_body to free. */
+    bool writing;
+    bool front_gone; /* the abort came while writing */
+    /* A WebSocket handshake passed on. From HTTP/1.1, after the upstream's
+     * 101, front is the client's connection, a byte relay to the upstream's
+     * tunnel, and req and res are gone; from h2 (an extended CONNECT), the
+     * stream carries the bytes as a body both ways. */
+    xProxyUpgrade upgrade;
+    char ws_key[32]; /* the handshake's Sec-WebSocket-Key, made for an extended CONNECT */
+    xConn *front;
+    bool front_held; /* not reading the client while the upstream takes its bytes */
+    bool up_held;    /* the upstream paused while the client takes ours */
     xHttpClientField fields[PROXY_MAX_FIELDS];
     size_t num_fields;
     char added[1024]; /* the X-Forwarded-* and Forwarded values */
@@ -71,7 +123,8 @@ void xHttpProxyConfInit(xHttpProxyConf *conf) {
                              .fail_threshold = 1,
                              .fail_timeout_ms = 10000,
                              .max_tries = 2,
-                             .forwarded_headers = true};
+                             .forwarded_headers = true,
+                             .health_path = "/"};
     xHttpUpstreamConfInit(&conf->upstream);
 }
 
@@ -80,6 +133,9 @@ void xHttpProxyDestroy(xHttpProxy *proxy) {
     for (size_t i = 0; i < proxy->num_ups; i++) xHttpUpstreamDestroy(proxy->ups[i].upstream);
     free(proxy->ups);
     free(proxy->clients);
+    free(proxy->hash_header);
+    free(proxy->health_path);
+    free(proxy->health.probes);
     free(proxy);
 }
 
@@ -94,7 +150,16 @@ xErrno xHttpProxyCreate(xHttpServer *server, const xHttpProxyConf *conf, xHttpPr
     proxy->num_workers = xHttpServerWorkerCount(server) > 0 ? xHttpServerWorkerCount(server) : 1;
     proxy->clients = calloc((size_t)proxy->num_workers, sizeof *proxy->clients);
     proxy->ups = calloc(conf->num_upstreams, sizeof *proxy->ups);
-    if (!proxy->clients || !proxy->ups) {
+    proxy->health.probes = calloc(conf->num_upstreams, sizeof *proxy->health.probes);
+    const xHttpProxyConf *c = &proxy->conf;
+    if (c->balance == XHTTP_PROXY_HASH_HEADER && (!c->hash_header || !*c->hash_header)) {
+        xHttpProxyDestroy(proxy);
+        return XERR_INVALID;
+    }
+    proxy->hash_header = c->hash_header ? strdup(c->hash_header) : NULL;
+    proxy->health_path = strdup(c->health_path && *c->health_path ? c->health_path : "/");
+    if (!proxy->clients || !proxy->ups || !proxy->health.probes || !proxy->health_path ||
+        (c->hash_header && !proxy->hash_header)) {
         xHttpProxyDestroy(proxy);
         return XERR_NOMEM;
     }
@@ -111,17 +176,23 @@ xErrno xHttpProxyCreate(xHttpServer *server, const xHttpProxyConf *conf, xHttpPr
     return XOK;
 }
 
+static void health_start(xProxyHealth *health, xHttpClient *client, xEventLoop *loop);
+static void health_stop(xProxyHealth *health);
+
 xErrno xHttpProxyWorkerStart(xHttpProxy *proxy, xHttpWorker *worker) {
     int i = xHttpWorkerIndex(worker);
     if (i < 0 || i >= proxy->num_workers) return XERR_INVALID;
     if (!proxy->clients[i] && !(proxy->clients[i] = xHttpClientCreate(xHttpWorkerLoop(worker))))
         return XERR_NOMEM;
+    if (i == 0 && proxy->conf.health_interval_ms)
+        health_start(&proxy->health, proxy->clients[i], xHttpWorkerLoop(worker));
     return XOK;
 }
 
 void xHttpProxyWorkerStop(xHttpProxy *proxy, xHttpWorker *worker) {
     int i = xHttpWorkerIndex(worker);
     if (i < 0 || i >= proxy->num_workers) return;
+    if (i == 0) health_stop(&proxy->health);
     xHttpClientDestroy(proxy->clients[i]);
     proxy->clients[i] = NULL;
 }
@@ -140,16 +211,151 @@ void xHttpProxyStats(const xHttpProxy *proxy, const xHttpWorker *worker, size_t 
         xHttpClientGetStats(proxy->clients[w], proxy->ups[i].upstream, stats);
 }
 
+/* ---- Active health checks ---- */
+
+static void probe_done(xProxyProbe *probe, bool passed) {
+    probe->req = NULL;
+    probe->health->proxy->ups[probe->index].check_failed = !passed;
+}
+
+static void on_probe_head(xHttpClientRequest *req, const xHttpClientResponse *res, void *arg) {
+    (void)req;
+    xProxyProbe *probe = arg;
+    probe->passed = res->status >= 200 && res->status < 300;
+}
+
+static void on_probe_end(xHttpClientRequest *req, const xHttpClientField *trailers, size_t n, void *arg) {
+    (void)req, (void)trailers, (void)n;
+    xProxyProbe *probe = arg;
+    probe_done(probe, probe->passed);
+}
+
+static void on_probe_error(xHttpClientRequest *req, xHttpClientError error, bool started, void *arg) {
+    (void)req, (void)error, (void)started;
+    probe_done(arg, false);
+}
+
+static const xHttpClientHandlers probe_handlers = {
+    .on_head = on_probe_head,
+    .on_end = on_probe_end,
+    .on_error = on_probe_error,
+};
+
+/* A probe still out at the deadline fails. */
+static void on_health_deadline(xEventLoop *loop, xTimer *timer, void *arg) {
+    (void)loop, (void)timer;
+    xProxyHealth *health = arg;
+    for (size_t i = 0; i < health->proxy->num_ups; i++) {
+        xProxyProbe *probe = &health->probes[i];
+        if (!probe->req) continue;
+        xHttpClientRequestCancel(probe->req);
+        probe_done(probe, false);
+    }
+}
+
+static void on_health_round(xEventLoop *loop, xTimer *timer, void *arg) {
+    xProxyHealth *health = arg;
+    xHttpProxy *proxy = health->proxy;
+    on_health_deadline(loop, &health->deadline, health); /* the last round's stragglers */
+    xHttpClientRequestOpts o;
+    xHttpClientRequestOptsInit(&o);
+    o.target = xStrFromC(proxy->health_path);
+    o.handlers = &probe_handlers;
+    for (size_t i = 0; i < proxy->num_ups; i++) {
+        xProxyProbe *probe = &health->probes[i];
+        *probe = (xProxyProbe){.health = health, .index = i};
+        o.arg = probe;
+        if (xHttpClientStart(health->client, proxy->ups[i].upstream, &o, &probe->req) != XOK)
+            probe_done(probe, false);
+    }
+    uint32_t timeout =
+        proxy->conf.health_timeout_ms ? proxy->conf.health_timeout_ms : proxy->conf.health_interval_ms;
+    xTimerStart(loop, &health->deadline, timeout);
+    xTimerStart(loop, timer, proxy->conf.health_interval_ms);
+}
+
+static void health_start(xProxyHealth *health, xHttpClient *client, xEventLoop *loop) {
+    health->proxy = (xHttpProxy *)((char *)health - offsetof(xHttpProxy, health));
+    health->client = client;
+    health->loop = loop;
+    xTimerInit(&health->round, on_health_round, health);
+    xTimerInit(&health->deadline, on_health_deadline, health);
+    xTimerStart(loop, &health->round, 0); /* the first round at once */
+}
+
+static void health_stop(xProxyHealth *health) {
+    if (!health->loop) return;
+    on_health_deadline(health->loop, &health->deadline, health);
+    xTimerStop(health->loop, &health->round);
+    xTimerStop(health->loop, &health->deadline);
+    health->loop = NULL;
+}
+
 /* ---- Passive health and the choice of upstream ---- */
 
-/* The next upstream in turn that is not out; all out: the next in turn. */
-static size_t pick(xHttpProxy *proxy, uint64_t now_ms) {
-    size_t first = proxy->next++;
+static bool usable(const xProxyUpstream *u, uint64_t now_ms) {
+    return u->down_until_ms <= now_ms && !u->check_failed;
+}
+
+/* FNV-1a: spreads addresses and header values well enough over a few upstreams. */
+static size_t hash_of(xStr key) {
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < key.len; i++) h = (h ^ (unsigned char)key.data[i]) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 32));
+}
+
+/* Where the walk for an upstream starts: the next in turn, or the key's
+ * place for hashing; the least loaded usable one for least-connections
+ * (*chosen set). */
+static size_t first_choice(xProxyCall *call, uint64_t now_ms, bool *chosen) {
+    xHttpProxy *proxy = call->proxy;
+    *chosen = false;
+    switch (proxy->conf.balance) {
+    case XHTTP_PROXY_LEAST_CONN: {
+        size_t start = proxy->next++, best = start % proxy->num_ups;
+        unsigned best_load = ~0u;
+        for (size_t k = 0; k < proxy->num_ups; k++) {
+            size_t i = (start + k) % proxy->num_ups;
+            unsigned load = proxy->ups[i].in_flight;
+            if (usable(&proxy->ups[i], now_ms) && load < best_load)
+                best = i, best_load = load, *chosen = true;
+        }
+        return best;
+    }
+    case XHTTP_PROXY_HASH_ADDRESS: {
+        xHttpPeer peer;
+        if (xHttpRequestPeer(call->req, &peer)) return hash_of(xStrFromC(peer.address));
+        break;
+    }
+    case XHTTP_PROXY_HASH_HEADER: {
+        xStr v;
+        if (xHttpRequestHeader(call->req, proxy->hash_header, &v)) return hash_of(v);
+        break;
+    }
+    case XHTTP_PROXY_ROUND_ROBIN: break;
+    }
+    return proxy->next++;
+}
+
+/* The first usable upstream from the balance's choice on; all out: the
+ * choice itself. */
+static size_t pick(xProxyCall *call, uint64_t now_ms) {
+    xHttpProxy *proxy = call->proxy;
+    bool chosen;
+    size_t first = first_choice(call, now_ms, &chosen);
+    if (chosen) return first;
     for (size_t k = 0; k < proxy->num_ups; k++) {
         size_t i = (first + k) % proxy->num_ups;
-        if (proxy->ups[i].down_until_ms <= now_ms) return i;
+        if (usable(&proxy->ups[i], now_ms)) return i;
     }
     return first % proxy->num_ups;
+}
+
+/* The call's upstream request is over (ended, failed or cancelled). */
+static void up_done(xProxyCall *call) {
+    call->up_req = NULL;
+    if (call->counted) call->proxy->ups[call->up_index].in_flight--;
+    call->counted = false;
 }
 
 static void note_failure(xProxyCall *call) {
@@ -244,6 +450,10 @@ static bool build_fields(xProxyCall *call) {
     for (size_t i = 0; i < n; i++) {
         xStr name = all[i].name;
         if (xHttpNameEquals(name, "host")) host = all[i].value;
+        if (call->upgrade == PROXY_WEBSOCKET_HTTP1 && xHttpNameEquals(name, "upgrade")) {
+            call->fields[call->num_fields++] = all[i]; /* the client adds Connection: upgrade */
+            continue;
+        }
         if (dropped_from_request(name, all, n)) continue;
         if (call->proxy->conf.forwarded_headers && xHttpNameEquals(name, "x-forwarded-for")) {
             xff = all[i].value; /* the first only: a list in one field, as proxies write it */
@@ -256,15 +466,20 @@ static bool build_fields(xProxyCall *call) {
         call->fields[call->num_fields++] = all[i];
     }
     if (call->proxy->conf.forwarded_headers) add_forwarding(call, xff, forwarded, host);
+    if (call->upgrade == PROXY_WEBSOCKET_H2) {
+        /* RFC 8441 §5: the key and the Upgrade field are the hop's own. */
+        uint8_t raw[16];
+        if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) return false;
+        size_t key_len = xBase64Encode(raw, sizeof raw, call->ws_key);
+        add_field(call, "Upgrade", (xStr){"websocket", 9});
+        add_field(call, "Sec-WebSocket-Key", (xStr){call->ws_key, key_len});
+    }
     return true;
 }
 
 /* ---- Answering the client ---- */
 
-static void end_call(xProxyCall *call) {
-    xTimerStop(xHttpRequestLoop(call->req), &call->drain_timer);
-    free(call);
-}
+static void end_call(xProxyCall *call) { free(call); }
 
 /* A streamed front body's pieces that arrive after the answer are dropped. */
 static void discard_body(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
@@ -287,6 +502,7 @@ static void answer_failure(xProxyCall *call, xHttpClientError error) {
                      xHttpClientErrorString(error));
     xHttpResponse *res = call->res;
     stop_reading_front(call);
+    xHttpResponseClearHeaders(res); /* a 405 fallback's Allow is not ours to send */
     xHttpResponseSetStatus(res, status);
     xHttpResponseAddHeader(res, "Content-Type", "text/plain; charset=utf-8");
     xHttpResponseSend(res, body, (size_t)n);
@@ -301,10 +517,22 @@ static const char *cstr(char *buf, xStr s) {
     return buf;
 }
 
+static void switch_front(xProxyCall *call, const xHttpClientResponse *r);
+static void open_h2_tunnel(xProxyCall *call, const xHttpClientResponse *r);
+
 static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, void *arg) {
     (void)up;
     xProxyCall *call = arg;
     note_success(call);
+    if (r->status == 101 && call->upgrade == PROXY_WEBSOCKET_H2) {
+        open_h2_tunnel(call, r);
+        return;
+    }
+    if (r->status == 101) {
+        switch_front(call, r);
+        return;
+    }
+    xHttpResponseClearHeaders(call->res); /* a 405 fallback's Allow is the upstream's to say */
     xHttpResponseSetStatus(call->res, r->status);
     static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
     for (size_t i = 0; i < r->num_fields; i++) {
@@ -314,42 +542,47 @@ static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, voi
             continue;
         xHttpResponseAddHeader(call->res, cstr(name, n), cstr(value, r->fields[i].value));
     }
-    if (!r->has_body) {
-        xHttpClientRequestCancel(call->up_req); /* nothing more to read of it; its connection goes */
-        call->up_req = NULL;
-        stop_reading_front(call);
-        xHttpResponseSend(call->res, NULL, 0);
-        end_call(call);
-    }
+    /* The upstream's length goes on as it is (a HEAD's answer keeps the
+     * length a GET would have); otherwise the front frames it (chunked). */
+    if (r->content_length >= 0) xHttpResponseSetLength(call->res, (uint64_t)r->content_length);
 }
 
-/* Looks again, while the upstream is paused, at whether the client took
- * enough of what waits for it. */
-static void on_drain_timer(xEventLoop *loop, xTimer *timer, void *arg) {
-    (void)timer;
+/* The client took enough of what waited for it: read the upstream again. */
+static void on_front_drained(xHttpResponse *res, void *arg) {
+    (void)res;
     xProxyCall *call = arg;
-    xConn *front = xHttpExchangeOfResponse(call->res)->req.conn;
-    if (front && xConnPending(front) >= PROXY_FRONT_HIGH / 2) {
-        xTimerStart(loop, &call->drain_timer, PROXY_DRAIN_POLL_MS);
-        return;
-    }
     if (call->up_req) xHttpClientRequestResume(call->up_req);
 }
 
+static void relay_to_front(xProxyCall *call, const char *data, size_t len);
+static void relay_ended(xProxyCall *call);
+
 static void on_up_body(xHttpClientRequest *up, const char *data, size_t len, void *arg) {
     xProxyCall *call = arg;
-    xHttpResponseWrite(call->res, data, len);
-    xConn *front = xHttpExchangeOfResponse(call->res)->req.conn;
-    if (front && xConnPending(front) >= PROXY_FRONT_HIGH) {
-        xHttpClientRequestPause(up);
-        xTimerStart(xHttpRequestLoop(call->req), &call->drain_timer, PROXY_DRAIN_POLL_MS);
+    if (call->front) {
+        relay_to_front(call, data, len);
+        return;
     }
+    call->writing = true;
+    xHttpResponseWrite(call->res, data, len);
+    call->writing = false;
+    if (call->front_gone) {
+        end_call(call);
+        return;
+    }
+    if (xHttpResponsePending(call->res) >= PROXY_FRONT_HIGH &&
+        xHttpResponseOnDrain(call->res, PROXY_FRONT_LOW, on_front_drained, call))
+        xHttpClientRequestPause(up);
 }
 
 static void on_up_end(xHttpClientRequest *up, const xHttpClientField *trailers, size_t n, void *arg) {
     (void)up;
     xProxyCall *call = arg;
-    call->up_req = NULL;
+    up_done(call);
+    if (call->front) {
+        relay_ended(call);
+        return;
+    }
     static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
     for (size_t i = 0; i < n; i++) {
         if (hop_by_hop(trailers[i].name) || xHttpNameEquals(trailers[i].name, "content-length")) continue;
@@ -360,6 +593,178 @@ static void on_up_end(xHttpClientRequest *up, const xHttpClientField *trailers, 
     end_call(call);
 }
 
+/* ---- WebSocket passed through: bytes both ways after the upstream's 101 ---- */
+
+/* An HTTP/1.1 WebSocket handshake (RFC 6455 §4.1) with no body, or its
+ * HTTP/2 form (RFC 8441 §4: an extended CONNECT on a route that streams,
+ * which alone can carry the bytes): the one switch passed on to the
+ * upstream; any other Upgrade is dropped as a hop-by-hop field (h2c never
+ * reaches an upstream). */
+static xProxyUpgrade upgrade_asked(xHttpRequest *req) {
+    xStr upgrade, connection, v;
+    if (xStrEqualsC(xHttpRequestMethod(req), "CONNECT"))
+        return xHttpRequestHeader(req, ":protocol", &v) && xStrEqualsC(v, "websocket") &&
+                       xHttpRequestBodyStreams(req)
+                   ? PROXY_WEBSOCKET_H2
+                   : PROXY_NO_UPGRADE;
+    bool asked =
+        strcmp(xHttpRequestProtocol(req), "HTTP/1.1") == 0 && xStrEqualsC(xHttpRequestMethod(req), "GET") &&
+        xHttpRequestHeader(req, "upgrade", &upgrade) && xHttpListHasToken(upgrade, "websocket") &&
+        xHttpRequestHeader(req, "connection", &connection) && xHttpListHasToken(connection, "upgrade") &&
+        !xHttpRequestHeader(req, "content-length", &v) && !xHttpRequestHeader(req, "transfer-encoding", &v);
+    return asked ? PROXY_WEBSOCKET_HTTP1 : PROXY_NO_UPGRADE;
+}
+
+static void front_body(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
+                       void *arg);
+
+/* The upstream switched for an extended CONNECT: the stream's 200 carries
+ * the upstream's fields but those of the HTTP/1.1 handshake, and from now
+ * the stream's body is the client's bytes and its answer the upstream's,
+ * each read only while the other side keeps up (front_body, on_up_body). */
+static void open_h2_tunnel(xProxyCall *call, const xHttpClientResponse *r) {
+    static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
+    xHttpResponse *res = call->res;
+    xHttpResponseClearHeaders(res);
+    xHttpResponseSetStatus(res, 200);
+    for (size_t i = 0; i < r->num_fields; i++) {
+        xStr n = r->fields[i].name;
+        if (hop_by_hop(n) || named_by_connection(n, r->fields, r->num_fields) || xHttpNameEquals(n, "date") ||
+            xHttpNameEquals(n, "sec-websocket-accept"))
+            continue;
+        xHttpResponseAddHeader(res, cstr(name, n), cstr(value, r->fields[i].value));
+    }
+    call->streams_body = true;
+    call->writing = true;
+    xHttpResponseWrite(res, NULL, 0); /* the head, the stream left open */
+    call->writing = false;
+    if (call->front_gone) {
+        end_call(call); /* the client reset the stream meanwhile: the request was cancelled */
+        return;
+    }
+    xHttpRequestReadBody(call->req, front_body, call);
+}
+
+/* The client's bytes to the upstream, until the upstream holds enough
+ * (on_up_body_wanted reads on) or the client has no more for now. */
+static void relay_from_front(xProxyCall *call) {
+    xConn *front = call->front;
+    xBuffer *in = &front->in;
+    while (call->up_req && xConnOpen(front) && front->readable) {
+        if (xHttpClientRequestPending(call->up_req) >= XHTTP_CLIENT_BODY_HIGH) {
+            call->front_held = true;
+            break;
+        }
+        if (!in->data && xBufferPoolAcquire(&front->net->buffers, in) != XOK) {
+            xConnClose(front);
+            return;
+        }
+        ssize_t n = xConnRecv(front, in->data, in->cap);
+        if (n > 0) {
+            xHttpClientRequestWrite(call->up_req, in->data, (size_t)n);
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            xConnCloseAfterFlush(front); /* the client closed: so does the tunnel */
+            return;
+        }
+    }
+    if (!xConnClosed(front)) xBufferPoolRelease(&front->net->buffers, in);
+}
+
+static void relay_to_front(xProxyCall *call, const char *data, size_t len) {
+    xConn *front = call->front;
+    if (!xConnOpen(front)) return;
+    xConnWrite(front, data, len);
+    xConnFlush(front);
+    if (call->up_req && xConnOpen(front) && xConnPending(front) >= PROXY_FRONT_HIGH) {
+        call->up_held = true;
+        xHttpClientRequestPause(call->up_req);
+    }
+}
+
+/* The upstream closed its side (or failed): the client's goes after what it
+ * has yet to take. */
+static void relay_ended(xProxyCall *call) { xConnCloseAfterFlush(call->front); }
+
+static void relay_readable(xConn *conn) { relay_from_front(conn->proto_state); }
+
+static void relay_flushed(xConn *conn) {
+    xProxyCall *call = conn->proto_state;
+    if (!call->up_held || !call->up_req) return;
+    call->up_held = false;
+    xHttpClientRequestResume(call->up_req);
+}
+
+static void relay_timeout(xConn *conn) { (void)conn; }
+
+static void relay_drain(xConn *conn) { xConnCloseAfterFlush(conn); }
+
+static void relay_close(xConn *conn) {
+    xProxyCall *call = conn->proto_state;
+    xHttpClientRequestCancel(call->up_req);
+    up_done(call);
+}
+
+static void relay_free(xConn *conn) { end_call(conn->proto_state); }
+
+static const xConnProtocol relay_protocol = {
+    .on_readable = relay_readable,
+    .on_flushed = relay_flushed,
+    .on_timeout = relay_timeout,
+    .on_drain = relay_drain,
+    .on_close = relay_close,
+    .on_free = relay_free,
+};
+
+/* The 101 went to the client: its connection is the relay's. The exchange
+ * is logged and released now (the relay keeps nothing of the request). */
+static bool relay_start(xConn *conn, xHttpExchange *ex, size_t start, void *arg) {
+    xProxyCall *call = arg;
+    xHttpExchangeFinished(ex, 101, 0);
+    xHttpExchangeRelease(xHttpContextOf(conn), ex);
+    call->req = NULL;
+    call->res = NULL;
+    call->front = conn;
+    xConnSetTimeout(conn, 0);
+    xConnSetProtocol(conn, &relay_protocol, call);
+    xBuffer *in = &conn->in;
+    if (in->len > start && call->up_req)
+        xHttpClientRequestWrite(call->up_req, in->data + start, in->len - start);
+    in->len = 0;
+    if (!xConnClosed(conn)) xConnFlush(conn);
+    relay_from_front(call);
+    return true;
+}
+
+/* The 101 never went: the client left first. */
+static void relay_drop(void *arg) {
+    xProxyCall *call = arg;
+    xHttpClientRequestCancel(call->up_req);
+    up_done(call);
+    end_call(call);
+}
+
+static const xHttpTakeover relay_takeover = {.start = relay_start, .drop = relay_drop};
+
+/* The upstream switched: the client gets its 101 with the upstream's fields
+ * (Upgrade, Sec-WebSocket-Accept, -Protocol, -Extensions) and the relay
+ * takes its connection. */
+static void switch_front(xProxyCall *call, const xHttpClientResponse *r) {
+    static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
+    xHttpResponse *res = call->res;
+    xHttpResponseClearHeaders(res);
+    for (size_t i = 0; i < r->num_fields; i++) {
+        xStr n = r->fields[i].name;
+        bool kept = xHttpNameEquals(n, "upgrade") || (!hop_by_hop(n) && !xHttpNameEquals(n, "date") &&
+                                                      !named_by_connection(n, r->fields, r->num_fields));
+        if (kept) xHttpResponseAddHeader(res, cstr(name, n), cstr(value, r->fields[i].value));
+    }
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
+    if (xHttpExchangeSwitch(ex, &relay_takeover, call) == XOK) return;
+    xHttpClientRequestCancel(call->up_req);
+    up_done(call);
+    answer_failure(call, XHTTP_CLIENT_BAD_RESPONSE);
+}
+
 static bool idempotent(xStr method) {
     return xStrEqualsC(method, "GET") || xStrEqualsC(method, "HEAD") || xStrEqualsC(method, "OPTIONS") ||
            xStrEqualsC(method, "PUT") || xStrEqualsC(method, "DELETE");
@@ -368,20 +773,19 @@ static bool idempotent(xStr method) {
 static void on_up_error(xHttpClientRequest *up, xHttpClientError error, bool started, void *arg) {
     (void)up;
     xProxyCall *call = arg;
-    call->up_req = NULL;
+    up_done(call);
+    if (call->front) {
+        relay_ended(call);
+        return;
+    }
     note_failure(call);
     if (started) {
         /* The head went out: a cut body must not look whole to the client.
-         * Closing its connection aborts the exchange, which frees the call
-         * (on_front_abort). */
-        xConn *front = xHttpExchangeOfResponse(call->res)->req.conn;
-        if (front && !xConnClosed(front)) {
-            xConnClose(front);
-        } else {
-            stop_reading_front(call);
-            xHttpResponseEnd(call->res);
-            end_call(call);
-        }
+         * The response is reset (its HTTP/2 stream alone, or the HTTP/1.1
+         * connection). */
+        stop_reading_front(call);
+        xHttpResponseReset(call->res);
+        end_call(call);
         return;
     }
     bool nothing_sent = error == XHTTP_CLIENT_REFUSED || error == XHTTP_CLIENT_CONNECT_TIMEOUT;
@@ -392,9 +796,16 @@ static void on_up_error(xHttpClientRequest *up, xHttpClientError error, bool sta
     answer_failure(call, error);
 }
 
+static void relay_from_front(xProxyCall *call);
+
 static void on_up_body_wanted(xHttpClientRequest *up, void *arg) {
     (void)up;
     xProxyCall *call = arg;
+    if (call->front) {
+        call->front_held = false;
+        relay_from_front(call);
+        return;
+    }
     if (call->front_paused) {
         call->front_paused = false;
         xHttpRequestResumeBody(call->req);
@@ -454,7 +865,7 @@ static int64_t front_length(xHttpRequest *req) {
  * (call->up_index names the last one tried). */
 static bool start_try(xProxyCall *call) {
     xHttpRequest *req = call->req;
-    call->up_index = pick(call->proxy, xEventLoopNowMs(xHttpRequestLoop(req)));
+    call->up_index = pick(call, xEventLoopNowMs(xHttpRequestLoop(req)));
     call->tries++;
     xStr path = xHttpRequestPath(req), query = xHttpRequestQuery(req);
     char target_buf[8192];
@@ -469,17 +880,20 @@ static bool start_try(xProxyCall *call) {
     xStr body = call->streams_body ? (xStr){"", 0} : xHttpRequestBody(req);
     xHttpClientRequestOpts o;
     xHttpClientRequestOptsInit(&o);
-    o.method = xHttpRequestMethod(req);
+    o.method = call->upgrade == PROXY_WEBSOCKET_H2 ? (xStr){"GET", 3} : xHttpRequestMethod(req);
     o.target = target;
     o.fields = call->fields;
     o.num_fields = call->num_fields;
     o.body_length = call->streams_body ? front_length(req) : (int64_t)body.len;
     if (call->streams_body && call->body_ended && o.body_length < 0) o.body_length = 0;
     o.retry_on_stale = !call->streams_body;
+    o.upgrade = call->upgrade != PROXY_NO_UPGRADE;
     o.handlers = &upstream_handlers;
     o.arg = call;
     xHttpUpstream *up = call->proxy->ups[call->up_index].upstream;
     if (xHttpClientStart(call->client, up, &o, &call->up_req) != XOK) return false;
+    call->proxy->ups[call->up_index].in_flight++;
+    call->counted = true;
     if (!call->streams_body && body.len) xHttpClientRequestWrite(call->up_req, body.data, body.len);
     return true;
 }
@@ -488,8 +902,11 @@ static void on_front_abort(xHttpResponse *res, void *arg) {
     (void)res;
     xProxyCall *call = arg;
     xHttpClientRequestCancel(call->up_req);
-    call->up_req = NULL;
-    end_call(call);
+    up_done(call);
+    if (call->writing)
+        call->front_gone = true;
+    else
+        end_call(call);
 }
 
 void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
@@ -503,18 +920,18 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
         return;
     }
     *call = (xProxyCall){.proxy = proxy, .req = req, .res = res, .client = client};
-    xTimerInit(&call->drain_timer, on_drain_timer, call);
+    call->upgrade = upgrade_asked(req);
     if (!build_fields(call)) {
         free(call);
         xHttpResponseSetStatus(res, 431);
         xHttpResponseSend(res, "431: too many fields to pass on\n", 32);
         return;
     }
-    xHttpExchange *ex = xHttpExchangeOfResponse(res);
-    call->streams_body = ex->streams_body && !ex->body_ended;
+    /* A tunnel's bytes are read once the upstream switched (open_h2_tunnel). */
+    call->streams_body = call->upgrade != PROXY_WEBSOCKET_H2 && xHttpRequestBodyStreams(req);
     xHttpResponseOnAbort(res, on_front_abort, call);
     if (!start_try(call)) {
-        call->up_req = NULL;
+        up_done(call);
         answer_failure(call, XHTTP_CLIENT_NO_MEMORY);
         return;
     }

@@ -1,0 +1,3 @@
+module xkit.dev/tests/goupstream
+
+go 1.26.0
