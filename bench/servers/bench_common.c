@@ -568,7 +568,7 @@ static const char *upstream_health;  /* --upstream-health PATH:MS */
 static xHttpProxy *proxy;
 
 /* --upstream-balance and --upstream-health into conf; false when malformed. */
-static bool proxy_choices(xHttpProxyConf *conf, char *health_path, size_t cap) {
+static bool proxy_choices(xHttpProxyConf *conf, char *check_path, size_t cap) {
     const char *b = upstream_balance ? upstream_balance : "rr";
     if (strncmp(b, "hash-header:", 12) == 0 && b[12]) {
         conf->balance = XHTTP_PROXY_HASH_HEADER;
@@ -581,9 +581,9 @@ static bool proxy_choices(xHttpProxyConf *conf, char *health_path, size_t cap) {
     if (!upstream_health) return true;
     const char *colon = strrchr(upstream_health, ':');
     if (!colon || (size_t)(colon - upstream_health) >= cap || upstream_health[0] != '/') return false;
-    memcpy(health_path, upstream_health, (size_t)(colon - upstream_health));
-    health_path[colon - upstream_health] = '\0';
-    conf->health_path = health_path;
+    memcpy(check_path, upstream_health, (size_t)(colon - upstream_health));
+    check_path[colon - upstream_health] = '\0';
+    conf->health_path = check_path;
     conf->health_interval_ms = (uint32_t)strtoul(colon + 1, NULL, 10);
     return conf->health_interval_ms > 0;
 }
@@ -600,8 +600,8 @@ static bool add_proxy(xHttpServer *server) {
     }
     if (upstream_pool) conf.upstream.max_conns = conf.upstream.max_idle = upstream_pool;
     conf.upstream.total_timeout_ms = upstream_total_timeout_ms;
-    char health_path[256];
-    if (!proxy_choices(&conf, health_path, sizeof health_path)) {
+    char check_path[256];
+    if (!proxy_choices(&conf, check_path, sizeof check_path)) {
         fprintf(
             stderr,
             "--upstream-balance rr|least-conn|hash-address|hash-header:NAME, --upstream-health /PATH:MS\n");
