@@ -22,6 +22,7 @@ class SubcommandTableTest(unittest.TestCase):
             ["compare", "h2c", "--servers", "xkit"],
             ["compare", "https", "--runs", "1"],
             ["compare", "websocket", "--cases", "hello"],
+            ["compare", "proxy", "--servers", "xkit,floor", "--cases", "get,idle"],
             ["ciphers", "--certs", "rsa"],
             ["instructions", "--cases", "h2c"],
             ["compress", "--cases", "gzip,br"],
@@ -38,7 +39,7 @@ class SubcommandTableTest(unittest.TestCase):
         self.assertEqual(
             list(COMMANDS), ["suite", "compare", "ciphers", "instructions", "compress", "arena", "static", "soak"]
         )
-        self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https", "websocket"])
+        self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https", "websocket", "proxy"])
 
     def test_instructions_takes_requests_runs_cases_builds_and_test_routes(self):
         args = build_parser().parse_args(["instructions"])
