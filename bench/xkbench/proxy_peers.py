@@ -168,9 +168,11 @@ def go_proxy(front, context):
 
 def upstream_peer(build_dir):
     """The upstream every proxy passes requests to: the least-work responder, which answers any
-    request head with xKit's pong (it reads no body: bench/servers/baseline_responder.c)."""
+    request with xKit's pong (bench/servers/baseline_responder.c), with --bodies only once the
+    request's body has come: an answer in the middle of an upload would make a careful proxy
+    close that upstream connection rather than reuse it."""
     binary = build_dir / "bench" / "baseline_responder"
-    return Peer("upstream", lambda port, _dir: [str(binary), str(port)])
+    return Peer("upstream", lambda port, _dir: [str(binary), str(port), "--bodies"])
 
 
 MAKERS = {

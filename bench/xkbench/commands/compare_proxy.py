@@ -2,8 +2,8 @@
 
 Every proxy runs with one worker pinned to --server-cpus; the load generator (-t1), the upstream
 and this process run pinned to --client-cpus. The upstream is the least-work responder
-(bench/servers/baseline_responder.c), which answers any request head with a 4-byte pong, started
-once for the whole command. Every proxy keeps up to --upstream-pool idle upstream connections
+(bench/servers/baseline_responder.c --bodies), which answers any request with a 4-byte pong once
+its body has come, started once for the whole command. Every proxy keeps up to --upstream-pool idle upstream connections
 (xKit --upstream-pool, nginx keepalive, Go MaxIdleConnsPerHost; h2o and HAProxy keep what
 they open). Cases:
   get      wrk -c100, GET /proxied over HTTP/1.1, proxied over HTTP/1.1
