@@ -1,7 +1,8 @@
 """`xkbench compare proxy` and its floor: the least-work proxy (bench/servers/floor_proxy.c) relays
 every framing it must find the end of, on one kept-alive upstream connection, against a Python
-upstream; and one tiny run of the comparison (xKit and the floor, GET and idle memory, one 1-s run)
-writes a report with the figures and the ratio table."""
+upstream; its upstream (baseline_responder --bodies) answers an upload after its last byte; and
+one tiny run of the comparison (xKit and the floor, GET and idle memory, one 1-s run) writes a
+report with the figures and the ratio table."""
 
 import http.client
 import json
@@ -148,6 +149,41 @@ class FloorProxyTest(unittest.TestCase):
                 self.assertTrue(chunk, received)
                 received += chunk
         self.assertEqual(received.count(b"Content-Length: 3\r\n\r\none"), 2)
+
+
+@unittest.skipUnless(BUILD_DIR, "XK_BUILD_DIR is not set: run this through ctest")
+class UpstreamBodiesTest(unittest.TestCase):
+    """compare proxy's upstream, baseline_responder --bodies: a request is answered once its
+    Content-Length body has come, however the bytes are cut."""
+
+    def test_an_upload_is_answered_after_its_last_byte(self):
+        port = free_port()
+        responder = subprocess.Popen(
+            [str(Path(BUILD_DIR) / "bench" / "baseline_responder"), str(port), "--bodies"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            self.assertIn("listening on", responder.stdout.readline())
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Len")
+                time.sleep(0.05)
+                sock.sendall(b"gth: 10\r\n\r\n\r\n\r\n01")  # CRLF CRLF inside the body is body
+                sock.settimeout(0.3)
+                with self.assertRaises(TimeoutError):
+                    sock.recv(4096)
+                sock.settimeout(10)
+                sock.sendall(b"234567GET /next HTTP/1.1\r\n\r\n")
+                received = b""
+                while received.count(b"pong") < 2:
+                    chunk = sock.recv(4096)
+                    self.assertTrue(chunk, received)
+                    received += chunk
+                self.assertEqual(received.count(b"HTTP/1.1 200 OK"), 2)
+        finally:
+            responder.terminate()
+            responder.wait(timeout=10)
+            responder.stdout.close()
 
 
 @unittest.skipUnless(BUILD_DIR, "XK_BUILD_DIR is not set: run this through ctest")
