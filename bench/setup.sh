@@ -2,7 +2,7 @@
 # The first step of `make bench`: installs with apt-get what building xKit and running the
 # benchmarks need and this machine lacks (nothing, and no network, when all is there), and
 # checks for Python 3.11 and Go. Takes the suite's options (`bench/xkbench suite`) to see
-# which peers are asked for (--peers go,nginx,h2o; default go). Anything it cannot do, it says in one line.
+# which peers are asked for (--peers go,nginx,h2o,haproxy; default go). Anything it cannot do, it says in one line.
 set -uo pipefail
 . "$(dirname "$0")/../scripts/apt-needs.sh"
 
@@ -34,6 +34,8 @@ asked nginx && needs+=(nginx-light:/usr/sbin/nginx
   libnginx-mod-http-js:/usr/lib/nginx/modules/ngx_http_js_module.so
   libnginx-mod-http-brotli-static:/usr/lib/nginx/modules/ngx_http_brotli_static_module.so)
 asked h2o && needs+=(h2o:h2o)
+# `xkbench compare proxy`'s peers: setup.sh --peers nginx,h2o,haproxy,go
+asked haproxy && needs+=(haproxy:/usr/sbin/haproxy)
 
 install_needs "make bench" "${needs[@]}" || exit 1
 

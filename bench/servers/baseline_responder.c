@@ -1,7 +1,9 @@
 /* The floor for HTTP/1.1 benchmarks: one epoll thread that parses nothing. It counts "\r\n\r\n"
  * and answers each with xKit's own pong (floor_response.h), so what a real server costs beyond this
  * is being HTTP. With --websocket it is the floor for WebSocket instead (floor_websocket.h): a 101 to
- * the handshake, then an echo per "hello" frame of ws_load -raw, counted by length. */
+ * the handshake, then an echo per "hello" frame of ws_load -raw, counted by length. With --bodies it
+ * answers a request only once its Content-Length body has come, as an application would: the upstream
+ * of xkbench compare proxy's uploads (a proxy may not reuse a connection answered mid-upload). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,6 +29,14 @@ static char replies[READ_SIZE / 4 * RESPONSE_LEN]; /* worst case: a terminator e
 static int websocket;                              /* --websocket: floor_websocket.h's mode */
 static struct floor_ws_head *heads[MAX_FDS];       /* --websocket: a handshake not yet whole */
 static char echoes[(READ_SIZE / FLOOR_WS_FRAME_LEN + 1) * FLOOR_WS_ECHO_LEN]; /* as many as one read owes */
+static int bodies; /* --bodies: each request's Content-Length body is read before it is answered */
+enum { HEAD_MAX = 8192 };
+struct head_text { /* --bodies: the head being read, to find its Content-Length */
+    size_t len;
+    unsigned long long body_left; /* of the body after it */
+    char bytes[HEAD_MAX];
+};
+static struct head_text *head_texts[MAX_FDS];
 
 /* On a mismatch the match restarts, except that a '\r' may begin the next terminator. */
 static size_t count_terminators(int fd, const char *buf, ssize_t len) {
@@ -42,6 +53,8 @@ static size_t count_terminators(int fd, const char *buf, ssize_t len) {
 static void hang_up(int fd) {
     free(heads[fd]);
     heads[fd] = NULL;
+    free(head_texts[fd]);
+    head_texts[fd] = NULL;
     close(fd);
 }
 
@@ -68,6 +81,37 @@ static void serve_websocket(int fd, const char *buf, size_t len) {
     if (bytes && write(fd, echoes, bytes) != (ssize_t)bytes) hang_up(fd);
 }
 
+/* The Content-Length of a whole head (0 without one). */
+static unsigned long long content_length(const char *head, size_t len) {
+    static const char name[] = "\ncontent-length:";
+    for (size_t i = 0; i + sizeof name - 1 < len; i++)
+        if (strncasecmp(head + i, name, sizeof name - 1) == 0)
+            return strtoull(head + i + sizeof name - 1, NULL, 10);
+    return 0;
+}
+
+/* --bodies: how many requests this read completes, heads gathered and bodies skipped. */
+static size_t count_requests(int fd, const char *buf, size_t len) {
+    struct head_text *text = head_texts[fd];
+    size_t count = 0;
+    for (size_t i = 0; i < len;) {
+        if (text->body_left) {
+            size_t take = len - i < text->body_left ? len - i : (size_t)text->body_left;
+            i += take, text->body_left -= take;
+            count += !text->body_left;
+            continue;
+        }
+        if (text->len == HEAD_MAX) return (size_t)-1;
+        char byte = text->bytes[text->len++] = buf[i++];
+        if (byte != '\n' || text->len < 4 || memcmp(text->bytes + text->len - 4, "\r\n\r\n", 4) != 0)
+            continue;
+        text->body_left = content_length(text->bytes, text->len);
+        text->len = 0;
+        count += !text->body_left;
+    }
+    return count;
+}
+
 /* Level-triggered: one read per wakeup. A client too slow to take a write is hung up on, not queued for. */
 static void serve(int fd) {
     char buf[READ_SIZE];
@@ -80,9 +124,13 @@ static void serve(int fd) {
         serve_websocket(fd, buf, (size_t)len);
         return;
     }
-    size_t count = count_terminators(fd, buf, len);
+    size_t count = bodies ? count_requests(fd, buf, (size_t)len) : count_terminators(fd, buf, len);
+    if (count == (size_t)-1) {
+        hang_up(fd);
+        return;
+    }
     for (size_t i = 0; i < count; i++) memcpy(replies + i * RESPONSE_LEN, RESPONSE, RESPONSE_LEN);
-    if (count && write(fd, replies, count * RESPONSE_LEN) != (ssize_t)(count * RESPONSE_LEN)) close(fd);
+    if (count && write(fd, replies, count * RESPONSE_LEN) != (ssize_t)(count * RESPONSE_LEN)) hang_up(fd);
 }
 
 /* Nothing is owed at a stop: SIGTERM and SIGINT end it with status 0, as the test harness expects. */
@@ -90,8 +138,9 @@ static void on_stop(int sig) { _exit(0); }
 
 int main(int argc, char **argv) {
     websocket = argc == 3 && strcmp(argv[2], "--websocket") == 0;
-    if (argc != 2 && !websocket) {
-        fprintf(stderr, "usage: %s PORT [--websocket]\n", argv[0]);
+    bodies = argc == 3 && strcmp(argv[2], "--bodies") == 0;
+    if (argc != 2 && !websocket && !bodies) {
+        fprintf(stderr, "usage: %s PORT [--websocket | --bodies]\n", argv[0]);
         return 2;
     }
     for (size_t i = 0; i < sizeof echoes / FLOOR_WS_ECHO_LEN; i++)
@@ -127,7 +176,8 @@ int main(int argc, char **argv) {
                 }
                 setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
                 matched[client] = 0, ev.data.fd = client;
-                if (websocket && !(heads[client] = calloc(1, sizeof *heads[client]))) {
+                if ((websocket && !(heads[client] = calloc(1, sizeof *heads[client]))) ||
+                    (bodies && !(head_texts[client] = calloc(1, sizeof *head_texts[client])))) {
                     close(client);
                     continue;
                 }

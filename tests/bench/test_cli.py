@@ -23,6 +23,7 @@ class SubcommandTableTest(unittest.TestCase):
             ["compare", "https", "--runs", "1"],
             ["compare", "websocket", "--cases", "hello"],
             ["compare", "db", "--cases", "row,pipelining", "--servers", "xkit"],
+            ["compare", "proxy", "--servers", "xkit,floor", "--cases", "get,idle"],
             ["ciphers", "--certs", "rsa"],
             ["instructions", "--cases", "h2c"],
             ["compress", "--cases", "gzip,br"],
@@ -39,7 +40,7 @@ class SubcommandTableTest(unittest.TestCase):
         self.assertEqual(
             list(COMMANDS), ["suite", "compare", "ciphers", "instructions", "compress", "arena", "static", "soak"]
         )
-        self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https", "websocket", "db"])
+        self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https", "websocket", "db", "proxy"])
 
     def test_instructions_takes_requests_runs_cases_builds_and_test_routes(self):
         args = build_parser().parse_args(["instructions"])

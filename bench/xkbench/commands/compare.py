@@ -14,13 +14,14 @@ from ..prepare import SetupFailed, build_go_peers, check_tools, make_certificate
 from ..rounds import run_rounds
 from ..servers import PortPicker, RunFailed, pin_self, raise_fd_limit, running
 
-HELP = "xKit against its peers in depth: compare http1, h2c, https or websocket"
+HELP = "xKit against its peers in depth: compare http1, h2c, https, websocket or proxy"
 COMPARISONS = {
     "http1": "xkbench.commands.compare_http1",
     "h2c": "xkbench.commands.compare_h2c",
     "https": "xkbench.commands.compare_https",
     "websocket": "xkbench.commands.compare_websocket",
     "db": "xkbench.commands.compare_db",
+    "proxy": "xkbench.commands.compare_proxy",
 }
 WARMUP_SECONDS = 1
 
