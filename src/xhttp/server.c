@@ -35,6 +35,8 @@
 #include "xnet/connection.h"
 #include "xnet/listener.h"
 #include "xnet/proxy.h"
+#include "xnet/quic/quic.h"
+#include "xnet/quic/quic_tls.h"
 #include "xnet/tls/tls.h"
 #include "xhttp/core/context.h"
 #include "xhttp/core/exchange.h"
@@ -45,6 +47,7 @@
 #include "xhttp/observe/observer.h"
 #include "xhttp/observe/prometheus.h"
 #include "xhttp/filter/compress.h"
+#include "xhttp/http3/connection.h"
 #include "xhttp/upgrade/upgrade.h"
 #include "xhttp/websocket/websocket.h"
 
@@ -68,9 +71,12 @@ typedef struct xWorker {
     xTimer deadline; /* graceful stop gives up here */
     pthread_t thread;
     xWorkerState state;
-    bool stop_owed;          /* its start hook succeeded: the stop hook is to run */
-    xAccessLog log;          /* this worker's lines, when the server logs */
-    xProxyWaits proxy_waits; /* sockets waiting for their PROXY header */
+    bool stop_owed;                             /* its start hook succeeded: the stop hook is to run */
+    xAccessLog log;                             /* this worker's lines, when the server logs */
+    xProxyWaits proxy_waits;                    /* sockets waiting for their PROXY header */
+    int quic_fds[XSERVER_MAX_LISTENERS];        /* per listener with HTTP/3: its UDP socket, until
+                                                   the worker's thread makes it an endpoint */
+    xQuicEndpoint *quic[XSERVER_MAX_LISTENERS]; /* per listener with HTTP/3, else NULL */
 } xWorker;
 
 /* xHttpServerRun's workers wait here until every start hook has returned, so
@@ -93,6 +99,8 @@ struct xHttpServer {
     xTlsServer *tls[XSERVER_MAX_LISTENERS];    /* per listener; NULL: plain */
     xUpgradePlan plans[XSERVER_MAX_LISTENERS]; /* per listener: what its connections speak */
     xProxyTrust *proxy[XSERVER_MAX_LISTENERS]; /* per listener: who may send a PROXY header; NULL: off */
+    xQuicTls *quic_tls[XSERVER_MAX_LISTENERS]; /* per listener serving HTTP/3 too; NULL: none */
+    uint8_t quic_secret[32];                   /* the stateless reset tokens' key, every worker's */
     char last_error[512];
     uint16_t ports[XSERVER_MAX_LISTENERS]; /* per listener, known once bound: no getsockname per accept */
     bool attached;                         /* lives on a caller's loop */
@@ -159,16 +167,26 @@ static void worker_finish(xWorker *w) {
     xEventLoopStop(w->loop);
 }
 
+/* TCP connections and QUIC ones. */
+static size_t open_connections(const xWorker *w) {
+    size_t n = w->ctx.net.conn_count;
+    for (int i = 0; i < w->server->nlisteners; i++)
+        if (w->quic[i]) n += xQuicEndpointConnections(w->quic[i]);
+    return n;
+}
+
 static void on_conn_gone(xNetContext *net) {
     xWorker *w = ((xHttpContext *)net)->owner;
-    if (w->state != XWORKER_SERVING && net->conn_count == 0) worker_finish(w);
+    if (w->state != XWORKER_SERVING && open_connections(w) == 0) worker_finish(w);
 }
+
+static void on_quic_gone(void *arg) { on_conn_gone(arg); }
 
 /* The worker's last blocking work is back: past the deadline, nothing else
  * holds a stop up. */
 static void on_jobs_done(xHttpWorker *worker) {
     xWorker *w = (xWorker *)((char *)worker - offsetof(xWorker, ctx.worker));
-    if (w->state == XWORKER_CLOSING || (w->state == XWORKER_DRAINING && w->ctx.net.conn_count == 0))
+    if (w->state == XWORKER_CLOSING || (w->state == XWORKER_DRAINING && open_connections(w) == 0))
         worker_finish(w);
 }
 
@@ -189,6 +207,15 @@ static void drain_conn(xConn *conn) {
     if (conn->proto->on_drain && !xConnClosed(conn)) conn->proto->on_drain(conn);
 }
 
+static void close_quic(xWorker *w) {
+    for (int i = 0; i < XSERVER_MAX_LISTENERS; i++) {
+        xQuicEndpointDestroy(w->quic[i]); /* CONNECTION_CLOSE to each of its connections */
+        w->quic[i] = NULL;
+        if (w->quic_fds[i] >= 0) close(w->quic_fds[i]);
+        w->quic_fds[i] = -1;
+    }
+}
+
 static void on_deadline(xEventLoop *loop, xTimer *timer, void *arg) {
     xWorker *w = arg;
     XLOG_WARN("shutdown deadline passed with %zu connections open; closing them", w->ctx.net.conn_count);
@@ -197,6 +224,7 @@ static void on_deadline(xEventLoop *loop, xTimer *timer, void *arg) {
      * begins while the connections close); what runs is waited for. */
     xWorkPoolCancel(w->server->blocking, w->loop);
     for_each_conn(w, xConnClose);
+    close_quic(w);
     worker_finish(w);
 }
 
@@ -216,7 +244,10 @@ static void begin_stop(xWorker *w) {
     close_listeners(w);
     xProxyWaitsCloseAll(&w->proxy_waits); /* none has sent a request yet */
     for_each_conn(w, drain_conn);
-    if (w->ctx.net.conn_count == 0) {
+    /* QUIC's sockets stay open: its connections drain through them. */
+    for (int i = 0; i < w->server->nlisteners; i++)
+        if (w->quic[i]) xQuicEndpointDrain(w->quic[i]);
+    if (open_connections(w) == 0) {
         worker_finish(w);
         return;
     }
@@ -286,8 +317,36 @@ static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *ar
     }
 }
 
+/* Makes listener slot's UDP socket an HTTP/3 endpoint, on the worker's
+ * own thread (or the caller's loop). */
+static xErrno start_quic(xWorker *w, int slot) {
+    xHttpServer *server = w->server;
+    const xHttpServerConf *conf = &server->conf;
+    xQuicEndpointConf qconf = {
+        .tls = server->quic_tls[slot],
+        .secret = server->quic_secret,
+        .worker_id = (uint8_t)w->ctx.worker.index,
+        .app = &xH3App,
+        .app_arg = &w->ctx,
+        .local_port = server->ports[slot],
+        .max_streams_bidi = conf->http2_max_streams,
+        .stream_window = 1u << 20,
+        .conn_window = conf->http2_window,
+        .idle_timeout_ms = conf->idle_timeout_ms,
+        .max_connections = conf->max_connections,
+        .app_no_error = XH3_APP_NO_ERROR,
+    };
+    int fd = w->quic_fds[slot];
+    w->quic_fds[slot] = -1;
+    w->quic[slot] = xQuicEndpointCreate(&w->ctx.net, fd, &qconf);
+    if (!w->quic[slot]) return XERR_NOMEM;
+    xQuicEndpointOnGone(w->quic[slot], on_quic_gone, &w->ctx.net);
+    return XOK;
+}
+
 static xErrno start_listening(xWorker *w) {
     for (int i = 0; i < w->server->nlisteners; i++) {
+        if (w->quic_fds[i] >= 0 && start_quic(w, i) != XOK) return XERR_NOMEM;
         if (w->listen_fds[i] < 0) continue;
         xErrno err = xEventLoopAdd(w->loop, w->listen_fds[i], XEV_READ | XEV_EDGE, on_accept, w);
         if (err != XOK) return err;
@@ -300,7 +359,7 @@ static xErrno start_listening(xWorker *w) {
 static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
     w->server = server;
     w->stop_fd = w->spare_fd = -1;
-    for (int i = 0; i < XSERVER_MAX_LISTENERS; i++) w->listen_fds[i] = -1;
+    for (int i = 0; i < XSERVER_MAX_LISTENERS; i++) w->listen_fds[i] = w->quic_fds[i] = -1;
     w->loop = loop ? loop : xEventLoopCreateWith(server->conf.io);
     if (!w->loop) return XERR_SYS;
     xErrno err = xHttpContextInit(&w->ctx, w->loop, &server->conf, server->router, &xUpgradeRequests);
@@ -330,6 +389,7 @@ static void worker_destroy(xWorker *w) {
         close_listeners(w);
         xProxyWaitsCloseAll(&w->proxy_waits);
         for_each_conn(w, xConnClose);
+        close_quic(w);
         /* Blocking work still out (the pool is gone: all of it is back, in
          * posted calls) ends its requests while the worker still stands. */
         if (w->ctx.worker.jobs) xEventLoopRunPosted(w->loop);
@@ -392,6 +452,7 @@ void xHttpServerDestroy(xHttpServer *server) {
     free(server->workers);
     for (int i = 0; i < server->nlisteners; i++) {
         xTlsServerDestroy(server->tls[i]);
+        xQuicTlsDestroy(server->quic_tls[i]);
         free(server->proxy[i]);
     }
     xRouterDestroy(server->router);
@@ -707,6 +768,40 @@ xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_
     return listen_on(server, host, port, NULL, &plan);
 }
 
+/* HTTP/3 beside TLS listener slot: one UDP socket per worker on the same
+ * address and port number, SO_REUSEPORT as TCP's. The kernel spreads
+ * packets over the sockets by their addresses, so a connection's packets
+ * keep reaching its worker unless the client's address or port changes
+ * (migration, NAT rebinding): such a packet reaches another worker, which
+ * drops it rather than answer with a stateless reset, since the connection
+ * ID names the worker that owns it. Steering packets by that byte (a
+ * reuseport BPF program) is the next step. */
+static xErrno listen_quic(xHttpServer *server, const char *host, int slot, const xTlsConf *conf) {
+    struct sockaddr_storage addr;
+    socklen_t len;
+    xErrno err = xListenerResolve(host, server->ports[slot], &addr, &len);
+    if (err != XOK) return listen_failed(server, err, host, server->ports[slot]);
+    xQuicTls *tls = xQuicTlsCreate(conf, server->last_error, sizeof server->last_error);
+    if (!tls) return XERR_TLS;
+    xQuicTlsRandom(server->quic_secret, sizeof server->quic_secret); /* before any connection */
+    for (int i = 0; i < server->nworkers; i++) {
+        int fd = xQuicSocketOpen(&addr, len, true);
+        if (fd < 0) {
+            err = errno == EADDRINUSE ? XERR_BUSY : XERR_SYS;
+            for (int j = 0; j < i; j++) {
+                close(server->workers[j].quic_fds[slot]);
+                server->workers[j].quic_fds[slot] = -1;
+            }
+            xQuicTlsDestroy(tls);
+            return listen_failed(server, err, host, server->ports[slot]);
+        }
+        server->workers[i].quic_fds[slot] = fd;
+    }
+    server->quic_tls[slot] = tls;
+    if (server->attached && start_quic(&server->workers[0], slot) != XOK) return XERR_NOMEM;
+    return XOK;
+}
+
 xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port,
                             const xTlsConf *caller_conf) {
     if (!caller_conf) {
@@ -733,7 +828,7 @@ xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port
         return err;
     }
     xTlsLogKernelSupport(conf);
-    return XOK;
+    return conf->http3 ? listen_quic(server, host, slot, conf) : XOK;
 }
 
 xErrno xHttpServerReloadTls(xHttpServer *server) {
