@@ -1,0 +1,239 @@
+"""HTTP/3 as clients see it: https_bench_server serves h3 on the UDP port of its
+TLS port's number, and aioquic (PyPI) and ngtcp2's gtlsclient (Debian
+ngtcp2-client) reach the same routes and handlers HTTPS/1.1 and /2 do: whole
+responses from memory, streamed ones with trailers, static files, request
+bodies whole and streamed (a held reader holds the client back through QUIC's
+flow control), many requests at once on one connection. A malformed request
+stream gets its RFC 9114 error code while other connections keep being served;
+the access log and the metrics name the protocol; a graceful stop ends open
+connections cleanly."""
+
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+import zlib
+
+from support.h3client import h3_connect, run
+from support.tls_fixtures import HttpsTestCase, shared_certs, start_https
+
+setUpModule, tearDownModule = shared_certs(__name__)
+
+MiB = 1 << 20
+
+# RFC 9114 §8.1.
+H3_FRAME_UNEXPECTED = 0x105
+H3_MESSAGE_ERROR = 0x10E
+H3_REQUEST_INCOMPLETE = 0x10D
+H3_NO_ERROR = 0x100
+
+
+class Http3Test(HttpsTestCase):
+    """One server with static files, an access log and metrics."""
+
+    @classmethod
+    def options(cls, certs):
+        cls.static_dir = tempfile.mkdtemp()
+        cls.big = os.urandom(3 * MiB + 17)
+        with open(os.path.join(cls.static_dir, "big.bin"), "wb") as out:
+            out.write(cls.big)
+        cls.log_path = os.path.join(cls.static_dir, "access.log")
+        return ["--workers", "1", "--static", cls.static_dir, "--metrics", "--access-log", cls.log_path]
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls.static_dir, ignore_errors=True)
+
+    def connect(self):
+        return h3_connect("127.0.0.1", self.server.port, ca_file=self.certs.ca)
+
+    def test_get_index_matches_what_https_serves(self):
+        async def go():
+            async with self.connect() as h3:
+                return await h3.request("GET", "/")
+
+        response = run(go())
+        self.assertEqual(response.status, 200)
+        self.assertTrue(response.body.startswith(b"xKit bench server"), response.body[:60])
+        self.assertEqual(int(response.headers["content-length"]), len(response.body))
+        self.assertEqual(response.headers["server"], "xkit")
+        self.assertIn("date", response.headers)
+
+    def test_post_body_is_echoed_whole(self):
+        body = os.urandom(300_000)
+
+        async def go():
+            async with self.connect() as h3:
+                return await h3.request("POST", "/echo", body=body)
+
+        response = run(go())
+        self.assertEqual(response.status, 200)
+        self.assertEqual(response.body, body)
+
+    def test_large_response_from_memory_arrives_whole(self):
+        async def go():
+            async with self.connect() as h3:
+                return await h3.request("GET", "/echo?size=5000000")
+
+        response = run(go())
+        self.assertEqual(response.status, 200)
+        self.assertEqual(response.body, b"x" * 5_000_000)
+
+    def test_static_file_arrives_whole(self):
+        # (aioquic holds a HEAD response's content-length against its empty body, so HEAD is
+        # left to the HTTP/1.1 and HTTP/2 tests: the exchange answers it the same way.)
+        async def go():
+            async with self.connect() as h3:
+                return await h3.request("GET", "/static/big.bin")
+
+        got = run(go())
+        self.assertEqual(got.status, 200)
+        self.assertEqual(int(got.headers["content-length"]), len(self.big))
+        self.assertEqual(got.body, self.big)
+
+    def test_concurrent_streams_on_one_connection(self):
+        async def go():
+            async with self.connect() as h3:
+                return await asyncio.gather(
+                    *[h3.request("GET", "/ping") for _ in range(80)],
+                    *[h3.request("GET", f"/echo?size={1000 * i}") for i in range(20)],
+                )
+
+        responses = run(go())
+        self.assertEqual([r.body for r in responses[:80]], [b"pong"] * 80)
+        self.assertEqual([len(r.body) for r in responses[80:]], [1000 * i for i in range(20)])
+
+    def test_streamed_response_with_trailer(self):
+        async def go():
+            async with self.connect() as h3:
+                return await h3.request("GET", "/stream?chunks=50&size=10000&trailer=done")
+
+        response = run(go())
+        self.assertEqual(response.status, 200)
+        self.assertEqual(len(response.body), 500_000)
+        self.assertEqual(response.body[:10000], b"0" * 10000)
+        self.assertEqual(response.trailers.get("x-stream-trailer"), "done")
+
+    def test_streamed_upload_held_by_its_reader_arrives_whole(self):
+        body = os.urandom(4 * MiB)
+
+        async def go():
+            async with self.connect() as h3:
+                started = time.monotonic()
+                response = await h3.request("POST", "/upload?hold_ms=400", body=body)
+                return response, time.monotonic() - started
+
+        response, took = run(go())
+        self.assertEqual(response.status, 200, response.body)
+        self.assertIn(f'"bytes":{len(body)}'.encode(), response.body)
+        self.assertIn(f'"crc32":"{zlib.crc32(body):08x}"'.encode(), response.body)
+        # 4 MiB cannot all be in flight past a 1 MiB stream window: the reader's pause held it.
+        self.assertGreaterEqual(took, 0.4)
+
+    def test_data_before_headers_closes_the_connection_with_frame_unexpected(self):
+        async def go():
+            async with self.connect() as other:
+                async with self.connect() as h3:
+                    with self.assertRaises(ConnectionError):
+                        await h3.raw_stream(bytes([0x00, 0x01, 0x41]))  # DATA, one byte, first
+                    closed = await h3.closed()
+                # The other connection is still served.
+                return closed, await other.request("GET", "/ping")
+
+        closed, still = run(go())
+        self.assertEqual(closed.error_code, H3_FRAME_UNEXPECTED)
+        self.assertEqual(still.body, b"pong")
+
+    def test_request_without_path_is_reset_as_malformed(self):
+        async def go():
+            async with self.connect() as h3:
+                stream_id = h3._quic.get_next_available_stream_id()
+                future = h3._expect(stream_id)
+                h3.h3.send_headers(stream_id, [(b":method", b"GET"), (b":scheme", b"https")], end_stream=True)
+                h3.transmit()
+                reset = await asyncio.wait_for(future, 10)
+                return reset, await h3.request("GET", "/ping")
+
+        reset, after = run(go())
+        self.assertEqual(reset.reset_code, H3_MESSAGE_ERROR)
+        self.assertEqual(after.body, b"pong")
+
+    def test_unknown_frame_types_are_skipped(self):
+        # A reserved frame type (0x1f * 7 + 0x21 = 0x10a) with a payload, then a whole request.
+        async def go():
+            async with self.connect() as h3:
+                encoded = h3.h3._encoder.encode(
+                    0,
+                    [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", b"localhost"), (b":path", b"/ping")],
+                )
+                headers = bytes([0x01, len(encoded[1])]) + encoded[1]
+                reserved = bytes([0x41, 0x0A, 0x03]) + b"abc"
+                return await h3.raw_stream(reserved + headers)
+
+        response = run(go())
+        self.assertEqual(response.reset_code, None)
+
+    def test_access_log_and_metrics_name_http3(self):
+        async def go():
+            async with self.connect() as h3:
+                await h3.request("GET", "/ping?logged=h3")
+                return await h3.request("GET", "/metrics")
+
+        metrics = run(go())
+        self.assertEqual(metrics.status, 200)
+        self.assertRegex(metrics.body.decode(), r'protocol="http/3"[^\n]*\} [1-9]')
+        deadline = time.monotonic() + 5
+        text = ""
+        while time.monotonic() < deadline and "logged=h3" not in text:
+            time.sleep(0.1)
+            with open(self.log_path) as log:
+                text = log.read()
+        line = next(line for line in text.splitlines() if "logged=h3" in line)
+        self.assertIn('"GET /ping?logged=h3 HTTP/3" 200', line)
+
+    def test_gtlsclient_gets_ping_and_index(self):
+        with tempfile.TemporaryDirectory() as folder:
+            argv = ["gtlsclient", "-q", "--exit-on-all-streams-close", "--download", folder, "--timeout=10s"]
+            argv += ["127.0.0.1", str(self.server.port)]
+            argv += [f"https://localhost:{self.server.port}/ping", f"https://localhost:{self.server.port}/"]
+            done = subprocess.run(argv, capture_output=True, timeout=30)
+            self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+            with open(os.path.join(folder, "ping"), "rb") as ping:
+                self.assertEqual(ping.read(), b"pong")
+            with open(os.path.join(folder, "index.html"), "rb") as index:
+                self.assertTrue(index.read().startswith(b"xKit bench server"))
+
+
+class Http3StopTest(unittest.TestCase):
+    def test_graceful_stop_closes_an_idle_connection_with_no_error(self):
+        from support.tls_fixtures import current_certs
+
+        server = start_https(self, current_certs().rsa, "--workers", "1")
+
+        async def go():
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                first = await h3.request("GET", "/ping")
+                server.send_signal(15)
+                return first, await h3.closed(timeout=10)
+
+        first, closed = run(go())
+        self.assertEqual(first.body, b"pong")
+        self.assertEqual(closed.error_code, H3_NO_ERROR)
+        server.assert_clean_exit(server.wait_exit(10))
+
+    def test_no_h3_serves_no_udp(self):
+        from support.tls_fixtures import current_certs
+
+        server = start_https(self, current_certs().rsa, "--workers", "1", "--no-h3")
+        with open("/proc/net/udp") as udp:
+            ports = {int(re.split(r"\s+", line.strip())[1].split(":")[1], 16) for line in list(udp)[1:]}
+        self.assertNotIn(server.port, ports)
+
+
+if __name__ == "__main__":
+    unittest.main()
