@@ -798,6 +798,13 @@ static xErrno listen_quic(xHttpServer *server, const char *host, int slot, const
         server->workers[i].quic_fds[slot] = fd;
     }
     server->quic_tls[slot] = tls;
+    for (int i = 0; conf->http3_alt_svc && i < server->nworkers; i++) {
+        xHttpContext *ctx = &server->workers[i].ctx;
+        if (ctx->alt_svc_count == XHTTP_MAX_ALT_SVC) break; /* as many as listeners */
+        xHttpAltSvc *a = &ctx->alt_svc[ctx->alt_svc_count++];
+        a->port = server->ports[slot];
+        a->len = (uint8_t)snprintf(a->line, sizeof a->line, "Alt-Svc: h3=\":%u\"\r\n", a->port);
+    }
     if (server->attached && start_quic(&server->workers[0], slot) != XOK) return XERR_NOMEM;
     return XOK;
 }

@@ -19,7 +19,7 @@ import unittest
 import zlib
 
 from support.h3client import h3_connect, run
-from support.tls_fixtures import HttpsTestCase, shared_certs, start_https
+from support.tls_fixtures import HttpsTestCase, curl_https, shared_certs, start_https
 
 setUpModule, tearDownModule = shared_certs(__name__)
 
@@ -196,6 +196,18 @@ class Http3Test(HttpsTestCase):
         line = next(line for line in text.splitlines() if "logged=h3" in line)
         self.assertIn('"GET /ping?logged=h3 HTTP/3" 200', line)
 
+    def test_tcp_responses_advertise_h3_and_h3_ones_do_not(self):
+        for http in ("1.1", "2"):
+            result, body, version, status = curl_https(self.server, "/ping", "-D", "-", http=http)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn(f'alt-svc: h3=":{self.server.port}"', result.stdout.decode().lower())
+
+        async def go():
+            async with self.connect() as h3:
+                return await h3.request("GET", "/ping")
+
+        self.assertNotIn("alt-svc", run(go()).headers)
+
     def test_gtlsclient_gets_ping_and_index(self):
         with tempfile.TemporaryDirectory() as folder:
             argv = ["gtlsclient", "-q", "--exit-on-all-streams-close", "--download", folder, "--timeout=10s"]
@@ -226,10 +238,13 @@ class Http3StopTest(unittest.TestCase):
         self.assertEqual(closed.error_code, H3_NO_ERROR)
         server.assert_clean_exit(server.wait_exit(10))
 
-    def test_no_h3_serves_no_udp(self):
+    def test_no_h3_serves_no_udp_and_advertises_nothing(self):
         from support.tls_fixtures import current_certs
 
         server = start_https(self, current_certs().rsa, "--workers", "1", "--no-h3")
+        result, body, version, status = curl_https(server, "/ping", "-D", "-")
+        self.assertEqual(status, 200)
+        self.assertNotIn("alt-svc", result.stdout.decode().lower())
         with open("/proc/net/udp") as udp:
             ports = {int(re.split(r"\s+", line.strip())[1].split(":")[1], 16) for line in list(udp)[1:]}
         self.assertNotIn(server.port, ports)
