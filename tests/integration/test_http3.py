@@ -238,6 +238,38 @@ class Http3StopTest(unittest.TestCase):
         self.assertEqual(closed.error_code, H3_NO_ERROR)
         server.assert_clean_exit(server.wait_exit(10))
 
+    def test_ipv6_listener_serves_h3(self):
+        from support.tls_fixtures import current_certs
+
+        server = start_https(self, current_certs().rsa, "--workers", "1", "--host", "::1")
+
+        async def go():
+            async with h3_connect("::1", server.port, ca_file=current_certs().ca) as h3:
+                return await h3.request("POST", "/echo", body=b"over IPv6")
+
+        self.assertEqual(run(go()).body, b"over IPv6")
+        server.stop_and_check()
+
+    def test_each_connection_stays_with_its_worker(self):
+        # Two workers, two sockets on the port: the kernel hashes each client's address and port
+        # to one of them, and connection IDs name the worker that owns the connection.
+        from support.tls_fixtures import current_certs
+
+        server = start_https(self, current_certs().rsa, "--workers", "2")
+
+        async def one():
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                bodies = []
+                for _ in range(5):
+                    bodies.append((await h3.request("GET", "/echo?size=70000")).body)
+                return bodies
+
+        async def go():
+            return await asyncio.gather(*[one() for _ in range(12)])
+
+        for bodies in run(go()):
+            self.assertEqual(bodies, [b"x" * 70000] * 5)
+
     def test_no_h3_serves_no_udp_and_advertises_nothing(self):
         from support.tls_fixtures import current_certs
 
