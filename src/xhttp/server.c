@@ -842,6 +842,8 @@ xErrno xHttpServerReloadTls(xHttpServer *server) {
     for (int i = 0; i < server->nlisteners; i++) {
         if (!server->tls[i]) continue;
         xErrno err = xTlsServerReload(server->tls[i], server->last_error, sizeof server->last_error);
+        if (err == XOK && server->quic_tls[i])
+            err = xQuicTlsReload(server->quic_tls[i], server->last_error, sizeof server->last_error);
         if (err != XOK) return err;
     }
     server->last_error[0] = '\0';

@@ -12,14 +12,25 @@ import asyncio
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 import unittest
 import zlib
 
+from cryptography.hazmat.primitives.serialization import Encoding
+
 from support.h3client import h3_connect, run
-from support.tls_fixtures import HttpsTestCase, curl_https, shared_certs, start_https
+from support.tls_fixtures import (
+    HttpsTestCase,
+    cert_der,
+    curl_https,
+    current_certs,
+    replace_file,
+    shared_certs,
+    start_https,
+)
 
 setUpModule, tearDownModule = shared_certs(__name__)
 
@@ -223,8 +234,6 @@ class Http3Test(HttpsTestCase):
 
 class Http3StopTest(unittest.TestCase):
     def test_graceful_stop_closes_an_idle_connection_with_no_error(self):
-        from support.tls_fixtures import current_certs
-
         server = start_https(self, current_certs().rsa, "--workers", "1")
 
         async def go():
@@ -239,8 +248,6 @@ class Http3StopTest(unittest.TestCase):
         server.assert_clean_exit(server.wait_exit(10))
 
     def test_ipv6_listener_serves_h3(self):
-        from support.tls_fixtures import current_certs
-
         server = start_https(self, current_certs().rsa, "--workers", "1", "--host", "::1")
 
         async def go():
@@ -253,8 +260,6 @@ class Http3StopTest(unittest.TestCase):
     def test_each_connection_stays_with_its_worker(self):
         # Two workers, two sockets on the port: the kernel hashes each client's address and port
         # to one of them, and connection IDs name the worker that owns the connection.
-        from support.tls_fixtures import current_certs
-
         server = start_https(self, current_certs().rsa, "--workers", "2")
 
         async def one():
@@ -270,9 +275,27 @@ class Http3StopTest(unittest.TestCase):
         for bodies in run(go()):
             self.assertEqual(bodies, [b"x" * 70000] * 5)
 
-    def test_no_h3_serves_no_udp_and_advertises_nothing(self):
-        from support.tls_fixtures import current_certs
+    def test_sighup_reloads_the_h3_certificate(self):
+        certs = current_certs()
+        pair = certs.copy(certs.ec, "h3-reload")
+        server = start_https(self, pair, "--workers", "1")
 
+        async def served_der():
+            async with h3_connect("127.0.0.1", server.port, ca_file=certs.ca) as h3:
+                await h3.request("GET", "/ping")
+                return h3._quic.tls._peer_certificate.public_bytes(Encoding.DER)
+
+        self.assertEqual(run(served_der()), cert_der(certs.ec.cert))
+        replace_file(pair.cert, certs.ec_next.cert)
+        replace_file(pair.key, certs.ec_next.key)
+        server.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while run(served_der()) != cert_der(certs.ec_next.cert):
+            self.assertLess(time.monotonic(), deadline, "the h3 certificate was not reloaded")
+            time.sleep(0.1)
+        server.stop_and_check()
+
+    def test_no_h3_serves_no_udp_and_advertises_nothing(self):
         server = start_https(self, current_certs().rsa, "--workers", "1", "--no-h3")
         result, body, version, status = curl_https(server, "/ping", "-D", "-")
         self.assertEqual(status, 200)

@@ -57,7 +57,7 @@ typedef struct xQuicAppOps {
 
 /** An endpoint's settings. */
 typedef struct xQuicEndpointConf {
-    const xQuicTls *tls;       /* the listener's certificates */
+    xQuicTls *tls;             /* the listener's certificates */
     const uint8_t *secret;     /* 32 bytes shared by the listener's workers: reset tokens */
     uint8_t worker_id;         /* the first byte of every connection ID we issue */
     const xQuicAppOps *app;    /* the application above */
