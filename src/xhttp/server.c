@@ -769,13 +769,14 @@ xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_
 }
 
 /* HTTP/3 beside TLS listener slot: one UDP socket per worker on the same
- * address and port number, SO_REUSEPORT as TCP's. The kernel spreads
- * packets over the sockets by their addresses, so a connection's packets
- * keep reaching its worker unless the client's address or port changes
- * (migration, NAT rebinding): such a packet reaches another worker, which
- * drops it rather than answer with a stateless reset, since the connection
- * ID names the worker that owns it. Steering packets by that byte (a
- * reuseport BPF program) is the next step. */
+ * address and port number, SO_REUSEPORT as TCP's. Connection IDs name the
+ * worker in their first byte, and a reuseport program steers datagrams by
+ * it, so a connection's packets reach its worker even from a new address
+ * (migration, NAT rebinding); a client's first packets, whose IDs are its
+ * own, are spread by the kernel's hash of their addresses. Where the kernel
+ * refuses the program, the hash alone decides: a packet from a changed
+ * address may reach another worker, which drops it (its ID names another
+ * worker, so it gets no stateless reset) and the connection times out. */
 static xErrno listen_quic(xHttpServer *server, const char *host, int slot, const xTlsConf *conf) {
     struct sockaddr_storage addr;
     socklen_t len;
@@ -797,6 +798,10 @@ static xErrno listen_quic(xHttpServer *server, const char *host, int slot, const
         }
         server->workers[i].quic_fds[slot] = fd;
     }
+    if (server->nworkers > 1 && !xQuicSocketSteer(server->workers[0].quic_fds[slot]))
+        XLOG_WARN("h3: packets cannot be steered to their worker (%s): a client that changes address "
+                  "may lose its connection",
+                  strerror(errno));
     server->quic_tls[slot] = tls;
     for (int i = 0; conf->http3_alt_svc && i < server->nworkers; i++) {
         xHttpContext *ctx = &server->workers[i].ctx;

@@ -275,6 +275,30 @@ class Http3StopTest(unittest.TestCase):
         for bodies in run(go()):
             self.assertEqual(bodies, [b"x" * 70000] * 5)
 
+    def test_connection_keeps_being_served_from_new_client_ports_with_four_workers(self):
+        # Each move gives the client a new port, which the kernel's hash alone would send to any of
+        # the four workers' sockets: the steering program sends it to the connection's own.
+        server = start_https(self, current_certs().rsa, "--workers", "4")
+
+        async def go():
+            loop = asyncio.get_running_loop()
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                ports, bodies = [], []
+                for _ in range(6):
+                    bodies.append((await h3.request("GET", "/ping")).body)
+                    ports.append(h3._transport.get_extra_info("sockname")[1])
+                    h3.change_connection_id()
+                    old = h3._transport
+                    await loop.create_datagram_endpoint(lambda: h3, local_addr=("::", 0))
+                    old.close()
+                bodies.append((await h3.request("GET", "/ping")).body)
+                return ports, bodies
+
+        ports, bodies = run(go())
+        self.assertEqual(len(set(ports)), 6)
+        self.assertEqual(bodies, [b"pong"] * 7)
+        server.stop_and_check()
+
     def test_sighup_reloads_the_h3_certificate(self):
         certs = current_certs()
         pair = certs.copy(certs.ec, "h3-reload")

@@ -5,6 +5,7 @@
 #include "xnet/quic/quic.h"
 
 #include <errno.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <stdlib.h>
@@ -893,6 +894,30 @@ int xQuicSocketOpen(const struct sockaddr_storage *addr, socklen_t len, bool reu
         return -1;
     }
     return fd;
+}
+
+/* The reuseport group's program (classic BPF, which needs no privilege): it
+ * returns the index of the socket a datagram goes to, the worker's, which
+ * every connection ID of ours carries in its first byte (RFC 9000 §17: a
+ * short header's DCID starts at byte 1; a long header's at byte 6, after
+ * the version and the DCID's length). The client's Initial and 0-RTT
+ * packets carry an ID of its own choosing: those return an index past the
+ * group's, and the kernel hashes their addresses, as without a program. */
+static const struct sock_filter steer_code[] = {
+    BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0),            /* A = the first byte */
+    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x80, 2, 0), /* a long header? */
+    BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1),            /* short: A = DCID[0] */
+    BPF_STMT(BPF_RET | BPF_A, 0),
+    BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x30),       /* long: its type */
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x20, 1, 0), /* Handshake: our ID */
+    BPF_STMT(BPF_RET | BPF_K, 0xffffffff),           /* Initial, 0-RTT, Retry: the hash */
+    BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 6),           /* A = DCID[0] */
+    BPF_STMT(BPF_RET | BPF_A, 0),
+};
+
+bool xQuicSocketSteer(int fd) {
+    struct sock_fprog prog = {sizeof steer_code / sizeof steer_code[0], (struct sock_filter *)steer_code};
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) == 0;
 }
 
 static bool bound_to_any(int fd) {

@@ -94,6 +94,12 @@ void *xQuicEndpointArg(const xQuicEndpoint *ep);
  *  non-blocking, local addresses reported per packet. -1 with errno. */
 int xQuicSocketOpen(const struct sockaddr_storage *addr, socklen_t len, bool reuseport);
 
+/** Steers the reuseport group fd belongs to (every worker's socket on one
+ *  port, joined in worker order) by the worker byte of our connection IDs,
+ *  so a connection's packets reach its worker whatever address they come
+ *  from (migration, NAT rebinding). False where the kernel refuses. */
+bool xQuicSocketSteer(int fd);
+
 /* ---- A connection ---- */
 
 /** The application's state for qc (NULL until set). */
