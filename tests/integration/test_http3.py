@@ -41,6 +41,8 @@ H3_FRAME_UNEXPECTED = 0x105
 H3_MESSAGE_ERROR = 0x10E
 H3_REQUEST_INCOMPLETE = 0x10D
 H3_NO_ERROR = 0x100
+H3_STREAM_CREATION_ERROR = 0x103
+QPACK_ENCODER_STREAM_ERROR = 0x201  # RFC 9204 §6
 
 
 class Http3Test(HttpsTestCase):
@@ -159,6 +161,45 @@ class Http3Test(HttpsTestCase):
         closed, still = run(go())
         self.assertEqual(closed.error_code, H3_FRAME_UNEXPECTED)
         self.assertEqual(still.body, b"pong")
+
+    def closing_code(self, uni_bytes=None, request_bytes=None, encoder_bytes=None):
+        """Sends bytes on a new stream of the client's and returns the code the server closes with;
+        a second connection is still served afterwards."""
+
+        async def go():
+            async with self.connect() as other:
+                async with self.connect() as h3:
+                    await h3.request("GET", "/ping")
+                    if encoder_bytes is not None:
+                        h3._quic.send_stream_data(h3.h3._local_encoder_stream_id, encoder_bytes)
+                        h3.transmit()
+                    elif uni_bytes is not None:
+                        stream_id = h3._quic.get_next_available_stream_id(is_unidirectional=True)
+                        h3._quic.send_stream_data(stream_id, uni_bytes)
+                        h3.transmit()
+                    else:
+                        with self.assertRaises(ConnectionError):
+                            await h3.raw_stream(request_bytes)
+                    closed = await h3.closed()
+                return closed.error_code, await other.request("GET", "/ping")
+
+        code, still = run(go())
+        self.assertEqual(still.body, b"pong")
+        return code
+
+    def test_second_control_stream_is_a_stream_creation_error(self):
+        self.assertEqual(self.closing_code(uni_bytes=bytes([0x00, 0x04, 0x00])), H3_STREAM_CREATION_ERROR)
+
+    def test_client_push_stream_is_a_stream_creation_error(self):
+        self.assertEqual(self.closing_code(uni_bytes=bytes([0x01, 0x00])), H3_STREAM_CREATION_ERROR)
+
+    def test_settings_on_a_request_stream_is_frame_unexpected(self):
+        self.assertEqual(self.closing_code(request_bytes=bytes([0x04, 0x00])), H3_FRAME_UNEXPECTED)
+
+    def test_encoder_stream_garbage_is_a_qpack_encoder_stream_error(self):
+        # Set Dynamic Table Capacity beyond what our SETTINGS allowed (RFC 9204 §4.3.1).
+        code = self.closing_code(encoder_bytes=bytes([0x3F, 0xE1, 0xFF, 0x03]))
+        self.assertEqual(code, QPACK_ENCODER_STREAM_ERROR)
 
     def test_request_without_path_is_reset_as_malformed(self):
         async def go():

@@ -729,7 +729,9 @@ static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngt
     ngtcp2_transport_params params;
     ngtcp2_transport_params_default(&params);
     params.initial_max_streams_bidi = ep->conf.max_streams_bidi;
-    params.initial_max_streams_uni = 3; /* control and QPACK's two */
+    /* Control and QPACK's two, and room for the extensions' and grease streams a
+     * client may open (RFC 9114 §6.2), which are read and dropped. */
+    params.initial_max_streams_uni = 16;
     params.initial_max_data = ep->conf.conn_window;
     params.initial_max_stream_data_bidi_remote = ep->conf.stream_window;
     params.initial_max_stream_data_uni = ep->conf.stream_window;
