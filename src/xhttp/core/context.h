@@ -107,7 +107,8 @@ extern const xHttpOwnAnswers xHttpDefaultAnswers;
 xStr xHttpOwnErrorBody(const xHttpOwnAnswers *answers, int status, char line[64], xStr *content_type);
 
 /** An HTTP/3 listener's advertisement (RFC 7838) on the TCP port of the same
- *  number: the line every response over that port carries. */
+ *  number: the line every response over that port carries, which HTTP/1.1
+ *  writes as it is and HTTP/2 encodes with its Server and Date fields. */
 typedef struct xHttpAltSvc {
     uint16_t port; /* the TCP listener's port (a request's conn->addr.local_port) */
     uint8_t len;
@@ -152,5 +153,13 @@ void xHttpContextDestroy(xHttpContext *ctx);
 
 /** The HTTP context of a connection an HTTP protocol serves. */
 static inline xHttpContext *xHttpContextOf(const xConn *conn) { return (xHttpContext *)conn->net; }
+
+/** The Alt-Svc line of the TCP port conn came to, or NULL when it has none;
+ *  the caller checked ctx->alt_svc_count first (one branch without any). */
+static inline const xHttpAltSvc *xHttpAltSvcOf(const xHttpContext *ctx, const xConn *conn) {
+    for (size_t i = 0; i < ctx->alt_svc_count; i++)
+        if (ctx->alt_svc[i].port == conn->addr.local_port) return &ctx->alt_svc[i];
+    return NULL;
+}
 
 #endif

@@ -104,21 +104,7 @@ bool xHttpExchangeStreams(xHttpExchange *ex) {
            ((const xHttpRouteTarget *)ex->match.handler)->streams_body;
 }
 
-/* Adds the Alt-Svc line of the TCP port the request came to, if that port
- * advertises HTTP/3 (a request over HTTP/3 itself has no socket: fd -1). */
-static void add_alt_svc(xHttpExchange *ex, const xHttpContext *ctx) {
-    const xConn *conn = ex->req.conn;
-    if (conn->fd < 0) return;
-    for (size_t i = 0; i < ctx->alt_svc_count; i++)
-        if (ctx->alt_svc[i].port == conn->addr.local_port) {
-            xBufferAppend(&ex->res.headers, ctx->alt_svc[i].line, ctx->alt_svc[i].len);
-            return;
-        }
-}
-
 void xHttpExchangeDispatch(xHttpExchange *ex) {
-    const xHttpContext *ctx = xHttpContextOf(ex->req.conn);
-    if (ctx->alt_svc_count) add_alt_svc(ex, ctx);
     xRouteResult found = xHttpExchangeRoute(ex);
     if (found == XROUTE_FOUND) {
         const xHttpRouteTarget *target = ex->match.handler;
@@ -131,7 +117,7 @@ void xHttpExchangeDispatch(xHttpExchange *ex) {
         target->handler(&ex->req, &ex->res, target->arg);
         return;
     }
-    const xHttpOwnAnswers *answers = ctx->answers;
+    const xHttpOwnAnswers *answers = xHttpContextOf(ex->req.conn)->answers;
     const xHttpRouteTarget *fallback = answers->not_found;
     int status = 404;
     if (found == XROUTE_METHOD_NOT_ALLOWED) {
