@@ -366,6 +366,8 @@ static int conn_write(xQuicConn *qc) {
         ngtcp2_ssize n = ngtcp2_conn_writev_stream(qc->conn, &ps.path, &pi, ep->tx + off, mtu, &taken, flags,
                                                    id, nv ? v : NULL, nv, ts);
         if (n < 0) {
+            if (!s && (n == NGTCP2_ERR_WRITE_MORE || n == NGTCP2_ERR_STREAM_DATA_BLOCKED))
+                break; /* never so */
             if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED || n == NGTCP2_ERR_STREAM_SHUT_WR ||
                 n == NGTCP2_ERR_STREAM_NOT_FOUND) {
                 xQuicStream *next = s->send_next;
