@@ -693,8 +693,33 @@ static void ignore_sigpipe(void) {
 
 /* Opens one SO_REUSEPORT socket per worker on host:port, as listener slot
  * server->nlisteners; tls (may be NULL) is the slot's from then on. */
+/* Binds a probe on addr's port (0: the kernel picks one) and returns it,
+ * the port set in addr; with udp, one whose UDP port of the same number is
+ * free as well (HTTP/3 takes it), trying other ports when the kernel picked
+ * one whose UDP side is taken. -1 with errno. */
+static int probe_port(struct sockaddr_storage *addr, socklen_t len, bool udp) {
+    bool any = xListenerPortOf(addr) == 0;
+    for (int attempt = 0; attempt < 32; attempt++) {
+        int probe = xListenerOpen(addr, len, false);
+        if (probe < 0 || !udp) return probe;
+        struct sockaddr_storage same = *addr;
+        xListenerSetPort(&same, xListenerPort(probe));
+        int udp_probe = xQuicSocketOpen(&same, len, false);
+        if (udp_probe >= 0) {
+            close(udp_probe);
+            return probe;
+        }
+        int saved = errno;
+        close(probe);
+        errno = saved;
+        if (!any || errno != EADDRINUSE) return -1;
+    }
+    errno = EADDRINUSE;
+    return -1;
+}
+
 static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xTlsServer *tls,
-                        const xUpgradePlan *plan) {
+                        const xUpgradePlan *plan, bool udp) {
     if (server->running || server->nlisteners == XSERVER_MAX_LISTENERS) {
         snprintf(server->last_error, sizeof server->last_error, "cannot listen: %s",
                  server->running ? "the server is running" : "too many listeners");
@@ -708,7 +733,7 @@ static xErrno listen_on(xHttpServer *server, const char *host, uint16_t port, xT
     /* Sockets that all set SO_REUSEPORT share a port silently, so a second
      * server on our port would go unnoticed: probe without it first. This
      * also settles the port when 0 was asked for. */
-    int probe = xListenerOpen(&addr, len, false);
+    int probe = probe_port(&addr, len, udp);
     if (probe < 0)
         return listen_failed(server,
                              errno == EADDRINUSE      ? XERR_BUSY
@@ -765,7 +790,7 @@ xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_
     }
     xUpgradePlan plan;
     xUpgradePlanCleartext(&plan, protocols);
-    return listen_on(server, host, port, NULL, &plan);
+    return listen_on(server, host, port, NULL, &plan, false);
 }
 
 /* HTTP/3 beside TLS listener slot: one UDP socket per worker on the same
@@ -825,7 +850,7 @@ xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port
     xSizedAdopt(&full, caller_conf, sizeof full);
     const xTlsConf *conf = &full;
     int slot = server->nlisteners;
-    if (slot == XSERVER_MAX_LISTENERS) return listen_on(server, host, port, NULL, NULL); /* says why */
+    if (slot == XSERVER_MAX_LISTENERS) return listen_on(server, host, port, NULL, NULL, false); /* says why */
     /* The plan lives in its slot: the TLS callbacks point at it. */
     xUpgradePlan *plan = &server->plans[slot];
     if (!xUpgradePlanListener(plan, server->conf.protocols, conf->alpn, server->last_error,
@@ -834,7 +859,7 @@ xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port
     xTlsListen listen = xUpgradeTlsListen(plan);
     xTlsServer *tls = xTlsServerCreate(conf, &listen, server->last_error, sizeof server->last_error);
     if (!tls) return XERR_TLS;
-    xErrno err = listen_on(server, host, port, tls, plan);
+    xErrno err = listen_on(server, host, port, tls, plan, conf->http3);
     if (err != XOK) {
         xTlsServerDestroy(tls);
         return err;

@@ -24,6 +24,9 @@ int xListenerOpen(const struct sockaddr_storage *addr, socklen_t len, bool reuse
 /** The local port of a bound socket, or 0. */
 uint16_t xListenerPort(int fd);
 
+/** addr's port. */
+uint16_t xListenerPortOf(const struct sockaddr_storage *addr);
+
 /** Sets addr's port. */
 void xListenerSetPort(struct sockaddr_storage *addr, uint16_t port);
 

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -27,6 +28,7 @@ from support.tls_fixtures import (
     cert_der,
     curl_https,
     current_certs,
+    https_server_path,
     replace_file,
     shared_certs,
     start_https,
@@ -359,6 +361,16 @@ class Http3StopTest(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline, "the h3 certificate was not reloaded")
             time.sleep(0.1)
         server.stop_and_check()
+
+    def test_a_taken_udp_port_refuses_to_start(self):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+            taken.bind(("0.0.0.0", 0))
+            port = taken.getsockname()[1]
+            pair = current_certs().rsa
+            argv = [https_server_path(), str(port), pair.cert, pair.key, "--workers", "1"]
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn(f"cannot listen on 0.0.0.0:{port}", done.stderr.decode())
 
     def test_no_h3_serves_no_udp_and_advertises_nothing(self):
         server = start_https(self, current_certs().rsa, "--workers", "1", "--no-h3")
