@@ -372,6 +372,22 @@ class Http3StopTest(unittest.TestCase):
         self.assertNotEqual(done.returncode, 0)
         self.assertIn(f"cannot listen on 0.0.0.0:{port}", done.stderr.decode())
 
+    def test_graceful_stop_finishes_responses_under_way(self):
+        server = start_https(self, current_certs().rsa, "--workers", "1")
+
+        async def go():
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                downloads = [asyncio.ensure_future(h3.request("GET", "/echo?size=2000000")) for _ in range(3)]
+                await asyncio.sleep(0.05)
+                server.send_signal(signal.SIGTERM)
+                responses = await asyncio.gather(*downloads)
+                return responses, await h3.closed(timeout=10)
+
+        responses, closed = run(go())
+        self.assertEqual([len(r.body) for r in responses], [2_000_000] * 3)
+        self.assertEqual(closed.error_code, H3_NO_ERROR)
+        server.assert_clean_exit(server.wait_exit(10))
+
     def test_no_h3_serves_no_udp_and_advertises_nothing(self):
         server = start_https(self, current_certs().rsa, "--workers", "1", "--no-h3")
         result, body, version, status = curl_https(server, "/ping", "-D", "-")
