@@ -44,6 +44,7 @@ H3_MESSAGE_ERROR = 0x10E
 H3_REQUEST_INCOMPLETE = 0x10D
 H3_NO_ERROR = 0x100
 H3_STREAM_CREATION_ERROR = 0x103
+H3_EXCESSIVE_LOAD = 0x107
 QPACK_ENCODER_STREAM_ERROR = 0x201  # RFC 9204 §6
 
 
@@ -202,6 +203,27 @@ class Http3Test(HttpsTestCase):
         # Set Dynamic Table Capacity beyond what our SETTINGS allowed (RFC 9204 §4.3.1).
         code = self.closing_code(encoder_bytes=bytes([0x3F, 0xE1, 0xFF, 0x03]))
         self.assertEqual(code, QPACK_ENCODER_STREAM_ERROR)
+
+    def test_fields_over_max_header_size_get_431_and_a_huge_headers_frame_closes(self):
+        letters = "".join(chr(ord("a") + i % 26) for i in range(10_000))
+
+        async def over_limit():
+            async with self.connect() as h3:
+                return await h3.request("GET", "/ping", headers=[("x-big", letters)])
+
+        self.assertEqual(run(over_limit()).status, 431)
+
+        async def huge():
+            async with self.connect() as other:
+                async with self.connect() as h3:
+                    with self.assertRaises(ConnectionError):
+                        await h3.request("GET", "/ping", headers=[("x-big", letters * 3)])
+                    closed = await h3.closed()
+                return closed.error_code, await other.request("GET", "/ping")
+
+        code, still = run(huge())
+        self.assertEqual(code, H3_EXCESSIVE_LOAD)
+        self.assertEqual(still.body, b"pong")
 
     def test_request_without_path_is_reset_as_malformed(self):
         async def go():

@@ -24,8 +24,13 @@
 /* Our SETTINGS: the peer's encoder may use a dynamic table this large, but
  * may not block a stream on it, so a request never waits for its fields. */
 #define XH3_QPACK_CAPACITY 4096
-/* The largest HEADERS or SETTINGS payload kept whole. */
-#define XH3_MAX_FRAME_WHOLE (64u << 10)
+/* The largest SETTINGS (or other control frame) payload kept whole. */
+#define XH3_MAX_FRAME_WHOLE (16u << 10)
+/* A HEADERS payload may exceed the field section it encodes by this much
+ * (prefixes, literals' lengths); past it, the section could only be over
+ * max_header_size, so the frame is refused as it arrives (H3_EXCESSIVE_LOAD)
+ * instead of being held whole: a stream holds at most this much unread. */
+#define XH3_HEADERS_SLACK 4096
 /* Response bytes queued on a stream and not yet acknowledged beyond which
  * a file is not read further until acknowledgments come. */
 #define XH3_FILE_AHEAD (256u << 10)
@@ -186,7 +191,9 @@ static xH3Stream *stream_new(xH3Conn *h3, xQuicStream *qs, xH3Kind kind) {
     s->kind = kind;
     s->file.fd = -1;
     s->content_length = -1;
-    if (kind == XH3_KIND_REQUEST) xH3FrameReaderInit(&s->reader, XH3_STREAM_REQUEST, XH3_MAX_FRAME_WHOLE);
+    if (kind == XH3_KIND_REQUEST)
+        xH3FrameReaderInit(&s->reader, XH3_STREAM_REQUEST,
+                           h3->ctx->conf->max_header_size + XH3_HEADERS_SLACK);
     s->next = h3->streams;
     if (h3->streams) h3->streams->prev = s;
     h3->streams = s;
