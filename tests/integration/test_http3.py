@@ -410,6 +410,42 @@ class Http3StopTest(unittest.TestCase):
         self.assertEqual(closed.error_code, H3_NO_ERROR)
         server.assert_clean_exit(server.wait_exit(10))
 
+    def test_a_request_head_that_stops_arriving_closes_its_connection(self):
+        server = start_https(self, current_certs().rsa, "--workers", "1", "--header-timeout", "600")
+
+        async def go():
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                await h3.request("GET", "/ping")
+                await asyncio.sleep(1.0)  # idle between requests is not a stalled request
+                await h3.request("GET", "/ping")
+                stream_id = h3._quic.get_next_available_stream_id()
+                h3._quic.send_stream_data(stream_id, bytes([0x01, 0x20, 0x00, 0x00, 0xD1]))  # 3 of 32 bytes
+                h3.transmit()
+                started = time.monotonic()
+                closed = await h3.closed(timeout=10)
+                return closed, time.monotonic() - started
+
+        closed, after = run(go())
+        self.assertEqual(closed.error_code, H3_REQUEST_INCOMPLETE)
+        self.assertGreaterEqual(after, 0.5)
+        server.stop_and_check()
+
+    def test_a_request_body_that_stops_arriving_closes_its_connection(self):
+        server = start_https(self, current_certs().rsa, "--workers", "1", "--body-timeout", "600")
+
+        async def go():
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                stream_id = h3._quic.get_next_available_stream_id()
+                fields = [(b":method", b"POST"), (b":scheme", b"https"), (b":authority", b"localhost")]
+                fields += [(b":path", b"/echo"), (b"content-length", b"1000")]
+                h3.h3.send_headers(stream_id, fields)
+                h3.h3.send_data(stream_id, b"0123456789", end_stream=False)
+                h3.transmit()
+                return await h3.closed(timeout=10)
+
+        self.assertEqual(run(go()).error_code, H3_REQUEST_INCOMPLETE)
+        server.stop_and_check()
+
     def test_no_h3_serves_no_udp_and_advertises_nothing(self):
         server = start_https(self, current_certs().rsa, "--workers", "1", "--no-h3")
         result, body, version, status = curl_https(server, "/ping", "-D", "-")

@@ -98,6 +98,8 @@ struct xH3Conn {
     int64_t goaway_id;
     int64_t next_request_id; /* past the highest request stream seen */
     xH3Stream *streams;
+    xTimer timer;           /* a request's head or body that stops arriving */
+    uint64_t last_input_ms; /* loop time of the last request bytes */
 };
 
 static const xHttpExchangeOps h3_ops;
@@ -105,6 +107,44 @@ static const xHttpExchangeOps h3_ops;
 /* ---- Connection-level ---- */
 
 static void conn_error(xH3Conn *h3, uint64_t code) { xQuicConnClose(h3->qc, code, NULL); }
+
+/* What the connection waits for from the client: the longest a request may
+ * go without bytes, by the settings for a head or a whole body not yet
+ * complete; 0: nothing (a streaming body's reader sets its own pace). */
+static uint32_t input_timeout(const xH3Conn *h3) {
+    const xHttpServerConf *conf = h3->ctx->conf;
+    uint32_t ms = 0;
+    for (const xH3Stream *s = h3->streams; s; s = s->next) {
+        if (s->kind != XH3_KIND_REQUEST || s->fin) continue;
+        if (s->phase == XH3_PHASE_HEAD) return conf->header_timeout_ms;
+        if (s->phase == XH3_PHASE_BODY && !s->dispatched) ms = conf->body_timeout_ms;
+    }
+    return ms;
+}
+
+/* The header and body timeouts run from the last request bytes on the
+ * connection: a client that stops sending a request mid-way is closed with
+ * H3_REQUEST_INCOMPLETE. The timer is armed by input and looks at the
+ * streams only when it fires. */
+static void on_input_timer(xEventLoop *loop, xTimer *timer, void *arg) {
+    xH3Conn *h3 = arg;
+    uint32_t limit = input_timeout(h3);
+    if (!limit || h3->closed) return; /* armed again by the next input */
+    uint64_t idle = xEventLoopNowMs(loop) - h3->last_input_ms;
+    if (idle >= limit)
+        conn_error(h3, XH3_REQUEST_INCOMPLETE);
+    else
+        xTimerStart(loop, &h3->timer, limit - idle);
+}
+
+static void note_input(xH3Conn *h3) {
+    xEventLoop *loop = h3->ctx->net.loop;
+    h3->last_input_ms = xEventLoopNowMs(loop);
+    const xHttpServerConf *conf = h3->ctx->conf;
+    uint32_t first =
+        conf->header_timeout_ms < conf->body_timeout_ms ? conf->header_timeout_ms : conf->body_timeout_ms;
+    if (!xTimerActive(&h3->timer)) xTimerStart(loop, &h3->timer, first); /* the fire sees which applies */
+}
 
 static void maybe_free_conn(xH3Conn *h3) {
     if (!h3->closed || h3->streams) return;
@@ -125,6 +165,7 @@ static bool on_open(xQuicConn *qc) {
     h3->qc = qc;
     h3->ctx = xQuicEndpointArg(xQuicConnEndpoint(qc));
     xH3SettingsDefaults(&h3->peer);
+    xTimerInit(&h3->timer, on_input_timer, h3);
     if (xQpackDecoderInit(&h3->qpack, XH3_QPACK_CAPACITY, 0) != 0) {
         free(h3);
         return false;
@@ -158,6 +199,7 @@ static void on_close(xQuicConn *qc) {
     xH3Conn *h3 = xQuicConnApp(qc);
     if (!h3) return;
     h3->closed = true;
+    xTimerStop(h3->ctx->net.loop, &h3->timer);
     maybe_free_conn(h3);
 }
 
@@ -784,10 +826,12 @@ static void on_stream_data(xQuicConn *qc, xQuicStream *qs, const uint8_t *data, 
         return;
     }
     s->fin = fin;
-    if (s->kind == XH3_KIND_REQUEST)
+    if (s->kind == XH3_KIND_REQUEST) {
+        note_input(h3);
         read_request(s);
-    else
+    } else {
         read_unidirectional(s);
+    }
 }
 
 static void on_stream_reset(xQuicConn *qc, xQuicStream *qs, uint64_t code) {
