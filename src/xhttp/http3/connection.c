@@ -31,6 +31,8 @@
  * max_header_size, so the frame is refused as it arrives (H3_EXCESSIVE_LOAD)
  * instead of being held whole: a stream holds at most this much unread. */
 #define XH3_HEADERS_SLACK 4096
+/* The pseudo-fields a request may carry beside max_headers fields. */
+#define XH3_PSEUDO_FIELDS 5
 /* Response bytes queued on a stream and not yet acknowledged beyond which
  * a file is not read further until acknowledgments come. */
 #define XH3_FILE_AHEAD (256u << 10)
@@ -98,6 +100,8 @@ struct xH3Conn {
     int64_t goaway_id;
     int64_t next_request_id; /* past the highest request stream seen */
     xH3Stream *streams;
+    xHpackField *fields;    /* room for a field section's fields, max_headers + pseudo-fields */
+    char *scratch;          /* and for its decoded strings: max_header_size bytes */
     xTimer timer;           /* a request's head or body that stops arriving */
     uint64_t last_input_ms; /* loop time of the last request bytes */
 };
@@ -149,6 +153,8 @@ static void note_input(xH3Conn *h3) {
 static void maybe_free_conn(xH3Conn *h3) {
     if (!h3->closed || h3->streams) return;
     xQpackDecoderFree(&h3->qpack);
+    free(h3->fields);
+    free(h3->scratch);
     xQuicConnRelease(h3->qc);
     free(h3);
 }
@@ -166,7 +172,12 @@ static bool on_open(xQuicConn *qc) {
     h3->ctx = xQuicEndpointArg(xQuicConnEndpoint(qc));
     xH3SettingsDefaults(&h3->peer);
     xTimerInit(&h3->timer, on_input_timer, h3);
-    if (xQpackDecoderInit(&h3->qpack, XH3_QPACK_CAPACITY, 0) != 0) {
+    const xHttpServerConf *conf = h3->ctx->conf;
+    h3->fields = malloc((conf->max_headers + XH3_PSEUDO_FIELDS) * sizeof *h3->fields);
+    h3->scratch = malloc(conf->max_header_size + 1);
+    if (!h3->fields || !h3->scratch || xQpackDecoderInit(&h3->qpack, XH3_QPACK_CAPACITY, 0) != 0) {
+        free(h3->fields);
+        free(h3->scratch);
         free(h3);
         return false;
     }
@@ -510,7 +521,7 @@ static bool keep_fields(xH3Stream *s, xHpackField *f, size_t n) {
     free(s->head);
     s->head = at;
     for (size_t i = 0; i < n; i++) {
-        memcpy(at, f[i].name.data, f[i].name.len);
+        if (f[i].name.len) memcpy(at, f[i].name.data, f[i].name.len);
         f[i].name.data = at, at += f[i].name.len;
         if (f[i].value.len) memcpy(at, f[i].value.data, f[i].value.len);
         f[i].value.data = at, at += f[i].value.len;
@@ -536,6 +547,10 @@ static xHttpExchange *take_exchange(xH3Stream *s) {
 
 /* Answers a request refused before its handler, and drops the rest. */
 static void refuse(xH3Stream *s, int status) {
+    if (s->dispatched) { /* a streaming route's handler has it: no second answer */
+        stream_error(s, XH3_REQUEST_REJECTED);
+        return;
+    }
     s->phase = XH3_PHASE_REFUSED;
     if (!s->ex && !take_exchange(s)) {
         stream_error(s, XH3_INTERNAL_ERROR);
@@ -593,38 +608,31 @@ static void on_headers(xH3Stream *s, xStr payload) {
         conn_error(h3, XH3_FRAME_UNEXPECTED);
         return;
     }
-    size_t max_fields = conf->max_headers + 8;
-    xHpackField *fields = malloc(max_fields * sizeof *fields);
-    char *scratch = malloc(conf->max_header_size + 1);
-    if (!fields || !scratch) {
-        free(fields);
-        free(scratch);
-        stream_error(s, XH3_INTERNAL_ERROR);
-        return;
-    }
+    xHpackField *fields = h3->fields;
     xQpackSection sec = {.fields = fields,
-                         .max_fields = max_fields,
-                         .scratch = scratch,
+                         .max_fields = conf->max_headers + XH3_PSEUDO_FIELDS,
+                         .scratch = h3->scratch,
                          .scratch_size = conf->max_header_size,
                          .max_size = conf->max_header_size};
     xQpackResult r = xQpackDecodeSection(&h3->qpack, (uint64_t)xQuicStreamId(s->qs),
                                          (const uint8_t *)payload.data, payload.len, &sec);
     flush_decoder_stream(h3);
     xH2RequestHead head;
-    if (r == XQPACK_OK && s->phase == XH3_PHASE_BODY) {
+    if (r != XQPACK_OK && r != XQPACK_TOO_LARGE) {
+        conn_error(h3, xQpackErrorCode(r) ? xQpackErrorCode(r) : XH3_GENERAL_PROTOCOL_ERROR);
+    } else if (s->phase == XH3_PHASE_BODY) {
         /* Trailers: checked, then let go (handlers read none, as on HTTP/2). */
         s->phase = XH3_PHASE_TRAILERS;
-        if (!xH2CheckTrailers(fields, sec.count)) stream_error(s, XH3_MESSAGE_ERROR);
+        if (r != XQPACK_OK || !xH2CheckTrailers(fields, sec.count)) stream_error(s, XH3_MESSAGE_ERROR);
     } else if (r == XQPACK_TOO_LARGE) {
         refuse(s, 431);
-    } else if (r != XQPACK_OK) {
-        conn_error(h3, xQpackErrorCode(r) ? xQpackErrorCode(r) : XH3_GENERAL_PROTOCOL_ERROR);
+    } else if (!keep_fields(s, fields, sec.count)) { /* the request's views must outlive the frame */
+        stream_error(s, XH3_INTERNAL_ERROR);
     } else if (!xH2CheckRequest(fields, sec.count, false, &head) || xStrEqualsC(head.method, "CONNECT")) {
         stream_error(s, XH3_MESSAGE_ERROR); /* RFC 9114 §4.1.2: malformed */
-    } else if (!keep_fields(s, fields, sec.count) || !take_exchange(s)) {
+    } else if (!take_exchange(s)) {
         stream_error(s, XH3_INTERNAL_ERROR);
-    } else if (!xH2CheckRequest(fields, sec.count, false, &head) ||
-               !fill_request(s, fields, sec.count, &head)) {
+    } else if (!fill_request(s, fields, sec.count, &head)) {
         refuse(s, 431);
     } else if (head.content_length > (int64_t)conf->max_body_size && !xHttpExchangeStreams(s->ex)) {
         refuse(s, 413);
@@ -633,8 +641,6 @@ static void on_headers(xH3Stream *s, xStr payload) {
         s->streams_body = xHttpExchangeStreams(s->ex);
         if (s->streams_body) dispatch(s);
     }
-    free(fields);
-    free(scratch);
 }
 
 /* A piece of DATA; returns the bytes to credit back now. */
