@@ -225,10 +225,11 @@ static bool cid_make(const xQuicEndpoint *ep, ngtcp2_cid *cid, uint8_t *token) {
  * from ep's socket to remote, from local when the socket is bound to every
  * address. */
 static void send_packets(xQuicEndpoint *ep, const xQuicConn *qc, const struct sockaddr *remote,
-                         socklen_t remote_len, const uint8_t *data, size_t len, size_t gso) {
+                         socklen_t remote_len, const uint8_t *data, size_t len, size_t gso, uint32_t ecn) {
     struct iovec iov = {(void *)data, len};
     union {
-        char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(uint16_t))];
+        char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int)) +
+                 CMSG_SPACE(sizeof(uint16_t))];
         struct cmsghdr align;
     } control;
     memset(&control, 0, sizeof control);
@@ -253,7 +254,16 @@ static void send_packets(xQuicEndpoint *ep, const xQuicConn *qc, const struct so
         used += CMSG_SPACE(sizeof pi);
         cm = CMSG_NXTHDR(&m, cm);
     }
-    if (len > gso && !ep->no_gso) {
+    if (ecn) { /* the ECN codepoint ngtcp2 chose, in the IP header's traffic class */
+        int tos = (int)ecn;
+        bool v6 = remote->sa_family == AF_INET6;
+        cm->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP, cm->cmsg_type = v6 ? IPV6_TCLASS : IP_TOS;
+        cm->cmsg_len = CMSG_LEN(sizeof tos);
+        memcpy(CMSG_DATA(cm), &tos, sizeof tos);
+        used += CMSG_SPACE(sizeof tos);
+        cm = CMSG_NXTHDR(&m, cm);
+    }
+    if (len > gso && !ep->no_gso) { /* last: the fall-back below drops it */
         uint16_t segment = (uint16_t)gso;
         cm->cmsg_level = SOL_UDP, cm->cmsg_type = UDP_SEGMENT, cm->cmsg_len = CMSG_LEN(sizeof segment);
         memcpy(CMSG_DATA(cm), &segment, sizeof segment);
@@ -349,6 +359,7 @@ static int conn_write(xQuicConn *qc) {
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
     size_t off = 0, gso = 0, npkts = 0;
+    uint32_t ecn = 0;
     /* Streams that ngtcp2 refused this round (flow control): tried again
      * the next time the connection writes. */
     xQuicStream *s = qc->send_first;
@@ -394,18 +405,26 @@ static int conn_write(xQuicConn *qc) {
             s = next;
         }
         if (n == 0) break;
+        if (off && pi.ecn != ecn) { /* a batch's packets share their ECN marking */
+            send_packets(ep, qc, ps.path.remote.addr, (socklen_t)ps.path.remote.addrlen, ep->tx, off, gso,
+                         ecn);
+            memmove(ep->tx, ep->tx + off, (size_t)n);
+            off = 0;
+        }
+        ecn = pi.ecn;
         if (off == 0) gso = (size_t)n;
         off += (size_t)n;
         npkts++;
         /* A batch is packets of one size, the last maybe shorter. */
         if ((size_t)n < gso || npkts % XQUIC_GSO_MAX == 0 || off + mtu > sizeof ep->tx) {
-            send_packets(ep, qc, ps.path.remote.addr, (socklen_t)ps.path.remote.addrlen, ep->tx, off, gso);
+            send_packets(ep, qc, ps.path.remote.addr, (socklen_t)ps.path.remote.addrlen, ep->tx, off, gso,
+                         ecn);
             off = 0;
         }
         if (npkts == quantum) break; /* pacing: the timer brings the rest */
     }
     if (off) {
-        send_packets(ep, qc, ps.path.remote.addr, (socklen_t)ps.path.remote.addrlen, ep->tx, off, gso);
+        send_packets(ep, qc, ps.path.remote.addr, (socklen_t)ps.path.remote.addrlen, ep->tx, off, gso, ecn);
         ngtcp2_conn_update_pkt_tx_time(qc->conn, ts);
     }
     return 0;
@@ -495,7 +514,7 @@ static void conn_close_now(xQuicConn *qc, int liberr, uint64_t app_code) {
                                                             sizeof qc->ep->tx, &ccerr, now_ns());
         if (n > 0)
             send_packets(qc->ep, qc, ps.path.remote.addr, (socklen_t)ps.path.remote.addrlen, qc->ep->tx,
-                         (size_t)n, (size_t)n);
+                         (size_t)n, (size_t)n, 0);
     }
     conn_teardown(qc);
 }
@@ -777,7 +796,7 @@ static void send_stateless_reset(xQuicEndpoint *ep, const uint8_t *dcid, size_t 
     if (noise_len > sizeof noise) noise_len = sizeof noise;
     random_bytes(noise, noise_len);
     ngtcp2_ssize n = ngtcp2_pkt_write_stateless_reset(out, sizeof out, token, noise, noise_len);
-    if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n);
+    if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
 }
 
 static void send_version_negotiation(xQuicEndpoint *ep, const ngtcp2_version_cid *vc,
@@ -787,11 +806,12 @@ static void send_version_negotiation(xQuicEndpoint *ep, const ngtcp2_version_cid
     static const uint32_t versions[] = {NGTCP2_PROTO_VER_V1};
     ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(out, sizeof out, unused, vc->scid, vc->scidlen,
                                                           vc->dcid, vc->dcidlen, versions, 1);
-    if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n);
+    if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
 }
 
 static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct sockaddr_storage *remote,
-                        socklen_t remote_len, struct sockaddr_storage *local, socklen_t local_len) {
+                        socklen_t remote_len, struct sockaddr_storage *local, socklen_t local_len,
+                        uint32_t ecn) {
     ngtcp2_version_cid vc;
     int rv = ngtcp2_pkt_decode_version_cid(&vc, data, len, XQUIC_CID_LEN);
     if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {
@@ -815,7 +835,7 @@ static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct soc
     }
     if (qc->state == XQUIC_GONE || xq_in_closing(qc->conn) || xq_in_draining(qc->conn)) return;
     qc->refs++;
-    ngtcp2_pkt_info pi = {0};
+    ngtcp2_pkt_info pi = {.ecn = ecn};
     rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, data, len, now_ns());
     if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_DROP_CONN)
         conn_teardown(qc);
@@ -828,12 +848,24 @@ static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct soc
     xQuicConnRelease(qc);
 }
 
-/* Where a datagram was sent to, from its control messages. */
-static socklen_t local_address(const xQuicEndpoint *ep, struct msghdr *m, struct sockaddr_storage *local) {
+/* Where a datagram was sent to, and its ECN codepoint, from its control
+ * messages. */
+static socklen_t read_control(const xQuicEndpoint *ep, struct msghdr *m, struct sockaddr_storage *local,
+                              uint32_t *ecn) {
     socklen_t len = sizeof *local;
     if (getsockname(ep->fd, (struct sockaddr *)local, &len) != 0) return 0;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm && ep->wildcard; cm = CMSG_NXTHDR(m, cm)) {
-        if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO && local->ss_family == AF_INET) {
+    *ecn = 0;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
+        if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
+            *ecn = *(const uint8_t *)CMSG_DATA(cm) & 0x3;
+        } else if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS) {
+            int tclass;
+            memcpy(&tclass, CMSG_DATA(cm), sizeof tclass);
+            *ecn = (uint32_t)tclass & 0x3;
+        } else if (!ep->wildcard) {
+            continue;
+        } else if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO &&
+                   local->ss_family == AF_INET) {
             struct in_pktinfo pi;
             memcpy(&pi, CMSG_DATA(cm), sizeof pi);
             ((struct sockaddr_in *)local)->sin_addr = pi.ipi_addr;
@@ -866,10 +898,11 @@ static void on_readable(xEventLoop *loop, int fd, unsigned events, void *arg) {
         for (int i = 0; i < n; i++) {
             if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) continue; /* larger than any packet we allow */
             struct sockaddr_storage local;
-            socklen_t local_len = local_address(ep, &msgs[i].msg_hdr, &local);
+            uint32_t ecn;
+            socklen_t local_len = read_control(ep, &msgs[i].msg_hdr, &local, &ecn);
             if (!local_len) continue;
             on_datagram(ep, ep->rx[i], msgs[i].msg_len, &ep->rx_names[i], msgs[i].msg_hdr.msg_namelen, &local,
-                        local_len);
+                        local_len, ecn);
         }
         if (n < XQUIC_RX_BATCH) return;
     }
@@ -882,7 +915,10 @@ int xQuicSocketOpen(const struct sockaddr_storage *addr, socklen_t len, bool reu
     if (fd < 0) return -1;
     int one = 1;
     if (reuseport) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    /* ECN: each datagram's codepoint is reported (RFC 9000 §13.4). */
+    setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
     if (addr->ss_family == AF_INET6) {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
         setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof one);
         int probe = IPV6_PMTUDISC_PROBE; /* DF set; ngtcp2 finds the path's MTU itself */
         setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &probe, sizeof probe);
