@@ -284,6 +284,15 @@ class Http3Test(HttpsTestCase):
 
         self.assertNotIn("alt-svc", run(go()).headers)
 
+    def test_gtlsclient_finds_the_path_ecn_capable(self):
+        # ngtcp2's client validates ECN (RFC 9000 §13.4.2): our packets must carry the marking
+        # its stack asked for, and our acknowledgments count what its packets carried.
+        argv = ["gtlsclient", "--exit-on-all-streams-close", "--timeout=10s", "--no-http-dump"]
+        argv += ["127.0.0.1", str(self.server.port), f"https://localhost:{self.server.port}/ping"]
+        done = subprocess.run(argv, capture_output=True, timeout=30)
+        self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+        self.assertIn(b"path is ECN capable", done.stderr)
+
     def test_gtlsclient_gets_ping_and_index(self):
         with tempfile.TemporaryDirectory() as folder:
             argv = ["gtlsclient", "-q", "--exit-on-all-streams-close", "--download", folder, "--timeout=10s"]
