@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include <ngtcp2/ngtcp2_crypto.h>
-#include <xbase/log.h>
 
 #include "xnet/quic/ngtcp2_compat.h"
 
