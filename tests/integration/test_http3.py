@@ -42,6 +42,7 @@ MiB = 1 << 20
 H3_FRAME_UNEXPECTED = 0x105
 H3_MESSAGE_ERROR = 0x10E
 H3_REQUEST_INCOMPLETE = 0x10D
+H3_REQUEST_CANCELLED = 0x10C
 H3_NO_ERROR = 0x100
 H3_STREAM_CREATION_ERROR = 0x103
 H3_EXCESSIVE_LOAD = 0x107
@@ -150,6 +151,22 @@ class Http3Test(HttpsTestCase):
         self.assertIn(f'"crc32":"{zlib.crc32(body):08x}"'.encode(), response.body)
         # 4 MiB cannot all be in flight past a 1 MiB stream window: the reader's pause held it.
         self.assertGreaterEqual(took, 0.4)
+
+    def test_client_cancelling_a_held_upload_leaves_the_connection_serving(self):
+        async def go():
+            async with self.connect() as h3:
+                stream_id = h3._quic.get_next_available_stream_id()
+                fields = [(b":method", b"POST"), (b":scheme", b"https"), (b":authority", b"localhost")]
+                h3.h3.send_headers(stream_id, fields + [(b":path", b"/upload?hold_ms=300")])
+                h3.h3.send_data(stream_id, os.urandom(200_000), end_stream=False)
+                h3.transmit()
+                await asyncio.sleep(0.1)
+                h3._quic.reset_stream(stream_id, H3_REQUEST_CANCELLED)
+                h3.transmit()
+                await asyncio.sleep(0.5)  # past the hold: the handler has heard of the abort
+                return await h3.request("GET", "/ping")
+
+        self.assertEqual(run(go()).body, b"pong")
 
     def test_data_before_headers_closes_the_connection_with_frame_unexpected(self):
         async def go():
