@@ -9,6 +9,7 @@ the access log and the metrics name the protocol; a graceful stop ends open
 connections cleanly."""
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -470,6 +471,23 @@ class Http3StopTest(unittest.TestCase):
                 return await h3.closed(timeout=10)
 
         self.assertEqual(run(go()).error_code, H3_REQUEST_INCOMPLETE)
+        server.stop_and_check()
+
+    def test_required_client_certificates_hold_on_h3_too(self):
+        certs = current_certs()
+        server = start_https(self, certs.ec, "--workers", "1", "--client-ca", certs.ca, "--verify-client", "required")
+
+        async def tls_info(client):
+            async with h3_connect("127.0.0.1", server.port, ca_file=certs.ca, client=client) as h3:
+                return json.loads((await h3.request("GET", "/tls")).body)
+
+        info = run(tls_info(certs.client))
+        self.assertEqual((info["protocol"], info["alpn"], info["version"]), ("HTTP/3", "h3", "TLSv1.3"))
+        self.assertTrue(info["client_verified"])
+        self.assertIn("xKit Test Client", info["client_subject"])
+        for refused in (None, certs.other_client):
+            with self.assertRaises(ConnectionError):
+                run(tls_info(refused))
         server.stop_and_check()
 
     def test_no_h3_serves_no_udp_and_advertises_nothing(self):

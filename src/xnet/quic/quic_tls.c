@@ -9,6 +9,7 @@
 
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
 /* TLS 1.3 only (RFC 9001 §4.2), its AEAD suites, and no middlebox
@@ -37,6 +38,8 @@ struct xQuicTls {
     gnutls_priority_t priority;
     xTlsCert *certs; /* our copies of the files' names: the default first, then SNI's */
     size_t ncerts;
+    xTlsVerify verify_client; /* client certificates, as the TCP side asks for them */
+    char *client_ca_file;
 };
 
 static int add_cert(gnutls_certificate_credentials_t creds, const xTlsCert *cert, char *error,
@@ -63,6 +66,16 @@ static xQuicCreds *load(const xQuicTls *tls, char *error, size_t error_size) {
     int rv = 0;
     for (size_t i = 0; rv >= 0 && i < tls->ncerts; i++)
         rv = add_cert(c->creds, &tls->certs[i], error, error_size);
+    if (rv >= 0 && tls->verify_client != XTLS_VERIFY_NONE) {
+        rv = tls->client_ca_file
+                 ? gnutls_certificate_set_x509_trust_file(c->creds, tls->client_ca_file, GNUTLS_X509_FMT_PEM)
+                 : -1;
+        if (rv <= 0) {
+            snprintf(error, error_size, "h3: client CA file %s holds no usable certificate",
+                     tls->client_ca_file ? tls->client_ca_file : "(none)");
+            rv = -1;
+        }
+    }
     if (rv < 0) {
         gnutls_certificate_free_credentials(c->creds);
         free(c);
@@ -105,6 +118,8 @@ xQuicTls *xQuicTlsCreate(const xTlsConf *conf, char *error, size_t error_size) {
     if (ok) ok = copy_cert(&tls->certs[tls->ncerts++], &conf->cert);
     for (size_t i = 0; ok && i < conf->num_sni; i++)
         ok = copy_cert(&tls->certs[tls->ncerts++], &conf->sni[i].cert);
+    tls->verify_client = conf->verify_client;
+    tls->client_ca_file = copy(conf->client_ca_file, &ok);
     if (!ok) snprintf(error, error_size, "h3: out of memory, or no certificate");
     int rv = ok ? gnutls_priority_init(&tls->priority, XQUIC_PRIORITY, NULL) : -1;
     if (ok && rv < 0) snprintf(error, error_size, "h3: GnuTLS priorities: %s", gnutls_strerror(rv));
@@ -136,6 +151,7 @@ void xQuicTlsDestroy(xQuicTls *tls) {
         free((char *)tls->certs[i].key_password);
     }
     free(tls->certs);
+    free(tls->client_ca_file);
     pthread_mutex_destroy(&tls->lock);
     free(tls);
 }
@@ -160,6 +176,14 @@ void *xQuicTlsSessionStart(xQuicTls *tls, ngtcp2_conn *conn, ngtcp2_crypto_conn_
         xQuicTlsSessionEnd(qs);
         return NULL;
     }
+    if (tls->verify_client != XTLS_VERIFY_NONE) {
+        /* A certificate sent must verify against the client CAs; REQUIRED
+         * fails the handshake of a client that sends none. */
+        gnutls_certificate_server_set_request(qs->session, tls->verify_client == XTLS_VERIFY_REQUIRED
+                                                               ? GNUTLS_CERT_REQUIRE
+                                                               : GNUTLS_CERT_REQUEST);
+        gnutls_session_set_verify_cert(qs->session, NULL, 0);
+    }
     gnutls_session_set_ptr(qs->session, ref);
     ngtcp2_conn_set_tls_native_handle(conn, qs->session);
     return qs;
@@ -174,6 +198,7 @@ void xQuicTlsSessionEnd(void *session) {
 }
 
 void xQuicTlsDescribe(void *session, xTlsInfo *info, char *name, size_t size) {
+    *info = (xTlsInfo){.struct_size = sizeof *info}; /* no kTLS, no record layer of ours */
     gnutls_session_t s = ((xQuicSession *)session)->session;
     unsigned type;
     size_t len = size;
@@ -184,6 +209,17 @@ void xQuicTlsDescribe(void *session, xTlsInfo *info, char *name, size_t size) {
     info->alpn = "h3";
     info->server_name = name;
     info->resumed = gnutls_session_is_resumed(s) != 0;
+    unsigned count = 0, status = 1;
+    const gnutls_datum_t *chain = gnutls_certificate_get_peers(s, &count);
+    info->client_verified = count && gnutls_certificate_verify_peers2(s, &status) == 0 && status == 0;
+    gnutls_x509_crt_t leaf;
+    if (count && gnutls_x509_crt_init(&leaf) == 0) {
+        size_t subject_len = sizeof info->client_subject;
+        if (gnutls_x509_crt_import(leaf, &chain[0], GNUTLS_X509_FMT_DER) != 0 ||
+            gnutls_x509_crt_get_dn(leaf, info->client_subject, &subject_len) != 0)
+            info->client_subject[0] = '\0';
+        gnutls_x509_crt_deinit(leaf);
+    }
 }
 
 void xQuicTlsRandom(uint8_t *p, size_t len) { gnutls_rnd(GNUTLS_RND_RANDOM, p, len); }

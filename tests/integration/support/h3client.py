@@ -92,8 +92,11 @@ class H3Protocol(QuicConnectionProtocol):
         return await asyncio.wait_for(asyncio.shield(self.terminated), timeout)
 
 
-def client_configuration(ca_file=None, server_name="localhost"):
+def client_configuration(ca_file=None, server_name="localhost", client=None):
+    """client: a pair (cert, key attributes) sent as the client certificate."""
     configuration = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=server_name)
+    if client:
+        configuration.load_cert_chain(client.cert, client.key)
     if ca_file:
         configuration.load_verify_locations(ca_file)
     else:
@@ -101,9 +104,10 @@ def client_configuration(ca_file=None, server_name="localhost"):
     return configuration
 
 
-def h3_connect(host, port, ca_file=None, server_name="localhost"):
+def h3_connect(host, port, ca_file=None, server_name="localhost", client=None):
     """An async context manager: one HTTP/3 connection (an H3Protocol)."""
-    return connect(host, port, configuration=client_configuration(ca_file, server_name), create_protocol=H3Protocol)
+    configuration = client_configuration(ca_file, server_name, client)
+    return connect(host, port, configuration=configuration, create_protocol=H3Protocol)
 
 
 def run(coroutine):
