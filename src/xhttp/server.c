@@ -101,6 +101,7 @@ struct xHttpServer {
     xProxyTrust *proxy[XSERVER_MAX_LISTENERS]; /* per listener: who may send a PROXY header; NULL: off */
     xQuicTls *quic_tls[XSERVER_MAX_LISTENERS]; /* per listener serving HTTP/3 too; NULL: none */
     uint8_t quic_secret[32];                   /* the stateless reset tokens' key, every worker's */
+    uint32_t quic_handshake_ms[XSERVER_MAX_LISTENERS]; /* per listener: its TLS handshake timeout */
     char last_error[512];
     uint16_t ports[XSERVER_MAX_LISTENERS]; /* per listener, known once bound: no getsockname per accept */
     bool attached;                         /* lives on a caller's loop */
@@ -333,6 +334,7 @@ static xErrno start_quic(xWorker *w, int slot) {
         .stream_window = 1u << 20,
         .conn_window = conf->http2_window,
         .idle_timeout_ms = conf->idle_timeout_ms,
+        .handshake_timeout_ms = server->quic_handshake_ms[slot],
         .max_connections = conf->max_connections,
         .app_no_error = XH3_APP_NO_ERROR,
     };
@@ -828,6 +830,7 @@ static xErrno listen_quic(xHttpServer *server, const char *host, int slot, const
                   "may lose its connection",
                   strerror(errno));
     server->quic_tls[slot] = tls;
+    server->quic_handshake_ms[slot] = conf->handshake_timeout_ms;
     for (int i = 0; conf->http3_alt_svc && i < server->nworkers; i++) {
         xHttpContext *ctx = &server->workers[i].ctx;
         if (ctx->alt_svc_count == XHTTP_MAX_ALT_SVC) break; /* as many as listeners */

@@ -746,6 +746,8 @@ static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngt
     ngtcp2_settings_default(&settings);
     settings.initial_ts = now_ns();
     settings.max_tx_udp_payload_size = NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE;
+    if (ep->conf.handshake_timeout_ms) /* 0: ngtcp2's default */
+        settings.handshake_timeout = (ngtcp2_duration)ep->conf.handshake_timeout_ms * NGTCP2_MILLISECONDS;
     ngtcp2_transport_params params;
     ngtcp2_transport_params_default(&params);
     params.initial_max_streams_bidi = ep->conf.max_streams_bidi;

@@ -57,18 +57,19 @@ typedef struct xQuicAppOps {
 
 /** An endpoint's settings. */
 typedef struct xQuicEndpointConf {
-    xQuicTls *tls;             /* the listener's certificates */
-    const uint8_t *secret;     /* 32 bytes shared by the listener's workers: reset tokens */
-    uint8_t worker_id;         /* the first byte of every connection ID we issue */
-    const xQuicAppOps *app;    /* the application above */
-    void *app_arg;             /* xQuicEndpointArg's */
-    uint16_t local_port;       /* the port bound, for the request's address */
-    uint64_t max_streams_bidi; /* requests at once per connection */
-    uint64_t stream_window;    /* bytes a peer may send on a stream ahead of our reading */
-    uint64_t conn_window;      /* the same, over all streams of a connection */
-    uint32_t idle_timeout_ms;  /* a silent connection closes after this */
-    size_t max_connections;    /* beyond this, new connections are refused */
-    uint64_t app_no_error;     /* the application's code for closing without error */
+    xQuicTls *tls;                 /* the listener's certificates */
+    const uint8_t *secret;         /* 32 bytes shared by the listener's workers: reset tokens */
+    uint8_t worker_id;             /* the first byte of every connection ID we issue */
+    const xQuicAppOps *app;        /* the application above */
+    void *app_arg;                 /* xQuicEndpointArg's */
+    uint16_t local_port;           /* the port bound, for the request's address */
+    uint64_t max_streams_bidi;     /* requests at once per connection */
+    uint64_t stream_window;        /* bytes a peer may send on a stream ahead of our reading */
+    uint64_t conn_window;          /* the same, over all streams of a connection */
+    uint32_t idle_timeout_ms;      /* a silent connection closes after this */
+    uint32_t handshake_timeout_ms; /* a handshake not done by then is dropped */
+    size_t max_connections;        /* beyond this, new connections are refused */
+    uint64_t app_no_error;         /* the application's code for closing without error */
 } xQuicEndpointConf;
 
 /** An endpoint on net's loop serving the bound UDP socket fd (which it owns
