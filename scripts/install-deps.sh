@@ -27,6 +27,11 @@ needs=(
   liburing-dev:/usr/include/liburing.h
   # xdb's Redis client (src/xdb/redis.c), linked by the library
   libhiredis-dev:/usr/include/hiredis/async.h
+  # HTTP/3: QUIC from ngtcp2 with GnuTLS (src/xnet/quic/), and ngtcp2's own client for the tests
+  libngtcp2-dev:/usr/include/ngtcp2/ngtcp2.h
+  libngtcp2-crypto-gnutls-dev:/usr/include/ngtcp2/ngtcp2_crypto_gnutls.h
+  libgnutls28-dev:/usr/include/gnutls/gnutls.h
+  ngtcp2-client:gtlsclient
   openssl:openssl
   nghttp2-client:h2load
   strace:strace
@@ -93,6 +98,12 @@ fi
 if ! python3 -c "import h2" >/dev/null 2>&1; then
   echo "installing: h2 (pip, for the HTTP/2 WebSocket tests)"
   python3 -m pip install --quiet h2
+fi
+
+# The HTTP/3 tests (tests/integration/test_http3.py) drive aioquic as an independent client.
+if ! python3 -c "import aioquic.h3.connection" >/dev/null 2>&1; then
+  echo "installing: aioquic (pip, for the HTTP/3 tests)"
+  python3 -m pip install --quiet aioquic
 fi
 
 # The lint tests (tests/lint/test_python.py) check the Python with this exact ruff, the one

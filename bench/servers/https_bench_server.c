@@ -6,11 +6,12 @@
  *       [--ciphersuites TLS13:LIST] [--ciphers TLS12:LIST] [--groups X25519:P-256]
  *       [--no-tickets] [--session-cache N] [--client-ca FILE]
  *       [--verify-client optional|required] [--sni NAME,CERT,KEY]...
- *       [--handshake-timeout MS] [--no-ktls] [--openssl-records] [--plain-port P]
+ *       [--handshake-timeout MS] [--no-ktls] [--openssl-records] [--plain-port P] [--no-h3]
  *
  * --openssl-records leaves the records with OpenSSL after the handshake
  * instead of xKit's record layer. SIGHUP rereads the certificate, key and CA files. --plain-port also serves
- * plain HTTP (and h2c) on a second port of the same server. */
+ * plain HTTP (and h2c) on a second port of the same server. HTTP/3 is served on UDP PORT as well
+ * (QUIC, the same certificate), unless --no-h3. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,7 @@ static int tls_flag(int argc, char **argv, int i, void *arg) {
     if (strcmp(flag, "--no-tickets") == 0) return f->tls.session_tickets = false, 1;
     if (strcmp(flag, "--no-ktls") == 0) return f->tls.ktls = false, 1;
     if (strcmp(flag, "--openssl-records") == 0) return f->tls.xkit_records = false, 1;
+    if (strcmp(flag, "--no-h3") == 0) return f->tls.http3 = false, 1;
     if (i + 1 >= argc) return 0;
     char *value = argv[i + 1];
     unsigned long n;
@@ -106,7 +108,7 @@ static int usage(const char *argv0) {
             "       [--ciphersuites LIST] [--ciphers LIST] [--groups LIST] [--no-tickets]\n"
             "       [--session-cache N] [--client-ca FILE] [--verify-client optional|required]\n"
             "       [--sni NAME,CERT,KEY]... [--handshake-timeout MS] [--no-ktls] [--openssl-records]\n"
-            "       [--plain-port P]\n",
+            "       [--plain-port P] [--no-h3]\n",
             argv0, benchCommonUsage);
     return 2;
 }
@@ -114,6 +116,7 @@ static int usage(const char *argv0) {
 int main(int argc, char **argv) {
     static TlsFlags flags;
     xTlsConfInit(&flags.tls);
+    flags.tls.http3 = true; /* HTTP/3 on UDP PORT too, unless --no-h3 */
     flags.plain_port = -1;
     xHttpServerConf conf;
     const char *host;

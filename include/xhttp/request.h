@@ -84,7 +84,7 @@ void xHttpRequestPauseBody(xHttpRequest *req);
  *  (unless called from the handler or the reader, which get them after). */
 void xHttpRequestResumeBody(xHttpRequest *req);
 
-/** "HTTP/1.0", "HTTP/1.1" or "HTTP/2". */
+/** "HTTP/1.0", "HTTP/1.1", "HTTP/2" or "HTTP/3". */
 const char *xHttpRequestProtocol(const xHttpRequest *req);
 
 /** The loop the request is served on, for timers and deferred work. */

@@ -76,6 +76,11 @@ typedef struct xTlsConf {
                                         itself (AES-GCM and ChaCha20-Poly1305, TLS 1.2 and 1.3)
                                         and frees OpenSSL's per-connection object, about 10 KiB;
                                         other suites stay with OpenSSL, and kTLS comes first (true) */
+    bool http3;                    /**< also serve HTTP/3 on the UDP port of the same number,
+                                        QUIC through ngtcp2 and GnuTLS with the same certificate
+                                        files (false) */
+    bool http3_alt_svc;            /**< with http3: responses over TCP advertise it,
+                                        Alt-Svc: h3=":PORT" (true) */
 } xTlsConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is

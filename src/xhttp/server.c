@@ -35,6 +35,8 @@
 #include "xnet/connection.h"
 #include "xnet/listener.h"
 #include "xnet/proxy.h"
+#include "xnet/quic/quic.h"
+#include "xnet/quic/quic_tls.h"
 #include "xnet/tls/tls.h"
 #include "xhttp/core/context.h"
 #include "xhttp/core/exchange.h"
@@ -45,6 +47,7 @@
 #include "xhttp/observe/observer.h"
 #include "xhttp/observe/prometheus.h"
 #include "xhttp/filter/compress.h"
+#include "xhttp/http3/connection.h"
 #include "xhttp/upgrade/upgrade.h"
 #include "xhttp/websocket/websocket.h"
 
@@ -71,9 +74,12 @@ typedef struct xWorker {
     xTimer grace;    /* the stop's grace period ends here: listeners close */
     pthread_t thread;
     xWorkerState state;
-    bool stop_owed;          /* its start hook succeeded: the stop hook is to run */
-    xAccessLog log;          /* this worker's lines, when the server logs */
-    xProxyWaits proxy_waits; /* sockets waiting for their PROXY header */
+    bool stop_owed;                             /* its start hook succeeded: the stop hook is to run */
+    xAccessLog log;                             /* this worker's lines, when the server logs */
+    xProxyWaits proxy_waits;                    /* sockets waiting for their PROXY header */
+    int quic_fds[XSERVER_MAX_LISTENERS];        /* per listener with HTTP/3: its UDP socket, until
+                                                   the worker's thread makes it an endpoint */
+    xQuicEndpoint *quic[XSERVER_MAX_LISTENERS]; /* per listener with HTTP/3, else NULL */
 } xWorker;
 
 /* xHttpServerRun's workers wait here until every start hook has returned, so
@@ -99,6 +105,9 @@ struct xHttpServer {
     pthread_mutex_t closing_listeners;         /* held while a worker closes its listeners */
     uint32_t systemd_taken;                    /* the sockets systemd passed that a listener took, by index */
     xProxyTrust *forwarded; /* who may name the client in X-Forwarded-For / Forwarded; NULL: no one */
+    xQuicTls *quic_tls[XSERVER_MAX_LISTENERS];         /* per listener serving HTTP/3 too; NULL: none */
+    uint8_t quic_secret[32];                           /* the stateless reset tokens' key, every worker's */
+    uint32_t quic_handshake_ms[XSERVER_MAX_LISTENERS]; /* per listener: its TLS handshake timeout */
     char last_error[512];
     uint16_t ports[XSERVER_MAX_LISTENERS]; /* per listener, known once bound: no getsockname per accept */
     bool attached;                         /* lives on a caller's loop */
@@ -165,16 +174,26 @@ static void worker_finish(xWorker *w) {
     xEventLoopStop(w->loop);
 }
 
+/* TCP connections and QUIC ones. */
+static size_t open_connections(const xWorker *w) {
+    size_t n = w->ctx.net.conn_count;
+    for (int i = 0; i < w->server->nlisteners; i++)
+        if (w->quic[i]) n += xQuicEndpointConnections(w->quic[i]);
+    return n;
+}
+
 static void on_conn_gone(xNetContext *net) {
     xWorker *w = ((xHttpContext *)net)->owner;
-    if (w->state >= XWORKER_DRAINING && net->conn_count + w->proxy_waits.count == 0) worker_finish(w);
+    if (w->state >= XWORKER_DRAINING && open_connections(w) + w->proxy_waits.count == 0) worker_finish(w);
 }
+
+static void on_quic_gone(void *arg) { on_conn_gone(arg); }
 
 /* The worker's last blocking work is back: past the deadline, nothing else
  * holds a stop up. */
 static void on_jobs_done(xHttpWorker *worker) {
     xWorker *w = (xWorker *)((char *)worker - offsetof(xWorker, ctx.worker));
-    if (w->state == XWORKER_CLOSING || (w->state == XWORKER_DRAINING && w->ctx.net.conn_count == 0))
+    if (w->state == XWORKER_CLOSING || (w->state == XWORKER_DRAINING && open_connections(w) == 0))
         worker_finish(w);
 }
 
@@ -195,6 +214,15 @@ static void drain_conn(xConn *conn) {
     if (conn->proto->on_drain && !xConnClosed(conn)) conn->proto->on_drain(conn);
 }
 
+static void close_quic(xWorker *w) {
+    for (int i = 0; i < XSERVER_MAX_LISTENERS; i++) {
+        xQuicEndpointDestroy(w->quic[i]); /* CONNECTION_CLOSE to each of its connections */
+        w->quic[i] = NULL;
+        if (w->quic_fds[i] >= 0) close(w->quic_fds[i]);
+        w->quic_fds[i] = -1;
+    }
+}
+
 static void on_deadline(xEventLoop *loop, xTimer *timer, void *arg) {
     xWorker *w = arg;
     XLOG_WARN("shutdown deadline passed with %zu connections open; closing them", w->ctx.net.conn_count);
@@ -203,6 +231,7 @@ static void on_deadline(xEventLoop *loop, xTimer *timer, void *arg) {
      * begins while the connections close); what runs is waited for. */
     xWorkPoolCancel(w->server->blocking, w->loop);
     for_each_conn(w, xConnClose);
+    close_quic(w);
     worker_finish(w);
 }
 
@@ -242,7 +271,10 @@ static void begin_drain(xWorker *w) {
      * connections with a request behind the header: they are let in (their
      * header timeout still holds), and answered with Connection: close. */
     for_each_conn(w, drain_conn);
-    if (w->ctx.net.conn_count + w->proxy_waits.count == 0) {
+    /* QUIC's sockets stay open: its connections drain through them. */
+    for (int i = 0; i < w->server->nlisteners; i++)
+        if (w->quic[i]) xQuicEndpointDrain(w->quic[i]);
+    if (open_connections(w) + w->proxy_waits.count == 0) {
         worker_finish(w);
         return;
     }
@@ -330,8 +362,37 @@ static void on_accept(xEventLoop *loop, int listen_fd, unsigned events, void *ar
     }
 }
 
+/* Makes listener slot's UDP socket an HTTP/3 endpoint, on the worker's
+ * own thread (or the caller's loop). */
+static xErrno start_quic(xWorker *w, int slot) {
+    xHttpServer *server = w->server;
+    const xHttpServerConf *conf = &server->conf;
+    xQuicEndpointConf qconf = {
+        .tls = server->quic_tls[slot],
+        .secret = server->quic_secret,
+        .worker_id = (uint8_t)w->ctx.worker.index,
+        .app = &xH3App,
+        .app_arg = &w->ctx,
+        .local_port = server->ports[slot],
+        .max_streams_bidi = conf->http2_max_streams,
+        .stream_window = 1u << 20,
+        .conn_window = conf->http2_window,
+        .idle_timeout_ms = conf->idle_timeout_ms,
+        .handshake_timeout_ms = server->quic_handshake_ms[slot],
+        .max_connections = conf->max_connections,
+        .app_no_error = XH3_APP_NO_ERROR,
+    };
+    int fd = w->quic_fds[slot];
+    w->quic_fds[slot] = -1;
+    w->quic[slot] = xQuicEndpointCreate(&w->ctx.net, fd, &qconf);
+    if (!w->quic[slot]) return XERR_NOMEM;
+    xQuicEndpointOnGone(w->quic[slot], on_quic_gone, &w->ctx.net);
+    return XOK;
+}
+
 static xErrno start_listening(xWorker *w) {
     for (int i = 0; i < w->server->nlisteners; i++) {
+        if (w->quic_fds[i] >= 0 && start_quic(w, i) != XOK) return XERR_NOMEM;
         if (w->listen_fds[i] < 0) continue;
         xErrno err = xEventLoopAdd(w->loop, w->listen_fds[i], XEV_READ | XEV_EDGE, on_accept, w);
         if (err != XOK) return err;
@@ -344,7 +405,7 @@ static xErrno start_listening(xWorker *w) {
 static xErrno worker_init(xWorker *w, xHttpServer *server, xEventLoop *loop) {
     w->server = server;
     w->stop_fd = w->spare_fd = -1;
-    for (int i = 0; i < XSERVER_MAX_LISTENERS; i++) w->listen_fds[i] = -1;
+    for (int i = 0; i < XSERVER_MAX_LISTENERS; i++) w->listen_fds[i] = w->quic_fds[i] = -1;
     w->loop = loop ? loop : xEventLoopCreateWith(server->conf.io);
     if (!w->loop) return XERR_SYS;
     xErrno err = xHttpContextInit(&w->ctx, w->loop, &server->conf, server->router, &xUpgradeRequests);
@@ -376,6 +437,7 @@ static void worker_destroy(xWorker *w) {
         close_listeners(w);
         xProxyWaitsCloseAll(&w->proxy_waits);
         for_each_conn(w, xConnClose);
+        close_quic(w);
         /* Blocking work still out (the pool is gone: all of it is back, in
          * posted calls) ends its requests while the worker still stands. */
         if (w->ctx.worker.jobs) xEventLoopRunPosted(w->loop);
@@ -439,6 +501,7 @@ void xHttpServerDestroy(xHttpServer *server) {
     free(server->workers);
     for (int i = 0; i < server->nlisteners; i++) {
         xTlsServerDestroy(server->tls[i]);
+        xQuicTlsDestroy(server->quic_tls[i]);
         free(server->proxy[i]);
     }
     free(server->forwarded);
@@ -717,9 +780,35 @@ static void hand_over_on_close(int fd) {
     }
 }
 
+/* Binds a probe on addr's port (0: the kernel picks one) and returns it,
+ * the port set in addr; with udp, one whose UDP port of the same number is
+ * free as well (HTTP/3 takes it), trying other ports when the kernel picked
+ * one whose UDP side is taken. -1 with errno. */
+static int probe_port(struct sockaddr_storage *addr, socklen_t len, bool udp) {
+    bool any = xListenerPortOf(addr) == 0;
+    for (int attempt = 0; attempt < 32; attempt++) {
+        int probe = xListenerOpen(addr, len, false);
+        if (probe < 0 || !udp) return probe;
+        struct sockaddr_storage same = *addr;
+        xListenerSetPort(&same, xListenerPort(probe));
+        int udp_probe = xQuicSocketOpen(&same, len, false);
+        if (udp_probe >= 0) {
+            close(udp_probe);
+            return probe;
+        }
+        int saved = errno;
+        close(probe);
+        errno = saved;
+        if (!any || errno != EADDRINUSE) return -1;
+    }
+    errno = EADDRINUSE;
+    return -1;
+}
+
 /* Opens slot's sockets on host:port, one SO_REUSEPORT socket per worker;
- * *bound gets the port. */
-static xErrno bind_slot(xHttpServer *server, int slot, const xListenSource *from, uint16_t *bound) {
+ * *bound gets the port. With udp, a port picked here has its UDP twin free
+ * too (HTTP/3 takes it). */
+static xErrno bind_slot(xHttpServer *server, int slot, const xListenSource *from, bool udp, uint16_t *bound) {
     struct sockaddr_storage addr;
     socklen_t len;
     xErrno err = xListenerResolve(from->host, from->port, &addr, &len);
@@ -728,7 +817,7 @@ static xErrno bind_slot(xHttpServer *server, int slot, const xListenSource *from
      * server on our port would go unnoticed: probe without it first, unless
      * sharing is what was asked for. The probe also settles port 0. */
     if (!server->conf.shared_port || from->port == 0) {
-        int probe = xListenerOpen(&addr, len, false);
+        int probe = probe_port(&addr, len, udp);
         if (probe < 0)
             return listen_failed(server,
                                  errno == EADDRINUSE      ? XERR_BUSY
@@ -774,7 +863,7 @@ static xErrno adopt_slot(xHttpServer *server, int slot, const xListenSource *fro
 /* Adds listener slot server->nlisteners with sockets from `from`; tls (may be
  * NULL) is the slot's from then on. */
 static xErrno listen_on(xHttpServer *server, const xListenSource *from, xTlsServer *tls,
-                        const xUpgradePlan *plan) {
+                        const xUpgradePlan *plan, bool udp) {
     if (server->running || server->nlisteners == XSERVER_MAX_LISTENERS) {
         snprintf(server->last_error, sizeof server->last_error, "cannot listen: %s",
                  server->running ? "the server is running" : "too many listeners");
@@ -784,7 +873,7 @@ static xErrno listen_on(xHttpServer *server, const xListenSource *from, xTlsServ
     int slot = server->nlisteners;
     uint16_t bound_port = 0;
     xErrno err = from->fd >= 0 ? adopt_slot(server, slot, from, &bound_port)
-                               : bind_slot(server, slot, from, &bound_port);
+                               : bind_slot(server, slot, from, udp, &bound_port);
     if (err != XOK) return err;
     server->ports[slot] = bound_port; /* before the first accept, which reads it */
     if (server->attached) {
@@ -817,7 +906,56 @@ static xErrno listen_cleartext(xHttpServer *server, const xListenSource *from, u
     }
     xUpgradePlan plan;
     xUpgradePlanCleartext(&plan, protocols);
-    return listen_on(server, from, NULL, &plan);
+    return listen_on(server, from, NULL, &plan, false);
+}
+
+/* HTTP/3 beside TLS listener slot: one UDP socket per worker on the same
+ * address and port number, SO_REUSEPORT as TCP's. Connection IDs name the
+ * worker in their first byte, and a reuseport program steers datagrams by
+ * it, so a connection's packets reach its worker even from a new address
+ * (migration, NAT rebinding); a client's first packets, whose IDs are its
+ * own, are spread by the kernel's hash of their addresses. Where the kernel
+ * refuses the program, the hash alone decides: a packet from a changed
+ * address may reach another worker, which drops it (its ID names another
+ * worker, so it gets no stateless reset) and the connection times out. */
+static xErrno listen_quic(xHttpServer *server, const xListenSource *from, int slot, const xTlsConf *conf) {
+    /* The TCP socket's own address, bound here or inherited. */
+    struct sockaddr_storage addr;
+    socklen_t len = sizeof addr;
+    if (getsockname(server->workers[0].listen_fds[slot], (struct sockaddr *)&addr, &len) != 0)
+        return listen_failed(server, XERR_SYS, from);
+    xErrno err;
+    xQuicTls *tls = xQuicTlsCreate(conf, server->last_error, sizeof server->last_error);
+    if (!tls) return XERR_TLS;
+    xQuicTlsRandom(server->quic_secret, sizeof server->quic_secret); /* before any connection */
+    for (int i = 0; i < server->nworkers; i++) {
+        int fd = xQuicSocketOpen(&addr, len, true);
+        if (fd < 0) {
+            err = errno == EADDRINUSE ? XERR_BUSY : XERR_SYS;
+            for (int j = 0; j < i; j++) {
+                close(server->workers[j].quic_fds[slot]);
+                server->workers[j].quic_fds[slot] = -1;
+            }
+            xQuicTlsDestroy(tls);
+            return listen_failed(server, err, from);
+        }
+        server->workers[i].quic_fds[slot] = fd;
+    }
+    if (server->nworkers > 1 && !xQuicSocketSteer(server->workers[0].quic_fds[slot]))
+        XLOG_WARN("h3: packets cannot be steered to their worker (%s): a client that changes address "
+                  "may lose its connection",
+                  strerror(errno));
+    server->quic_tls[slot] = tls;
+    server->quic_handshake_ms[slot] = conf->handshake_timeout_ms;
+    for (int i = 0; conf->http3_alt_svc && i < server->nworkers; i++) {
+        xHttpContext *ctx = &server->workers[i].ctx;
+        if (ctx->alt_svc_count == XHTTP_MAX_ALT_SVC) break; /* as many as listeners */
+        xHttpAltSvc *a = &ctx->alt_svc[ctx->alt_svc_count++];
+        a->port = server->ports[slot];
+        a->len = (uint8_t)snprintf(a->line, sizeof a->line, "Alt-Svc: h3=\":%u\"\r\n", a->port);
+    }
+    if (server->attached && start_quic(&server->workers[0], slot) != XOK) return XERR_NOMEM;
+    return XOK;
 }
 
 xErrno xHttpServerListenProtocols(xHttpServer *server, const char *host, uint16_t port, unsigned protocols) {
@@ -840,7 +978,7 @@ static xErrno listen_tls(xHttpServer *server, const xListenSource *from, const x
     xSizedAdopt(&full, caller_conf, sizeof full);
     const xTlsConf *conf = &full;
     int slot = server->nlisteners;
-    if (slot == XSERVER_MAX_LISTENERS) return listen_on(server, from, NULL, NULL); /* says why */
+    if (slot == XSERVER_MAX_LISTENERS) return listen_on(server, from, NULL, NULL, false); /* says why */
     /* The plan lives in its slot: the TLS callbacks point at it. */
     xUpgradePlan *plan = &server->plans[slot];
     if (!xUpgradePlanListener(plan, server->conf.protocols, conf->alpn, server->last_error,
@@ -849,13 +987,13 @@ static xErrno listen_tls(xHttpServer *server, const xListenSource *from, const x
     xTlsListen listen = xUpgradeTlsListen(plan);
     xTlsServer *tls = xTlsServerCreate(conf, &listen, server->last_error, sizeof server->last_error);
     if (!tls) return XERR_TLS;
-    xErrno err = listen_on(server, from, tls, plan);
+    xErrno err = listen_on(server, from, tls, plan, conf->http3);
     if (err != XOK) {
         xTlsServerDestroy(tls);
         return err;
     }
     xTlsLogKernelSupport(conf);
-    return XOK;
+    return conf->http3 ? listen_quic(server, from, slot, conf) : XOK;
 }
 
 xErrno xHttpServerListenTls(xHttpServer *server, const char *host, uint16_t port, const xTlsConf *conf) {
@@ -904,6 +1042,8 @@ xErrno xHttpServerReloadTls(xHttpServer *server) {
     for (int i = 0; i < server->nlisteners; i++) {
         if (!server->tls[i]) continue;
         xErrno err = xTlsServerReload(server->tls[i], server->last_error, sizeof server->last_error);
+        if (err == XOK && server->quic_tls[i])
+            err = xQuicTlsReload(server->quic_tls[i], server->last_error, sizeof server->last_error);
         if (err != XOK) return err;
     }
     server->last_error[0] = '\0';

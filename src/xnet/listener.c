@@ -37,6 +37,11 @@ void xListenerSetPort(struct sockaddr_storage *addr, uint16_t port) {
         ((struct sockaddr_in *)addr)->sin_port = htons(port);
 }
 
+uint16_t xListenerPortOf(const struct sockaddr_storage *addr) {
+    if (addr->ss_family == AF_INET6) return ntohs(((const struct sockaddr_in6 *)addr)->sin6_port);
+    return ntohs(((const struct sockaddr_in *)addr)->sin_port);
+}
+
 uint16_t xListenerPort(int fd) {
     struct sockaddr_storage addr;
     socklen_t len = sizeof addr;

@@ -68,6 +68,9 @@ int xListenerSystemd(xListenerPassed *passed, int max);
 /** The local port of a bound socket, or 0. */
 uint16_t xListenerPort(int fd);
 
+/** addr's port. */
+uint16_t xListenerPortOf(const struct sockaddr_storage *addr);
+
 /** Sets addr's port. */
 void xListenerSetPort(struct sockaddr_storage *addr, uint16_t port);
 

@@ -25,6 +25,8 @@ LAYERS = {
     # TLS settings and the info a handler reads are public types in <xhttp/tls_conf.h>,
     # which names nothing of the HTTP server.
     "xnet/tls": (5, ("xbase", "xhttp/tls_conf.h")),
+    # QUIC (ngtcp2, GnuTLS) beside TLS: no HTTP, and the two do not include each other.
+    "xnet/quic": (5, ("xbase", "xhttp/tls_conf.h")),
     "xhttp/core": (6, ("xbase", "xhttp")),
     "xhttp/http1": (7, ("xbase", "xhttp")),
     "xhttp/http2": (7, ("xbase", "xhttp")),

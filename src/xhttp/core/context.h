@@ -107,6 +107,17 @@ extern const xHttpOwnAnswers xHttpDefaultAnswers;
  *  (written into line, which has room for the longest) as text/plain. */
 xStr xHttpOwnErrorBody(const xHttpOwnAnswers *answers, int status, char line[64], xStr *content_type);
 
+/** An HTTP/3 listener's advertisement (RFC 7838) on the TCP port of the same
+ *  number: the line every response over that port carries, which HTTP/1.1
+ *  writes as it is and HTTP/2 encodes with its Server and Date fields. */
+typedef struct xHttpAltSvc {
+    uint16_t port; /* the TCP listener's port (a request's conn->addr.local_port) */
+    uint8_t len;
+    char line[40]; /* "Alt-Svc: h3=\":PORT\"\r\n" */
+} xHttpAltSvc;
+
+#define XHTTP_MAX_ALT_SVC 8
+
 typedef struct xHttpContext {
     xNetContext net; /* first: a connection's net is its HTTP context */
     const xHttpServerConf *conf;
@@ -125,7 +136,9 @@ typedef struct xHttpContext {
                                     duration histograms (observe/); NULL: none */
     xHttpFinishedFn on_finished; /* NULL: no access log or histograms, one branch per request */
     void *on_finished_arg;
-    xHttpWorker worker; /* what hooks and handlers see of this worker */
+    xHttpWorker worker;                     /* what hooks and handlers see of this worker */
+    xHttpAltSvc alt_svc[XHTTP_MAX_ALT_SVC]; /* TCP ports that advertise HTTP/3 */
+    size_t alt_svc_count;                   /* 0: none, one branch per request */
 } xHttpContext;
 
 /** Prepares a worker's HTTP context on loop, as every worker's is made:
@@ -147,5 +160,13 @@ void xHttpDrainFresh(xConn *conn);
 
 /** The HTTP context of a connection an HTTP protocol serves. */
 static inline xHttpContext *xHttpContextOf(const xConn *conn) { return (xHttpContext *)conn->net; }
+
+/** The Alt-Svc line of the TCP port conn came to, or NULL when it has none;
+ *  the caller checked ctx->alt_svc_count first (one branch without any). */
+static inline const xHttpAltSvc *xHttpAltSvcOf(const xHttpContext *ctx, const xConn *conn) {
+    for (size_t i = 0; i < ctx->alt_svc_count; i++)
+        if (ctx->alt_svc[i].port == conn->addr.local_port) return &ctx->alt_svc[i];
+    return NULL;
+}
 
 #endif

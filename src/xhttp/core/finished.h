@@ -12,6 +12,7 @@
  * HTTP/2 answers a request it could not fill in (protocol still NULL). */
 static inline int xHttpProtocolIndex(const char *protocol) {
     if (!protocol || protocol[5] == '2') return XHTTP_METRIC_HTTP2;
+    if (protocol[5] == '3') return XHTTP_METRIC_HTTP3;
     return protocol[7] == '0' ? XHTTP_METRIC_HTTP10 : XHTTP_METRIC_HTTP11;
 }
 

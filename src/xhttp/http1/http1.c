@@ -111,11 +111,12 @@ static char *put(char *p, const char *s, size_t n) {
  * interim 100 is its status line alone; a 101 says the connection upgrades. */
 static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, bool server_line, const char *framing,
                          size_t framing_len) {
-    const xHttpOwnAnswers *answers = xHttpContextOf(h->conn)->answers;
+    const xHttpContext *ctx = xHttpContextOf(h->conn);
+    const xHttpOwnAnswers *answers = ctx->answers;
     const char *reason = xHttpStatusReason(status);
     size_t reason_len = strlen(reason);
-    size_t cap =
-        16 + reason_len + sizeof answers->server_line + 40 + (fields ? fields->len : 0) + framing_len + 32;
+    size_t cap = 16 + reason_len + sizeof answers->server_line + 40 + sizeof ctx->alt_svc[0].line +
+                 (fields ? fields->len : 0) + framing_len + 32;
     char *p = xConnReserve(h->conn, cap), *begin = p;
     if (!p) return XERR_NOMEM;
     p = put(p, "HTTP/1.1 ", 9);
@@ -137,6 +138,8 @@ static xErrno write_head(xHttp1 *h, int status, const xBuffer *fields, bool serv
         p = put(p, "Date: ", 6);
         p = put(p, xHttpDate(&xHttpContextOf(h->conn)->date, h->conn->net->loop), XHTTP_DATE_LEN);
         p = put(p, "\r\n", 2);
+        const xHttpAltSvc *alt = ctx->alt_svc_count && status >= 200 ? xHttpAltSvcOf(ctx, h->conn) : NULL;
+        if (alt) p = put(p, alt->line, alt->len);
     }
     if (fields && fields->len) p = put(p, fields->data, fields->len);
     p = put(p, framing, framing_len);

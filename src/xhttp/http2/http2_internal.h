@@ -164,9 +164,10 @@ struct xHttp2 {
     size_t reset_next;
     xHpackDecoder decoder;
     xHpackEncoder encoder;
-    /* server and date as HPACK fields, Huffman-coded once per second: every
-     * response head of that second on this connection copies the same bytes */
-    uint8_t fixed_fields[160];
+    /* server, date and the port's alt-svc as HPACK fields, Huffman-coded once
+     * per second: every response head of that second on this connection
+     * copies the same bytes */
+    uint8_t fixed_fields[224];
     size_t fixed_len;
     time_t fixed_second;
 

@@ -157,16 +157,26 @@ static uint8_t *encode_lines(uint8_t *p, xBuffer *lines) {
 
 _Static_assert(sizeof(((xHttp2 *)0)->fixed_fields) >=
                    XHPACK_FIELD_BOUND(0, sizeof(((xHttpOwnAnswers *)0)->server_line)) +
-                       XHPACK_FIELD_BOUND(0, XHTTP_DATE_LEN),
-               "room for server and date, each at its worst");
+                       XHPACK_FIELD_BOUND(0, XHTTP_DATE_LEN) +
+                       XHPACK_FIELD_BOUND(7, sizeof(((xHttpAltSvc *)0)->line)),
+               "room for server, date and alt-svc, each at its worst");
 
-/* Writes server (unless the handler set its own) and date at p; the pair is
- * encoded only when the second changed. */
+/* Writes the port's alt-svc at p, where it has one. */
+static uint8_t *put_alt_svc(xHttp2 *h2, uint8_t *p) {
+    const xHttpContext *ctx = xHttpContextOf(h2->conn);
+    const xHttpAltSvc *alt = ctx->alt_svc_count ? xHttpAltSvcOf(ctx, h2->conn) : NULL;
+    if (!alt) return p;
+    /* The line is "Alt-Svc: VALUE\r\n". */
+    return xHpackEncodeField(p, (xStr){"alt-svc", 7}, (xStr){alt->line + 9, (size_t)alt->len - 11});
+}
+
+/* Writes server (unless the handler set its own), date and the port's
+ * alt-svc at p; they are encoded only when the second changed. */
 static uint8_t *put_fixed_fields(xHttp2 *h2, uint8_t *p, const xEventLoop *loop, bool server) {
     time_t now = xEventLoopWallSeconds(loop);
     if (!server) {
         const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, loop);
-        return xHpackEncodeToken(p, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN});
+        return put_alt_svc(h2, xHpackEncodeToken(p, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN}));
     }
     if (!h2->fixed_len || now != h2->fixed_second) {
         const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, loop);
@@ -174,6 +184,7 @@ static uint8_t *put_fixed_fields(xHttp2 *h2, uint8_t *p, const xEventLoop *loop,
         uint8_t *end = h2->fixed_fields;
         if (name.len) end = xHpackEncodeToken(end, XHPACK_TOKEN_SERVER, name);
         end = xHpackEncodeToken(end, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN});
+        end = put_alt_svc(h2, end);
         h2->fixed_len = (size_t)(end - h2->fixed_fields);
         h2->fixed_second = now;
     }

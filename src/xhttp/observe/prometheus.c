@@ -27,7 +27,7 @@ static xErrno metric(xBuffer *out, const char *name, const char *type, const cha
 }
 
 xErrno xPrometheusFormat(const xHttpMetrics *m, xBuffer *out) {
-    static const char *const protocols[XHTTP_METRIC_PROTOCOLS] = {"http/1.0", "http/1.1", "http/2"};
+    static const char *const protocols[XHTTP_METRIC_PROTOCOLS] = {"http/1.0", "http/1.1", "http/2", "http/3"};
     xErrno err = add(out, "# HELP xkit_requests_total Responses ended, by protocol and status class.\n"
                           "# TYPE xkit_requests_total counter\n");
     for (int p = 0; err == XOK && p < XHTTP_METRIC_PROTOCOLS; p++)

@@ -414,6 +414,7 @@ void xTlsConfInitSized(xTlsConf *conf, size_t size) {
         .handshake_timeout_ms = 10000,
         .ktls = true,
         .xkit_records = true,
+        .http3_alt_svc = true,
     };
     xSizedInit(conf, size, &defaults, sizeof defaults);
 }

@@ -1,0 +1,872 @@
+/* connection.c — HTTP/3 on a QUIC connection (connection.h): streams typed
+ * and read, requests decoded, checked and dispatched as exchanges, and the
+ * exchange ops that frame a response as HEADERS and DATA on its stream.
+ *
+ * Flow control is QUIC's: every byte a stream delivers is given back as
+ * credit once it is read, except a streaming route's body, whose bytes are
+ * credited only as its reader takes them, so a reader that pauses holds the
+ * client back. A whole body in memory is queued by reference and released
+ * once acknowledged; a file is read a piece at a time as acknowledgments make
+ * room; streamed pieces are copied. */
+#include "xhttp/http3/connection.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "xhttp/core/exchange.h"
+#include "xhttp/core/finished.h"
+#include "xhttp/core/tokens.h"
+#include "xhttp/http2/request.h"
+#include "xhttp/http3/frame.h"
+#include "xhttp/http3/qpack.h"
+
+/* Our SETTINGS: the peer's encoder may use a dynamic table this large, but
+ * may not block a stream on it, so a request never waits for its fields. */
+#define XH3_QPACK_CAPACITY 4096
+/* The largest SETTINGS (or other control frame) payload kept whole. */
+#define XH3_MAX_FRAME_WHOLE (16u << 10)
+/* A HEADERS payload may exceed the field section it encodes by this much
+ * (prefixes, literals' lengths); past it, the section could only be over
+ * max_header_size, so the frame is refused as it arrives (H3_EXCESSIVE_LOAD)
+ * instead of being held whole: a stream holds at most this much unread. */
+#define XH3_HEADERS_SLACK 4096
+/* The pseudo-fields a request may carry beside max_headers fields. */
+#define XH3_PSEUDO_FIELDS 5
+/* Response bytes queued on a stream and not yet acknowledged beyond which
+ * a file is not read further until acknowledgments come. */
+#define XH3_FILE_AHEAD (256u << 10)
+#define XH3_FILE_PIECE (16u << 10)
+
+typedef struct xH3Conn xH3Conn;
+typedef struct xH3Stream xH3Stream;
+
+/* What a stream of the peer's carries. */
+typedef enum xH3Kind {
+    XH3_KIND_UNTYPED, /* a unidirectional stream before its type */
+    XH3_KIND_REQUEST,
+    XH3_KIND_CONTROL,
+    XH3_KIND_ENCODER, /* the peer's QPACK encoder stream: it fills our decoder's table */
+    XH3_KIND_DECODER, /* the peer's QPACK decoder stream */
+    XH3_KIND_IGNORED, /* an unknown type (RFC 9114 §6.2): read and dropped */
+} xH3Kind;
+
+/* Where a request stream is in its frames (RFC 9114 §4.1). */
+typedef enum xH3Phase {
+    XH3_PHASE_HEAD,     /* awaiting HEADERS */
+    XH3_PHASE_BODY,     /* DATA, or trailers */
+    XH3_PHASE_TRAILERS, /* after the trailers: nothing more */
+    XH3_PHASE_REFUSED,  /* answered early (413, 431, 400): the rest is dropped */
+} xH3Phase;
+
+struct xH3Stream {
+    xH3Conn *h3;
+    xQuicStream *qs;
+    xH3Kind kind;
+    xH3Phase phase;
+    xH3FrameReader reader;
+    xBuffer in; /* bytes delivered and not yet read whole */
+    bool fin;   /* the peer's side ended */
+    bool gone;  /* the QUIC stream closed */
+    bool dispatched;
+    bool streams_body;
+    xHttpExchange *ex;
+    char *head;             /* the request's fields, copied out of the frame */
+    xBuffer body;           /* a whole body, or what a streaming reader has not taken */
+    size_t body_uncredited; /* of body: bytes the peer has not had credit back for */
+    int64_t content_length;
+    uint64_t body_seen;
+    /* The response. */
+    bool head_written;
+    struct {
+        int fd;
+        off_t offset;
+        size_t left;
+        void (*release)(void *);
+        void *arg;
+    } file;                 /* fd -1: none */
+    xH3Stream *next, *prev; /* h3->streams */
+};
+
+struct xH3Conn {
+    xQuicConn *qc;
+    xHttpContext *ctx;
+    xQuicStream *control, *decoder_out;
+    bool peer_control, peer_encoder, peer_decoder;
+    xQpackDecoder qpack;
+    xH3Settings peer;
+    bool closed;   /* the QUIC connection is gone */
+    bool draining; /* GOAWAY sent: requests past goaway_id are refused */
+    int64_t goaway_id;
+    int64_t next_request_id; /* past the highest request stream seen */
+    xH3Stream *streams;
+    xHpackField *fields;    /* room for a field section's fields, max_headers + pseudo-fields */
+    char *scratch;          /* and for its decoded strings: max_header_size bytes */
+    xTimer timer;           /* a request's head or body that stops arriving */
+    uint64_t last_input_ms; /* loop time of the last request bytes */
+};
+
+static const xHttpExchangeOps h3_ops;
+
+/* ---- Connection-level ---- */
+
+static void conn_error(xH3Conn *h3, uint64_t code) { xQuicConnClose(h3->qc, code, NULL); }
+
+/* What the connection waits for from the client: the longest a request may
+ * go without bytes, by the settings for a head or a whole body not yet
+ * complete; 0: nothing (a streaming body's reader sets its own pace). */
+static uint32_t input_timeout(const xH3Conn *h3) {
+    const xHttpServerConf *conf = h3->ctx->conf;
+    uint32_t ms = 0;
+    for (const xH3Stream *s = h3->streams; s; s = s->next) {
+        if (s->kind != XH3_KIND_REQUEST || s->fin) continue;
+        if (s->phase == XH3_PHASE_HEAD) return conf->header_timeout_ms;
+        if (s->phase == XH3_PHASE_BODY && !s->dispatched) ms = conf->body_timeout_ms;
+    }
+    return ms;
+}
+
+/* The header and body timeouts run from the last request bytes on the
+ * connection: a client that stops sending a request mid-way is closed with
+ * H3_REQUEST_INCOMPLETE. The timer is armed by input and looks at the
+ * streams only when it fires. */
+static void on_input_timer(xEventLoop *loop, xTimer *timer, void *arg) {
+    xH3Conn *h3 = arg;
+    uint32_t limit = input_timeout(h3);
+    if (!limit || h3->closed) return; /* armed again by the next input */
+    uint64_t idle = xEventLoopNowMs(loop) - h3->last_input_ms;
+    if (idle >= limit)
+        conn_error(h3, XH3_REQUEST_INCOMPLETE);
+    else
+        xTimerStart(loop, &h3->timer, limit - idle);
+}
+
+static void note_input(xH3Conn *h3) {
+    xEventLoop *loop = h3->ctx->net.loop;
+    h3->last_input_ms = xEventLoopNowMs(loop);
+    const xHttpServerConf *conf = h3->ctx->conf;
+    uint32_t first =
+        conf->header_timeout_ms < conf->body_timeout_ms ? conf->header_timeout_ms : conf->body_timeout_ms;
+    if (!xTimerActive(&h3->timer)) xTimerStart(loop, &h3->timer, first); /* the fire sees which applies */
+}
+
+static void maybe_free_conn(xH3Conn *h3) {
+    if (!h3->closed || h3->streams) return;
+    xQpackDecoderFree(&h3->qpack);
+    free(h3->fields);
+    free(h3->scratch);
+    xQuicConnRelease(h3->qc);
+    free(h3);
+}
+
+/* Sends the decoder stream instructions QPACK has queued. */
+static void flush_decoder_stream(xH3Conn *h3) {
+    xStr out = xQpackDecoderTakeOutput(&h3->qpack);
+    if (out.len && h3->decoder_out) xQuicStreamWrite(h3->decoder_out, out.data, out.len, false, NULL, NULL);
+}
+
+static bool on_open(xQuicConn *qc) {
+    xH3Conn *h3 = calloc(1, sizeof *h3);
+    if (!h3) return false;
+    h3->qc = qc;
+    h3->ctx = xQuicEndpointArg(xQuicConnEndpoint(qc));
+    xH3SettingsDefaults(&h3->peer);
+    xTimerInit(&h3->timer, on_input_timer, h3);
+    const xHttpServerConf *conf = h3->ctx->conf;
+    h3->fields = malloc((conf->max_headers + XH3_PSEUDO_FIELDS) * sizeof *h3->fields);
+    h3->scratch = malloc(conf->max_header_size + 1);
+    if (!h3->fields || !h3->scratch || xQpackDecoderInit(&h3->qpack, XH3_QPACK_CAPACITY, 0) != 0) {
+        free(h3->fields);
+        free(h3->scratch);
+        free(h3);
+        return false;
+    }
+    xQuicConnRetain(qc);
+    xQuicConnSetApp(qc, h3);
+    /* Our control stream with SETTINGS, and QPACK's two (RFC 9204 §4.2):
+     * the encoder's stays empty, since ours uses the static table only. */
+    uint8_t buf[1 + XH3_SETTINGS_FRAME_MAX];
+    xH3Settings ours;
+    xH3SettingsDefaults(&ours);
+    ours.qpack_max_table_capacity = XH3_QPACK_CAPACITY;
+    ours.max_field_section_size = h3->ctx->conf->max_header_size;
+    buf[0] = 0x00;
+    uint8_t *end = xH3SettingsWrite(buf + 1, &ours);
+    static const uint8_t encoder_type = 0x02, decoder_type = 0x03;
+    h3->control = xQuicOpenUni(qc);
+    xQuicStream *encoder = xQuicOpenUni(qc);
+    h3->decoder_out = xQuicOpenUni(qc);
+    if (!h3->control || !encoder || !h3->decoder_out) {
+        conn_error(h3, XH3_INTERNAL_ERROR);
+        return true; /* closes through on_close */
+    }
+    xQuicStreamWrite(h3->control, buf, (size_t)(end - buf), false, NULL, NULL);
+    xQuicStreamWrite(encoder, &encoder_type, 1, false, NULL, NULL);
+    xQuicStreamWrite(h3->decoder_out, &decoder_type, 1, false, NULL, NULL);
+    return true;
+}
+
+static void on_close(xQuicConn *qc) {
+    xH3Conn *h3 = xQuicConnApp(qc);
+    if (!h3) return;
+    h3->closed = true;
+    xTimerStop(h3->ctx->net.loop, &h3->timer);
+    maybe_free_conn(h3);
+}
+
+/* Closes the connection once a draining one has no request left. */
+static void drain_done(xH3Conn *h3) {
+    if (!h3->draining || h3->closed) return;
+    for (xH3Stream *s = h3->streams; s; s = s->next)
+        if (s->kind == XH3_KIND_REQUEST) return;
+    conn_error(h3, XH3_NO_ERROR);
+}
+
+/* RFC 9114 §5.2: GOAWAY names the first request stream not served. */
+static void on_drain(xQuicConn *qc) {
+    xH3Conn *h3 = xQuicConnApp(qc);
+    if (!h3 || h3->draining) return;
+    h3->draining = true;
+    h3->goaway_id = h3->next_request_id;
+    uint8_t buf[XH3_FRAME_HEADER_MAX + XH3_VARINT_MAX_SIZE];
+    uint8_t *end = xH3FrameWriteId(buf, XH3_FRAME_GOAWAY, (uint64_t)h3->goaway_id);
+    if (h3->control) xQuicStreamWrite(h3->control, buf, (size_t)(end - buf), false, NULL, NULL);
+    drain_done(h3);
+}
+
+/* ---- Streams ---- */
+
+static xH3Stream *stream_new(xH3Conn *h3, xQuicStream *qs, xH3Kind kind) {
+    xH3Stream *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->h3 = h3;
+    s->qs = qs;
+    s->kind = kind;
+    s->file.fd = -1;
+    s->content_length = -1;
+    if (kind == XH3_KIND_REQUEST)
+        xH3FrameReaderInit(&s->reader, XH3_STREAM_REQUEST,
+                           h3->ctx->conf->max_header_size + XH3_HEADERS_SLACK);
+    s->next = h3->streams;
+    if (h3->streams) h3->streams->prev = s;
+    h3->streams = s;
+    xQuicStreamSetApp(qs, s);
+    return s;
+}
+
+static void file_release(xH3Stream *s) {
+    if (s->file.fd < 0) return;
+    s->file.fd = -1;
+    if (s->file.release) s->file.release(s->file.arg);
+}
+
+static void stream_free(xH3Stream *s) {
+    xH3Conn *h3 = s->h3;
+    if (s->qs) xQuicStreamSetApp(s->qs, NULL);
+    file_release(s);
+    if (s->ex) xHttpExchangeRelease(h3->ctx, s->ex);
+    xBufferFree(&s->in);
+    xBufferFree(&s->body);
+    free(s->head);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        h3->streams = s->next;
+    if (s->next) s->next->prev = s->prev;
+    bool held = s->dispatched;
+    free(s);
+    if (held) xQuicConnRelease(h3->qc);
+    drain_done(h3);
+    maybe_free_conn(h3);
+}
+
+/* The stream is done with when its QUIC stream is gone and no handler
+ * holds its exchange. */
+static void stream_settle(xH3Stream *s) {
+    if (!s->gone) return;
+    if (!s->dispatched || s->ex->res.ended || xHttpExchangeAbort(s->ex)) stream_free(s);
+}
+
+/* Abandons a request stream: RESET_STREAM and STOP_SENDING with code. */
+static void stream_error(xH3Stream *s, uint64_t code) {
+    s->phase = XH3_PHASE_REFUSED;
+    xQuicStreamReset(s->qs, code);
+}
+
+/* ---- The response ---- */
+
+static bool response_has_body(const xHttpExchange *ex) {
+    return xHttpStatusHasBody(ex->res.status) && !xStrEqualsC(ex->req.method, "HEAD");
+}
+
+/* Encodes "Name: value\r\n" lines, their names folded to lower case where
+ * they lie (RFC 9114 §4.2), as HTTP/2 does. */
+static uint8_t *encode_lines(uint8_t *p, xBuffer *lines) {
+    if (!lines->len) return p;
+    char *at = lines->data, *end = at + lines->len;
+    while (at < end) {
+        char *colon = memchr(at, ':', (size_t)(end - at));
+        char *eol = memchr(at, '\r', (size_t)(end - at));
+        size_t name_len = (size_t)(colon - at);
+        for (size_t i = 0; i < name_len; i++)
+            at[i] = (char)(at[i] >= 'A' && at[i] <= 'Z' ? at[i] + 32 : at[i]);
+        p = xQpackEncodeField(p, (xStr){at, name_len}, (xStr){colon + 2, (size_t)(eol - colon - 2)});
+        at = eol + 2;
+    }
+    return p;
+}
+
+/* Queues a HEADERS frame on s: the response head (:status, server, date,
+ * the handler's fields, content-length when with_length) or the trailers. */
+static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint64_t length, bool fin) {
+    xHttpExchange *ex = s->ex;
+    xHttpContext *ctx = s->h3->ctx;
+    xBuffer *lines = trailers ? &ex->res.trailers : &ex->res.headers;
+    xStr server = ex->res.own_server ? (xStr){"", 0} : ctx->answers->server_name;
+    size_t bound = XH3_FRAME_HEADER_MAX + XQPACK_PREFIX_SIZE + 8 + XQPACK_FIELD_BOUND(6, server.len) +
+                   XQPACK_FIELD_BOUND(4, XHTTP_DATE_LEN) + XQPACK_FIELD_BOUND(14, XHTTP_DECIMAL_MAX) +
+                   lines->len * 4;
+    uint8_t *buf = malloc(bound);
+    if (!buf) return XERR_NOMEM;
+    uint8_t *start = buf + XH3_FRAME_HEADER_MAX, *p = xQpackEncodeBegin(start);
+    if (!trailers) {
+        p = xQpackEncodeStatus(p, ex->res.status);
+        if (server.len) p = xQpackEncodeField(p, (xStr){"server", 6}, server);
+        p = xQpackEncodeField(p, (xStr){"date", 4},
+                              (xStr){xHttpDate(&ctx->date, ex->req.loop), XHTTP_DATE_LEN});
+    }
+    p = encode_lines(p, lines);
+    if (with_length) {
+        char digits[XHTTP_DECIMAL_MAX];
+        size_t n = (size_t)(xHttpPutDecimal(digits, length) - digits);
+        p = xQpackEncodeField(p, (xStr){"content-length", 14}, (xStr){digits, n});
+    }
+    uint8_t header[XH3_FRAME_HEADER_MAX];
+    size_t header_len =
+        (size_t)(xH3FrameWriteHeader(header, XH3_FRAME_HEADERS, (uint64_t)(p - start)) - header);
+    memcpy(start - header_len, header, header_len);
+    xErrno err =
+        xQuicStreamWrite(s->qs, start - header_len, (size_t)(p - start) + header_len, fin, NULL, NULL);
+    free(buf);
+    return err;
+}
+
+static xErrno write_data_header(xH3Stream *s, uint64_t len) {
+    uint8_t header[XH3_FRAME_HEADER_MAX];
+    size_t n = (size_t)(xH3FrameWriteHeader(header, XH3_FRAME_DATA, len) - header);
+    return xQuicStreamWrite(s->qs, header, n, false, NULL, NULL);
+}
+
+/* Ends the response's stream: the trailers, if any, carry the FIN. */
+static void finish_output(xH3Stream *s) {
+    if (s->ex->res.trailers.len)
+        write_headers(s, true, false, 0, true);
+    else
+        xQuicStreamWrite(s->qs, NULL, 0, true, NULL, NULL);
+}
+
+/* Reads the file ahead of the acknowledgments, a piece at a time; the last
+ * piece ends the stream. */
+static void pump_file(xH3Stream *s) {
+    while (s->file.fd >= 0 && s->file.left && xQuicStreamUnacked(s->qs) < XH3_FILE_AHEAD) {
+        size_t n = s->file.left < XH3_FILE_PIECE ? s->file.left : XH3_FILE_PIECE;
+        char *piece = malloc(n);
+        ssize_t got = piece ? pread(s->file.fd, piece, n, s->file.offset) : -1;
+        if (got <= 0) {
+            /* The file ended early or failed: the client was promised more. */
+            free(piece);
+            file_release(s);
+            xQuicStreamReset(s->qs, XH3_INTERNAL_ERROR);
+            return;
+        }
+        s->file.offset += got;
+        s->file.left -= (size_t)got;
+        if (xQuicStreamWrite(s->qs, piece, (size_t)got, false, free, piece) != XOK) {
+            file_release(s);
+            return;
+        }
+    }
+    if (s->file.fd >= 0 && !s->file.left) {
+        file_release(s);
+        finish_output(s);
+    }
+}
+
+static void on_stream_acked(xQuicConn *qc, xQuicStream *qs) {
+    xH3Stream *s = xQuicStreamApp(qs);
+    if (s && s->file.fd >= 0) pump_file(s);
+}
+
+/* The handler is done with the exchange. */
+static void end_exchange(xH3Stream *s) {
+    s->ex->res.ended = true;
+    /* A streaming body nobody will read: the rest is dropped. */
+    if (s->streams_body && !s->gone && !s->fin) xQuicStreamStopReading(s->qs, XH3_NO_ERROR);
+    if (s->body_uncredited && !s->gone) xQuicStreamConsumed(s->qs, s->body_uncredited);
+    s->body_uncredited = 0;
+    stream_settle(s);
+}
+
+static bool stream_writes(const xH3Stream *s) { return !s->gone && !s->ex->res.aborted; }
+
+/* A whole body: by reference unless copy, or from a file. */
+static xErrno send_whole(xHttpExchange *ex, const void *body, size_t len, bool copy, void (*release)(void *),
+                         void *arg, int fd, off_t offset) {
+    xH3Stream *s = ex->proto;
+    xErrno err = stream_writes(s) ? XOK : XERR_CLOSED;
+    bool with_body = len && response_has_body(ex);
+    ex->res.head_sent = true;
+    if (err == XOK) {
+        bool fin = !with_body && !ex->res.trailers.len;
+        err = write_headers(s, false, xHttpStatusHasBody(ex->res.status), len, fin);
+        s->head_written = true;
+        if (!with_body && !fin) finish_output(s);
+    }
+    if (err == XOK && with_body) {
+        write_data_header(s, len);
+        if (fd >= 0) {
+            s->file.fd = fd, s->file.offset = offset, s->file.left = len;
+            s->file.release = release, s->file.arg = arg;
+            release = NULL;
+            pump_file(s);
+        } else {
+            err = xQuicStreamWrite(s->qs, body, len, false, copy ? NULL : release, arg);
+            if (!copy) release = NULL; /* the QUIC stream's now */
+            finish_output(s);
+        }
+    }
+    if (release) release(arg);
+    end_exchange(s);
+    return err;
+}
+
+static xErrno h3_send(xHttpExchange *ex, const void *body, size_t len, bool copy, void (*release)(void *),
+                      void *release_arg) {
+    return send_whole(ex, body, len, copy, release, release_arg, -1, 0);
+}
+
+static xErrno h3_send_file(xHttpExchange *ex, int fd, off_t offset, size_t len, void (*release)(void *),
+                           void *release_arg) {
+    return send_whole(ex, NULL, len, false, release, release_arg, fd, offset);
+}
+
+static xErrno h3_write(xHttpExchange *ex, const void *data, size_t len) {
+    xH3Stream *s = ex->proto;
+    if (!stream_writes(s)) return XERR_CLOSED;
+    xErrno err = XOK;
+    if (!ex->res.head_sent) {
+        ex->res.head_sent = true;
+        err = write_headers(s, false, false, 0, false);
+        s->head_written = true;
+    }
+    if (err == XOK && len && response_has_body(ex)) {
+        err = write_data_header(s, len);
+        if (err == XOK) err = xQuicStreamWrite(s->qs, data, len, false, NULL, NULL);
+    }
+    return err;
+}
+
+static xErrno h3_end(xHttpExchange *ex) {
+    xH3Stream *s = ex->proto;
+    xErrno err = XOK;
+    if (stream_writes(s)) {
+        if (!ex->res.head_sent) {
+            ex->res.head_sent = true;
+            err = write_headers(s, false, false, 0, !ex->res.trailers.len);
+            if (ex->res.trailers.len) finish_output(s);
+        } else {
+            finish_output(s);
+        }
+    }
+    end_exchange(s);
+    return err;
+}
+
+/* Hands a streaming reader what has come, crediting it back to the peer as
+ * the reader takes it. */
+static void deliver_body(xH3Stream *s) {
+    xHttpExchange *ex = s->ex;
+    if (!s->streams_body || ex->body_ended || ex->res.ended) return;
+    bool end = s->fin && !s->in.len; /* every frame read */
+    size_t len = s->body.len;
+    if (!xHttpExchangeWantsBody(ex) || (!len && !end)) return;
+    size_t credit = s->body_uncredited;
+    s->body_uncredited = 0;
+    if (credit && !s->gone) xQuicStreamConsumed(s->qs, credit);
+    xBuffer piece = s->body;
+    s->body = (xBuffer){0};
+    xHttpExchangeDeliverBody(ex, piece.data ? piece.data : "", piece.len, end);
+    xBufferFree(&piece);
+}
+
+static void h3_body_wanted(xHttpExchange *ex) { deliver_body(ex->proto); }
+
+static const xHttpExchangeOps h3_ops = {
+    .send = h3_send,
+    .send_file = h3_send_file,
+    .write = h3_write,
+    .end = h3_end,
+    .body_wanted = h3_body_wanted,
+};
+
+/* ---- Requests ---- */
+
+/* Copies the decoded fields out of the frame and scratch into one block of
+ * the stream's own, so the request's views outlive the bytes they came in. */
+static bool keep_fields(xH3Stream *s, xHpackField *f, size_t n) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += f[i].name.len + f[i].value.len;
+    char *at = malloc(bytes + 1);
+    if (!at) return false;
+    free(s->head);
+    s->head = at;
+    for (size_t i = 0; i < n; i++) {
+        if (f[i].name.len) memcpy(at, f[i].name.data, f[i].name.len);
+        f[i].name.data = at, at += f[i].name.len;
+        if (f[i].value.len) memcpy(at, f[i].value.data, f[i].value.len);
+        f[i].value.data = at, at += f[i].value.len;
+    }
+    return true;
+}
+
+static xHttpExchange *take_exchange(xH3Stream *s) {
+    xHttpContext *ctx = s->h3->ctx;
+    xHttpExchange *ex = xHttpExchangeAcquire(ctx);
+    if (!ex) return NULL;
+    if (!xHttpExchangeReserveFields(ctx, ex)) {
+        xHttpExchangeRelease(ctx, ex);
+        return NULL;
+    }
+    s->ex = ex;
+    ex->ops = &h3_ops;
+    ex->proto = s;
+    ex->req.conn = xQuicConnView(s->h3->qc);
+    ex->req.protocol = "HTTP/3";
+    return ex;
+}
+
+/* Answers a request refused before its handler, and drops the rest. */
+static void refuse(xH3Stream *s, int status) {
+    if (s->dispatched) { /* a streaming route's handler has it: no second answer */
+        stream_error(s, XH3_REQUEST_REJECTED);
+        return;
+    }
+    s->phase = XH3_PHASE_REFUSED;
+    if (!s->ex && !take_exchange(s)) {
+        stream_error(s, XH3_INTERNAL_ERROR);
+        return;
+    }
+    s->dispatched = true;
+    xQuicConnRetain(s->h3->qc);
+    xQuicStreamStopReading(s->qs, XH3_NO_ERROR);
+    xHttpExchangeSendStatus(s->ex, status);
+}
+
+/* Fills the exchange from a checked head; the body comes later. */
+static bool fill_request(xH3Stream *s, const xHpackField *f, size_t n, const xH2RequestHead *head) {
+    xHttpExchange *ex = s->ex;
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (f[i].name.data[0] == ':') continue;
+        if (count == ex->fields_cap) return false;
+        ex->fields[count].name = f[i].name;
+        ex->fields[count++].value = f[i].value;
+    }
+    /* HTTP/3 carries the host in :authority; handlers look for Host. */
+    bool has_host = false;
+    for (size_t i = 0; i < count; i++) has_host |= xStrEqualsC(ex->fields[i].name, "host");
+    if (head->authority.len && !has_host) {
+        if (count == ex->fields_cap) return false;
+        ex->fields[count].name = (xStr){"host", 4};
+        ex->fields[count++].value = head->authority;
+    }
+    ex->req.headers = ex->fields;
+    ex->req.num_headers = count;
+    ex->req.method = head->method;
+    const char *q = memchr(head->path.data, '?', head->path.len);
+    ex->req.path = (xStr){head->path.data, q ? (size_t)(q - head->path.data) : head->path.len};
+    ex->req.query = q ? (xStr){q + 1, head->path.len - ex->req.path.len - 1} : (xStr){"", 0};
+    ex->req.body = (xStr){"", 0};
+    s->content_length = head->content_length;
+    return true;
+}
+
+static void dispatch(xH3Stream *s) {
+    xHttpExchange *ex = s->ex;
+    s->dispatched = true;
+    xQuicConnRetain(s->h3->qc); /* released with the stream, however late the response */
+    if (!s->streams_body) ex->req.body = (xStr){s->body.data ? s->body.data : "", s->body.len};
+    xHttpExchangeDispatch(ex);
+    if (s->streams_body) deliver_body(s);
+}
+
+/* A HEADERS frame: the request's head, or its trailers. */
+static void on_headers(xH3Stream *s, xStr payload) {
+    xH3Conn *h3 = s->h3;
+    const xHttpServerConf *conf = h3->ctx->conf;
+    if (s->phase == XH3_PHASE_TRAILERS) {
+        conn_error(h3, XH3_FRAME_UNEXPECTED);
+        return;
+    }
+    xHpackField *fields = h3->fields;
+    xQpackSection sec = {.fields = fields,
+                         .max_fields = conf->max_headers + XH3_PSEUDO_FIELDS,
+                         .scratch = h3->scratch,
+                         .scratch_size = conf->max_header_size,
+                         .max_size = conf->max_header_size};
+    xQpackResult r = xQpackDecodeSection(&h3->qpack, (uint64_t)xQuicStreamId(s->qs),
+                                         (const uint8_t *)payload.data, payload.len, &sec);
+    flush_decoder_stream(h3);
+    xH2RequestHead head;
+    if (r != XQPACK_OK && r != XQPACK_TOO_LARGE) {
+        conn_error(h3, xQpackErrorCode(r) ? xQpackErrorCode(r) : XH3_GENERAL_PROTOCOL_ERROR);
+    } else if (s->phase == XH3_PHASE_BODY) {
+        /* Trailers: checked, then let go (handlers read none, as on HTTP/2). */
+        s->phase = XH3_PHASE_TRAILERS;
+        if (r != XQPACK_OK || !xH2CheckTrailers(fields, sec.count)) stream_error(s, XH3_MESSAGE_ERROR);
+    } else if (r == XQPACK_TOO_LARGE) {
+        refuse(s, 431);
+    } else if (!keep_fields(s, fields, sec.count)) { /* the request's views must outlive the frame */
+        stream_error(s, XH3_INTERNAL_ERROR);
+    } else if (!xH2CheckRequest(fields, sec.count, false, &head) || xStrEqualsC(head.method, "CONNECT")) {
+        stream_error(s, XH3_MESSAGE_ERROR); /* RFC 9114 §4.1.2: malformed */
+    } else if (!take_exchange(s)) {
+        stream_error(s, XH3_INTERNAL_ERROR);
+    } else if (!fill_request(s, fields, sec.count, &head)) {
+        refuse(s, 431);
+    } else if (head.content_length > (int64_t)conf->max_body_size && !xHttpExchangeStreams(s->ex)) {
+        refuse(s, 413);
+    } else {
+        s->phase = XH3_PHASE_BODY;
+        s->streams_body = xHttpExchangeStreams(s->ex);
+        if (s->streams_body) dispatch(s);
+    }
+}
+
+/* A piece of DATA; returns the bytes to credit back now. */
+static size_t on_data(xH3Stream *s, xStr piece) {
+    const xHttpServerConf *conf = s->h3->ctx->conf;
+    if (s->phase == XH3_PHASE_HEAD || s->phase == XH3_PHASE_TRAILERS) {
+        conn_error(s->h3, XH3_FRAME_UNEXPECTED); /* RFC 9114 §4.1 */
+        return piece.len;
+    }
+    if (s->phase == XH3_PHASE_REFUSED) return piece.len;
+    s->body_seen += piece.len;
+    if (s->content_length >= 0 && s->body_seen > (uint64_t)s->content_length) {
+        stream_error(s, XH3_MESSAGE_ERROR);
+        return piece.len;
+    }
+    if (!s->streams_body && s->body_seen > conf->max_body_size) {
+        refuse(s, 413);
+        return piece.len;
+    }
+    if (s->dispatched && s->ex->res.ended) return piece.len; /* answered: dropped */
+    xBufferAppend(&s->body, piece.data, piece.len);
+    if (!s->streams_body) return piece.len;
+    s->body_uncredited += piece.len; /* credited as the reader takes it */
+    return 0;
+}
+
+/* The request stream ended: a whole request goes to its handler. */
+static void on_request_end(xH3Stream *s) {
+    if (s->phase == XH3_PHASE_HEAD) {
+        stream_error(s, XH3_REQUEST_INCOMPLETE);
+        return;
+    }
+    if (s->phase == XH3_PHASE_REFUSED) return;
+    if (s->content_length >= 0 && s->body_seen != (uint64_t)s->content_length) {
+        stream_error(s, XH3_MESSAGE_ERROR); /* RFC 9114 §4.1.2 */
+        return;
+    }
+    if (!s->dispatched)
+        dispatch(s);
+    else
+        deliver_body(s);
+}
+
+/* Reads the frames s->in holds. */
+static void read_request(xH3Stream *s) {
+    size_t at = 0, credit = 0;
+    while (at < s->in.len && s->phase != XH3_PHASE_REFUSED && !xQuicConnClosed(s->h3->qc)) {
+        size_t used = 0;
+        xH3Frame f;
+        xH3ReadStatus st =
+            xH3FrameRead(&s->reader, (const uint8_t *)s->in.data + at, s->in.len - at, &used, &f);
+        size_t start = at;
+        at += used;
+        if (st == XH3_READ_ERROR) {
+            conn_error(s->h3, f.error);
+            break;
+        }
+        if (st == XH3_READ_MORE) {
+            credit += used;
+            break;
+        }
+        if (st == XH3_READ_DATA) {
+            size_t header = (size_t)((const uint8_t *)f.payload.data - (const uint8_t *)s->in.data) - start;
+            credit += header + on_data(s, f.payload);
+            continue;
+        }
+        credit += used;
+        if (f.type == XH3_FRAME_HEADERS) on_headers(s, f.payload);
+        /* Others a request stream may carry are skipped by the reader. */
+    }
+    if (s->phase == XH3_PHASE_REFUSED) {
+        credit += s->in.len - at;
+        at = s->in.len;
+    }
+    xBufferConsume(&s->in, at);
+    if (credit) xQuicStreamConsumed(s->qs, credit);
+    if (s->fin && !s->in.len && s->phase != XH3_PHASE_REFUSED && !xQuicConnClosed(s->h3->qc))
+        on_request_end(s);
+    if (s->dispatched && s->streams_body && !s->fin) deliver_body(s);
+}
+
+/* The peer's control stream: SETTINGS first, then GOAWAY and push frames,
+ * which a server only notes. */
+static size_t read_control(xH3Stream *s, const uint8_t *in, size_t len) {
+    size_t at = 0;
+    while (at < len) {
+        size_t used = 0;
+        xH3Frame f;
+        xH3ReadStatus st = xH3FrameRead(&s->reader, in + at, len - at, &used, &f);
+        at += used;
+        if (st == XH3_READ_ERROR) {
+            conn_error(s->h3, f.error);
+            return len;
+        }
+        if (st == XH3_READ_MORE) break;
+        if (st == XH3_READ_FRAME && f.type == XH3_FRAME_SETTINGS) {
+            xH3Error e = xH3SettingsParse(f.payload, &s->h3->peer);
+            if (e != XH3_NO_ERROR) {
+                conn_error(s->h3, e);
+                return len;
+            }
+        }
+    }
+    return at;
+}
+
+/* A unidirectional stream's type (RFC 9114 §6.2), once its first byte or
+ * bytes are in; false while more are needed. */
+static bool take_type(xH3Stream *s, size_t *used) {
+    uint64_t type;
+    size_t n = xH3VarintRead((const uint8_t *)s->in.data, s->in.len, &type);
+    if (!n) return false;
+    *used = n;
+    xH3Conn *h3 = s->h3;
+    bool *seen = type == 0x00   ? &h3->peer_control
+                 : type == 0x02 ? &h3->peer_encoder
+                 : type == 0x03 ? &h3->peer_decoder
+                                : NULL;
+    if (type == 0x01 || (seen && *seen)) {
+        conn_error(h3, XH3_STREAM_CREATION_ERROR); /* a client's push stream, or a second one */
+        return true;
+    }
+    if (!seen) {
+        s->kind = XH3_KIND_IGNORED;
+        xQuicStreamStopReading(s->qs, XH3_STREAM_CREATION_ERROR);
+        return true;
+    }
+    *seen = true;
+    s->kind = type == 0x00 ? XH3_KIND_CONTROL : type == 0x02 ? XH3_KIND_ENCODER : XH3_KIND_DECODER;
+    if (s->kind == XH3_KIND_CONTROL) xH3FrameReaderInit(&s->reader, XH3_STREAM_CONTROL, XH3_MAX_FRAME_WHOLE);
+    return true;
+}
+
+static void read_unidirectional(xH3Stream *s) {
+    xH3Conn *h3 = s->h3;
+    size_t used = 0, credit = 0;
+    if (s->kind == XH3_KIND_UNTYPED) {
+        if (!take_type(s, &used)) return;
+        xBufferConsume(&s->in, used);
+        credit += used;
+    }
+    used = 0;
+    const uint8_t *in = (const uint8_t *)s->in.data;
+    switch (s->kind) {
+    case XH3_KIND_CONTROL: used = read_control(s, in, s->in.len); break;
+    case XH3_KIND_ENCODER:
+        if (xQpackDecoderReadEncoder(&h3->qpack, in, s->in.len, &used) != XQPACK_OK)
+            conn_error(h3, xQpackErrorCode(XQPACK_ENCODER_STREAM_ERROR));
+        flush_decoder_stream(h3);
+        break;
+    case XH3_KIND_DECODER:
+        if (xQpackEncoderReadDecoder(in, s->in.len, &used) != XQPACK_OK)
+            conn_error(h3, xQpackErrorCode(XQPACK_DECODER_STREAM_ERROR));
+        break;
+    default: used = s->in.len; break;
+    }
+    xBufferConsume(&s->in, used);
+    credit += used;
+    if (credit) xQuicStreamConsumed(s->qs, credit);
+    /* RFC 9114 §6.2.1: the control stream, and QPACK's (RFC 9204 §4.2), never end. */
+    if (s->fin && s->kind != XH3_KIND_IGNORED && s->kind != XH3_KIND_UNTYPED)
+        conn_error(h3, XH3_CLOSED_CRITICAL_STREAM);
+}
+
+static void on_stream_data(xQuicConn *qc, xQuicStream *qs, const uint8_t *data, size_t len, bool fin) {
+    xH3Conn *h3 = xQuicConnApp(qc);
+    xH3Stream *s = xQuicStreamApp(qs);
+    if (!h3 || xQuicConnClosed(qc)) return;
+    int64_t id = xQuicStreamId(qs);
+    if (!s) {
+        bool bidi = (id & 0x2) == 0;
+        if (bidi && h3->draining && id >= h3->goaway_id) {
+            xQuicStreamReset(qs, XH3_REQUEST_REJECTED);
+            return;
+        }
+        s = stream_new(h3, qs, bidi ? XH3_KIND_REQUEST : XH3_KIND_UNTYPED);
+        if (!s) {
+            xQuicStreamReset(qs, XH3_INTERNAL_ERROR);
+            return;
+        }
+        if (bidi && id >= h3->next_request_id) h3->next_request_id = id + 4;
+    }
+    if (s->phase == XH3_PHASE_REFUSED || s->kind == XH3_KIND_IGNORED) {
+        xQuicStreamConsumed(qs, len);
+        return;
+    }
+    if (len && xBufferAppend(&s->in, data, len) != XOK) {
+        conn_error(h3, XH3_INTERNAL_ERROR);
+        return;
+    }
+    s->fin = fin;
+    if (s->kind == XH3_KIND_REQUEST) {
+        note_input(h3);
+        read_request(s);
+    } else {
+        read_unidirectional(s);
+    }
+}
+
+static void on_stream_reset(xQuicConn *qc, xQuicStream *qs, uint64_t code) {
+    xH3Stream *s = xQuicStreamApp(qs);
+    if (!s) return;
+    if (s->kind != XH3_KIND_REQUEST) {
+        if (s->kind != XH3_KIND_IGNORED && s->kind != XH3_KIND_UNTYPED)
+            conn_error(s->h3, XH3_CLOSED_CRITICAL_STREAM);
+        return;
+    }
+    /* The client cancelled: what it sent no longer matters, nor what we send. */
+    if (s->phase != XH3_PHASE_REFUSED) stream_error(s, XH3_REQUEST_CANCELLED);
+}
+
+static void on_stream_close(xQuicConn *qc, xQuicStream *qs) {
+    xH3Stream *s = xQuicStreamApp(qs);
+    if (!s) return;
+    s->gone = true;
+    s->qs = NULL;
+    file_release(s);
+    stream_settle(s);
+}
+
+const xQuicAppOps xH3App = {
+    .on_open = on_open,
+    .on_stream_data = on_stream_data,
+    .on_stream_reset = on_stream_reset,
+    .on_stream_close = on_stream_close,
+    .on_stream_acked = on_stream_acked,
+    .on_drain = on_drain,
+    .on_close = on_close,
+};

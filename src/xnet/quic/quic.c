@@ -1,0 +1,1116 @@
+/* quic.c — QUIC connections through ngtcp2 (quic.h): the endpoint's socket
+ * and connection ID table, a connection's packets in and out, its streams'
+ * send queues kept until acknowledged, and its timer. TLS is quic_tls.c's. */
+#define _GNU_SOURCE
+#include "xnet/quic/quic.h"
+
+#include <errno.h>
+#include <linux/filter.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ngtcp2/ngtcp2_crypto.h>
+
+#include "xnet/quic/ngtcp2_compat.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+
+/* Our connection IDs: the worker's byte, then random. */
+#define XQUIC_CID_LEN 18
+/* Datagrams taken per recvmmsg, and the most bytes one may have. */
+#define XQUIC_RX_BATCH 32
+#define XQUIC_RX_SIZE 2048
+/* recvmmsg calls per readiness report: the rest waits for the next turn. */
+#define XQUIC_RX_ROUNDS 4
+/* Packets of one connection sent together (one sendmsg with UDP_SEGMENT). */
+#define XQUIC_GSO_MAX 10
+#define XQUIC_TX_SIZE (XQUIC_GSO_MAX * NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE)
+/* An expiry nearer than this takes a precise timer; later ones the wheel's. */
+#define XQUIC_PRECISE_BELOW_NS (50 * NGTCP2_MILLISECONDS)
+/* Stream data pieces handed to ngtcp2 at once. */
+#define XQUIC_IOV_MAX 16
+
+/* A piece of a stream's output, kept until acknowledged. */
+typedef struct xQuicChunk {
+    struct xQuicChunk *next;
+    const uint8_t *data;
+    size_t len;
+    uint64_t offset; /* of its first byte in the stream */
+    void (*release)(void *);
+    void *arg;
+    uint8_t copy[]; /* the bytes, when copied */
+} xQuicChunk;
+
+struct xQuicStream {
+    xQuicConn *qc;
+    int64_t id;
+    void *app;
+    xQuicChunk *head, *tail; /* oldest (least acknowledged) first */
+    xQuicChunk *unsent;      /* the chunk holding the first byte not yet given to ngtcp2 */
+    uint64_t queued, sent, acked;
+    bool fin_queued, fin_sent, write_shut;
+    bool sending; /* on qc's send list */
+    xQuicStream *send_prev, *send_next;
+    xQuicStream *prev, *next; /* qc->streams */
+};
+
+/* One connection ID naming a connection, in the endpoint's table. */
+typedef struct xQuicCidEntry {
+    ngtcp2_cid cid;
+    xQuicConn *qc;
+    struct xQuicCidEntry *next_in_bucket;
+    struct xQuicCidEntry *next_of_conn;
+} xQuicCidEntry;
+
+/* Where a connection is in its life. */
+typedef enum xQuicConnState {
+    XQUIC_HANDSHAKING, /* packets flow; the application has not heard of it */
+    XQUIC_OPEN,        /* the application has it (on_open) */
+    XQUIC_GONE,        /* closed: ngtcp2's state freed, the memory waits for its last reference */
+} xQuicConnState;
+
+struct xQuicConn {
+    ngtcp2_crypto_conn_ref ref; /* first: GnuTLS's session pointer finds the connection by it */
+    xQuicEndpoint *ep;
+    ngtcp2_conn *conn;
+    void *tls;
+    xQuicConnState state;
+    unsigned refs;
+    void *app;
+    bool close_owed; /* xQuicConnClose was called: sent at the end of the event */
+    uint64_t close_code;
+    int fatal; /* an ngtcp2 error that ends the connection, else 0 */
+    xQuicCidEntry *cids;
+    struct sockaddr_storage local, remote;
+    socklen_t local_len, remote_len;
+    xQuicStream *streams;
+    xQuicStream *send_first, *send_last;
+    xTimer timer;
+    xTurnEnd flush;
+    xConn view;
+    char server_name[256];
+    xQuicConn *prev, *next; /* ep->conns */
+};
+
+struct xQuicEndpoint {
+    xNetContext *net;
+    int fd;
+    bool wildcard; /* bound to every address: replies name their source */
+    bool no_gso;   /* the kernel refused UDP_SEGMENT: one packet per send */
+    bool draining;
+    xQuicEndpointConf conf;
+    xQuicCidEntry **buckets;
+    size_t nbuckets, nentries;
+    xQuicConn *conns;
+    size_t count;
+    void (*on_gone)(void *arg);
+    void *on_gone_arg;
+    uint8_t rx[XQUIC_RX_BATCH][XQUIC_RX_SIZE];
+    struct sockaddr_storage rx_names[XQUIC_RX_BATCH];
+    char rx_control[XQUIC_RX_BATCH][64];
+    uint8_t tx[XQUIC_TX_SIZE];
+};
+
+static void conn_flush(xEventLoop *loop, xTurnEnd *call);
+static void conn_on_timer(xEventLoop *loop, xTimer *timer, void *arg);
+static void on_readable(xEventLoop *loop, int fd, unsigned events, void *arg);
+
+static ngtcp2_tstamp now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (ngtcp2_tstamp)ts.tv_sec * NGTCP2_SECONDS + (ngtcp2_tstamp)ts.tv_nsec;
+}
+
+static void random_bytes(uint8_t *p, size_t len) { xQuicTlsRandom(p, len); }
+
+/* ---- The connection ID table ---- */
+
+static size_t cid_hash(const uint8_t *data, size_t len) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a: IDs are mostly random already */
+    for (size_t i = 0; i < len; i++) h = (h ^ data[i]) * 1099511628211ull;
+    return (size_t)h;
+}
+
+static bool table_grow(xQuicEndpoint *ep) {
+    size_t n = ep->nbuckets ? ep->nbuckets * 2 : 256;
+    xQuicCidEntry **b = calloc(n, sizeof *b);
+    if (!b) return false;
+    for (size_t i = 0; i < ep->nbuckets; i++) {
+        xQuicCidEntry *e = ep->buckets[i], *next;
+        for (; e; e = next) {
+            next = e->next_in_bucket;
+            size_t at = cid_hash(e->cid.data, e->cid.datalen) & (n - 1);
+            e->next_in_bucket = b[at];
+            b[at] = e;
+        }
+    }
+    free(ep->buckets);
+    ep->buckets = b;
+    ep->nbuckets = n;
+    return true;
+}
+
+static bool cid_add(xQuicConn *qc, const ngtcp2_cid *cid) {
+    xQuicEndpoint *ep = qc->ep;
+    if (ep->nentries >= ep->nbuckets && !table_grow(ep)) return false;
+    xQuicCidEntry *e = malloc(sizeof *e);
+    if (!e) return false;
+    e->cid = *cid;
+    e->qc = qc;
+    size_t at = cid_hash(cid->data, cid->datalen) & (ep->nbuckets - 1);
+    e->next_in_bucket = ep->buckets[at];
+    ep->buckets[at] = e;
+    e->next_of_conn = qc->cids;
+    qc->cids = e;
+    ep->nentries++;
+    return true;
+}
+
+static xQuicConn *cid_find(xQuicEndpoint *ep, const uint8_t *data, size_t len) {
+    if (!ep->nbuckets) return NULL;
+    for (xQuicCidEntry *e = ep->buckets[cid_hash(data, len) & (ep->nbuckets - 1)]; e; e = e->next_in_bucket)
+        if (e->cid.datalen == len && memcmp(e->cid.data, data, len) == 0) return e->qc;
+    return NULL;
+}
+
+static void cid_unlink(xQuicEndpoint *ep, xQuicCidEntry *gone) {
+    xQuicCidEntry **at = &ep->buckets[cid_hash(gone->cid.data, gone->cid.datalen) & (ep->nbuckets - 1)];
+    while (*at != gone) at = &(*at)->next_in_bucket;
+    *at = gone->next_in_bucket;
+    ep->nentries--;
+}
+
+static void cid_remove(xQuicConn *qc, const ngtcp2_cid *cid) {
+    for (xQuicCidEntry **at = &qc->cids; *at; at = &(*at)->next_of_conn) {
+        xQuicCidEntry *e = *at;
+        if (ngtcp2_cid_eq(&e->cid, cid)) {
+            *at = e->next_of_conn;
+            cid_unlink(qc->ep, e);
+            free(e);
+            return;
+        }
+    }
+}
+
+static void cid_remove_all(xQuicConn *qc) {
+    while (qc->cids) {
+        xQuicCidEntry *e = qc->cids;
+        qc->cids = e->next_of_conn;
+        cid_unlink(qc->ep, e);
+        free(e);
+    }
+}
+
+/* A new connection ID of ours: the worker's byte, random bytes, and the
+ * stateless reset token derived from it with the listener's secret. */
+static bool cid_make(const xQuicEndpoint *ep, ngtcp2_cid *cid, uint8_t *token) {
+    cid->datalen = XQUIC_CID_LEN;
+    random_bytes(cid->data, XQUIC_CID_LEN);
+    cid->data[0] = ep->conf.worker_id;
+    return ngtcp2_crypto_generate_stateless_reset_token(token, ep->conf.secret, 32, cid) == 0;
+}
+
+/* ---- Sending ---- */
+
+/* Sends len bytes of packets of gso bytes each (the last may be shorter)
+ * from ep's socket to remote, from local when the socket is bound to every
+ * address. */
+static void send_packets(xQuicEndpoint *ep, const xQuicConn *qc, const struct sockaddr *remote,
+                         socklen_t remote_len, const uint8_t *data, size_t len, size_t gso, uint32_t ecn) {
+    struct iovec iov = {(void *)data, len};
+    union {
+        char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int)) +
+                 CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr m = {.msg_name = (void *)remote,
+                       .msg_namelen = remote_len,
+                       .msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = control.buf,
+                       .msg_controllen = sizeof control.buf};
+    size_t used = 0;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    if (ep->wildcard && qc && qc->local.ss_family == AF_INET) {
+        struct in_pktinfo pi = {.ipi_spec_dst = ((const struct sockaddr_in *)&qc->local)->sin_addr};
+        cm->cmsg_level = IPPROTO_IP, cm->cmsg_type = IP_PKTINFO, cm->cmsg_len = CMSG_LEN(sizeof pi);
+        memcpy(CMSG_DATA(cm), &pi, sizeof pi);
+        used += CMSG_SPACE(sizeof pi);
+        cm = CMSG_NXTHDR(&m, cm);
+    } else if (ep->wildcard && qc && qc->local.ss_family == AF_INET6) {
+        struct in6_pktinfo pi = {.ipi6_addr = ((const struct sockaddr_in6 *)&qc->local)->sin6_addr};
+        cm->cmsg_level = IPPROTO_IPV6, cm->cmsg_type = IPV6_PKTINFO, cm->cmsg_len = CMSG_LEN(sizeof pi);
+        memcpy(CMSG_DATA(cm), &pi, sizeof pi);
+        used += CMSG_SPACE(sizeof pi);
+        cm = CMSG_NXTHDR(&m, cm);
+    }
+    if (ecn) { /* the ECN codepoint ngtcp2 chose, in the IP header's traffic class */
+        int tos = (int)ecn;
+        bool v6 = remote->sa_family == AF_INET6;
+        cm->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP, cm->cmsg_type = v6 ? IPV6_TCLASS : IP_TOS;
+        cm->cmsg_len = CMSG_LEN(sizeof tos);
+        memcpy(CMSG_DATA(cm), &tos, sizeof tos);
+        used += CMSG_SPACE(sizeof tos);
+        cm = CMSG_NXTHDR(&m, cm);
+    }
+    if (len > gso && !ep->no_gso) { /* last: the fall-back below drops it */
+        uint16_t segment = (uint16_t)gso;
+        cm->cmsg_level = SOL_UDP, cm->cmsg_type = UDP_SEGMENT, cm->cmsg_len = CMSG_LEN(sizeof segment);
+        memcpy(CMSG_DATA(cm), &segment, sizeof segment);
+        used += CMSG_SPACE(sizeof segment);
+    }
+    m.msg_controllen = used;
+    if (!used) m.msg_control = NULL;
+    if (len <= gso || !ep->no_gso) {
+        if (sendmsg(ep->fd, &m, MSG_DONTWAIT) >= 0 || len <= gso) return;
+        if (errno != EIO && errno != EINVAL) return; /* a full socket: QUIC's recovery resends */
+        ep->no_gso = true;
+        m.msg_controllen = used - CMSG_SPACE(sizeof(uint16_t));
+        if (!m.msg_controllen) m.msg_control = NULL;
+    }
+    for (size_t at = 0; at < len; at += gso) {
+        iov.iov_base = (void *)(data + at);
+        iov.iov_len = len - at < gso ? len - at : gso;
+        if (sendmsg(ep->fd, &m, MSG_DONTWAIT) < 0) return;
+    }
+}
+
+static void stream_send_unlink(xQuicStream *s) {
+    xQuicConn *qc = s->qc;
+    if (!s->sending) return;
+    if (s->send_prev)
+        s->send_prev->send_next = s->send_next;
+    else
+        qc->send_first = s->send_next;
+    if (s->send_next)
+        s->send_next->send_prev = s->send_prev;
+    else
+        qc->send_last = s->send_prev;
+    s->send_prev = s->send_next = NULL;
+    s->sending = false;
+}
+
+static void stream_send_link(xQuicStream *s) {
+    xQuicConn *qc = s->qc;
+    if (s->sending || s->write_shut) return;
+    s->send_prev = qc->send_last;
+    s->send_next = NULL;
+    if (qc->send_last)
+        qc->send_last->send_next = s;
+    else
+        qc->send_first = s;
+    qc->send_last = s;
+    s->sending = true;
+}
+
+static bool stream_has_output(const xQuicStream *s) {
+    return !s->write_shut && (s->sent < s->queued || (s->fin_queued && !s->fin_sent));
+}
+
+/* The unsent bytes of s as iovecs; returns how many. */
+static size_t stream_unsent(const xQuicStream *s, ngtcp2_vec *v) {
+    size_t n = 0;
+    for (const xQuicChunk *c = s->unsent; c && n < XQUIC_IOV_MAX; c = c->next) {
+        size_t skip = s->sent > c->offset ? (size_t)(s->sent - c->offset) : 0;
+        if (skip >= c->len) continue;
+        v[n].base = (uint8_t *)c->data + skip;
+        v[n].len = c->len - skip;
+        n++;
+    }
+    return n;
+}
+
+/* ngtcp2 took n more bytes of s (and its FIN, when fin and nothing is left). */
+static void stream_advance(xQuicStream *s, size_t n, bool fin) {
+    s->sent += n;
+    while (s->unsent && s->unsent->offset + s->unsent->len <= s->sent && s->unsent->next)
+        s->unsent = s->unsent->next;
+    if (fin && s->sent == s->queued) s->fin_sent = true;
+    if (!stream_has_output(s)) stream_send_unlink(s);
+}
+
+static void schedule_flush(xQuicConn *qc) {
+    if (qc->flush.queued || qc->state == XQUIC_GONE) return;
+    qc->refs++; /* released by the flush */
+    xEventLoopAtTurnEnd(qc->ep->net->loop, &qc->flush);
+}
+
+/* Writes qc's packets as far as ngtcp2 allows: its own frames and the
+ * streams' data, a batch of same-size packets per sendmsg. Returns an
+ * ngtcp2 error that ends the connection, else 0. */
+static int conn_write(xQuicConn *qc) {
+    xQuicEndpoint *ep = qc->ep;
+    ngtcp2_tstamp ts = now_ns();
+    size_t mtu = ngtcp2_conn_get_max_tx_udp_payload_size(qc->conn);
+    size_t quantum = ngtcp2_conn_get_send_quantum(qc->conn) / mtu;
+    if (quantum > 64) quantum = 64;
+    if (quantum < 1) quantum = 1;
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_pkt_info pi;
+    size_t off = 0, gso = 0, npkts = 0;
+    uint32_t ecn = 0;
+    /* Streams that ngtcp2 refused this round (flow control): tried again
+     * the next time the connection writes. */
+    xQuicStream *s = qc->send_first;
+    for (;;) {
+        ngtcp2_vec v[XQUIC_IOV_MAX];
+        size_t nv = 0;
+        uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
+        int64_t id = -1;
+        if (s) {
+            id = s->id;
+            nv = stream_unsent(s, v);
+            if (s->fin_queued && !s->fin_sent) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
+        }
+        ngtcp2_ssize taken = -1;
+        ngtcp2_ssize n = ngtcp2_conn_writev_stream(qc->conn, &ps.path, &pi, ep->tx + off, mtu, &taken, flags,
+                                                   id, nv ? v : NULL, nv, ts);
+        if (n < 0) {
+            if (!s && (n == NGTCP2_ERR_WRITE_MORE || n == NGTCP2_ERR_STREAM_DATA_BLOCKED))
+                break; /* never so */
+            if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED || n == NGTCP2_ERR_STREAM_SHUT_WR ||
+                n == NGTCP2_ERR_STREAM_NOT_FOUND) {
+                xQuicStream *next = s->send_next;
+                if (n != NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+                    s->write_shut = true;
+                    stream_send_unlink(s);
+                }
+                s = next;
+                continue;
+            }
+            if (n == NGTCP2_ERR_WRITE_MORE) {
+                xQuicStream *next = s->send_next;
+                stream_advance(s, (size_t)taken, flags & NGTCP2_WRITE_STREAM_FLAG_FIN);
+                if (s->sending) next = s; /* the packet has room and s has more */
+                s = next;
+                continue;
+            }
+            return (int)n;
+        }
+        if (s && taken >= 0) {
+            xQuicStream *next = s->send_next;
+            stream_advance(s, (size_t)taken, flags & NGTCP2_WRITE_STREAM_FLAG_FIN);
+            if (s->sending) next = s;
+            s = next;
+        }
+        if (n == 0) break;
+        if (off && pi.ecn != ecn) { /* a batch's packets share their ECN marking */
+            send_packets(ep, qc, ps.path.remote.addr, (socklen_t)ps.path.remote.addrlen, ep->tx, off, gso,
+                         ecn);
+            memmove(ep->tx, ep->tx + off, (size_t)n);
+            off = 0;
+        }
+        ecn = pi.ecn;
+        if (off == 0) gso = (size_t)n;
+        off += (size_t)n;
+        npkts++;
+        /* A batch is packets of one size, the last maybe shorter. */
+        if ((size_t)n < gso || npkts % XQUIC_GSO_MAX == 0 || off + mtu > sizeof ep->tx) {
+            send_packets(ep, qc, ps.path.remote.addr, (socklen_t)ps.path.remote.addrlen, ep->tx, off, gso,
+                         ecn);
+            off = 0;
+        }
+        if (npkts == quantum) break; /* pacing: the timer brings the rest */
+    }
+    if (off) {
+        send_packets(ep, qc, ps.path.remote.addr, (socklen_t)ps.path.remote.addrlen, ep->tx, off, gso, ecn);
+        ngtcp2_conn_update_pkt_tx_time(qc->conn, ts);
+    }
+    return 0;
+}
+
+/* Arms qc's timer for ngtcp2's next expiry. */
+static void conn_arm(xQuicConn *qc) {
+    xEventLoop *loop = qc->ep->net->loop;
+    ngtcp2_tstamp expiry = ngtcp2_conn_get_expiry(qc->conn), now = now_ns();
+    if (expiry == UINT64_MAX) {
+        xTimerStop(loop, &qc->timer);
+        return;
+    }
+    ngtcp2_tstamp wait = expiry > now ? expiry - now : 0;
+    if (wait < XQUIC_PRECISE_BELOW_NS)
+        xTimerStartPrecise(loop, &qc->timer, wait / 1000 + 1);
+    else
+        xTimerStart(loop, &qc->timer, wait / NGTCP2_MILLISECONDS + 1);
+}
+
+/* ---- Closing ---- */
+
+static void stream_free(xQuicStream *s) {
+    xQuicConn *qc = s->qc;
+    stream_send_unlink(s);
+    while (s->head) {
+        xQuicChunk *c = s->head;
+        s->head = c->next;
+        if (c->release) c->release(c->arg);
+        free(c);
+    }
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        qc->streams = s->next;
+    if (s->next) s->next->prev = s->prev;
+    free(s);
+}
+
+/* Frees ngtcp2's and GnuTLS's state of qc, after the application has heard
+ * of every stream's close and its own; the memory waits for the last
+ * reference. */
+static void conn_teardown(xQuicConn *qc) {
+    if (qc->state == XQUIC_GONE) return;
+    xQuicEndpoint *ep = qc->ep;
+    bool told = qc->state == XQUIC_OPEN;
+    qc->state = XQUIC_GONE;
+    while (qc->streams) {
+        if (told && ep->conf.app->on_stream_close) ep->conf.app->on_stream_close(qc, qc->streams);
+        stream_free(qc->streams);
+    }
+    if (told && ep->conf.app->on_close) ep->conf.app->on_close(qc);
+    cid_remove_all(qc);
+    xTimerStop(ep->net->loop, &qc->timer);
+    ngtcp2_conn_del(qc->conn);
+    qc->conn = NULL;
+    xQuicTlsSessionEnd(qc->tls);
+    qc->tls = NULL;
+    if (qc->prev)
+        qc->prev->next = qc->next;
+    else
+        ep->conns = qc->next;
+    if (qc->next) qc->next->prev = qc->prev;
+    ep->count--;
+    if (ep->on_gone) ep->on_gone(ep->on_gone_arg);
+    xQuicConnRelease(qc);
+}
+
+/* Sends CONNECTION_CLOSE for err (an ngtcp2 error, or 0 with the
+ * application's code) and tears qc down: the closing period's answers to
+ * late packets are left out, which costs the peer a timeout at worst. */
+static void conn_close_now(xQuicConn *qc, int liberr, uint64_t app_code) {
+    if (qc->state == XQUIC_GONE) return;
+    xQuicCloseError ccerr;
+    xq_close_error_default(&ccerr);
+    if (liberr == NGTCP2_ERR_CRYPTO)
+        xq_close_error_set_tls_alert(&ccerr, ngtcp2_conn_get_tls_alert(qc->conn), NULL, 0);
+    else if (liberr)
+        xq_close_error_set_liberr(&ccerr, liberr, NULL, 0);
+    else
+        xq_close_error_set_application(&ccerr, app_code, NULL, 0);
+    if (!xq_in_closing(qc->conn) && !xq_in_draining(qc->conn)) {
+        ngtcp2_path_storage ps;
+        ngtcp2_path_storage_zero(&ps);
+        ngtcp2_pkt_info pi;
+        ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, &pi, qc->ep->tx,
+                                                            sizeof qc->ep->tx, &ccerr, now_ns());
+        if (n > 0)
+            send_packets(qc->ep, qc, ps.path.remote.addr, (socklen_t)ps.path.remote.addrlen, qc->ep->tx,
+                         (size_t)n, (size_t)n, 0);
+    }
+    conn_teardown(qc);
+}
+
+/* The end of every event on qc: a close asked for or an error met goes
+ * out; otherwise what is due is written and the timer re-armed. */
+static void conn_settle(xQuicConn *qc) {
+    if (qc->state == XQUIC_GONE) return;
+    if (qc->fatal) {
+        conn_close_now(qc, qc->fatal, 0);
+        return;
+    }
+    if (qc->close_owed) {
+        conn_close_now(qc, 0, qc->close_code);
+        return;
+    }
+    int rv = conn_write(qc);
+    if (rv) {
+        conn_close_now(qc, rv, 0);
+        return;
+    }
+    conn_arm(qc);
+}
+
+static void conn_flush(xEventLoop *loop, xTurnEnd *call) {
+    xQuicConn *qc = (xQuicConn *)((char *)call - offsetof(xQuicConn, flush));
+    conn_settle(qc);
+    xQuicConnRelease(qc);
+}
+
+static void conn_on_timer(xEventLoop *loop, xTimer *timer, void *arg) {
+    xQuicConn *qc = arg;
+    qc->refs++;
+    int rv = ngtcp2_conn_handle_expiry(qc->conn, now_ns());
+    if (rv == NGTCP2_ERR_IDLE_CLOSE)
+        conn_teardown(qc);
+    else if (rv)
+        conn_close_now(qc, rv, 0);
+    else
+        conn_settle(qc);
+    xQuicConnRelease(qc);
+}
+
+/* ---- ngtcp2's callbacks ---- */
+
+static xQuicStream *stream_new(xQuicConn *qc, int64_t id) {
+    xQuicStream *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->qc = qc;
+    s->id = id;
+    s->next = qc->streams;
+    if (qc->streams) qc->streams->prev = s;
+    qc->streams = s;
+    ngtcp2_conn_set_stream_user_data(qc->conn, id, s);
+    return s;
+}
+
+static ngtcp2_conn *conn_of_ref(ngtcp2_crypto_conn_ref *ref) { return ((xQuicConn *)ref)->conn; }
+
+static bool app_open(xQuicConn *qc) {
+    if (qc->state != XQUIC_HANDSHAKING) return qc->state == XQUIC_OPEN;
+    qc->state = XQUIC_OPEN;
+    if (!qc->ep->conf.app->on_open(qc)) {
+        qc->state = XQUIC_HANDSHAKING; /* the application never had it */
+        qc->fatal = NGTCP2_ERR_CALLBACK_FAILURE;
+        return false;
+    }
+    return true;
+}
+
+static int on_handshake_completed(ngtcp2_conn *conn, void *user_data) {
+    xQuicConn *qc = user_data;
+    xNetAddrSet(&qc->view.addr, &qc->remote, qc->ep->conf.local_port);
+    return app_open(qc) ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stream_open(ngtcp2_conn *conn, int64_t id, void *user_data) {
+    return stream_new(user_data, id) ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t id, uint64_t offset,
+                               const uint8_t *data, size_t len, void *user_data, void *stream_user_data) {
+    xQuicConn *qc = user_data;
+    xQuicStream *s = stream_user_data ? stream_user_data : stream_new(qc, id);
+    if (!s || !app_open(qc)) return NGTCP2_ERR_CALLBACK_FAILURE;
+    qc->ep->conf.app->on_stream_data(qc, s, data, len, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
+    return 0;
+}
+
+static int on_acked_stream_data(ngtcp2_conn *conn, int64_t id, uint64_t offset, uint64_t len, void *user_data,
+                                void *stream_user_data) {
+    xQuicStream *s = stream_user_data;
+    if (!s) return 0;
+    s->acked = offset + len;
+    while (s->head && s->head->offset + s->head->len <= s->acked && s->head != s->unsent) {
+        xQuicChunk *c = s->head;
+        s->head = c->next;
+        if (!s->head) s->tail = NULL;
+        if (c->release) c->release(c->arg);
+        free(c);
+    }
+    xQuicConn *qc = user_data;
+    if (qc->state == XQUIC_OPEN && qc->ep->conf.app->on_stream_acked)
+        qc->ep->conf.app->on_stream_acked(qc, s);
+    return 0;
+}
+
+static int on_stream_close(ngtcp2_conn *conn, uint32_t flags, int64_t id, uint64_t code, void *user_data,
+                           void *stream_user_data) {
+    xQuicConn *qc = user_data;
+    xQuicStream *s = stream_user_data;
+    if (!ngtcp2_conn_is_local_stream(conn, id)) {
+        /* The peer may open another in its place. */
+        if (ngtcp2_is_bidi_stream(id))
+            ngtcp2_conn_extend_max_streams_bidi(conn, 1);
+        else
+            ngtcp2_conn_extend_max_streams_uni(conn, 1);
+    }
+    if (!s) return 0;
+    if (qc->state == XQUIC_OPEN && qc->ep->conf.app->on_stream_close)
+        qc->ep->conf.app->on_stream_close(qc, s);
+    stream_free(s);
+    return 0;
+}
+
+static void tell_reset(xQuicConn *qc, xQuicStream *s, uint64_t code) {
+    if (s && qc->state == XQUIC_OPEN && qc->ep->conf.app->on_stream_reset)
+        qc->ep->conf.app->on_stream_reset(qc, s, code);
+}
+
+static int on_stream_reset(ngtcp2_conn *conn, int64_t id, uint64_t final_size, uint64_t code, void *user_data,
+                           void *stream_user_data) {
+    tell_reset(user_data, stream_user_data, code);
+    return 0;
+}
+
+static int on_stream_stop_sending(ngtcp2_conn *conn, int64_t id, uint64_t code, void *user_data,
+                                  void *stream_user_data) {
+    xQuicStream *s = stream_user_data;
+    if (s && !s->write_shut) {
+        xq_shutdown_stream_write(conn, id, code);
+        s->write_shut = true;
+        stream_send_unlink(s);
+    }
+    tell_reset(user_data, s, code);
+    return 0;
+}
+
+static int on_extend_max_stream_data(ngtcp2_conn *conn, int64_t id, uint64_t max_data, void *user_data,
+                                     void *stream_user_data) {
+    xQuicStream *s = stream_user_data;
+    if (s && stream_has_output(s)) stream_send_link(s);
+    return 0;
+}
+
+static void on_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) { random_bytes(dest, len); }
+
+static int on_get_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t cidlen,
+                          void *user_data) {
+    xQuicConn *qc = user_data;
+    if (!cid_make(qc->ep, cid, token) || !cid_add(qc, cid)) return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_remove_cid(ngtcp2_conn *conn, const ngtcp2_cid *cid, void *user_data) {
+    cid_remove(user_data, cid);
+    return 0;
+}
+
+static const ngtcp2_callbacks callbacks = {
+    .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
+    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
+    .handshake_completed = on_handshake_completed,
+    .encrypt = ngtcp2_crypto_encrypt_cb,
+    .decrypt = ngtcp2_crypto_decrypt_cb,
+    .hp_mask = ngtcp2_crypto_hp_mask_cb,
+    .recv_stream_data = on_recv_stream_data,
+    .acked_stream_data_offset = on_acked_stream_data,
+    .stream_open = on_stream_open,
+    .stream_close = on_stream_close,
+    .rand = on_rand,
+    .get_new_connection_id = on_get_new_cid,
+    .remove_connection_id = on_remove_cid,
+    .update_key = ngtcp2_crypto_update_key_cb,
+    .stream_reset = on_stream_reset,
+    .extend_max_stream_data = on_extend_max_stream_data,
+    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
+    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
+    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
+    .stream_stop_sending = on_stream_stop_sending,
+    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+};
+
+/* ---- A request's view of its connection ---- */
+
+static bool view_tls_info(const xConn *view, struct xTlsInfo *info) {
+    xQuicConn *qc = (xQuicConn *)((char *)view - offsetof(xQuicConn, view));
+    if (!qc->tls) return false;
+    xQuicTlsDescribe(qc->tls, info, qc->server_name, sizeof qc->server_name);
+    return true;
+}
+
+/* Only what core reads of a request's connection: it is secure and has TLS
+ * facts. Nothing sends through it. */
+static const xTransport view_transport = {.secure = true, .tls_info = view_tls_info};
+
+/* ---- Packets in ---- */
+
+static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngtcp2_path *path) {
+    xQuicConn *qc = calloc(1, sizeof *qc);
+    if (!qc) return NULL;
+    qc->ep = ep;
+    qc->refs = 1; /* dropped by the teardown */
+    qc->ref.get_conn = conn_of_ref;
+    qc->ref.user_data = qc;
+    memcpy(&qc->local, path->local.addr, path->local.addrlen);
+    qc->local_len = (socklen_t)path->local.addrlen;
+    memcpy(&qc->remote, path->remote.addr, path->remote.addrlen);
+    qc->remote_len = (socklen_t)path->remote.addrlen;
+    xTimerInit(&qc->timer, conn_on_timer, qc);
+    qc->flush.fn = conn_flush;
+    qc->view.net = ep->net;
+    qc->view.transport = &view_transport;
+    qc->view.fd = -1;
+    qc->view.refs = 1;
+    xNetAddrSet(&qc->view.addr, &qc->remote, ep->conf.local_port);
+
+    ngtcp2_cid scid;
+    ngtcp2_settings settings;
+    ngtcp2_settings_default(&settings);
+    settings.initial_ts = now_ns();
+    settings.max_tx_udp_payload_size = NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE;
+    if (ep->conf.handshake_timeout_ms) /* 0: ngtcp2's default */
+        settings.handshake_timeout = (ngtcp2_duration)ep->conf.handshake_timeout_ms * NGTCP2_MILLISECONDS;
+    ngtcp2_transport_params params;
+    ngtcp2_transport_params_default(&params);
+    params.initial_max_streams_bidi = ep->conf.max_streams_bidi;
+    /* Control and QPACK's two, and room for the extensions' and grease streams a
+     * client may open (RFC 9114 §6.2), which are read and dropped. */
+    params.initial_max_streams_uni = 16;
+    params.initial_max_data = ep->conf.conn_window;
+    params.initial_max_stream_data_bidi_remote = ep->conf.stream_window;
+    params.initial_max_stream_data_uni = ep->conf.stream_window;
+    params.max_idle_timeout = (ngtcp2_duration)ep->conf.idle_timeout_ms * NGTCP2_MILLISECONDS;
+    params.active_connection_id_limit = 4;
+    params.stateless_reset_token_present = 1;
+    XQ_SET_ORIGINAL_DCID(params, hd->dcid);
+    if (!cid_make(ep, &scid, params.stateless_reset_token)) goto fail;
+    if (ngtcp2_conn_server_new(&qc->conn, &hd->scid, &scid, path, hd->version, &callbacks, &settings, &params,
+                               NULL, qc) != 0) {
+        qc->conn = NULL;
+        goto fail;
+    }
+    qc->tls = xQuicTlsSessionStart(ep->conf.tls, qc->conn, &qc->ref);
+    if (!qc->tls || !cid_add(qc, &scid) || !cid_add(qc, &hd->dcid)) goto fail;
+    qc->next = ep->conns;
+    if (ep->conns) ep->conns->prev = qc;
+    ep->conns = qc;
+    ep->count++;
+    return qc;
+fail:
+    cid_remove_all(qc);
+    if (qc->conn) ngtcp2_conn_del(qc->conn);
+    xQuicTlsSessionEnd(qc->tls);
+    free(qc);
+    return NULL;
+}
+
+/* Answers a short-header packet for a connection nobody here knows with a
+ * stateless reset (RFC 9000 §10.3), smaller than what came so two
+ * endpoints cannot loop. A connection ID of another worker's is left alone:
+ * its packets are for that worker (see README, "HTTP/3"). */
+static void send_stateless_reset(xQuicEndpoint *ep, const uint8_t *dcid, size_t dcidlen, size_t len,
+                                 const struct sockaddr *remote, socklen_t remote_len) {
+    if (dcidlen != XQUIC_CID_LEN || dcid[0] != ep->conf.worker_id || len < 43) return;
+    ngtcp2_cid cid;
+    ngtcp2_cid_init(&cid, dcid, dcidlen);
+    uint8_t token[NGTCP2_STATELESS_RESET_TOKENLEN], noise[64], out[128];
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, ep->conf.secret, 32, &cid) != 0) return;
+    size_t noise_len = len - 1 - NGTCP2_STATELESS_RESET_TOKENLEN - 1;
+    if (noise_len > sizeof noise) noise_len = sizeof noise;
+    random_bytes(noise, noise_len);
+    ngtcp2_ssize n = ngtcp2_pkt_write_stateless_reset(out, sizeof out, token, noise, noise_len);
+    if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
+}
+
+static void send_version_negotiation(xQuicEndpoint *ep, const ngtcp2_version_cid *vc,
+                                     const struct sockaddr *remote, socklen_t remote_len) {
+    uint8_t out[256], unused;
+    random_bytes(&unused, 1);
+    static const uint32_t versions[] = {NGTCP2_PROTO_VER_V1};
+    ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(out, sizeof out, unused, vc->scid, vc->scidlen,
+                                                          vc->dcid, vc->dcidlen, versions, 1);
+    if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
+}
+
+static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct sockaddr_storage *remote,
+                        socklen_t remote_len, struct sockaddr_storage *local, socklen_t local_len,
+                        uint32_t ecn) {
+    ngtcp2_version_cid vc;
+    int rv = ngtcp2_pkt_decode_version_cid(&vc, data, len, XQUIC_CID_LEN);
+    if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {
+        send_version_negotiation(ep, &vc, (struct sockaddr *)remote, remote_len);
+        return;
+    }
+    if (rv != 0) return;
+    ngtcp2_path path = {.local = {(struct sockaddr *)local, local_len},
+                        .remote = {(struct sockaddr *)remote, remote_len}};
+    xQuicConn *qc = cid_find(ep, vc.dcid, vc.dcidlen);
+    if (!qc) {
+        if (!(data[0] & 0x80)) {
+            send_stateless_reset(ep, vc.dcid, vc.dcidlen, len, (struct sockaddr *)remote, remote_len);
+            return;
+        }
+        ngtcp2_pkt_hd hd;
+        if (ep->draining || ep->count >= ep->conf.max_connections || ngtcp2_accept(&hd, data, len) != 0)
+            return;
+        qc = conn_new(ep, &hd, &path);
+        if (!qc) return;
+    }
+    if (qc->state == XQUIC_GONE || xq_in_closing(qc->conn) || xq_in_draining(qc->conn)) return;
+    qc->refs++;
+    ngtcp2_pkt_info pi = {.ecn = ecn};
+    rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, data, len, now_ns());
+    if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_DROP_CONN)
+        conn_teardown(qc);
+    else if (rv)
+        conn_close_now(qc, qc->fatal ? qc->fatal : rv, 0);
+    else if (qc->close_owed || qc->fatal)
+        conn_settle(qc);
+    else
+        schedule_flush(qc);
+    xQuicConnRelease(qc);
+}
+
+/* Where a datagram was sent to, and its ECN codepoint, from its control
+ * messages. */
+static socklen_t read_control(const xQuicEndpoint *ep, struct msghdr *m, struct sockaddr_storage *local,
+                              uint32_t *ecn) {
+    socklen_t len = sizeof *local;
+    if (getsockname(ep->fd, (struct sockaddr *)local, &len) != 0) return 0;
+    *ecn = 0;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
+        if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
+            *ecn = *(const uint8_t *)CMSG_DATA(cm) & 0x3;
+        } else if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS) {
+            int tclass;
+            memcpy(&tclass, CMSG_DATA(cm), sizeof tclass);
+            *ecn = (uint32_t)tclass & 0x3;
+        } else if (!ep->wildcard) {
+            continue;
+        } else if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO &&
+                   local->ss_family == AF_INET) {
+            struct in_pktinfo pi;
+            memcpy(&pi, CMSG_DATA(cm), sizeof pi);
+            ((struct sockaddr_in *)local)->sin_addr = pi.ipi_addr;
+        } else if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO &&
+                   local->ss_family == AF_INET6) {
+            struct in6_pktinfo pi;
+            memcpy(&pi, CMSG_DATA(cm), sizeof pi);
+            ((struct sockaddr_in6 *)local)->sin6_addr = pi.ipi6_addr;
+        }
+    }
+    return len;
+}
+
+static void on_readable(xEventLoop *loop, int fd, unsigned events, void *arg) {
+    xQuicEndpoint *ep = arg;
+    struct mmsghdr msgs[XQUIC_RX_BATCH];
+    struct iovec iov[XQUIC_RX_BATCH];
+    for (int round = 0; round < XQUIC_RX_ROUNDS; round++) {
+        for (int i = 0; i < XQUIC_RX_BATCH; i++) {
+            iov[i] = (struct iovec){ep->rx[i], XQUIC_RX_SIZE};
+            msgs[i].msg_hdr = (struct msghdr){.msg_name = &ep->rx_names[i],
+                                              .msg_namelen = sizeof ep->rx_names[i],
+                                              .msg_iov = &iov[i],
+                                              .msg_iovlen = 1,
+                                              .msg_control = ep->rx_control[i],
+                                              .msg_controllen = sizeof ep->rx_control[i]};
+        }
+        int n = recvmmsg(fd, msgs, XQUIC_RX_BATCH, MSG_DONTWAIT, NULL);
+        if (n <= 0) return;
+        for (int i = 0; i < n; i++) {
+            if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) continue; /* larger than any packet we allow */
+            struct sockaddr_storage local;
+            uint32_t ecn;
+            socklen_t local_len = read_control(ep, &msgs[i].msg_hdr, &local, &ecn);
+            if (!local_len) continue;
+            on_datagram(ep, ep->rx[i], msgs[i].msg_len, &ep->rx_names[i], msgs[i].msg_hdr.msg_namelen, &local,
+                        local_len, ecn);
+        }
+        if (n < XQUIC_RX_BATCH) return;
+    }
+}
+
+/* ---- The endpoint ---- */
+
+int xQuicSocketOpen(const struct sockaddr_storage *addr, socklen_t len, bool reuseport) {
+    int fd = socket(addr->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    if (reuseport) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    /* ECN: each datagram's codepoint is reported (RFC 9000 §13.4). */
+    setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
+    if (addr->ss_family == AF_INET6) {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
+        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof one);
+        int probe = IPV6_PMTUDISC_PROBE; /* DF set; ngtcp2 finds the path's MTU itself */
+        setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &probe, sizeof probe);
+    } else {
+        setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one);
+        int probe = IP_PMTUDISC_PROBE;
+        setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &probe, sizeof probe);
+    }
+    if (bind(fd, (const struct sockaddr *)addr, len) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+/* The reuseport group's program (classic BPF, which needs no privilege): it
+ * returns the index of the socket a datagram goes to, the worker's, which
+ * every connection ID of ours carries in its first byte (RFC 9000 §17: a
+ * short header's DCID starts at byte 1; a long header's at byte 6, after
+ * the version and the DCID's length). The client's Initial and 0-RTT
+ * packets carry an ID of its own choosing: those return an index past the
+ * group's, and the kernel hashes their addresses, as without a program. */
+static const struct sock_filter steer_code[] = {
+    BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0),            /* A = the first byte */
+    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x80, 2, 0), /* a long header? */
+    BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1),            /* short: A = DCID[0] */
+    BPF_STMT(BPF_RET | BPF_A, 0),
+    BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x30),       /* long: its type */
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x20, 1, 0), /* Handshake: our ID */
+    BPF_STMT(BPF_RET | BPF_K, 0xffffffff),           /* Initial, 0-RTT, Retry: the hash */
+    BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 6),           /* A = DCID[0] */
+    BPF_STMT(BPF_RET | BPF_A, 0),
+};
+
+bool xQuicSocketSteer(int fd) {
+    struct sock_fprog prog = {sizeof steer_code / sizeof steer_code[0], (struct sock_filter *)steer_code};
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) == 0;
+}
+
+static bool bound_to_any(int fd) {
+    struct sockaddr_storage a;
+    socklen_t len = sizeof a;
+    if (getsockname(fd, (struct sockaddr *)&a, &len) != 0) return true;
+    if (a.ss_family == AF_INET6) return IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&a)->sin6_addr);
+    return ((struct sockaddr_in *)&a)->sin_addr.s_addr == htonl(INADDR_ANY);
+}
+
+xQuicEndpoint *xQuicEndpointCreate(xNetContext *net, int fd, const xQuicEndpointConf *conf) {
+    xQuicEndpoint *ep = calloc(1, sizeof *ep);
+    if (!ep) {
+        close(fd);
+        return NULL;
+    }
+    ep->net = net;
+    ep->fd = fd;
+    ep->conf = *conf;
+    ep->wildcard = bound_to_any(fd);
+    if (!table_grow(ep) || xEventLoopAdd(net->loop, fd, XEV_READ, on_readable, ep) != XOK) {
+        free(ep->buckets);
+        free(ep);
+        close(fd);
+        return NULL;
+    }
+    return ep;
+}
+
+void xQuicEndpointDestroy(xQuicEndpoint *ep) {
+    if (!ep) return;
+    ep->on_gone = NULL;
+    while (ep->conns) conn_close_now(ep->conns, 0, ep->conf.app_no_error);
+    xEventLoopRemove(ep->net->loop, ep->fd);
+    close(ep->fd);
+    free(ep->buckets);
+    free(ep);
+}
+
+void xQuicEndpointDrain(xQuicEndpoint *ep) {
+    ep->draining = true;
+    xQuicConn *next;
+    for (xQuicConn *qc = ep->conns; qc; qc = next) {
+        qc->refs++;
+        if (qc->state == XQUIC_OPEN && ep->conf.app->on_drain)
+            ep->conf.app->on_drain(qc);
+        else if (qc->state == XQUIC_HANDSHAKING)
+            qc->close_owed = true, qc->close_code = ep->conf.app_no_error;
+        schedule_flush(qc);
+        next = qc->next;
+        xQuicConnRelease(qc);
+    }
+}
+
+size_t xQuicEndpointConnections(const xQuicEndpoint *ep) { return ep->count; }
+
+void xQuicEndpointOnGone(xQuicEndpoint *ep, void (*fn)(void *arg), void *arg) {
+    ep->on_gone = fn;
+    ep->on_gone_arg = arg;
+}
+
+void *xQuicEndpointArg(const xQuicEndpoint *ep) { return ep->conf.app_arg; }
+
+/* ---- Connections and streams, for the application ---- */
+
+void *xQuicConnApp(const xQuicConn *qc) { return qc->app; }
+void xQuicConnSetApp(xQuicConn *qc, void *app) { qc->app = app; }
+xQuicEndpoint *xQuicConnEndpoint(const xQuicConn *qc) { return qc->ep; }
+xConn *xQuicConnView(xQuicConn *qc) { return &qc->view; }
+void xQuicConnRetain(xQuicConn *qc) { qc->refs++; }
+
+void xQuicConnRelease(xQuicConn *qc) {
+    if (--qc->refs) return;
+    free(qc);
+}
+
+bool xQuicConnClosed(const xQuicConn *qc) { return qc->state == XQUIC_GONE || qc->close_owed || qc->fatal; }
+
+void xQuicConnClose(xQuicConn *qc, uint64_t app_error, const char *reason) {
+    if (xQuicConnClosed(qc)) return;
+    qc->close_owed = true;
+    qc->close_code = app_error;
+    schedule_flush(qc);
+}
+
+xQuicStream *xQuicOpenUni(xQuicConn *qc) {
+    int64_t id;
+    if (qc->state != XQUIC_OPEN || ngtcp2_conn_open_uni_stream(qc->conn, &id, NULL) != 0) return NULL;
+    return stream_new(qc, id);
+}
+
+int64_t xQuicStreamId(const xQuicStream *s) { return s->id; }
+void *xQuicStreamApp(const xQuicStream *s) { return s->app; }
+void xQuicStreamSetApp(xQuicStream *s, void *app) { s->app = app; }
+
+xErrno xQuicStreamWrite(xQuicStream *s, const void *data, size_t len, bool fin, void (*release)(void *),
+                        void *arg) {
+    xQuicConn *qc = s->qc;
+    if (s->write_shut || s->fin_queued || xQuicConnClosed(qc)) {
+        if (release) release(arg);
+        return XERR_CLOSED;
+    }
+    if (len) {
+        xQuicChunk *c = malloc(sizeof *c + (release ? 0 : len));
+        if (!c) {
+            if (release) release(arg);
+            return XERR_NOMEM;
+        }
+        *c = (xQuicChunk){.data = release ? data : c->copy,
+                          .len = len,
+                          .offset = s->queued,
+                          .release = release,
+                          .arg = arg};
+        if (!release) memcpy(c->copy, data, len);
+        if (s->tail)
+            s->tail->next = c;
+        else
+            s->head = c;
+        s->tail = c;
+        if (!s->unsent || s->unsent->offset + s->unsent->len <= s->sent) s->unsent = c;
+        s->queued += len;
+    } else if (release) {
+        release(arg);
+    }
+    s->fin_queued = fin;
+    if (stream_has_output(s)) stream_send_link(s);
+    schedule_flush(qc);
+    return XOK;
+}
+
+size_t xQuicStreamUnacked(const xQuicStream *s) { return (size_t)(s->queued - s->acked); }
+
+void xQuicStreamConsumed(xQuicStream *s, size_t n) {
+    xQuicConn *qc = s->qc;
+    if (!n || xQuicConnClosed(qc)) return;
+    ngtcp2_conn_extend_max_stream_offset(qc->conn, s->id, n);
+    ngtcp2_conn_extend_max_offset(qc->conn, n);
+    schedule_flush(qc);
+}
+
+void xQuicStreamReset(xQuicStream *s, uint64_t code) {
+    xQuicConn *qc = s->qc;
+    if (xQuicConnClosed(qc)) return;
+    xq_shutdown_stream(qc->conn, s->id, code);
+    s->write_shut = true;
+    stream_send_unlink(s);
+    schedule_flush(qc);
+}
+
+void xQuicStreamStopReading(xQuicStream *s, uint64_t code) {
+    xQuicConn *qc = s->qc;
+    if (xQuicConnClosed(qc)) return;
+    xq_shutdown_stream_read(qc->conn, s->id, code);
+    schedule_flush(qc);
+}

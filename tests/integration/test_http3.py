@@ -1,0 +1,504 @@
+"""HTTP/3 as clients see it: https_bench_server serves h3 on the UDP port of its
+TLS port's number, and aioquic (PyPI) and ngtcp2's gtlsclient (Debian
+ngtcp2-client) reach the same routes and handlers HTTPS/1.1 and /2 do: whole
+responses from memory, streamed ones with trailers, static files, request
+bodies whole and streamed (a held reader holds the client back through QUIC's
+flow control), many requests at once on one connection. A malformed request
+stream gets its RFC 9114 error code while other connections keep being served;
+the access log and the metrics name the protocol; a graceful stop ends open
+connections cleanly."""
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import zlib
+
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from support.h3client import h3_connect, run
+from support.tls_fixtures import (
+    HttpsTestCase,
+    cert_der,
+    curl_https,
+    current_certs,
+    https_server_path,
+    replace_file,
+    shared_certs,
+    start_https,
+)
+
+setUpModule, tearDownModule = shared_certs(__name__)
+
+MiB = 1 << 20
+
+# RFC 9114 §8.1.
+H3_FRAME_UNEXPECTED = 0x105
+H3_MESSAGE_ERROR = 0x10E
+H3_REQUEST_INCOMPLETE = 0x10D
+H3_REQUEST_CANCELLED = 0x10C
+H3_NO_ERROR = 0x100
+H3_STREAM_CREATION_ERROR = 0x103
+H3_EXCESSIVE_LOAD = 0x107
+QPACK_ENCODER_STREAM_ERROR = 0x201  # RFC 9204 §6
+
+
+class Http3Test(HttpsTestCase):
+    """One server with static files, an access log and metrics."""
+
+    @classmethod
+    def options(cls, certs):
+        cls.static_dir = tempfile.mkdtemp()
+        cls.big = os.urandom(3 * MiB + 17)
+        with open(os.path.join(cls.static_dir, "big.bin"), "wb") as out:
+            out.write(cls.big)
+        cls.log_path = os.path.join(cls.static_dir, "access.log")
+        return ["--workers", "1", "--static", cls.static_dir, "--metrics", "--access-log", cls.log_path]
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls.static_dir, ignore_errors=True)
+
+    def connect(self):
+        return h3_connect("127.0.0.1", self.server.port, ca_file=self.certs.ca)
+
+    def test_get_index_matches_what_https_serves(self):
+        async def go():
+            async with self.connect() as h3:
+                return await h3.request("GET", "/")
+
+        response = run(go())
+        self.assertEqual(response.status, 200)
+        self.assertTrue(response.body.startswith(b"xKit bench server"), response.body[:60])
+        self.assertEqual(int(response.headers["content-length"]), len(response.body))
+        self.assertEqual(response.headers["server"], "xkit")
+        self.assertIn("date", response.headers)
+
+    def test_post_body_is_echoed_whole(self):
+        body = os.urandom(300_000)
+
+        async def go():
+            async with self.connect() as h3:
+                return await h3.request("POST", "/echo", body=body)
+
+        response = run(go())
+        self.assertEqual(response.status, 200)
+        self.assertEqual(response.body, body)
+
+    def test_large_response_from_memory_arrives_whole(self):
+        async def go():
+            async with self.connect() as h3:
+                return await h3.request("GET", "/echo?size=5000000")
+
+        response = run(go())
+        self.assertEqual(response.status, 200)
+        self.assertEqual(response.body, b"x" * 5_000_000)
+
+    def test_static_file_arrives_whole(self):
+        # (aioquic holds a HEAD response's content-length against its empty body, so HEAD is
+        # left to the HTTP/1.1 and HTTP/2 tests: the exchange answers it the same way.)
+        async def go():
+            async with self.connect() as h3:
+                return await h3.request("GET", "/static/big.bin")
+
+        got = run(go())
+        self.assertEqual(got.status, 200)
+        self.assertEqual(int(got.headers["content-length"]), len(self.big))
+        self.assertEqual(got.body, self.big)
+
+    def test_concurrent_streams_on_one_connection(self):
+        async def go():
+            async with self.connect() as h3:
+                return await asyncio.gather(
+                    *[h3.request("GET", "/ping") for _ in range(80)],
+                    *[h3.request("GET", f"/echo?size={1000 * i}") for i in range(20)],
+                )
+
+        responses = run(go())
+        self.assertEqual([r.body for r in responses[:80]], [b"pong"] * 80)
+        self.assertEqual([len(r.body) for r in responses[80:]], [1000 * i for i in range(20)])
+
+    def test_streamed_response_with_trailer(self):
+        async def go():
+            async with self.connect() as h3:
+                return await h3.request("GET", "/stream?chunks=50&size=10000&trailer=done")
+
+        response = run(go())
+        self.assertEqual(response.status, 200)
+        self.assertEqual(len(response.body), 500_000)
+        self.assertEqual(response.body[:10000], b"0" * 10000)
+        self.assertEqual(response.trailers.get("x-stream-trailer"), "done")
+
+    def test_streamed_upload_held_by_its_reader_arrives_whole(self):
+        body = os.urandom(4 * MiB)
+
+        async def go():
+            async with self.connect() as h3:
+                started = time.monotonic()
+                response = await h3.request("POST", "/upload?hold_ms=400", body=body)
+                return response, time.monotonic() - started
+
+        response, took = run(go())
+        self.assertEqual(response.status, 200, response.body)
+        self.assertIn(f'"bytes":{len(body)}'.encode(), response.body)
+        self.assertIn(f'"crc32":"{zlib.crc32(body):08x}"'.encode(), response.body)
+        # 4 MiB cannot all be in flight past a 1 MiB stream window: the reader's pause held it.
+        self.assertGreaterEqual(took, 0.4)
+
+    def test_client_cancelling_a_held_upload_leaves_the_connection_serving(self):
+        async def go():
+            async with self.connect() as h3:
+                stream_id = h3._quic.get_next_available_stream_id()
+                fields = [(b":method", b"POST"), (b":scheme", b"https"), (b":authority", b"localhost")]
+                h3.h3.send_headers(stream_id, fields + [(b":path", b"/upload?hold_ms=300")])
+                h3.h3.send_data(stream_id, os.urandom(200_000), end_stream=False)
+                h3.transmit()
+                await asyncio.sleep(0.1)
+                h3._quic.reset_stream(stream_id, H3_REQUEST_CANCELLED)
+                h3.transmit()
+                await asyncio.sleep(0.5)  # past the hold: the handler has heard of the abort
+                return await h3.request("GET", "/ping")
+
+        self.assertEqual(run(go()).body, b"pong")
+
+    def test_data_before_headers_closes_the_connection_with_frame_unexpected(self):
+        async def go():
+            async with self.connect() as other:
+                async with self.connect() as h3:
+                    with self.assertRaises(ConnectionError):
+                        await h3.raw_stream(bytes([0x00, 0x01, 0x41]))  # DATA, one byte, first
+                    closed = await h3.closed()
+                # The other connection is still served.
+                return closed, await other.request("GET", "/ping")
+
+        closed, still = run(go())
+        self.assertEqual(closed.error_code, H3_FRAME_UNEXPECTED)
+        self.assertEqual(still.body, b"pong")
+
+    def closing_code(self, uni_bytes=None, request_bytes=None, encoder_bytes=None):
+        """Sends bytes on a new stream of the client's and returns the code the server closes with;
+        a second connection is still served afterwards."""
+
+        async def go():
+            async with self.connect() as other:
+                async with self.connect() as h3:
+                    await h3.request("GET", "/ping")
+                    if encoder_bytes is not None:
+                        h3._quic.send_stream_data(h3.h3._local_encoder_stream_id, encoder_bytes)
+                        h3.transmit()
+                    elif uni_bytes is not None:
+                        stream_id = h3._quic.get_next_available_stream_id(is_unidirectional=True)
+                        h3._quic.send_stream_data(stream_id, uni_bytes)
+                        h3.transmit()
+                    else:
+                        with self.assertRaises(ConnectionError):
+                            await h3.raw_stream(request_bytes)
+                    closed = await h3.closed()
+                return closed.error_code, await other.request("GET", "/ping")
+
+        code, still = run(go())
+        self.assertEqual(still.body, b"pong")
+        return code
+
+    def test_second_control_stream_is_a_stream_creation_error(self):
+        self.assertEqual(self.closing_code(uni_bytes=bytes([0x00, 0x04, 0x00])), H3_STREAM_CREATION_ERROR)
+
+    def test_client_push_stream_is_a_stream_creation_error(self):
+        self.assertEqual(self.closing_code(uni_bytes=bytes([0x01, 0x00])), H3_STREAM_CREATION_ERROR)
+
+    def test_settings_on_a_request_stream_is_frame_unexpected(self):
+        self.assertEqual(self.closing_code(request_bytes=bytes([0x04, 0x00])), H3_FRAME_UNEXPECTED)
+
+    def test_encoder_stream_garbage_is_a_qpack_encoder_stream_error(self):
+        # Set Dynamic Table Capacity beyond what our SETTINGS allowed (RFC 9204 §4.3.1).
+        code = self.closing_code(encoder_bytes=bytes([0x3F, 0xE1, 0xFF, 0x03]))
+        self.assertEqual(code, QPACK_ENCODER_STREAM_ERROR)
+
+    def test_fields_over_max_header_size_get_431_and_a_huge_headers_frame_closes(self):
+        letters = "".join(chr(ord("a") + i % 26) for i in range(10_000))
+
+        async def over_limit():
+            async with self.connect() as h3:
+                return await h3.request("GET", "/ping", headers=[("x-big", letters)])
+
+        self.assertEqual(run(over_limit()).status, 431)
+
+        async def huge():
+            async with self.connect() as other:
+                async with self.connect() as h3:
+                    with self.assertRaises(ConnectionError):
+                        await h3.request("GET", "/ping", headers=[("x-big", letters * 3)])
+                    closed = await h3.closed()
+                return closed.error_code, await other.request("GET", "/ping")
+
+        code, still = run(huge())
+        self.assertEqual(code, H3_EXCESSIVE_LOAD)
+        self.assertEqual(still.body, b"pong")
+
+    def test_request_without_path_is_reset_as_malformed(self):
+        async def go():
+            async with self.connect() as h3:
+                stream_id = h3._quic.get_next_available_stream_id()
+                future = h3._expect(stream_id)
+                h3.h3.send_headers(stream_id, [(b":method", b"GET"), (b":scheme", b"https")], end_stream=True)
+                h3.transmit()
+                reset = await asyncio.wait_for(future, 10)
+                return reset, await h3.request("GET", "/ping")
+
+        reset, after = run(go())
+        self.assertEqual(reset.reset_code, H3_MESSAGE_ERROR)
+        self.assertEqual(after.body, b"pong")
+
+    def test_unknown_frame_types_are_skipped(self):
+        # A reserved frame type (0x1f * 7 + 0x21 = 0x10a) with a payload, then a whole request.
+        async def go():
+            async with self.connect() as h3:
+                encoded = h3.h3._encoder.encode(
+                    0,
+                    [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", b"localhost"), (b":path", b"/ping")],
+                )
+                headers = bytes([0x01, len(encoded[1])]) + encoded[1]
+                reserved = bytes([0x41, 0x0A, 0x03]) + b"abc"
+                return await h3.raw_stream(reserved + headers)
+
+        response = run(go())
+        self.assertEqual(response.reset_code, None)
+
+    def test_access_log_and_metrics_name_http3(self):
+        async def go():
+            async with self.connect() as h3:
+                await h3.request("GET", "/ping?logged=h3")
+                return await h3.request("GET", "/metrics")
+
+        metrics = run(go())
+        self.assertEqual(metrics.status, 200)
+        self.assertRegex(metrics.body.decode(), r'protocol="http/3"[^\n]*\} [1-9]')
+        deadline = time.monotonic() + 5
+        text = ""
+        while time.monotonic() < deadline and "logged=h3" not in text:
+            time.sleep(0.1)
+            with open(self.log_path) as log:
+                text = log.read()
+        line = next(line for line in text.splitlines() if "logged=h3" in line)
+        self.assertIn('"GET /ping?logged=h3 HTTP/3" 200', line)
+
+    def test_tcp_responses_advertise_h3_and_h3_ones_do_not(self):
+        for http in ("1.1", "2"):
+            result, body, version, status = curl_https(self.server, "/ping", "-D", "-", http=http)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn(f'alt-svc: h3=":{self.server.port}"', result.stdout.decode().lower())
+
+        async def go():
+            async with self.connect() as h3:
+                return await h3.request("GET", "/ping")
+
+        self.assertNotIn("alt-svc", run(go()).headers)
+
+    def test_gtlsclient_finds_the_path_ecn_capable(self):
+        # ngtcp2's client validates ECN (RFC 9000 §13.4.2): our packets must carry the marking
+        # its stack asked for, and our acknowledgments count what its packets carried.
+        argv = ["gtlsclient", "--exit-on-all-streams-close", "--timeout=10s", "--no-http-dump"]
+        argv += ["127.0.0.1", str(self.server.port), f"https://localhost:{self.server.port}/ping"]
+        done = subprocess.run(argv, capture_output=True, timeout=30)
+        self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+        self.assertIn(b"path is ECN capable", done.stderr)
+
+    def test_gtlsclient_gets_ping_and_index(self):
+        with tempfile.TemporaryDirectory() as folder:
+            argv = ["gtlsclient", "-q", "--exit-on-all-streams-close", "--download", folder, "--timeout=10s"]
+            argv += ["127.0.0.1", str(self.server.port)]
+            argv += [f"https://localhost:{self.server.port}/ping", f"https://localhost:{self.server.port}/"]
+            done = subprocess.run(argv, capture_output=True, timeout=30)
+            self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+            with open(os.path.join(folder, "ping"), "rb") as ping:
+                self.assertEqual(ping.read(), b"pong")
+            with open(os.path.join(folder, "index.html"), "rb") as index:
+                self.assertTrue(index.read().startswith(b"xKit bench server"))
+
+
+class Http3StopTest(unittest.TestCase):
+    def test_graceful_stop_closes_an_idle_connection_with_no_error(self):
+        server = start_https(self, current_certs().rsa, "--workers", "1")
+
+        async def go():
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                first = await h3.request("GET", "/ping")
+                server.send_signal(15)
+                return first, await h3.closed(timeout=10)
+
+        first, closed = run(go())
+        self.assertEqual(first.body, b"pong")
+        self.assertEqual(closed.error_code, H3_NO_ERROR)
+        server.assert_clean_exit(server.wait_exit(10))
+
+    def test_ipv6_listener_serves_h3(self):
+        server = start_https(self, current_certs().rsa, "--workers", "1", "--host", "::1")
+
+        async def go():
+            async with h3_connect("::1", server.port, ca_file=current_certs().ca) as h3:
+                return await h3.request("POST", "/echo", body=b"over IPv6")
+
+        self.assertEqual(run(go()).body, b"over IPv6")
+        server.stop_and_check()
+
+    def test_each_connection_stays_with_its_worker(self):
+        # Two workers, two sockets on the port: the kernel hashes each client's address and port
+        # to one of them, and connection IDs name the worker that owns the connection.
+        server = start_https(self, current_certs().rsa, "--workers", "2")
+
+        async def one():
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                bodies = []
+                for _ in range(5):
+                    bodies.append((await h3.request("GET", "/echo?size=70000")).body)
+                return bodies
+
+        async def go():
+            return await asyncio.gather(*[one() for _ in range(12)])
+
+        for bodies in run(go()):
+            self.assertEqual(bodies, [b"x" * 70000] * 5)
+
+    def test_connection_keeps_being_served_from_new_client_ports_with_four_workers(self):
+        # Each move gives the client a new port, which the kernel's hash alone would send to any of
+        # the four workers' sockets: the steering program sends it to the connection's own.
+        server = start_https(self, current_certs().rsa, "--workers", "4")
+
+        async def go():
+            loop = asyncio.get_running_loop()
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                ports, bodies = [], []
+                for _ in range(6):
+                    bodies.append((await h3.request("GET", "/ping")).body)
+                    ports.append(h3._transport.get_extra_info("sockname")[1])
+                    h3.change_connection_id()
+                    old = h3._transport
+                    await loop.create_datagram_endpoint(lambda: h3, local_addr=("::", 0))
+                    old.close()
+                bodies.append((await h3.request("GET", "/ping")).body)
+                return ports, bodies
+
+        ports, bodies = run(go())
+        self.assertEqual(len(set(ports)), 6)
+        self.assertEqual(bodies, [b"pong"] * 7)
+        server.stop_and_check()
+
+    def test_sighup_reloads_the_h3_certificate(self):
+        certs = current_certs()
+        pair = certs.copy(certs.ec, "h3-reload")
+        server = start_https(self, pair, "--workers", "1")
+
+        async def served_der():
+            async with h3_connect("127.0.0.1", server.port, ca_file=certs.ca) as h3:
+                await h3.request("GET", "/ping")
+                return h3._quic.tls._peer_certificate.public_bytes(Encoding.DER)
+
+        self.assertEqual(run(served_der()), cert_der(certs.ec.cert))
+        replace_file(pair.cert, certs.ec_next.cert)
+        replace_file(pair.key, certs.ec_next.key)
+        server.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while run(served_der()) != cert_der(certs.ec_next.cert):
+            self.assertLess(time.monotonic(), deadline, "the h3 certificate was not reloaded")
+            time.sleep(0.1)
+        server.stop_and_check()
+
+    def test_a_taken_udp_port_refuses_to_start(self):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+            taken.bind(("0.0.0.0", 0))
+            port = taken.getsockname()[1]
+            pair = current_certs().rsa
+            argv = [https_server_path(), str(port), pair.cert, pair.key, "--workers", "1"]
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn(f"cannot listen on 0.0.0.0:{port}", done.stderr.decode())
+
+    def test_graceful_stop_finishes_responses_under_way(self):
+        server = start_https(self, current_certs().rsa, "--workers", "1")
+
+        async def go():
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                downloads = [asyncio.ensure_future(h3.request("GET", "/echo?size=2000000")) for _ in range(3)]
+                await asyncio.sleep(0.05)
+                server.send_signal(signal.SIGTERM)
+                responses = await asyncio.gather(*downloads)
+                return responses, await h3.closed(timeout=10)
+
+        responses, closed = run(go())
+        self.assertEqual([len(r.body) for r in responses], [2_000_000] * 3)
+        self.assertEqual(closed.error_code, H3_NO_ERROR)
+        server.assert_clean_exit(server.wait_exit(10))
+
+    def test_a_request_head_that_stops_arriving_closes_its_connection(self):
+        server = start_https(self, current_certs().rsa, "--workers", "1", "--header-timeout", "600")
+
+        async def go():
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                await h3.request("GET", "/ping")
+                await asyncio.sleep(1.0)  # idle between requests is not a stalled request
+                await h3.request("GET", "/ping")
+                stream_id = h3._quic.get_next_available_stream_id()
+                h3._quic.send_stream_data(stream_id, bytes([0x01, 0x20, 0x00, 0x00, 0xD1]))  # 3 of 32 bytes
+                h3.transmit()
+                started = time.monotonic()
+                closed = await h3.closed(timeout=10)
+                return closed, time.monotonic() - started
+
+        closed, after = run(go())
+        self.assertEqual(closed.error_code, H3_REQUEST_INCOMPLETE)
+        self.assertGreaterEqual(after, 0.5)
+        server.stop_and_check()
+
+    def test_a_request_body_that_stops_arriving_closes_its_connection(self):
+        server = start_https(self, current_certs().rsa, "--workers", "1", "--body-timeout", "600")
+
+        async def go():
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                stream_id = h3._quic.get_next_available_stream_id()
+                fields = [(b":method", b"POST"), (b":scheme", b"https"), (b":authority", b"localhost")]
+                fields += [(b":path", b"/echo"), (b"content-length", b"1000")]
+                h3.h3.send_headers(stream_id, fields)
+                h3.h3.send_data(stream_id, b"0123456789", end_stream=False)
+                h3.transmit()
+                return await h3.closed(timeout=10)
+
+        self.assertEqual(run(go()).error_code, H3_REQUEST_INCOMPLETE)
+        server.stop_and_check()
+
+    def test_required_client_certificates_hold_on_h3_too(self):
+        certs = current_certs()
+        server = start_https(self, certs.ec, "--workers", "1", "--client-ca", certs.ca, "--verify-client", "required")
+
+        async def tls_info(client):
+            async with h3_connect("127.0.0.1", server.port, ca_file=certs.ca, client=client) as h3:
+                return json.loads((await h3.request("GET", "/tls")).body)
+
+        info = run(tls_info(certs.client))
+        self.assertEqual((info["protocol"], info["alpn"], info["version"]), ("HTTP/3", "h3", "TLSv1.3"))
+        self.assertTrue(info["client_verified"])
+        self.assertIn("xKit Test Client", info["client_subject"])
+        for refused in (None, certs.other_client):
+            with self.assertRaises(ConnectionError):
+                run(tls_info(refused))
+        server.stop_and_check()
+
+    def test_no_h3_serves_no_udp_and_advertises_nothing(self):
+        server = start_https(self, current_certs().rsa, "--workers", "1", "--no-h3")
+        result, body, version, status = curl_https(server, "/ping", "-D", "-")
+        self.assertEqual(status, 200)
+        self.assertNotIn("alt-svc", result.stdout.decode().lower())
+        with open("/proc/net/udp") as udp:
+            ports = {int(re.split(r"\s+", line.strip())[1].split(":")[1], 16) for line in list(udp)[1:]}
+        self.assertNotIn(server.port, ports)
+
+
+if __name__ == "__main__":
+    unittest.main()
