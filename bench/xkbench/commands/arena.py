@@ -1,12 +1,12 @@
 """arena: xKit's HttpArena entry (arena/main.c, xkit-arena) against its Go peer
 (bench/peers/go/arena_server, net/http alone) and, on the profiles the arena runs them on,
-h2o and nginx configured as the arena's own h2o and nginx entries are (xkbench/arena_peers.py),
-under the arena's load shapes, scaled down.
+h2o built as the arena's h2o entry is (a C program on libh2o) and nginx configured as the arena's
+nginx entry is (xkbench/arena_peers.py), under the arena's load shapes, scaled down.
 
 Every server serves the arena's endpoints on four ports (ARENA_PORTS: h1+h2c, TLS http/1.1,
 h2c only, TLS h2) with a copy of the dataset from --data-dir and a fresh self-signed RSA-2048
 certificate. Each runs with one worker pinned to --server-cpus (xkit-arena takes its workers
-from its affinity, Go from GOMAXPROCS=1, h2o from num-threads, nginx from worker_processes);
+from its affinity, Go from GOMAXPROCS=1, h2o runs one loop, nginx from worker_processes);
 the load runs on --client-cpus: wrk -t1, h2load -t1, bench/peers/go/ws_load (the WebSocket
 rows, GOMAXPROCS unset) or bench/peers/go/paced_load (the paced rows). The arena loads 64
 logical CPUs; here every profile's connections are divided by --scale (default 64: the same
@@ -503,7 +503,7 @@ def machine_description(args):
             ["wrk", "--version"],
             ["h2load", "--version"],
             [find_tool("go", "/usr/local/go/bin/go") or "go", "version"],
-            [find_tool("h2o", "/usr/sbin/h2o") or "h2o", "--version"],
+            ["pkg-config", "--modversion", "libh2o-evloop"],
             [find_tool("nginx", "/usr/sbin/nginx") or "nginx", "-v"],
         )
     )
@@ -553,7 +553,7 @@ def prepare(args, work_dir):
         if "go" in args.servers:
             skipped["go"] = str(error)
         say(f"no ws_load and paced_load, so no echo-ws or paced rows: {error}")
-    found, missing, tools = find_infrastructure(args.servers)
+    found, missing, tools = find_infrastructure(args.servers, work_dir)
     binaries.update(found)
     skipped.update(missing)
     for name, reason in skipped.items():
