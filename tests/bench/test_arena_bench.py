@@ -114,6 +114,14 @@ class LoadTest(unittest.TestCase):
             ],
         )
 
+    def test_latency_1m_paces_the_arenas_million_divided_by_the_scale(self):
+        argv = arena.load_argv(arena.PROFILES["latency-1m"], PORTS, 5, parse(), FILES)
+        self.assertEqual(argv[argv.index("-conns") + 1 : argv.index("-rate") + 2], ["16", "-rate", "15625"])
+        argv = arena.load_argv(arena.PROFILES["latency-1m"], PORTS, 5, parse("--scale", "32"), FILES)
+        self.assertEqual(argv[argv.index("-rate") + 1], "31250")
+        argv = arena.load_argv(arena.PROFILES["latency-1m"], PORTS, 5, parse("--rate-1m", "40000"), FILES)
+        self.assertEqual(argv[argv.index("-rate") + 1], "40000")
+
     def test_the_report_shows_placeholders_for_files_and_ports(self):
         shown = arena.shown_argv(arena.PROFILES["8gbit"], parse("--duration", "3"))
         self.assertEqual(
@@ -170,10 +178,10 @@ class ServedTest(unittest.TestCase):
         self.assertNotIn("xkit", unserved)
 
     def test_h2o_serves_json_tls_with_its_c_handlers(self):
-        args = parse("--cases", "json-tls,latency-10k")
+        args = parse("--cases", "json-tls,latency-1m")
         binaries = {"xkit": "x", "h2o": "h", "nginx": "n"}
         plan, unserved = arena.plan_profiles(args, binaries, self.TOOLS, dict.fromkeys(arena.GO_TOOLS, "/bin/true"))
-        self.assertEqual(plan, {"json-tls": ["xkit", "h2o"], "latency-10k": ["xkit"]})
+        self.assertEqual(plan, {"json-tls": ["xkit", "h2o"], "latency-1m": ["xkit"]})
         self.assertIn("json-tls", unserved["nginx"])
 
     def test_without_njs_nginx_serves_no_sums_and_without_go_tools_no_ws_rows(self):
