@@ -23,15 +23,20 @@ from .paths import PEERS_DIR
 from .servers import Peer, find_tool
 
 # The profiles the arena's h2o and nginx entries are entered in (frameworks/*/meta.json),
-# among those `xkbench arena` measures. h2o's meta.json added json-tls with its C handlers
-# (HttpArena frameworks/h2o/meta.json, 2026).
+# among those `xkbench arena` measures (HttpArena frameworks/h2o and frameworks/nginx/meta.json,
+# 2026: both added json-tls when their handlers became C, nginx baseline-h2c too).
 ENTERED = {
     "h2o": {"baseline", "limited-conn", "pipelined", "json-tls", "baseline-h2", "static-h2"},
-    "nginx": {"baseline", "limited-conn", "pipelined", "baseline-h2", "static-h2"},
+    "nginx": {"baseline", "limited-conn", "pipelined", "json-tls", "baseline-h2", "static-h2", "baseline-h2c"},
 }
 # What answers each profile's requests in nginx: the sums need njs; /pipeline and /static/
-# need nothing more.
-NEEDS_SCRIPT = {"baseline", "limited-conn", "baseline-h2"}
+# need nothing more. /json is the arena entry's C module, which Debian's nginx lacks: njs could
+# write it, but would price nginx as mruby priced h2o, so nginx does not run json-tls here.
+NEEDS_SCRIPT = {"baseline", "limited-conn", "baseline-h2", "baseline-h2c"}
+NGINX_WITHOUT = {
+    "json-tls": "the arena's nginx answers /json from its own C module (ngx_http_httparena_module), "
+    "which Debian's nginx lacks; a script would overstate its cost"
+}
 H2O_SOURCE = PEERS_DIR / "h2o" / "arena_h2o.c"
 H2O_LIBRARY = "libh2o-evloop"
 # -Werror as the project builds; H2O_USE_LIBUV=0 selects libh2o's own event loop.
@@ -98,6 +103,8 @@ def not_served(name, profile, tools):
         return None
     if profile not in ENTERED[name]:
         return f"not among the profiles the arena's {name} entry is entered in"
+    if name == "nginx" and profile in NGINX_WITHOUT:
+        return NGINX_WITHOUT[profile]
     if profile in NEEDS_SCRIPT and name == "nginx" and not tools.get("nginx_njs"):
         return f"no njs module ({NJS_MODULE}; apt-get install libnginx-mod-http-js) to answer the sums"
     return None

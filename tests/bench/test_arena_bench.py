@@ -182,7 +182,15 @@ class ServedTest(unittest.TestCase):
         binaries = {"xkit": "x", "h2o": "h", "nginx": "n"}
         plan, unserved = arena.plan_profiles(args, binaries, self.TOOLS, dict.fromkeys(arena.GO_TOOLS, "/bin/true"))
         self.assertEqual(plan, {"json-tls": ["xkit", "h2o"], "latency-1m": ["xkit"]})
-        self.assertIn("json-tls", unserved["nginx"])
+        self.assertIn("C module", unserved["nginx"]["json-tls"])
+
+    def test_nginx_runs_baseline_h2c_as_its_entry_does_when_njs_is_there(self):
+        args = parse("--cases", "baseline-h2c")
+        binaries = {"xkit": "x", "h2o": "h", "nginx": "n"}
+        plan, _ = arena.plan_profiles(args, binaries, self.TOOLS, {})
+        self.assertEqual(plan, {"baseline-h2c": ["xkit", "nginx"]})
+        plan, _ = arena.plan_profiles(args, binaries, {"nginx_njs": False}, {})
+        self.assertEqual(plan, {"baseline-h2c": ["xkit"]})
 
     def test_without_njs_nginx_serves_no_sums_and_without_go_tools_no_ws_rows(self):
         args = parse("--cases", "baseline,pipelined,echo-ws")
