@@ -108,7 +108,7 @@ class H2oPeerTest(unittest.TestCase):
         self.assertEqual(curl(self.url(0, "/pipeline")), "ok")
 
     def test_json_over_tls_http1_keeps_every_field_and_adds_the_total(self):
-        body = curl("--http1.1", "-w", " %{http_version}", self.url(1, "/json/3?m=4", "https"))
+        body = curl("--http1.1", "-w", " %{http_version}", self.url(1, "/json/3?x=1&m=4", "https"))
         text, version = body.rsplit(" ", 1)
         self.assertEqual(version, "1.1")
         answer = json.loads(text)

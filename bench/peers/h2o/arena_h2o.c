@@ -210,16 +210,29 @@ static Span queryOf(h2o_req_t *req) {
     return q;
 }
 
-static long long querySum(Span query) {
-    long long sum = 0;
+/* Calls visit(value, state) for each name=value pair of the query whose name is name, or of every
+ * pair when name is NULL. */
+static void eachQueryValue(Span query, const char *name, void (*visit)(const char *, size_t, void *),
+                           void *state) {
     const char *at = query.at, *end = query.at + query.len;
+    size_t nameLen = name ? strlen(name) : 0;
     while (at != NULL && at < end) {
         const char *amp = memchr(at, '&', (size_t)(end - at));
         const char *pairEnd = amp ? amp : end;
         const char *eq = memchr(at, '=', (size_t)(pairEnd - at));
-        if (eq != NULL) sum += integerOf(eq + 1, (size_t)(pairEnd - eq - 1));
+        if (eq != NULL && (name == NULL || ((size_t)(eq - at) == nameLen && memcmp(at, name, nameLen) == 0)))
+            visit(eq + 1, (size_t)(pairEnd - eq - 1), state);
         at = pairEnd + 1;
     }
+}
+
+static void addValue(const char *at, size_t len, void *sum) { *(long long *)sum += integerOf(at, len); }
+
+static void setValue(const char *at, size_t len, void *value) { *(long long *)value = integerOf(at, len); }
+
+static long long querySum(Span query) {
+    long long sum = 0;
+    eachQueryValue(query, NULL, addValue, &sum);
     return sum;
 }
 
@@ -283,8 +296,7 @@ static int onJson(h2o_handler_t *self, h2o_req_t *req) {
     if (count < 0) count = 0;
     if (count > (long long)itemCount) count = (long long)itemCount;
     long long m = 1;
-    Span query = queryOf(req);
-    if (query.len > 2 && memcmp(query.at, "m=", 2) == 0) m = integerOf(query.at + 2, query.len - 2);
+    eachQueryValue(queryOf(req), "m", setValue, &m);
     size_t bound = 64;
     for (long long i = 0; i < count; i++) bound += itemBound(&items[i]);
     Writer w = {h2o_mem_alloc_pool(&req->pool, bound)};
