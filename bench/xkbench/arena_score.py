@@ -124,10 +124,18 @@ def score_lines(scored, servers, labels, not_measured, scale_note):
     ceiling = 100 * len(PROFILES)
     cells = " | ".join(f"**{scored['composite'][s]:,.1f}**" for s in servers)
     lines.append(f"| **composite** (of {ceiling:,}) | sum | {cells} |")
+    alone = [profile for profile, by_server in scored["profiles"].items() if len(by_server) == 1]
     lines += [
         "",
         "Caveats: " + scale_note + " The best of each profile is the best server measured here, not the "
-        "board's field (whose leaders run 64 logical CPUs), so 100 means best of this run only. The board "
+        "board's field (whose leaders run 64 logical CPUs), so 100 means best of this run only"
+        + (
+            f"; {', '.join(alone)} had one server alone, which scores 100 (or the paced profiles' "
+            "rate factor) for running at all"
+            if alone
+            else ""
+        )
+        + ". The board "
         "averages req/s over several connection counts; here each profile runs one. The paced profiles "
         "are scored on the medians of the runs (the board keeps each entry's best of three). h2o and nginx "
         "are infrastructure entries on the board, scored there in their own pool; here they stand in the "
