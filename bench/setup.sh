@@ -33,7 +33,9 @@ asked nginx && needs+=(nginx-light:/usr/sbin/nginx
   # what `xkbench arena` configures nginx with, as the arena's entry is: sums in njs, Brotli twins
   libnginx-mod-http-js:/usr/lib/nginx/modules/ngx_http_js_module.so
   libnginx-mod-http-brotli-static:/usr/lib/nginx/modules/ngx_http_brotli_static_module.so)
-asked h2o && needs+=(h2o:h2o)
+asked h2o && needs+=(h2o:h2o
+  # `xkbench arena`'s h2o is a C program on libh2o, as the arena's h2o entry is (peers/h2o/arena_h2o.c)
+  libh2o-evloop-dev:/usr/lib/x86_64-linux-gnu/pkgconfig/libh2o-evloop.pc)
 # `xkbench compare proxy`'s peers: setup.sh --peers nginx,h2o,haproxy,go
 asked haproxy && needs+=(haproxy:/usr/sbin/haproxy)
 

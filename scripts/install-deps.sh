@@ -48,6 +48,8 @@ needs=(
   # proxies in front of the server: h2c smuggling and the PROXY protocol (tests/integration/)
   haproxy:/usr/sbin/haproxy
   nginx-light:/usr/sbin/nginx
+  # libh2o, which `xkbench arena`'s h2o peer (bench/peers/h2o/arena_h2o.c) is built on (tests/bench)
+  libh2o-evloop-dev:/usr/lib/x86_64-linux-gnu/pkgconfig/libh2o-evloop.pc
 )
 
 install_needs install-deps "${needs[@]}"

@@ -1,34 +1,47 @@
 """The servers of `xkbench arena`, all on the arena's four ports (ARENA_PORTS: h1+h2c, TLS
 http/1.1, h2c only, TLS h2): xKit's entry (arena/main.c) and Go's arena_server, which take
-ARENA_PORTS themselves, and h2o and nginx from Debian's packages, configured as the arena's
-own h2o and nginx entries are (bench/peers/h2o/arena.conf.in, bench/peers/nginx/arena.conf.in).
+ARENA_PORTS themselves; h2o as the arena's h2o entry is built, a C program on libh2o
+(bench/peers/h2o/arena_h2o.c, compiled here against Debian's libh2o-evloop-dev 2.2.5), which
+takes ARENA_PORTS too; and nginx from Debian's packages, configured as the arena's nginx entry
+is (bench/peers/nginx/arena.conf.in).
 
 Those two are "infrastructure" entries in the arena: each is run on the profiles its
-meta.json lists and on no other, and here too. Their entries are C programs (libh2o, an
-nginx module); Debian's binaries answer the same from configuration: h2o's sums through its
-mruby handler, nginx's through njs, their files through their file handlers. Where Debian
-lacks a piece (mruby, njs), the profiles that need it are not served, and the report says why.
+meta.json lists and on no other, and here too. The nginx entry is a C module; Debian's binary
+answers the same from configuration: the sums through njs, the files through its file
+handler. Where Debian lacks a piece (libh2o, njs), the profiles that need it are not served,
+and the report says why.
 """
 
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .parsing import last_line
 from .paths import PEERS_DIR
 from .servers import Peer, find_tool
 
 # The profiles the arena's h2o and nginx entries are entered in (frameworks/*/meta.json),
-# among those `xkbench arena` measures.
+# among those `xkbench arena` measures (HttpArena frameworks/h2o and frameworks/nginx/meta.json,
+# 2026: both added json-tls when their handlers became C, nginx baseline-h2c too).
 ENTERED = {
-    "h2o": {"baseline", "limited-conn", "pipelined", "baseline-h2", "static-h2"},
-    "nginx": {"baseline", "limited-conn", "pipelined", "baseline-h2", "static-h2"},
+    "h2o": {"baseline", "limited-conn", "pipelined", "json-tls", "baseline-h2", "static-h2"},
+    "nginx": {"baseline", "limited-conn", "pipelined", "json-tls", "baseline-h2", "static-h2", "baseline-h2c"},
 }
-# What answers each profile's requests in the configured peers: the sums need a scripting
-# module (mruby in h2o, njs in nginx); /pipeline and /static/ need nothing more.
-NEEDS_SCRIPT = {"baseline", "limited-conn", "baseline-h2"}
-H2O_TEMPLATE = PEERS_DIR / "h2o" / "arena.conf.in"
-H2O_BASELINE = PEERS_DIR / "h2o" / "arena_baseline.rb"
+# What answers each profile's requests in nginx: the sums need njs; /pipeline and /static/
+# need nothing more. /json is the arena entry's C module, which Debian's nginx lacks: njs could
+# write it, but would price nginx as mruby priced h2o, so nginx does not run json-tls here.
+NEEDS_SCRIPT = {"baseline", "limited-conn", "baseline-h2", "baseline-h2c"}
+NGINX_WITHOUT = {
+    "json-tls": "the arena's nginx answers /json from its own C module (ngx_http_httparena_module), "
+    "which Debian's nginx lacks; a script would overstate its cost"
+}
+H2O_SOURCE = PEERS_DIR / "h2o" / "arena_h2o.c"
+H2O_LIBRARY = "libh2o-evloop"
+# -Werror as the project builds; H2O_USE_LIBUV=0 selects libh2o's own event loop.
+H2O_CFLAGS = ("-O2", "-Wall", "-Wextra", "-Werror", "-DH2O_USE_LIBUV=0")
+H2O_LIBS = ("-lssl", "-lcrypto", "-lz", "-lm")
 NGINX_TEMPLATE = PEERS_DIR / "nginx" / "arena.conf.in"
 NGINX_BASELINE = PEERS_DIR / "nginx" / "arena_baseline.js"
 NGINX_MODULES = Path("/usr/lib/nginx/modules")
@@ -64,24 +77,34 @@ def fill(template, values):
     return text
 
 
-def h2o_has_mruby(h2o):
-    """Debian builds h2o 2.2 with mruby; `h2o --version` says "mruby: YES" when it has it."""
-    try:
-        done = subprocess.run([h2o, "--version"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "mruby: YES" in done.stdout + done.stderr
+def build_h2o_peer(directory):
+    """Compiles bench/peers/h2o/arena_h2o.c against libh2o-evloop into directory; returns
+    (binary, None), or (None, why) when it cannot (no compiler, no libh2o-evloop-dev)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    pkg_config = shutil.which("pkg-config")
+    if cc is None or pkg_config is None:
+        return None, "no C compiler or pkg-config to build the h2o peer (apt-get install gcc pkg-config)"
+    flags = subprocess.run([pkg_config, "--cflags", "--libs", H2O_LIBRARY], capture_output=True, text=True)
+    if flags.returncode != 0:
+        return None, f"no {H2O_LIBRARY} to build the h2o peer on (apt-get install libh2o-evloop-dev)"
+    directory.mkdir(parents=True, exist_ok=True)
+    binary = directory / "arena_h2o"
+    argv = [cc, *H2O_CFLAGS, str(H2O_SOURCE), "-o", str(binary), *flags.stdout.split(), *H2O_LIBS]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        return None, "the h2o peer did not build: " + last_line(done.stderr)
+    return binary, None
 
 
 def not_served(name, profile, tools):
     """Why the peer `name` does not serve profile here, or None when it does. tools is what
-    setup found: {"h2o_mruby": bool, "nginx_njs": bool}."""
+    setup found: {"nginx_njs": bool, ...}."""
     if name not in ENTERED:
         return None
     if profile not in ENTERED[name]:
         return f"not among the profiles the arena's {name} entry is entered in"
-    if profile in NEEDS_SCRIPT and name == "h2o" and not tools.get("h2o_mruby"):
-        return "this h2o has no mruby, which answers /baseline11 and /baseline2 here"
+    if name == "nginx" and profile in NGINX_WITHOUT:
+        return NGINX_WITHOUT[profile]
     if profile in NEEDS_SCRIPT and name == "nginx" and not tools.get("nginx_njs"):
         return f"no njs module ({NJS_MODULE}; apt-get install libnginx-mod-http-js) to answer the sums"
     return None
@@ -110,29 +133,6 @@ def entry_peer(name, binary, setup, extra_ports, env=None):
 def port_values(port, extra_ports):
     tls_h1, h2c, tls_h2 = extra_ports
     return {"H1": port, "TLS_H1": tls_h1, "H2C": h2c, "TLS_H2": tls_h2}
-
-
-def h2o_peer(h2o, setup, extra_ports):
-    """h2o with num-threads = workers on the four ports. Over TLS it signs in a child
-    (neverbleed), which serves as much as h2o itself does; its perl crash helper sleeps."""
-
-    def command(port, run_dir):
-        (run_dir / "baseline.rb").write_text(H2O_BASELINE.read_text())
-        conf = fill(
-            H2O_TEMPLATE,
-            {
-                "THREADS": setup.workers,
-                "RUNDIR": run_dir,
-                "DATA": setup.data_dir,
-                "CERT": setup.certs_dir / "server.crt",
-                "KEY": setup.certs_dir / "server.key",
-                **port_values(port, extra_ports),
-            },
-        )
-        (run_dir / "h2o.conf").write_text(conf)
-        return [h2o, "-c", str(run_dir / "h2o.conf")]
-
-    return Peer("h2o", command, probe_path=PROBE_PIPELINE, serving_children_named="h2o")
 
 
 def nginx_peer(nginx, setup, extra_ports, tools):
@@ -169,17 +169,17 @@ def nginx_peer(nginx, setup, extra_ports, tools):
     return Peer("nginx", command, probe_path=PROBE_PIPELINE, workers_are_children=True)
 
 
-def find_infrastructure(names):
-    """({name: binary}, {name: why skipped}, tools) for h2o and nginx among names; tools says
-    which optional pieces (h2o's mruby, nginx's njs and brotli_static) are there."""
+def find_infrastructure(names, work_dir):
+    """({name: binary}, {name: why skipped}, tools) for h2o and nginx among names: h2o is
+    built into work_dir/h2o; tools says which optional pieces (nginx's njs and
+    brotli_static) are there."""
     binaries, skipped, tools = {}, {}, {}
     if "h2o" in names:
-        h2o = find_tool("h2o", "/usr/sbin/h2o")
-        if h2o is None:
-            skipped["h2o"] = "h2o not installed (apt-get install h2o)"
+        binary, why = build_h2o_peer(work_dir / "h2o")
+        if binary is None:
+            skipped["h2o"] = why
         else:
-            binaries["h2o"] = h2o
-            tools["h2o_mruby"] = h2o_has_mruby(h2o)
+            binaries["h2o"] = binary
     if "nginx" in names:
         nginx = find_tool("nginx", "/usr/sbin/nginx")
         if nginx is None:
@@ -193,8 +193,6 @@ def find_infrastructure(names):
 
 def make_peer(name, binary, setup, extra_ports, tools):
     """The Peer for one run of server `name` with its three extra ports."""
-    if name == "h2o":
-        return h2o_peer(binary, setup, extra_ports)
     if name == "nginx":
         return nginx_peer(binary, setup, extra_ports, tools)
     env = {"GOMAXPROCS": str(setup.workers)} if name == "go" else None

@@ -114,6 +114,14 @@ class LoadTest(unittest.TestCase):
             ],
         )
 
+    def test_latency_1m_paces_the_arenas_million_divided_by_the_scale(self):
+        argv = arena.load_argv(arena.PROFILES["latency-1m"], PORTS, 5, parse(), FILES)
+        self.assertEqual(argv[argv.index("-conns") + 1 : argv.index("-rate") + 2], ["16", "-rate", "15625"])
+        argv = arena.load_argv(arena.PROFILES["latency-1m"], PORTS, 5, parse("--scale", "32"), FILES)
+        self.assertEqual(argv[argv.index("-rate") + 1], "31250")
+        argv = arena.load_argv(arena.PROFILES["latency-1m"], PORTS, 5, parse("--rate-1m", "40000"), FILES)
+        self.assertEqual(argv[argv.index("-rate") + 1], "40000")
+
     def test_the_report_shows_placeholders_for_files_and_ports(self):
         shown = arena.shown_argv(arena.PROFILES["8gbit"], parse("--duration", "3"))
         self.assertEqual(
@@ -156,7 +164,7 @@ class PacedOutputTest(unittest.TestCase):
 
 
 class ServedTest(unittest.TestCase):
-    TOOLS = {"h2o_mruby": True, "nginx_njs": True, "nginx_brotli": True}
+    TOOLS = {"nginx_njs": True, "nginx_brotli": True}
 
     def test_infrastructure_peers_run_the_profiles_their_arena_entries_are_in(self):
         args = parse("--cases", "baseline,async,static-h2,echo-ws,latency-10k")
@@ -169,14 +177,27 @@ class ServedTest(unittest.TestCase):
         self.assertIn("not among the profiles the arena's nginx entry is entered in", unserved["nginx"]["echo-ws"])
         self.assertNotIn("xkit", unserved)
 
-    def test_without_njs_or_mruby_the_sums_are_not_served_and_without_go_tools_nor_are_their_rows(self):
+    def test_h2o_serves_json_tls_with_its_c_handlers(self):
+        args = parse("--cases", "json-tls,latency-1m")
+        binaries = {"xkit": "x", "h2o": "h", "nginx": "n"}
+        plan, unserved = arena.plan_profiles(args, binaries, self.TOOLS, dict.fromkeys(arena.GO_TOOLS, "/bin/true"))
+        self.assertEqual(plan, {"json-tls": ["xkit", "h2o"], "latency-1m": ["xkit"]})
+        self.assertIn("C module", unserved["nginx"]["json-tls"])
+
+    def test_nginx_runs_baseline_h2c_as_its_entry_does_when_njs_is_there(self):
+        args = parse("--cases", "baseline-h2c")
+        binaries = {"xkit": "x", "h2o": "h", "nginx": "n"}
+        plan, _ = arena.plan_profiles(args, binaries, self.TOOLS, {})
+        self.assertEqual(plan, {"baseline-h2c": ["xkit", "nginx"]})
+        plan, _ = arena.plan_profiles(args, binaries, {"nginx_njs": False}, {})
+        self.assertEqual(plan, {"baseline-h2c": ["xkit"]})
+
+    def test_without_njs_nginx_serves_no_sums_and_without_go_tools_no_ws_rows(self):
         args = parse("--cases", "baseline,pipelined,echo-ws")
-        plan, unserved = arena.plan_profiles(
-            args, {"xkit": "x", "h2o": "h", "nginx": "n"}, {"h2o_mruby": False, "nginx_njs": False}, {}
-        )
-        self.assertEqual(plan, {"baseline": ["xkit"], "pipelined": ["xkit", "h2o", "nginx"]})
+        plan, unserved = arena.plan_profiles(args, {"xkit": "x", "h2o": "h", "nginx": "n"}, {"nginx_njs": False}, {})
+        self.assertEqual(plan, {"baseline": ["xkit", "h2o"], "pipelined": ["xkit", "h2o", "nginx"]})
         self.assertIn("libnginx-mod-http-js", unserved["nginx"]["baseline"])
-        self.assertIn("mruby", unserved["h2o"]["baseline"])
+        self.assertNotIn("h2o", unserved)
 
 
 class PeerConfigurationTest(unittest.TestCase):
@@ -188,18 +209,19 @@ class PeerConfigurationTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def test_h2o_listens_on_the_four_ports_with_mruby_sums_and_the_files(self):
-        peer = arena_peers.h2o_peer("/usr/bin/h2o", self.setup, (9001, 9002, 9003))
-        self.assertEqual(peer.command(9000, self.run_dir), ["/usr/bin/h2o", "-c", str(self.run_dir / "h2o.conf")])
-        conf = (self.run_dir / "h2o.conf").read_text()
-        self.assertNotIn("@", conf.split("\nnum-threads")[1])
-        for port in (9000, 9001, 9002, 9003):
-            self.assertIn(f"port: {port}", conf)
-        self.assertIn(f"mruby.handler-file: {self.run_dir}/baseline.rb", conf)
-        self.assertIn("file.dir: /srv/data/static\n        file.send-compressed: ON", conf)
-        self.assertIn("certificate-file: /srv/certs/server.crt", conf)
-        self.assertTrue((self.run_dir / "baseline.rb").is_file())
-        self.assertEqual(peer.probe_path, "/pipeline")
+    def test_h2o_is_the_c_peer_on_arena_ports(self):
+        peer = arena_peers.make_peer("h2o", Path("/w/h2o/arena_h2o"), self.setup, (9001, 9002, 9003), {})
+        self.assertEqual(
+            peer.command(9000, self.run_dir),
+            [
+                "env",
+                "ARENA_PORTS=9000,9001,9002,9003",
+                "DATA_DIR=/srv/data",
+                "CERTS_DIR=/srv/certs",
+                "/w/h2o/arena_h2o",
+            ],
+        )
+        self.assertEqual(peer.probe_path, "/baseline11?a=1&b=1")
 
     def test_nginx_has_njs_sums_only_when_the_module_is_there(self):
         tools = {"nginx_njs": True, "nginx_brotli": True}
