@@ -43,6 +43,11 @@ needs=(
   # proxies in front of the server: h2c smuggling and the PROXY protocol (tests/integration/)
   haproxy:/usr/sbin/haproxy
   nginx-light:/usr/sbin/nginx
+  # the kTLS guest (tests/integration/support/ktls_guest.py): Debian's kernel, which has the tls
+  # module this machine's may lack, booted under qemu from a busybox initramfs
+  qemu-system-x86:qemu-system-x86_64
+  linux-image-amd64:/usr/share/doc/linux-image-amd64
+  busybox-static:/usr/share/doc/busybox-static
 )
 
 install_needs install-deps "${needs[@]}"
