@@ -201,12 +201,15 @@ def _initramfs_for(modules_dir, workdir):
     return path
 
 
-def run_in_guest(command, cwd=None, env=None, timeout=300, memory="1G", cpus=2):
+def run_in_guest(command, cwd=None, env=None, timeout=300, memory="1G", cpus=2, icount=False):
     """Runs command (a list of arguments, or a shell script as one string)
     in the guest, in cwd (the caller's by default), and returns a
-    GuestResult. Raises GuestUnavailable when qemu or the kernel is missing,
-    RuntimeError when the guest does not come back with a status (qemu is
-    killed at timeout seconds)."""
+    GuestResult. icount: the guest's clock advances 1 ns per instruction it
+    executes (qemu's -icount shift=0, one emulating thread), so the CPU time
+    it reports counts instructions, whatever else loads the host. Raises
+    GuestUnavailable when qemu or the kernel is missing, RuntimeError when
+    the guest does not come back with a status (qemu is killed at timeout
+    seconds)."""
     image, modules_dir = check_tools()
     cwd = os.path.abspath(cwd or os.getcwd())
     env = dict(env or {})
@@ -224,7 +227,8 @@ def run_in_guest(command, cwd=None, env=None, timeout=300, memory="1G", cpus=2):
         qemu = [
             QEMU,
             "-accel",
-            "tcg,thread=multi",
+            "tcg,thread=single" if icount else "tcg,thread=multi",
+            *(["-icount", "shift=0,sleep=off"] if icount else []),
             "-cpu",
             "max",  # AES-NI and PCLMUL for the guest's kernel crypto, as real servers have
             "-m",
