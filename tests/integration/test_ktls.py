@@ -17,7 +17,7 @@ import unittest
 from support.ktls_guest import run_in_guest
 
 # Booting (about 2 s of the guest's own time) and the checks, under TCG on a busy 2-core machine.
-GUEST_TIMEOUT = 420
+GUEST_TIMEOUT = 560
 # Every check in support/ktls_checks.py: none may go missing unnoticed.
 CHECKS = 14
 
