@@ -50,6 +50,11 @@ needs=(
   nginx-light:/usr/sbin/nginx
   # libh2o, which `xkbench arena`'s h2o peer (bench/peers/h2o/arena_h2o.c) is built on (tests/bench)
   libh2o-evloop-dev:/usr/lib/x86_64-linux-gnu/pkgconfig/libh2o-evloop.pc
+  # the kTLS guest (tests/integration/support/ktls_guest.py): Debian's kernel, which has the tls
+  # module this machine's may lack, booted under qemu from a busybox initramfs
+  qemu-system-x86:qemu-system-x86_64
+  linux-image-amd64:/usr/share/doc/linux-image-amd64
+  busybox-static:/usr/share/doc/busybox-static
 )
 
 install_needs install-deps "${needs[@]}"
