@@ -558,6 +558,9 @@ static size_t num_upstreams;
 static uint32_t upstream_timeout_ms;
 static unsigned upstream_pool;
 static xHttpProxy *proxy;
+/* --upstream-resolver IP[:PORT][,...], --upstream-resolve-interval MS: how upstream names are looked up. */
+static const char *upstream_resolvers;
+static uint32_t upstream_resolve_interval_ms;
 
 static bool add_proxy(xHttpServer *server) {
     if (!num_upstreams) return true;
@@ -570,6 +573,9 @@ static bool add_proxy(xHttpServer *server) {
         conf.upstream.first_byte_timeout_ms = conf.upstream.idle_timeout_ms = upstream_timeout_ms;
     }
     if (upstream_pool) conf.upstream.max_conns = conf.upstream.max_idle = upstream_pool;
+    conf.upstream.resolvers = upstream_resolvers;
+    conf.upstream.resolve_interval_ms = upstream_resolve_interval_ms;
+    if (upstream_timeout_ms) conf.upstream.resolve_timeout_ms = upstream_timeout_ms;
     xErrno err = xHttpProxyCreate(server, &conf, &proxy);
     if (err == XOK) err = xHttpProxyUseWorkerHooks(server, proxy);
     if (err != XOK) {
@@ -630,22 +636,24 @@ void benchFreeRoutes(void) {
     proxy = NULL;
 }
 
-const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
-                                "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
-                                "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
-                                "       [--max-streams N] [--no-http2 | --http2-only] [--h2c-upgrade]\n"
-                                "       [--test-routes] [--proxy-protocol NETWORKS]\n"
-                                "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N]\n"
-                                "       [--access-log PATH] [--log-format common|combined|json]\n"
-                                "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
-                                "       [--user-metrics]\n"
-                                "       [--compress] [--ws-deflate] [--server-name NAME] [--own-answers]\n"
-                                "       [--worker-hooks [--worker-fail-start N]] [--blocking-threads N]\n"
-                                "       [--blocking-queue N] [--blocking-own-busy]\n"
-                                "       [--static DIR [--static-no-twins] [--static-cache-ms MS]\n"
-                                "        [--static-cache-control VALUE] [--static-type EXT=TYPE]...\n"
-                                "        [--static-no-compress] [--static-compress-max BYTES]\n"
-                                "        [--static-compress-cache BYTES]]\n";
+const char benchCommonUsage[] =
+    "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
+    "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
+    "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
+    "       [--max-streams N] [--no-http2 | --http2-only] [--h2c-upgrade]\n"
+    "       [--test-routes] [--proxy-protocol NETWORKS]\n"
+    "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N]\n"
+    "       [--upstream-resolver IP[:PORT],...] [--upstream-resolve-interval MS]\n"
+    "       [--access-log PATH] [--log-format common|combined|json]\n"
+    "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
+    "       [--user-metrics]\n"
+    "       [--compress] [--ws-deflate] [--server-name NAME] [--own-answers]\n"
+    "       [--worker-hooks [--worker-fail-start N]] [--blocking-threads N]\n"
+    "       [--blocking-queue N] [--blocking-own-busy]\n"
+    "       [--static DIR [--static-no-twins] [--static-cache-ms MS]\n"
+    "        [--static-cache-control VALUE] [--static-type EXT=TYPE]...\n"
+    "        [--static-no-compress] [--static-compress-max BYTES]\n"
+    "        [--static-compress-cache BYTES]]\n";
 
 typedef struct Option {
     const char *flag;
@@ -733,6 +741,14 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--upstream-pool") == 0 && i + 1 < argc) {
             upstream_pool = (unsigned)strtoul(argv[++i], NULL, 10);
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-resolver") == 0 && i + 1 < argc) {
+            upstream_resolvers = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-resolve-interval") == 0 && i + 1 < argc) {
+            upstream_resolve_interval_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
             continue;
         }
         if (strcmp(argv[i], "--test-routes") == 0) {

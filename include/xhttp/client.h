@@ -10,9 +10,9 @@
  * on_body pieces, then on_end with the trailers, or on_error at any point.
  * After on_end or on_error (or Cancel) the request handle is gone.
  *
- * Not yet: TLS upstreams, HTTP/2 and h2c upstreams, name resolution on the
- * loop (a host name is resolved once, at xHttpUpstreamCreate, with
- * getaddrinfo: make upstreams at start, not in a handler). */
+ * Host names are resolved on the loop (c-ares), never blocking it.
+ *
+ * Not yet: TLS upstreams, HTTP/2 and h2c upstreams. */
 #ifndef XHTTP_CLIENT_H
 #define XHTTP_CLIENT_H
 
@@ -50,6 +50,7 @@ typedef enum xHttpClientError {
     XHTTP_CLIENT_RESET,              /**< the connection closed or reset before the response ended */
     XHTTP_CLIENT_BAD_RESPONSE,       /**< the upstream sent what is not a valid HTTP/1.1 response */
     XHTTP_CLIENT_NO_MEMORY,          /**< an allocation failed */
+    XHTTP_CLIENT_RESOLVE,            /**< the upstream's name did not resolve (no such name, no answer) */
 } xHttpClientError;
 
 /** The error in words ("connect timeout"). */
@@ -75,16 +76,28 @@ typedef struct xHttpUpstreamConf {
     unsigned max_queue;             /**< 4096 requests waiting for a connection; beyond, Start fails */
     size_t max_head_size;           /**< 32 KiB: a larger response head is BAD_RESPONSE */
     unsigned max_fields;            /**< 100 response fields (and trailers) */
+    /** Name resolution (a host that is not an address literal), on the
+     *  worker's loop with c-ares: A and AAAA, /etc/hosts first. */
+    const char *resolvers;        /**< NULL: /etc/resolv.conf's; else "ip[:port],..." (copied) */
+    uint32_t resolve_interval_ms; /**< 0: the answer's TTL (at least 1 s); how long addresses are used
+                                       before a new connection has them looked up again */
+    uint32_t resolve_timeout_ms;  /**< 5 s: one try of a lookup (two tries, then the server's next) */
 } xHttpUpstreamConf;
 
 /** Fills conf with the defaults noted above. */
 void xHttpUpstreamConfInit(xHttpUpstreamConf *conf);
 
 /** Makes an upstream from "http://host[:port]" (no path; port 80 by
- *  default). host is an IPv4 or bracketed IPv6 address, or a name resolved
- *  here, blocking, with getaddrinfo (the first address). conf NULL: the
- *  defaults. XERR_INVALID (bad URL, or https://, not yet supported),
- *  XERR_ADDR (the name did not resolve), XERR_NOMEM. */
+ *  default). host is an IPv4 or bracketed IPv6 address, or a name: each
+ *  client looks it up on its own loop when it first needs a connection, and
+ *  again once the addresses are older than resolve_interval_ms (or their
+ *  TTL), using the old ones meanwhile. A new connection tries the
+ *  addresses in turn, from the last that worked, while connect(2) fails at
+ *  once (refused, unreachable). A name that does not resolve fails the
+ *  requests waiting for it with XHTTP_CLIENT_RESOLVE; one whose resolver
+ *  never answers, with CONNECT_TIMEOUT (the lookup counts as connecting).
+ *  conf NULL: the defaults. XERR_INVALID (bad URL, or https://, not yet
+ *  supported), XERR_NOMEM. */
 xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttpUpstream **out);
 
 /** Frees an upstream once no client uses it any more (after the clients'

@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "xhttp/client/resolve.h"
 #include "xhttp/core/tokens.h"
 #include "xhttp/http1/http1_parser.h"
 #include "xnet/connection.h"
@@ -37,11 +38,20 @@ _Static_assert(sizeof(xHttpClientField) == sizeof(xHttp1Header), "a response fie
 #define CLIENT_TRAILERS_MAX (16u << 10) /* a trailer section */
 
 struct xHttpUpstream {
-    xHttpUpstreamConf conf;
-    struct sockaddr_storage addr;
-    socklen_t addr_len;
+    xHttpUpstreamConf conf; /* conf.resolvers points at a copy owned here */
+    char host[256];         /* a name to look up, or the address literal */
+    uint16_t port;
+    bool literal; /* host is an address: literal_addrs holds it */
+    xResolvedAddrs literal_addrs;
     char authority[262];
 };
+
+/* Where a pool stands with its upstream's addresses. */
+typedef enum xAddrState {
+    XADDR_NONE,      /* never looked up (or the last lookup failed) */
+    XADDR_RESOLVING, /* the first lookup is under way: new connections wait for it */
+    XADDR_READY,     /* addrs holds addresses (a refresh may run: refreshing) */
+} xAddrState;
 
 typedef struct xClientConn xClientConn;
 typedef struct xUpstreamPool xUpstreamPool;
@@ -55,6 +65,13 @@ struct xUpstreamPool {
     xHttpClientRequest *queue_head, *queue_tail;
     unsigned queued;
     uint64_t connections_opened, requests, reused;
+    xAddrState addr_state;
+    bool refreshing;     /* a lookup runs while addrs are still used */
+    xResolver *resolver; /* made on first need */
+    xResolvedAddrs addrs;
+    unsigned addr_first;     /* the address a new connection tries first: the last that worked */
+    uint64_t addrs_until_ms; /* looked up again after this */
+    unsigned lookup_gen;     /* counts lookups: a connection waits for the one it names */
     xUpstreamPool *next;
 };
 
@@ -74,8 +91,11 @@ typedef enum xClientConnState {
 struct xClientConn {
     xUpstreamPool *pool;
     xClientConnState state;
-    int fd;            /* while connecting */
-    int connect_errno; /* connect(2) failed at once with this */
+    int fd;              /* while connecting; -1 while waiting for the name's addresses */
+    int connect_errno;   /* connect(2) failed at once with this */
+    unsigned addr_index; /* into the pool's addrs: the one being tried */
+    unsigned addr_tries; /* addresses tried so far */
+    unsigned wait_gen;   /* the lookup it waits for, with fd -1 */
     xConn *conn;
     xHttpClientRequest *req;
     xClientConn *prev, *next;     /* the pool's idle list */
@@ -140,6 +160,7 @@ static const xConnProtocol client_protocol;
 static void attach(xHttpClientRequest *req, xClientConn *cc);
 static void fail(xHttpClientRequest *req, xHttpClientError error);
 static void read_response(xClientConn *cc);
+static bool start_connect(xClientConn *cc);
 
 /* ---- Errors and settings ---- */
 
@@ -154,6 +175,7 @@ const char *xHttpClientErrorString(xHttpClientError error) {
     case XHTTP_CLIENT_RESET: return "connection closed before the response ended";
     case XHTTP_CLIENT_BAD_RESPONSE: return "invalid response";
     case XHTTP_CLIENT_NO_MEMORY: return "out of memory";
+    case XHTTP_CLIENT_RESOLVE: return "name did not resolve";
     }
     return "unknown error";
 }
@@ -169,7 +191,8 @@ void xHttpUpstreamConfInit(xHttpUpstreamConf *conf) {
                                 .max_conns = 256,
                                 .max_queue = 4096,
                                 .max_head_size = 32u << 10,
-                                .max_fields = 100};
+                                .max_fields = 100,
+                                .resolve_timeout_ms = 5000};
 }
 
 void xHttpClientRequestOptsInit(xHttpClientRequestOpts *opts) {
@@ -223,14 +246,24 @@ xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttp
     if (up->conf.max_head_size > CLIENT_BLOCK - 4096) up->conf.max_head_size = CLIENT_BLOCK - 4096;
     if (up->conf.max_fields == 0) up->conf.max_fields = 1;
     if (up->conf.max_conns == 0) up->conf.max_conns = 1;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    if (getaddrinfo(host, port, &hints, &res) != 0 || !res) {
-        free(up);
-        return XERR_ADDR;
+    memcpy(up->host, host, sizeof up->host);
+    up->port = (uint16_t)atoi(port);
+    /* An address literal needs no lookup; anything else is a name. */
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST},
+                    *res = NULL;
+    if (getaddrinfo(host, port, &hints, &res) == 0 && res) {
+        up->literal = true;
+        memcpy(&up->literal_addrs.addr[0], res->ai_addr, res->ai_addrlen);
+        up->literal_addrs.len[0] = res->ai_addrlen;
+        up->literal_addrs.count = 1;
+        freeaddrinfo(res);
     }
-    memcpy(&up->addr, res->ai_addr, res->ai_addrlen);
-    up->addr_len = res->ai_addrlen;
-    freeaddrinfo(res);
+    up->conf.resolvers = NULL;
+    if (conf && conf->struct_size > offsetof(xHttpUpstreamConf, resolvers) && conf->resolvers &&
+        !(up->conf.resolvers = strdup(conf->resolvers))) {
+        free(up);
+        return XERR_NOMEM;
+    }
     const char *a = url + 7;
     size_t alen = strcspn(a, "/");
     memcpy(up->authority, a, alen < sizeof up->authority ? alen : sizeof up->authority - 1);
@@ -238,7 +271,11 @@ xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttp
     return XOK;
 }
 
-void xHttpUpstreamDestroy(xHttpUpstream *upstream) { free(upstream); }
+void xHttpUpstreamDestroy(xHttpUpstream *upstream) {
+    if (!upstream) return;
+    free((char *)upstream->conf.resolvers);
+    free(upstream);
+}
 
 const char *xHttpUpstreamAuthority(const xHttpUpstream *upstream) { return upstream->authority; }
 
@@ -264,6 +301,11 @@ static xUpstreamPool *pool_of(xHttpClient *client, xHttpUpstream *upstream, bool
     if (!p) return NULL;
     p->upstream = upstream;
     p->client = client;
+    if (upstream->literal) {
+        p->addrs = upstream->literal_addrs;
+        p->addr_state = XADDR_READY;
+        p->addrs_until_ms = UINT64_MAX;
+    }
     p->next = client->pools;
     client->pools = p;
     return p;
@@ -333,6 +375,8 @@ static void unqueue(xHttpClientRequest *req) {
 void xHttpClientDestroy(xHttpClient *client) {
     if (!client) return;
     for (xUpstreamPool *p = client->pools; p; p = p->next) {
+        xResolverDestroy(p->resolver); /* its lookups end untold */
+        p->resolver = NULL;
         while (p->queue_head) {
             xHttpClientRequest *req = p->queue_head;
             unqueue(req);
@@ -455,10 +499,12 @@ static void drop_conn(xClientConn *cc) {
         xConnClose(cc->conn); /* on_close accounts for it */
         return;
     }
-    /* Still connecting: no xConn owns it yet. */
+    /* Still connecting (or waiting for addresses): no xConn owns it yet. */
     xUpstreamPool *p = cc->pool;
-    xEventLoopRemove(p->client->loop, cc->fd);
-    close(cc->fd);
+    if (cc->fd >= 0) {
+        xEventLoopRemove(p->client->loop, cc->fd);
+        close(cc->fd);
+    }
     conn_gone(cc);
     free(cc);
     start_next_queued(p);
@@ -494,9 +540,18 @@ static void on_connect_io(xEventLoop *loop, int fd, unsigned events, void *arg) 
     if (!err && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     if (err == EINPROGRESS || err == EALREADY) return;
     if (err) {
+        xUpstreamPool *p = cc->pool;
+        if (cc->addr_tries < p->addrs.count) { /* the name's next address */
+            xEventLoopRemove(loop, fd);
+            close(fd);
+            cc->fd = -1;
+            cc->addr_index++;
+            if (start_connect(cc)) return;
+        }
         fail(cc->req, XHTTP_CLIENT_REFUSED); /* closes the socket */
         return;
     }
+    cc->pool->addr_first = cc->addr_index;
     xEventLoopRemove(loop, fd);
     list_unlink(cc);
     cc->state = XCC_BUSY;
@@ -517,37 +572,113 @@ static void on_connect_io(xEventLoop *loop, int fd, unsigned events, void *arg) 
     attach(cc->req, cc);
 }
 
-/* Opens a connection for req. False when the socket could not even start
- * (req is told why). */
-static bool open_conn(xUpstreamPool *p, xHttpClientRequest *req) {
-    xHttpUpstream *up = p->upstream;
-    int fd = socket(up->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    xClientConn *cc = fd >= 0 ? calloc(1, sizeof *cc) : NULL;
-    if (!cc) {
-        if (fd >= 0) close(fd);
-        return false;
-    }
+/* Starts connect(2) to the pool's address cc->addr_index (taken modulo
+ * their count: a refresh may have changed them). False when no socket
+ * could be made or watched. */
+static bool start_connect(xClientConn *cc) {
+    xUpstreamPool *p = cc->pool;
+    cc->addr_index %= p->addrs.count;
+    const struct sockaddr_storage *addr = &p->addrs.addr[cc->addr_index];
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    *cc = (xClientConn){.pool = p, .state = XCC_CONNECTING, .fd = fd, .req = req};
-    list_push(cc);
-    p->open++;
+    cc->fd = fd;
+    cc->connect_errno = 0;
+    cc->addr_tries++;
     p->connections_opened++;
-    req->cc = cc;
-    enter(req, XREQ_CONNECTING);
     /* Refused at once, the error is said when the watch reports, on a
      * later turn: callbacks never run within Start. */
-    if (connect(fd, (const struct sockaddr *)&up->addr, up->addr_len) != 0 && errno != EINPROGRESS)
+    if (connect(fd, (const struct sockaddr *)addr, p->addrs.len[cc->addr_index]) != 0 && errno != EINPROGRESS)
         cc->connect_errno = errno;
     if (xEventLoopAdd(p->client->loop, fd, XEV_WRITE, on_connect_io, cc) != XOK) {
-        list_unlink(cc);
         close(fd);
-        p->open--;
-        req->cc = NULL;
-        free(cc);
+        cc->fd = -1;
         return false;
     }
     return true;
+}
+
+static void on_resolved(void *arg, const xResolvedAddrs *addrs, const char *error);
+
+/* Starts a lookup of the upstream's name: the first (connections wait for
+ * it) or a refresh (they use the addresses they have). */
+static bool look_up(xUpstreamPool *p) {
+    const xHttpUpstreamConf *c = &p->upstream->conf;
+    if (!p->resolver &&
+        !(p->resolver = xResolverCreate(p->client->loop, c->resolvers, c->resolve_timeout_ms)))
+        return false;
+    if (!xResolverLookup(p->resolver, p->upstream->host, p->upstream->port, on_resolved, p)) return false;
+    p->lookup_gen++;
+    if (p->addr_state == XADDR_READY)
+        p->refreshing = true;
+    else
+        p->addr_state = XADDR_RESOLVING;
+    return true;
+}
+
+/* The first connection waiting for lookup gen, or NULL. */
+static xClientConn *waiting_for(xUpstreamPool *p, unsigned gen) {
+    for (xClientConn *cc = p->connecting; cc; cc = cc->next)
+        if (cc->fd < 0 && cc->wait_gen == gen) return cc;
+    return NULL;
+}
+
+static void on_resolved(void *arg, const xResolvedAddrs *addrs, const char *error) {
+    (void)error;
+    xUpstreamPool *p = arg;
+    unsigned gen = p->lookup_gen;
+    uint64_t now = xEventLoopNowMs(p->client->loop);
+    p->refreshing = false;
+    if (addrs) {
+        p->addrs = *addrs;
+        p->addr_first = 0;
+        p->addr_state = XADDR_READY;
+        uint64_t ttl_ms = (uint64_t)addrs->ttl_s * 1000;
+        uint32_t interval = p->upstream->conf.resolve_interval_ms;
+        p->addrs_until_ms = now + (interval ? interval : ttl_ms > 1000 ? ttl_ms : 1000);
+    } else if (p->addr_state == XADDR_READY) {
+        p->addrs_until_ms = now + 1000; /* the old addresses go on; asked again in a second */
+    } else {
+        p->addr_state = XADDR_NONE;
+    }
+    /* A failure frees the connection, and the next queued request may start
+     * a lookup of its own (a later gen): those wait for it. */
+    for (xClientConn *cc; (cc = waiting_for(p, gen));) {
+        if (p->addr_state != XADDR_READY)
+            fail(cc->req, XHTTP_CLIENT_RESOLVE);
+        else if (!start_connect(cc))
+            fail(cc->req, XHTTP_CLIENT_NO_MEMORY);
+    }
+}
+
+/* Opens a connection for req: connect(2) to the first address to try, or
+ * a wait for the name's first lookup. False when it could not even start
+ * (req is told nothing). */
+static bool open_conn(xUpstreamPool *p, xHttpClientRequest *req) {
+    xClientConn *cc = calloc(1, sizeof *cc);
+    if (!cc) return false;
+    *cc = (xClientConn){.pool = p, .state = XCC_CONNECTING, .fd = -1, .req = req};
+    list_push(cc);
+    p->open++;
+    req->cc = cc;
+    enter(req, XREQ_CONNECTING);
+    bool started;
+    if (p->addr_state == XADDR_READY) {
+        if (!p->refreshing && xEventLoopNowMs(p->client->loop) >= p->addrs_until_ms) look_up(p);
+        cc->addr_index = p->addr_first;
+        started = start_connect(cc);
+    } else {
+        started = p->addr_state == XADDR_RESOLVING || look_up(p);
+        cc->wait_gen = p->lookup_gen;
+    }
+    if (!started) {
+        list_unlink(cc);
+        p->open--;
+        req->cc = NULL;
+        free(cc);
+    }
+    return started;
 }
 
 static void start_next_queued(xUpstreamPool *p) {
