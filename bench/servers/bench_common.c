@@ -561,6 +561,9 @@ static xHttpProxy *proxy;
 /* --upstream-resolver IP[:PORT][,...], --upstream-resolve-interval MS: how upstream names are looked up. */
 static const char *upstream_resolvers;
 static uint32_t upstream_resolve_interval_ms;
+/* --upstream-ca FILE, --upstream-server-name NAME, --upstream-insecure: https:// upstreams' checks. */
+static const char *upstream_ca_file, *upstream_server_name;
+static bool upstream_insecure;
 
 static bool add_proxy(xHttpServer *server) {
     if (!num_upstreams) return true;
@@ -575,6 +578,9 @@ static bool add_proxy(xHttpServer *server) {
     if (upstream_pool) conf.upstream.max_conns = conf.upstream.max_idle = upstream_pool;
     conf.upstream.resolvers = upstream_resolvers;
     conf.upstream.resolve_interval_ms = upstream_resolve_interval_ms;
+    conf.upstream.tls_ca_file = upstream_ca_file;
+    conf.upstream.tls_server_name = upstream_server_name;
+    conf.upstream.tls_verify = !upstream_insecure;
     if (upstream_timeout_ms) conf.upstream.resolve_timeout_ms = upstream_timeout_ms;
     xErrno err = xHttpProxyCreate(server, &conf, &proxy);
     if (err == XOK) err = xHttpProxyUseWorkerHooks(server, proxy);
@@ -644,6 +650,7 @@ const char benchCommonUsage[] =
     "       [--test-routes] [--proxy-protocol NETWORKS]\n"
     "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N]\n"
     "       [--upstream-resolver IP[:PORT],...] [--upstream-resolve-interval MS]\n"
+    "       [--upstream-ca FILE] [--upstream-server-name NAME] [--upstream-insecure]\n"
     "       [--access-log PATH] [--log-format common|combined|json]\n"
     "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
     "       [--user-metrics]\n"
@@ -749,6 +756,18 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--upstream-resolve-interval") == 0 && i + 1 < argc) {
             upstream_resolve_interval_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-ca") == 0 && i + 1 < argc) {
+            upstream_ca_file = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-server-name") == 0 && i + 1 < argc) {
+            upstream_server_name = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-insecure") == 0) {
+            upstream_insecure = true;
             continue;
         }
         if (strcmp(argv[i], "--test-routes") == 0) {

@@ -12,7 +12,9 @@
  *
  * Host names are resolved on the loop (c-ares), never blocking it.
  *
- * Not yet: TLS upstreams, HTTP/2 and h2c upstreams. */
+ * https:// upstreams are verified (chain and name) unless told otherwise.
+ *
+ * Not yet: HTTP/2 and h2c upstreams. */
 #ifndef XHTTP_CLIENT_H
 #define XHTTP_CLIENT_H
 
@@ -51,6 +53,7 @@ typedef enum xHttpClientError {
     XHTTP_CLIENT_BAD_RESPONSE,       /**< the upstream sent what is not a valid HTTP/1.1 response */
     XHTTP_CLIENT_NO_MEMORY,          /**< an allocation failed */
     XHTTP_CLIENT_RESOLVE,            /**< the upstream's name did not resolve (no such name, no answer) */
+    XHTTP_CLIENT_TLS,                /**< the TLS handshake failed (the certificate did not verify, ...) */
 } xHttpClientError;
 
 /** The error in words ("connect timeout"). */
@@ -82,6 +85,17 @@ typedef struct xHttpUpstreamConf {
     uint32_t resolve_interval_ms; /**< 0: the answer's TTL (at least 1 s); how long addresses are used
                                        before a new connection has them looked up again */
     uint32_t resolve_timeout_ms;  /**< 5 s: one try of a lookup (two tries, then the server's next) */
+    /** TLS (an https:// upstream): OpenSSL's client, TLS 1.2 or 1.3, ALPN
+     *  http/1.1. The certificate must chain to a trusted CA and name the
+     *  host (a DNS name, or the IP address of an address literal); SNI
+     *  carries the name. A session the upstream issues is offered by the
+     *  pool's next connections (resumption). */
+    const char *tls_ca_file;     /**< NULL: the system's store; else a PEM file of trusted CAs (read at
+                                      xHttpUpstreamCreate) */
+    const char *tls_server_name; /**< NULL: the URL's host; else the name checked and sent as SNI */
+    bool tls_verify;             /**< true. false accepts any certificate from anyone: UNSAFE, for
+                                      tests and trusted networks only (the traffic can be read and
+                                      changed by whoever sits on the path) */
 } xHttpUpstreamConf;
 
 /** Fills conf with the defaults noted above. */
@@ -96,8 +110,9 @@ void xHttpUpstreamConfInit(xHttpUpstreamConf *conf);
  *  once (refused, unreachable). A name that does not resolve fails the
  *  requests waiting for it with XHTTP_CLIENT_RESOLVE; one whose resolver
  *  never answers, with CONNECT_TIMEOUT (the lookup counts as connecting).
- *  conf NULL: the defaults. XERR_INVALID (bad URL, or https://, not yet
- *  supported), XERR_NOMEM. */
+ *  "https://host[:port]" (port 443) speaks TLS (the tls_* settings).
+ *  conf NULL: the defaults. XERR_INVALID (bad URL, or an https:// one whose
+ *  CA file cannot be read), XERR_NOMEM. */
 xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttpUpstream **out);
 
 /** Frees an upstream once no client uses it any more (after the clients'
@@ -206,6 +221,10 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
 /** Ends the request body. XERR_INVALID when a body_length was given and
  *  not all of it was written. A request with no body needs no End. */
 xErrno xHttpClientRequestEnd(xHttpClientRequest *req);
+
+/** During on_error: more on what failed, in words ("certificate verify
+ *  failed: hostname mismatch", "svc.test: Domain name not found"), or "". */
+const char *xHttpClientRequestErrorDetail(const xHttpClientRequest *req);
 
 /** Body bytes queued and not yet taken by the upstream's socket. */
 size_t xHttpClientRequestPending(const xHttpClientRequest *req);

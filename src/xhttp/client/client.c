@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "xhttp/client/resolve.h"
+#include "xhttp/client/tls.h"
 #include "xhttp/core/tokens.h"
 #include "xhttp/http1/http1_parser.h"
 #include "xnet/connection.h"
@@ -41,7 +42,8 @@ struct xHttpUpstream {
     xHttpUpstreamConf conf; /* conf.resolvers points at a copy owned here */
     char host[256];         /* a name to look up, or the address literal */
     uint16_t port;
-    bool literal; /* host is an address: literal_addrs holds it */
+    bool literal;    /* host is an address: literal_addrs holds it */
+    xClientTls *tls; /* https://: the context every connection's session comes from */
     xResolvedAddrs literal_addrs;
     char authority[262];
 };
@@ -69,9 +71,10 @@ struct xUpstreamPool {
     bool refreshing;     /* a lookup runs while addrs are still used */
     xResolver *resolver; /* made on first need */
     xResolvedAddrs addrs;
-    unsigned addr_first;     /* the address a new connection tries first: the last that worked */
-    uint64_t addrs_until_ms; /* looked up again after this */
-    unsigned lookup_gen;     /* counts lookups: a connection waits for the one it names */
+    SSL_SESSION *tls_session; /* the newest the upstream issued: offered by new connections */
+    unsigned addr_first;      /* the address a new connection tries first: the last that worked */
+    uint64_t addrs_until_ms;  /* looked up again after this */
+    unsigned lookup_gen;      /* counts lookups: a connection waits for the one it names */
     xUpstreamPool *next;
 };
 
@@ -96,6 +99,7 @@ struct xClientConn {
     unsigned addr_index; /* into the pool's addrs: the one being tried */
     unsigned addr_tries; /* addresses tried so far */
     unsigned wait_gen;   /* the lookup it waits for, with fd -1 */
+    SSL *ssl;            /* TLS: the handshake under way on fd, before the xConn takes it */
     xConn *conn;
     xHttpClientRequest *req;
     xClientConn *prev, *next;     /* the pool's idle list */
@@ -153,6 +157,7 @@ struct xHttpClientRequest {
     int64_t body_left;
     xHttp1Chunked chunked;
     xHttp1Header *fields; /* max_fields of room */
+    char detail[160];     /* on_error's more on what failed: xHttpClientRequestErrorDetail */
     xHttpClientRequest *next_queued;
 };
 
@@ -176,6 +181,7 @@ const char *xHttpClientErrorString(xHttpClientError error) {
     case XHTTP_CLIENT_BAD_RESPONSE: return "invalid response";
     case XHTTP_CLIENT_NO_MEMORY: return "out of memory";
     case XHTTP_CLIENT_RESOLVE: return "name did not resolve";
+    case XHTTP_CLIENT_TLS: return "TLS handshake failed";
     }
     return "unknown error";
 }
@@ -192,7 +198,8 @@ void xHttpUpstreamConfInit(xHttpUpstreamConf *conf) {
                                 .max_queue = 4096,
                                 .max_head_size = 32u << 10,
                                 .max_fields = 100,
-                                .resolve_timeout_ms = 5000};
+                                .resolve_timeout_ms = 5000,
+                                .tls_verify = true};
 }
 
 void xHttpClientRequestOptsInit(xHttpClientRequestOpts *opts) {
@@ -201,10 +208,16 @@ void xHttpClientRequestOptsInit(xHttpClientRequestOpts *opts) {
 
 /* ---- Upstreams ---- */
 
-/* Splits "http://host[:port]" into host and port. */
+/* The length of url's scheme with its "://" (http or https), 0 for another. */
+static size_t scheme_len(const char *url) {
+    return strncmp(url, "http://", 7) == 0 ? 7 : strncmp(url, "https://", 8) == 0 ? 8 : 0;
+}
+
+/* Splits "http[s]://host[:port]" into host and port (80 or 443 by default). */
 static bool split_url(const char *url, char *host, size_t host_cap, char *port, size_t port_cap) {
-    if (strncmp(url, "http://", 7) != 0) return false;
-    const char *h = url + 7, *end = h + strcspn(h, "/");
+    size_t skip = scheme_len(url);
+    if (!skip) return false;
+    const char *h = url + skip, *end = h + strcspn(h, "/");
     if (*end == '/' && end[1] != '\0') return false; /* a path: not an origin */
     const char *colon = NULL, *host_end;
     if (*h == '[') {
@@ -218,12 +231,12 @@ static bool split_url(const char *url, char *host, size_t host_cap, char *port, 
         colon = memchr(h, ':', (size_t)(end - h));
         host_end = colon ? colon : end;
     }
-    size_t hl = (size_t)(host_end - h), pl = colon ? (size_t)(end - colon - 1) : 2;
+    size_t hl = (size_t)(host_end - h), pl = colon ? (size_t)(end - colon - 1) : 3;
     if (hl == 0 || hl >= host_cap || pl == 0 || pl >= port_cap) return false;
     memcpy(host, h, hl);
     host[hl] = '\0';
     if (!colon) {
-        memcpy(port, "80", 3);
+        snprintf(port, port_cap, "%s", skip == 8 ? "443" : "80");
         return true;
     }
     memcpy(port, colon + 1, pl);
@@ -264,7 +277,19 @@ xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttp
         free(up);
         return XERR_NOMEM;
     }
-    const char *a = url + 7;
+    /* The CA file is read now; the name is the TLS context's own copy. */
+    const char *ca_file = up->conf.tls_ca_file, *server_name = up->conf.tls_server_name;
+    up->conf.tls_ca_file = up->conf.tls_server_name = NULL;
+    if (scheme_len(url) == 8) {
+        char why[256];
+        up->tls =
+            xClientTlsCreate(host, up->literal, server_name, ca_file, up->conf.tls_verify, why, sizeof why);
+        if (!up->tls) {
+            xHttpUpstreamDestroy(up);
+            return XERR_INVALID;
+        }
+    }
+    const char *a = url + scheme_len(url);
     size_t alen = strcspn(a, "/");
     memcpy(up->authority, a, alen < sizeof up->authority ? alen : sizeof up->authority - 1);
     *out = up;
@@ -274,6 +299,7 @@ xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttp
 void xHttpUpstreamDestroy(xHttpUpstream *upstream) {
     if (!upstream) return;
     free((char *)upstream->conf.resolvers);
+    xClientTlsDestroy(upstream->tls);
     free(upstream);
 }
 
@@ -411,6 +437,7 @@ void xHttpClientDestroy(xHttpClient *client) {
     }
     for (xUpstreamPool *p = client->pools, *next; p; p = next) {
         next = p->next;
+        if (p->tls_session) SSL_SESSION_free(p->tls_session);
         free(p);
     }
     xNetContextDestroy(&client->net);
@@ -501,6 +528,7 @@ static void drop_conn(xClientConn *cc) {
     }
     /* Still connecting (or waiting for addresses): no xConn owns it yet. */
     xUpstreamPool *p = cc->pool;
+    if (cc->ssl) SSL_free(cc->ssl);
     if (cc->fd >= 0) {
         xEventLoopRemove(p->client->loop, cc->fd);
         close(cc->fd);
@@ -532,33 +560,52 @@ static void conn_free_for_use(xClientConn *cc) {
     xConnSetTimeout(cc->conn, p->upstream->conf.keepalive_ms);
 }
 
+/* The socket's connect(2) ended: on to the name's next address after a
+ * failure, else the TLS handshake (https), else the connection is made. */
 static void on_connect_io(xEventLoop *loop, int fd, unsigned events, void *arg) {
     (void)events;
     xClientConn *cc = arg;
-    int err = cc->connect_errno;
-    socklen_t len = sizeof err;
-    if (!err && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-    if (err == EINPROGRESS || err == EALREADY) return;
-    if (err) {
-        xUpstreamPool *p = cc->pool;
-        if (cc->addr_tries < p->addrs.count) { /* the name's next address */
-            xEventLoopRemove(loop, fd);
-            close(fd);
-            cc->fd = -1;
-            cc->addr_index++;
-            if (start_connect(cc)) return;
+    xUpstreamPool *p = cc->pool;
+    if (!cc->ssl) {
+        int err = cc->connect_errno;
+        socklen_t len = sizeof err;
+        if (!err && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        if (err == EINPROGRESS || err == EALREADY) return;
+        if (err) {
+            if (cc->addr_tries < p->addrs.count) { /* the name's next address */
+                xEventLoopRemove(loop, fd);
+                close(fd);
+                cc->fd = -1;
+                cc->addr_index++;
+                if (start_connect(cc)) return;
+            }
+            fail(cc->req, XHTTP_CLIENT_REFUSED); /* closes the socket */
+            return;
         }
-        fail(cc->req, XHTTP_CLIENT_REFUSED); /* closes the socket */
-        return;
+        p->addr_first = cc->addr_index;
+        if (p->upstream->tls && !(cc->ssl = xClientTlsNew(p->upstream->tls, fd, &p->tls_session))) {
+            fail(cc->req, XHTTP_CLIENT_NO_MEMORY);
+            return;
+        }
     }
-    cc->pool->addr_first = cc->addr_index;
+    if (cc->ssl) {
+        xHttpClientRequest *req = cc->req;
+        switch (xClientTlsHandshake(cc->ssl, req->detail, sizeof req->detail)) {
+        case XCTLS_WANT_READ: xEventLoopModify(loop, fd, XEV_READ); return;
+        case XCTLS_WANT_WRITE: xEventLoopModify(loop, fd, XEV_WRITE); return;
+        case XCTLS_FAILED: fail(req, XHTTP_CLIENT_TLS); return;
+        case XCTLS_DONE: break;
+        }
+    }
     xEventLoopRemove(loop, fd);
     list_unlink(cc);
     cc->state = XCC_BUSY;
-    cc->conn = xConnCreate(&cc->pool->client->net, fd, NULL, &client_protocol, cc);
+    SSL *ssl = cc->ssl;
+    cc->ssl = NULL;
+    cc->conn = xConnCreate(&p->client->net, fd, NULL, &client_protocol, cc);
     cc->fd = -1;
     if (!cc->conn) {
-        xUpstreamPool *p = cc->pool;
+        if (ssl) SSL_free(ssl);
         xHttpClientRequest *req = cc->req;
         conn_gone(cc);
         free(cc);
@@ -569,6 +616,7 @@ static void on_connect_io(xEventLoop *loop, int fd, unsigned events, void *arg) 
         start_next_queued(p);
         return;
     }
+    if (ssl) xClientTlsAttach(cc->conn, ssl);
     attach(cc->req, cc);
 }
 
@@ -625,7 +673,6 @@ static xClientConn *waiting_for(xUpstreamPool *p, unsigned gen) {
 }
 
 static void on_resolved(void *arg, const xResolvedAddrs *addrs, const char *error) {
-    (void)error;
     xUpstreamPool *p = arg;
     unsigned gen = p->lookup_gen;
     uint64_t now = xEventLoopNowMs(p->client->loop);
@@ -645,9 +692,10 @@ static void on_resolved(void *arg, const xResolvedAddrs *addrs, const char *erro
     /* A failure frees the connection, and the next queued request may start
      * a lookup of its own (a later gen): those wait for it. */
     for (xClientConn *cc; (cc = waiting_for(p, gen));) {
-        if (p->addr_state != XADDR_READY)
+        if (p->addr_state != XADDR_READY) {
+            snprintf(cc->req->detail, sizeof cc->req->detail, "%.80s: %.70s", p->upstream->host, error);
             fail(cc->req, XHTTP_CLIENT_RESOLVE);
-        else if (!start_connect(cc))
+        } else if (!start_connect(cc))
             fail(cc->req, XHTTP_CLIENT_NO_MEMORY);
     }
 }
@@ -861,6 +909,8 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
     }
     return XOK;
 }
+
+const char *xHttpClientRequestErrorDetail(const xHttpClientRequest *req) { return req->detail; }
 
 size_t xHttpClientRequestPending(const xHttpClientRequest *req) {
     size_t held = req->out.len - req->out_given;

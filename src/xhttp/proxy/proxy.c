@@ -59,6 +59,7 @@ typedef struct xProxyCall {
     xHttpClientField fields[PROXY_MAX_FIELDS];
     size_t num_fields;
     char added[1024]; /* the X-Forwarded-* and Forwarded values */
+    char detail[160]; /* the upstream client's words on its last failure */
 } xProxyCall;
 
 static const xHttpClientHandlers upstream_handlers;
@@ -282,9 +283,9 @@ static void stop_reading_front(xProxyCall *call) {
 static void answer_failure(xProxyCall *call, xHttpClientError error) {
     int status = xHttpClientErrorIsTimeout(error) ? 504 : 502;
     char body[512];
-    int n = snprintf(body, sizeof body, "%d %s: upstream %s: %s\n", status, xHttpStatusReason(status),
+    int n = snprintf(body, sizeof body, "%d %s: upstream %s: %s%s%s\n", status, xHttpStatusReason(status),
                      xHttpUpstreamAuthority(call->proxy->ups[call->up_index].upstream),
-                     xHttpClientErrorString(error));
+                     xHttpClientErrorString(error), call->detail[0] ? ": " : "", call->detail);
     xHttpResponse *res = call->res;
     stop_reading_front(call);
     xHttpResponseSetStatus(res, status);
@@ -369,6 +370,7 @@ static void on_up_error(xHttpClientRequest *up, xHttpClientError error, bool sta
     (void)up;
     xProxyCall *call = arg;
     call->up_req = NULL;
+    snprintf(call->detail, sizeof call->detail, "%s", xHttpClientRequestErrorDetail(up));
     note_failure(call);
     if (started) {
         /* The head went out: a cut body must not look whole to the client.
