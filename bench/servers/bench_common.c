@@ -564,6 +564,7 @@ static uint32_t upstream_resolve_interval_ms;
 /* --upstream-ca FILE, --upstream-server-name NAME, --upstream-insecure: https:// upstreams' checks. */
 static const char *upstream_ca_file, *upstream_server_name;
 static bool upstream_insecure;
+static unsigned upstream_proxy_protocol; /* --upstream-proxy-protocol 1|2 */
 
 static bool add_proxy(xHttpServer *server) {
     if (!num_upstreams) return true;
@@ -581,6 +582,7 @@ static bool add_proxy(xHttpServer *server) {
     conf.upstream.tls_ca_file = upstream_ca_file;
     conf.upstream.tls_server_name = upstream_server_name;
     conf.upstream.tls_verify = !upstream_insecure;
+    conf.proxy_protocol = upstream_proxy_protocol;
     if (upstream_timeout_ms) conf.upstream.resolve_timeout_ms = upstream_timeout_ms;
     xErrno err = xHttpProxyCreate(server, &conf, &proxy);
     if (err == XOK) err = xHttpProxyUseWorkerHooks(server, proxy);
@@ -651,6 +653,7 @@ const char benchCommonUsage[] =
     "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N]\n"
     "       [--upstream-resolver IP[:PORT],...] [--upstream-resolve-interval MS]\n"
     "       [--upstream-ca FILE] [--upstream-server-name NAME] [--upstream-insecure]\n"
+    "       [--upstream-proxy-protocol 1|2]\n"
     "       [--access-log PATH] [--log-format common|combined|json]\n"
     "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
     "       [--user-metrics]\n"
@@ -764,6 +767,10 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--upstream-server-name") == 0 && i + 1 < argc) {
             upstream_server_name = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-proxy-protocol") == 0 && i + 1 < argc) {
+            upstream_proxy_protocol = (unsigned)strtoul(argv[++i], NULL, 10);
             continue;
         }
         if (strcmp(argv[i], "--upstream-insecure") == 0) {

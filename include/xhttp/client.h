@@ -202,7 +202,16 @@ typedef struct xHttpClientRequestOpts {
     bool retry_on_stale;
     const xHttpClientHandlers *handlers;
     void *arg;
+    /** Bytes a new connection sends before anything else, TLS included: a
+     *  PROXY protocol header saying whom the request is for. A kept-alive
+     *  connection is reused only by requests with the same preface (none
+     *  with none). Up to XHTTP_CLIENT_PREFACE_MAX bytes, copied. */
+    const void *preface;
+    size_t preface_len;
 } xHttpClientRequestOpts;
+
+/** The longest preface a request may give. */
+#define XHTTP_CLIENT_PREFACE_MAX 112
 
 /** Fills opts with GET of "/" with no fields and no body. */
 void xHttpClientRequestOptsInit(xHttpClientRequestOpts *opts);

@@ -65,6 +65,12 @@ typedef struct xHttpProxyConf {
     uint32_t fail_timeout_ms;   /**< 10 s: how long it stays out */
     unsigned max_tries;         /**< 2: upstreams tried for one request, where it may be retried */
     bool forwarded_headers;     /**< true: add X-Forwarded-* and Forwarded */
+    /** 1 or 2: each upstream connection opens with a PROXY protocol header
+     *  of that version (HAProxy's proxy-protocol.txt) naming the client as
+     *  the front saw it (after a trusted PROXY header at the front) and the
+     *  front address it reached; a kept-alive connection then carries only
+     *  that client's requests. 0: none. */
+    unsigned proxy_protocol;
 } xHttpProxyConf;
 
 /** Fills conf with the defaults noted above (no upstreams). */

@@ -100,6 +100,8 @@ struct xClientConn {
     unsigned addr_tries; /* addresses tried so far */
     unsigned wait_gen;   /* the lookup it waits for, with fd -1 */
     SSL *ssl;            /* TLS: the handshake under way on fd, before the xConn takes it */
+    uint8_t preface[XHTTP_CLIENT_PREFACE_MAX]; /* sent first (a PROXY header): only requests */
+    uint8_t preface_len;                       /* with the same one reuse the connection */
     xConn *conn;
     xHttpClientRequest *req;
     xClientConn *prev, *next;     /* the pool's idle list */
@@ -158,6 +160,8 @@ struct xHttpClientRequest {
     xHttp1Chunked chunked;
     xHttp1Header *fields; /* max_fields of room */
     char detail[160];     /* on_error's more on what failed: xHttpClientRequestErrorDetail */
+    uint8_t preface[XHTTP_CLIENT_PREFACE_MAX]; /* opts.preface */
+    uint8_t preface_len;
     xHttpClientRequest *next_queued;
 };
 
@@ -540,9 +544,19 @@ static void drop_conn(xClientConn *cc) {
 
 /* A connection is free: the next queued request takes it, else the pool,
  * else it closes. */
+static bool same_preface(const xClientConn *cc, const xHttpClientRequest *req) {
+    return cc->preface_len == req->preface_len && memcmp(cc->preface, req->preface, cc->preface_len) == 0;
+}
+
 static void conn_free_for_use(xClientConn *cc) {
     xUpstreamPool *p = cc->pool;
     cc->req = NULL;
+    if (p->queue_head && !same_preface(cc, p->queue_head)) {
+        /* Made for another client (PROXY): its slot goes to a new connection. */
+        cc->state = XCC_BUSY;
+        xConnClose(cc->conn);
+        return;
+    }
     if (p->queue_head) {
         xHttpClientRequest *next = p->queue_head;
         unqueue(next);
@@ -583,6 +597,13 @@ static void on_connect_io(xEventLoop *loop, int fd, unsigned events, void *arg) 
             return;
         }
         p->addr_first = cc->addr_index;
+        /* The preface (a PROXY header) comes before anything else, TLS too;
+         * a fresh socket takes its few dozen bytes whole. */
+        if (cc->preface_len &&
+            send(fd, cc->preface, cc->preface_len, MSG_NOSIGNAL) != (ssize_t)cc->preface_len) {
+            fail(cc->req, XHTTP_CLIENT_RESET);
+            return;
+        }
         if (p->upstream->tls && !(cc->ssl = xClientTlsNew(p->upstream->tls, fd, &p->tls_session))) {
             fail(cc->req, XHTTP_CLIENT_NO_MEMORY);
             return;
@@ -706,7 +727,9 @@ static void on_resolved(void *arg, const xResolvedAddrs *addrs, const char *erro
 static bool open_conn(xUpstreamPool *p, xHttpClientRequest *req) {
     xClientConn *cc = calloc(1, sizeof *cc);
     if (!cc) return false;
-    *cc = (xClientConn){.pool = p, .state = XCC_CONNECTING, .fd = -1, .req = req};
+    *cc = (xClientConn){
+        .pool = p, .state = XCC_CONNECTING, .fd = -1, .req = req, .preface_len = req->preface_len};
+    memcpy(cc->preface, req->preface, req->preface_len);
     list_push(cc);
     p->open++;
     req->cc = cc;
@@ -878,6 +901,12 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
     xTimerInit(&req->timer, on_phase_timer, req);
     xTimerInit(&req->total_timer, on_total_timer, req);
     req->fields = malloc(upstream->conf.max_fields * sizeof *req->fields);
+    if (o.preface_len > XHTTP_CLIENT_PREFACE_MAX) {
+        free_request(req);
+        return XERR_INVALID;
+    }
+    if (o.preface_len) memcpy(req->preface, o.preface, o.preface_len);
+    req->preface_len = (uint8_t)o.preface_len;
     if (!req->fields || !write_head(req, &o)) {
         xErrno err = req->fields ? XERR_INVALID : XERR_NOMEM;
         free_request(req);
@@ -887,8 +916,18 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
     if (upstream->conf.total_timeout_ms)
         xTimerStart(client->loop, &req->total_timer, upstream->conf.total_timeout_ms);
     *out = req;
-    if (p->idle) {
-        xClientConn *cc = p->idle;
+    xClientConn *cc = p->idle;
+    while (cc && !same_preface(cc, req)) cc = cc->next;
+    if (!cc && p->idle && p->open >= upstream->conf.max_conns) {
+        /* Every slot is held, some by idle connections made for other
+         * clients (PROXY): the oldest one gives its slot up. */
+        xClientConn *oldest = p->idle;
+        while (oldest->next) oldest = oldest->next;
+        list_unlink(oldest);
+        oldest->state = XCC_BUSY;
+        xConnClose(oldest->conn);
+    }
+    if (cc) {
         list_unlink(cc);
         p->reused++;
         attach(req, cc);

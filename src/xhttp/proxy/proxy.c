@@ -18,6 +18,7 @@
 
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/tokens.h"
+#include "xhttp/proxy/preface.h"
 #include "xnet/connection.h"
 
 /* Output waiting for the client beyond which the upstream is no longer read;
@@ -58,8 +59,10 @@ typedef struct xProxyCall {
     xTimer drain_timer; /* while the upstream is paused for a slow client */
     xHttpClientField fields[PROXY_MAX_FIELDS];
     size_t num_fields;
-    char added[1024]; /* the X-Forwarded-* and Forwarded values */
-    char detail[160]; /* the upstream client's words on its last failure */
+    char added[1024];                  /* the X-Forwarded-* and Forwarded values */
+    char detail[160];                  /* the upstream client's words on its last failure */
+    uint8_t preface[XPROXY_WRITE_MAX]; /* the PROXY header for a new upstream connection */
+    size_t preface_len;
 } xProxyCall;
 
 static const xHttpClientHandlers upstream_handlers;
@@ -480,6 +483,8 @@ static bool start_try(xProxyCall *call) {
     o.retry_on_stale = !call->streams_body;
     o.handlers = &upstream_handlers;
     o.arg = call;
+    o.preface = call->preface;
+    o.preface_len = call->preface_len;
     xHttpUpstream *up = call->proxy->ups[call->up_index].upstream;
     if (xHttpClientStart(call->client, up, &o, &call->up_req) != XOK) return false;
     if (!call->streams_body && body.len) xHttpClientRequestWrite(call->up_req, body.data, body.len);
@@ -514,6 +519,8 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     }
     xHttpExchange *ex = xHttpExchangeOfResponse(res);
     call->streams_body = ex->streams_body && !ex->body_ended;
+    if (proxy->conf.proxy_protocol)
+        call->preface_len = xProxyPreface(res, (int)proxy->conf.proxy_protocol, call->preface);
     xHttpResponseOnAbort(res, on_front_abort, call);
     if (!start_try(call)) {
         call->up_req = NULL;
