@@ -565,6 +565,10 @@ static uint32_t upstream_resolve_interval_ms;
 static const char *upstream_ca_file, *upstream_server_name;
 static bool upstream_insecure;
 static unsigned upstream_proxy_protocol; /* --upstream-proxy-protocol 1|2 */
+/* --upstream-auth URL, --upstream-auth-target PATH, --upstream-auth-copy NAME (repeatable): the auth
+ * subrequest. */
+static const char *upstream_auth_url, *upstream_auth_target, *upstream_auth_copy[4];
+static size_t upstream_num_auth_copy;
 
 static bool add_proxy(xHttpServer *server) {
     if (!num_upstreams) return true;
@@ -583,6 +587,10 @@ static bool add_proxy(xHttpServer *server) {
     conf.upstream.tls_server_name = upstream_server_name;
     conf.upstream.tls_verify = !upstream_insecure;
     conf.proxy_protocol = upstream_proxy_protocol;
+    conf.auth_url = upstream_auth_url;
+    conf.auth_target = upstream_auth_target;
+    conf.auth_copy = upstream_auth_copy;
+    conf.num_auth_copy = upstream_num_auth_copy;
     if (upstream_timeout_ms) conf.upstream.resolve_timeout_ms = upstream_timeout_ms;
     xErrno err = xHttpProxyCreate(server, &conf, &proxy);
     if (err == XOK) err = xHttpProxyUseWorkerHooks(server, proxy);
@@ -653,7 +661,8 @@ const char benchCommonUsage[] =
     "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N]\n"
     "       [--upstream-resolver IP[:PORT],...] [--upstream-resolve-interval MS]\n"
     "       [--upstream-ca FILE] [--upstream-server-name NAME] [--upstream-insecure]\n"
-    "       [--upstream-proxy-protocol 1|2]\n"
+    "       [--upstream-proxy-protocol 1|2] [--upstream-auth URL [--upstream-auth-target PATH]\n"
+    "        [--upstream-auth-copy NAME]...]\n"
     "       [--access-log PATH] [--log-format common|combined|json]\n"
     "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
     "       [--user-metrics]\n"
@@ -767,6 +776,18 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--upstream-server-name") == 0 && i + 1 < argc) {
             upstream_server_name = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-auth") == 0 && i + 1 < argc) {
+            upstream_auth_url = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-auth-target") == 0 && i + 1 < argc) {
+            upstream_auth_target = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-auth-copy") == 0 && i + 1 < argc && upstream_num_auth_copy < 4) {
+            upstream_auth_copy[upstream_num_auth_copy++] = argv[++i];
             continue;
         }
         if (strcmp(argv[i], "--upstream-proxy-protocol") == 0 && i + 1 < argc) {

@@ -33,9 +33,11 @@
  * upstream as they arrive, the client paused while the upstream is behind;
  * with xHttpServerRoute they are read whole first (max_body_size).
  *
- * Not yet: HTTP/2 upstreams, WebSocket and extended CONNECT, gRPC, an auth
- * subrequest, sending the PROXY protocol upstream, least-connections and
- * hashing, active health checks. */
+ * An auth subrequest (auth_url) may gate every request; a PROXY protocol
+ * header (proxy_protocol) may tell the upstream whom it is for.
+ *
+ * Not yet: HTTP/2 upstreams, WebSocket and extended CONNECT, gRPC,
+ * least-connections and hashing, active health checks. */
 #ifndef XHTTP_PROXY_H
 #define XHTTP_PROXY_H
 
@@ -71,6 +73,21 @@ typedef struct xHttpProxyConf {
      *  front address it reached; a kept-alive connection then carries only
      *  that client's requests. 0: none. */
     unsigned proxy_protocol;
+    /** The auth subrequest (like nginx's auth_request): before each request
+     *  goes upstream, auth_url ("http[s]://host:port", the upstream
+     *  settings above) is asked with the request's method, its target (or
+     *  auth_target), the fields the upstream would get plus
+     *  X-Original-Method and X-Original-URI, and no body. A 2xx lets it
+     *  through with the answer's fields named in auth_copy added (the
+     *  client's own fields of those names are always removed); 401 or 403
+     *  is the client's answer, with the service's WWW-Authenticate; another
+     *  status is 502 (the service misbehaved); a service that cannot be
+     *  asked (refused, timed out, an invalid answer) is 503. Nothing is
+     *  cached. NULL: no subrequest. */
+    const char *auth_url;
+    const char *auth_target;      /**< NULL: the request's own path and query */
+    const char *const *auth_copy; /**< field names, up to 8 (copied) */
+    size_t num_auth_copy;
 } xHttpProxyConf;
 
 /** Fills conf with the defaults noted above (no upstreams). */

@@ -18,6 +18,7 @@
 
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/tokens.h"
+#include "xhttp/proxy/auth.h"
 #include "xhttp/proxy/preface.h"
 #include "xnet/connection.h"
 
@@ -42,6 +43,7 @@ struct xHttpProxy {
     xHttpClient **clients; /* one per worker, made and used on its thread */
     int num_workers;
     _Atomic size_t next; /* round-robin */
+    xProxyAuth *auth;    /* the auth subrequest's service, or NULL */
 };
 
 typedef struct xProxyCall {
@@ -63,6 +65,8 @@ typedef struct xProxyCall {
     char detail[160];                  /* the upstream client's words on its last failure */
     uint8_t preface[XPROXY_WRITE_MAX]; /* the PROXY header for a new upstream connection */
     size_t preface_len;
+    xProxyAuthCheck *auth_check; /* the auth subrequest under way */
+    char auth_text[2048];        /* the values it copied onto the request */
 } xProxyCall;
 
 static const xHttpClientHandlers upstream_handlers;
@@ -82,6 +86,7 @@ void xHttpProxyConfInit(xHttpProxyConf *conf) {
 void xHttpProxyDestroy(xHttpProxy *proxy) {
     if (!proxy) return;
     for (size_t i = 0; i < proxy->num_ups; i++) xHttpUpstreamDestroy(proxy->ups[i].upstream);
+    xProxyAuthDestroy(proxy->auth);
     free(proxy->ups);
     free(proxy->clients);
     free(proxy);
@@ -109,6 +114,11 @@ xErrno xHttpProxyCreate(xHttpServer *server, const xHttpProxyConf *conf, xHttpPr
             return err;
         }
         proxy->num_ups++;
+    }
+    xErrno err = xProxyAuthCreate(&proxy->conf, &proxy->auth);
+    if (err != XOK) {
+        xHttpProxyDestroy(proxy);
+        return err;
     }
     if (proxy->conf.max_tries == 0) proxy->conf.max_tries = 1;
     *out = proxy;
@@ -494,9 +504,48 @@ static bool start_try(xProxyCall *call) {
 static void on_front_abort(xHttpResponse *res, void *arg) {
     (void)res;
     xProxyCall *call = arg;
+    xProxyAuthCancel(call->auth_check);
+    call->auth_check = NULL;
     xHttpClientRequestCancel(call->up_req);
     call->up_req = NULL;
     end_call(call);
+}
+
+/* The request goes to its first upstream, and a streamed body after it. */
+static void go_upstream(xProxyCall *call) {
+    if (!start_try(call)) {
+        call->up_req = NULL;
+        answer_failure(call, XHTTP_CLIENT_NO_MEMORY);
+        return;
+    }
+    /* Only now: the reader may be handed pieces at once. */
+    if (call->streams_body) xHttpRequestReadBody(call->req, front_body, call);
+}
+
+/* The auth subrequest let the request through (with fields to add), or
+ * says what the client is answered. */
+static void on_auth_done(void *arg, const xProxyAuthVerdict *v) {
+    xProxyCall *call = arg;
+    call->auth_check = NULL;
+    if (!v->allowed) {
+        xHttpResponse *res = call->res;
+        stop_reading_front(call);
+        xHttpResponseSetStatus(res, v->status);
+        if (v->challenge[0]) xHttpResponseAddHeader(res, "WWW-Authenticate", v->challenge);
+        xHttpResponseAddHeader(res, "Content-Type", "text/plain; charset=utf-8");
+        xHttpResponseSend(res, v->message, strlen(v->message));
+        end_call(call);
+        return;
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < v->num_copied && call->num_fields < PROXY_MAX_FIELDS; i++) {
+        xStr value = v->copied[i].value;
+        if (value.len > sizeof call->auth_text - used) break;
+        memcpy(call->auth_text + used, value.data, value.len);
+        add_field(call, v->copied[i].name.data, (xStr){call->auth_text + used, value.len});
+        used += value.len;
+    }
+    go_upstream(call);
 }
 
 void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
@@ -522,11 +571,18 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     if (proxy->conf.proxy_protocol)
         call->preface_len = xProxyPreface(res, (int)proxy->conf.proxy_protocol, call->preface);
     xHttpResponseOnAbort(res, on_front_abort, call);
-    if (!start_try(call)) {
-        call->up_req = NULL;
-        answer_failure(call, XHTTP_CLIENT_NO_MEMORY);
+    if (proxy->auth) {
+        call->num_fields = xProxyAuthStrip(proxy->auth, call->fields, call->num_fields);
+        call->auth_check =
+            xProxyAuthStart(proxy->auth, client, req, call->fields, call->num_fields, on_auth_done, call);
+        if (!call->auth_check) {
+            static const char unasked[] = "503 Service Unavailable: the auth service could not be asked\n";
+            stop_reading_front(call);
+            xHttpResponseSetStatus(res, 503);
+            xHttpResponseSend(res, unasked, sizeof unasked - 1);
+            end_call(call);
+        }
         return;
     }
-    /* Only now: the reader may be handed pieces at once. */
-    if (call->streams_body) xHttpRequestReadBody(req, front_body, call);
+    go_upstream(call);
 }
