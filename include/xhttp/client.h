@@ -111,8 +111,9 @@ void xHttpUpstreamConfInit(xHttpUpstreamConf *conf);
  *  requests waiting for it with XHTTP_CLIENT_RESOLVE; one whose resolver
  *  never answers, with CONNECT_TIMEOUT (the lookup counts as connecting).
  *  "https://host[:port]" (port 443) speaks TLS (the tls_* settings).
- *  conf NULL: the defaults. XERR_INVALID (bad URL, or an https:// one whose
- *  CA file cannot be read), XERR_NOMEM. */
+ *  conf NULL: the defaults. XERR_INVALID (bad URL, resolvers that are no
+ *  list of addresses, or an https:// URL whose CA file cannot be read),
+ *  XERR_NOMEM. */
 xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttpUpstream **out);
 
 /** Frees an upstream once no client uses it any more (after the clients'

@@ -14,11 +14,12 @@ within the connect timeout, the server serving on and exiting clean."""
 
 import socket
 import struct
+import subprocess
 import threading
 import time
 import unittest
 
-from support.harness import Conn, ipv6_loopback_or_skip, start_server
+from support.harness import Conn, bench_server_path, ipv6_loopback_or_skip, start_server
 
 A, AAAA = 1, 28
 
@@ -222,6 +223,12 @@ class ResolveTest(unittest.TestCase):
             self.assertLess(elapsed, 3.0)
         self.assertTrue(self.dns.queries)
         self.finish(server)
+
+    def test_a_resolver_list_that_is_no_list_of_addresses_is_refused_at_start(self):
+        argv = [bench_server_path(), "0", "--upstream", "http://svc.test:80", "--upstream-resolver", "nowhere:x"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("--upstream: invalid argument", done.stderr)
 
 
 if __name__ == "__main__":

@@ -150,6 +150,13 @@ class UpstreamTlsTest(unittest.TestCase):
         self.assertTrue(info["tls"])
         self.finish(server, up)
 
+    def test_an_unreadable_ca_file_is_refused_at_start(self):
+        for ca in ("/nonexistent/ca.pem", CERTS.garbage):
+            argv = [bench_server_path(), "0", "--upstream", "https://localhost:1", "--upstream-ca", ca]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(done.returncode, 0, ca)
+            self.assertIn("--upstream: invalid argument", done.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -281,6 +281,10 @@ xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttp
         free(up);
         return XERR_NOMEM;
     }
+    if (up->conf.resolvers && !xResolverServersValid(up->conf.resolvers)) {
+        xHttpUpstreamDestroy(up);
+        return XERR_INVALID;
+    }
     /* The CA file is read now; the name is the TLS context's own copy. */
     const char *ca_file = up->conf.tls_ca_file, *server_name = up->conf.tls_server_name;
     up->conf.tls_ca_file = up->conf.tls_server_name = NULL;

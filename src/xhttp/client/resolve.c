@@ -105,6 +105,17 @@ xResolver *xResolverCreate(xEventLoop *loop, const char *servers, uint32_t timeo
     return r;
 }
 
+bool xResolverServersValid(const char *servers) {
+    pthread_once(&library_once, library_init);
+    if (library_status != ARES_SUCCESS) return false;
+    ares_channel channel;
+    struct ares_options opts = {.lookups = (char *)"b"};
+    if (ares_init_options(&channel, &opts, ARES_OPT_LOOKUPS) != ARES_SUCCESS) return false;
+    bool valid = ares_set_servers_ports_csv(channel, servers) == ARES_SUCCESS;
+    ares_destroy(channel);
+    return valid;
+}
+
 static void unlink_lookup(xLookup *l) {
     xResolver *r = l->r;
     if (l->prev)

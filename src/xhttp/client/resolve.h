@@ -35,6 +35,9 @@ typedef void (*xResolveDone)(void *arg, const xResolvedAddrs *addrs, const char 
  *  not start (or servers is malformed). */
 xResolver *xResolverCreate(xEventLoop *loop, const char *servers, uint32_t timeout_ms);
 
+/** Whether servers ("ip[:port],...") is a list c-ares takes. */
+bool xResolverServersValid(const char *servers);
+
 /** Drops every lookup under way without a call, and frees r. */
 void xResolverDestroy(xResolver *r);
 
