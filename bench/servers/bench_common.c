@@ -565,6 +565,7 @@ static uint32_t upstream_resolve_interval_ms;
 static const char *upstream_ca_file, *upstream_server_name;
 static bool upstream_insecure;
 static unsigned upstream_proxy_protocol; /* --upstream-proxy-protocol 1|2 */
+static bool upstream_h2;                 /* --upstream-h2: HTTP/2 (h2c on http://, h2 on https://) */
 /* --upstream-auth URL, --upstream-auth-target PATH, --upstream-auth-copy NAME (repeatable): the auth
  * subrequest. */
 static const char *upstream_auth_url, *upstream_auth_target, *upstream_auth_copy[4];
@@ -587,6 +588,7 @@ static bool add_proxy(xHttpServer *server) {
     conf.upstream.tls_server_name = upstream_server_name;
     conf.upstream.tls_verify = !upstream_insecure;
     conf.proxy_protocol = upstream_proxy_protocol;
+    if (upstream_h2) conf.upstream.protocol = XHTTP_UPSTREAM_HTTP2;
     conf.auth_url = upstream_auth_url;
     conf.auth_target = upstream_auth_target;
     conf.auth_copy = upstream_auth_copy;
@@ -661,7 +663,8 @@ const char benchCommonUsage[] =
     "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N]\n"
     "       [--upstream-resolver IP[:PORT],...] [--upstream-resolve-interval MS]\n"
     "       [--upstream-ca FILE] [--upstream-server-name NAME] [--upstream-insecure]\n"
-    "       [--upstream-proxy-protocol 1|2] [--upstream-auth URL [--upstream-auth-target PATH]\n"
+    "       [--upstream-h2] [--upstream-proxy-protocol 1|2] [--upstream-auth URL [--upstream-auth-target "
+    "PATH]\n"
     "        [--upstream-auth-copy NAME]...]\n"
     "       [--access-log PATH] [--log-format common|combined|json]\n"
     "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
@@ -792,6 +795,10 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--upstream-proxy-protocol") == 0 && i + 1 < argc) {
             upstream_proxy_protocol = (unsigned)strtoul(argv[++i], NULL, 10);
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-h2") == 0) {
+            upstream_h2 = true;
             continue;
         }
         if (strcmp(argv[i], "--upstream-insecure") == 0) {

@@ -14,7 +14,10 @@
  *
  * https:// upstreams are verified (chain and name) unless told otherwise.
  *
- * Not yet: HTTP/2 and h2c upstreams. */
+ * HTTP/2 upstreams (conf.protocol) multiplex every request of a worker on
+ * one connection, with flow control both ways and trailers, through the
+ * same callbacks. Not yet with HTTP/2: a request's preface (PROXY), the
+ * retry of a request the upstream refused (REFUSED_STREAM, GOAWAY). */
 #ifndef XHTTP_CLIENT_H
 #define XHTTP_CLIENT_H
 
@@ -64,6 +67,13 @@ static inline bool xHttpClientErrorIsTimeout(xHttpClientError error) {
     return error >= XHTTP_CLIENT_CONNECT_TIMEOUT && error <= XHTTP_CLIENT_TOTAL_TIMEOUT;
 }
 
+/** What an upstream is spoken to in. */
+typedef enum xHttpUpstreamProtocol {
+    XHTTP_UPSTREAM_HTTP1 = 0, /**< HTTP/1.1, a pool of connections, one request on each at a time */
+    XHTTP_UPSTREAM_HTTP2,     /**< HTTP/2: h2c by prior knowledge on http://, h2 by ALPN on https://;
+                                   one connection per worker carries every request as a stream */
+} xHttpUpstreamProtocol;
+
 /** An upstream's settings; start from xHttpUpstreamConfInit. Counts are per
  *  worker (per xHttpClient); a timeout of 0 is none. */
 typedef struct xHttpUpstreamConf {
@@ -90,12 +100,13 @@ typedef struct xHttpUpstreamConf {
      *  host (a DNS name, or the IP address of an address literal); SNI
      *  carries the name. A session the upstream issues is offered by the
      *  pool's next connections (resumption). */
-    const char *tls_ca_file;     /**< NULL: the system's store; else a PEM file of trusted CAs (read at
-                                      xHttpUpstreamCreate) */
-    const char *tls_server_name; /**< NULL: the URL's host; else the name checked and sent as SNI */
-    bool tls_verify;             /**< true. false accepts any certificate from anyone: UNSAFE, for
-                                      tests and trusted networks only (the traffic can be read and
-                                      changed by whoever sits on the path) */
+    const char *tls_ca_file;        /**< NULL: the system's store; else a PEM file of trusted CAs (read at
+                                         xHttpUpstreamCreate) */
+    const char *tls_server_name;    /**< NULL: the URL's host; else the name checked and sent as SNI */
+    xHttpUpstreamProtocol protocol; /**< XHTTP_UPSTREAM_HTTP1 */
+    bool tls_verify;                /**< true. false accepts any certificate from anyone: UNSAFE, for
+                                         tests and trusted networks only (the traffic can be read and
+                                         changed by whoever sits on the path) */
 } xHttpUpstreamConf;
 
 /** Fills conf with the defaults noted above. */

@@ -24,146 +24,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "xhttp/client/resolve.h"
-#include "xhttp/client/tls.h"
+#include "xhttp/client/client_internal.h"
 #include "xhttp/core/tokens.h"
-#include "xhttp/http1/http1_parser.h"
-#include "xnet/connection.h"
 
 _Static_assert(sizeof(xHttpClientField) == sizeof(xHttp1Header), "a response field is the parser's");
-
-#define CLIENT_BLOCK (40u << 10)        /* a read buffer: the largest head and room behind it */
-#define CLIENT_SPARE_BLOCKS 64          /* idle read/write blocks a client keeps */
-#define CLIENT_REPLAY_MAX (64u << 10)   /* a request held whole for a retry up to this */
-#define CLIENT_CHUNK_LINE 4096          /* a chunk-size line with its extensions */
-#define CLIENT_TRAILERS_MAX (16u << 10) /* a trailer section */
-
-struct xHttpUpstream {
-    xHttpUpstreamConf conf; /* conf.resolvers points at a copy owned here */
-    char host[256];         /* a name to look up, or the address literal */
-    uint16_t port;
-    bool literal;    /* host is an address: literal_addrs holds it */
-    xClientTls *tls; /* https://: the context every connection's session comes from */
-    xResolvedAddrs literal_addrs;
-    char authority[262];
-};
-
-/* Where a pool stands with its upstream's addresses. */
-typedef enum xAddrState {
-    XADDR_NONE,      /* never looked up (or the last lookup failed) */
-    XADDR_RESOLVING, /* the first lookup is under way: new connections wait for it */
-    XADDR_READY,     /* addrs holds addresses (a refresh may run: refreshing) */
-} xAddrState;
-
-typedef struct xClientConn xClientConn;
-typedef struct xUpstreamPool xUpstreamPool;
-
-struct xUpstreamPool {
-    xHttpUpstream *upstream;
-    xHttpClient *client;
-    xClientConn *idle;       /* most recently used first */
-    xClientConn *connecting; /* connect(2) under way */
-    unsigned idle_count, open;
-    xHttpClientRequest *queue_head, *queue_tail;
-    unsigned queued;
-    uint64_t connections_opened, requests, reused;
-    xAddrState addr_state;
-    bool refreshing;     /* a lookup runs while addrs are still used */
-    xResolver *resolver; /* made on first need */
-    xResolvedAddrs addrs;
-    SSL_SESSION *tls_session; /* the newest the upstream issued: offered by new connections */
-    unsigned addr_first;      /* the address a new connection tries first: the last that worked */
-    uint64_t addrs_until_ms;  /* looked up again after this */
-    unsigned lookup_gen;      /* counts lookups: a connection waits for the one it names */
-    xUpstreamPool *next;
-};
-
-struct xHttpClient {
-    xEventLoop *loop;
-    xNetContext net;
-    xUpstreamPool *pools;
-};
-
-typedef enum xClientConnState {
-    XCC_CONNECTING, /* connect(2) under way: fd watched for writability */
-    XCC_IDLE,       /* in the pool */
-    XCC_BUSY,       /* carrying req */
-    XCC_GONE,       /* closed; freed with its xConn's last reference */
-} xClientConnState;
-
-struct xClientConn {
-    xUpstreamPool *pool;
-    xClientConnState state;
-    int fd;              /* while connecting; -1 while waiting for the name's addresses */
-    int connect_errno;   /* connect(2) failed at once with this */
-    unsigned addr_index; /* into the pool's addrs: the one being tried */
-    unsigned addr_tries; /* addresses tried so far */
-    unsigned wait_gen;   /* the lookup it waits for, with fd -1 */
-    SSL *ssl;            /* TLS: the handshake under way on fd, before the xConn takes it */
-    uint8_t preface[XHTTP_CLIENT_PREFACE_MAX]; /* sent first (a PROXY header): only requests */
-    uint8_t preface_len;                       /* with the same one reuse the connection */
-    xConn *conn;
-    xHttpClientRequest *req;
-    xClientConn *prev, *next;     /* the pool's idle list */
-    xHttpClientError close_error; /* what its request is told when it closes */
-    bool carried;                 /* a request has been answered on it */
-};
-
-/* Where a request stands; the phase timer runs the one it names. */
-typedef enum xRequestPhase {
-    XREQ_QUEUED,     /* waiting for a connection: only the total timeout */
-    XREQ_CONNECTING, /* connect_timeout */
-    XREQ_SENDING,    /* the request is not all queued, or the socket holds it: send_timeout */
-    XREQ_WAITING,    /* all of it gone, no response byte yet: first_byte_timeout */
-    XREQ_RECEIVING,  /* the response is arriving: idle_timeout */
-} xRequestPhase;
-
-/* How the response's body is being read. */
-typedef enum xBodyRead {
-    XBODY_HEAD,        /* no head yet */
-    XBODY_LENGTH,      /* body_left bytes */
-    XBODY_CHUNKED,     /* the chunked decoder */
-    XBODY_TRAILERS,    /* the trailer section after the last chunk */
-    XBODY_UNTIL_CLOSE, /* everything until the upstream closes */
-    XBODY_DONE,        /* read whole */
-} xBodyRead;
-
-struct xHttpClientRequest {
-    xHttpClient *client;
-    xUpstreamPool *pool;
-    xClientConn *cc;
-    xHttpClientHandlers handlers;
-    void *arg;
-    xRequestPhase phase;
-    xBodyRead body;
-    xTimer timer, total_timer;
-
-    xBuffer out;         /* head and body bytes not yet given to a connection (or held for a retry) */
-    size_t out_given;    /* bytes of out given to the current connection */
-    bool held_whole;     /* out still holds every byte written: a retry can resend them */
-    int64_t body_length; /* as opts said: -1 chunked */
-    uint64_t body_written;
-    bool body_ended; /* End called (or no body) */
-    bool retry_on_stale;
-    bool retried;
-    bool head_request;
-    bool started; /* on_head called */
-    bool paused;
-    bool wants_body;      /* the writer passed BODY_HIGH: tell it at BODY_LOW */
-    bool keep_alive;      /* the response lets the connection carry another */
-    unsigned in_callback; /* calls into the caller under way: a free waits for them */
-    bool cancelled;       /* over: nothing more reaches the caller */
-    bool free_owed;       /* over while in a callback: freed when it returns */
-
-    size_t head_scanned; /* the parser's prev_len */
-    int64_t body_left;
-    xHttp1Chunked chunked;
-    xHttp1Header *fields; /* max_fields of room */
-    char detail[160];     /* on_error's more on what failed: xHttpClientRequestErrorDetail */
-    uint8_t preface[XHTTP_CLIENT_PREFACE_MAX]; /* opts.preface */
-    uint8_t preface_len;
-    xHttpClientRequest *next_queued;
-};
 
 static const xConnProtocol client_protocol;
 static void attach(xHttpClientRequest *req, xClientConn *cc);
@@ -264,6 +128,7 @@ xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttp
     if (up->conf.max_fields == 0) up->conf.max_fields = 1;
     if (up->conf.max_conns == 0) up->conf.max_conns = 1;
     memcpy(up->host, host, sizeof up->host);
+    up->h2 = up->conf.protocol == XHTTP_UPSTREAM_HTTP2;
     up->port = (uint16_t)atoi(port);
     /* An address literal needs no lookup; anything else is a name. */
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST},
@@ -290,8 +155,8 @@ xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttp
     up->conf.tls_ca_file = up->conf.tls_server_name = NULL;
     if (scheme_len(url) == 8) {
         char why[256];
-        up->tls =
-            xClientTlsCreate(host, up->literal, server_name, ca_file, up->conf.tls_verify, why, sizeof why);
+        up->tls = xClientTlsCreate(host, up->literal, server_name, ca_file, up->conf.tls_verify,
+                                   up->conf.protocol == XHTTP_UPSTREAM_HTTP2, why, sizeof why);
         if (!up->tls) {
             xHttpUpstreamDestroy(up);
             return XERR_INVALID;
@@ -385,6 +250,8 @@ static void list_unlink(xClientConn *cc) {
 static void drop_conn(xClientConn *cc);
 
 static void free_request(xHttpClientRequest *req) {
+    xBufferFree(&req->h2_head);
+    xBufferFree(&req->h2_held);
     xEventLoop *loop = req->client->loop;
     xTimerStop(loop, &req->timer);
     xTimerStop(loop, &req->total_timer);
@@ -408,6 +275,7 @@ static void unqueue(xHttpClientRequest *req) {
 
 void xHttpClientDestroy(xHttpClient *client) {
     if (!client) return;
+    client->destroying = true;
     for (xUpstreamPool *p = client->pools; p; p = p->next) {
         xResolverDestroy(p->resolver); /* its lookups end untold */
         p->resolver = NULL;
@@ -451,14 +319,6 @@ void xHttpClientDestroy(xHttpClient *client) {
     xNetContextDestroy(&client->net);
     free(client);
 }
-
-/* Calls into the caller, keeping req alive across a Cancel from within. */
-#define CALL(req, expr)                                                                                      \
-    do {                                                                                                     \
-        (req)->in_callback++;                                                                                \
-        expr;                                                                                                \
-        (req)->in_callback--;                                                                                \
-    } while (0)
 
 /* The request is over: freed now, or once the callback under way returns. */
 static void release_req(xHttpClientRequest *req) {
@@ -642,6 +502,10 @@ static void on_connect_io(xEventLoop *loop, int fd, unsigned events, void *arg) 
         return;
     }
     if (ssl) xClientTlsAttach(cc->conn, ssl);
+    if (p->upstream->h2) {
+        if (!xClientH2Begin(cc)) xConnClose(cc->conn); /* its request hears RESET */
+        return;
+    }
     attach(cc->req, cc);
 }
 
@@ -757,6 +621,13 @@ static bool open_conn(xUpstreamPool *p, xHttpClientRequest *req) {
 }
 
 static void start_next_queued(xUpstreamPool *p) {
+    if (p->upstream->h2) { /* one connection carries them all */
+        if (!p->h2 && p->open == 0 && p->queue_head) {
+            xHttpClientRequest *req = xClientDequeue(p);
+            if (!open_conn(p, req)) fail(req, XHTTP_CLIENT_NO_MEMORY);
+        }
+        return;
+    }
     while (p->queue_head && p->open < p->upstream->conf.max_conns) {
         xHttpClientRequest *req = p->queue_head;
         unqueue(req);
@@ -824,6 +695,10 @@ static bool write_head(xHttpClientRequest *req, const xHttpClientRequestOpts *o)
 /* Gives the connection what it has not had of req->out, and moves the
  * phase on once every byte is queued and gone. */
 static void push_out(xHttpClientRequest *req) {
+    if (req->h2) {
+        xClientH2Push(req);
+        return;
+    }
     xClientConn *cc = req->cc;
     if (!cc || !cc->conn || cc->state != XCC_BUSY || xConnClosed(cc->conn)) return;
     xConn *conn = cc->conn;
@@ -916,10 +791,36 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
         free_request(req);
         return err;
     }
+    if (upstream->h2) { /* checked as HTTP/1.1 would be; sent as HPACK */
+        xBufferConsume(&req->out, req->out.len);
+        req->h2 = true;
+        req->retry_on_stale = false;
+        if (!xClientH2EncodeHead(req, &o)) {
+            free_request(req);
+            return XERR_INVALID;
+        }
+    }
     p->requests++;
     if (upstream->conf.total_timeout_ms)
         xTimerStart(client->loop, &req->total_timer, upstream->conf.total_timeout_ms);
     *out = req;
+    if (req->h2) {
+        if (p->h2 && xClientH2Take(p->h2, req)) return XOK;
+        if (!p->h2 && p->open == 0) {
+            if (open_conn(p, req)) return XOK;
+            *out = NULL;
+            free_request(req);
+            return XERR_NOMEM;
+        }
+        req->phase = XREQ_QUEUED;
+        if (p->queue_tail)
+            p->queue_tail->next_queued = req;
+        else
+            p->queue_head = req;
+        p->queue_tail = req;
+        p->queued++;
+        return XOK;
+    }
     xClientConn *cc = p->idle;
     while (cc && !same_preface(cc, req)) cc = cc->next;
     if (!cc && p->idle && p->open >= upstream->conf.max_conns) {
@@ -956,6 +857,7 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
 const char *xHttpClientRequestErrorDetail(const xHttpClientRequest *req) { return req->detail; }
 
 size_t xHttpClientRequestPending(const xHttpClientRequest *req) {
+    if (req->h2) return req->out.len; /* DATA leaves as the windows allow; what is framed is gone */
     size_t held = req->out.len - req->out_given;
     const xClientConn *cc = req->cc;
     return held + (cc && cc->conn && cc->state == XCC_BUSY ? xConnPending(cc->conn) : 0);
@@ -970,7 +872,7 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
     if (len == 0) return XOK;
     if (req->body_length >= 0 && req->body_written + len > (uint64_t)req->body_length) return XERR_INVALID;
     bool ok = true;
-    if (req->body_length < 0) {
+    if (req->body_length < 0 && !req->h2) {
         char line[24];
         int n = snprintf(line, sizeof line, "%zx\r\n", len);
         ok = put(&req->out, line, (size_t)n) && put(&req->out, data, len) && put(&req->out, "\r\n", 2);
@@ -979,15 +881,21 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
     }
     if (!ok) return XERR_NOMEM;
     req->body_written += len;
+    /* HTTP/2 ends the stream with the body's last byte: a known length
+     * written whole needs no End. */
+    if (req->h2 && req->body_length >= 0 && req->body_written == (uint64_t)req->body_length)
+        req->body_ended = true;
     push_out(req);
     note_pending(req);
     return XOK;
 }
 
 xErrno xHttpClientRequestEnd(xHttpClientRequest *req) {
+    if (req->h2 && req->body_ended && req->body_length > 0 && !req->cancelled)
+        return XOK; /* ended by Write */
     if (req->body_ended || req->cancelled) return XERR_STATE;
     if (req->body_length >= 0 && req->body_written != (uint64_t)req->body_length) return XERR_INVALID;
-    if (req->body_length < 0 && !put(&req->out, "0\r\n\r\n", 5)) return XERR_NOMEM;
+    if (req->body_length < 0 && !req->h2 && !put(&req->out, "0\r\n\r\n", 5)) return XERR_NOMEM;
     req->body_ended = true;
     push_out(req);
     return XOK;
@@ -1000,6 +908,10 @@ xErrno xHttpClientRequestEnd(xHttpClientRequest *req) {
 static void detach(xHttpClientRequest *req) {
     xTimerStop(req->client->loop, &req->timer);
     xTimerStop(req->client->loop, &req->total_timer);
+    if (req->session) {
+        xClientH2Detach(req);
+        return;
+    }
     xClientConn *cc = req->cc;
     req->cc = NULL;
     if (req->phase == XREQ_QUEUED) {
@@ -1069,6 +981,10 @@ void xHttpClientRequestResume(xHttpClientRequest *req) {
     if (req->cancelled || !req->paused) return;
     req->paused = false;
     if (req->phase == XREQ_RECEIVING) arm_phase(req);
+    if (req->session) {
+        xClientH2Resume(req);
+        return;
+    }
     xClientConn *cc = req->cc;
     if (cc && cc->conn && (cc->conn->readable || cc->conn->in.len)) read_response(cc);
 }
@@ -1313,3 +1229,25 @@ static const xConnProtocol client_protocol = {
     .on_close = on_close,
     .on_free = on_free,
 };
+
+/* ---- What h2.c shares (client_internal.h) ---- */
+
+void xClientRelease(xHttpClientRequest *req) { release_req(req); }
+bool xClientSurvived(xHttpClientRequest *req) { return survived(req); }
+void xClientFail(xHttpClientRequest *req, xHttpClientError error) { fail(req, error); }
+void xClientEnter(xHttpClientRequest *req, xRequestPhase phase) { enter(req, phase); }
+void xClientArm(xHttpClientRequest *req) { arm_phase(req); }
+void xClientMaybeWantBody(xHttpClientRequest *req) { maybe_want_body(req); }
+void xClientStartQueued(xUpstreamPool *p) { start_next_queued(p); }
+
+xHttpClientRequest *xClientDequeue(xUpstreamPool *p) {
+    xHttpClientRequest *req = p->queue_head;
+    if (req) unqueue(req);
+    return req;
+}
+
+/* An HTTP/2 session's connection closed (its streams are told already). */
+void xClientConnClosed(xClientConn *cc) {
+    conn_gone(cc);
+    start_next_queued(cc->pool);
+}

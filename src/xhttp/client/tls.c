@@ -46,7 +46,7 @@ static int on_new_session(SSL *ssl, SSL_SESSION *session) {
 }
 
 xClientTls *xClientTlsCreate(const char *host, bool literal, const char *server_name, const char *ca_file,
-                             bool verify, char *err, size_t err_len) {
+                             bool verify, bool h2, char *err, size_t err_len) {
     CRYPTO_THREAD_run_once(&slot_once, make_slot_index);
     /* OpenSSL writes the socket with write(2): a peer gone must be EPIPE,
      * not a signal (as the server does, where nobody chose otherwise). */
@@ -71,8 +71,11 @@ xClientTls *xClientTlsCreate(const char *host, bool literal, const char *server_
                                    SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_session_cache_mode(tls->ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(tls->ctx, on_new_session);
-    static const unsigned char alpn[] = "\x08http/1.1";
-    SSL_CTX_set_alpn_protos(tls->ctx, alpn, sizeof alpn - 1);
+    static const unsigned char http1[] = "\x08http/1.1", http2[] = "\x02h2";
+    if (h2)
+        SSL_CTX_set_alpn_protos(tls->ctx, http2, sizeof http2 - 1);
+    else
+        SSL_CTX_set_alpn_protos(tls->ctx, http1, sizeof http1 - 1);
     if (verify) {
         SSL_CTX_set_verify(tls->ctx, SSL_VERIFY_PEER, NULL);
         int ok = ca_file ? SSL_CTX_load_verify_locations(tls->ctx, ca_file, NULL)

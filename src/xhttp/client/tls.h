@@ -27,10 +27,11 @@ typedef enum xClientTlsStep {
 
 /** A context for an upstream reached as host (a name, or an address when
  *  literal) and checked as server_name (NULL: host). verify false trusts any
- *  certificate; ca_file NULL trusts the system's store. NULL with the reason
+ *  certificate; ca_file NULL trusts the system's store; ALPN offers h2 when
+ *  h2, else http/1.1. NULL with the reason
  *  in err on failure (an unreadable CA file). */
 xClientTls *xClientTlsCreate(const char *host, bool literal, const char *server_name, const char *ca_file,
-                             bool verify, char *err, size_t err_len);
+                             bool verify, bool h2, char *err, size_t err_len);
 
 void xClientTlsDestroy(xClientTls *tls);
 
