@@ -79,6 +79,14 @@ class UpstreamTlsTest(unittest.TestCase):
         self.assertEqual(self.tls_info(by_name)["sni"], "localhost")
         self.finish(by_address, by_name, up)
 
+    def test_http2_by_alpn(self):
+        up = self.upstream(CERTS.rsa)
+        server = self.proxy(f"https://localhost:{up.port}", "--upstream-ca", CERTS.ca, "--upstream-h2")
+        for _ in range(3):
+            info = self.tls_info(server)
+            self.assertEqual((info["alpn"], info["protocol"]), ("h2", "HTTP/2"), info)
+        self.finish(server, up)
+
     def test_the_next_connection_resumes_the_session(self):
         # The upstream closes idle connections at once, so each request needs a new one.
         up = self.upstream(CERTS.ec, "--idle-timeout", "100")
