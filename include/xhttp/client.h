@@ -16,8 +16,8 @@
  *
  * HTTP/2 upstreams (conf.protocol) multiplex every request of a worker on
  * one connection, with flow control both ways and trailers, through the
- * same callbacks. Not yet with HTTP/2: a request's preface (PROXY), the
- * retry of a request the upstream refused (REFUSED_STREAM, GOAWAY). */
+ * same callbacks. Not yet with HTTP/2: the retry of a request the upstream
+ * refused (REFUSED_STREAM, or past a GOAWAY's last stream): it fails RESET. */
 #ifndef XHTTP_CLIENT_H
 #define XHTTP_CLIENT_H
 
@@ -217,7 +217,9 @@ typedef struct xHttpClientRequestOpts {
     /** Bytes a new connection sends before anything else, TLS included: a
      *  PROXY protocol header saying whom the request is for. A kept-alive
      *  connection is reused only by requests with the same preface (none
-     *  with none). Up to XHTTP_CLIENT_PREFACE_MAX bytes, copied. */
+     *  with none). Up to XHTTP_CLIENT_PREFACE_MAX bytes, copied. Not to an
+     *  HTTP/2 upstream, whose one connection carries every request
+     *  (XERR_INVALID). */
     const void *preface;
     size_t preface_len;
 } xHttpClientRequestOpts;

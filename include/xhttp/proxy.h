@@ -36,8 +36,12 @@
  * An auth subrequest (auth_url) may gate every request; a PROXY protocol
  * header (proxy_protocol) may tell the upstream whom it is for.
  *
- * Not yet: HTTP/2 upstreams, WebSocket and extended CONNECT, gRPC,
- * least-connections and hashing, active health checks. */
+ * Upstreams may speak HTTP/2 (conf.upstream.protocol): every request of a
+ * worker multiplexed on one connection per upstream, trailers kept, so gRPC
+ * passes through (grpc-status and grpc-message end to end).
+ *
+ * Not yet: WebSocket and extended CONNECT, least-connections and hashing,
+ * active health checks. */
 #ifndef XHTTP_PROXY_H
 #define XHTTP_PROXY_H
 
@@ -71,7 +75,8 @@ typedef struct xHttpProxyConf {
      *  of that version (HAProxy's proxy-protocol.txt) naming the client as
      *  the front saw it (after a trusted PROXY header at the front) and the
      *  front address it reached; a kept-alive connection then carries only
-     *  that client's requests. 0: none. */
+     *  that client's requests. 0: none. Not with HTTP/2 upstreams
+     *  (xHttpProxyCreate: XERR_INVALID). */
     unsigned proxy_protocol;
     /** The auth subrequest (like nginx's auth_request): before each request
      *  goes upstream, auth_url ("http[s]://host:port", the upstream

@@ -791,6 +791,10 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
         free_request(req);
         return err;
     }
+    if (upstream->h2 && req->preface_len) { /* one connection carries every client's streams */
+        free_request(req);
+        return XERR_INVALID;
+    }
     if (upstream->h2) { /* checked as HTTP/1.1 would be; sent as HPACK */
         xBufferConsume(&req->out, req->out.len);
         req->h2 = true;

@@ -95,6 +95,8 @@ void xHttpProxyDestroy(xHttpProxy *proxy) {
 xErrno xHttpProxyCreate(xHttpServer *server, const xHttpProxyConf *conf, xHttpProxy **out) {
     *out = NULL;
     if (!conf || conf->num_upstreams == 0 || !conf->upstreams) return XERR_INVALID;
+    /* A PROXY header names one client; an HTTP/2 connection carries them all. */
+    if (conf->proxy_protocol && conf->upstream.protocol == XHTTP_UPSTREAM_HTTP2) return XERR_INVALID;
     xHttpProxy *proxy = calloc(1, sizeof *proxy);
     if (!proxy) return XERR_NOMEM;
     xHttpProxyConfInit(&proxy->conf);
