@@ -454,15 +454,17 @@ static void on_goaway(xH2Session *s, const xH2Frame *f) {
     }
 }
 
-/* One frame at the front of in; false when it waits for more bytes. */
-static bool on_frame(xH2Session *s, xBuffer *in) {
-    if (in->len < XH2_FRAME_HEADER_LEN) return false;
-    xH2Frame f = xH2ReadFrame((const uint8_t *)in->data);
+/* One frame at *at in in; false when it waits for more bytes or the
+ * connection is ending. The frames read are consumed together afterwards. */
+static bool on_frame(xH2Session *s, xBuffer *in, size_t *at) {
+    size_t have = in->len - *at;
+    if (have < XH2_FRAME_HEADER_LEN) return false;
+    xH2Frame f = xH2ReadFrame((const uint8_t *)in->data + *at);
     if (f.length > XH2_DEFAULT_FRAME_SIZE) {
         conn_error(s, XH2_FRAME_SIZE_ERROR);
         return false;
     }
-    if (in->len < XH2_FRAME_HEADER_LEN + f.length) return false;
+    if (have < XH2_FRAME_HEADER_LEN + f.length) return false;
     if (s->in_block && f.type != XH2_CONTINUATION) {
         conn_error(s, XH2_PROTOCOL_ERROR);
         return false;
@@ -486,9 +488,8 @@ static bool on_frame(xH2Session *s, xBuffer *in) {
     case XH2_PUSH_PROMISE: conn_error(s, XH2_PROTOCOL_ERROR); return false; /* we said no push */
     default: break;
     }
-    if (xConnClosed(s->conn)) return false;
-    xBufferConsume(in, XH2_FRAME_HEADER_LEN + f.length);
-    return true;
+    *at += XH2_FRAME_HEADER_LEN + f.length;
+    return xConnOpen(s->conn);
 }
 
 static void on_readable(xConn *conn) {
@@ -496,8 +497,10 @@ static void on_readable(xConn *conn) {
     xH2Session *s = cc->h2;
     xConnRetain(conn);
     while (!xConnClosed(conn) && xConnOpen(conn)) {
-        while (on_frame(s, &conn->in)) {
+        size_t at = 0;
+        while (on_frame(s, &conn->in, &at)) {
         }
+        if (!xConnClosed(conn)) xBufferConsume(&conn->in, at);
         if (xConnClosed(conn) || !xConnOpen(conn)) break;
         if (xBufferPoolAcquire(&conn->net->buffers, &conn->in) != XOK) {
             xConnClose(conn);
