@@ -128,6 +128,20 @@ class UpstreamH2Test(unittest.TestCase):
         self.front.stop_and_check()
         self.upstream.stop_and_check()
 
+    def test_a_stream_that_times_out_is_reset_alone(self):
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            slow = pool.submit(self.request, "GET", "/delay?ms=8000")
+            quick = [pool.submit(self.request, "GET", f"/whoami?q={i}") for i in range(3)]
+            for f in quick:
+                self.assertEqual(f.result().status, 200)
+            resp = slow.result()
+        self.assertEqual(resp.status, 504, resp.body)
+        self.assertIn(b"first byte timeout", resp.body)
+        self.assertEqual(self.request("GET", "/whoami").status, 200)
+        self.assertEqual(self.relay.connections, 1)
+        self.front.stop_and_check()
+        self.upstream.stop_and_check()
+
     def test_an_upstream_gone_is_502_and_the_next_request_reconnects(self):
         self.assertEqual(self.request("GET", "/whoami").status, 200)
         self.upstream.stop_and_check()
