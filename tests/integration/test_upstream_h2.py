@@ -16,6 +16,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 import unittest
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -141,6 +142,30 @@ class UpstreamH2Test(unittest.TestCase):
         self.assertEqual(self.relay.connections, 1)
         self.front.stop_and_check()
         self.upstream.stop_and_check()
+
+    def test_requests_queued_behind_a_connection_that_fails_fail_with_it(self):
+        # A resolver that never answers: the connection never comes, after a connect timeout.
+        silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        silent.bind(("127.0.0.1", 0))
+        self.addCleanup(silent.close)
+        args = ["--workers", "1", "--upstream", "http://svc.test:80", "--upstream-h2", "--upstream-timeout", "1000"]
+        args += ["--upstream-resolver", f"127.0.0.1:{silent.getsockname()[1]}"]
+        front = start_owned(self, ServerProcess(argv=[bench_server_path(), "0", *args]))
+
+        def one(i):
+            conn = Conn(front.port)
+            try:
+                conn.request("GET", f"/whoami?q={i}")
+                return conn.read_response().status
+            finally:
+                conn.close()
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            statuses = list(pool.map(one, range(20)))
+        self.assertEqual(statuses, [504] * 20)
+        self.assertLess(time.monotonic() - start, 5.0)  # one timeout for all, not one each in turn
+        front.stop_and_check()
 
     def test_an_upstream_gone_is_502_and_the_next_request_reconnects(self):
         self.assertEqual(self.request("GET", "/whoami").status, 200)

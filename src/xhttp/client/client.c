@@ -949,11 +949,17 @@ static bool retry(xHttpClientRequest *req) {
 static void fail(xHttpClientRequest *req, xHttpClientError error) {
     if (req->cancelled) return;
     bool stale = req->cc && req->cc->carried && error == XHTTP_CLIENT_RESET;
+    /* HTTP/2's one connection could not be made: what queued behind it
+     * would wait a connect timeout each, in turn. One goes on trying (the
+     * next connection, opened as this one is dropped); the rest fail now. */
+    xUpstreamPool *p = req->pool;
+    bool h2_unmade = req->h2 && req->cc && req->cc->state == XCC_CONNECTING;
     detach(req);
     if (stale && retry(req)) return;
     req->cancelled = true; /* nothing more reaches the caller */
     CALL(req, req->handlers.on_error(req, error, req->started, req->arg));
     release_req(req);
+    for (xHttpClientRequest *next; h2_unmade && (next = xClientDequeue(p));) fail(next, error);
 }
 
 /* The response was read whole: the connection goes back if it can. */
