@@ -167,6 +167,25 @@ class UpstreamH2Test(unittest.TestCase):
         self.assertLess(time.monotonic() - start, 5.0)  # one timeout for all, not one each in turn
         front.stop_and_check()
 
+    def test_clients_that_leave_mid_answer(self):
+        # Over HTTP/2 and, for comparison, HTTP/1.1 upstreams: a write to a client that is gone
+        # aborts its exchange within the proxy's own body callback, which must not free the call
+        # under itself (an ASan build's exit checks).
+        h1_args = ["--workers", "1", "--upstream", f"http://127.0.0.1:{self.upstream.port}"]
+        h1_front = start_owned(self, ServerProcess(argv=[bench_server_path(), "0", *h1_args]))
+        for front in (self.front, h1_front):
+            for _ in range(10):
+                sock = socket.create_connection(("127.0.0.1", front.port), timeout=10)
+                sock.sendall(b"GET /static/big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+                sock.recv(65536)
+                sock.close()
+            conn = Conn(front.port)
+            conn.request("GET", "/whoami")
+            self.assertEqual(conn.read_response().status, 200)
+            conn.close()
+            front.stop_and_check()
+        self.upstream.stop_and_check()
+
     def test_an_upstream_gone_is_502_and_the_next_request_reconnects(self):
         self.assertEqual(self.request("GET", "/whoami").status, 200)
         self.upstream.stop_and_check()

@@ -66,6 +66,8 @@ typedef struct xProxyCall {
     uint8_t preface[XPROXY_WRITE_MAX]; /* the PROXY header for a new upstream connection */
     size_t preface_len;
     xProxyAuthCheck *auth_check; /* the auth subrequest under way */
+    unsigned busy;               /* calls into the front's response under way (FRONT) */
+    bool abandoned;              /* the client left during one: the call ends after it */
     char auth_text[2048];        /* the values it copied onto the request */
 } xProxyCall;
 
@@ -277,6 +279,16 @@ static bool build_fields(xProxyCall *call) {
 
 /* ---- Answering the client ---- */
 
+/* Calls into the front's response, where a write that finds the client gone
+ * aborts the exchange at once: on_front_abort then leaves the call to be
+ * ended here, after the call returns, instead of freeing it under us. */
+#define FRONT(call, expr)                                                                                    \
+    do {                                                                                                     \
+        (call)->busy++;                                                                                      \
+        expr;                                                                                                \
+        (call)->busy--;                                                                                      \
+    } while (0)
+
 static void end_call(xProxyCall *call) {
     xTimerStop(xHttpRequestLoop(call->req), &call->drain_timer);
     free(call);
@@ -305,7 +317,7 @@ static void answer_failure(xProxyCall *call, xHttpClientError error) {
     stop_reading_front(call);
     xHttpResponseSetStatus(res, status);
     xHttpResponseAddHeader(res, "Content-Type", "text/plain; charset=utf-8");
-    xHttpResponseSend(res, body, (size_t)n);
+    FRONT(call, xHttpResponseSend(res, body, (size_t)n));
     end_call(call);
 }
 
@@ -334,7 +346,7 @@ static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, voi
         xHttpClientRequestCancel(call->up_req); /* nothing more to read of it; its connection goes */
         call->up_req = NULL;
         stop_reading_front(call);
-        xHttpResponseSend(call->res, NULL, 0);
+        FRONT(call, xHttpResponseSend(call->res, NULL, 0));
         end_call(call);
     }
 }
@@ -354,7 +366,11 @@ static void on_drain_timer(xEventLoop *loop, xTimer *timer, void *arg) {
 
 static void on_up_body(xHttpClientRequest *up, const char *data, size_t len, void *arg) {
     xProxyCall *call = arg;
-    xHttpResponseWrite(call->res, data, len);
+    FRONT(call, xHttpResponseWrite(call->res, data, len));
+    if (call->abandoned) {
+        end_call(call);
+        return;
+    }
     xConn *front = xHttpExchangeOfResponse(call->res)->req.conn;
     if (front && xConnPending(front) >= PROXY_FRONT_HIGH) {
         xHttpClientRequestPause(up);
@@ -372,7 +388,7 @@ static void on_up_end(xHttpClientRequest *up, const xHttpClientField *trailers, 
         xHttpResponseAddTrailer(call->res, cstr(name, trailers[i].name), cstr(value, trailers[i].value));
     }
     stop_reading_front(call);
-    xHttpResponseEnd(call->res);
+    FRONT(call, xHttpResponseEnd(call->res));
     end_call(call);
 }
 
@@ -510,6 +526,10 @@ static void on_front_abort(xHttpResponse *res, void *arg) {
     call->auth_check = NULL;
     xHttpClientRequestCancel(call->up_req);
     call->up_req = NULL;
+    if (call->busy) {
+        call->abandoned = true; /* ended by the FRONT call under way */
+        return;
+    }
     end_call(call);
 }
 
@@ -535,7 +555,7 @@ static void on_auth_done(void *arg, const xProxyAuthVerdict *v) {
         xHttpResponseSetStatus(res, v->status);
         if (v->challenge[0]) xHttpResponseAddHeader(res, "WWW-Authenticate", v->challenge);
         xHttpResponseAddHeader(res, "Content-Type", "text/plain; charset=utf-8");
-        xHttpResponseSend(res, v->message, strlen(v->message));
+        FRONT(call, xHttpResponseSend(res, v->message, strlen(v->message)));
         end_call(call);
         return;
     }
@@ -581,7 +601,7 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
             static const char unasked[] = "503 Service Unavailable: the auth service could not be asked\n";
             stop_reading_front(call);
             xHttpResponseSetStatus(res, 503);
-            xHttpResponseSend(res, unasked, sizeof unasked - 1);
+            FRONT(call, xHttpResponseSend(res, unasked, sizeof unasked - 1));
             end_call(call);
         }
         return;
