@@ -26,6 +26,7 @@ needs=(
   cmake:cmake gcc:gcc make:make pkg-config:pkg-config python3:python3
   libnghttp2-dev:/usr/include/nghttp2/nghttp2.h libssl-dev:/usr/include/openssl/ssl.h
   liburing-dev:/usr/include/liburing.h libhiredis-dev:/usr/include/hiredis/async.h
+  libc-ares-dev:/usr/include/ares.h
   util-linux:taskset openssl:openssl wrk:wrk nghttp2-client:h2load
   valgrind:callgrind_control
 )

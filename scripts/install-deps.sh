@@ -22,6 +22,8 @@ needs=(
   libhttp-parser-dev:/usr/include/http_parser.h
   libjansson-dev:/usr/include/jansson.h
   libssl-dev:/usr/include/openssl/ssl.h
+  # the upstream client's name resolution on the loop
+  libc-ares-dev:/usr/include/ares.h
   zlib1g-dev:/usr/include/zlib.h
   libbrotli-dev:/usr/include/brotli/encode.h
   liburing-dev:/usr/include/liburing.h

@@ -566,6 +566,18 @@ static uint32_t upstream_total_timeout_ms;
 static const char *upstream_balance; /* --upstream-balance: rr, least-conn, hash-address, hash-header:NAME */
 static const char *upstream_health;  /* --upstream-health PATH:MS */
 static xHttpProxy *proxy;
+/* --upstream-resolver IP[:PORT][,...], --upstream-resolve-interval MS: how upstream names are looked up. */
+static const char *upstream_resolvers;
+static uint32_t upstream_resolve_interval_ms;
+/* --upstream-ca FILE, --upstream-server-name NAME, --upstream-insecure: https:// upstreams' checks. */
+static const char *upstream_ca_file, *upstream_server_name;
+static bool upstream_insecure;
+static unsigned upstream_proxy_protocol; /* --upstream-proxy-protocol 1|2 */
+static bool upstream_h2;                 /* --upstream-h2: HTTP/2 (h2c on http://, h2 on https://) */
+/* --upstream-auth URL, --upstream-auth-target PATH, --upstream-auth-copy NAME (repeatable): the auth
+ * subrequest. */
+static const char *upstream_auth_url, *upstream_auth_target, *upstream_auth_copy[4];
+static size_t upstream_num_auth_copy;
 
 /* --upstream-balance and --upstream-health into conf; false when malformed. */
 static bool proxy_choices(xHttpProxyConf *conf, char *check_path, size_t cap) {
@@ -607,6 +619,18 @@ static bool add_proxy(xHttpServer *server) {
             "--upstream-balance rr|least-conn|hash-address|hash-header:NAME, --upstream-health /PATH:MS\n");
         return false;
     }
+    conf.upstream.resolvers = upstream_resolvers;
+    conf.upstream.resolve_interval_ms = upstream_resolve_interval_ms;
+    conf.upstream.tls_ca_file = upstream_ca_file;
+    conf.upstream.tls_server_name = upstream_server_name;
+    conf.upstream.tls_verify = !upstream_insecure;
+    conf.proxy_protocol = upstream_proxy_protocol;
+    if (upstream_h2) conf.upstream.protocol = XHTTP_UPSTREAM_HTTP2;
+    conf.auth_url = upstream_auth_url;
+    conf.auth_target = upstream_auth_target;
+    conf.auth_copy = upstream_auth_copy;
+    conf.num_auth_copy = upstream_num_auth_copy;
+    if (upstream_timeout_ms) conf.upstream.resolve_timeout_ms = upstream_timeout_ms;
     xErrno err = xHttpProxyCreate(server, &conf, &proxy);
     if (err == XOK) err = xHttpProxyUseWorkerHooks(server, proxy);
     if (err != XOK) {
@@ -668,27 +692,33 @@ void benchFreeRoutes(void) {
     proxy = NULL;
 }
 
-const char benchCommonUsage[] = "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
-                                "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
-                                "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
-                                "       [--max-streams N] [--no-http2 | --http2-only] [--h2c-upgrade]\n"
-                                "       [--test-routes] [--proxy-protocol NETWORKS]\n"
-                                "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N]\n"
-                                "       [--upstream-total-timeout MS] [--upstream-health /PATH:MS]\n"
-                                "       [--upstream-balance rr|least-conn|hash-address|hash-header:NAME]\n"
-                                "       [--trust-forwarded NETWORKS] [--health PATH] [--stop-grace MS]\n"
-                                "       [--shared-port] [--listen-fd N] (systemd's LISTEN_FDS, when\n"
-                                "       set, are listened on instead of PORT and --listen-fd)\n"
-                                "       [--access-log PATH] [--log-format common|combined|json]\n"
-                                "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
-                                "       [--user-metrics]\n"
-                                "       [--compress] [--ws-deflate] [--server-name NAME] [--own-answers]\n"
-                                "       [--worker-hooks [--worker-fail-start N]] [--blocking-threads N]\n"
-                                "       [--blocking-queue N] [--blocking-own-busy]\n"
-                                "       [--static DIR [--static-no-twins] [--static-cache-ms MS]\n"
-                                "        [--static-cache-control VALUE] [--static-type EXT=TYPE]...\n"
-                                "        [--static-no-compress] [--static-compress-max BYTES]\n"
-                                "        [--static-compress-cache BYTES]]\n";
+const char benchCommonUsage[] =
+    "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
+    "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
+    "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
+    "       [--max-streams N] [--no-http2 | --http2-only] [--h2c-upgrade]\n"
+    "       [--test-routes] [--proxy-protocol NETWORKS]\n"
+    "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N]\n"
+    "       [--upstream-resolver IP[:PORT],...] [--upstream-resolve-interval MS]\n"
+    "       [--upstream-ca FILE] [--upstream-server-name NAME] [--upstream-insecure]\n"
+    "       [--upstream-h2] [--upstream-proxy-protocol 1|2] [--upstream-auth URL [--upstream-auth-target "
+    "PATH]\n"
+    "        [--upstream-auth-copy NAME]...]\n"
+    "       [--upstream-total-timeout MS] [--upstream-health /PATH:MS]\n"
+    "       [--upstream-balance rr|least-conn|hash-address|hash-header:NAME]\n"
+    "       [--trust-forwarded NETWORKS] [--health PATH] [--stop-grace MS]\n"
+    "       [--shared-port] [--listen-fd N] (systemd's LISTEN_FDS, when\n"
+    "       set, are listened on instead of PORT and --listen-fd)\n"
+    "       [--access-log PATH] [--log-format common|combined|json]\n"
+    "       [--log-flush-ms MS] [--metrics] [--request-durations]\n"
+    "       [--user-metrics]\n"
+    "       [--compress] [--ws-deflate] [--server-name NAME] [--own-answers]\n"
+    "       [--worker-hooks [--worker-fail-start N]] [--blocking-threads N]\n"
+    "       [--blocking-queue N] [--blocking-own-busy]\n"
+    "       [--static DIR [--static-no-twins] [--static-cache-ms MS]\n"
+    "        [--static-cache-control VALUE] [--static-type EXT=TYPE]...\n"
+    "        [--static-no-compress] [--static-compress-max BYTES]\n"
+    "        [--static-compress-cache BYTES]]\n";
 
 typedef struct Option {
     const char *flag;
@@ -804,6 +834,46 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--upstream-health") == 0 && i + 1 < argc) {
             upstream_health = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-resolver") == 0 && i + 1 < argc) {
+            upstream_resolvers = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-resolve-interval") == 0 && i + 1 < argc) {
+            upstream_resolve_interval_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-ca") == 0 && i + 1 < argc) {
+            upstream_ca_file = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-server-name") == 0 && i + 1 < argc) {
+            upstream_server_name = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-auth") == 0 && i + 1 < argc) {
+            upstream_auth_url = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-auth-target") == 0 && i + 1 < argc) {
+            upstream_auth_target = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-auth-copy") == 0 && i + 1 < argc && upstream_num_auth_copy < 4) {
+            upstream_auth_copy[upstream_num_auth_copy++] = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-proxy-protocol") == 0 && i + 1 < argc) {
+            upstream_proxy_protocol = (unsigned)strtoul(argv[++i], NULL, 10);
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-h2") == 0) {
+            upstream_h2 = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-insecure") == 0) {
+            upstream_insecure = true;
             continue;
         }
         if (strcmp(argv[i], "--test-routes") == 0) {

@@ -10,9 +10,14 @@
  * on_body pieces, then on_end with the trailers, or on_error at any point.
  * After on_end or on_error (or Cancel) the request handle is gone.
  *
- * Not yet: TLS upstreams, HTTP/2 and h2c upstreams, name resolution on the
- * loop (a host name is resolved once, at xHttpUpstreamCreate, with
- * getaddrinfo: make upstreams at start, not in a handler). */
+ * Host names are resolved on the loop (c-ares), never blocking it.
+ *
+ * https:// upstreams are verified (chain and name) unless told otherwise.
+ *
+ * HTTP/2 upstreams (conf.protocol) multiplex every request of a worker on
+ * one connection, with flow control both ways and trailers, through the
+ * same callbacks. Not yet with HTTP/2: the retry of a request the upstream
+ * refused (REFUSED_STREAM, or past a GOAWAY's last stream): it fails RESET. */
 #ifndef XHTTP_CLIENT_H
 #define XHTTP_CLIENT_H
 
@@ -50,6 +55,8 @@ typedef enum xHttpClientError {
     XHTTP_CLIENT_RESET,              /**< the connection closed or reset before the response ended */
     XHTTP_CLIENT_BAD_RESPONSE,       /**< the upstream sent what is not a valid HTTP/1.1 response */
     XHTTP_CLIENT_NO_MEMORY,          /**< an allocation failed */
+    XHTTP_CLIENT_RESOLVE,            /**< the upstream's name did not resolve (no such name, no answer) */
+    XHTTP_CLIENT_TLS,                /**< the TLS handshake failed (the certificate did not verify, ...) */
 } xHttpClientError;
 
 /** The error in words ("connect timeout"). */
@@ -59,6 +66,13 @@ const char *xHttpClientErrorString(xHttpClientError error);
 static inline bool xHttpClientErrorIsTimeout(xHttpClientError error) {
     return error >= XHTTP_CLIENT_CONNECT_TIMEOUT && error <= XHTTP_CLIENT_TOTAL_TIMEOUT;
 }
+
+/** What an upstream is spoken to in. */
+typedef enum xHttpUpstreamProtocol {
+    XHTTP_UPSTREAM_HTTP1 = 0, /**< HTTP/1.1, a pool of connections, one request on each at a time */
+    XHTTP_UPSTREAM_HTTP2,     /**< HTTP/2: h2c by prior knowledge on http://, h2 by ALPN on https://;
+                                   one connection per worker carries every request as a stream */
+} xHttpUpstreamProtocol;
 
 /** An upstream's settings; start from xHttpUpstreamConfInit. Counts are per
  *  worker (per xHttpClient); a timeout of 0 is none. */
@@ -75,16 +89,42 @@ typedef struct xHttpUpstreamConf {
     unsigned max_queue;             /**< 4096 requests waiting for a connection; beyond, Start fails */
     size_t max_head_size;           /**< 32 KiB: a larger response head is BAD_RESPONSE */
     unsigned max_fields;            /**< 100 response fields (and trailers) */
+    /** Name resolution (a host that is not an address literal), on the
+     *  worker's loop with c-ares: A and AAAA, /etc/hosts first. */
+    const char *resolvers;        /**< NULL: /etc/resolv.conf's; else "ip[:port],..." (copied) */
+    uint32_t resolve_interval_ms; /**< 0: the answer's TTL (at least 1 s); how long addresses are used
+                                       before a new connection has them looked up again */
+    uint32_t resolve_timeout_ms;  /**< 5 s: one try of a lookup (two tries, then the server's next) */
+    /** TLS (an https:// upstream): OpenSSL's client, TLS 1.2 or 1.3, ALPN
+     *  http/1.1. The certificate must chain to a trusted CA and name the
+     *  host (a DNS name, or the IP address of an address literal); SNI
+     *  carries the name. A session the upstream issues is offered by the
+     *  pool's next connections (resumption). */
+    const char *tls_ca_file;        /**< NULL: the system's store; else a PEM file of trusted CAs (read at
+                                         xHttpUpstreamCreate) */
+    const char *tls_server_name;    /**< NULL: the URL's host; else the name checked and sent as SNI */
+    xHttpUpstreamProtocol protocol; /**< XHTTP_UPSTREAM_HTTP1 */
+    bool tls_verify;                /**< true. false accepts any certificate from anyone: UNSAFE, for
+                                         tests and trusted networks only (the traffic can be read and
+                                         changed by whoever sits on the path) */
 } xHttpUpstreamConf;
 
 /** Fills conf with the defaults noted above. */
 void xHttpUpstreamConfInit(xHttpUpstreamConf *conf);
 
 /** Makes an upstream from "http://host[:port]" (no path; port 80 by
- *  default). host is an IPv4 or bracketed IPv6 address, or a name resolved
- *  here, blocking, with getaddrinfo (the first address). conf NULL: the
- *  defaults. XERR_INVALID (bad URL, or https://, not yet supported),
- *  XERR_ADDR (the name did not resolve), XERR_NOMEM. */
+ *  default). host is an IPv4 or bracketed IPv6 address, or a name: each
+ *  client looks it up on its own loop when it first needs a connection, and
+ *  again once the addresses are older than resolve_interval_ms (or their
+ *  TTL), using the old ones meanwhile. A new connection tries the
+ *  addresses in turn, from the last that worked, while connect(2) fails at
+ *  once (refused, unreachable). A name that does not resolve fails the
+ *  requests waiting for it with XHTTP_CLIENT_RESOLVE; one whose resolver
+ *  never answers, with CONNECT_TIMEOUT (the lookup counts as connecting).
+ *  "https://host[:port]" (port 443) speaks TLS (the tls_* settings).
+ *  conf NULL: the defaults. XERR_INVALID (bad URL, resolvers that are no
+ *  list of addresses, or an https:// URL whose CA file cannot be read),
+ *  XERR_NOMEM. */
 xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttpUpstream **out);
 
 /** Frees an upstream once no client uses it any more (after the clients'
@@ -182,7 +222,18 @@ typedef struct xHttpClientRequestOpts {
     bool upgrade;
     const xHttpClientHandlers *handlers;
     void *arg;
+    /** Bytes a new connection sends before anything else, TLS included: a
+     *  PROXY protocol header saying whom the request is for. A kept-alive
+     *  connection is reused only by requests with the same preface (none
+     *  with none). Up to XHTTP_CLIENT_PREFACE_MAX bytes, copied. Not to an
+     *  HTTP/2 upstream, whose one connection carries every request
+     *  (XERR_INVALID). */
+    const void *preface;
+    size_t preface_len;
 } xHttpClientRequestOpts;
+
+/** The longest preface a request may give. */
+#define XHTTP_CLIENT_PREFACE_MAX 112
 
 /** Fills opts with GET of "/" with no fields and no body. */
 void xHttpClientRequestOptsInit(xHttpClientRequestOpts *opts);
@@ -201,6 +252,10 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
 /** Ends the request body. XERR_INVALID when a body_length was given and
  *  not all of it was written. A request with no body needs no End. */
 xErrno xHttpClientRequestEnd(xHttpClientRequest *req);
+
+/** During on_error: more on what failed, in words ("certificate verify
+ *  failed: hostname mismatch", "svc.test: Domain name not found"), or "". */
+const char *xHttpClientRequestErrorDetail(const xHttpClientRequest *req);
 
 /** Body bytes queued and not yet taken by the upstream's socket. */
 size_t xHttpClientRequestPending(const xHttpClientRequest *req);

@@ -47,8 +47,14 @@
  * up as that handshake (a key of the proxy's own); after the 101 the stream
  * answers 200 and carries the bytes as its body both ways.
  *
- * Not yet: HTTP/2 upstreams, gRPC, an auth subrequest, sending the PROXY
- * protocol upstream. */
+ * An auth subrequest (auth_url) may gate every request; a PROXY protocol
+ * header (proxy_protocol) may tell the upstream whom it is for.
+ *
+ * Upstreams may speak HTTP/2 (conf.upstream.protocol): every request of a
+ * worker multiplexed on one connection per upstream, trailers kept, so gRPC
+ * passes through (grpc-status and grpc-message end to end).
+ *
+ * Not yet: retries of HTTP/2 streams the upstream refused. */
 #ifndef XHTTP_PROXY_H
 #define XHTTP_PROXY_H
 
@@ -94,6 +100,28 @@ typedef struct xHttpProxyConf {
     const char *health_path; /**< "/" by default (copied) */
     uint32_t health_interval_ms;
     uint32_t health_timeout_ms;
+    /** 1 or 2: each upstream connection opens with a PROXY protocol header
+     *  of that version (HAProxy's proxy-protocol.txt) naming the client as
+     *  the front saw it (after a trusted PROXY header at the front) and the
+     *  front address it reached; a kept-alive connection then carries only
+     *  that client's requests. 0: none. Not with HTTP/2 upstreams
+     *  (xHttpProxyCreate: XERR_INVALID). */
+    unsigned proxy_protocol;
+    /** The auth subrequest (like nginx's auth_request): before each request
+     *  goes upstream, auth_url ("http[s]://host:port", the upstream
+     *  settings above) is asked with the request's method, its target (or
+     *  auth_target), the fields the upstream would get plus
+     *  X-Original-Method and X-Original-URI, and no body. A 2xx lets it
+     *  through with the answer's fields named in auth_copy added (the
+     *  client's own fields of those names are always removed); 401 or 403
+     *  is the client's answer, with the service's WWW-Authenticate; another
+     *  status is 502 (the service misbehaved); a service that cannot be
+     *  asked (refused, timed out, an invalid answer) is 503. Nothing is
+     *  cached. NULL: no subrequest. */
+    const char *auth_url;
+    const char *auth_target;      /**< NULL: the request's own path and query */
+    const char *const *auth_copy; /**< field names, up to 8 (copied) */
+    size_t num_auth_copy;
 } xHttpProxyConf;
 
 /** Fills conf with the defaults noted above (no upstreams). */

@@ -56,6 +56,17 @@ typedef struct xProxyHeader {
  *  the bytes cannot start one (XPROXY_NONE) or cannot be a valid one. */
 xProxyVerdict xProxyParse(const uint8_t *data, size_t len, xProxyHeader *out);
 
+/** Room enough for any header xProxyWrite makes (v2 with IPv6: 52 bytes;
+ *  v1's longest line: 104). */
+#define XPROXY_WRITE_MAX 108
+
+/** Writes a version (1 or 2) header saying a TCP connection came from
+ *  source to destination (both family AF_INET or AF_INET6; an IPv4 one
+ *  beside an IPv6 one is written IPv4-mapped): "PROXY UNKNOWN" (v1) or
+ *  LOCAL (v2) when source's family is 0. Returns its length (at most
+ *  XPROXY_WRITE_MAX), 0 for another version. */
+size_t xProxyWrite(int version, const xNetAddr *source, const xNetAddr *destination, uint8_t *out);
+
 /* ---- Trusted networks ---- */
 
 #define XPROXY_MAX_NETWORKS 32

@@ -39,7 +39,9 @@ class Upstream(socketserver.ThreadingTCPServer):
 
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 64  # a pool's connects at once: a backlog of 5 drops SYNs, a 1 s connect timeout
+    # socketserver's default backlog of 5 drops SYNs when 8 connections open at once on a
+    # loaded machine: a retransmitted SYN comes after 1 s, past the proxy's connect timeout.
+    request_queue_size = 128
 
     def __init__(self):
         super().__init__(("127.0.0.1", 0), UpstreamHandler)

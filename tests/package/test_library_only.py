@@ -34,7 +34,7 @@ MIRROR = os.environ.get("XK_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # What building and using the library needs; nothing else goes into the root.
 PACKAGES = tuple(
     "gcc libc6-dev make cmake pkg-config libssl-dev zlib1g-dev libbrotli-dev liburing-dev".split()
-    + "libpq-dev libhiredis-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev".split()
+    + "libpq-dev libhiredis-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev libc-ares-dev".split()
 )
 ROOT_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
 # What the library needs from the source tree: tests/, bench/ and the rest stay out of the root.

@@ -1,7 +1,8 @@
 /* test_proxy_header.c — the PROXY protocol header (src/xnet/proxy.h): the v1
  * examples of HAProxy's proxy-protocol.txt, v2 headers built byte by byte,
- * each malformed shape with its reason, headers cut at every byte, and the
- * trusted networks' lists and matching. */
+ * each malformed shape with its reason, headers cut at every byte, the
+ * trusted networks' lists and matching, and headers xProxyWrite makes read
+ * back. */
 #include <arpa/inet.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -286,8 +287,50 @@ static void test_trusted_networks(void) {
         CHECK_MSG(!xProxyTrustParse(&trust, bad[i], err, sizeof err), "'%s' taken", bad[i]);
 }
 
+static xNetAddr written_addr(int family, const char *text, uint16_t port) {
+    xNetAddr a = {.family = (uint8_t)family, .port = port};
+    CHECK(inet_pton(family, text, a.bytes) == 1);
+    return a;
+}
+
+/* What xProxyWrite makes, xProxyParse reads back: both versions, both
+ * families, a mixed pair written IPv4-mapped, an unknown source. */
+static void test_written_headers_read_back(void) {
+    xNetAddr v4 = written_addr(AF_INET, "203.0.113.7", 4444), v4_dst = written_addr(AF_INET, "10.0.0.1", 80);
+    xNetAddr v6 = written_addr(AF_INET6, "2001:db8::7", 5555),
+             v6_dst = written_addr(AF_INET6, "2001:db8::1", 443);
+    uint8_t out[XPROXY_WRITE_MAX];
+    xProxyHeader h;
+    for (int version = 1; version <= 2; version++) {
+        size_t n = xProxyWrite(version, &v4, &v4_dst, out);
+        CHECK_EQ_INT(xProxyParse(out, n, &h), XPROXY_OK);
+        CHECK_EQ_INT(h.len, n);
+        CHECK_EQ_INT(h.version, version);
+        check_address(&h, AF_INET, "203.0.113.7", 4444);
+        CHECK_EQ_INT(h.destination_port, 80);
+        check_prefixes_wait(out, n);
+        n = xProxyWrite(version, &v6, &v6_dst, out);
+        CHECK_EQ_INT(xProxyParse(out, n, &h), XPROXY_OK);
+        check_address(&h, AF_INET6, "2001:db8::7", 5555);
+        CHECK_EQ_INT(h.destination_port, 443);
+        n = xProxyWrite(version, &v4, &v6_dst, out);
+        CHECK_EQ_INT(xProxyParse(out, n, &h), XPROXY_OK);
+        CHECK_EQ_INT(h.len, n);
+        CHECK_EQ_INT(h.source.port, 4444);
+        xNetAddr unknown = {0};
+        n = xProxyWrite(version, &unknown, &v4_dst, out);
+        CHECK_EQ_INT(xProxyParse(out, n, &h), XPROXY_OK);
+        CHECK(!h.has_address);
+    }
+    CHECK_EQ_INT(xProxyWrite(3, &v4, &v4_dst, out), 0);
+    const char *line = "PROXY TCP4 203.0.113.7 10.0.0.1 4444 80\r\n";
+    CHECK_EQ_INT(xProxyWrite(1, &v4, &v4_dst, out), strlen(line));
+    CHECK(memcmp(out, line, strlen(line)) == 0);
+}
+
 int main(void) {
     RUN(test_v1_examples_from_the_spec);
+    RUN(test_written_headers_read_back);
     RUN(test_v1_malformed_each_with_its_reason);
     RUN(test_v2_proxy_over_ipv4_and_ipv6);
     RUN(test_v2_local_and_unspec_keep_the_connections_address);

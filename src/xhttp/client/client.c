@@ -24,124 +24,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "xhttp/client/client_internal.h"
 #include "xhttp/core/tokens.h"
-#include "xhttp/http1/http1_parser.h"
-#include "xnet/connection.h"
 
 _Static_assert(sizeof(xHttpClientField) == sizeof(xHttp1Header), "a response field is the parser's");
-
-#define CLIENT_BLOCK (40u << 10)        /* a read buffer: the largest head and room behind it */
-#define CLIENT_SPARE_BLOCKS 64          /* idle read/write blocks a client keeps */
-#define CLIENT_REPLAY_MAX (64u << 10)   /* a request held whole for a retry up to this */
-#define CLIENT_CHUNK_LINE 4096          /* a chunk-size line with its extensions */
-#define CLIENT_TRAILERS_MAX (16u << 10) /* a trailer section */
-
-struct xHttpUpstream {
-    xHttpUpstreamConf conf;
-    struct sockaddr_storage addr;
-    socklen_t addr_len;
-    char authority[262];
-};
-
-typedef struct xClientConn xClientConn;
-typedef struct xUpstreamPool xUpstreamPool;
-
-struct xUpstreamPool {
-    xHttpUpstream *upstream;
-    xHttpClient *client;
-    xClientConn *idle;       /* most recently used first */
-    xClientConn *connecting; /* connect(2) under way */
-    unsigned idle_count, open;
-    xHttpClientRequest *queue_head, *queue_tail;
-    unsigned queued;
-    uint64_t connections_opened, requests, reused;
-    xUpstreamPool *next;
-};
-
-struct xHttpClient {
-    xEventLoop *loop;
-    xNetContext net;
-    xUpstreamPool *pools;
-};
-
-typedef enum xClientConnState {
-    XCC_CONNECTING, /* connect(2) under way: fd watched for writability */
-    XCC_IDLE,       /* in the pool */
-    XCC_BUSY,       /* carrying req */
-    XCC_GONE,       /* closed; freed with its xConn's last reference */
-} xClientConnState;
-
-struct xClientConn {
-    xUpstreamPool *pool;
-    xClientConnState state;
-    int fd;            /* while connecting */
-    int connect_errno; /* connect(2) failed at once with this */
-    xConn *conn;
-    xHttpClientRequest *req;
-    xClientConn *prev, *next;     /* the pool's idle list */
-    xHttpClientError close_error; /* what its request is told when it closes */
-    bool carried;                 /* a request has been answered on it */
-};
-
-/* Where a request stands; the phase timer runs the one it names. */
-typedef enum xRequestPhase {
-    XREQ_QUEUED,     /* waiting for a connection: only the total timeout */
-    XREQ_CONNECTING, /* connect_timeout */
-    XREQ_SENDING,    /* the request is not all queued, or the socket holds it: send_timeout */
-    XREQ_WAITING,    /* all of it gone, no response byte yet: first_byte_timeout */
-    XREQ_RECEIVING,  /* the response is arriving: idle_timeout */
-    XREQ_TUNNEL,     /* after a 101: bytes both ways, only the total timeout */
-} xRequestPhase;
-
-/* How the response's body is being read. */
-typedef enum xBodyRead {
-    XBODY_HEAD,        /* no head yet */
-    XBODY_LENGTH,      /* body_left bytes */
-    XBODY_CHUNKED,     /* the chunked decoder */
-    XBODY_TRAILERS,    /* the trailer section after the last chunk */
-    XBODY_UNTIL_CLOSE, /* everything until the upstream closes */
-    XBODY_DONE,        /* read whole */
-} xBodyRead;
-
-struct xHttpClientRequest {
-    xHttpClient *client;
-    xUpstreamPool *pool;
-    xClientConn *cc;
-    xHttpClientHandlers handlers;
-    void *arg;
-    xRequestPhase phase;
-    xBodyRead body;
-    xTimer timer, total_timer;
-
-    xBuffer out;         /* head and body bytes not yet given to a connection (or held for a retry) */
-    size_t out_given;    /* bytes of out given to the current connection */
-    bool held_whole;     /* out still holds every byte written: a retry can resend them */
-    int64_t body_length; /* as opts said: -1 chunked */
-    uint64_t body_written;
-    bool body_ended; /* End called (or no body) */
-    bool retry_on_stale;
-    bool retried;
-    bool head_request;
-    bool upgrade; /* asked to switch protocols */
-    bool started; /* on_head called */
-    bool paused;
-    bool wants_body;      /* the writer passed BODY_HIGH: tell it at BODY_LOW */
-    bool keep_alive;      /* the response lets the connection carry another */
-    unsigned in_callback; /* calls into the caller under way: a free waits for them */
-    bool cancelled;       /* over: nothing more reaches the caller */
-    bool free_owed;       /* over while in a callback: freed when it returns */
-
-    size_t head_scanned; /* the parser's prev_len */
-    int64_t body_left;
-    xHttp1Chunked chunked;
-    xHttp1Header *fields; /* max_fields of room */
-    xHttpClientRequest *next_queued;
-};
 
 static const xConnProtocol client_protocol;
 static void attach(xHttpClientRequest *req, xClientConn *cc);
 static void fail(xHttpClientRequest *req, xHttpClientError error);
 static void read_response(xClientConn *cc);
+static bool start_connect(xClientConn *cc);
 
 /* ---- Errors and settings ---- */
 
@@ -156,6 +48,8 @@ const char *xHttpClientErrorString(xHttpClientError error) {
     case XHTTP_CLIENT_RESET: return "connection closed before the response ended";
     case XHTTP_CLIENT_BAD_RESPONSE: return "invalid response";
     case XHTTP_CLIENT_NO_MEMORY: return "out of memory";
+    case XHTTP_CLIENT_RESOLVE: return "name did not resolve";
+    case XHTTP_CLIENT_TLS: return "TLS handshake failed";
     }
     return "unknown error";
 }
@@ -171,7 +65,9 @@ void xHttpUpstreamConfInit(xHttpUpstreamConf *conf) {
                                 .max_conns = 256,
                                 .max_queue = 4096,
                                 .max_head_size = 32u << 10,
-                                .max_fields = 100};
+                                .max_fields = 100,
+                                .resolve_timeout_ms = 5000,
+                                .tls_verify = true};
 }
 
 void xHttpClientRequestOptsInit(xHttpClientRequestOpts *opts) {
@@ -180,10 +76,16 @@ void xHttpClientRequestOptsInit(xHttpClientRequestOpts *opts) {
 
 /* ---- Upstreams ---- */
 
-/* Splits "http://host[:port]" into host and port. */
+/* The length of url's scheme with its "://" (http or https), 0 for another. */
+static size_t scheme_len(const char *url) {
+    return strncmp(url, "http://", 7) == 0 ? 7 : strncmp(url, "https://", 8) == 0 ? 8 : 0;
+}
+
+/* Splits "http[s]://host[:port]" into host and port (80 or 443 by default). */
 static bool split_url(const char *url, char *host, size_t host_cap, char *port, size_t port_cap) {
-    if (strncmp(url, "http://", 7) != 0) return false;
-    const char *h = url + 7, *end = h + strcspn(h, "/");
+    size_t skip = scheme_len(url);
+    if (!skip) return false;
+    const char *h = url + skip, *end = h + strcspn(h, "/");
     if (*end == '/' && end[1] != '\0') return false; /* a path: not an origin */
     const char *colon = NULL, *host_end;
     if (*h == '[') {
@@ -197,12 +99,12 @@ static bool split_url(const char *url, char *host, size_t host_cap, char *port, 
         colon = memchr(h, ':', (size_t)(end - h));
         host_end = colon ? colon : end;
     }
-    size_t hl = (size_t)(host_end - h), pl = colon ? (size_t)(end - colon - 1) : 2;
+    size_t hl = (size_t)(host_end - h), pl = colon ? (size_t)(end - colon - 1) : 3;
     if (hl == 0 || hl >= host_cap || pl == 0 || pl >= port_cap) return false;
     memcpy(host, h, hl);
     host[hl] = '\0';
     if (!colon) {
-        memcpy(port, "80", 3);
+        snprintf(port, port_cap, "%s", skip == 8 ? "443" : "80");
         return true;
     }
     memcpy(port, colon + 1, pl);
@@ -225,22 +127,54 @@ xErrno xHttpUpstreamCreate(const char *url, const xHttpUpstreamConf *conf, xHttp
     if (up->conf.max_head_size > CLIENT_BLOCK - 4096) up->conf.max_head_size = CLIENT_BLOCK - 4096;
     if (up->conf.max_fields == 0) up->conf.max_fields = 1;
     if (up->conf.max_conns == 0) up->conf.max_conns = 1;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    if (getaddrinfo(host, port, &hints, &res) != 0 || !res) {
-        free(up);
-        return XERR_ADDR;
+    memcpy(up->host, host, sizeof up->host);
+    up->h2 = up->conf.protocol == XHTTP_UPSTREAM_HTTP2;
+    up->port = (uint16_t)atoi(port);
+    /* An address literal needs no lookup; anything else is a name. */
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST},
+                    *res = NULL;
+    if (getaddrinfo(host, port, &hints, &res) == 0 && res) {
+        up->literal = true;
+        memcpy(&up->literal_addrs.addr[0], res->ai_addr, res->ai_addrlen);
+        up->literal_addrs.len[0] = res->ai_addrlen;
+        up->literal_addrs.count = 1;
+        freeaddrinfo(res);
     }
-    memcpy(&up->addr, res->ai_addr, res->ai_addrlen);
-    up->addr_len = res->ai_addrlen;
-    freeaddrinfo(res);
-    const char *a = url + 7;
+    up->conf.resolvers = NULL;
+    if (conf && conf->struct_size > offsetof(xHttpUpstreamConf, resolvers) && conf->resolvers &&
+        !(up->conf.resolvers = strdup(conf->resolvers))) {
+        free(up);
+        return XERR_NOMEM;
+    }
+    if (up->conf.resolvers && !xResolverServersValid(up->conf.resolvers)) {
+        xHttpUpstreamDestroy(up);
+        return XERR_INVALID;
+    }
+    /* The CA file is read now; the name is the TLS context's own copy. */
+    const char *ca_file = up->conf.tls_ca_file, *server_name = up->conf.tls_server_name;
+    up->conf.tls_ca_file = up->conf.tls_server_name = NULL;
+    if (scheme_len(url) == 8) {
+        char why[256];
+        up->tls = xClientTlsCreate(host, up->literal, server_name, ca_file, up->conf.tls_verify,
+                                   up->conf.protocol == XHTTP_UPSTREAM_HTTP2, why, sizeof why);
+        if (!up->tls) {
+            xHttpUpstreamDestroy(up);
+            return XERR_INVALID;
+        }
+    }
+    const char *a = url + scheme_len(url);
     size_t alen = strcspn(a, "/");
     memcpy(up->authority, a, alen < sizeof up->authority ? alen : sizeof up->authority - 1);
     *out = up;
     return XOK;
 }
 
-void xHttpUpstreamDestroy(xHttpUpstream *upstream) { free(upstream); }
+void xHttpUpstreamDestroy(xHttpUpstream *upstream) {
+    if (!upstream) return;
+    free((char *)upstream->conf.resolvers);
+    xClientTlsDestroy(upstream->tls);
+    free(upstream);
+}
 
 const char *xHttpUpstreamAuthority(const xHttpUpstream *upstream) { return upstream->authority; }
 
@@ -266,6 +200,11 @@ static xUpstreamPool *pool_of(xHttpClient *client, xHttpUpstream *upstream, bool
     if (!p) return NULL;
     p->upstream = upstream;
     p->client = client;
+    if (upstream->literal) {
+        p->addrs = upstream->literal_addrs;
+        p->addr_state = XADDR_READY;
+        p->addrs_until_ms = UINT64_MAX;
+    }
     p->next = client->pools;
     client->pools = p;
     return p;
@@ -311,6 +250,8 @@ static void list_unlink(xClientConn *cc) {
 static void drop_conn(xClientConn *cc);
 
 static void free_request(xHttpClientRequest *req) {
+    xBufferFree(&req->h2_head);
+    xBufferFree(&req->h2_held);
     xEventLoop *loop = req->client->loop;
     xTimerStop(loop, &req->timer);
     xTimerStop(loop, &req->total_timer);
@@ -334,7 +275,10 @@ static void unqueue(xHttpClientRequest *req) {
 
 void xHttpClientDestroy(xHttpClient *client) {
     if (!client) return;
+    client->destroying = true;
     for (xUpstreamPool *p = client->pools; p; p = p->next) {
+        xResolverDestroy(p->resolver); /* its lookups end untold */
+        p->resolver = NULL;
         while (p->queue_head) {
             xHttpClientRequest *req = p->queue_head;
             unqueue(req);
@@ -369,19 +313,12 @@ void xHttpClientDestroy(xHttpClient *client) {
     }
     for (xUpstreamPool *p = client->pools, *next; p; p = next) {
         next = p->next;
+        if (p->tls_session) SSL_SESSION_free(p->tls_session);
         free(p);
     }
     xNetContextDestroy(&client->net);
     free(client);
 }
-
-/* Calls into the caller, keeping req alive across a Cancel from within. */
-#define CALL(req, expr)                                                                                      \
-    do {                                                                                                     \
-        (req)->in_callback++;                                                                                \
-        expr;                                                                                                \
-        (req)->in_callback--;                                                                                \
-    } while (0)
 
 /* The request is over: freed now, or once the callback under way returns. */
 static void release_req(xHttpClientRequest *req) {
@@ -457,10 +394,13 @@ static void drop_conn(xClientConn *cc) {
         xConnClose(cc->conn); /* on_close accounts for it */
         return;
     }
-    /* Still connecting: no xConn owns it yet. */
+    /* Still connecting (or waiting for addresses): no xConn owns it yet. */
     xUpstreamPool *p = cc->pool;
-    xEventLoopRemove(p->client->loop, cc->fd);
-    close(cc->fd);
+    if (cc->ssl) SSL_free(cc->ssl);
+    if (cc->fd >= 0) {
+        xEventLoopRemove(p->client->loop, cc->fd);
+        close(cc->fd);
+    }
     conn_gone(cc);
     free(cc);
     start_next_queued(p);
@@ -468,9 +408,19 @@ static void drop_conn(xClientConn *cc) {
 
 /* A connection is free: the next queued request takes it, else the pool,
  * else it closes. */
+static bool same_preface(const xClientConn *cc, const xHttpClientRequest *req) {
+    return cc->preface_len == req->preface_len && memcmp(cc->preface, req->preface, cc->preface_len) == 0;
+}
+
 static void conn_free_for_use(xClientConn *cc) {
     xUpstreamPool *p = cc->pool;
     cc->req = NULL;
+    if (p->queue_head && !same_preface(cc, p->queue_head)) {
+        /* Made for another client (PROXY): its slot goes to a new connection. */
+        cc->state = XCC_BUSY;
+        xConnClose(cc->conn);
+        return;
+    }
     if (p->queue_head) {
         xHttpClientRequest *next = p->queue_head;
         unqueue(next);
@@ -488,24 +438,59 @@ static void conn_free_for_use(xClientConn *cc) {
     xConnSetTimeout(cc->conn, p->upstream->conf.keepalive_ms);
 }
 
+/* The socket's connect(2) ended: on to the name's next address after a
+ * failure, else the TLS handshake (https), else the connection is made. */
 static void on_connect_io(xEventLoop *loop, int fd, unsigned events, void *arg) {
     (void)events;
     xClientConn *cc = arg;
-    int err = cc->connect_errno;
-    socklen_t len = sizeof err;
-    if (!err && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-    if (err == EINPROGRESS || err == EALREADY) return;
-    if (err) {
-        fail(cc->req, XHTTP_CLIENT_REFUSED); /* closes the socket */
-        return;
+    xUpstreamPool *p = cc->pool;
+    if (!cc->ssl) {
+        int err = cc->connect_errno;
+        socklen_t len = sizeof err;
+        if (!err && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        if (err == EINPROGRESS || err == EALREADY) return;
+        if (err) {
+            if (cc->addr_tries < p->addrs.count) { /* the name's next address */
+                xEventLoopRemove(loop, fd);
+                close(fd);
+                cc->fd = -1;
+                cc->addr_index++;
+                if (start_connect(cc)) return;
+            }
+            fail(cc->req, XHTTP_CLIENT_REFUSED); /* closes the socket */
+            return;
+        }
+        p->addr_first = cc->addr_index;
+        /* The preface (a PROXY header) comes before anything else, TLS too;
+         * a fresh socket takes its few dozen bytes whole. */
+        if (cc->preface_len &&
+            send(fd, cc->preface, cc->preface_len, MSG_NOSIGNAL) != (ssize_t)cc->preface_len) {
+            fail(cc->req, XHTTP_CLIENT_RESET);
+            return;
+        }
+        if (p->upstream->tls && !(cc->ssl = xClientTlsNew(p->upstream->tls, fd, &p->tls_session))) {
+            fail(cc->req, XHTTP_CLIENT_NO_MEMORY);
+            return;
+        }
+    }
+    if (cc->ssl) {
+        xHttpClientRequest *req = cc->req;
+        switch (xClientTlsHandshake(cc->ssl, req->detail, sizeof req->detail)) {
+        case XCTLS_WANT_READ: xEventLoopModify(loop, fd, XEV_READ); return;
+        case XCTLS_WANT_WRITE: xEventLoopModify(loop, fd, XEV_WRITE); return;
+        case XCTLS_FAILED: fail(req, XHTTP_CLIENT_TLS); return;
+        case XCTLS_DONE: break;
+        }
     }
     xEventLoopRemove(loop, fd);
     list_unlink(cc);
     cc->state = XCC_BUSY;
-    cc->conn = xConnCreate(&cc->pool->client->net, fd, NULL, &client_protocol, cc);
+    SSL *ssl = cc->ssl;
+    cc->ssl = NULL;
+    cc->conn = xConnCreate(&p->client->net, fd, NULL, &client_protocol, cc);
     cc->fd = -1;
     if (!cc->conn) {
-        xUpstreamPool *p = cc->pool;
+        if (ssl) SSL_free(ssl);
         xHttpClientRequest *req = cc->req;
         conn_gone(cc);
         free(cc);
@@ -516,43 +501,133 @@ static void on_connect_io(xEventLoop *loop, int fd, unsigned events, void *arg) 
         start_next_queued(p);
         return;
     }
+    if (ssl) xClientTlsAttach(cc->conn, ssl);
+    if (p->upstream->h2) {
+        if (!xClientH2Begin(cc)) xConnClose(cc->conn); /* its request hears RESET */
+        return;
+    }
     attach(cc->req, cc);
 }
 
-/* Opens a connection for req. False when the socket could not even start
- * (req is told why). */
-static bool open_conn(xUpstreamPool *p, xHttpClientRequest *req) {
-    xHttpUpstream *up = p->upstream;
-    int fd = socket(up->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    xClientConn *cc = fd >= 0 ? calloc(1, sizeof *cc) : NULL;
-    if (!cc) {
-        if (fd >= 0) close(fd);
-        return false;
-    }
+/* Starts connect(2) to the pool's address cc->addr_index (taken modulo
+ * their count: a refresh may have changed them). False when no socket
+ * could be made or watched. */
+static bool start_connect(xClientConn *cc) {
+    xUpstreamPool *p = cc->pool;
+    cc->addr_index %= p->addrs.count;
+    const struct sockaddr_storage *addr = &p->addrs.addr[cc->addr_index];
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    *cc = (xClientConn){.pool = p, .state = XCC_CONNECTING, .fd = fd, .req = req};
-    list_push(cc);
-    p->open++;
+    cc->fd = fd;
+    cc->connect_errno = 0;
+    cc->addr_tries++;
     p->connections_opened++;
-    req->cc = cc;
-    enter(req, XREQ_CONNECTING);
     /* Refused at once, the error is said when the watch reports, on a
      * later turn: callbacks never run within Start. */
-    if (connect(fd, (const struct sockaddr *)&up->addr, up->addr_len) != 0 && errno != EINPROGRESS)
+    if (connect(fd, (const struct sockaddr *)addr, p->addrs.len[cc->addr_index]) != 0 && errno != EINPROGRESS)
         cc->connect_errno = errno;
     if (xEventLoopAdd(p->client->loop, fd, XEV_WRITE, on_connect_io, cc) != XOK) {
-        list_unlink(cc);
         close(fd);
-        p->open--;
-        req->cc = NULL;
-        free(cc);
+        cc->fd = -1;
         return false;
     }
     return true;
 }
 
+static void on_resolved(void *arg, const xResolvedAddrs *addrs, const char *error);
+
+/* Starts a lookup of the upstream's name: the first (connections wait for
+ * it) or a refresh (they use the addresses they have). */
+static bool look_up(xUpstreamPool *p) {
+    const xHttpUpstreamConf *c = &p->upstream->conf;
+    if (!p->resolver &&
+        !(p->resolver = xResolverCreate(p->client->loop, c->resolvers, c->resolve_timeout_ms)))
+        return false;
+    if (!xResolverLookup(p->resolver, p->upstream->host, p->upstream->port, on_resolved, p)) return false;
+    p->lookup_gen++;
+    if (p->addr_state == XADDR_READY)
+        p->refreshing = true;
+    else
+        p->addr_state = XADDR_RESOLVING;
+    return true;
+}
+
+/* The first connection waiting for lookup gen, or NULL. */
+static xClientConn *waiting_for(xUpstreamPool *p, unsigned gen) {
+    for (xClientConn *cc = p->connecting; cc; cc = cc->next)
+        if (cc->fd < 0 && cc->wait_gen == gen) return cc;
+    return NULL;
+}
+
+static void on_resolved(void *arg, const xResolvedAddrs *addrs, const char *error) {
+    xUpstreamPool *p = arg;
+    unsigned gen = p->lookup_gen;
+    uint64_t now = xEventLoopNowMs(p->client->loop);
+    p->refreshing = false;
+    if (addrs) {
+        p->addrs = *addrs;
+        p->addr_first = 0;
+        p->addr_state = XADDR_READY;
+        uint64_t ttl_ms = (uint64_t)addrs->ttl_s * 1000;
+        uint32_t interval = p->upstream->conf.resolve_interval_ms;
+        p->addrs_until_ms = now + (interval ? interval : ttl_ms > 1000 ? ttl_ms : 1000);
+    } else if (p->addr_state == XADDR_READY) {
+        p->addrs_until_ms = now + 1000; /* the old addresses go on; asked again in a second */
+    } else {
+        p->addr_state = XADDR_NONE;
+    }
+    /* A failure frees the connection, and the next queued request may start
+     * a lookup of its own (a later gen): those wait for it. */
+    for (xClientConn *cc; (cc = waiting_for(p, gen));) {
+        if (p->addr_state != XADDR_READY) {
+            snprintf(cc->req->detail, sizeof cc->req->detail, "%.80s: %.70s", p->upstream->host, error);
+            fail(cc->req, XHTTP_CLIENT_RESOLVE);
+        } else if (!start_connect(cc))
+            fail(cc->req, XHTTP_CLIENT_NO_MEMORY);
+    }
+}
+
+/* Opens a connection for req: connect(2) to the first address to try, or
+ * a wait for the name's first lookup. False when it could not even start
+ * (req is told nothing). */
+static bool open_conn(xUpstreamPool *p, xHttpClientRequest *req) {
+    xClientConn *cc = calloc(1, sizeof *cc);
+    if (!cc) return false;
+    *cc = (xClientConn){
+        .pool = p, .state = XCC_CONNECTING, .fd = -1, .req = req, .preface_len = req->preface_len};
+    memcpy(cc->preface, req->preface, req->preface_len);
+    list_push(cc);
+    p->open++;
+    req->cc = cc;
+    enter(req, XREQ_CONNECTING);
+    bool started;
+    if (p->addr_state == XADDR_READY) {
+        if (!p->refreshing && xEventLoopNowMs(p->client->loop) >= p->addrs_until_ms) look_up(p);
+        cc->addr_index = p->addr_first;
+        started = start_connect(cc);
+    } else {
+        started = p->addr_state == XADDR_RESOLVING || look_up(p);
+        cc->wait_gen = p->lookup_gen;
+    }
+    if (!started) {
+        list_unlink(cc);
+        p->open--;
+        req->cc = NULL;
+        free(cc);
+    }
+    return started;
+}
+
 static void start_next_queued(xUpstreamPool *p) {
+    if (p->upstream->h2) { /* one connection carries them all */
+        if (!p->h2 && p->open == 0 && p->queue_head) {
+            xHttpClientRequest *req = xClientDequeue(p);
+            if (!open_conn(p, req)) fail(req, XHTTP_CLIENT_NO_MEMORY);
+        }
+        return;
+    }
     while (p->queue_head && p->open < p->upstream->conf.max_conns) {
         xHttpClientRequest *req = p->queue_head;
         unqueue(req);
@@ -621,6 +696,10 @@ static bool write_head(xHttpClientRequest *req, const xHttpClientRequestOpts *o)
 /* Gives the connection what it has not had of req->out, and moves the
  * phase on once every byte is queued and gone. */
 static void push_out(xHttpClientRequest *req) {
+    if (req->h2) {
+        xClientH2Push(req);
+        return;
+    }
     xClientConn *cc = req->cc;
     if (!cc || !cc->conn || cc->state != XCC_BUSY || xConnClosed(cc->conn)) return;
     xConn *conn = cc->conn;
@@ -703,17 +782,63 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
     xTimerInit(&req->timer, on_phase_timer, req);
     xTimerInit(&req->total_timer, on_total_timer, req);
     req->fields = malloc(upstream->conf.max_fields * sizeof *req->fields);
+    if (o.preface_len > XHTTP_CLIENT_PREFACE_MAX) {
+        free_request(req);
+        return XERR_INVALID;
+    }
+    if (o.preface_len) memcpy(req->preface, o.preface, o.preface_len);
+    req->preface_len = (uint8_t)o.preface_len;
     if (!req->fields || !write_head(req, &o)) {
         xErrno err = req->fields ? XERR_INVALID : XERR_NOMEM;
         free_request(req);
         return err;
     }
+    if (upstream->h2 && req->preface_len) { /* one connection carries every client's streams */
+        free_request(req);
+        return XERR_INVALID;
+    }
+    if (upstream->h2) { /* checked as HTTP/1.1 would be; sent as HPACK */
+        xBufferConsume(&req->out, req->out.len);
+        req->h2 = true;
+        req->retry_on_stale = false;
+        if (!xClientH2EncodeHead(req, &o)) {
+            free_request(req);
+            return XERR_INVALID;
+        }
+    }
     p->requests++;
     if (upstream->conf.total_timeout_ms)
         xTimerStart(client->loop, &req->total_timer, upstream->conf.total_timeout_ms);
     *out = req;
-    if (p->idle) {
-        xClientConn *cc = p->idle;
+    if (req->h2) {
+        if (p->h2 && xClientH2Take(p->h2, req)) return XOK;
+        if (!p->h2 && p->open == 0) {
+            if (open_conn(p, req)) return XOK;
+            *out = NULL;
+            free_request(req);
+            return XERR_NOMEM;
+        }
+        req->phase = XREQ_QUEUED;
+        if (p->queue_tail)
+            p->queue_tail->next_queued = req;
+        else
+            p->queue_head = req;
+        p->queue_tail = req;
+        p->queued++;
+        return XOK;
+    }
+    xClientConn *cc = p->idle;
+    while (cc && !same_preface(cc, req)) cc = cc->next;
+    if (!cc && p->idle && p->open >= upstream->conf.max_conns) {
+        /* Every slot is held, some by idle connections made for other
+         * clients (PROXY): the oldest one gives its slot up. */
+        xClientConn *oldest = p->idle;
+        while (oldest->next) oldest = oldest->next;
+        list_unlink(oldest);
+        oldest->state = XCC_BUSY;
+        xConnClose(oldest->conn);
+    }
+    if (cc) {
         list_unlink(cc);
         p->reused++;
         attach(req, cc);
@@ -735,7 +860,10 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
     return XOK;
 }
 
+const char *xHttpClientRequestErrorDetail(const xHttpClientRequest *req) { return req->detail; }
+
 size_t xHttpClientRequestPending(const xHttpClientRequest *req) {
+    if (req->h2) return req->out.len; /* DATA leaves as the windows allow; what is framed is gone */
     size_t held = req->out.len - req->out_given;
     const xClientConn *cc = req->cc;
     return held + (cc && cc->conn && cc->state == XCC_BUSY ? xConnPending(cc->conn) : 0);
@@ -759,7 +887,7 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
     if (len == 0) return XOK;
     if (req->body_length >= 0 && req->body_written + len > (uint64_t)req->body_length) return XERR_INVALID;
     bool ok = true;
-    if (req->body_length < 0) {
+    if (req->body_length < 0 && !req->h2) {
         char line[24];
         int n = snprintf(line, sizeof line, "%zx\r\n", len);
         ok = put(&req->out, line, (size_t)n) && put(&req->out, data, len) && put(&req->out, "\r\n", 2);
@@ -768,6 +896,10 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
     }
     if (!ok) return XERR_NOMEM;
     req->body_written += len;
+    /* HTTP/2 ends the stream with the body's last byte: a known length
+     * written whole needs no End. */
+    if (req->h2 && req->body_length >= 0 && req->body_written == (uint64_t)req->body_length)
+        req->body_ended = true;
     push_out(req);
     note_pending(req);
     return XOK;
@@ -775,9 +907,11 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
 
 xErrno xHttpClientRequestEnd(xHttpClientRequest *req) {
     if (req->phase == XREQ_TUNNEL) return XOK; /* a tunnel ends when either side closes */
+    if (req->h2 && req->body_ended && req->body_length > 0 && !req->cancelled)
+        return XOK; /* ended by Write */
     if (req->body_ended || req->cancelled) return XERR_STATE;
     if (req->body_length >= 0 && req->body_written != (uint64_t)req->body_length) return XERR_INVALID;
-    if (req->body_length < 0 && !put(&req->out, "0\r\n\r\n", 5)) return XERR_NOMEM;
+    if (req->body_length < 0 && !req->h2 && !put(&req->out, "0\r\n\r\n", 5)) return XERR_NOMEM;
     req->body_ended = true;
     push_out(req);
     return XOK;
@@ -790,6 +924,10 @@ xErrno xHttpClientRequestEnd(xHttpClientRequest *req) {
 static void detach(xHttpClientRequest *req) {
     xTimerStop(req->client->loop, &req->timer);
     xTimerStop(req->client->loop, &req->total_timer);
+    if (req->session) {
+        xClientH2Detach(req);
+        return;
+    }
     xClientConn *cc = req->cc;
     req->cc = NULL;
     if (req->phase == XREQ_QUEUED) {
@@ -823,11 +961,17 @@ static bool retry(xHttpClientRequest *req) {
 static void fail(xHttpClientRequest *req, xHttpClientError error) {
     if (req->cancelled) return;
     bool stale = req->cc && req->cc->carried && error == XHTTP_CLIENT_RESET;
+    /* HTTP/2's one connection could not be made: what queued behind it
+     * would wait a connect timeout each, in turn. One goes on trying (the
+     * next connection, opened as this one is dropped); the rest fail now. */
+    xUpstreamPool *p = req->pool;
+    bool h2_unmade = req->h2 && req->cc && req->cc->state == XCC_CONNECTING;
     detach(req);
     if (stale && retry(req)) return;
     req->cancelled = true; /* nothing more reaches the caller */
     CALL(req, req->handlers.on_error(req, error, req->started, req->arg));
     release_req(req);
+    for (xHttpClientRequest *next; h2_unmade && (next = xClientDequeue(p));) fail(next, error);
 }
 
 /* The response was read whole: the connection goes back if it can. */
@@ -859,6 +1003,10 @@ void xHttpClientRequestResume(xHttpClientRequest *req) {
     if (req->cancelled || !req->paused) return;
     req->paused = false;
     if (req->phase == XREQ_RECEIVING) arm_phase(req);
+    if (req->session) {
+        xClientH2Resume(req);
+        return;
+    }
     xClientConn *cc = req->cc;
     if (cc && cc->conn && (cc->conn->readable || cc->conn->in.len)) read_response(cc);
 }
@@ -1128,3 +1276,25 @@ static const xConnProtocol client_protocol = {
     .on_close = on_close,
     .on_free = on_free,
 };
+
+/* ---- What h2.c shares (client_internal.h) ---- */
+
+void xClientRelease(xHttpClientRequest *req) { release_req(req); }
+bool xClientSurvived(xHttpClientRequest *req) { return survived(req); }
+void xClientFail(xHttpClientRequest *req, xHttpClientError error) { fail(req, error); }
+void xClientEnter(xHttpClientRequest *req, xRequestPhase phase) { enter(req, phase); }
+void xClientArm(xHttpClientRequest *req) { arm_phase(req); }
+void xClientMaybeWantBody(xHttpClientRequest *req) { maybe_want_body(req); }
+void xClientStartQueued(xUpstreamPool *p) { start_next_queued(p); }
+
+xHttpClientRequest *xClientDequeue(xUpstreamPool *p) {
+    xHttpClientRequest *req = p->queue_head;
+    if (req) unqueue(req);
+    return req;
+}
+
+/* An HTTP/2 session's connection closed (its streams are told already). */
+void xClientConnClosed(xClientConn *cc) {
+    conn_gone(cc);
+    start_next_queued(cc->pool);
+}

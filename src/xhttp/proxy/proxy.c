@@ -24,6 +24,8 @@
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/finished.h"
 #include "xhttp/core/tokens.h"
+#include "xhttp/proxy/auth.h"
+#include "xhttp/proxy/preface.h"
 #include "xnet/connection.h"
 
 /* Output waiting for the client beyond which the upstream is no longer read,
@@ -73,6 +75,7 @@ struct xHttpProxy {
     char *hash_header;   /* conf's copies */
     char *health_path;
     xProxyHealth health;
+    xProxyAuth *auth; /* the auth subrequest's service, or NULL */
 };
 
 /* Which protocol switch a request asks the upstream for. */
@@ -95,10 +98,11 @@ typedef struct xProxyCall {
     bool body_started; /* a byte of the body went to an upstream: no retry */
     bool body_ended;   /* the front body's last piece came */
     bool front_paused; /* the front body is held while the upstream is behind */
-    /* In xHttpResponseWrite, which may abort the exchange (an h2 stream the
-     * client reset): the abort then leaves the call for on_up_body to free. */
-    bool writing;
-    bool front_gone; /* the abort came while writing */
+    /* Calls into the front's response under way (FRONT): one that finds the
+     * client gone aborts the exchange at once, and the abort then leaves the
+     * call to be ended after it returns (abandoned). */
+    unsigned busy;
+    bool abandoned;
     /* A WebSocket handshake passed on. From HTTP/1.1, after the upstream's
      * 101, front is the client's connection, a byte relay to the upstream's
      * tunnel, and req and res are gone; from h2 (an extended CONNECT), the
@@ -110,7 +114,12 @@ typedef struct xProxyCall {
     bool up_held;    /* the upstream paused while the client takes ours */
     xHttpClientField fields[PROXY_MAX_FIELDS];
     size_t num_fields;
-    char added[1024]; /* the X-Forwarded-* and Forwarded values */
+    char added[1024];                  /* the X-Forwarded-* and Forwarded values */
+    char detail[160];                  /* the upstream client's words on its last failure */
+    uint8_t preface[XPROXY_WRITE_MAX]; /* the PROXY header for a new upstream connection */
+    size_t preface_len;
+    xProxyAuthCheck *auth_check; /* the auth subrequest under way */
+    char auth_text[2048];        /* the values it copied onto the request */
 } xProxyCall;
 
 static const xHttpClientHandlers upstream_handlers;
@@ -136,12 +145,15 @@ void xHttpProxyDestroy(xHttpProxy *proxy) {
     free(proxy->hash_header);
     free(proxy->health_path);
     free(proxy->health.probes);
+    xProxyAuthDestroy(proxy->auth);
     free(proxy);
 }
 
 xErrno xHttpProxyCreate(xHttpServer *server, const xHttpProxyConf *conf, xHttpProxy **out) {
     *out = NULL;
     if (!conf || conf->num_upstreams == 0 || !conf->upstreams) return XERR_INVALID;
+    /* A PROXY header names one client; an HTTP/2 connection carries them all. */
+    if (conf->proxy_protocol && conf->upstream.protocol == XHTTP_UPSTREAM_HTTP2) return XERR_INVALID;
     xHttpProxy *proxy = calloc(1, sizeof *proxy);
     if (!proxy) return XERR_NOMEM;
     xHttpProxyConfInit(&proxy->conf);
@@ -170,6 +182,11 @@ xErrno xHttpProxyCreate(xHttpServer *server, const xHttpProxyConf *conf, xHttpPr
             return err;
         }
         proxy->num_ups++;
+    }
+    xErrno err = xProxyAuthCreate(&proxy->conf, &proxy->auth);
+    if (err != XOK) {
+        xHttpProxyDestroy(proxy);
+        return err;
     }
     if (proxy->conf.max_tries == 0) proxy->conf.max_tries = 1;
     *out = proxy;
@@ -479,6 +496,16 @@ static bool build_fields(xProxyCall *call) {
 
 /* ---- Answering the client ---- */
 
+/* Calls into the front's response, where a write that finds the client gone
+ * aborts the exchange at once: on_front_abort then leaves the call to be
+ * ended here, after the call returns, instead of freeing it under us. */
+#define FRONT(call, expr)                                                                                    \
+    do {                                                                                                     \
+        (call)->busy++;                                                                                      \
+        expr;                                                                                                \
+        (call)->busy--;                                                                                      \
+    } while (0)
+
 static void end_call(xProxyCall *call) { free(call); }
 
 /* A streamed front body's pieces that arrive after the answer are dropped. */
@@ -497,15 +524,15 @@ static void stop_reading_front(xProxyCall *call) {
 static void answer_failure(xProxyCall *call, xHttpClientError error) {
     int status = xHttpClientErrorIsTimeout(error) ? 504 : 502;
     char body[512];
-    int n = snprintf(body, sizeof body, "%d %s: upstream %s: %s\n", status, xHttpStatusReason(status),
+    int n = snprintf(body, sizeof body, "%d %s: upstream %s: %s%s%s\n", status, xHttpStatusReason(status),
                      xHttpUpstreamAuthority(call->proxy->ups[call->up_index].upstream),
-                     xHttpClientErrorString(error));
+                     xHttpClientErrorString(error), call->detail[0] ? ": " : "", call->detail);
     xHttpResponse *res = call->res;
     stop_reading_front(call);
     xHttpResponseClearHeaders(res); /* a 405 fallback's Allow is not ours to send */
     xHttpResponseSetStatus(res, status);
     xHttpResponseAddHeader(res, "Content-Type", "text/plain; charset=utf-8");
-    xHttpResponseSend(res, body, (size_t)n);
+    FRONT(call, xHttpResponseSend(res, body, (size_t)n));
     end_call(call);
 }
 
@@ -563,10 +590,8 @@ static void on_up_body(xHttpClientRequest *up, const char *data, size_t len, voi
         relay_to_front(call, data, len);
         return;
     }
-    call->writing = true;
-    xHttpResponseWrite(call->res, data, len);
-    call->writing = false;
-    if (call->front_gone) {
+    FRONT(call, xHttpResponseWrite(call->res, data, len));
+    if (call->abandoned) {
         end_call(call);
         return;
     }
@@ -589,7 +614,7 @@ static void on_up_end(xHttpClientRequest *up, const xHttpClientField *trailers, 
         xHttpResponseAddTrailer(call->res, cstr(name, trailers[i].name), cstr(value, trailers[i].value));
     }
     stop_reading_front(call);
-    xHttpResponseEnd(call->res);
+    FRONT(call, xHttpResponseEnd(call->res));
     end_call(call);
 }
 
@@ -635,10 +660,8 @@ static void open_h2_tunnel(xProxyCall *call, const xHttpClientResponse *r) {
         xHttpResponseAddHeader(res, cstr(name, n), cstr(value, r->fields[i].value));
     }
     call->streams_body = true;
-    call->writing = true;
-    xHttpResponseWrite(res, NULL, 0); /* the head, the stream left open */
-    call->writing = false;
-    if (call->front_gone) {
+    FRONT(call, xHttpResponseWrite(res, NULL, 0)); /* the head, the stream left open */
+    if (call->abandoned) {
         end_call(call); /* the client reset the stream meanwhile: the request was cancelled */
         return;
     }
@@ -778,13 +801,14 @@ static void on_up_error(xHttpClientRequest *up, xHttpClientError error, bool sta
         relay_ended(call);
         return;
     }
+    snprintf(call->detail, sizeof call->detail, "%s", xHttpClientRequestErrorDetail(up));
     note_failure(call);
     if (started) {
         /* The head went out: a cut body must not look whole to the client.
          * The response is reset (its HTTP/2 stream alone, or the HTTP/1.1
          * connection). */
         stop_reading_front(call);
-        xHttpResponseReset(call->res);
+        FRONT(call, xHttpResponseReset(call->res));
         end_call(call);
         return;
     }
@@ -890,6 +914,8 @@ static bool start_try(xProxyCall *call) {
     o.upgrade = call->upgrade != PROXY_NO_UPGRADE;
     o.handlers = &upstream_handlers;
     o.arg = call;
+    o.preface = call->preface;
+    o.preface_len = call->preface_len;
     xHttpUpstream *up = call->proxy->ups[call->up_index].upstream;
     if (xHttpClientStart(call->client, up, &o, &call->up_req) != XOK) return false;
     call->proxy->ups[call->up_index].in_flight++;
@@ -901,12 +927,53 @@ static bool start_try(xProxyCall *call) {
 static void on_front_abort(xHttpResponse *res, void *arg) {
     (void)res;
     xProxyCall *call = arg;
+    xProxyAuthCancel(call->auth_check);
+    call->auth_check = NULL;
     xHttpClientRequestCancel(call->up_req);
     up_done(call);
-    if (call->writing)
-        call->front_gone = true;
-    else
+    if (call->busy) {
+        call->abandoned = true; /* ended by the FRONT call under way */
+        return;
+    }
+    end_call(call);
+}
+
+/* The request goes to its first upstream, and a streamed body after it. */
+static void go_upstream(xProxyCall *call) {
+    if (!start_try(call)) {
+        up_done(call);
+        answer_failure(call, XHTTP_CLIENT_NO_MEMORY);
+        return;
+    }
+    /* Only now: the reader may be handed pieces at once. */
+    if (call->streams_body) xHttpRequestReadBody(call->req, front_body, call);
+}
+
+/* The auth subrequest let the request through (with fields to add), or
+ * says what the client is answered. */
+static void on_auth_done(void *arg, const xProxyAuthVerdict *v) {
+    xProxyCall *call = arg;
+    call->auth_check = NULL;
+    if (!v->allowed) {
+        xHttpResponse *res = call->res;
+        stop_reading_front(call);
+        xHttpResponseClearHeaders(res);
+        xHttpResponseSetStatus(res, v->status);
+        if (v->challenge[0]) xHttpResponseAddHeader(res, "WWW-Authenticate", v->challenge);
+        xHttpResponseAddHeader(res, "Content-Type", "text/plain; charset=utf-8");
+        FRONT(call, xHttpResponseSend(res, v->message, strlen(v->message)));
         end_call(call);
+        return;
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < v->num_copied && call->num_fields < PROXY_MAX_FIELDS; i++) {
+        xStr value = v->copied[i].value;
+        if (value.len > sizeof call->auth_text - used) break;
+        memcpy(call->auth_text + used, value.data, value.len);
+        add_field(call, v->copied[i].name.data, (xStr){call->auth_text + used, value.len});
+        used += value.len;
+    }
+    go_upstream(call);
 }
 
 void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
@@ -929,12 +996,21 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     }
     /* A tunnel's bytes are read once the upstream switched (open_h2_tunnel). */
     call->streams_body = call->upgrade != PROXY_WEBSOCKET_H2 && xHttpRequestBodyStreams(req);
+    if (proxy->conf.proxy_protocol)
+        call->preface_len = xProxyPreface(res, (int)proxy->conf.proxy_protocol, call->preface);
     xHttpResponseOnAbort(res, on_front_abort, call);
-    if (!start_try(call)) {
-        up_done(call);
-        answer_failure(call, XHTTP_CLIENT_NO_MEMORY);
+    if (proxy->auth) {
+        call->num_fields = xProxyAuthStrip(proxy->auth, call->fields, call->num_fields);
+        call->auth_check =
+            xProxyAuthStart(proxy->auth, client, req, call->fields, call->num_fields, on_auth_done, call);
+        if (!call->auth_check) {
+            static const char unasked[] = "503 Service Unavailable: the auth service could not be asked\n";
+            stop_reading_front(call);
+            xHttpResponseSetStatus(res, 503);
+            FRONT(call, xHttpResponseSend(res, unasked, sizeof unasked - 1));
+            end_call(call);
+        }
         return;
     }
-    /* Only now: the reader may be handed pieces at once. */
-    if (call->streams_body) xHttpRequestReadBody(req, front_body, call);
+    go_upstream(call);
 }
