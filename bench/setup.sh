@@ -28,12 +28,16 @@ needs=(
   liburing-dev:/usr/include/liburing.h libhiredis-dev:/usr/include/hiredis/async.h
   util-linux:taskset openssl:openssl wrk:wrk nghttp2-client:h2load
   valgrind:callgrind_control
+  libnghttp3-dev:/usr/include/nghttp3/nghttp3.h
 )
 asked nginx && needs+=(nginx-light:/usr/sbin/nginx
   # what `xkbench arena` configures nginx with, as the arena's entry is: sums in njs, Brotli twins
   libnginx-mod-http-js:/usr/lib/nginx/modules/ngx_http_js_module.so
   libnginx-mod-http-brotli-static:/usr/lib/nginx/modules/ngx_http_brotli_static_module.so)
 asked h2o && needs+=(h2o:h2o)
+# `xkbench compare h3`'s peers: ngtcp2's own HTTP/3 server and Caddy
+asked gtlsserver && needs+=(ngtcp2-server:gtlsserver)
+asked caddy && needs+=(caddy:caddy)
 # `xkbench compare proxy`'s peers: setup.sh --peers nginx,h2o,haproxy,go
 asked haproxy && needs+=(haproxy:/usr/sbin/haproxy)
 
