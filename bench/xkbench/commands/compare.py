@@ -22,6 +22,7 @@ COMPARISONS = {
     "websocket": "xkbench.commands.compare_websocket",
     "db": "xkbench.commands.compare_db",
     "proxy": "xkbench.commands.compare_proxy",
+    "h3": "xkbench.commands.compare_h3",
 }
 WARMUP_SECONDS = 1
 
