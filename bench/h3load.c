@@ -347,6 +347,7 @@ static int start_client(Client *client, const struct addrinfo *server, int epfd)
     ngtcp2_settings settings;
     ngtcp2_settings_default(&settings);
     settings.initial_ts = now_ns();
+    settings.handshake_timeout = 5 * NGTCP2_SECONDS; /* a server that never answers fails the run */
     ngtcp2_transport_params params;
     ngtcp2_transport_params_default(&params);
     params.initial_max_stream_data_bidi_local = 1 << 20;

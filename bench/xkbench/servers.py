@@ -333,9 +333,11 @@ class PortPicker:
 
 
 def port_is_free(port):
-    with socket.socket() as sock:
-        try:
-            sock.bind(("0.0.0.0", port))
-            return True
-        except OSError:
-            return False
+    """Free on TCP and on UDP, where the servers under test speak HTTP/3."""
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        with socket.socket(socket.AF_INET, kind) as sock:
+            try:
+                sock.bind(("0.0.0.0", port))
+            except OSError:
+                return False
+    return True
