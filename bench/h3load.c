@@ -9,7 +9,11 @@
  * window read it unchanged.
  *
  *   h3load -t1 -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS]) [-d FILE | --body-size N]
- *          https://HOST:PORT/PATH */
+ *          [--hold=SECONDS] https://HOST:PORT/PATH
+ *
+ * --hold: with -n, each connection takes an even share of the requests, and once all are answered
+ * the connections stay open and idle for SECONDS ("all connections idle" is printed then), so a
+ * bench can read the server's memory per idle QUIC connection. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -40,9 +44,9 @@ typedef enum { PHASE_WARMING_UP, PHASE_MEASURING, PHASE_DRAINING } Phase;
 
 typedef struct {
     int connections, streams, threads;
-    long long requests;      /* -n, or 0 with -D */
-    double duration, warmup; /* seconds */
-    const uint8_t *body;     /* POST body, or NULL for GET */
+    long long requests;            /* -n, or 0 with -D */
+    double duration, warmup, hold; /* seconds */
+    const uint8_t *body;           /* POST body, or NULL for GET */
     size_t body_size;
     char host[256], port[16], authority[300], path[2048];
 } Options;
@@ -57,7 +61,10 @@ typedef struct {
     bool counted; /* started while measuring */
 } Request;
 
-typedef enum { CONN_HANDSHAKING, CONN_READY, CONN_CLOSED } ConnState;
+/* NOT_STARTED first: calloc'ed clients start there; at most MAX_HANDSHAKING handshake at once, as a
+ * burst of thousands of Initial packets overflows the server's socket buffer. */
+typedef enum { CONN_NOT_STARTED, CONN_HANDSHAKING, CONN_READY, CONN_CLOSED } ConnState;
+#define MAX_HANDSHAKING 64
 
 struct Client {
     ngtcp2_crypto_conn_ref ref;
@@ -70,6 +77,7 @@ struct Client {
     socklen_t local_len, remote_len;
     ConnState state;
     int in_flight;
+    long long submitted;
 };
 
 typedef struct {
@@ -105,13 +113,15 @@ static nghttp3_ssize read_body(nghttp3_conn *h3, int64_t stream_id, nghttp3_vec 
     return 1;
 }
 
-static bool wants_more(void) {
+static bool wants_more(const Client *client) {
     if (phase == PHASE_DRAINING) return false;
+    if (opts.hold > 0 && client->submitted >= (opts.requests + opts.connections - 1) / opts.connections)
+        return false;
     return opts.requests == 0 || issued < opts.requests;
 }
 
 static void submit_requests(Client *client) {
-    while (client->state == CONN_READY && client->in_flight < opts.streams && wants_more() &&
+    while (client->state == CONN_READY && client->in_flight < opts.streams && wants_more(client) &&
            ngtcp2_conn_get_streams_bidi_left(client->conn) > 0) {
         int64_t stream_id;
         if (ngtcp2_conn_open_bidi_stream(client->conn, &stream_id, NULL) != 0) return;
@@ -139,6 +149,7 @@ static void submit_requests(Client *client) {
         }
         ngtcp2_conn_set_stream_user_data(client->conn, stream_id, request);
         client->in_flight++;
+        client->submitted++;
         issued++;
         if (request->counted) tally.started++;
     }
@@ -323,13 +334,14 @@ static const ngtcp2_callbacks QUIC_CALLBACKS = {
 static ngtcp2_conn *conn_of_ref(ngtcp2_crypto_conn_ref *ref) { return ((Client *)ref)->conn; }
 
 static void close_client(Client *client, int epfd, bool failed) {
-    if (client->state == CONN_CLOSED) return;
+    if (client->state == CONN_CLOSED || client->state == CONN_NOT_STARTED) return;
     if (failed && phase == PHASE_MEASURING) tally.errored += client->in_flight;
     client->state = CONN_CLOSED;
     epoll_ctl(epfd, EPOLL_CTL_DEL, client->fd, NULL);
 }
 
 static int start_client(Client *client, const struct addrinfo *server, int epfd) {
+    client->state = CONN_HANDSHAKING;
     client->ref.get_conn = conn_of_ref;
     client->ref.user_data = client;
     client->fd = socket(server->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -481,6 +493,7 @@ static uint8_t *read_file(const char *path, size_t *size) {
 static void parse_options(int argc, char **argv) {
     static const struct option long_options[] = {{"warm-up-time", required_argument, NULL, 'W'},
                                                  {"body-size", required_argument, NULL, 'B'},
+                                                 {"hold", required_argument, NULL, 'H'},
                                                  {NULL, 0, NULL, 0}};
     opts.connections = 1, opts.streams = 1, opts.threads = 1;
     int c;
@@ -492,6 +505,7 @@ static void parse_options(int argc, char **argv) {
         case 'n': opts.requests = atoll(optarg); break;
         case 'D': opts.duration = atof(optarg); break;
         case 'W': opts.warmup = atof(optarg); break;
+        case 'H': opts.hold = atof(optarg); break;
         case 'd':
             if (!(opts.body = read_file(optarg, &opts.body_size))) {
                 perror(optarg);
@@ -553,13 +567,7 @@ int main(int argc, char **argv) {
     gnutls_certificate_allocate_credentials(&credentials); /* no trust store: nothing is verified */
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     Client *clients = calloc((size_t)opts.connections, sizeof *clients);
-    for (int i = 0; i < opts.connections; i++) {
-        if (start_client(&clients[i], server, epfd) != 0) {
-            fprintf(stderr, "h3load: cannot start connection %d\n", i);
-            return 1;
-        }
-        flush_client(&clients[i]);
-    }
+    int started = 0;
     printf("starting benchmark...\nspawning thread #0: %d total client(s). %s\nApplication protocol: h3\n",
            opts.connections, opts.duration > 0 ? "Timing-based test" : "");
     fflush(stdout);
@@ -571,6 +579,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     bool announced = false;
+    uint64_t hold_start = 0;
     struct epoll_event events[64];
     for (;;) {
         uint64_t now = now_ns();
@@ -590,17 +599,35 @@ int main(int argc, char **argv) {
             phase = PHASE_DRAINING, measure_end = now;
             break;
         }
-        int live = 0, idle = 0;
+        int live = 0, idle = 0, handshaking = 0;
+        for (int i = 0; i < started; i++) handshaking += clients[i].state == CONN_HANDSHAKING;
+        for (; started < opts.connections && handshaking < MAX_HANDSHAKING; started++, handshaking++) {
+            if (start_client(&clients[started], server, epfd) != 0) {
+                fprintf(stderr, "h3load: cannot start connection %d\n", started);
+                return 1;
+            }
+            flush_client(&clients[started]);
+        }
         uint64_t expiry = UINT64_MAX;
-        for (int i = 0; i < opts.connections; i++) {
+        for (int i = 0; i < started; i++) {
             Client *client = &clients[i];
             if (client->state == CONN_CLOSED) continue;
             live++;
-            if (client->state == CONN_READY && client->in_flight == 0 && !wants_more()) idle++;
+            if (client->state == CONN_READY && client->in_flight == 0 && !wants_more(client)) idle++;
             uint64_t e = ngtcp2_conn_get_expiry(client->conn);
             if (e < expiry) expiry = e;
         }
-        if (live == 0 || (opts.requests && idle == live)) break;
+        if (live == 0) break;
+        if (opts.requests && idle == live && started == opts.connections) {
+            if (opts.hold <= 0) break;
+            if (!hold_start) {
+                hold_start = now, measure_end = now;
+                printf("all connections idle: %d\n", live);
+                fflush(stdout);
+            } else if (now - hold_start >= (uint64_t)(opts.hold * 1e9)) {
+                break;
+            }
+        }
         int timeout = expiry == UINT64_MAX ? 100 : expiry <= now ? 0 : (int)((expiry - now) / 1000000 + 1);
         if (timeout > 100) timeout = 100;
         int ready = epoll_wait(epfd, events, 64, timeout);
@@ -611,7 +638,9 @@ int main(int argc, char **argv) {
         now = now_ns();
         for (int i = 0; i < opts.connections; i++) {
             Client *client = &clients[i];
-            if (client->state == CONN_CLOSED || ngtcp2_conn_get_expiry(client->conn) > now) continue;
+            if (client->state == CONN_CLOSED || client->state == CONN_NOT_STARTED ||
+                ngtcp2_conn_get_expiry(client->conn) > now)
+                continue;
             if (ngtcp2_conn_handle_expiry(client->conn, now) != 0 || flush_client(client) != 0)
                 close_client(client, epfd, true);
         }

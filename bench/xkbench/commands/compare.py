@@ -14,7 +14,7 @@ from ..prepare import SetupFailed, build_go_peers, check_tools, make_certificate
 from ..rounds import run_rounds
 from ..servers import PortPicker, RunFailed, pin_self, raise_fd_limit, running
 
-HELP = "xKit against its peers in depth: compare http1, h2c, https, websocket or proxy"
+HELP = "xKit against its peers in depth: compare http1, h2c, https, websocket, db, proxy or h3"
 COMPARISONS = {
     "http1": "xkbench.commands.compare_http1",
     "h2c": "xkbench.commands.compare_h2c",

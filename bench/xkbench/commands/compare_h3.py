@@ -6,10 +6,13 @@ load generator, build/bench/h3load) and this process pinned to --client-cpus. Ca
         they answer GET /ping from a 4-byte static file of the same body
   post  h3load -c10 -m64, POST /echo with a 64 KiB body (xKit and quic-go echo it back)
   h2    xKit's own HTTPS/2 on the same shape: h2load -c10 -m64, GET /ping
+  idle  the server's resident memory per idle QUIC connection (--idle-connections, each served
+        one GET /ping, then held open by h3load --hold)
 A fresh server per run, round after round (the order reversed every other round); medians.
 """
 
 import subprocess
+import time
 
 from .. import environment
 from ..cli import add_common_options, say
@@ -18,20 +21,21 @@ from ..peers import PeerContext, xkit_peer
 from ..prepare import SetupFailed, build_go_peers, make_certificate
 from ..report import LATENCY_METRICS
 from ..rounds import failure_lines, runs_cell
-from ..servers import Peer, RunFailed, find_tool, running
+from ..servers import Peer, RunFailed, find_tool, pinned, running
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, run_comparison
 from .compare_http1 import latency_cell
 
 HELP = "HTTP/3: xKit against gtlsserver (ngtcp2 + nghttp3), quic-go and Caddy"
 SERVERS = ("xkit", "gtlsserver", "go", "caddy")
-CASES = ("get", "post", "h2")
+CASES = ("get", "post", "h2", "idle")
 CONNECTIONS = 10
 STREAMS = 64
 POST_BYTES = 64 * 1024
+MIN_IDLE_SHARE = 0.95
 PING_BODY = b"pong"  # what xKit's and Go's GET /ping answer; the static peers serve it from a file
 # Who serves what: gtlsserver and Caddy are file servers, with nothing that echoes a body.
-SERVES = {"get": SERVERS, "post": ("xkit", "go"), "h2": ("xkit",)}
+SERVES = {"get": SERVERS, "post": ("xkit", "go"), "h2": ("xkit",), "idle": SERVERS}
 TARGETS = (  # issue 27's: xKit's CPU µs/req ÷ the peer's, at most
     ("get", "gtlsserver", 0.6),
     ("get", "go", 0.15),
@@ -42,6 +46,8 @@ TARGETS = (  # issue 27's: xKit's CPU µs/req ÷ the peer's, at most
 
 def add_arguments(parser):
     add_common_options(parser, first_port=25000, servers=(SERVERS, SERVERS), cases=(CASES, CASES))
+    parser.add_argument("--idle-connections", type=int, default=1000)
+    parser.add_argument("--idle-seconds", type=float, default=2.0)
 
 
 # --- the load generator -------------------------------------------------------
@@ -139,6 +145,8 @@ def caddy_command(caddy, cert, key, htdocs):
 
 
 def measure(case, server, args):
+    if case == "idle":
+        return measure_idle(server, args)
     if case == "h2":
         argv = h2load_argv(
             f"https://127.0.0.1:{server.port}/ping",
@@ -153,6 +161,42 @@ def measure(case, server, args):
     argv = h3load_argv(args, server.port, path, seconds=args.duration, body=body)
     result, run = measured_load(argv, args.client_cpus, args.duration + WARMUP_SECONDS, server)
     return {**load_figures(result), **run.per_request(result.requests)}
+
+
+def measure_idle(server, args):
+    """RSS growth per QUIC connection that has been served one GET /ping and then sits idle:
+    h3load opens them, one request each, and holds them open while the server's RSS is read."""
+    count = args.idle_connections
+    unmeasured_load(h3load_argv(args, server.port, "/ping", requests=1000), args.client_cpus, 10)
+    time.sleep(0.5)  # let the warm-up connections close
+    rss_before = server.rss_bytes()
+    argv = h3load_argv(args, server.port, "/ping", requests=count)
+    argv[2:4] = [f"-c{count}", "-m1", f"--hold={args.idle_seconds + 2}"]
+    started = time.monotonic()
+    with subprocess.Popen(pinned(argv, args.client_cpus), stdout=subprocess.PIPE, text=True) as load:
+        for line in load.stdout:
+            if line.startswith("all connections idle"):
+                break
+        else:
+            load.wait()
+            raise RunFailed(f"h3load never had its {count} connections idle (exit {load.returncode})")
+        opened_in = time.monotonic() - started
+        time.sleep(args.idle_seconds)
+        rss_after = server.rss_bytes()
+        idle = int(line.split(":")[1])
+        load.stdout.read()
+        load.wait()
+    # A few of a thousand handshakes may be lost (gtlsserver drops about 1%): the RSS is divided
+    # by the connections that were open, provided they are nearly all.
+    if idle < count * MIN_IDLE_SHARE:
+        raise RunFailed(f"only {idle} of {count} connections were open and idle")
+    return {
+        "connections": idle,
+        "rss_before": rss_before,
+        "rss_after": rss_after,
+        "bytes_per_connection": (rss_after - rss_before) / idle,
+        "open_seconds": round(opened_in, 1),
+    }
 
 
 def check_body(args, peers, bench):
@@ -177,6 +221,30 @@ TITLES = {
     f"--body-size={POST_BYTES}`",
     "h2": f"xKit's HTTPS/2 on the same shape — `h2load -c{CONNECTIONS} -m{STREAMS}`, GET /ping",
 }
+
+
+def idle_table(by_server, summary, count):
+    lines = [
+        f"### Idle QUIC connections ({count:,}, each served one HTTP/3 GET /ping, then idle)",
+        "",
+        "| Server | RSS bytes/conn (median) | runs | spread | seconds to open them |",
+        "|---|---:|---|---|---:|",
+    ]
+    for server, runs in by_server.items():
+        rss = summary["idle"][server]["bytes_per_connection"]
+        if rss is None:
+            lines.append(f"| {server} | – | {runs_cell(runs)} | | |")
+            continue
+        opened = summary["idle"][server]["open_seconds"]["median"]
+        lines.append(
+            f"| {server} | {rss['median']:,.0f} | {runs_cell(runs)} "
+            f"| {rss['min']:,.0f}–{rss['max']:,.0f} | {opened:.1f} |"
+        )
+    return lines
+
+
+def case_keys(case):
+    return ("bytes_per_connection", "open_seconds") if case == "idle" else KEYS
 
 
 def table(case, by_server, summary):
@@ -230,7 +298,7 @@ def target_table(rows):
 
 
 def render(results, skipped, args, env):
-    summary = summarize_rounds(results, lambda _case: KEYS)
+    summary = summarize_rounds(results, case_keys)
     machine = (
         f"{environment.host_line()}. Servers on CPU {environment.cpu_list(args.server_cpus)} with one worker or "
         f"thread (xKit --workers 1, Go and Caddy GOMAXPROCS=1, gtlsserver is single-threaded); h3load and h2load "
@@ -239,7 +307,10 @@ def render(results, skipped, args, env):
     )
     lines = ["## HTTP/3 comparison", "", machine, ""]
     for case, by_server in results.items():
-        lines += table(case, by_server, summary) + [""]
+        if case == "idle":
+            lines += idle_table(by_server, summary, args.idle_connections) + [""]
+        else:
+            lines += table(case, by_server, summary) + [""]
     rows = target_rows(summary)
     lines += target_table(rows) + [""]
     lines += [
@@ -274,4 +345,4 @@ def run(args):
         summary["environment"] = env
         return markdown, {"skipped": skipped, "results": results, "summary": summary}
 
-    return run_comparison(args, "compare/h3", tools, measure_all)
+    return run_comparison(args, "compare/h3", tools, measure_all, fd_limit=args.idle_connections + 1024)
