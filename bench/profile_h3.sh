@@ -21,9 +21,9 @@ sleep 1
 taskset -c 0 "$build/bench/h3load" -t1 "${load[@]}" -D 8 --warm-up-time=1 "https://127.0.0.1:$port$path" \
   >"$work/load.log" &
 sleep 2
-perf record -q -g -p "$server" -o "$work/perf.data" -- sleep 5 2>/dev/null
+perf record -q -p "$server" -o "$work/perf.data" -- sleep 5 2>/dev/null
 wait %2 || true
 grep -E "finished in|requests:" "$work/load.log"
-perf report -i "$work/perf.data" --no-children --sort dso --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -15
+perf report -i "$work/perf.data" --sort dso --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -15
 echo "top symbols:"
-perf report -i "$work/perf.data" --no-children --sort dso,sym --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -25
+perf report -i "$work/perf.data" --sort dso,sym --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -25
