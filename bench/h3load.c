@@ -90,6 +90,8 @@ static Phase phase;
 static Tally tally;
 static long long issued; /* requests submitted, for -n */
 static gnutls_certificate_credentials_t credentials;
+static struct addrinfo *target; /* the server's address */
+static Client *clients; /* global, so that what is still open at exit stays reachable (LeakSanitizer) */
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -559,14 +561,14 @@ static void report(double seconds) {
 
 int main(int argc, char **argv) {
     parse_options(argc, argv);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM}, *server;
-    if (getaddrinfo(opts.host, opts.port, &hints, &server) != 0) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM};
+    if (getaddrinfo(opts.host, opts.port, &hints, &target) != 0) {
         fprintf(stderr, "h3load: cannot resolve %s\n", opts.host);
         return 1;
     }
     gnutls_certificate_allocate_credentials(&credentials); /* no trust store: nothing is verified */
     int epfd = epoll_create1(EPOLL_CLOEXEC);
-    Client *clients = calloc((size_t)opts.connections, sizeof *clients);
+    clients = calloc((size_t)opts.connections, sizeof *clients);
     int started = 0;
     printf("starting benchmark...\nspawning thread #0: %d total client(s). %s\nApplication protocol: h3\n",
            opts.connections, opts.duration > 0 ? "Timing-based test" : "");
@@ -602,7 +604,7 @@ int main(int argc, char **argv) {
         int live = 0, idle = 0, handshaking = 0;
         for (int i = 0; i < started; i++) handshaking += clients[i].state == CONN_HANDSHAKING;
         for (; started < opts.connections && handshaking < MAX_HANDSHAKING; started++, handshaking++) {
-            if (start_client(&clients[started], server, epfd) != 0) {
+            if (start_client(&clients[started], target, epfd) != 0) {
                 fprintf(stderr, "h3load: cannot start connection %d\n", started);
                 return 1;
             }
