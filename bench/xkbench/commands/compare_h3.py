@@ -199,7 +199,7 @@ def measure_idle(server, args):
     }
 
 
-def check_body(args, peers, bench):
+def check_peers(args, peers, bench):
     """Each peer answers the GET case at all (one request through h3load), before the rounds."""
     problems = {}
     for name, peer in peers.items():
@@ -334,7 +334,7 @@ def run(args):
     def measure_all(bench):
         env = environment.capture(args.build_dir.resolve(), args.server_cpus, args.client_cpus, ["xkit"])
         peers, skipped = make_peers(args, bench.work_dir)
-        for name, problem in check_body(args, peers, bench).items():
+        for name, problem in check_peers(args, peers, bench).items():
             skipped[name] = problem
             peers.pop(name)
         plan = {case: [name for name in SERVES[case] if name in peers] for case in args.cases}
