@@ -29,6 +29,7 @@ needs=(
   libc-ares-dev:/usr/include/ares.h
   util-linux:taskset openssl:openssl wrk:wrk nghttp2-client:h2load
   valgrind:callgrind_control
+  libnghttp3-dev:/usr/include/nghttp3/nghttp3.h
 )
 asked nginx && needs+=(nginx-light:/usr/sbin/nginx
   # what `xkbench arena` configures nginx with, as the arena's entry is: sums in njs, Brotli twins
@@ -37,6 +38,9 @@ asked nginx && needs+=(nginx-light:/usr/sbin/nginx
 asked h2o && needs+=(h2o:h2o
   # `xkbench arena`'s h2o is a C program on libh2o, as the arena's h2o entry is (peers/h2o/arena_h2o.c)
   libh2o-evloop-dev:/usr/lib/x86_64-linux-gnu/pkgconfig/libh2o-evloop.pc)
+# `xkbench compare h3`'s peers: ngtcp2's own HTTP/3 server and Caddy
+asked gtlsserver && needs+=(ngtcp2-server:gtlsserver)
+asked caddy && needs+=(caddy:caddy)
 # `xkbench compare proxy`'s peers: setup.sh --peers nginx,h2o,haproxy,go
 asked haproxy && needs+=(haproxy:/usr/sbin/haproxy)
 

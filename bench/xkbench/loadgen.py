@@ -133,7 +133,7 @@ def run_measured(argv, cpus, seconds, server, env=None, h2load_window=True):
     charges it to whichever core sends, to no process; "softirq_s" is the server cores'.
     Raises RunFailed (or OSError) only when a serving process is gone."""
     client_only = set(cpus) - server.cores
-    markers = int(argv[1].removeprefix("-t")) if argv[0] == "h2load" and h2load_window else 0
+    markers = int(argv[1].removeprefix("-t")) if speaks_h2load(argv) and h2load_window else 0
     started = time.monotonic()
     before = (server.cpu_seconds(), children_cpu_seconds(), *core_seconds(server.cores), *core_seconds(client_only))
     output, returncode, window, timed_out = stream(
@@ -157,9 +157,14 @@ def run_measured(argv, cpus, seconds, server, env=None, h2load_window=True):
     return Run(output, returncode, timed_out, usage)
 
 
+def speaks_h2load(argv):
+    """h2load, or bench/h3load, which prints h2load's summary lines and duration markers."""
+    return Path(argv[0]).name in ("h2load", "h3load")
+
+
 def check_run(run, argv, h2_protocol=None):
-    """The LoadResult of a run of argv (wrk or h2load), its problems including a timeout."""
-    if argv[0] == "h2load":
+    """The LoadResult of a run of argv (wrk, h2load or h3load), its problems including a timeout."""
+    if speaks_h2load(argv):
         result = parse_h2load(run.output, returncode=run.returncode, protocol=h2_protocol)
     else:
         result = parse_wrk(run.output, returncode=run.returncode)

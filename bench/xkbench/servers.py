@@ -49,6 +49,9 @@ class Peer:
     workers_are_children: bool = False
     serving_children_named: str | None = None
     probe_path: str = "/ping"
+    # A readiness check of its own, probe(port) -> None once it serves or why not yet: for
+    # servers that listen on UDP only (HTTP/3), which neither probe above reaches.
+    probe: Callable[[int], str | None] | None = None
 
 
 def find_tool(name, usual_path):
@@ -269,6 +272,13 @@ def wait_until_serving(server):
         if gone:
             raise RunFailed(gone)
         try:
+            if server.peer.probe:
+                problem = server.peer.probe(server.port)
+                if problem is None:
+                    server.pids = server.find_serving_pids()
+                    return
+                time.sleep(0.05)
+                continue
             if not server.peer.http1_probe:
                 socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
                 server.pids = server.find_serving_pids()
@@ -323,9 +333,11 @@ class PortPicker:
 
 
 def port_is_free(port):
-    with socket.socket() as sock:
-        try:
-            sock.bind(("0.0.0.0", port))
-            return True
-        except OSError:
-            return False
+    """Free on TCP and on UDP, where the servers under test speak HTTP/3."""
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        with socket.socket(socket.AF_INET, kind) as sock:
+            try:
+                sock.bind(("0.0.0.0", port))
+            except OSError:
+                return False
+    return True

@@ -40,7 +40,7 @@ class SubcommandTableTest(unittest.TestCase):
         self.assertEqual(
             list(COMMANDS), ["suite", "compare", "ciphers", "instructions", "compress", "arena", "static", "soak"]
         )
-        self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https", "websocket", "db", "proxy"])
+        self.assertEqual(list(COMPARISONS), ["http1", "h2c", "https", "websocket", "db", "proxy", "h3"])
 
     def test_instructions_takes_requests_runs_cases_builds_and_test_routes(self):
         args = build_parser().parse_args(["instructions"])

@@ -14,7 +14,7 @@ from ..prepare import SetupFailed, build_go_peers, check_tools, make_certificate
 from ..rounds import run_rounds
 from ..servers import PortPicker, RunFailed, pin_self, raise_fd_limit, running
 
-HELP = "xKit against its peers in depth: compare http1, h2c, https, websocket or proxy"
+HELP = "xKit against its peers in depth: compare http1, h2c, https, websocket, db, proxy or h3"
 COMPARISONS = {
     "http1": "xkbench.commands.compare_http1",
     "h2c": "xkbench.commands.compare_h2c",
@@ -22,6 +22,7 @@ COMPARISONS = {
     "websocket": "xkbench.commands.compare_websocket",
     "db": "xkbench.commands.compare_db",
     "proxy": "xkbench.commands.compare_proxy",
+    "h3": "xkbench.commands.compare_h3",
 }
 WARMUP_SECONDS = 1
 

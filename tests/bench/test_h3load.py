@@ -1,0 +1,79 @@
+"""bench/h3load, the HTTP/3 load generator, against this build's https_bench_server: its summary
+reads through xkbench's h2load parser and its counts are the requests asked for, for GET and for
+POST with a body; -D marks the main duration as h2load does; a port where nothing listens fails."""
+
+import os
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+import support  # noqa: F401  (puts bench/ on the path)
+from xkbench.loadgen import H2LOAD_OVER, H2LOAD_STARTED
+from xkbench.parsing import parse_h2load
+from xkbench.prepare import make_certificate
+from xkbench.servers import Peer, PortPicker, running
+
+H3LOAD = os.environ.get("XK_H3LOAD")
+SERVER = os.environ.get("XK_HTTPS_SERVER")
+RUN_TIMEOUT = 60
+
+
+def h3load(*args):
+    done = subprocess.run([H3LOAD, "-t1", *args], capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    return done, parse_h2load(done.stdout, done.stderr, done.returncode)
+
+
+class H3LoadTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not H3LOAD or not SERVER:
+            raise AssertionError("XK_H3LOAD and XK_HTTPS_SERVER name the binaries (ctest sets them)")
+        cls.tmp = tempfile.TemporaryDirectory(prefix="xk-h3load-")
+        work_dir = Path(cls.tmp.name)
+        cert, key = make_certificate(work_dir)
+        peer = Peer("xkit", lambda port, _dir: [SERVER, str(port), str(cert), str(key), "--workers", "1"], tls=True)
+        cls.context = running(peer, PortPicker(27100), work_dir, set(os.sched_getaffinity(0)), "h3load")
+        cls.server = cls.context.__enter__()
+        cls.base = f"https://127.0.0.1:{cls.server.port}"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.context.__exit__(None, None, None)
+        cls.tmp.cleanup()
+
+    def test_get_requests_are_counted_and_parse(self):
+        done, result = h3load("-c3", "-m8", "-n", "300", f"{self.base}/ping")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertTrue(result.ok, result.problems)
+        self.assertEqual(result.requests, 300)
+        self.assertEqual(result.statuses, {"2xx": 300, "3xx": 0, "4xx": 0, "5xx": 0})
+        self.assertIn("requests: 300 total, 300 started, 300 done, 300 succeeded, 0 failed", done.stdout)
+        self.assertGreater(result.req_per_s, 0)
+        self.assertIsNotNone(result.latency_ms)
+
+    def test_post_bodies_are_sent_and_answered(self):
+        done, result = h3load("-c2", "-m4", "-n", "40", "--body-size=65536", f"{self.base}/echo")
+        self.assertTrue(result.ok, result.problems + [done.stderr])
+        self.assertEqual((result.requests, result.statuses["2xx"]), (40, 40))
+
+    def test_a_missing_path_is_counted_as_4xx(self):
+        done, result = h3load("-c1", "-m4", "-n", "20", f"{self.base}/no-such-route")
+        self.assertEqual(result.statuses["4xx"], 20, done.stdout)
+        self.assertIn("20 done, 0 succeeded", done.stdout)
+
+    def test_a_timed_run_marks_its_main_duration(self):
+        done, result = h3load("-c2", "-m8", "-D", "1", "--warm-up-time=0.3", f"{self.base}/ping")
+        self.assertTrue(result.ok, result.problems)
+        self.assertLess(done.stdout.index(H2LOAD_STARTED), done.stdout.index(H2LOAD_OVER))
+        self.assertGreater(result.requests, 0)
+
+    def test_nothing_listening_fails(self):
+        port = PortPicker(27600).take()
+        done, result = h3load("-c1", "-m1", "-n", "5", f"https://127.0.0.1:{port}/ping")
+        self.assertNotEqual(done.returncode, 0)
+        self.assertFalse(result.ok)
+
+
+if __name__ == "__main__":
+    unittest.main()
