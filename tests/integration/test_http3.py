@@ -236,6 +236,21 @@ class Http3Test(HttpsTestCase):
         self.assertEqual(phases, [1, 0, 1])
         self.assertEqual(bodies, [True] * 3)
 
+    def test_no_session_ticket_is_issued_so_no_0rtt_by_default(self):
+        # 0-RTT is off by default: without a ticket a client cannot resume, let alone send early data.
+        tickets = []
+
+        async def go():
+            async with h3_connect(
+                "127.0.0.1", self.server.port, ca_file=self.certs.ca, session_ticket_handler=tickets.append
+            ) as h3:
+                body = (await h3.request("GET", "/ping")).body
+                await asyncio.sleep(0.3)  # a ticket would follow the handshake by now
+                return body
+
+        self.assertEqual(run(go()), b"pong")
+        self.assertEqual(tickets, [])
+
     def test_a_packet_for_a_forgotten_connection_gets_the_stateless_reset_it_was_promised(self):
         # The client keeps the reset token the server gave with each connection ID (RFC 9000 §10.3);
         # once the server has forgotten the connection, a packet to one of those IDs is answered by
