@@ -21,6 +21,7 @@ import time
 import unittest
 import zlib
 
+from aioquic import tls
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from support.h3client import h3_connect, run
@@ -41,6 +42,7 @@ MiB = 1 << 20
 
 # RFC 9114 §8.1.
 H3_FRAME_UNEXPECTED = 0x105
+H3_FRAME_ERROR = 0x106
 H3_MESSAGE_ERROR = 0x10E
 H3_REQUEST_INCOMPLETE = 0x10D
 H3_REQUEST_CANCELLED = 0x10C
@@ -213,6 +215,76 @@ class Http3Test(HttpsTestCase):
 
     def test_client_push_stream_is_a_stream_creation_error(self):
         self.assertEqual(self.closing_code(uni_bytes=bytes([0x01, 0x00])), H3_STREAM_CREATION_ERROR)
+
+    def test_request_stream_ending_inside_a_frame_is_a_frame_error(self):
+        # RFC 9114 §7.1: a HEADERS frame that promises 16 bytes, one given, then the stream's FIN.
+        self.assertEqual(self.closing_code(request_bytes=bytes([0x01, 0x10, 0x00])), H3_FRAME_ERROR)
+
+    def test_key_updates_keep_the_connection_serving(self):
+        async def go():
+            async with self.connect() as h3:
+                await h3.request("GET", "/ping")
+                crypto = h3._quic._cryptos[tls.Epoch.ONE_RTT]
+                phases, bodies = [], []
+                for _ in range(3):
+                    h3._quic.request_key_update()
+                    bodies.append((await h3.request("POST", "/echo", body=os.urandom(3000))).body != b"")
+                    phases.append(crypto.recv.key_phase)  # moves only once the server sent in the new phase
+                return phases, bodies
+
+        phases, bodies = run(go())
+        self.assertEqual(phases, [1, 0, 1])
+        self.assertEqual(bodies, [True] * 3)
+
+    def test_no_session_ticket_is_issued_so_no_0rtt_by_default(self):
+        # 0-RTT is off by default: without a ticket a client cannot resume, let alone send early data.
+        tickets = []
+
+        async def go():
+            async with h3_connect(
+                "127.0.0.1", self.server.port, ca_file=self.certs.ca, session_ticket_handler=tickets.append
+            ) as h3:
+                body = (await h3.request("GET", "/ping")).body
+                await asyncio.sleep(0.3)  # a ticket would follow the handshake by now
+                return body
+
+        self.assertEqual(run(go()), b"pong")
+        self.assertEqual(tickets, [])
+
+    def test_a_packet_for_a_forgotten_connection_gets_the_stateless_reset_it_was_promised(self):
+        # The client keeps the reset token the server gave with each connection ID (RFC 9000 §10.3);
+        # once the server has forgotten the connection, a packet to one of those IDs is answered by
+        # a stateless reset ending in that token, and while it knows it, by nothing.
+        def probe(cid, wait):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                udp.settimeout(wait)
+                sent = bytes([0x40 | 0x3F & os.urandom(1)[0]]) + cid + os.urandom(80)
+                udp.sendto(sent, ("127.0.0.1", self.server.port))
+                try:
+                    return sent, udp.recv(2048)
+                except TimeoutError:
+                    return sent, None
+
+        async def go():
+            async with self.connect() as h3:
+                await h3.request("GET", "/ping")
+                promised = [(c.cid, c.stateless_reset_token) for c in h3._quic._peer_cid_available]
+                self.assertTrue(promised)
+                self.assertIsNone(probe(promised[0][0], 0.3)[1])  # its connection is alive: dropped
+            return promised
+
+        promised = run(go())
+        cid, token = promised[-1]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the server keeps a closed connection for its draining period
+            sent, reply = probe(cid, 0.5)
+            if reply:
+                break
+        self.assertIsNotNone(reply)
+        self.assertEqual(reply[0] & 0xC0, 0x40)  # looks like a short-header packet
+        self.assertLess(len(reply), len(sent))
+        self.assertGreaterEqual(len(reply), 21)
+        self.assertEqual(reply[-16:], token)
 
     def test_settings_on_a_request_stream_is_frame_unexpected(self):
         self.assertEqual(self.closing_code(request_bytes=bytes([0x04, 0x00])), H3_FRAME_UNEXPECTED)

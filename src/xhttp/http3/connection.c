@@ -717,8 +717,14 @@ static void read_request(xH3Stream *s) {
     }
     xBufferConsume(&s->in, at);
     if (credit) xQuicStreamConsumed(s->qs, credit);
-    if (s->fin && !s->in.len && s->phase != XH3_PHASE_REFUSED && !xQuicConnClosed(s->h3->qc))
-        on_request_end(s);
+    if (s->fin && s->phase != XH3_PHASE_REFUSED && !xQuicConnClosed(s->h3->qc)) {
+        /* RFC 9114 §7.1: a stream that ends inside a frame (its header, a
+         * whole-read payload, or DATA cut short) is a connection error. */
+        if (s->in.len || s->reader.state != XH3_READER_FRAME_START)
+            conn_error(s->h3, XH3_FRAME_ERROR);
+        else
+            on_request_end(s);
+    }
     if (s->dispatched && s->streams_body && !s->fin) deliver_body(s);
 }
 

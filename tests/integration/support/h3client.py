@@ -105,10 +105,17 @@ def client_configuration(ca_file=None, server_name="localhost", client=None):
     return configuration
 
 
-def h3_connect(host, port, ca_file=None, server_name="localhost", client=None):
-    """An async context manager: one HTTP/3 connection (an H3Protocol)."""
+def h3_connect(host, port, ca_file=None, server_name="localhost", client=None, session_ticket_handler=None):
+    """An async context manager: one HTTP/3 connection (an H3Protocol); session_ticket_handler
+    is called with each TLS session ticket the server issues (what resumption and 0-RTT need)."""
     configuration = client_configuration(ca_file, server_name, client)
-    return connect(host, port, configuration=configuration, create_protocol=H3Protocol)
+    return connect(
+        host,
+        port,
+        configuration=configuration,
+        create_protocol=H3Protocol,
+        session_ticket_handler=session_ticket_handler,
+    )
 
 
 def run(coroutine):
