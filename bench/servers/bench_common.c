@@ -992,10 +992,8 @@ bool benchListen(xHttpServer *server, const char *host, uint16_t port, const xTl
         fprintf(stderr, "--health %s: not a path\n", health_path);
         return false;
     }
-    if (listen_first(server, host, port, tls) != XOK) {
-        fprintf(stderr, "listen: %s\n", xHttpServerLastError(server));
-        return false;
-    }
+    /* The caller prints the server's last error, as for its other listeners. */
+    if (listen_first(server, host, port, tls) != XOK) return false;
     if (forwarded_networks && xHttpServerTrustForwarded(server, forwarded_networks) != XOK) {
         fprintf(stderr, "--trust-forwarded: %s\n", xHttpServerLastError(server));
         return false;
