@@ -287,6 +287,27 @@ class ProxyTest(unittest.TestCase):
         self.assertLessEqual(self.upstream.connections - before, 8)
         self.finish(server)
 
+    def test_sequential_posts_reuse_one_upstream_connection(self):
+        """A POST whose body was sent whole leaves its upstream connection
+        reusable: 40 POSTs in turn, read whole (small and 64 KiB bodies) or
+        streamed (/upstream/*), reach the upstream over one connection."""
+        server = self.proxy()
+        before = self.upstream.connections
+        conn = Conn(server.port)
+        try:
+            for i in range(40):
+                body = os.urandom(65536 if i % 2 else 100)
+                target = f"/upstream/post/{i}" if i % 4 >= 2 else f"/post/{i}"
+                conn.request("POST", target, headers={"Content-Type": "application/octet-stream"}, body=body)
+                resp = conn.read_response()
+                self.assertEqual(resp.status, 200)
+                info = json.loads(resp.body)
+                self.assertEqual(info["body_sha256"], hashlib.sha256(body).hexdigest())
+        finally:
+            conn.close()
+        self.assertEqual(self.upstream.connections - before, 1)
+        self.finish(server)
+
     def test_faults_are_answered_502_or_504_and_the_server_serves_on(self):
         server = self.proxy(None, *SHORT_TIMEOUT)
         for target, status, words in (

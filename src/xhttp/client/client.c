@@ -974,16 +974,25 @@ static void fail(xHttpClientRequest *req, xHttpClientError error) {
     for (xHttpClientRequest *next; h2_unmade && (next = xClientDequeue(p));) fail(next, error);
 }
 
-/* The response was read whole: the connection goes back if it can. */
-static void finish(xHttpClientRequest *req, const xHttp1Header *trailers, size_t n) {
+/* The response was read whole: the request leaves its connection (which
+ * the caller gives back or closes), then hears on_end (call_end). */
+static void detach_finished(xHttpClientRequest *req) {
     xClientConn *cc = req->cc;
     xTimerStop(req->client->loop, &req->timer);
     xTimerStop(req->client->loop, &req->total_timer);
     req->cc = NULL;
     cc->req = NULL;
     req->cancelled = true;
+}
+
+static void call_end(xHttpClientRequest *req, const xHttp1Header *trailers, size_t n) {
     CALL(req, req->handlers.on_end(req, (const xHttpClientField *)trailers, n, req->arg));
     release_req(req);
+}
+
+static void finish(xHttpClientRequest *req, const xHttp1Header *trailers, size_t n) {
+    detach_finished(req);
+    call_end(req, trailers, n);
 }
 
 void xHttpClientRequestCancel(xHttpClientRequest *req) {
@@ -1151,13 +1160,18 @@ static bool advance_response(xHttpClientRequest *req, xConn *conn) {
     case XBODY_DONE: {
         xClientConn *cc = req->cc;
         bool reuse = req->keep_alive && in->len == 0 && req->body_ended && xConnPending(conn) == 0;
-        finish(req, NULL, 0);
-        if (reuse) {
-            cc->carried = true;
-            conn_free_for_use(cc);
-        } else {
+        if (!reuse) {
+            finish(req, NULL, 0);
             xConnClose(conn);
+            return false;
         }
+        /* Back in the pool before on_end: the caller's next request, which
+         * on_end may start (a proxy's client sending its next one), finds
+         * it idle instead of opening another. */
+        detach_finished(req);
+        cc->carried = true;
+        conn_free_for_use(cc);
+        call_end(req, NULL, 0);
         return false;
     }
     }

@@ -920,7 +920,10 @@ static bool start_try(xProxyCall *call) {
     if (xHttpClientStart(call->client, up, &o, &call->up_req) != XOK) return false;
     call->proxy->ups[call->up_index].in_flight++;
     call->counted = true;
-    if (!call->streams_body && body.len) xHttpClientRequestWrite(call->up_req, body.data, body.len);
+    /* A body read whole is ended at once: a request whose body never ended
+     * cannot give its connection back to the pool. */
+    if (!call->streams_body && body.len && xHttpClientRequestWrite(call->up_req, body.data, body.len) == XOK)
+        xHttpClientRequestEnd(call->up_req);
     return true;
 }
 
