@@ -285,8 +285,11 @@ static bool on_window_update(xHttp2 *h2, const xH2Frame *f) {
         return true;
     }
     xH2Stream *s = xH2TableFind(&h2->table, f->stream_id);
-    if (!s) return !is_idle(h2, f->stream_id) || xH2ConnError(h2, XH2_PROTOCOL_ERROR);
-    if (!inc) return xH2StreamError(h2, s->id, XH2_PROTOCOL_ERROR);
+    if (!s && is_idle(h2, f->stream_id)) return xH2ConnError(h2, XH2_PROTOCOL_ERROR);
+    /* §6.9: an increment of 0 is a stream error, on a stream we closed too:
+     * whether the answer ended before the frame arrived must not decide it. */
+    if (!inc) return xH2StreamError(h2, f->stream_id, XH2_PROTOCOL_ERROR);
+    if (!s) return true; /* §5.1: a closed stream's late window is ignored */
     if (s->send_window + inc > XH2_MAX_WINDOW) return xH2StreamError(h2, s->id, XH2_FLOW_CONTROL_ERROR);
     s->send_window += inc;
     return true;
