@@ -14,7 +14,8 @@
  * beside other servers), DATABASE_URL (PostgreSQL with the arena's seed, for
  * /async-db and /fortunes; without it they answer 503), DATABASE_CONNECTIONS
  * (per worker, default 2) and DATABASE_PIPELINE_DEPTH (queries in flight per
- * connection, default 64), REDIS_URL (redis://host:port: the production
+ * connection, default 64), DATABASE_QUEUE (queries waiting for a connection
+ * per worker, default 1024; beyond it 503), REDIS_URL (redis://host:port: the production
  * stack's cache, stack.c; without it a cache in this process; ARENA_CACHE=off:
  * none, every read from the database). Workers: one
  * per CPU this process may run on.
@@ -329,7 +330,7 @@ typedef struct Db {
 } Db;
 
 static const char *database_url;
-static int database_connections = 2, database_pipeline_depth = 64;
+static int database_connections = 2, database_pipeline_depth = 64, database_queue = 1024;
 
 static xErrno db_start(xHttpWorker *worker, void *arg) {
     (void)arg;
@@ -338,6 +339,7 @@ static xErrno db_start(xHttpWorker *worker, void *arg) {
     conf.conninfo = database_url;
     conf.connections = database_connections;
     conf.pipeline_depth = database_pipeline_depth;
+    conf.queue_limit = database_queue;
     Db *db = calloc(1, sizeof *db);
     if (db) db->pool = xPgPoolCreate(xHttpWorkerLoop(worker), &conf);
     if (!db || !db->pool) {
@@ -682,6 +684,7 @@ int main(void) {
     database_url = getenv("DATABASE_URL");
     if (getenv("DATABASE_CONNECTIONS")) database_connections = atoi(getenv("DATABASE_CONNECTIONS"));
     if (getenv("DATABASE_PIPELINE_DEPTH")) database_pipeline_depth = atoi(getenv("DATABASE_PIPELINE_DEPTH"));
+    if (getenv("DATABASE_QUEUE")) database_queue = atoi(getenv("DATABASE_QUEUE"));
     if (server && !arenaStackConfigure()) {
         xHttpServerDestroy(server);
         server = NULL;

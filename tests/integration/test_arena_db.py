@@ -161,6 +161,44 @@ class ArenaDatabaseTest(unittest.TestCase):
         self.assertEqual(get(self.server.port, "/fortunes").status, 200)
 
 
+class ArenaPoolExhaustedTest(unittest.TestCase):
+    """One connection per worker, one query in flight on it and two waiting: a burst of requests
+    beyond that is answered 503 at once, the rest 200, and the server serves on."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.postgres = Postgres(cls)
+        cls.postgres.seed(items=1000)
+        env = {"DATABASE_CONNECTIONS": "1", "DATABASE_PIPELINE_DEPTH": "1", "DATABASE_QUEUE": "2"}
+        cls.server = start_arena(cls, cls.postgres.conninfo, env)
+
+    def test_a_burst_beyond_the_queue_is_answered_503_and_the_rest_200(self):
+        # Sixty requests on sixty connections, sent before any answer is read: each worker's
+        # pool takes three (one in flight, two queued) and refuses the rest.
+        socks = [socket.create_connection(("127.0.0.1", self.server.port)) for _ in range(60)]
+        try:
+            for sock in socks:
+                sock.sendall(http_request("GET", "/fortunes"))
+            statuses = []
+            for sock in socks:
+                sock.settimeout(10)
+                head = b""
+                while b"\r\n" not in head:
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        break
+                    head += chunk
+                statuses.append(int(head.split(b" ", 2)[1]))
+        finally:
+            for sock in socks:
+                sock.close()
+        self.assertEqual(set(statuses) - {200, 503}, set(), statuses)
+        self.assertIn(503, statuses, "nothing refused with two queries queued per worker")
+        self.assertIn(200, statuses)
+        self.server.assert_running()
+        self.assertEqual(get(self.server.port, "/fortunes").status, 200)
+
+
 class ArenaDatabaseRestartTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
