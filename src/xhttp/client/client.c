@@ -257,7 +257,8 @@ static void free_request(xHttpClientRequest *req) {
      * new_request hands on (out and the fields' room). */
     xBufferFree(&req->h2_head);
     xBufferFree(&req->h2_held);
-    if (client->spare_count < CLIENT_SPARE_REQUESTS) {
+    /* int: under ASan the limit is 0, and an unsigned compare always false */
+    if ((int)client->spare_count < CLIENT_SPARE_REQUESTS) {
         if (req->out.cap > CLIENT_SPARE_OUT) xBufferFree(&req->out);
         req->out.len = 0;
         req->next_queued = client->spare;
