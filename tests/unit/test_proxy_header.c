@@ -1,9 +1,8 @@
 /* test_proxy_header.c — the PROXY protocol header (src/xnet/proxy.h): the v1
  * examples of HAProxy's proxy-protocol.txt, v2 headers built byte by byte,
  * each malformed shape with its reason, headers cut at every byte, IPv4 text
- * (xNetAddrFormat), the
- * trusted networks' lists and matching, and headers xProxyWrite makes read
- * back. */
+ * (xNetAddrFormat), the trusted networks' lists and matching, and headers
+ * xProxyWrite makes read back. */
 #include <arpa/inet.h>
 #include <string.h>
 #include <sys/socket.h>
