@@ -26,7 +26,24 @@ void xNetAddrSet(xNetAddr *addr, const struct sockaddr_storage *peer, uint16_t l
     }
 }
 
+/* Dotted IPv4 by hand: glibc's inet_ntop formats it with sprintf, which a
+ * proxy's X-Forwarded-For paid on every request. */
+static bool format_ipv4(const uint8_t *b, char *buf, size_t size) {
+    char text[16], *p = text;
+    for (int i = 0; i < 4; i++) {
+        unsigned v = b[i];
+        if (v >= 100) *p++ = (char)('0' + v / 100);
+        if (v >= 10) *p++ = (char)('0' + v / 10 % 10);
+        *p++ = (char)('0' + v % 10);
+        *p++ = i < 3 ? '.' : '\0';
+    }
+    if ((size_t)(p - text) > size) return false;
+    memcpy(buf, text, (size_t)(p - text));
+    return true;
+}
+
 bool xNetAddrFormat(const xNetAddr *addr, char *buf, size_t size) {
-    if (addr->family != AF_INET && addr->family != AF_INET6) return false;
+    if (addr->family == AF_INET) return format_ipv4(addr->bytes, buf, size);
+    if (addr->family != AF_INET6) return false;
     return inet_ntop(addr->family, addr->bytes, buf, (socklen_t)size) != NULL;
 }

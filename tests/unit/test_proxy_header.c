@@ -1,8 +1,8 @@
 /* test_proxy_header.c — the PROXY protocol header (src/xnet/proxy.h): the v1
  * examples of HAProxy's proxy-protocol.txt, v2 headers built byte by byte,
- * each malformed shape with its reason, headers cut at every byte, the
- * trusted networks' lists and matching, and headers xProxyWrite makes read
- * back. */
+ * each malformed shape with its reason, headers cut at every byte, IPv4 text
+ * (xNetAddrFormat), the trusted networks' lists and matching, and headers
+ * xProxyWrite makes read back. */
 #include <arpa/inet.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -328,7 +328,30 @@ static void test_written_headers_read_back(void) {
     CHECK(memcmp(out, line, strlen(line)) == 0);
 }
 
+/* IPv4 text is written by hand (not inet_ntop): every width of octet, and a
+ * buffer one byte short of the text and its NUL. */
+static void test_ipv4_text(void) {
+    static const struct {
+        uint8_t bytes[4];
+        const char *text;
+    } cases[] = {
+        {{0, 0, 0, 0}, "0.0.0.0"},         {{255, 255, 255, 255}, "255.255.255.255"},
+        {{10, 200, 3, 45}, "10.200.3.45"}, {{127, 0, 0, 1}, "127.0.0.1"},
+        {{1, 99, 100, 9}, "1.99.100.9"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        xNetAddr a = {.family = AF_INET};
+        memcpy(a.bytes, cases[i].bytes, 4);
+        char text[XNET_ADDR_TEXT];
+        CHECK(xNetAddrFormat(&a, text, sizeof text));
+        CHECK_MSG(strcmp(text, cases[i].text) == 0, "%s, not %s", text, cases[i].text);
+        CHECK(xNetAddrFormat(&a, text, strlen(cases[i].text) + 1));
+        CHECK(!xNetAddrFormat(&a, text, strlen(cases[i].text)));
+    }
+}
+
 int main(void) {
+    RUN(test_ipv4_text);
     RUN(test_v1_examples_from_the_spec);
     RUN(test_written_headers_read_back);
     RUN(test_v1_malformed_each_with_its_reason);

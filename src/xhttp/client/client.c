@@ -250,14 +250,57 @@ static void list_unlink(xClientConn *cc) {
 static void drop_conn(xClientConn *cc);
 
 static void free_request(xHttpClientRequest *req) {
+    xHttpClient *client = req->client;
+    xTimerStop(client->loop, &req->timer);
+    xTimerStop(client->loop, &req->total_timer);
+    /* HTTP/2's buffers go with every request: a spare keeps only what
+     * new_request hands on (out and the fields' room). */
     xBufferFree(&req->h2_head);
     xBufferFree(&req->h2_held);
-    xEventLoop *loop = req->client->loop;
-    xTimerStop(loop, &req->timer);
-    xTimerStop(loop, &req->total_timer);
+    /* int: under ASan the limit is 0, and an unsigned compare always false */
+    if ((int)client->spare_count < CLIENT_SPARE_REQUESTS) {
+        if (req->out.cap > CLIENT_SPARE_OUT) xBufferFree(&req->out);
+        req->out.len = 0;
+        req->next_queued = client->spare;
+        client->spare = req;
+        client->spare_count++;
+        return;
+    }
     xBufferFree(&req->out);
     free(req->fields);
     free(req);
+}
+
+/* A request's memory: a spare one if it has the room, else new. Only its
+ * fields' room and out buffer are kept; the caller sets the rest. */
+static xHttpClientRequest *new_request(xHttpClient *client, size_t max_fields) {
+    xHttpClientRequest *req = client->spare;
+    if (req && req->fields_cap >= max_fields) {
+        client->spare = req->next_queued;
+        client->spare_count--;
+        return req;
+    }
+    req = malloc(sizeof *req);
+    xHttp1Header *fields = req ? malloc(max_fields * sizeof *fields) : NULL;
+    if (!fields) {
+        free(req);
+        return NULL;
+    }
+    req->fields = fields;
+    req->fields_cap = max_fields;
+    req->out = (xBuffer){0};
+    return req;
+}
+
+static void free_spares(xHttpClient *client) {
+    while (client->spare) {
+        xHttpClientRequest *req = client->spare;
+        client->spare = req->next_queued;
+        xBufferFree(&req->out);
+        free(req->fields);
+        free(req);
+    }
+    client->spare_count = 0;
 }
 
 static void unqueue(xHttpClientRequest *req) {
@@ -316,6 +359,7 @@ void xHttpClientDestroy(xHttpClient *client) {
         if (p->tls_session) SSL_SESSION_free(p->tls_session);
         free(p);
     }
+    free_spares(client);
     xNetContextDestroy(&client->net);
     free(client);
 }
@@ -714,6 +758,8 @@ static void push_out(xHttpClientRequest *req) {
             xBufferConsume(&req->out, req->out.len);
             req->out_given = 0;
         }
+    }
+    if (xConnPending(conn)) { /* what came now, or body bytes Write gave it straight */
         xConnFlush(conn);
         if (req->cc != cc || xConnClosed(conn)) return;
     }
@@ -766,9 +812,15 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
     if (!p) return XERR_NOMEM;
     bool needs_conn = !p->idle && p->open >= upstream->conf.max_conns;
     if (needs_conn && p->queued >= upstream->conf.max_queue) return XERR_LIMIT;
-    xHttpClientRequest *req = calloc(1, sizeof *req);
+    xHttpClientRequest *req = new_request(client, upstream->conf.max_fields);
     if (!req) return XERR_NOMEM;
+    xBuffer kept_out = req->out;
+    xHttp1Header *fields = req->fields;
+    size_t fields_cap = req->fields_cap;
     *req = (xHttpClientRequest){.client = client,
+                                .out = kept_out,
+                                .fields = fields,
+                                .fields_cap = fields_cap,
                                 .pool = p,
                                 .handlers = *o.handlers,
                                 .arg = o.arg,
@@ -781,17 +833,15 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
                                 .body_left = -1};
     xTimerInit(&req->timer, on_phase_timer, req);
     xTimerInit(&req->total_timer, on_total_timer, req);
-    req->fields = malloc(upstream->conf.max_fields * sizeof *req->fields);
     if (o.preface_len > XHTTP_CLIENT_PREFACE_MAX) {
         free_request(req);
         return XERR_INVALID;
     }
     if (o.preface_len) memcpy(req->preface, o.preface, o.preface_len);
     req->preface_len = (uint8_t)o.preface_len;
-    if (!req->fields || !write_head(req, &o)) {
-        xErrno err = req->fields ? XERR_INVALID : XERR_NOMEM;
+    if (!write_head(req, &o)) {
         free_request(req);
-        return err;
+        return XERR_INVALID;
     }
     if (upstream->h2 && req->preface_len) { /* one connection carries every client's streams */
         free_request(req);
@@ -881,20 +931,40 @@ static xErrno tunnel_write(xHttpClientRequest *req, const void *data, size_t len
     return XOK;
 }
 
+/* Whether framed body bytes can skip req->out: the request is on an
+ * HTTP/1.1 connection that has had all of out, and they could not be held for
+ * a retry anyway. HTTP/2 frames its DATA from out. */
+static bool goes_straight(const xHttpClientRequest *req, size_t framed) {
+    const xClientConn *cc = req->cc;
+    return !req->h2 && cc && cc->conn && cc->state == XCC_BUSY && !xConnClosed(cc->conn) &&
+           req->out_given == req->out.len && (!req->held_whole || req->out.len + framed > CLIENT_REPLAY_MAX);
+}
+
 xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t len) {
     if (req->phase == XREQ_TUNNEL && !req->cancelled) return tunnel_write(req, data, len);
     if (req->body_ended || req->cancelled) return XERR_STATE;
     if (len == 0) return XOK;
     if (req->body_length >= 0 && req->body_written + len > (uint64_t)req->body_length) return XERR_INVALID;
-    bool ok = true;
-    if (req->body_length < 0 && !req->h2) {
-        char line[24];
-        int n = snprintf(line, sizeof line, "%zx\r\n", len);
-        ok = put(&req->out, line, (size_t)n) && put(&req->out, data, len) && put(&req->out, "\r\n", 2);
-    } else {
-        ok = put(&req->out, data, len);
+    char line[24];
+    size_t line_len =
+        req->body_length < 0 && !req->h2 ? (size_t)snprintf(line, sizeof line, "%zx\r\n", len) : 0;
+    size_t framed = line_len + len + (line_len ? 2 : 0);
+    xErrno err = XOK;
+    if (goes_straight(req, framed)) {
+        /* Past what a retry could resend: straight to the connection, one
+         * copy less. */
+        xConn *conn = req->cc->conn;
+        req->held_whole = false;
+        xBufferConsume(&req->out, req->out.len);
+        req->out_given = 0;
+        if (line_len) err = xConnWrite(conn, line, line_len);
+        if (err == XOK) err = xConnWrite(conn, data, len);
+        if (err == XOK && line_len) err = xConnWrite(conn, "\r\n", 2);
+        if (err != XOK && err != XERR_CLOSED) return XERR_NOMEM;
+    } else if (!(put(&req->out, line, line_len) && put(&req->out, data, len) &&
+                 (!line_len || put(&req->out, "\r\n", 2)))) {
+        return XERR_NOMEM;
     }
-    if (!ok) return XERR_NOMEM;
     req->body_written += len;
     /* HTTP/2 ends the stream with the body's last byte: a known length
      * written whole needs no End. */

@@ -21,6 +21,12 @@
 #define CLIENT_REPLAY_MAX (64u << 10)   /* a request held whole for a retry up to this */
 #define CLIENT_CHUNK_LINE 4096          /* a chunk-size line with its extensions */
 #define CLIENT_TRAILERS_MAX (16u << 10) /* a trailer section */
+#if defined(__SANITIZE_ADDRESS__)
+#define CLIENT_SPARE_REQUESTS 0 /* ASan sees a request used after its end only if it is freed */
+#else
+#define CLIENT_SPARE_REQUESTS 64 /* ended requests a client keeps for its next ones */
+#endif
+#define CLIENT_SPARE_OUT (8u << 10) /* an ended request's out kept with it up to this */
 
 struct xHttpUpstream {
     xHttpUpstreamConf conf; /* conf.resolvers points at a copy owned here */
@@ -70,6 +76,10 @@ struct xHttpClient {
     bool destroying; /* xHttpClientDestroy under way: requests end untold */
     xNetContext net;
     xUpstreamPool *pools;
+    /* Ended requests kept with their fields' room and out buffer: a request
+     * each way costs no malloc, free or zeroing of them. */
+    xHttpClientRequest *spare;
+    unsigned spare_count;
 };
 
 typedef enum xClientConnState {
@@ -149,8 +159,9 @@ struct xHttpClientRequest {
     size_t head_scanned; /* the parser's prev_len */
     int64_t body_left;
     xHttp1Chunked chunked;
-    xHttp1Header *fields; /* max_fields of room */
-    char detail[160];     /* on_error's more on what failed: xHttpClientRequestErrorDetail */
+    xHttp1Header *fields; /* fields_cap of room: at least max_fields */
+    size_t fields_cap;
+    char detail[160]; /* on_error's more on what failed: xHttpClientRequestErrorDetail */
     uint8_t preface[XHTTP_CLIENT_PREFACE_MAX]; /* opts.preface */
     uint8_t preface_len;
     /* HTTP/2: the request as a stream of the pool's session. */
@@ -164,7 +175,7 @@ struct xHttpClientRequest {
     xBuffer h2_head;                       /* the HPACK block of its head, made at Start */
     xBuffer h2_held;                       /* DATA that came while paused */
     xHttpClientRequest *h2_prev, *h2_next; /* the session's streams */
-    xHttpClientRequest *next_queued;
+    xHttpClientRequest *next_queued;       /* or the next spare */
 };
 
 /* Calls into the caller, keeping req alive across a Cancel from within. */

@@ -112,15 +112,24 @@ typedef struct xProxyCall {
     xConn *front;
     bool front_held; /* not reading the client while the upstream takes its bytes */
     bool up_held;    /* the upstream paused while the client takes ours */
-    xHttpClientField fields[PROXY_MAX_FIELDS];
     size_t num_fields;
-    char added[1024];                  /* the X-Forwarded-* and Forwarded values */
-    char detail[160];                  /* the upstream client's words on its last failure */
-    uint8_t preface[XPROXY_WRITE_MAX]; /* the PROXY header for a new upstream connection */
+    char detail[160]; /* the upstream client's words on its last failure */
     size_t preface_len;
     xProxyAuthCheck *auth_check; /* the auth subrequest under way */
-    char auth_text[2048];        /* the values it copied onto the request */
+    /* Not zeroed (call_new): written before they are read. */
+    xHttpClientField fields[PROXY_MAX_FIELDS];
+    char added[1024];                  /* the X-Forwarded-* and Forwarded values */
+    uint8_t preface[XPROXY_WRITE_MAX]; /* the PROXY header for a new upstream connection */
+    char auth_text[2048];              /* the values it copied onto the request */
 } xProxyCall;
+
+/* A call with everything zero but its fields' room: 5 KiB of zeroes a
+ * request is what calloc cost. */
+static xProxyCall *call_new(void) {
+    xProxyCall *call = malloc(sizeof *call);
+    if (call) memset(call, 0, offsetof(xProxyCall, fields));
+    return call;
+}
 
 static const xHttpClientHandlers upstream_handlers;
 static bool start_try(xProxyCall *call);
@@ -390,13 +399,32 @@ static void note_success(xProxyCall *call) {
 
 /* ---- The request's fields ---- */
 
+/* name, any case, against a lower-case literal: the length first, so that
+ * most fields are told apart without a call. */
+#define NAME_IS(name, lower)                                                                                 \
+    ((name).len == sizeof(lower) - 1 && xHttpSameLower((name).data, lower, sizeof(lower) - 1))
+
 /* RFC 9110 §7.6.1: fields for one hop only, never passed on. */
 static bool hop_by_hop(xStr name) {
-    static const char *const names[] = {"connection", "keep-alive",    "te", "transfer-encoding", "upgrade",
-                                        "trailer",    "http2-settings"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (xHttpNameEquals(name, names[i])) return true;
-    return name.len >= 6 && xHttpSameLower(name.data, "proxy-", 6);
+    switch (name.len) {
+    case 2: return NAME_IS(name, "te");
+    case 7:
+        return NAME_IS(name, "upgrade") || NAME_IS(name, "trailer") || xHttpSameLower(name.data, "proxy-", 6);
+    case 10:
+        return NAME_IS(name, "connection") || NAME_IS(name, "keep-alive") ||
+               xHttpSameLower(name.data, "proxy-", 6);
+    case 14: return NAME_IS(name, "http2-settings") || xHttpSameLower(name.data, "proxy-", 6);
+    case 17: return NAME_IS(name, "transfer-encoding") || xHttpSameLower(name.data, "proxy-", 6);
+    default: return name.len >= 6 && xHttpSameLower(name.data, "proxy-", 6);
+    }
+}
+
+/* Whether a message's fields hold a Connection field (which may name more
+ * hop-by-hop fields): most hold none, and then no field needs the look. */
+static bool has_connection(const xHttpClientField *fields, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (NAME_IS(fields[i].name, "connection")) return true;
+    return false;
 }
 
 /* Whether name is one of the fields the message's Connection fields list. */
@@ -414,10 +442,11 @@ static bool named_by_connection(xStr name, const xHttpClientField *fields, size_
     return false;
 }
 
+/* n: 0 when the request has no Connection field (has_connection). */
 static bool dropped_from_request(xStr name, const xHttpClientField *all, size_t n) {
-    return hop_by_hop(name) || named_by_connection(name, all, n) || xHttpNameEquals(name, "content-length") ||
-           (name.len && name.data[0] == ':') || xHttpNameEquals(name, "x-forwarded-proto") ||
-           xHttpNameEquals(name, "x-forwarded-host");
+    return hop_by_hop(name) || named_by_connection(name, all, n) || NAME_IS(name, "content-length") ||
+           (name.len && name.data[0] == ':') || NAME_IS(name, "x-forwarded-proto") ||
+           NAME_IS(name, "x-forwarded-host");
 }
 
 /* Appends "name: value" to the call's fields; false when they are full. */
@@ -427,33 +456,47 @@ static bool add_field(xProxyCall *call, const char *name, xStr value) {
     return true;
 }
 
-/* Formats the forwarding fields into call->added; views into it. */
+/* Appends n bytes at *p if they fit before end; false (and nothing) if not. */
+static bool append(char **p, const char *end, const char *bytes, size_t n) {
+    if ((size_t)(end - *p) < n) return false;
+    memcpy(*p, bytes, n);
+    *p += n;
+    return true;
+}
+
+#define APPEND_LIT(p, end, lit) append(p, end, lit, sizeof(lit) - 1)
+
+/* Formats the forwarding fields into call->added; views into it. Written by
+ * hand: snprintf cost more than the rest of the fields together. */
 static void add_forwarding(xProxyCall *call, xStr prior_xff, xStr prior_forwarded, xStr host) {
     xHttpPeer peer;
     const char *addr = xHttpRequestPeer(call->req, &peer) ? peer.address : "unknown";
-    bool v6 = strchr(addr, ':') != NULL;
+    size_t addr_len = strlen(addr);
+    bool v6 = memchr(addr, ':', addr_len) != NULL;
     const char *proto = xHttpRequestScheme(call->req);
-    char *p = call->added, *end = call->added + sizeof call->added;
-    int n = snprintf(p, (size_t)(end - p), "%.*s%s%s", (int)prior_xff.len, prior_xff.data,
-                     prior_xff.len ? ", " : "", addr);
-    if (n < 0 || n >= end - p) return;
-    add_field(call, "X-Forwarded-For", (xStr){p, (size_t)n});
-    p += n;
-    add_field(call, "X-Forwarded-Proto", (xStr){proto, strlen(proto)});
+    size_t proto_len = strlen(proto);
+    char *p = call->added, *end = call->added + sizeof call->added, *start = p;
+    bool ok = append(&p, end, prior_xff.data, prior_xff.len) &&
+              (!prior_xff.len || APPEND_LIT(&p, end, ", ")) && append(&p, end, addr, addr_len);
+    if (!ok) return;
+    add_field(call, "X-Forwarded-For", (xStr){start, (size_t)(p - start)});
+    add_field(call, "X-Forwarded-Proto", (xStr){proto, proto_len});
     if (host.len) add_field(call, "X-Forwarded-Host", host);
-    n = snprintf(p, (size_t)(end - p), "%.*s%sfor=%s%s%s;proto=%s", (int)prior_forwarded.len,
-                 prior_forwarded.data, prior_forwarded.len ? ", " : "", v6 ? "\"[" : "", addr,
-                 v6 ? "]\"" : "", proto);
-    if (n < 0 || n >= end - p) return;
-    size_t len = (size_t)n;
+    start = p;
+    ok = append(&p, end, prior_forwarded.data, prior_forwarded.len) &&
+         (!prior_forwarded.len || APPEND_LIT(&p, end, ", ")) && APPEND_LIT(&p, end, "for=") &&
+         (!v6 || APPEND_LIT(&p, end, "\"[")) && append(&p, end, addr, addr_len) &&
+         (!v6 || APPEND_LIT(&p, end, "]\"")) && APPEND_LIT(&p, end, ";proto=") &&
+         append(&p, end, proto, proto_len);
+    if (!ok) return;
     /* host= only when it is a token or fits a quoted string plainly. */
     bool plain = host.len && host.len < 200 && memchr(host.data, '"', host.len) == NULL &&
                  memchr(host.data, '\\', host.len) == NULL;
-    if (plain) {
-        n = snprintf(p + len, (size_t)(end - p) - len, ";host=\"%.*s\"", (int)host.len, host.data);
-        if (n > 0 && (size_t)n < (size_t)(end - p) - len) len += (size_t)n;
-    }
-    add_field(call, "Forwarded", (xStr){p, len});
+    char *before_host = p;
+    if (plain && !(APPEND_LIT(&p, end, ";host=\"") && append(&p, end, host.data, host.len) &&
+                   APPEND_LIT(&p, end, "\"")))
+        p = before_host;
+    add_field(call, "Forwarded", (xStr){start, (size_t)(p - start)});
 }
 
 /* The request's fields as the upstream gets them. False: too many. */
@@ -464,19 +507,20 @@ static bool build_fields(xProxyCall *call) {
     xHttpClientField all[PROXY_MAX_FIELDS];
     for (size_t i = 0; i < n; i++) xHttpRequestHeaderAt(req, i, &all[i].name, &all[i].value);
     xStr xff = {"", 0}, forwarded = {"", 0}, host = {"", 0};
+    size_t listed = has_connection(all, n) ? n : 0;
     for (size_t i = 0; i < n; i++) {
         xStr name = all[i].name;
-        if (xHttpNameEquals(name, "host")) host = all[i].value;
-        if (call->upgrade == PROXY_WEBSOCKET_HTTP1 && xHttpNameEquals(name, "upgrade")) {
+        if (NAME_IS(name, "host")) host = all[i].value;
+        if (call->upgrade == PROXY_WEBSOCKET_HTTP1 && NAME_IS(name, "upgrade")) {
             call->fields[call->num_fields++] = all[i]; /* the client adds Connection: upgrade */
             continue;
         }
-        if (dropped_from_request(name, all, n)) continue;
-        if (call->proxy->conf.forwarded_headers && xHttpNameEquals(name, "x-forwarded-for")) {
+        if (dropped_from_request(name, all, listed)) continue;
+        if (call->proxy->conf.forwarded_headers && NAME_IS(name, "x-forwarded-for")) {
             xff = all[i].value; /* the first only: a list in one field, as proxies write it */
             continue;
         }
-        if (call->proxy->conf.forwarded_headers && xHttpNameEquals(name, "forwarded")) {
+        if (call->proxy->conf.forwarded_headers && NAME_IS(name, "forwarded")) {
             forwarded = all[i].value;
             continue;
         }
@@ -562,10 +606,11 @@ static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, voi
     xHttpResponseClearHeaders(call->res); /* a 405 fallback's Allow is the upstream's to say */
     xHttpResponseSetStatus(call->res, r->status);
     static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
+    size_t listed = has_connection(r->fields, r->num_fields) ? r->num_fields : 0;
     for (size_t i = 0; i < r->num_fields; i++) {
         xStr n = r->fields[i].name;
-        if (hop_by_hop(n) || named_by_connection(n, r->fields, r->num_fields) ||
-            xHttpNameEquals(n, "content-length") || xHttpNameEquals(n, "date"))
+        if (hop_by_hop(n) || named_by_connection(n, r->fields, listed) || NAME_IS(n, "content-length") ||
+            NAME_IS(n, "date"))
             continue;
         xHttpResponseAddHeader(call->res, cstr(name, n), cstr(value, r->fields[i].value));
     }
@@ -983,13 +1028,16 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xHttpProxy *proxy = arg;
     int w = xHttpWorkerIndex(xHttpRequestWorker(req));
     xHttpClient *client = w >= 0 && w < proxy->num_workers ? proxy->clients[w] : NULL;
-    xProxyCall *call = client ? calloc(1, sizeof *call) : NULL;
+    xProxyCall *call = client ? call_new() : NULL;
     if (!call) {
         xHttpResponseSetStatus(res, 500);
         xHttpResponseSend(res, "500: the proxy has no client on this worker (xHttpProxyWorkerStart)\n", 68);
         return;
     }
-    *call = (xProxyCall){.proxy = proxy, .req = req, .res = res, .client = client};
+    call->proxy = proxy;
+    call->req = req;
+    call->res = res;
+    call->client = client;
     call->upgrade = upgrade_asked(req);
     if (!build_fields(call)) {
         free(call);
