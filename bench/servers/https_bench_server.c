@@ -6,12 +6,13 @@
  *       [--ciphersuites TLS13:LIST] [--ciphers TLS12:LIST] [--groups X25519:P-256]
  *       [--no-tickets] [--session-cache N] [--client-ca FILE]
  *       [--verify-client optional|required] [--sni NAME,CERT,KEY]...
- *       [--handshake-timeout MS] [--no-ktls] [--openssl-records] [--plain-port P] [--no-h3]
+ *       [--handshake-timeout MS] [--no-ktls] [--ktls-tls13] [--openssl-records] [--plain-port P]
+ *       [--no-h3]
  *
- * --openssl-records leaves the records with OpenSSL after the handshake
- * instead of xKit's record layer. SIGHUP rereads the certificate, key and CA files. --plain-port also serves
- * plain HTTP (and h2c) on a second port of the same server. HTTP/3 is served on UDP PORT as well
- * (QUIC, the same certificate), unless --no-h3. */
+ * --ktls-tls13 hands TLS 1.3 records to the kernel too (xTlsConf.ktls_tls13). --openssl-records leaves the
+ * records with OpenSSL after the handshake instead of xKit's record layer. SIGHUP rereads the certificate,
+ * key and CA files. --plain-port also serves plain HTTP (and h2c) on a second port of the same server. HTTP/3
+ * is served on UDP PORT as well (QUIC, the same certificate), unless --no-h3. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,7 @@ static int tls_flag(int argc, char **argv, int i, void *arg) {
     const char *flag = argv[i];
     if (strcmp(flag, "--no-tickets") == 0) return f->tls.session_tickets = false, 1;
     if (strcmp(flag, "--no-ktls") == 0) return f->tls.ktls = false, 1;
+    if (strcmp(flag, "--ktls-tls13") == 0) return f->tls.ktls_tls13 = true, 1;
     if (strcmp(flag, "--openssl-records") == 0) return f->tls.xkit_records = false, 1;
     if (strcmp(flag, "--no-h3") == 0) return f->tls.http3 = false, 1;
     if (i + 1 >= argc) return 0;
@@ -107,7 +109,8 @@ static int usage(const char *argv0) {
             "       [--key-password P] [--alpn h2,http/1.1] [--tls-min 1.2|1.3] [--tls-max 1.2|1.3]\n"
             "       [--ciphersuites LIST] [--ciphers LIST] [--groups LIST] [--no-tickets]\n"
             "       [--session-cache N] [--client-ca FILE] [--verify-client optional|required]\n"
-            "       [--sni NAME,CERT,KEY]... [--handshake-timeout MS] [--no-ktls] [--openssl-records]\n"
+            "       [--sni NAME,CERT,KEY]... [--handshake-timeout MS] [--no-ktls] [--ktls-tls13] "
+            "[--openssl-records]\n"
             "       [--plain-port P] [--no-h3]\n",
             argv0, benchCommonUsage);
     return 2;

@@ -81,6 +81,12 @@ typedef struct xTlsConf {
                                         files (false) */
     bool http3_alt_svc;            /**< with http3: responses over TCP advertise it,
                                         Alt-Svc: h3=":PORT" (true) */
+    bool ktls_tls13;               /**< with ktls: TLS 1.3 connections hand their sending to
+                                        the kernel too (false). Off, TLS 1.3 goes to xKit's
+                                        records and only TLS 1.2 to the kernel: OpenSSL 3.0
+                                        cannot give the kernel new keys, so a client's KeyUpdate
+                                        that asks the server to update its own ends the
+                                        connection when this is on */
 } xTlsConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is

@@ -76,6 +76,9 @@ typedef struct xTlsConn {
     bool failed;   /* the session broke: no close_notify */
     bool shut;     /* close_notify sent */
     bool fin_owed; /* the close_notify waits for the socket: the FIN follows it */
+    /* The peer asked for new sending keys, which the kernel sealing our
+     * TLS 1.3 records cannot be given (ktls_tls13): the connection ends. */
+    bool rekey_impossible;
 } xTlsConn;
 
 /* tls_context.c */

@@ -140,18 +140,36 @@ xTlsServer *xTlsServerOf(SSL *ssl) {
     return ((xTlsConn *)conn->transport_state)->srv;
 }
 
+/* The kernel takes a TLS 1.3 connection's sending only when asked to:
+ * OpenSSL 3.0 cannot give it new keys, so a KeyUpdate asking for ours would
+ * leave the kernel sealing under the old ones (the client sees
+ * bad_record_mac). Called once the version is chosen, before any key is. */
+static void choose_record_path(SSL *ssl, const xTlsServer *srv) {
+#ifdef SSL_OP_ENABLE_KTLS
+    if (SSL_version(ssl) == TLS1_3_VERSION && !srv->conf.ktls_tls13)
+        SSL_clear_options(ssl, SSL_OP_ENABLE_KTLS);
+#else
+    (void)ssl, (void)srv;
+#endif
+}
+
+/* OpenSSL calls this for every ClientHello, with or without a name. */
 static int sni_select(SSL *ssl, int *alert, void *arg) {
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
     xConn *conn = SSL_get_app_data(ssl);
     xTlsConn *t = conn->transport_state;
-    if (!name || !t->bundle) return SSL_TLSEXT_ERR_NOACK;
-    for (size_t i = 0; i < t->bundle->num_sni; i++) {
-        if (name_matches(t->bundle->sni[i].name, name)) {
-            SSL_set_SSL_CTX(ssl, t->bundle->sni[i].ctx);
-            break;
+    int verdict = SSL_TLSEXT_ERR_NOACK;
+    if (name && t->bundle) {
+        verdict = SSL_TLSEXT_ERR_OK;
+        for (size_t i = 0; i < t->bundle->num_sni; i++) {
+            if (name_matches(t->bundle->sni[i].name, name)) {
+                SSL_set_SSL_CTX(ssl, t->bundle->sni[i].ctx);
+                break;
+            }
         }
     }
-    return SSL_TLSEXT_ERR_OK;
+    choose_record_path(ssl, t->srv);
+    return verdict;
 }
 
 static void rotate_tickets(xTlsServer *srv, time_t now) {
@@ -556,7 +574,8 @@ void xTlsLogKernelSupport(const xTlsConf *conf) {
     if (!conf->ktls)
         XLOG_INFO("kTLS: off by configuration; records are encrypted in user space");
     else if (xTlsKernelHasTls())
-        XLOG_INFO("kTLS: available; records move to the kernel after each handshake");
+        XLOG_INFO("kTLS: available; %s records move to the kernel after each handshake",
+                  conf->ktls_tls13 ? "TLS 1.2 and 1.3" : "TLS 1.2 (TLS 1.3: xKit's)");
     else
         XLOG_INFO("kTLS: not available (this kernel has no tls module); records are encrypted in user space");
 #endif

@@ -42,7 +42,16 @@ static ssize_t tls_recv(xConn *conn, char *buf, size_t len) {
     xTlsConn *t = conn->transport_state;
     size_t n;
     t->drained = false;
-    if (SSL_read_ex(t->ssl, buf, len, &n)) {
+    bool read = SSL_read_ex(t->ssl, buf, len, &n);
+    if (t->rekey_impossible) {
+        /* Nothing more may be sent: the kernel would seal it under keys the
+         * peer has retired. The end is an EOF, not a record it cannot open. */
+        ERR_clear_error();
+        t->failed = true;
+        errno = EPROTO;
+        return -1;
+    }
+    if (read) {
         if (t->drained && !SSL_has_pending(t->ssl)) conn->readable = false;
         return (ssize_t)n;
     }
@@ -253,6 +262,20 @@ static void handshake_failed(xConn *conn, xTlsConn *t) {
     xConnClose(conn);
 }
 
+#ifndef OPENSSL_NO_KTLS
+/* A TLS 1.3 KeyUpdate received with update_requested set (RFC 8446 §4.6.3). */
+static void watch_key_updates(int write_p, int version, int content_type, const void *buf, size_t len,
+                              SSL *ssl, void *arg) {
+    const unsigned char *msg = buf;
+    if (!write_p && content_type == SSL3_RT_HANDSHAKE && len >= 5 && msg[0] == SSL3_MT_KEY_UPDATE &&
+        msg[4] == 1) {
+        XLOG_DEBUG(
+            "kTLS: a KeyUpdate asks for new sending keys, which OpenSSL cannot give the kernel: closing");
+        ((xTlsConn *)arg)->rekey_impossible = true;
+    }
+}
+#endif
+
 static void established(xConn *conn, xTlsConn *t) {
     t->established = true;
     xCounterAdd(&conn->net->counters.tls_handshakes, 1);
@@ -266,6 +289,12 @@ static void established(xConn *conn, xTlsConn *t) {
     if (!xTlsHandOver(conn, t)) {
         /* OpenSSL keeps the records: let it read ahead again. */
         SSL_set_msg_callback(t->ssl, NULL);
+#ifndef OPENSSL_NO_KTLS
+        if (SSL_version(t->ssl) == TLS1_3_VERSION && BIO_get_ktls_send(SSL_get_wbio(t->ssl))) {
+            SSL_set_msg_callback(t->ssl, watch_key_updates);
+            SSL_set_msg_callback_arg(t->ssl, t);
+        }
+#endif
         SSL_set_read_ahead(t->ssl, 1);
         OPENSSL_cleanse(&t->handoff, sizeof t->handoff);
     }
