@@ -28,7 +28,10 @@
  *  3. The listeners close: what the kernel had queued on them is accepted and
  *     served first. A connection that has sent nothing yet, or is in its TLS
  *     handshake, gets 250 ms more to send its first request; idle keep-alive
- *     connections close; HTTP/2 connections get GOAWAY.
+ *     connections close, but with a stop grace (a load balancer in front)
+ *     they stay for the balancer to close or to use once more, answered with
+ *     "Connection: close": closing one ourselves races a request the
+ *     balancer may be sending on it; HTTP/2 connections get GOAWAY.
  *  4. Requests in flight finish (answered with "Connection: close"), and
  *     whatever is left when shutdown_timeout_ms has passed since step 3 is
  *     closed. xHttpServerRun returns.

@@ -81,6 +81,31 @@ class HealthRouteTest(unittest.TestCase):
         with self.assertRaises(ConnectionRefusedError):
             get(server.port, "/ping")
 
+    def test_with_a_grace_an_idle_connection_is_left_for_its_client_to_use_or_close(self):
+        # A load balancer's idle connection, closed by us while the balancer sends a request on
+        # it, loses that request (HAProxy then closes its client's connection unanswered). With
+        # a grace, the drain leaves idle connections alone: the next request on one is answered,
+        # with Connection: close, and the server exits once its client has closed the other.
+        server = start_server(self, ["--workers", "1", "--stop-grace", "200", "--shutdown-timeout", "5000"])
+        used, left = server.open_conn(), server.open_conn()
+        self.addCleanup(used.close)
+        self.addCleanup(left.close)
+        for conn in (used, left):
+            conn.request("GET", "/ping")
+            self.assertIsNone(conn.read_response().header("Connection"))
+        stopped = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        time.sleep(0.6)  # past the grace: the listeners are closed, the drain has begun
+        with self.assertRaises(ConnectionRefusedError):
+            get(server.port, "/ping")
+        used.request("GET", "/ping")
+        resp = used.read_response()
+        self.assertEqual((resp.status, resp.body, resp.header("Connection")), (200, b"pong", "close"))
+        self.assertIsNone(server.proc.poll(), "the server left before its idle connection's client closed it")
+        left.close()
+        server.assert_clean_exit(server.wait_exit(10))
+        self.assertLess(time.monotonic() - stopped, 4.0, "the server waited for its deadline, not for the close")
+
     def test_without_a_grace_the_stop_is_as_before(self):
         server = start_server(self, ["--workers", "1", "--health", "/healthz"])
         self.assertEqual(get(server.port, "/healthz").status, 200)
@@ -277,7 +302,7 @@ class ZeroDropBehindHaproxyTest(unittest.TestCase):
 
     def backend(self, port):
         args = ["--workers", "2", "--shared-port", "--health", "/healthz", "--stop-grace", "800"]
-        args += ["--proxy-protocol", "127.0.0.1", "--shutdown-timeout", "5000"]
+        args += ["--proxy-protocol", "127.0.0.1", "--shutdown-timeout", "2500"]
         return start_owned(self, ServerProcess(args, port=port))
 
     def test_restarts_under_load_fail_no_request(self):

@@ -981,6 +981,13 @@ static void on_drain(xConn *conn) {
         return;
     }
     if (h->state == XH1_HEAD && h->start == conn->in.len) {
+        /* Behind a load balancer (a stop grace says there is one), an idle
+         * connection is the balancer's to close: closing it ourselves races
+         * a request it may be sending on it, and HAProxy answers such a
+         * loss by closing its own client's connection without a word. Its
+         * next request is answered with Connection: close; the keep-alive
+         * timeout or the shutdown deadline ends one that is never used. */
+        if (xHttpContextOf(conn)->conf->stop_grace_ms) return;
         h->state = XH1_CLOSING;
         xConnCloseAfterFlush(conn);
     }
