@@ -10,6 +10,8 @@
  * (RFC 6066 §3 forbids addresses). */
 #include "xhttp/client/tls.h"
 
+#include "xnet/tls/tls.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,8 +21,6 @@
 
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
-
-#define CLIENT_TLS_RECORD (16u << 10) /* what one write gathers: a record's worth */
 
 struct xClientTls {
     SSL_CTX *ctx;
@@ -168,34 +168,8 @@ static ssize_t tls_recv(xConn *conn, char *buf, size_t len) {
     }
 }
 
-/* One record's worth per call: small pieces gathered, a large one passed
- * straight through (partial writes are on). */
 static ssize_t tls_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
-    static __thread char gathered[CLIENT_TLS_RECORD];
-    SSL *ssl = conn->transport_state;
-    const void *data = iov[0].iov_base;
-    size_t len = iov[0].iov_len;
-    if (iovcnt > 1 && len < CLIENT_TLS_RECORD) {
-        len = 0;
-        for (int i = 0; i < iovcnt && len < CLIENT_TLS_RECORD; i++) {
-            size_t take = iov[i].iov_len < CLIENT_TLS_RECORD - len ? iov[i].iov_len : CLIENT_TLS_RECORD - len;
-            memcpy(gathered + len, iov[i].iov_base, take);
-            len += take;
-        }
-        data = gathered;
-    }
-    size_t n;
-    ERR_clear_error();
-    if (SSL_write_ex(ssl, data, len, &n)) return (ssize_t)n;
-    int saved = errno;
-    switch (SSL_get_error(ssl, 0)) {
-    case SSL_ERROR_WANT_WRITE:
-    case SSL_ERROR_WANT_READ: errno = EAGAIN; return -1;
-    default:
-        ERR_clear_error();
-        errno = saved ? saved : EPIPE;
-        return -1;
-    }
+    return xTlsSslSendv(conn->transport_state, iov, iovcnt);
 }
 
 /* A close_notify if the socket takes it now; the FIN follows either way. */

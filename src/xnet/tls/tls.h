@@ -12,6 +12,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include <xhttp/tls_conf.h>
 
@@ -57,5 +59,15 @@ void xTlsLogKernelSupport(const xTlsConf *conf);
 /** Takes an accepted socket and handshakes; srv's callbacks say how it went.
  *  Returns false (socket closed) on allocation failure. */
 bool xTlsAccept(xNetContext *net, xTlsServer *srv, int fd, const xNetAddr *addr);
+
+struct ssl_st;
+
+/** A transport's sendv where OpenSSL keeps the records (the server's
+ *  connections on other suites or kTLS, and the HTTP client's): one record's
+ *  worth per call, small pieces gathered into one record and a large first
+ *  piece passed straight through (partial writes are on). The bytes taken,
+ *  or -1 with errno EAGAIN while the socket is full, another when the
+ *  session broke; OpenSSL's error queue is left empty. */
+ssize_t xTlsSslSendv(struct ssl_st *ssl, const struct iovec *iov, int iovcnt);
 
 #endif

@@ -82,11 +82,8 @@ static ssize_t tls_recv(xConn *conn, char *buf, size_t len) {
     }
 }
 
-/* One record per call (partial writes): gathers small pieces into one
- * record, and passes a large one straight through. */
-static ssize_t tls_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
+ssize_t xTlsSslSendv(SSL *ssl, const struct iovec *iov, int iovcnt) {
     static __thread char gathered[XTLS_RECORD_MAX];
-    xTlsConn *t = conn->transport_state;
     const void *data = iov[0].iov_base;
     size_t len = iov[0].iov_len;
     if (iovcnt > 1 && len < XTLS_RECORD_MAX) {
@@ -99,17 +96,24 @@ static ssize_t tls_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
         data = gathered;
     }
     size_t n;
-    if (SSL_write_ex(t->ssl, data, len, &n)) return (ssize_t)n;
+    ERR_clear_error();
+    if (SSL_write_ex(ssl, data, len, &n)) return (ssize_t)n;
     int saved = errno;
-    switch (SSL_get_error(t->ssl, 0)) {
+    switch (SSL_get_error(ssl, 0)) {
     case SSL_ERROR_WANT_WRITE:
     case SSL_ERROR_WANT_READ: errno = EAGAIN; return -1;
     default:
         ERR_clear_error();
-        t->failed = true;
         errno = saved ? saved : EPIPE;
         return -1;
     }
+}
+
+static ssize_t tls_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
+    xTlsConn *t = conn->transport_state;
+    ssize_t n = xTlsSslSendv(t->ssl, iov, iovcnt);
+    if (n < 0 && errno != EAGAIN) t->failed = true;
+    return n;
 }
 
 /* Writes the close_notify: the first SSL_shutdown queues it, and once it
