@@ -43,10 +43,11 @@ cd $(TSAN_BUILD) && ctest -L '^tsan$$' --output-on-failure --timeout 600
 endef
 
 # Every test: unit, integration on both backends, lint, fuzz replays and bench, built with
-# AddressSanitizer and UBSan; then the tsan tier under ThreadSanitizer.
+# AddressSanitizer and UBSan, two at a time but those that load the machine (RUN_SERIAL in the
+# tests' CMakeLists); then the tsan tier under ThreadSanitizer.
 test: deps
 	$(BUILD_SANITIZED)
-	cd $(TEST_BUILD) && ctest --output-on-failure --timeout 600
+	cd $(TEST_BUILD) && ctest --parallel 2 --output-on-failure --timeout 600
 	$(RUN_TSAN)
 
 # The quick tier for the edit-test loop (under 3 minutes on 2 cores once built): unit, lint,
