@@ -6,7 +6,8 @@
  *   8080  HTTP/1.1 and h2c: /baseline11, /pipeline, /delay/{ms}, /json, /echo, gRPC GetSum, /ws
  *   8081  TLS, ALPN http/1.1: /json/{count}, /echo, /static/...
  *   8082  h2c with prior knowledge only: /baseline2, /json/{count}
- *   8443  TLS, ALPN h2: /baseline2, gRPC GetSum, /static/...
+ *   8443  TLS, ALPN h2: /baseline2, gRPC GetSum, /static/...; and HTTP/3 on UDP 8443 (baseline-h3,
+ *         static-h3), both on IPv6 and IPv4
  * Every route answers on every port; the ports differ in protocol only.
  *
  * Environment: DATA_DIR (dataset.json and static/; default /data), CERTS_DIR (server.crt,
@@ -654,7 +655,10 @@ static bool add_static(xHttpServer *server, const char *data_dir) {
     return xHttpServerRoute(server, "GET /static/*", xHttpStaticHandler, static_files) == XOK;
 }
 
-static bool listen_tls(xHttpServer *server, uint16_t port, const char *alpn, const char *certs_dir) {
+/* With h3, HTTP/3 on the UDP port of the same number, and both bound to "::" (IPv6 and IPv4
+ * alike: net.ipv6.bindv6only is 0) so that localhost reaches them by either family, as the
+ * arena's h3 profiles do. */
+static bool listen_tls(xHttpServer *server, uint16_t port, const char *alpn, bool h3, const char *certs_dir) {
     char cert[4096], key[4096];
     snprintf(cert, sizeof cert, "%s/server.crt", certs_dir);
     snprintf(key, sizeof key, "%s/server.key", certs_dir);
@@ -663,7 +667,8 @@ static bool listen_tls(xHttpServer *server, uint16_t port, const char *alpn, con
     tls.cert.cert_file = cert;
     tls.cert.key_file = key;
     tls.alpn = alpn;
-    return xHttpServerListenTls(server, "0.0.0.0", port, &tls) == XOK;
+    tls.http3 = h3;
+    return xHttpServerListenTls(server, h3 ? "::" : "0.0.0.0", port, &tls) == XOK;
 }
 
 int main(void) {
@@ -700,14 +705,15 @@ int main(void) {
     bool ok = server && add_routes(server) && add_static(server, data_dir) &&
               xHttpServerCompress(server, NULL) == XOK;
     ok = ok && xHttpServerListen(server, "0.0.0.0", (uint16_t)ports[0]) == XOK &&
-         listen_tls(server, (uint16_t)ports[1], "http/1.1", certs_dir) &&
+         listen_tls(server, (uint16_t)ports[1], "http/1.1", false, certs_dir) &&
          xHttpServerListenProtocols(server, "0.0.0.0", (uint16_t)ports[2], XHTTP_PROTO_HTTP2) == XOK &&
-         listen_tls(server, (uint16_t)ports[3], "h2", certs_dir);
+         listen_tls(server, (uint16_t)ports[3], "h2", true, certs_dir);
     xErrno err = XERR_STATE;
     if (ok) {
         /* The first line in the form every xKit server prints (the tests read it). */
         printf("listening on 0.0.0.0:%u (%d workers)\n", ports[0], xHttpServerWorkerCount(server));
-        printf("and on %u (TLS, http/1.1), %u (h2c only), %u (TLS, h2)\n", ports[1], ports[2], ports[3]);
+        printf("and on %u (TLS, http/1.1), %u (h2c only), %u (TLS, h2; h3 on UDP)\n", ports[1], ports[2],
+               ports[3]);
         fflush(stdout);
         err = xHttpServerRun(server);
     } else if (server) {

@@ -19,6 +19,7 @@ and ARENA_PORTS in its environment, e.g.
     xkit-arena' python3 tests/integration/test_arena.py
 (run from tests/integration/). SIGTERM to that command must stop the entry."""
 
+import asyncio
 import concurrent.futures
 import gzip
 import json
@@ -36,6 +37,7 @@ import brotli
 import grpc
 from websockets.sync.client import connect as ws_connect
 
+from support.h3client import h3_connect, run
 from support.harness import Conn, ServerProcess, ServerTestCase, chunked, http_request, run_client
 from support.tls_fixtures import TlsConn, client_context, shared_certs
 
@@ -432,6 +434,45 @@ class ArenaEntryTest(ServerTestCase):
     def test_a_plain_get_of_ws_is_a_4xx(self):
         status = self.get("/ws").status
         self.assertTrue(400 <= status < 500, status)
+
+    # ---- HTTP/3: baseline-h3 and static-h3 ----
+
+    def test_h3_beside_tls_h2_over_ipv4_and_ipv6_with_64_streams(self):
+        # The arena's h3 profiles: h3 on the UDP port of the h2 TLS port's number, reached at
+        # localhost over either family, many streams on one connection; the static file's twin
+        # as the profile's Accept-Encoding prefers it.
+        async def go(host):
+            async with h3_connect(host, self.tls_h2, ca_file=CERTS.ca) as client:
+                sums = await asyncio.gather(*(client.request("GET", f"/baseline2?a={i}&b=7") for i in range(64)))
+                css = await client.request(
+                    "GET", "/static/reset.css", headers=[("accept-encoding", "br;q=1, gzip;q=0.8")]
+                )
+                plain = await client.request("GET", "/static/hero.webp")
+                missing = await client.request("GET", "/static/nonexistent.txt")
+                return sums, css, plain, missing
+
+        for host in ("127.0.0.1", "::1"):
+            with self.subTest(host=host):
+                sums, css, plain, missing = run(go(host))
+                self.assertEqual([(r.status, r.body) for r in sums], [(200, str(i + 7).encode()) for i in range(64)])
+                self.assertEqual((css.status, css.headers.get("content-encoding")), (200, "br"))
+                self.assertEqual(css.headers["content-type"].split(";")[0], "text/css")
+                self.assertEqual(brotli.decompress(css.body), self.static_bytes("reset.css"))
+                self.assertEqual((plain.status, plain.body), (200, self.static_bytes("hero.webp")))
+                self.assertEqual(missing.status, 404)
+
+    def test_tcp_responses_on_the_h2_port_advertise_h3(self):
+        out = self.curl(
+            "--http2",
+            "--cacert",
+            CERTS.ca,
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+            f"https://localhost:{self.tls_h2}/baseline2?a=1&b=1",
+        )
+        self.assertIn(f'alt-svc: h3=":{self.tls_h2}"'.encode(), out.lower())
 
     # ---- TLS ----
 
