@@ -163,7 +163,7 @@ int main(void) {
         listened = listen_tls(server, host, (uint16_t)port, certs_dir, http3);
     } else if (ok) { /* localhost may be ::1 first: both families where the host has IPv6 */
         host = "::";
-        if ((listened = listen_tls(server, host, (uint16_t)port, certs_dir, http3)) == XERR_ADDR)
+        if ((listened = listen_tls(server, host, (uint16_t)port, certs_dir, http3)) != XOK)
             listened = listen_tls(server, host = "0.0.0.0", (uint16_t)port, certs_dir, http3);
     }
     xErrno err = XERR_STATE;

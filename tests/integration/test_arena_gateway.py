@@ -24,6 +24,7 @@ import hmac
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import tempfile
@@ -31,6 +32,7 @@ import types
 import unittest
 
 import brotli
+import yaml
 
 from support.h3client import h3_connect, run
 from support.harness import ServerProcess
@@ -38,7 +40,7 @@ from support.interop import free_port
 from support.postgres import Postgres
 from support.redis_server import RedisServer
 from support.tls_fixtures import shared_certs
-from test_arena import STATIC_TEXT, STATIC_TYPES, free_ports, make_dataset, make_static_files
+from test_arena import STATIC_TEXT, STATIC_TYPES, make_dataset, make_static_files
 
 CERTS = None
 
@@ -70,9 +72,42 @@ def arena_binary(name):
     return os.path.join(os.path.dirname(entry), name)
 
 
-def start(test_class, binary, env):
-    process = ServerProcess(argv=[arena_binary(binary)], env=env).start()
-    test_class.addClassCleanup(process.close)
+SOURCE_DIR = os.environ.get("XK_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+COMPOSE_FILES = {
+    "gateway-64": "compose.gateway.yml",
+    "gateway-h3": "compose.gateway-h3.yml",
+    "production-stack": "compose.production-stack.yml",
+}
+FIXED_PORTS = ("8080", "8443", "9090", "6379")  # what the compose files bind on the host's network
+
+
+def compose(profile):
+    with open(os.path.join(SOURCE_DIR, "arena", COMPOSE_FILES[profile])) as f:
+        return yaml.safe_load(f)["services"]
+
+
+def localize(text, ports):
+    """A compose value with the host's fixed ports moved to the test's free ones (ports: fixed ->
+    ours) and wildcard binds to loopback."""
+    text = text.replace("0.0.0.0:", "127.0.0.1:")
+    return re.sub(r"(?<![0-9])(" + "|".join(FIXED_PORTS) + r")(?![0-9])", lambda m: str(ports[m.group(1)]), text)
+
+
+def service_env(spec, ports):
+    """A service's environment as its compose file sets it, on the test's ports and folders."""
+    env = {}
+    for item in spec.get("environment", []):
+        name, value = item.split("=", 1)
+        value = value.replace("${DATABASE_URL}", STACK.postgres.conninfo)
+        env[name] = {"/certs": STACK.certs, "/data": STACK.data}.get(value, localize(value, ports))
+    return env
+
+
+def start(scope, spec, ports):
+    """A compose service of the image (its command, /xkit-*) from build/arena, as the file starts it."""
+    (command,) = spec["command"]
+    process = ServerProcess(argv=[arena_binary(command.lstrip("/"))], env=service_env(spec, ports)).start()
+    scope.addClassCleanup(process.close)
     return process
 
 
@@ -138,13 +173,11 @@ def setUpModule():
     stack.postgres = Postgres(ModuleScope)
     stack.postgres.seed(items=ITEMS, users=USERS)
     stack.redis = RedisServer(ModuleScope)
-    ports = free_ports(4)
-    env = {"DATA_DIR": stack.data, "CERTS_DIR": stack.certs, "ARENA_PORTS": ",".join(map(str, ports))}
-    env["DATABASE_URL"] = stack.postgres.conninfo
-    env["REDIS_URL"] = f"redis://127.0.0.1:{stack.redis.port}"
-    stack.server = start(ModuleScope, "xkit-arena", env)
-    stack.upstream = f"http://127.0.0.1:{ports[0]}"
+    stack.ports = {"8080": free_port(), "6379": stack.redis.port}
     STACK = stack
+    # As compose.production-stack.yml starts it (the gateways' server is the same less REDIS_URL).
+    stack.server = start(ModuleScope, compose("production-stack")["server"], stack.ports)
+    stack.upstream = f"http://127.0.0.1:{stack.ports['8080']}"
 
 
 def tearDownModule():
@@ -155,14 +188,20 @@ class Stacks:
     """An edge of the class's own in front of the module's server."""
 
     @classmethod
-    def start_edge(cls, **extra):
+    def start_edge(cls, profile, service, **ports):
+        """The edge as the profile's compose file starts it, in front of the module's server."""
         cls.stack = STACK
         cls.postgres = STACK.postgres
-        env = {"DATA_DIR": STACK.data, "CERTS_DIR": STACK.certs, "EDGE_PORT": str(free_port())}
-        env["UPSTREAM"] = STACK.upstream
-        env.update(extra)
-        edge = start(cls, "xkit-edge", env)
+        cls.ports = dict(STACK.ports, **ports, **{"8443": free_port()})
+        edge = start(cls, compose(profile)[service], cls.ports)
         return edge, Curl(edge.port, tempfile.mkdtemp(dir=STACK.folder))
+
+    def assert_healthy(self, profile, service, ports, healthy=True):
+        """Runs the service's compose healthcheck (its CMD, on the test's ports)."""
+        kind, *argv = compose(profile)[service]["healthcheck"]["test"]
+        self.assertEqual(kind, "CMD")
+        done = subprocess.run([localize(arg, ports) for arg in argv], capture_output=True, timeout=10)
+        self.assertEqual(done.returncode == 0, healthy, f"{profile} {service}: {argv} {done.stderr!r}")
 
     def static_bytes(self, name):
         with open(os.path.join(self.stack.data, "static", name), "rb") as f:
@@ -240,7 +279,14 @@ class Gateway64Test(GatewayChecks, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.edge, cls.curl = cls.start_edge()
+        cls.edge, cls.curl = cls.start_edge("gateway-64", "proxy")
+
+    def test_the_health_checks_pass_and_fail_as_the_services_do(self):
+        for service in ("proxy", "server"):
+            self.assert_healthy("gateway-64", service, self.ports)
+        nobody = {port: free_port() for port in FIXED_PORTS}
+        for service in ("proxy", "server"):
+            self.assert_healthy("gateway-64", service, nobody, healthy=False)
 
 
 class GatewayH3Test(GatewayChecks, unittest.TestCase):
@@ -248,7 +294,7 @@ class GatewayH3Test(GatewayChecks, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.edge, cls.curl = cls.start_edge(EDGE_HTTP3="1")
+        cls.edge, cls.curl = cls.start_edge("gateway-h3", "proxy")
 
     def test_h3_requests_as_the_arena_validates_them(self):
         async def requests():
@@ -284,9 +330,13 @@ class ProductionStackTest(Stacks, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         auth_port = free_port()
-        cls.authsvc = start(cls, "xkit-authsvc", {"AUTHSVC_LISTEN": f"127.0.0.1:{auth_port}"})
-        cls.edge, cls.curl = cls.start_edge(AUTH_URL=f"http://127.0.0.1:{auth_port}")
+        cls.authsvc = start(cls, compose("production-stack")["authsvc"], {"9090": auth_port})
+        cls.edge, cls.curl = cls.start_edge("production-stack", "edge", **{"9090": auth_port})
         cls.auth_url = f"http://127.0.0.1:{auth_port}"
+
+    def test_the_health_checks_pass(self):
+        for service in ("edge", "authsvc", "cache", "server"):
+            self.assert_healthy("production-stack", service, self.ports)
 
     def bearer(self, token=TOKEN):
         return ["-H", f"Authorization: Bearer {token}"]
@@ -376,6 +426,58 @@ class ProductionStackTest(Stacks, unittest.TestCase):
             ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"{self.auth_url}/_health"], capture_output=True
         )
         self.assertEqual(health.stdout, b"200")
+
+
+class ComposeFilesTest(unittest.TestCase):
+    """What the arena asks of every service of a stack (CONTRACT.md, "The stacks")."""
+
+    SERVICES = {
+        "gateway-64": {"proxy", "server"},
+        "gateway-h3": {"proxy", "server"},
+        "production-stack": {"edge", "cache", "authsvc", "server"},
+    }
+
+    @staticmethod
+    def cpus(cpuset):
+        """The logical CPUs of a cpuset's default ("${NAME:-0-15,64-79}")."""
+        text = re.fullmatch(r"\$\{\w+:-([0-9,-]+)\}", cpuset).group(1)
+        cpus = set()
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            cpus.update(range(int(low), int(high or low) + 1))
+        return cpus
+
+    def test_every_service_as_the_arena_requires(self):
+        for profile, names in self.SERVICES.items():
+            services = compose(profile)
+            self.assertEqual(set(services), names, profile)
+            taken = set()
+            for name, spec in services.items():
+                where = f"{profile} {name}"
+                self.assertEqual(spec["network_mode"], "host", where)
+                self.assertIn("seccomp:unconfined", spec["security_opt"], where)
+                self.assertEqual(spec["ulimits"]["memlock"], -1, where)
+                self.assertEqual(spec["ulimits"]["nofile"], {"soft": 1048576, "hard": 1048576}, where)
+                self.assertIn("test", spec["healthcheck"], where)
+                cpus = self.cpus(spec["cpuset"])
+                self.assertFalse(cpus & taken, f"{where}: a CPU of another service")
+                taken |= cpus
+                for needed, condition in (spec.get("depends_on") or {}).items():
+                    self.assertIn(needed, services, where)
+                    self.assertEqual(condition, {"condition": "service_healthy"}, where)
+            # 32 cores and their SMT siblings (64 logical CPUs on the arena's host of 128).
+            self.assertEqual(len(taken), 64, profile)
+            self.assertEqual({cpu + 64 for cpu in taken if cpu < 64}, {cpu for cpu in taken if cpu >= 64}, profile)
+        edge = {p: compose(p)["proxy" if p != "production-stack" else "edge"]["environment"] for p in self.SERVICES}
+        self.assertIn("EDGE_HTTP3=1", edge["gateway-h3"])
+        self.assertNotIn("EDGE_HTTP3=1", edge["gateway-64"])
+        self.assertIn("AUTH_URL=http://127.0.0.1:9090", edge["production-stack"])
+
+    def test_meta_json_lists_the_stacks(self):
+        with open(os.path.join(SOURCE_DIR, "arena", "meta.json")) as f:
+            tests = json.load(f)["tests"]
+        for profile in self.SERVICES:
+            self.assertIn(profile, tests)
 
 
 if __name__ == "__main__":
