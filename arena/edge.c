@@ -76,6 +76,9 @@ static bool make_proxy(xHttpServer *server, const char *auth_url, xHttpProxy **o
     unsigned connections = (unsigned)atoi(env_or("UPSTREAM_CONNECTIONS", "256"));
     conf.upstream.max_conns = conf.upstream.max_idle = connections ? connections : 256;
     conf.upstream.max_queue = 65536;
+    /* The server reads no forwarding fields (X-Forwarded-*, Forwarded): none are written, as the
+     * arena's nginx edges write none. */
+    conf.forwarded_headers = false;
     if (auth_url) {
         conf.auth_url = auth_url;
         conf.auth_target = env_or("AUTH_TARGET", "/_auth");
