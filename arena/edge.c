@@ -11,13 +11,15 @@
  *                     fields, as GET: AUTH_METHOD), its 401 passed back, its
  *                     X-User-Id passed on; then to the server
  *   anything else     to the server (UPSTREAM, default http://127.0.0.1:8080) over
- *                     kept-alive HTTP/1.1: /baseline2, /json/{n}, /async-db, /public/...
+ *                     kept-alive HTTP/1.1 (or h2c with UPSTREAM_PROTOCOL=h2c: each
+ *                     worker's requests streams of one connection): /baseline2,
+ *                     /json/{n}, /async-db, /public/...
  *
  * Environment: DATA_DIR (default /data), CERTS_DIR (server.crt and server.key;
  * default /certs), EDGE_HOST (default "::", IPv6 and IPv4 both; 0.0.0.0 where the
- * host has no IPv6), EDGE_PORT, EDGE_HTTP3, UPSTREAM, UPSTREAM_CONNECTIONS (per worker,
- * default 256), AUTH_URL (unset: no auth, as the gateway profiles), AUTH_TARGET,
- * AUTH_METHOD. Workers: one per CPU this process may run on.
+ * host has no IPv6), EDGE_PORT, EDGE_HTTP3, UPSTREAM, UPSTREAM_PROTOCOL (http/1.1 or h2c),
+ * UPSTREAM_CONNECTIONS (per worker, default 256), AUTH_URL (unset: no auth, as the gateway profiles),
+ * AUTH_TARGET, AUTH_METHOD. Workers: one per CPU this process may run on.
  *
  * Nothing dynamic is cached: every proxied answer is the server's, and the
  * server compresses /json itself (the client's Accept-Encoding goes up), so the
@@ -76,6 +78,8 @@ static bool make_proxy(xHttpServer *server, const char *auth_url, xHttpProxy **o
     unsigned connections = (unsigned)atoi(env_or("UPSTREAM_CONNECTIONS", "256"));
     conf.upstream.max_conns = conf.upstream.max_idle = connections ? connections : 256;
     conf.upstream.max_queue = 65536;
+    if (strcmp(env_or("UPSTREAM_PROTOCOL", "http/1.1"), "h2c") == 0)
+        conf.upstream.protocol = XHTTP_UPSTREAM_HTTP2;
     /* The server reads no forwarding fields (X-Forwarded-*, Forwarded): none are written, as the
      * arena's nginx edges write none. */
     conf.forwarded_headers = false;

@@ -8,9 +8,9 @@ both in front of the same xkit-arena (a fresh one per run) on a PostgreSQL with 
 The load is the arena's: h2load -m32 over 20 URIs in turn (6 static files, 4 /baseline2, 7 /json
 from 1 to 50 items, 3 /async-db with limits 10, 25 and 50), each request with
 `Accept-Encoding: br;q=1, gzip;q=0.8`; the arena's 512 connections divided by --scale. The edge
-runs with one worker on --server-cpus; the server (one worker), PostgreSQL and the load on
---client-cpus. Reported per request: the edge's CPU (what the edges are compared by), the
-server's, the stack's (edge + server) and PostgreSQL's.
+runs with one worker on --server-cpus (xKit's twice: HTTP/1.1 to the server, and h2c); the server
+(one worker), PostgreSQL and the load on --client-cpus. Reported per request: the edge's CPU (what
+the edges are compared by), the server's, the stack's (edge + server) and PostgreSQL's.
 """
 
 from dataclasses import dataclass
@@ -21,7 +21,10 @@ from .loadgen import h2load_argv, measured_load, unmeasured_load
 from .paths import PEERS_DIR
 from .servers import Peer, RunFailed, running
 
-EDGES = ("xkit", "nginx")
+# xKit's edge twice: to the server over kept-alive HTTP/1.1 (the compose files' choice) and over h2c
+# (UPSTREAM_PROTOCOL=h2c: every request of a worker a stream on one connection).
+EDGES = ("xkit", "xkit-h2c", "nginx")
+EDGE_BINARY = {"xkit": "xkit", "xkit-h2c": "xkit", "nginx": "nginx"}
 ACCEPT = "Accept-Encoding: br;q=1, gzip;q=0.8"
 NGINX_TEMPLATE = PEERS_DIR / "nginx" / "gateway.conf.in"
 PROBE_STATIC = "/static/reset.css"
@@ -80,7 +83,7 @@ def upstream_peer(arena, setup, database_url):
 
 def edge_peer(name, binary, setup, upstream_port, tools):
     """The edge `name` (EDGES) in front of the server on upstream_port."""
-    if name == "xkit":
+    if name in ("xkit", "xkit-h2c"):
 
         def command(port, _dir):
             return ["env", f"EDGE_PORT={port}", str(binary)]
@@ -91,8 +94,9 @@ def edge_peer(name, binary, setup, upstream_port, tools):
             "EDGE_HOST": "127.0.0.1",
             "UPSTREAM": f"http://127.0.0.1:{upstream_port}",
             "UPSTREAM_CONNECTIONS": str(UPSTREAM_POOL),
+            "UPSTREAM_PROTOCOL": "h2c" if name == "xkit-h2c" else "http/1.1",
         }
-        return Peer("xkit-edge", command, env, tls=True, probe_path=PROBE_STATIC)
+        return Peer(f"{name}-edge", command, env, tls=True, probe_path=PROBE_STATIC)
 
     def nginx_command(port, run_dir):
         values = {
@@ -133,7 +137,8 @@ def measure(stack_name, edge_name, bench, inputs):
     server_peer = upstream_peer(inputs.arena, inputs.setup, inputs.database.database_url)
     try:
         with running(server_peer, bench.ports, bench.work_dir, args.client_cpus, "server") as server:
-            edge = edge_peer(edge_name, inputs.edges[edge_name], inputs.setup, server.port, inputs.tools)
+            binary = inputs.edges[EDGE_BINARY[edge_name]]
+            edge = edge_peer(edge_name, binary, inputs.setup, server.port, inputs.tools)
 
             def on_edge(front):
                 uri_file = bench.work_dir / f"gateway-uris-{front.port}"

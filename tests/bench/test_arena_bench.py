@@ -276,6 +276,9 @@ class StackTest(unittest.TestCase):
         self.assertEqual(xkit.command(9000, self.run_dir), ["env", "EDGE_PORT=9000", "/b/xkit-edge"])
         self.assertEqual(xkit.env["UPSTREAM"], "http://127.0.0.1:7000")
         self.assertTrue(xkit.tls)
+        self.assertEqual(xkit.env["UPSTREAM_PROTOCOL"], "http/1.1")
+        h2c = arena_stacks.edge_peer("xkit-h2c", Path("/b/xkit-edge"), self.setup, 7000, {})
+        self.assertEqual(h2c.env["UPSTREAM_PROTOCOL"], "h2c")
         nginx = arena_stacks.edge_peer("nginx", "/usr/sbin/nginx", self.setup, 7000, {"nginx_brotli": True})
         nginx.command(9000, self.run_dir)
         conf = (self.run_dir / "nginx.conf").read_text()
@@ -292,7 +295,7 @@ class StackTest(unittest.TestCase):
     def test_gateway_rows_compare_the_edges_and_leave_the_score_alone(self):
         args = parse("--cases", "gateway-64,baseline")
         plan, _ = arena.plan_profiles(args, dict.fromkeys(arena.SERVERS, "/bin/true"), {"nginx_njs": True}, {})
-        self.assertEqual(plan["gateway-64"], ["xkit", "nginx"])
+        self.assertEqual(plan["gateway-64"], ["xkit", "xkit-h2c", "nginx"])
         stack = {"server_cpu_us_per_request": 20.0, "pg_cpu_us_per_request": 5.0}
         results = {
             "gateway-64": {
@@ -305,6 +308,7 @@ class StackTest(unittest.TestCase):
         self.assertIn("| gateway-64 | 8 | xKit | 9,000 | 30.00 | 20.00 | 50.00 | 5.00 |", markdown)
         self.assertIn("| gateway-64 | 8 | nginx | 6,000 | 60.00 | 20.00 | 80.00 | 5.00 |", markdown)
         self.assertIn("gateway-64, CPU per request of xKit's edge ÷ nginx's: edge 0.50×, stack 0.62×.", markdown)
+        self.assertNotIn("h2c upstream's edge", markdown)
         self.assertNotIn("gateway-64", summary)
         self.assertEqual(stacks["gateway-64"]["xkit"]["cpu_us_per_request"]["median"], 30.0)
 

@@ -188,12 +188,14 @@ class Stacks:
     """An edge of the class's own in front of the module's server."""
 
     @classmethod
-    def start_edge(cls, profile, service, **ports):
-        """The edge as the profile's compose file starts it, in front of the module's server."""
+    def start_edge(cls, profile, service, env=None, **ports):
+        """The edge as the profile's compose file starts it (env: more), in front of the module's server."""
         cls.stack = STACK
         cls.postgres = STACK.postgres
         cls.ports = dict(STACK.ports, **ports, **{"8443": free_port()})
-        edge = start(cls, compose(profile)[service], cls.ports)
+        spec = compose(profile)[service]
+        spec = dict(spec, environment=spec["environment"] + [f"{k}={v}" for k, v in (env or {}).items()])
+        edge = start(cls, spec, cls.ports)
         return edge, Curl(edge.port, tempfile.mkdtemp(dir=STACK.folder))
 
     def assert_healthy(self, profile, service, ports, healthy=True):
@@ -287,6 +289,14 @@ class Gateway64Test(GatewayChecks, unittest.TestCase):
         nobody = {port: free_port() for port in FIXED_PORTS}
         for service in ("proxy", "server"):
             self.assert_healthy("gateway-64", service, nobody, healthy=False)
+
+
+class GatewayH2cUpstreamTest(GatewayChecks, unittest.TestCase):
+    """The gateway-64 edge with UPSTREAM_PROTOCOL=h2c: every request a stream of one connection to the server."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.edge, cls.curl = cls.start_edge("gateway-64", "proxy", {"UPSTREAM_PROTOCOL": "h2c"})
 
 
 class GatewayH3Test(GatewayChecks, unittest.TestCase):

@@ -45,7 +45,7 @@ import arena_db  # noqa: E402
 HELP = "the HttpArena profiles at this machine's scale: xKit's arena entry against Go, h2o and nginx"
 SERVERS = ("xkit", "go", "h2o", "nginx")
 PEERS = SERVERS[1:]
-LABELS = {"xkit": "xKit", "go": "Go", "h2o": "h2o", "nginx": "nginx"}
+LABELS = {"xkit": "xKit", "go": "Go", "h2o": "h2o", "nginx": "nginx", "xkit-h2c": "xKit, h2c upstream"}
 PORTS = ("h1", "tls-h1", "h2c", "tls-h2")  # ARENA_PORTS's order
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "arena" / "data"
 BASELINE_SCRIPT = WRK_SCRIPTS / "arena_baseline.lua"
@@ -571,11 +571,13 @@ def stack_lines(results, summary, args):
                 f"| {name} | {arena_stacks.connections(arena_stacks.STACKS[name], args)} | {LABELS[edge]} | "
                 f"{rate_cell} | {cells} | {runs_cell(runs)} |"
             )
-        ratios = []
-        for what, key in (("edge", "cpu_us_per_request"), ("stack", "stack_cpu_us_per_request")):
-            xkit, nginx = (summary_median(summary, name, edge, key) for edge in ("xkit", "nginx"))
-            ratios.append(f"{what} {ratio_cell(xkit, nginx)}")
-        lines += ["", f"{name}, CPU per request of xKit's edge ÷ nginx's: " + ", ".join(ratios) + "."]
+        for ours in ("xkit", "xkit-h2c"):
+            ratios = []
+            for what, key in (("edge", "cpu_us_per_request"), ("stack", "stack_cpu_us_per_request")):
+                xkit, nginx = (summary_median(summary, name, edge, key) for edge in (ours, "nginx"))
+                ratios.append(f"{what} {ratio_cell(xkit, nginx)}")
+            if ours in by_edge:
+                lines += ["", f"{name}, CPU per request of {LABELS[ours]}'s edge ÷ nginx's: " + ", ".join(ratios) + "."]
     lines += [
         "",
         "The edge (one worker) on the server CPUs; xkit-arena (one worker), PostgreSQL and h2load on the "
@@ -703,7 +705,11 @@ def plan_profiles(args, binaries, tools, load_tools):
     plan, unserved = {}, {}
     for name in args.cases:
         if name in arena_stacks.STACKS:
-            plan[name] = [edge for edge in arena_stacks.EDGES if edge in binaries and edge in args.servers]
+            plan[name] = [
+                edge
+                for edge in arena_stacks.EDGES
+                if arena_stacks.EDGE_BINARY[edge] in binaries and arena_stacks.EDGE_BINARY[edge] in args.servers
+            ]
             continue
         profile = PROFILES[name]
         if profile.tool in GO_TOOLS and profile.tool not in load_tools:
