@@ -581,7 +581,8 @@ def stack_lines(results, summary, args):
     lines += [
         "",
         "The edge (one worker) on the server CPUs; xkit-arena (one worker), PostgreSQL and h2load on the "
-        "client CPUs; both edges keep up to 256 idle connections to the server. Load:",
+        "client CPUs; the edges to the server over HTTP/1.1 keep up to 256 idle connections, the h2c one "
+        "sends every request on one. Load:",
         "",
     ]
     for name in results:
