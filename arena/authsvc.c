@@ -96,8 +96,9 @@ static bool verify(xStr token, char *user, size_t cap) {
         return false;
     }
     char text[MAX_TOKEN];
+    _Alignas(16) unsigned char values[64 * 16]; /* a token's few claims parse here, no allocation */
     xJsonDoc doc;
-    xJsonDocInit(&doc, NULL, 0);
+    xJsonDocInit(&doc, values, sizeof values);
     xStr alg, sub_text;
     int64_t sub_number, exp;
     bool ok = json_part(token.data, (size_t)(dot1 - token.data), text, sizeof text, &doc) &&
