@@ -292,6 +292,32 @@ class StackTest(unittest.TestCase):
         self.assertEqual(server.command(7000, self.run_dir), ["env", "ARENA_PORTS=7000,0,0,0", "/b/xkit-arena"])
         self.assertEqual(server.env["DATABASE_URL"], "postgres://db")
 
+    def test_the_production_stack_asks_the_auth_service_and_writes_beside_the_reads(self):
+        stack = arena_stacks.STACKS["production-stack"]
+        xkit = arena_stacks.edge_peer("xkit", Path("/b/xkit-edge"), self.setup, 7000, {}, auth_port=7100)
+        self.assertEqual(xkit.env["AUTH_URL"], "http://127.0.0.1:7100")
+        nginx = arena_stacks.edge_peer("nginx", "/usr/sbin/nginx", self.setup, 7000, {}, auth_port=7100)
+        nginx.command(9000, self.run_dir)
+        conf = (self.run_dir / "nginx.conf").read_text()
+        self.assertNotIn("@", conf.split("\nworker_processes")[1])
+        self.assertIn("server 127.0.0.1:7100;", conf)
+        self.assertIn("auth_request /_auth;", conf)
+        self.assertIn("proxy_set_header X-User-Id $user_id;", conf)
+        gateway = arena_stacks.edge_peer("nginx", "/usr/sbin/nginx", self.setup, 7000, {})
+        gateway.command(9000, self.run_dir)
+        self.assertNotIn("auth_request ", (self.run_dir / "nginx.conf").read_text().split("\nworker_processes")[1])
+        paths = [u.removeprefix("https://127.0.0.1:1") for u in arena_stacks.uris(None, ["a"] * 6, 1, stack.dynamic)]
+        self.assertEqual(sum(p.startswith("/api/items/") for p in paths), 10)
+        self.assertEqual(paths.count("/api/me"), 2)
+        reads = arena_stacks.load_argv(stack, "/tmp/r", 5, parse())
+        self.assertEqual(reads[:4], ["h2load", "-t1", "-c4", "-m16"])
+        self.assertIn(f"Authorization: Bearer {arena_stacks.arena_token()}", reads)
+        writes = arena_stacks.writes_argv(stack, "/tmp/w", "/tmp/b", 5, parse())
+        self.assertEqual(writes[:4], ["h2load", "-t1", "-c1", "-m8"])
+        self.assertEqual(writes[writes.index("-d") + 1], "/tmp/b")
+        head, body, _ = arena_stacks.arena_token().split(".")
+        self.assertEqual(json.loads(arena_stacks.base64.urlsafe_b64decode(body + "==="))["sub"], "42")
+
     def test_gateway_rows_compare_the_edges_and_leave_the_score_alone(self):
         args = parse("--cases", "gateway-64,baseline")
         plan, _ = arena.plan_profiles(args, dict.fromkeys(arena.SERVERS, "/bin/true"), {"nginx_njs": True}, {})
@@ -305,8 +331,8 @@ class StackTest(unittest.TestCase):
             "baseline": {"xkit": RenderTest.runs(40000.0, 8.0)},
         }
         markdown, summary, stacks = arena.render(results, {}, args, "m")
-        self.assertIn("| gateway-64 | 8 | xKit | 9,000 | 30.00 | 20.00 | 50.00 | 5.00 |", markdown)
-        self.assertIn("| gateway-64 | 8 | nginx | 6,000 | 60.00 | 20.00 | 80.00 | 5.00 |", markdown)
+        self.assertIn("| gateway-64 | 8 | xKit | 9,000 | 30.00 | 20.00 | – | 50.00 | 5.00 |", markdown)
+        self.assertIn("| gateway-64 | 8 | nginx | 6,000 | 60.00 | 20.00 | – | 80.00 | 5.00 |", markdown)
         self.assertIn("gateway-64, CPU per request of xKit's edge ÷ nginx's: edge 0.50×, stack 0.62×.", markdown)
         self.assertNotIn("h2c upstream's edge", markdown)
         self.assertNotIn("gateway-64", summary)

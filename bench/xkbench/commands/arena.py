@@ -222,8 +222,8 @@ NOT_MEASURED = {
     "xKit server), not scored: the board ranks whole stacks' req/s on 64 CPUs",
     "gateway-h3": "needs an h2load built with ngtcp2 (Debian's has no HTTP/3); the stack runs "
     "(arena/compose.gateway-h3.yml, tests/integration/test_arena_gateway.py)",
-    "production-stack": "not measured yet; the stack runs (arena/compose.production-stack.yml, "
-    "tests/integration/test_arena_gateway.py)",
+    "production-stack": "measured as a stack (its own table: xKit's edge against nginx's with "
+    "auth_request, in front of the same server and auth service), not scored, as gateway-64",
 }
 
 
@@ -555,13 +555,19 @@ def stack_lines(results, summary, args):
     together and PostgreSQL; and xKit's edge against nginx's."""
     if not results:
         return []
-    keys = ("cpu_us_per_request", "server_cpu_us_per_request", "stack_cpu_us_per_request", "pg_cpu_us_per_request")
+    keys = (
+        "cpu_us_per_request",
+        "server_cpu_us_per_request",
+        "auth_cpu_us_per_request",
+        "stack_cpu_us_per_request",
+        "pg_cpu_us_per_request",
+    )
     lines = [
         "### Stacks: an edge in front of xkit-arena",
         "",
-        "| Stack | conns | edge | req/s | edge CPU µs/req | server µs/req | edge + server µs/req "
-        "| PostgreSQL µs/req | runs |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---|",
+        "| Stack | conns | edge | req/s | edge CPU µs/req | server µs/req | authsvc µs/req "
+        "| stack µs/req | PostgreSQL µs/req | runs |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, by_edge in results.items():
         for edge, runs in by_edge.items():
@@ -580,14 +586,21 @@ def stack_lines(results, summary, args):
                 lines += ["", f"{name}, CPU per request of {LABELS[ours]}'s edge ÷ nginx's: " + ", ".join(ratios) + "."]
     lines += [
         "",
-        "The edge (one worker) on the server CPUs; xkit-arena (one worker), PostgreSQL and h2load on the "
-        "client CPUs; the edges to the server over HTTP/1.1 keep up to 256 idle connections, the h2c one "
+        "The stack: the edge, the server and the auth service (production-stack). The edge (one worker) "
+        "on the server CPUs; xkit-arena and xkit-authsvc (one worker each), PostgreSQL, Redis and h2load "
+        "on the client CPUs; the edges to the server over HTTP/1.1 keep up to 256 idle connections, the h2c one "
         "sends every request on one. Load:",
         "",
     ]
     for name in results:
-        argv = shlex.join(arena_stacks.load_argv(arena_stacks.STACKS[name], "URI_FILE", args.duration, args))
-        lines.append(f"- {name}: {arena_stacks.STACKS[name].title} — `{argv}`")
+        stack = arena_stacks.STACKS[name]
+        argv = shlex.join(arena_stacks.load_argv(stack, "URI_FILE", args.duration, args)).replace(
+            arena_stacks.arena_token(), "TOKEN"
+        )
+        lines.append(f"- {name}: {stack.title} — `{argv}`")
+        if stack.auth:
+            writes = arena_stacks.writes_argv(stack, "WRITE_URIS", "BODY", args.duration, args)
+            lines.append(f"  and at once `{shlex.join(writes).replace(arena_stacks.arena_token(), 'TOKEN')}`")
     lines.append("")
     return lines
 
@@ -708,7 +721,7 @@ def plan_profiles(args, binaries, tools, load_tools):
         if name in arena_stacks.STACKS:
             plan[name] = [
                 edge
-                for edge in arena_stacks.EDGES
+                for edge in arena_stacks.STACKS[name].edges
                 if arena_stacks.EDGE_BINARY[edge] in binaries and arena_stacks.EDGE_BINARY[edge] in args.servers
             ]
             continue
@@ -730,6 +743,7 @@ class StackInputs:
     """What arena_stacks.measure starts its runs from."""
 
     arena: Path
+    authsvc: Path
     setup: ArenaSetup
     database: object  # scripts/arena_db.LocalDatabase, started
     static_names: list
@@ -740,9 +754,9 @@ class StackInputs:
 def prepare_stacks(args, bench, setup, binaries, tools):
     """(StackInputs, the started database, None) for the stack rows, or (None, None, why not)."""
     arena = binaries.get("xkit")
-    edge = args.build_dir.resolve() / "arena" / "xkit-edge"
-    if arena is None or not edge.is_file():
-        return None, None, f"{edge} or xkit-arena not built (configure with -DXK_BUILD_ARENA=ON)"
+    edge, authsvc = (args.build_dir.resolve() / "arena" / name for name in ("xkit-edge", "xkit-authsvc"))
+    if arena is None or not edge.is_file() or not authsvc.is_file():
+        return None, None, f"xkit-arena, {edge.name} or {authsvc.name} not built (configure with -DXK_BUILD_ARENA=ON)"
     edges = {"xkit": edge}
     if "nginx" in binaries:
         edges["nginx"] = binaries["nginx"]
@@ -750,7 +764,6 @@ def prepare_stacks(args, bench, setup, binaries, tools):
         bench.work_dir / "db",
         args.first_port + 900,
         args.first_port + 901,
-        redis=False,
         cpus=environment.cpu_list(args.client_cpus),
     )
     try:
@@ -758,7 +771,7 @@ def prepare_stacks(args, bench, setup, binaries, tools):
     except (OSError, SystemExit, subprocess.CalledProcessError) as error:  # arena_db exits when one cannot start
         database.stop()
         return None, None, f"no PostgreSQL for /async-db: {error}"
-    inputs = StackInputs(arena, setup, database, static_files(setup.data_dir), edges, tools)
+    inputs = StackInputs(arena, authsvc, setup, database, static_files(setup.data_dir), edges, tools)
     return inputs, database, None
 
 
