@@ -2,9 +2,9 @@
 (bench/peers/go/arena_server, net/http alone) and, on the profiles the arena runs them on,
 h2o built as the arena's h2o entry is (a C program on libh2o) and nginx configured as the arena's
 nginx entry is (xkbench/arena_peers.py), under the arena's load shapes, scaled down; --score
-scores them as the board does (xkbench/arena_score.py). gateway-64 runs as a stack: xKit's edge
-and nginx's in front of the same xKit server (xkbench/arena_stacks.py), compared by the edge's CPU
-per request, the whole stack's beside it.
+scores them as the board does (xkbench/arena_score.py). gateway-64 and production-stack run as
+stacks: xKit's edge and nginx's in front of the same xKit server (and auth service;
+xkbench/arena_stacks.py), compared by the edge's CPU per request, the whole stack's beside it.
 
 Every server serves the arena's endpoints on four ports (ARENA_PORTS: h1+h2c, TLS http/1.1,
 h2c only, TLS h2) with a copy of the dataset from --data-dir and a fresh self-signed RSA-2048
