@@ -12,14 +12,12 @@
  *
  * Environment: DATA_DIR (dataset.json and static/; default /data), CERTS_DIR (server.crt,
  * server.key; default /certs), ARENA_PORTS ("8080,8081,8082,8443", to run
- * beside other servers), DATABASE_URL (PostgreSQL with the arena's seed, for
- * /async-db and /fortunes; without it they answer 503), DATABASE_CONNECTIONS
- * (per worker, default 2) and DATABASE_PIPELINE_DEPTH (queries in flight per
- * connection, default 64), DATABASE_QUEUE (queries waiting for a connection
- * per worker, default 1024; beyond it 503), REDIS_URL (redis://host:port: the production
- * stack's cache, stack.c; without it a cache in this process; ARENA_CACHE=off:
- * none, every read from the database). Workers: one
- * per CPU this process may run on.
+ * beside other servers; a 0 after the first leaves that port out), DATABASE_URL (PostgreSQL with the arena's
+ * seed, for /async-db and /fortunes; without it they answer 503), DATABASE_CONNECTIONS (per worker, default
+ * 2) and DATABASE_PIPELINE_DEPTH (queries in flight per connection, default 64), DATABASE_QUEUE (queries
+ * waiting for a connection per worker, default 1024; beyond it 503), REDIS_URL (redis://host:port: the
+ * production stack's cache, stack.c; without it a cache in this process; ARENA_CACHE=off: none, every read
+ * from the database). Workers: one per CPU this process may run on.
  *
  * The production stack's `server` (8080 behind its edge): /public/baseline,
  * /public/json/{count} here; /api/items/{id} and /api/me in stack.c.
@@ -704,10 +702,12 @@ int main(void) {
      * answers are under the size threshold, octet-stream and gRPC are not compressible types). */
     bool ok = server && add_routes(server) && add_static(server, data_dir) &&
               xHttpServerCompress(server, NULL) == XOK;
-    ok = ok && xHttpServerListen(server, "0.0.0.0", (uint16_t)ports[0]) == XOK &&
-         listen_tls(server, (uint16_t)ports[1], "http/1.1", false, certs_dir) &&
-         xHttpServerListenProtocols(server, "0.0.0.0", (uint16_t)ports[2], XHTTP_PROTO_HTTP2) == XOK &&
-         listen_tls(server, (uint16_t)ports[3], "h2", true, certs_dir);
+    /* 8080 always; the others may be 0: the stacks' server (compose.*.yml) leaves 8443 to the edge. */
+    ok = ok && ports[0] && xHttpServerListen(server, "0.0.0.0", (uint16_t)ports[0]) == XOK &&
+         (!ports[1] || listen_tls(server, (uint16_t)ports[1], "http/1.1", false, certs_dir)) &&
+         (!ports[2] ||
+          xHttpServerListenProtocols(server, "0.0.0.0", (uint16_t)ports[2], XHTTP_PROTO_HTTP2) == XOK) &&
+         (!ports[3] || listen_tls(server, (uint16_t)ports[3], "h2", true, certs_dir));
     xErrno err = XERR_STATE;
     if (ok) {
         /* The first line in the form every xKit server prints (the tests read it). */

@@ -117,6 +117,13 @@ if ! python3 -c "import aioquic.h3.connection" >/dev/null 2>&1; then
   python3 -m pip install --quiet aioquic
 fi
 
+# The arena's stacks (tests/integration/test_arena_gateway.py) start each process as its compose
+# file (arena/compose.*.yml) says, read with PyYAML.
+if ! python3 -c "import yaml" >/dev/null 2>&1; then
+  echo "installing: pyyaml (pip, for the arena's compose files)"
+  python3 -m pip install --quiet pyyaml
+fi
+
 # The lint tests (tests/lint/test_python.py) check the Python with this exact ruff, the one
 # ruff.toml's required-version names: other versions format some constructs differently.
 RUFF_VERSION=0.17.5

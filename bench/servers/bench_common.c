@@ -574,9 +574,9 @@ static const char *upstream_ca_file, *upstream_server_name;
 static bool upstream_insecure;
 static unsigned upstream_proxy_protocol; /* --upstream-proxy-protocol 1|2 */
 static bool upstream_h2;                 /* --upstream-h2: HTTP/2 (h2c on http://, h2 on https://) */
-/* --upstream-auth URL, --upstream-auth-target PATH, --upstream-auth-copy NAME (repeatable): the auth
- * subrequest. */
-static const char *upstream_auth_url, *upstream_auth_target, *upstream_auth_copy[4];
+/* --upstream-auth URL, --upstream-auth-target PATH, --upstream-auth-method M, --upstream-auth-copy NAME
+ * (repeatable): the auth subrequest. */
+static const char *upstream_auth_url, *upstream_auth_target, *upstream_auth_method, *upstream_auth_copy[4];
 static size_t upstream_num_auth_copy;
 
 /* --upstream-balance and --upstream-health into conf; false when malformed. */
@@ -628,6 +628,7 @@ static bool add_proxy(xHttpServer *server) {
     if (upstream_h2) conf.upstream.protocol = XHTTP_UPSTREAM_HTTP2;
     conf.auth_url = upstream_auth_url;
     conf.auth_target = upstream_auth_target;
+    conf.auth_method = upstream_auth_method;
     conf.auth_copy = upstream_auth_copy;
     conf.num_auth_copy = upstream_num_auth_copy;
     if (upstream_timeout_ms) conf.upstream.resolve_timeout_ms = upstream_timeout_ms;
@@ -703,7 +704,7 @@ const char benchCommonUsage[] =
     "       [--upstream-ca FILE] [--upstream-server-name NAME] [--upstream-insecure]\n"
     "       [--upstream-h2] [--upstream-proxy-protocol 1|2] [--upstream-auth URL [--upstream-auth-target "
     "PATH]\n"
-    "        [--upstream-auth-copy NAME]...]\n"
+    "        [--upstream-auth-method M] [--upstream-auth-copy NAME]...]\n"
     "       [--upstream-total-timeout MS] [--upstream-health /PATH:MS]\n"
     "       [--upstream-balance rr|least-conn|hash-address|hash-header:NAME]\n"
     "       [--trust-forwarded NETWORKS] [--health PATH] [--stop-grace MS]\n"
@@ -858,6 +859,10 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--upstream-auth-target") == 0 && i + 1 < argc) {
             upstream_auth_target = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-auth-method") == 0 && i + 1 < argc) {
+            upstream_auth_method = argv[++i];
             continue;
         }
         if (strcmp(argv[i], "--upstream-auth-copy") == 0 && i + 1 < argc && upstream_num_auth_copy < 4) {

@@ -109,8 +109,8 @@ typedef struct xHttpProxyConf {
     unsigned proxy_protocol;
     /** The auth subrequest (like nginx's auth_request): before each request
      *  goes upstream, auth_url ("http[s]://host:port", the upstream
-     *  settings above) is asked with the request's method, its target (or
-     *  auth_target), the fields the upstream would get plus
+     *  settings above) is asked with the request's method (or auth_method), its target
+     *  (or auth_target), the fields the upstream would get plus
      *  X-Original-Method and X-Original-URI, and no body. A 2xx lets it
      *  through with the answer's fields named in auth_copy added (the
      *  client's own fields of those names are always removed); 401 or 403
@@ -122,6 +122,10 @@ typedef struct xHttpProxyConf {
     const char *auth_target;      /**< NULL: the request's own path and query */
     const char *const *auth_copy; /**< field names, up to 8 (copied) */
     size_t num_auth_copy;
+    /** The subrequest's method (copied): NULL, the request's own; "GET" asks
+     *  as nginx's auth_request does, for a service that answers GET only
+     *  (X-Original-Method still says the request's). */
+    const char *auth_method;
 } xHttpProxyConf;
 
 /** Fills conf with the defaults noted above (no upstreams). */

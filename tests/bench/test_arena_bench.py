@@ -8,7 +8,7 @@ import unittest
 from pathlib import Path
 
 import support  # noqa: F401  (puts bench/ on the path)
-from xkbench import arena_peers
+from xkbench import arena_peers, arena_stacks
 from xkbench.arena_peers import ArenaSetup
 from xkbench.cli import build_parser
 from xkbench.commands import arena
@@ -246,6 +246,99 @@ class PeerConfigurationTest(unittest.TestCase):
         self.assertIn('location = /pipeline {\n            return 200 "ok";', conf)
 
 
+class StackTest(unittest.TestCase):
+    """gateway-64: the edges in front of xKit's server, their load and their rows."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.run_dir = Path(self.tmp.name)
+        self.setup = ArenaSetup(Path("/srv/data"), Path("/srv/certs"), 1)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_the_load_is_the_arenas_twenty_uris_at_32_streams(self):
+        names = ["app.js", "bold.woff2", "hero.webp", "index.html", "logo.svg", "manifest.json", "reset.css"]
+        uris = arena_stacks.uris(Path("/srv/data"), names, 9443)
+        self.assertEqual(len(uris), 20)
+        paths = [uri.removeprefix("https://127.0.0.1:9443") for uri in uris]
+        self.assertEqual(sum(p.startswith("/static/") for p in paths), 6)
+        self.assertEqual(sum(p.startswith("/baseline2?") for p in paths), 4)
+        self.assertEqual([p for p in paths if p.startswith("/json/")][::6], ["/json/1", "/json/50"])
+        self.assertEqual([p[-2:] for p in paths if p.startswith("/async-db")], ["10", "25", "50"])
+        stack = arena_stacks.STACKS["gateway-64"]
+        argv = arena_stacks.load_argv(stack, "/tmp/uris", 5, parse())
+        self.assertEqual(argv[:4], ["h2load", "-t1", "-c8", "-m32"])
+        self.assertEqual(argv[-5:], ["--npn-list=h2", "-H", "Accept-Encoding: br;q=1, gzip;q=0.8", "-i", "/tmp/uris"])
+
+    def test_both_edges_point_at_the_same_server(self):
+        xkit = arena_stacks.edge_peer("xkit", Path("/b/xkit-edge"), self.setup, 7000, {})
+        self.assertEqual(xkit.command(9000, self.run_dir), ["env", "EDGE_PORT=9000", "/b/xkit-edge"])
+        self.assertEqual(xkit.env["UPSTREAM"], "http://127.0.0.1:7000")
+        self.assertTrue(xkit.tls)
+        self.assertEqual(xkit.env["UPSTREAM_PROTOCOL"], "http/1.1")
+        h2c = arena_stacks.edge_peer("xkit-h2c", Path("/b/xkit-edge"), self.setup, 7000, {})
+        self.assertEqual(h2c.env["UPSTREAM_PROTOCOL"], "h2c")
+        nginx = arena_stacks.edge_peer("nginx", "/usr/sbin/nginx", self.setup, 7000, {"nginx_brotli": True})
+        nginx.command(9000, self.run_dir)
+        conf = (self.run_dir / "nginx.conf").read_text()
+        body = conf.split("\nworker_processes")[1]
+        self.assertNotIn("@", body)
+        self.assertIn("listen 127.0.0.1:9000 backlog=4096 ssl http2;", conf)
+        self.assertIn("server 127.0.0.1:7000;", conf)
+        self.assertIn("root /srv/data;", conf)
+        self.assertIn("brotli_static on;", conf)
+        server = arena_stacks.upstream_peer(Path("/b/xkit-arena"), self.setup, "postgres://db")
+        self.assertEqual(server.command(7000, self.run_dir), ["env", "ARENA_PORTS=7000,0,0,0", "/b/xkit-arena"])
+        self.assertEqual(server.env["DATABASE_URL"], "postgres://db")
+
+    def test_the_production_stack_asks_the_auth_service_and_writes_beside_the_reads(self):
+        stack = arena_stacks.STACKS["production-stack"]
+        xkit = arena_stacks.edge_peer("xkit", Path("/b/xkit-edge"), self.setup, 7000, {}, auth_port=7100)
+        self.assertEqual(xkit.env["AUTH_URL"], "http://127.0.0.1:7100")
+        nginx = arena_stacks.edge_peer("nginx", "/usr/sbin/nginx", self.setup, 7000, {}, auth_port=7100)
+        nginx.command(9000, self.run_dir)
+        conf = (self.run_dir / "nginx.conf").read_text()
+        self.assertNotIn("@", conf.split("\nworker_processes")[1])
+        self.assertIn("server 127.0.0.1:7100;", conf)
+        self.assertIn("auth_request /_auth;", conf)
+        self.assertIn("proxy_set_header X-User-Id $user_id;", conf)
+        gateway = arena_stacks.edge_peer("nginx", "/usr/sbin/nginx", self.setup, 7000, {})
+        gateway.command(9000, self.run_dir)
+        self.assertNotIn("auth_request ", (self.run_dir / "nginx.conf").read_text().split("\nworker_processes")[1])
+        paths = [u.removeprefix("https://127.0.0.1:1") for u in arena_stacks.uris(None, ["a"] * 6, 1, stack.dynamic)]
+        self.assertEqual(sum(p.startswith("/api/items/") for p in paths), 10)
+        self.assertEqual(paths.count("/api/me"), 2)
+        reads = arena_stacks.load_argv(stack, "/tmp/r", 5, parse())
+        self.assertEqual(reads[:4], ["h2load", "-t1", "-c4", "-m16"])
+        self.assertIn(f"Authorization: Bearer {arena_stacks.arena_token()}", reads)
+        writes = arena_stacks.writes_argv(stack, "/tmp/w", "/tmp/b", 5, parse())
+        self.assertEqual(writes[:4], ["h2load", "-t1", "-c1", "-m8"])
+        self.assertEqual(writes[writes.index("-d") + 1], "/tmp/b")
+        head, body, _ = arena_stacks.arena_token().split(".")
+        self.assertEqual(json.loads(arena_stacks.base64.urlsafe_b64decode(body + "==="))["sub"], "42")
+
+    def test_gateway_rows_compare_the_edges_and_leave_the_score_alone(self):
+        args = parse("--cases", "gateway-64,baseline")
+        plan, _ = arena.plan_profiles(args, dict.fromkeys(arena.SERVERS, "/bin/true"), {"nginx_njs": True}, {})
+        self.assertEqual(plan["gateway-64"], ["xkit", "xkit-h2c", "nginx"])
+        stack = {"server_cpu_us_per_request": 20.0, "pg_cpu_us_per_request": 5.0}
+        results = {
+            "gateway-64": {
+                "xkit": RenderTest.runs(9000.0, 30.0, stack_cpu_us_per_request=50.0, **stack),
+                "nginx": RenderTest.runs(6000.0, 60.0, stack_cpu_us_per_request=80.0, **stack),
+            },
+            "baseline": {"xkit": RenderTest.runs(40000.0, 8.0)},
+        }
+        markdown, summary, stacks = arena.render(results, {}, args, "m")
+        self.assertIn("| gateway-64 | 8 | xKit | 9,000 | 30.00 | 20.00 | – | 50.00 | 5.00 |", markdown)
+        self.assertIn("| gateway-64 | 8 | nginx | 6,000 | 60.00 | 20.00 | – | 80.00 | 5.00 |", markdown)
+        self.assertIn("gateway-64, CPU per request of xKit's edge ÷ nginx's: edge 0.50×, stack 0.62×.", markdown)
+        self.assertNotIn("h2c upstream's edge", markdown)
+        self.assertNotIn("gateway-64", summary)
+        self.assertEqual(stacks["gateway-64"]["xkit"]["cpu_us_per_request"]["median"], 30.0)
+
+
 class RenderTest(unittest.TestCase):
     @staticmethod
     def runs(rate, us, **extra):
@@ -279,7 +372,7 @@ class RenderTest(unittest.TestCase):
             "h2o": {"latency-10k": "not among the profiles the arena's h2o entry is entered in"},
             "nginx": {"latency-10k": "not among the profiles the arena's nginx entry is entered in"},
         }
-        markdown, summary = arena.render(results, {}, args, "m", unserved)
+        markdown, summary, _ = arena.render(results, {}, args, "m", unserved)
         self.assertIn(
             "| baseline | 64 | 40,000 | 10,000 | 20,000 | 16,000 | 2.00× h2o | 8.00 | 40.00 | 50.00 "
             "| 30.00 | 0.27× nginx |",
@@ -293,7 +386,7 @@ class RenderTest(unittest.TestCase):
         self.assertEqual(summary["latency-10k"]["xkit"]["p99_us"]["median"], 1500.0)
 
     def test_a_row_without_xkit_or_peers_has_no_ratio(self):
-        markdown, _ = arena.render({"async": {"go": self.runs(15000.0, 40.0)}}, {}, parse(), "m")
+        markdown, _, _ = arena.render({"async": {"go": self.runs(15000.0, 40.0)}}, {}, parse(), "m")
         self.assertIn("| async | 500 | – | 15,000 | – | – | – | – | 40.00 | – | – | – |", markdown)
         self.assertNotIn("### Paced profiles", markdown)
 

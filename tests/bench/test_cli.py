@@ -157,7 +157,7 @@ class SubcommandTableTest(unittest.TestCase):
                 }
             ] * 3
 
-        markdown, _summary = arena.render(
+        markdown, _summary, _stacks = arena.render(
             {"async": {"xkit": runs(30000.0, 10.0), "go": runs(15000.0, 40.0)}}, {}, args, "m"
         )
         self.assertIn(

@@ -77,11 +77,11 @@ class AuthTest(unittest.TestCase):
         cls.upstream.stop()
         cls.auth.stop()
 
-    def proxy(self, auth_url=None):
+    def proxy(self, auth_url=None, extra=()):
         auth_url = auth_url or f"http://127.0.0.1:{self.auth.port}"
         args = ["--workers", "1", "--upstream", f"http://127.0.0.1:{self.upstream.port}"]
         args += ["--upstream-timeout", "1000", "--max-body", "16777216"]
-        args += ["--upstream-auth", auth_url, "--upstream-auth-copy", "X-User-Id"]
+        args += ["--upstream-auth", auth_url, "--upstream-auth-copy", "X-User-Id", *extra]
         return start_server(self, args)
 
     def request(self, server, method, target, headers=None, body=None):
@@ -115,6 +115,22 @@ class AuthTest(unittest.TestCase):
                 self.assertEqual(asked["fields"]["authorization"], "Bearer good")
                 self.assertNotIn("x-user-id", asked["fields"])
                 self.assertEqual(asked["body"], b"")
+        server.stop_and_check()
+
+    def test_a_set_method_and_target_ask_as_nginx_auth_request_does(self):
+        # The HttpArena's auth service answers GET /_auth only: a POST is asked as GET of that.
+        server = self.proxy(extra=["--upstream-auth-method", "GET", "--upstream-auth-target", "/_auth"])
+        del self.auth.asked[:]
+        resp = self.request(server, "POST", "/api/items/2?x=1", headers={"Authorization": "Bearer good"}, body=b"{}")
+        self.assertEqual(resp.status, 200, resp.body)
+        info = json.loads(resp.body)
+        self.assertEqual((info["method"], lower_fields(info)["x-user-id"]), ("POST", "42"))
+        (asked,) = self.auth.asked
+        self.assertEqual((asked["method"], asked["target"], asked["body"]), ("GET", "/_auth", b""))
+        self.assertEqual(asked["fields"]["x-original-method"], "POST")
+        self.assertEqual(asked["fields"]["x-original-uri"], "/api/items/2?x=1")
+        resp = self.request(server, "POST", "/api/items/2", body=b"{}")
+        self.assertEqual(resp.status, 401, resp.body)
         server.stop_and_check()
 
     def test_refusals_are_the_clients_answer_and_reach_no_upstream(self):

@@ -2,7 +2,9 @@
 (bench/peers/go/arena_server, net/http alone) and, on the profiles the arena runs them on,
 h2o built as the arena's h2o entry is (a C program on libh2o) and nginx configured as the arena's
 nginx entry is (xkbench/arena_peers.py), under the arena's load shapes, scaled down; --score
-scores them as the board does (xkbench/arena_score.py).
+scores them as the board does (xkbench/arena_score.py). gateway-64 and production-stack run as
+stacks: xKit's edge and nginx's in front of the same xKit server (and auth service;
+xkbench/arena_stacks.py), compared by the edge's CPU per request, the whole stack's beside it.
 
 Every server serves the arena's endpoints on four ports (ARENA_PORTS: h1+h2c, TLS http/1.1,
 h2c only, TLS h2) with a copy of the dataset from --data-dir and a fresh self-signed RSA-2048
@@ -19,10 +21,12 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import arena_score, environment
+from .. import arena_score, arena_stacks, environment
 from ..arena_peers import ArenaSetup, find_infrastructure, make_peer, not_served
 from ..cli import add_common_options, say
 from ..loadgen import PIPELINE_SCRIPT, h2load_argv, measured_load, run_measured, run_tool, unmeasured_load, wrk_argv
@@ -35,10 +39,13 @@ from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, run_comparison
 from .compare_websocket import parse as parse_ws_load
 
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+import arena_db  # noqa: E402
+
 HELP = "the HttpArena profiles at this machine's scale: xKit's arena entry against Go, h2o and nginx"
 SERVERS = ("xkit", "go", "h2o", "nginx")
 PEERS = SERVERS[1:]
-LABELS = {"xkit": "xKit", "go": "Go", "h2o": "h2o", "nginx": "nginx"}
+LABELS = {"xkit": "xKit", "go": "Go", "h2o": "h2o", "nginx": "nginx", "xkit-h2c": "xKit, h2c upstream"}
 PORTS = ("h1", "tls-h1", "h2c", "tls-h2")  # ARENA_PORTS's order
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "arena" / "data"
 BASELINE_SCRIPT = WRK_SCRIPTS / "arena_baseline.lua"
@@ -211,15 +218,18 @@ NOT_MEASURED = {
     "baseline-h3": "needs HTTP/3 over QUIC in xKit's entry (not on main yet) and an h2load built with "
     "ngtcp2 (Debian's h2load 1.52 has no HTTP/3)",
     "static-h3": "needs HTTP/3 over QUIC in xKit's entry (not on main yet) and an h3 h2load",
-    "gateway-64": "needs the xKit edge in front of the server (arena's compose.gateway.yml: not on main yet)",
-    "gateway-h3": "needs the xKit edge with HTTP/3 (not on main yet) and an h3 h2load",
-    "production-stack": "needs the edge, the auth service, PostgreSQL and the Redis cache-aside stack "
-    "(compose.production-stack.yml: not on main yet)",
+    "gateway-64": "measured as a stack (its own table: xKit's edge against nginx's in front of the same "
+    "xKit server), not scored: the board ranks whole stacks' req/s on 64 CPUs",
+    "gateway-h3": "needs an h2load built with ngtcp2 (Debian's has no HTTP/3); the stack runs "
+    "(arena/compose.gateway-h3.yml, tests/integration/test_arena_gateway.py)",
+    "production-stack": "measured as a stack (its own table: xKit's edge against nginx's with "
+    "auth_request, in front of the same server and auth service), not scored, as gateway-64",
 }
 
 
 def add_arguments(parser):
-    add_common_options(parser, first_port=26000, servers=(SERVERS, SERVERS), cases=(tuple(PROFILES), tuple(PROFILES)))
+    cases = (*PROFILES, *arena_stacks.STACKS)
+    add_common_options(parser, first_port=26000, servers=(SERVERS, SERVERS), cases=(cases, cases))
     parser.add_argument(
         "--scale",
         type=int,
@@ -540,35 +550,101 @@ def render_score(summary, args):
     return arena_score.score_lines(scored, servers, LABELS, NOT_MEASURED, scale_note(args)), scored
 
 
-def render(results, skipped, args, machine, unserved=None):
-    summary = summarize_rounds(results, lambda profile: PACED_KEYS if PROFILES[profile].paced else KEYS)
-    lines = ["## HttpArena profiles at this machine's scale", "", machine, "", scale_note(args), ""]
-    lines += throughput_lines(results, summary, args) + [""]
+def stack_lines(results, summary, args):
+    """The stacks' rows: per edge, req/s and CPU µs per request of the edge, the server, the two
+    together and PostgreSQL; and xKit's edge against nginx's."""
+    if not results:
+        return []
+    keys = (
+        "cpu_us_per_request",
+        "server_cpu_us_per_request",
+        "auth_cpu_us_per_request",
+        "stack_cpu_us_per_request",
+        "pg_cpu_us_per_request",
+    )
+    lines = [
+        "### Stacks: an edge in front of xkit-arena",
+        "",
+        "| Stack | conns | edge | req/s | edge CPU µs/req | server µs/req | authsvc µs/req "
+        "| stack µs/req | PostgreSQL µs/req | runs |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, by_edge in results.items():
+        for edge, runs in by_edge.items():
+            cells = " | ".join(number_cell(summary_median(summary, name, edge, key), ".2f") for key in keys)
+            rate_cell = number_cell(summary_median(summary, name, edge, "req_per_s"), ",.0f")
+            lines.append(
+                f"| {name} | {arena_stacks.connections(arena_stacks.STACKS[name], args)} | {LABELS[edge]} | "
+                f"{rate_cell} | {cells} | {runs_cell(runs)} |"
+            )
+        for ours in ("xkit", "xkit-h2c"):
+            ratios = []
+            for what, key in (("edge", "cpu_us_per_request"), ("stack", "stack_cpu_us_per_request")):
+                xkit, nginx = (summary_median(summary, name, edge, key) for edge in (ours, "nginx"))
+                ratios.append(f"{what} {ratio_cell(xkit, nginx)}")
+            if ours in by_edge:
+                lines += ["", f"{name}, CPU per request of {LABELS[ours]}'s edge ÷ nginx's: " + ", ".join(ratios) + "."]
     lines += [
-        "Best peer: the peer with the most req/s, or the least CPU µs/req; echo-ws rows count "
-        "messages, the paced rows run at a fixed rate (req/s is the rate reached).",
+        "",
+        "The stack: the edge, the server and the auth service (production-stack). The edge (one worker) "
+        "on the server CPUs; xkit-arena and xkit-authsvc (one worker each), PostgreSQL, Redis and h2load "
+        "on the client CPUs; the edges to the server over HTTP/1.1 keep up to 256 idle connections, the h2c one "
+        "sends every request on one. Load:",
         "",
     ]
+    for name in results:
+        stack = arena_stacks.STACKS[name]
+        argv = shlex.join(arena_stacks.load_argv(stack, "URI_FILE", args.duration, args)).replace(
+            arena_stacks.arena_token(), "TOKEN"
+        )
+        lines.append(f"- {name}: {stack.title} — `{argv}`")
+        if stack.auth:
+            writes = arena_stacks.writes_argv(stack, "WRITE_URIS", "BODY", args.duration, args)
+            lines.append(f"  and at once `{shlex.join(writes).replace(arena_stacks.arena_token(), 'TOKEN')}`")
+    lines.append("")
+    return lines
+
+
+def render(results, skipped, args, machine, unserved=None):
+    stacks = {name: by_edge for name, by_edge in results.items() if name in arena_stacks.STACKS}
+    results = {name: by_server for name, by_server in results.items() if name not in arena_stacks.STACKS}
+    stack_summary = summarize_rounds(stacks, lambda name: arena_stacks.KEYS)
+    summary = summarize_rounds(results, lambda profile: PACED_KEYS if PROFILES[profile].paced else KEYS)
+    lines = ["## HttpArena profiles at this machine's scale", "", machine, "", scale_note(args), ""]
+    if results:
+        lines += throughput_lines(results, summary, args) + [""]
+        lines += [
+            "Best peer: the peer with the most req/s, or the least CPU µs/req; echo-ws rows count "
+            "messages, the paced rows run at a fixed rate (req/s is the rate reached).",
+            "",
+        ]
     lines += latency_lines(results, summary, args)
+    lines += stack_lines(stacks, stack_summary, args)
     lines += sent_lines(results)
     lines += not_served_lines(unserved or {})
     lines += not_measured_lines()
-    lines += [
-        "Load per profile (PORT: the profile's port; REQUEST_FILE: one SumRequest{a=1, b=2}; "
-        f"URI_FILE: the 20 static files; BODY_FILE: {ECHO_BODY_BYTES:,} random bytes):",
-        "",
+    if results:
+        lines += [
+            "Load per profile (PORT: the profile's port; REQUEST_FILE: one SumRequest{a=1, b=2}; "
+            f"URI_FILE: the 20 static files; BODY_FILE: {ECHO_BODY_BYTES:,} random bytes):",
+            "",
+        ]
+        lines += [f"- {name}: {PROFILES[name].title} — `{shown_argv(PROFILES[name], args)}`" for name in results]
+        lines += [""]
+    busy = [
+        summary_median(by_name, name, server, "others_busy")
+        for by_name, runs in ((summary, results), (stack_summary, stacks))
+        for name in runs
+        for server in runs[name]
     ]
-    lines += [f"- {name}: {PROFILES[name].title} — `{shown_argv(PROFILES[name], args)}`" for name in results]
-    busy = [summary_median(summary, name, server, "others_busy") for name in results for server in results[name]]
     busy = [value for value in busy if value is not None]
     lines += [
-        "",
         f"Other load on the measured cores (medians, in cores): up to {max(busy, default=0):.2f}; "
         "req/s moves with it, CPU µs/req much less.",
         "",
     ]
-    lines += failure_lines(results, skipped)
-    return "\n".join(lines).rstrip() + "\n", summary
+    lines += failure_lines({**results, **stacks}, skipped)
+    return "\n".join(lines).rstrip() + "\n", summary, stack_summary
 
 
 def machine_description(args):
@@ -642,6 +718,13 @@ def plan_profiles(args, binaries, tools, load_tools):
     generator could not be built run on nobody."""
     plan, unserved = {}, {}
     for name in args.cases:
+        if name in arena_stacks.STACKS:
+            plan[name] = [
+                edge
+                for edge in arena_stacks.STACKS[name].edges
+                if arena_stacks.EDGE_BINARY[edge] in binaries and arena_stacks.EDGE_BINARY[edge] in args.servers
+            ]
+            continue
         profile = PROFILES[name]
         if profile.tool in GO_TOOLS and profile.tool not in load_tools:
             continue
@@ -653,6 +736,43 @@ def plan_profiles(args, binaries, tools, load_tools):
             else:
                 plan[name].append(server)
     return plan, unserved
+
+
+@dataclass
+class StackInputs:
+    """What arena_stacks.measure starts its runs from."""
+
+    arena: Path
+    authsvc: Path
+    setup: ArenaSetup
+    database: object  # scripts/arena_db.LocalDatabase, started
+    static_names: list
+    edges: dict  # {edge: binary}
+    tools: dict
+
+
+def prepare_stacks(args, bench, setup, binaries, tools):
+    """(StackInputs, the started database, None) for the stack rows, or (None, None, why not)."""
+    arena = binaries.get("xkit")
+    edge, authsvc = (args.build_dir.resolve() / "arena" / name for name in ("xkit-edge", "xkit-authsvc"))
+    if arena is None or not edge.is_file() or not authsvc.is_file():
+        return None, None, f"xkit-arena, {edge.name} or {authsvc.name} not built (configure with -DXK_BUILD_ARENA=ON)"
+    edges = {"xkit": edge}
+    if "nginx" in binaries:
+        edges["nginx"] = binaries["nginx"]
+    database = arena_db.LocalDatabase(
+        bench.work_dir / "db",
+        args.first_port + 900,
+        args.first_port + 901,
+        cpus=environment.cpu_list(args.client_cpus),
+    )
+    try:
+        database.start()
+    except (OSError, SystemExit, subprocess.CalledProcessError) as error:  # arena_db exits when one cannot start
+        database.stop()
+        return None, None, f"no PostgreSQL for /async-db: {error}"
+    inputs = StackInputs(arena, authsvc, setup, database, static_files(setup.data_dir), edges, tools)
+    return inputs, database, None
 
 
 def score_report(path, args):
@@ -694,8 +814,27 @@ def run(args):
             )
 
         plan, unserved = plan_profiles(args, binaries, tools, load_tools)
-        results = bench.rounds(plan, once)
-        markdown, summary = render(results, skipped, args, machine, unserved)
+        stacks = [name for name in plan if name in arena_stacks.STACKS]
+        database = stack_inputs = None
+        if stacks:
+            stack_inputs, database, why = prepare_stacks(args, bench, setup, binaries, tools)
+            if why:
+                say(f"no stack rows: {why}")
+                for name in stacks:
+                    plan.pop(name)
+                skipped["stacks"] = why
+
+        def each(name, server_name):
+            if name in arena_stacks.STACKS:
+                return arena_stacks.measure(name, server_name, bench, stack_inputs)
+            return once(name, server_name)
+
+        try:
+            results = bench.rounds(plan, each)
+        finally:
+            if database:
+                database.stop()
+        markdown, summary, stack_summary = render(results, skipped, args, machine, unserved)
         report = {
             "machine": machine,
             "skipped": skipped,
@@ -704,6 +843,7 @@ def run(args):
             "tools": tools,
             "results": results,
             "summary": summary,
+            "stacks": stack_summary,
         }
         if args.score:
             lines, report["score"] = render_score(summary, args)

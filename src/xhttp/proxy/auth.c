@@ -1,9 +1,9 @@
 /* auth.c — the auth subrequest (auth.h).
  *
  * The check is a bodiless request to the auth service with the original
- * method (HEAD and GET as they are, others too: the service decides), the
- * original target or auth_target, the fields the upstream would get, and
- * X-Original-Method and X-Original-URI. A 2xx lets the request through;
+ * method (HEAD and GET as they are, others too: the service decides) or
+ * auth_method, the original target or auth_target, the fields the upstream
+ * would get, and X-Original-Method and X-Original-URI. A 2xx lets the request through;
  * 401 and 403 go back to the client with the service's WWW-Authenticate;
  * any other status is the service misbehaving (502), and a service that
  * cannot be asked (refused, timed out, invalid answer) leaves the proxy
@@ -23,6 +23,7 @@
 struct xProxyAuth {
     xHttpUpstream *upstream;
     char *target; /* NULL: the original request's */
+    char *method; /* NULL: the original request's */
     char *copy[AUTH_MAX_COPY];
     size_t num_copy;
 };
@@ -46,6 +47,7 @@ void xProxyAuthDestroy(xProxyAuth *auth) {
     if (!auth) return;
     xHttpUpstreamDestroy(auth->upstream);
     free(auth->target);
+    free(auth->method);
     for (size_t i = 0; i < auth->num_copy; i++) free(auth->copy[i]);
     free(auth);
 }
@@ -58,6 +60,7 @@ xErrno xProxyAuthCreate(const xHttpProxyConf *conf, xProxyAuth **out) {
     if (!auth) return XERR_NOMEM;
     xErrno err = xHttpUpstreamCreate(conf->auth_url, &conf->upstream, &auth->upstream);
     if (err == XOK && conf->auth_target && !(auth->target = strdup(conf->auth_target))) err = XERR_NOMEM;
+    if (err == XOK && conf->auth_method && !(auth->method = strdup(conf->auth_method))) err = XERR_NOMEM;
     for (size_t i = 0; err == XOK && i < conf->num_auth_copy; i++) {
         if (!(auth->copy[i] = strdup(conf->auth_copy[i]))) err = XERR_NOMEM;
         auth->num_copy = i + 1;
@@ -181,7 +184,7 @@ xProxyAuthCheck *xProxyAuthStart(xProxyAuth *auth, xHttpClient *client, xHttpReq
     all[n++] = (xHttpClientField){xStrFromC("X-Original-URI"), original};
     xHttpClientRequestOpts o;
     xHttpClientRequestOptsInit(&o);
-    o.method = method;
+    o.method = auth->method ? xStrFromC(auth->method) : method;
     o.target = auth->target ? xStrFromC(auth->target) : original;
     o.fields = all;
     o.num_fields = n;
