@@ -12,6 +12,7 @@
  * instead of xKit's record layer. SIGHUP rereads the certificate, key and CA files. --plain-port also serves
  * plain HTTP (and h2c) on a second port of the same server. HTTP/3 is served on UDP PORT as well
  * (QUIC, the same certificate), unless --no-h3. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,7 @@ static int tls_flag(int argc, char **argv, int i, void *arg) {
     if (strcmp(flag, "--no-ktls") == 0) return f->tls.ktls = false, 1;
     if (strcmp(flag, "--openssl-records") == 0) return f->tls.xkit_records = false, 1;
     if (strcmp(flag, "--no-h3") == 0) return f->tls.http3 = false, 1;
+    if (strcmp(flag, "--h3-retry") == 0) return f->tls.http3_retry = true, 1;
     if (i + 1 >= argc) return 0;
     char *value = argv[i + 1];
     unsigned long n;
@@ -86,6 +88,9 @@ static int tls_flag(int argc, char **argv, int i, void *arg) {
             f->tls.verify_client = XTLS_VERIFY_REQUIRED;
         else
             return 0;
+    } else if (strcmp(flag, "--h3-retry-flood") == 0) {
+        if (!benchParseSize(xStrFromC(value), UINT32_MAX, &n)) return 0;
+        f->tls.http3_retry_flood = (uint32_t)n;
     } else if (strcmp(flag, "--session-cache") == 0 || strcmp(flag, "--handshake-timeout") == 0 ||
                strcmp(flag, "--plain-port") == 0) {
         if (!benchParseSize(xStrFromC(value), flag[2] == 'p' ? 65535 : 86400000, &n)) return 0;
@@ -108,7 +113,7 @@ static int usage(const char *argv0) {
             "       [--ciphersuites LIST] [--ciphers LIST] [--groups LIST] [--no-tickets]\n"
             "       [--session-cache N] [--client-ca FILE] [--verify-client optional|required]\n"
             "       [--sni NAME,CERT,KEY]... [--handshake-timeout MS] [--no-ktls] [--openssl-records]\n"
-            "       [--plain-port P] [--no-h3]\n",
+            "       [--plain-port P] [--no-h3] [--h3-retry] [--h3-retry-flood HANDSHAKES]\n",
             argv0, benchCommonUsage);
     return 2;
 }

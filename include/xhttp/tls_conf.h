@@ -81,6 +81,12 @@ typedef struct xTlsConf {
                                         files (false) */
     bool http3_alt_svc;            /**< with http3: responses over TCP advertise it,
                                         Alt-Svc: h3=":PORT" (true) */
+    bool http3_retry;              /**< with http3: every new client proves it owns its address by a
+                                        Retry round trip first, unless it brings a token from an
+                                        earlier connection (false) */
+    uint32_t http3_retry_flood;    /**< otherwise Retry is asked of new clients while a worker has
+                                        this many handshakes under way: an Initial flood (256; 0:
+                                        never) */
 } xTlsConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is

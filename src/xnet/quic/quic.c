@@ -37,6 +37,10 @@
 #define XQUIC_PRECISE_BELOW_NS (50 * NGTCP2_MILLISECONDS)
 /* Stream data pieces handed to ngtcp2 at once. */
 #define XQUIC_IOV_MAX 16
+/* How long a client has to echo a Retry's token, and to bring back a
+ * NEW_TOKEN one on a later connection. */
+#define XQUIC_RETRY_TOKEN_LIFETIME (10 * NGTCP2_SECONDS)
+#define XQUIC_REGULAR_TOKEN_LIFETIME (3600 * NGTCP2_SECONDS)
 
 /* A piece of a stream's output, kept until acknowledged. */
 typedef struct xQuicChunk {
@@ -111,6 +115,7 @@ struct xQuicEndpoint {
     size_t nbuckets, nentries;
     xQuicConn *conns;
     size_t count;
+    size_t handshaking; /* of count, those in XQUIC_HANDSHAKING: what an Initial flood fills */
     void (*on_gone)(void *arg);
     void *on_gone_arg;
     uint8_t rx[XQUIC_RX_BATCH][XQUIC_RX_SIZE];
@@ -470,6 +475,7 @@ static void conn_teardown(xQuicConn *qc) {
     if (qc->state == XQUIC_GONE) return;
     xQuicEndpoint *ep = qc->ep;
     bool told = qc->state == XQUIC_OPEN;
+    if (qc->state == XQUIC_HANDSHAKING) ep->handshaking--;
     qc->state = XQUIC_GONE;
     while (qc->streams) {
         if (told && ep->conf.app->on_stream_close) ep->conf.app->on_stream_close(qc, qc->streams);
@@ -581,13 +587,26 @@ static bool app_open(xQuicConn *qc) {
         qc->fatal = NGTCP2_ERR_CALLBACK_FAILURE;
         return false;
     }
+    qc->ep->handshaking--;
     return true;
+}
+
+/* Gives the client a token for its next connection from this address
+ * (RFC 9000 §8.1.3): with it, that one needs no Retry. */
+static void offer_token(xQuicConn *qc) {
+    uint8_t token[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN];
+    ngtcp2_ssize n = ngtcp2_crypto_generate_regular_token(token, qc->ep->conf.token_secret, 32,
+                                                          (const ngtcp2_sockaddr *)&qc->remote,
+                                                          (ngtcp2_socklen)qc->remote_len, now_ns());
+    if (n > 0) ngtcp2_conn_submit_new_token(qc->conn, token, (size_t)n); /* out of memory: no token */
 }
 
 static int on_handshake_completed(ngtcp2_conn *conn, void *user_data) {
     xQuicConn *qc = user_data;
     xNetAddrSet(&qc->view.addr, &qc->remote, qc->ep->conf.local_port);
-    return app_open(qc) ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+    if (!app_open(qc)) return NGTCP2_ERR_CALLBACK_FAILURE;
+    offer_token(qc);
+    return 0;
 }
 
 static int on_stream_open(ngtcp2_conn *conn, int64_t id, void *user_data) {
@@ -722,7 +741,16 @@ static const xTransport view_transport = {.secure = true, .tls_info = view_tls_i
 
 /* ---- Packets in ---- */
 
-static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngtcp2_path *path) {
+/* What a new client's first Initial says of it. */
+typedef struct xQuicAdmission {
+    ngtcp2_cid original_dcid; /* the DCID of its very first Initial, before any Retry */
+    bool retried;             /* it echoes our Retry's token */
+    const uint8_t *token;     /* a token of ours that checked out (its address is validated), or NULL */
+    size_t token_len;
+} xQuicAdmission;
+
+static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngtcp2_path *path,
+                           const xQuicAdmission *admission) {
     xQuicConn *qc = calloc(1, sizeof *qc);
     if (!qc) return NULL;
     qc->ep = ep;
@@ -746,6 +774,7 @@ static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngt
     ngtcp2_settings_default(&settings);
     settings.initial_ts = now_ns();
     settings.max_tx_udp_payload_size = NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE;
+    if (admission->token) XQ_SET_TOKEN(settings, admission->token, admission->token_len, admission->retried);
     if (ep->conf.handshake_timeout_ms) /* 0: ngtcp2's default */
         settings.handshake_timeout = (ngtcp2_duration)ep->conf.handshake_timeout_ms * NGTCP2_MILLISECONDS;
     ngtcp2_transport_params params;
@@ -760,7 +789,11 @@ static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngt
     params.max_idle_timeout = (ngtcp2_duration)ep->conf.idle_timeout_ms * NGTCP2_MILLISECONDS;
     params.active_connection_id_limit = 4;
     params.stateless_reset_token_present = 1;
-    XQ_SET_ORIGINAL_DCID(params, hd->dcid);
+    XQ_SET_ORIGINAL_DCID(params, admission->original_dcid);
+    if (admission->retried) {
+        params.retry_scid = hd->dcid; /* the ID our Retry chose, which its token seals */
+        params.retry_scid_present = 1;
+    }
     if (!cid_make(ep, &scid, params.stateless_reset_token)) goto fail;
     if (ngtcp2_conn_server_new(&qc->conn, &hd->scid, &scid, path, hd->version, &callbacks, &settings, &params,
                                NULL, qc) != 0) {
@@ -773,6 +806,7 @@ static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngt
     if (ep->conns) ep->conns->prev = qc;
     ep->conns = qc;
     ep->count++;
+    ep->handshaking++;
     return qc;
 fail:
     cid_remove_all(qc);
@@ -810,6 +844,72 @@ static void send_version_negotiation(xQuicEndpoint *ep, const ngtcp2_version_cid
     if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
 }
 
+/* Asks the client to prove its address (RFC 9000 §8.1.2): a Retry with a
+ * token sealing the address, the DCID it chose and a new one of ours, which
+ * its next Initial must carry. */
+static void send_retry(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *remote,
+                       socklen_t remote_len) {
+    ngtcp2_cid scid = {.datalen = XQUIC_CID_LEN};
+    random_bytes(scid.data, XQUIC_CID_LEN);
+    scid.data[0] = ep->conf.worker_id;
+    uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], out[512];
+    ngtcp2_ssize len = ngtcp2_crypto_generate_retry_token(
+        token, ep->conf.token_secret, 32, hd->version, (const ngtcp2_sockaddr *)remote,
+        (ngtcp2_socklen)remote_len, &scid, &hd->dcid, now_ns());
+    if (len < 0) return;
+    ngtcp2_ssize n = ngtcp2_crypto_write_retry(out, sizeof out, hd->version, &hd->scid, &scid, &hd->dcid,
+                                               token, (size_t)len);
+    if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
+}
+
+/* A Retry token that does not check out (forged, expired, or from another
+ * address) closes the attempt with INVALID_TOKEN (RFC 9000 §8.1.2), keeping
+ * no state. */
+static void refuse_token(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *remote,
+                         socklen_t remote_len) {
+    uint8_t out[256];
+    ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(out, sizeof out, hd->version, &hd->scid, &hd->dcid,
+                                                          NGTCP2_INVALID_TOKEN, NULL, 0);
+    if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
+}
+
+/* Decides by a new client's Initial whether it may start a connection now
+ * (admission filled), or is answered statelessly: a Retry when its address
+ * needs proving, a close when its Retry token is bad. */
+static bool admit(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *remote,
+                  socklen_t remote_len, xQuicAdmission *admission) {
+    *admission = (xQuicAdmission){.original_dcid = hd->dcid};
+    const uint8_t *token = XQ_HD_TOKEN(hd);
+    size_t token_len = XQ_HD_TOKENLEN(hd);
+    ngtcp2_tstamp ts = now_ns();
+    bool valid = false;
+    if (token_len && token[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
+        if (ngtcp2_crypto_verify_retry_token(&admission->original_dcid, token, token_len,
+                                             ep->conf.token_secret, 32, hd->version,
+                                             (const ngtcp2_sockaddr *)remote, (ngtcp2_socklen)remote_len,
+                                             &hd->dcid, XQUIC_RETRY_TOKEN_LIFETIME, ts) != 0) {
+            refuse_token(ep, hd, remote, remote_len);
+            return false;
+        }
+        valid = admission->retried = true;
+    } else if (token_len && token[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR) {
+        /* One that fails (expired, another address) is as none (RFC 9000 §8.1.3). */
+        valid = ngtcp2_crypto_verify_regular_token(
+                    token, token_len, ep->conf.token_secret, 32, (const ngtcp2_sockaddr *)remote,
+                    (ngtcp2_socklen)remote_len, XQUIC_REGULAR_TOKEN_LIFETIME, ts) == 0;
+    }
+    if (valid) {
+        admission->token = token;
+        admission->token_len = token_len;
+        return true;
+    }
+    if (ep->handshaking >= ep->conf.retry_from) {
+        send_retry(ep, hd, remote, remote_len);
+        return false;
+    }
+    return true;
+}
+
 static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct sockaddr_storage *remote,
                         socklen_t remote_len, struct sockaddr_storage *local, socklen_t local_len,
                         uint32_t ecn) {
@@ -831,7 +931,9 @@ static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct soc
         ngtcp2_pkt_hd hd;
         if (ep->draining || ep->count >= ep->conf.max_connections || ngtcp2_accept(&hd, data, len) != 0)
             return;
-        qc = conn_new(ep, &hd, &path);
+        xQuicAdmission admission;
+        if (!admit(ep, &hd, (struct sockaddr *)remote, remote_len, &admission)) return;
+        qc = conn_new(ep, &hd, &path, &admission);
         if (!qc) return;
     }
     if (qc->state == XQUIC_GONE || xq_in_closing(qc->conn) || xq_in_draining(qc->conn)) return;
