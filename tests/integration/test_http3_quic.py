@@ -1,9 +1,11 @@
 """QUIC's own features under HTTP/3, as clients see them: Retry address validation (asked by
 setting, or by the server itself while an Initial flood keeps handshakes under way), tokens
-it refuses (INVALID_TOKEN), and NEW_TOKEN tokens that spare a later connection the Retry.
-aioquic (PyPI) is the client; its qlog shows what arrived."""
+it refuses (INVALID_TOKEN), NEW_TOKEN tokens that spare a later connection the Retry, and a
+client that changes address mid-connection and keeps being served, its handlers seeing the
+new address. aioquic (PyPI) is the client; its qlog shows what arrived."""
 
 import asyncio
+import json
 import os
 import socket
 import time
@@ -154,6 +156,31 @@ class QuicFeaturesTest(unittest.TestCase):
         response, logger = self.get(other, token=tokens[0])
         self.assertEqual((response.body, retries(logger)), (b"pong", ["retry"]))
         other.stop_and_check()
+        server.stop_and_check()
+
+    def test_a_client_changing_address_keeps_being_served_and_handlers_see_the_new_one(self):
+        server = self.start()
+
+        async def go():
+            loop = asyncio.get_running_loop()
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                seen = []
+                for _ in range(3):
+                    port = h3._transport.get_extra_info("sockname")[1]
+                    whoami = json.loads((await h3.request("GET", "/whoami")).body)
+                    seen.append((port, whoami["port"], whoami["protocol"]))
+                    # A new socket, so a new local port: what a NAT rebinding or a move looks like.
+                    h3.change_connection_id()
+                    old = h3._transport
+                    await loop.create_datagram_endpoint(lambda: h3, local_addr=("::", 0))
+                    old.close()
+                return seen
+
+        seen = run(go())
+        self.assertEqual(len({port for port, _, _ in seen}), 3)
+        for port, peer_port, protocol in seen:
+            self.assertEqual(peer_port, port)
+            self.assertEqual(protocol, "HTTP/3")
         server.stop_and_check()
 
 

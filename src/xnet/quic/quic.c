@@ -93,8 +93,10 @@ struct xQuicConn {
     uint64_t close_code;
     int fatal; /* an ngtcp2 error that ends the connection, else 0 */
     xQuicCidEntry *cids;
-    struct sockaddr_storage local, remote;
+    struct sockaddr_storage local, remote; /* the path ngtcp2 sends on */
     socklen_t local_len, remote_len;
+    const ngtcp2_path *rx_path; /* while a packet is read: where it came from */
+    bool view_elsewhere;        /* the view names rx_path's peer, not remote */
     xQuicStream *streams;
     xQuicStream *send_first, *send_last;
     xTimer timer;
@@ -127,6 +129,8 @@ struct xQuicEndpoint {
 static void conn_flush(xEventLoop *loop, xTurnEnd *call);
 static void conn_on_timer(xEventLoop *loop, xTimer *timer, void *arg);
 static void on_readable(xEventLoop *loop, int fd, unsigned events, void *arg);
+static void conn_follow_path(xQuicConn *qc);
+static void view_see_sender(xQuicConn *qc);
 
 static ngtcp2_tstamp now_ns(void) {
     struct timespec ts;
@@ -618,6 +622,7 @@ static int on_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t id, ui
     xQuicConn *qc = user_data;
     xQuicStream *s = stream_user_data ? stream_user_data : stream_new(qc, id);
     if (!s || !app_open(qc)) return NGTCP2_ERR_CALLBACK_FAILURE;
+    if (qc->rx_path) view_see_sender(qc);
     qc->ep->conf.app->on_stream_data(qc, s, data, len, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
     return 0;
 }
@@ -844,6 +849,39 @@ static void send_version_negotiation(xQuicEndpoint *ep, const ngtcp2_version_cid
     if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
 }
 
+/* Takes the path ngtcp2 now uses for qc: a client that moved (migration,
+ * NAT rebinding, RFC 9000 §9) is answered at, and seen by its requests
+ * from, its new address. */
+static void conn_follow_path(xQuicConn *qc) {
+    const ngtcp2_path *p = ngtcp2_conn_get_path(qc->conn);
+    if (p->remote.addrlen == qc->remote_len && memcmp(p->remote.addr, &qc->remote, qc->remote_len) == 0 &&
+        p->local.addrlen == qc->local_len && memcmp(p->local.addr, &qc->local, qc->local_len) == 0) {
+        if (qc->view_elsewhere) xNetAddrSet(&qc->view.addr, &qc->remote, qc->ep->conf.local_port);
+        qc->view_elsewhere = false;
+        return;
+    }
+    memcpy(&qc->remote, p->remote.addr, p->remote.addrlen);
+    qc->remote_len = (socklen_t)p->remote.addrlen;
+    memcpy(&qc->local, p->local.addr, p->local.addrlen);
+    qc->local_len = (socklen_t)p->local.addrlen;
+    xNetAddrSet(&qc->view.addr, &qc->remote, qc->ep->conf.local_port);
+    qc->view_elsewhere = false;
+}
+
+/* Requests see the address their packet came from: ngtcp2 moves to a new
+ * path only once the packet that came on it has been read, and the
+ * request in it is dispatched while it is read. */
+static void view_see_sender(xQuicConn *qc) {
+    const ngtcp2_addr *from = &qc->rx_path->remote;
+    if (from->addrlen == qc->remote_len && memcmp(from->addr, &qc->remote, qc->remote_len) == 0 &&
+        !qc->view_elsewhere)
+        return;
+    struct sockaddr_storage sender;
+    memcpy(&sender, from->addr, from->addrlen);
+    xNetAddrSet(&qc->view.addr, &sender, qc->ep->conf.local_port);
+    qc->view_elsewhere = true;
+}
+
 /* Asks the client to prove its address (RFC 9000 §8.1.2): a Retry with a
  * token sealing the address, the DCID it chose and a new one of ours, which
  * its next Initial must carry. */
@@ -939,15 +977,19 @@ static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct soc
     if (qc->state == XQUIC_GONE || xq_in_closing(qc->conn) || xq_in_draining(qc->conn)) return;
     qc->refs++;
     ngtcp2_pkt_info pi = {.ecn = ecn};
+    qc->rx_path = &path;
     rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, data, len, now_ns());
+    qc->rx_path = NULL;
     if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_DROP_CONN)
         conn_teardown(qc);
     else if (rv)
         conn_close_now(qc, qc->fatal ? qc->fatal : rv, 0);
     else if (qc->close_owed || qc->fatal)
         conn_settle(qc);
-    else
+    else {
+        conn_follow_path(qc);
         schedule_flush(qc);
+    }
     xQuicConnRelease(qc);
 }
 
