@@ -60,6 +60,7 @@ static int tls_flag(int argc, char **argv, int i, void *arg) {
     if (strcmp(flag, "--openssl-records") == 0) return f->tls.xkit_records = false, 1;
     if (strcmp(flag, "--no-h3") == 0) return f->tls.http3 = false, 1;
     if (strcmp(flag, "--h3-retry") == 0) return f->tls.http3_retry = true, 1;
+    if (strcmp(flag, "--h3-0rtt") == 0) return f->tls.http3_early_data = true, 1;
     if (i + 1 >= argc) return 0;
     char *value = argv[i + 1];
     unsigned long n;
@@ -113,7 +114,8 @@ static int usage(const char *argv0) {
             "       [--ciphersuites LIST] [--ciphers LIST] [--groups LIST] [--no-tickets]\n"
             "       [--session-cache N] [--client-ca FILE] [--verify-client optional|required]\n"
             "       [--sni NAME,CERT,KEY]... [--handshake-timeout MS] [--no-ktls] [--openssl-records]\n"
-            "       [--plain-port P] [--no-h3] [--h3-retry] [--h3-retry-flood HANDSHAKES]\n",
+            "       [--plain-port P] [--no-h3] [--h3-retry] [--h3-retry-flood HANDSHAKES]\n"
+            "       [--h3-0rtt]\n",
             argv0, benchCommonUsage);
     return 2;
 }

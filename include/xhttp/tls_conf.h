@@ -87,6 +87,11 @@ typedef struct xTlsConf {
     uint32_t http3_retry_flood;    /**< otherwise Retry is asked of new clients while a worker has
                                         this many handshakes under way: an Initial flood (256; 0:
                                         never) */
+    bool http3_early_data;         /**< with http3: 0-RTT. Session tickets are issued (none
+                                        otherwise), and a resuming client's early requests are
+                                        served when their method is safe (GET, HEAD, OPTIONS,
+                                        TRACE) and answered 425 Too Early otherwise (RFC 8470);
+                                        a replayed ClientHello has its early data refused (false) */
 } xTlsConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is

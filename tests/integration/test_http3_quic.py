@@ -7,7 +7,9 @@ new address. aioquic (PyPI) is the client; its qlog shows what arrived."""
 import asyncio
 import json
 import os
+import shutil
 import socket
+import tempfile
 import time
 import unittest
 
@@ -30,6 +32,34 @@ def received(logger):
             if event["name"] == "transport:packet_received":
                 out.append((event["data"]["header"]["packet_type"], event["data"]["frames"]))
     return out
+
+
+def varint(data, at):
+    """RFC 9000 §16: (value, where the next field starts)."""
+    length = 1 << (data[at] >> 6)
+    value = data[at] & 0x3F
+    for byte in data[at + 1 : at + length]:
+        value = value << 8 | byte
+    return value, at + length
+
+
+def long_packets(datagram):
+    """The types of the long-header packets coalesced in a datagram (RFC 9000 §17.2, §12.2)."""
+    kinds, at = [], 0
+    while at < len(datagram) and datagram[at] & 0x80:
+        kind = ("Initial", "0RTT", "Handshake", "Retry")[datagram[at] >> 4 & 3]
+        kinds.append(kind)
+        at += 5  # the first byte and the version
+        at += 1 + datagram[at]  # the destination connection ID
+        at += 1 + datagram[at]  # the source connection ID
+        if kind == "Retry":
+            break
+        if kind == "Initial":
+            token_length, at = varint(datagram, at)
+            at += token_length
+        length, at = varint(datagram, at)
+        at += length
+    return kinds
 
 
 def retries(logger):
@@ -182,6 +212,127 @@ class QuicFeaturesTest(unittest.TestCase):
             self.assertEqual(peer_port, port)
             self.assertEqual(protocol, "HTTP/3")
         server.stop_and_check()
+
+    def ticket(self, server):
+        """A session ticket from a first connection to server."""
+        tickets = []
+
+        async def go():
+            async with h3_connect(
+                "127.0.0.1", server.port, ca_file=current_certs().ca, session_ticket_handler=tickets.append
+            ) as h3:
+                await h3.request("GET", "/ping")
+                for _ in range(50):  # the ticket follows the handshake
+                    if tickets:
+                        break
+                    await asyncio.sleep(0.02)
+
+        run(go())
+        self.assertTrue(tickets, "no session ticket")
+        return tickets[-1]
+
+    def early_requests(self, server, ticket, *requests):
+        """requests ((method, path, body)) sent in 0-RTT on a resumed connection: (responses,
+        whether the server took the early data, the packet types the client sent)."""
+        logger = QuicLogger()
+
+        async def go():
+            async with h3_connect(
+                "127.0.0.1",
+                server.port,
+                ca_file=current_certs().ca,
+                session_ticket=ticket,
+                wait_connected=False,
+                quic_logger=logger,
+            ) as h3:
+                responses = await asyncio.gather(*[h3.request(m, p, body=b) for m, p, b in requests])
+                return responses, h3._quic.tls.early_data_accepted
+
+        responses, accepted = run(go())
+        sent = set()
+        for trace in logger.to_dict()["traces"]:
+            for event in trace["events"]:
+                if event["name"] == "transport:packet_sent":
+                    sent.add(event["data"]["header"]["packet_type"])
+        return responses, accepted, sent
+
+    def test_0rtt_serves_safe_methods_and_answers_unsafe_ones_425(self):
+        server = self.start("--h3-0rtt")
+        ticket = self.ticket(server)
+        self.assertEqual(ticket.max_early_data_size, 0xFFFFFFFF)  # RFC 9001 §4.6.1
+        (get, post), accepted, sent = self.early_requests(
+            server, ticket, ("GET", "/ping", b""), ("POST", "/echo", b"hello")
+        )
+        self.assertTrue(accepted)
+        self.assertIn("0RTT", sent)
+        self.assertEqual((get.status, get.body), (200, b"pong"))
+        self.assertEqual(post.status, 425)  # RFC 8470: not replayable, the client retries after the handshake
+        server.stop_and_check()
+
+    def test_a_replayed_0rtt_flight_has_its_early_data_refused(self):
+        # An attacker who captured a client's first flight (its Initial with the ClientHello and
+        # its 0-RTT packets) sends it again: the handshake starts, but the ClientHello was seen, so
+        # the early request is not run twice (RFC 8446 §8). The access log counts the runs.
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        log_path = os.path.join(folder, "access.log")
+        server = start_https(self, current_certs().ec, "--workers", "1", "--h3-0rtt", "--access-log", log_path)
+        ticket = self.ticket(server)
+        sent = []
+
+        class Tap:
+            """The client's transport, keeping what it sends."""
+
+            def __init__(self, transport):
+                self.transport = transport
+
+            def sendto(self, data, addr):
+                sent.append(data)
+                self.transport.sendto(data, addr)
+
+            def __getattr__(self, name):
+                return getattr(self.transport, name)
+
+        async def go():
+            async with h3_connect(
+                "127.0.0.1", server.port, ca_file=current_certs().ca, session_ticket=ticket, wait_connected=False
+            ) as h3:
+                h3._transport = Tap(h3._transport)
+                request = asyncio.ensure_future(h3.request("GET", "/ping?replayed=1"))
+                await asyncio.sleep(0)  # the request's first transmit: the whole first flight
+                first_flight = list(sent)
+                response = await request
+                return first_flight, response, h3._quic.tls.early_data_accepted
+
+        first_flight, response, accepted = run(go())
+        self.assertTrue(accepted)
+        self.assertEqual(response.body, b"pong")
+        self.assertIn("0RTT", [kind for datagram in first_flight for kind in long_packets(datagram)])
+        time.sleep(0.3)  # the client's close reached the server: the connection is forgotten
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as replayer:
+            replayer.settimeout(1)
+            for datagram in first_flight:
+                replayer.sendto(datagram, ("127.0.0.1", server.port))
+            answered = replayer.recv(2048)
+            self.assertTrue(answered[0] & 0x80)  # the server's Initial: the replay was taken up
+            time.sleep(0.5)
+        server.stop_and_check()
+        with open(log_path) as log:
+            runs = [line for line in log if "replayed=1" in line]
+        self.assertEqual(len(runs), 1, runs)
+
+    def test_without_0rtt_no_early_data_is_taken(self):
+        # The default: no tickets at all (test_http3 checks), so a ticket of another server's is no use here.
+        other = self.start("--h3-0rtt")
+        ticket = self.ticket(other)
+        server = self.start()
+        (get, post), accepted, _ = self.early_requests(
+            server, ticket, ("GET", "/ping", b""), ("POST", "/echo", b"hello")
+        )
+        self.assertFalse(accepted)
+        self.assertEqual((get.status, get.body, post.status, post.body), (200, b"pong", 200, b"hello"))
+        server.stop_and_check()
+        other.stop_and_check()
 
 
 if __name__ == "__main__":

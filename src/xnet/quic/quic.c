@@ -61,6 +61,7 @@ struct xQuicStream {
     xQuicChunk *unsent;      /* the chunk holding the first byte not yet given to ngtcp2 */
     uint64_t queued, sent, acked;
     bool fin_queued, fin_sent, write_shut;
+    bool early;   /* some of its input came in 0-RTT */
     bool sending; /* on qc's send list */
     xQuicStream *send_prev, *send_next;
     xQuicStream *prev, *next; /* qc->streams */
@@ -622,6 +623,7 @@ static int on_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t id, ui
     xQuicConn *qc = user_data;
     xQuicStream *s = stream_user_data ? stream_user_data : stream_new(qc, id);
     if (!s || !app_open(qc)) return NGTCP2_ERR_CALLBACK_FAILURE;
+    if (flags & XQ_STREAM_DATA_EARLY) s->early = true;
     if (qc->rx_path) view_see_sender(qc);
     qc->ep->conf.app->on_stream_data(qc, s, data, len, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
     return 0;
@@ -1195,6 +1197,7 @@ xQuicStream *xQuicOpenUni(xQuicConn *qc) {
 }
 
 int64_t xQuicStreamId(const xQuicStream *s) { return s->id; }
+bool xQuicStreamEarly(const xQuicStream *s) { return s->early; }
 void *xQuicStreamApp(const xQuicStream *s) { return s->app; }
 void xQuicStreamSetApp(xQuicStream *s, void *app) { s->app = app; }
 

@@ -144,6 +144,10 @@ xQuicStream *xQuicOpenUni(xQuicConn *qc);
 /* ---- A stream ---- */
 
 int64_t xQuicStreamId(const xQuicStream *s);
+
+/** True when some of what s delivered came in 0-RTT (early data, which an
+ *  attacker may replay: RFC 8470). */
+bool xQuicStreamEarly(const xQuicStream *s);
 void *xQuicStreamApp(const xQuicStream *s);
 void xQuicStreamSetApp(xQuicStream *s, void *app);
 
