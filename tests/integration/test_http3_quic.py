@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 import unittest
@@ -320,6 +321,34 @@ class QuicFeaturesTest(unittest.TestCase):
         with open(log_path) as log:
             runs = [line for line in log if "replayed=1" in line]
         self.assertEqual(len(runs), 1, runs)
+
+    def test_gtlsclient_is_retried_and_gets_425_for_a_post_in_0rtt(self):
+        # ngtcp2's own client (Debian ngtcp2-client) logs each packet: a Retry received, then on a
+        # resumed connection its POST sent in 0-RTT and answered 425; sent after the handshake, 200.
+        server = self.start("--h3-0rtt", "--h3-retry")
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        body = os.path.join(folder, "body")
+        with open(body, "wb") as out:
+            out.write(b"early bird")
+
+        def gtlsclient(path, *options):
+            argv = ["gtlsclient", "--exit-on-all-streams-close", "--timeout=10s"]
+            argv += [f"--session-file={folder}/session", f"--tp-file={folder}/tp", *options]
+            argv += ["127.0.0.1", str(server.port), f"https://127.0.0.1:{server.port}{path}"]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+            return done.stdout + done.stderr
+
+        first = gtlsclient("/ping")
+        self.assertRegex(first, r"pkt rx .* type=Retry")
+        self.assertIn("[:status: 200]", first)
+        early = gtlsclient("/echo", "--http-method=POST", f"--data={body}")
+        self.assertRegex(early, r"frm tx \d+ 0RTT STREAM\(0x0b\) id=0x0 ")  # the request, in 0-RTT
+        self.assertIn("[:status: 425]", early)
+        late = gtlsclient("/echo", "--http-method=POST", f"--data={body}", "--disable-early-data")
+        self.assertIn("[:status: 200]", late)
+        server.stop_and_check()
 
     def test_without_0rtt_no_early_data_is_taken(self):
         # The default: no tickets at all (test_http3 checks), so a ticket of another server's is no use here.
