@@ -2,11 +2,14 @@
 setting, or by the server itself while an Initial flood keeps handshakes under way), tokens
 it refuses (INVALID_TOKEN), NEW_TOKEN tokens that spare a later connection the Retry, and a
 client that changes address mid-connection and keeps being served, its handlers seeing the
-new address. aioquic (PyPI) is the client; its qlog shows what arrived."""
+new address; 0-RTT, where early requests of unsafe methods get 425 and a replayed first flight
+does not run its request twice. aioquic (PyPI) is the client, its qlog showing what arrived,
+and ngtcp2's gtlsclient (Debian ngtcp2-client), its packet log showing the same."""
 
 import asyncio
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -216,6 +219,25 @@ class QuicFeaturesTest(unittest.TestCase):
         for port, peer_port, protocol in seen:
             self.assertEqual(peer_port, port)
             self.assertEqual(protocol, "HTTP/3")
+        server.stop_and_check()
+
+    def test_gtlsclient_changing_its_address_before_asking_is_seen_at_the_new_one(self):
+        # ngtcp2's client moves to a new local port after the handshake (--change-local-addr) and
+        # only then sends its request (--delay-stream): the handler sees the port it moved to.
+        server = self.start()
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        argv = ["gtlsclient", "--exit-on-all-streams-close", "--timeout=10s", f"--download={folder}"]
+        argv += ["--change-local-addr=100ms", "--delay-stream=400ms", "127.0.0.1", str(server.port)]
+        argv += [f"https://127.0.0.1:{server.port}/whoami"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+        ports = re.findall(r"Sent packet: local=\[127\.0\.0\.1\]:(\d+)", done.stdout + done.stderr)
+        moves = [int(port) for i, port in enumerate(ports) if i == 0 or ports[i - 1] != port]
+        self.assertEqual(len(moves), 2, moves)  # the first port, then the new one
+        with open(os.path.join(folder, "whoami")) as answer:
+            whoami = json.load(answer)
+        self.assertEqual(whoami["port"], moves[1])
         server.stop_and_check()
 
     def ticket(self, server):
