@@ -34,6 +34,8 @@ needs=(
   libngtcp2-crypto-gnutls-dev:/usr/include/ngtcp2/ngtcp2_crypto_gnutls.h
   libgnutls28-dev:/usr/include/gnutls/gnutls.h
   ngtcp2-client:gtlsclient
+  # a browser over HTTP/3 (tests/integration/test_http3_interop.py), QUIC forced on the origin
+  chromium:chromium
   # bench/h3load (the HTTP/3 load generator) frames its requests with nghttp3
   libnghttp3-dev:/usr/include/nghttp3/nghttp3.h
   openssl:openssl

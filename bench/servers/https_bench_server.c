@@ -7,12 +7,13 @@
  *       [--no-tickets] [--session-cache N] [--client-ca FILE]
  *       [--verify-client optional|required] [--sni NAME,CERT,KEY]...
  *       [--handshake-timeout MS] [--no-ktls] [--ktls-tls13] [--openssl-records] [--plain-port P]
- *       [--no-h3]
+ *       [--no-h3] [--h3-retry] [--h3-retry-flood HANDSHAKES] [--h3-0rtt]
  *
  * --ktls-tls13 hands TLS 1.3 records to the kernel too (xTlsConf.ktls_tls13). --openssl-records leaves the
  * records with OpenSSL after the handshake instead of xKit's record layer. SIGHUP rereads the certificate,
  * key and CA files. --plain-port also serves plain HTTP (and h2c) on a second port of the same server. HTTP/3
  * is served on UDP PORT as well (QUIC, the same certificate), unless --no-h3. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,8 @@ static int tls_flag(int argc, char **argv, int i, void *arg) {
     if (strcmp(flag, "--ktls-tls13") == 0) return f->tls.ktls_tls13 = true, 1;
     if (strcmp(flag, "--openssl-records") == 0) return f->tls.xkit_records = false, 1;
     if (strcmp(flag, "--no-h3") == 0) return f->tls.http3 = false, 1;
+    if (strcmp(flag, "--h3-retry") == 0) return f->tls.http3_retry = true, 1;
+    if (strcmp(flag, "--h3-0rtt") == 0) return f->tls.http3_early_data = true, 1;
     if (i + 1 >= argc) return 0;
     char *value = argv[i + 1];
     unsigned long n;
@@ -88,6 +91,9 @@ static int tls_flag(int argc, char **argv, int i, void *arg) {
             f->tls.verify_client = XTLS_VERIFY_REQUIRED;
         else
             return 0;
+    } else if (strcmp(flag, "--h3-retry-flood") == 0) {
+        if (!benchParseSize(xStrFromC(value), UINT32_MAX, &n)) return 0;
+        f->tls.http3_retry_flood = (uint32_t)n;
     } else if (strcmp(flag, "--session-cache") == 0 || strcmp(flag, "--handshake-timeout") == 0 ||
                strcmp(flag, "--plain-port") == 0) {
         if (!benchParseSize(xStrFromC(value), flag[2] == 'p' ? 65535 : 86400000, &n)) return 0;
@@ -111,7 +117,8 @@ static int usage(const char *argv0) {
             "       [--session-cache N] [--client-ca FILE] [--verify-client optional|required]\n"
             "       [--sni NAME,CERT,KEY]... [--handshake-timeout MS] [--no-ktls] [--ktls-tls13] "
             "[--openssl-records]\n"
-            "       [--plain-port P] [--no-h3]\n",
+            "       [--plain-port P] [--no-h3] [--h3-retry] [--h3-retry-flood HANDSHAKES]\n"
+            "       [--h3-0rtt]\n",
             argv0, benchCommonUsage);
     return 2;
 }

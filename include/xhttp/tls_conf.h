@@ -87,6 +87,17 @@ typedef struct xTlsConf {
                                         cannot give the kernel new keys, so a client's KeyUpdate
                                         that asks the server to update its own ends the
                                         connection when this is on */
+    bool http3_retry;              /**< with http3: every new client proves it owns its address by a
+                                        Retry round trip first, unless it brings a token from an
+                                        earlier connection (false) */
+    uint32_t http3_retry_flood;    /**< otherwise Retry is asked of new clients while a worker has
+                                        this many handshakes under way: an Initial flood (256; 0:
+                                        never) */
+    bool http3_early_data;         /**< with http3: 0-RTT. Session tickets are issued (none
+                                        otherwise), and a resuming client's early requests are
+                                        served when their method is safe (GET, HEAD, OPTIONS,
+                                        TRACE) and answered 425 Too Early otherwise (RFC 8470);
+                                        a replayed ClientHello has its early data refused (false) */
 } xTlsConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is

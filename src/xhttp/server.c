@@ -108,6 +108,8 @@ struct xHttpServer {
     xQuicTls *quic_tls[XSERVER_MAX_LISTENERS];         /* per listener serving HTTP/3 too; NULL: none */
     uint8_t quic_secret[32];                           /* the stateless reset tokens' key, every worker's */
     uint32_t quic_handshake_ms[XSERVER_MAX_LISTENERS]; /* per listener: its TLS handshake timeout */
+    size_t quic_retry_from[XSERVER_MAX_LISTENERS]; /* per listener: handshakes under way that bring Retry */
+    uint8_t quic_token_secret[32];                 /* Retry and NEW_TOKEN tokens' key, every worker's */
     char last_error[512];
     uint16_t ports[XSERVER_MAX_LISTENERS]; /* per listener, known once bound: no getsockname per accept */
     bool attached;                         /* lives on a caller's loop */
@@ -381,6 +383,8 @@ static xErrno start_quic(xWorker *w, int slot) {
         .handshake_timeout_ms = server->quic_handshake_ms[slot],
         .max_connections = conf->max_connections,
         .app_no_error = XH3_APP_NO_ERROR,
+        .token_secret = server->quic_token_secret,
+        .retry_from = server->quic_retry_from[slot],
     };
     int fd = w->quic_fds[slot];
     w->quic_fds[slot] = -1;
@@ -928,6 +932,7 @@ static xErrno listen_quic(xHttpServer *server, const xListenSource *from, int sl
     xQuicTls *tls = xQuicTlsCreate(conf, server->last_error, sizeof server->last_error);
     if (!tls) return XERR_TLS;
     xQuicTlsRandom(server->quic_secret, sizeof server->quic_secret); /* before any connection */
+    xQuicTlsRandom(server->quic_token_secret, sizeof server->quic_token_secret);
     for (int i = 0; i < server->nworkers; i++) {
         int fd = xQuicSocketOpen(&addr, len, true);
         if (fd < 0) {
@@ -947,6 +952,9 @@ static xErrno listen_quic(xHttpServer *server, const xListenSource *from, int sl
                   strerror(errno));
     server->quic_tls[slot] = tls;
     server->quic_handshake_ms[slot] = conf->handshake_timeout_ms;
+    server->quic_retry_from[slot] = conf->http3_retry         ? 0
+                                    : conf->http3_retry_flood ? conf->http3_retry_flood
+                                                              : SIZE_MAX;
     for (int i = 0; conf->http3_alt_svc && i < server->nworkers; i++) {
         xHttpContext *ctx = &server->workers[i].ctx;
         if (ctx->alt_svc_count == XHTTP_MAX_ALT_SVC) break; /* as many as listeners */

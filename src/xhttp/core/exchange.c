@@ -475,6 +475,7 @@ const char *xHttpStatusReason(int status) {
     case 415: return "Unsupported Media Type";
     case 416: return "Range Not Satisfiable";
     case 417: return "Expectation Failed";
+    case 425: return "Too Early";
     case 426: return "Upgrade Required";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";

@@ -600,6 +600,12 @@ static void dispatch(xH3Stream *s) {
     if (s->streams_body) deliver_body(s);
 }
 
+/* RFC 9110 §9.2.1: what a replay of cannot change anything. */
+static bool method_is_safe(xStr method) {
+    return xStrEqualsC(method, "GET") || xStrEqualsC(method, "HEAD") || xStrEqualsC(method, "OPTIONS") ||
+           xStrEqualsC(method, "TRACE");
+}
+
 /* A HEADERS frame: the request's head, or its trailers. */
 static void on_headers(xH3Stream *s, xStr payload) {
     xH3Conn *h3 = s->h3;
@@ -634,6 +640,8 @@ static void on_headers(xH3Stream *s, xStr payload) {
         stream_error(s, XH3_INTERNAL_ERROR);
     } else if (!fill_request(s, fields, sec.count, &head)) {
         refuse(s, 431);
+    } else if (xQuicStreamEarly(s->qs) && !method_is_safe(head.method)) {
+        refuse(s, 425); /* in 0-RTT, which may be replayed: RFC 8470 §5.2 */
     } else if (head.content_length > (int64_t)conf->max_body_size && !xHttpExchangeStreams(s->ex)) {
         refuse(s, 413);
     } else {

@@ -19,6 +19,12 @@ typedef ngtcp2_ccerr xQuicCloseError;
 #define xq_shutdown_stream_write(conn, id, code) ngtcp2_conn_shutdown_stream_write(conn, 0, id, code)
 #define xq_shutdown_stream_read(conn, id, code) ngtcp2_conn_shutdown_stream_read(conn, 0, id, code)
 #define XQ_SET_ORIGINAL_DCID(params, cid) ((params).original_dcid = (cid), (params).original_dcid_present = 1)
+#define XQ_HD_TOKEN(hd) ((hd)->token)
+#define XQ_STREAM_DATA_EARLY NGTCP2_STREAM_DATA_FLAG_0RTT
+#define XQ_HD_TOKENLEN(hd) ((hd)->tokenlen)
+#define XQ_SET_TOKEN(settings, data, len, retried)                                                           \
+    ((settings).token = (data), (settings).tokenlen = (len),                                                 \
+     (settings).token_type = (retried) ? NGTCP2_TOKEN_TYPE_RETRY : NGTCP2_TOKEN_TYPE_NEW_TOKEN)
 #else
 typedef ngtcp2_connection_close_error xQuicCloseError;
 #define xq_close_error_default ngtcp2_connection_close_error_default
@@ -31,6 +37,10 @@ typedef ngtcp2_connection_close_error xQuicCloseError;
 #define xq_shutdown_stream_write ngtcp2_conn_shutdown_stream_write
 #define xq_shutdown_stream_read ngtcp2_conn_shutdown_stream_read
 #define XQ_SET_ORIGINAL_DCID(params, cid) ((params).original_dcid = (cid))
+#define XQ_HD_TOKEN(hd) ((hd)->token.base)
+#define XQ_STREAM_DATA_EARLY NGTCP2_STREAM_DATA_FLAG_EARLY
+#define XQ_HD_TOKENLEN(hd) ((hd)->token.len)
+#define XQ_SET_TOKEN(settings, data, len, retried) ((settings).token = (ngtcp2_vec){(uint8_t *)(data), (len)})
 #endif
 
 #endif

@@ -37,6 +37,10 @@
 #define XQUIC_PRECISE_BELOW_NS (50 * NGTCP2_MILLISECONDS)
 /* Stream data pieces handed to ngtcp2 at once. */
 #define XQUIC_IOV_MAX 16
+/* How long a client has to echo a Retry's token, and to bring back a
+ * NEW_TOKEN one on a later connection. */
+#define XQUIC_RETRY_TOKEN_LIFETIME (10 * NGTCP2_SECONDS)
+#define XQUIC_REGULAR_TOKEN_LIFETIME (3600 * NGTCP2_SECONDS)
 
 /* A piece of a stream's output, kept until acknowledged. */
 typedef struct xQuicChunk {
@@ -57,6 +61,7 @@ struct xQuicStream {
     xQuicChunk *unsent;      /* the chunk holding the first byte not yet given to ngtcp2 */
     uint64_t queued, sent, acked;
     bool fin_queued, fin_sent, write_shut;
+    bool early;   /* some of its input came in 0-RTT */
     bool sending; /* on qc's send list */
     xQuicStream *send_prev, *send_next;
     xQuicStream *prev, *next; /* qc->streams */
@@ -89,8 +94,10 @@ struct xQuicConn {
     uint64_t close_code;
     int fatal; /* an ngtcp2 error that ends the connection, else 0 */
     xQuicCidEntry *cids;
-    struct sockaddr_storage local, remote;
+    struct sockaddr_storage local, remote; /* the path ngtcp2 sends on */
     socklen_t local_len, remote_len;
+    const ngtcp2_path *rx_path; /* while a packet is read: where it came from */
+    bool view_elsewhere;        /* the view names rx_path's peer, not remote */
     xQuicStream *streams;
     xQuicStream *send_first, *send_last;
     xTimer timer;
@@ -111,6 +118,7 @@ struct xQuicEndpoint {
     size_t nbuckets, nentries;
     xQuicConn *conns;
     size_t count;
+    size_t handshaking; /* of count, those in XQUIC_HANDSHAKING: what an Initial flood fills */
     void (*on_gone)(void *arg);
     void *on_gone_arg;
     uint8_t rx[XQUIC_RX_BATCH][XQUIC_RX_SIZE];
@@ -122,6 +130,8 @@ struct xQuicEndpoint {
 static void conn_flush(xEventLoop *loop, xTurnEnd *call);
 static void conn_on_timer(xEventLoop *loop, xTimer *timer, void *arg);
 static void on_readable(xEventLoop *loop, int fd, unsigned events, void *arg);
+static void conn_follow_path(xQuicConn *qc);
+static void view_see_sender(xQuicConn *qc);
 
 static ngtcp2_tstamp now_ns(void) {
     struct timespec ts;
@@ -470,6 +480,7 @@ static void conn_teardown(xQuicConn *qc) {
     if (qc->state == XQUIC_GONE) return;
     xQuicEndpoint *ep = qc->ep;
     bool told = qc->state == XQUIC_OPEN;
+    if (qc->state == XQUIC_HANDSHAKING) ep->handshaking--;
     qc->state = XQUIC_GONE;
     while (qc->streams) {
         if (told && ep->conf.app->on_stream_close) ep->conf.app->on_stream_close(qc, qc->streams);
@@ -581,13 +592,26 @@ static bool app_open(xQuicConn *qc) {
         qc->fatal = NGTCP2_ERR_CALLBACK_FAILURE;
         return false;
     }
+    qc->ep->handshaking--;
     return true;
+}
+
+/* Gives the client a token for its next connection from this address
+ * (RFC 9000 §8.1.3): with it, that one needs no Retry. */
+static void offer_token(xQuicConn *qc) {
+    uint8_t token[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN];
+    ngtcp2_ssize n = ngtcp2_crypto_generate_regular_token(token, qc->ep->conf.token_secret, 32,
+                                                          (const ngtcp2_sockaddr *)&qc->remote,
+                                                          (ngtcp2_socklen)qc->remote_len, now_ns());
+    if (n > 0) ngtcp2_conn_submit_new_token(qc->conn, token, (size_t)n); /* out of memory: no token */
 }
 
 static int on_handshake_completed(ngtcp2_conn *conn, void *user_data) {
     xQuicConn *qc = user_data;
     xNetAddrSet(&qc->view.addr, &qc->remote, qc->ep->conf.local_port);
-    return app_open(qc) ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+    if (!app_open(qc)) return NGTCP2_ERR_CALLBACK_FAILURE;
+    offer_token(qc);
+    return 0;
 }
 
 static int on_stream_open(ngtcp2_conn *conn, int64_t id, void *user_data) {
@@ -599,6 +623,8 @@ static int on_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t id, ui
     xQuicConn *qc = user_data;
     xQuicStream *s = stream_user_data ? stream_user_data : stream_new(qc, id);
     if (!s || !app_open(qc)) return NGTCP2_ERR_CALLBACK_FAILURE;
+    if (flags & XQ_STREAM_DATA_EARLY) s->early = true;
+    if (qc->rx_path) view_see_sender(qc);
     qc->ep->conf.app->on_stream_data(qc, s, data, len, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
     return 0;
 }
@@ -722,7 +748,16 @@ static const xTransport view_transport = {.secure = true, .tls_info = view_tls_i
 
 /* ---- Packets in ---- */
 
-static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngtcp2_path *path) {
+/* What a new client's first Initial says of it. */
+typedef struct xQuicAdmission {
+    ngtcp2_cid original_dcid; /* the DCID of its very first Initial, before any Retry */
+    bool retried;             /* it echoes our Retry's token */
+    const uint8_t *token;     /* a token of ours that checked out (its address is validated), or NULL */
+    size_t token_len;
+} xQuicAdmission;
+
+static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngtcp2_path *path,
+                           const xQuicAdmission *admission) {
     xQuicConn *qc = calloc(1, sizeof *qc);
     if (!qc) return NULL;
     qc->ep = ep;
@@ -746,6 +781,7 @@ static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngt
     ngtcp2_settings_default(&settings);
     settings.initial_ts = now_ns();
     settings.max_tx_udp_payload_size = NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE;
+    if (admission->token) XQ_SET_TOKEN(settings, admission->token, admission->token_len, admission->retried);
     if (ep->conf.handshake_timeout_ms) /* 0: ngtcp2's default */
         settings.handshake_timeout = (ngtcp2_duration)ep->conf.handshake_timeout_ms * NGTCP2_MILLISECONDS;
     ngtcp2_transport_params params;
@@ -760,7 +796,11 @@ static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngt
     params.max_idle_timeout = (ngtcp2_duration)ep->conf.idle_timeout_ms * NGTCP2_MILLISECONDS;
     params.active_connection_id_limit = 4;
     params.stateless_reset_token_present = 1;
-    XQ_SET_ORIGINAL_DCID(params, hd->dcid);
+    XQ_SET_ORIGINAL_DCID(params, admission->original_dcid);
+    if (admission->retried) {
+        params.retry_scid = hd->dcid; /* the ID our Retry chose, which its token seals */
+        params.retry_scid_present = 1;
+    }
     if (!cid_make(ep, &scid, params.stateless_reset_token)) goto fail;
     if (ngtcp2_conn_server_new(&qc->conn, &hd->scid, &scid, path, hd->version, &callbacks, &settings, &params,
                                NULL, qc) != 0) {
@@ -773,6 +813,7 @@ static xQuicConn *conn_new(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const ngt
     if (ep->conns) ep->conns->prev = qc;
     ep->conns = qc;
     ep->count++;
+    ep->handshaking++;
     return qc;
 fail:
     cid_remove_all(qc);
@@ -810,6 +851,105 @@ static void send_version_negotiation(xQuicEndpoint *ep, const ngtcp2_version_cid
     if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
 }
 
+/* Takes the path ngtcp2 now uses for qc: a client that moved (migration,
+ * NAT rebinding, RFC 9000 §9) is answered at, and seen by its requests
+ * from, its new address. */
+static void conn_follow_path(xQuicConn *qc) {
+    const ngtcp2_path *p = ngtcp2_conn_get_path(qc->conn);
+    if (p->remote.addrlen == qc->remote_len && memcmp(p->remote.addr, &qc->remote, qc->remote_len) == 0 &&
+        p->local.addrlen == qc->local_len && memcmp(p->local.addr, &qc->local, qc->local_len) == 0) {
+        if (qc->view_elsewhere) xNetAddrSet(&qc->view.addr, &qc->remote, qc->ep->conf.local_port);
+        qc->view_elsewhere = false;
+        return;
+    }
+    memcpy(&qc->remote, p->remote.addr, p->remote.addrlen);
+    qc->remote_len = (socklen_t)p->remote.addrlen;
+    memcpy(&qc->local, p->local.addr, p->local.addrlen);
+    qc->local_len = (socklen_t)p->local.addrlen;
+    xNetAddrSet(&qc->view.addr, &qc->remote, qc->ep->conf.local_port);
+    qc->view_elsewhere = false;
+}
+
+/* Requests see the address their packet came from: ngtcp2 moves to a new
+ * path only once the packet that came on it has been read, and the
+ * request in it is dispatched while it is read. */
+static void view_see_sender(xQuicConn *qc) {
+    const ngtcp2_addr *from = &qc->rx_path->remote;
+    if (from->addrlen == qc->remote_len && memcmp(from->addr, &qc->remote, qc->remote_len) == 0 &&
+        !qc->view_elsewhere)
+        return;
+    struct sockaddr_storage sender;
+    memcpy(&sender, from->addr, from->addrlen);
+    xNetAddrSet(&qc->view.addr, &sender, qc->ep->conf.local_port);
+    qc->view_elsewhere = true;
+}
+
+/* Asks the client to prove its address (RFC 9000 §8.1.2): a Retry with a
+ * token sealing the address, the DCID it chose and a new one of ours, which
+ * its next Initial must carry. */
+static void send_retry(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *remote,
+                       socklen_t remote_len) {
+    ngtcp2_cid scid = {.datalen = XQUIC_CID_LEN};
+    random_bytes(scid.data, XQUIC_CID_LEN);
+    scid.data[0] = ep->conf.worker_id;
+    uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], out[512];
+    ngtcp2_ssize len = ngtcp2_crypto_generate_retry_token(
+        token, ep->conf.token_secret, 32, hd->version, (const ngtcp2_sockaddr *)remote,
+        (ngtcp2_socklen)remote_len, &scid, &hd->dcid, now_ns());
+    if (len < 0) return;
+    ngtcp2_ssize n = ngtcp2_crypto_write_retry(out, sizeof out, hd->version, &hd->scid, &scid, &hd->dcid,
+                                               token, (size_t)len);
+    if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
+}
+
+/* A Retry token that does not check out (forged, expired, or from another
+ * address) closes the attempt with INVALID_TOKEN (RFC 9000 §8.1.2), keeping
+ * no state. */
+static void refuse_token(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *remote,
+                         socklen_t remote_len) {
+    uint8_t out[256];
+    ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(out, sizeof out, hd->version, &hd->scid, &hd->dcid,
+                                                          NGTCP2_INVALID_TOKEN, NULL, 0);
+    if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
+}
+
+/* Decides by a new client's Initial whether it may start a connection now
+ * (admission filled), or is answered statelessly: a Retry when its address
+ * needs proving, a close when its Retry token is bad. */
+static bool admit(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *remote,
+                  socklen_t remote_len, xQuicAdmission *admission) {
+    *admission = (xQuicAdmission){.original_dcid = hd->dcid};
+    const uint8_t *token = XQ_HD_TOKEN(hd);
+    size_t token_len = XQ_HD_TOKENLEN(hd);
+    ngtcp2_tstamp ts = now_ns();
+    bool valid = false;
+    if (token_len && token[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
+        if (ngtcp2_crypto_verify_retry_token(&admission->original_dcid, token, token_len,
+                                             ep->conf.token_secret, 32, hd->version,
+                                             (const ngtcp2_sockaddr *)remote, (ngtcp2_socklen)remote_len,
+                                             &hd->dcid, XQUIC_RETRY_TOKEN_LIFETIME, ts) != 0) {
+            refuse_token(ep, hd, remote, remote_len);
+            return false;
+        }
+        valid = admission->retried = true;
+    } else if (token_len && token[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR) {
+        /* One that fails (expired, another address) is as none (RFC 9000 §8.1.3). */
+        valid = ngtcp2_crypto_verify_regular_token(
+                    token, token_len, ep->conf.token_secret, 32, (const ngtcp2_sockaddr *)remote,
+                    (ngtcp2_socklen)remote_len, XQUIC_REGULAR_TOKEN_LIFETIME, ts) == 0;
+    }
+    if (valid) {
+        admission->token = token;
+        admission->token_len = token_len;
+        return true;
+    }
+    if (ep->handshaking >= ep->conf.retry_from) {
+        send_retry(ep, hd, remote, remote_len);
+        return false;
+    }
+    return true;
+}
+
 static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct sockaddr_storage *remote,
                         socklen_t remote_len, struct sockaddr_storage *local, socklen_t local_len,
                         uint32_t ecn) {
@@ -831,21 +971,27 @@ static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct soc
         ngtcp2_pkt_hd hd;
         if (ep->draining || ep->count >= ep->conf.max_connections || ngtcp2_accept(&hd, data, len) != 0)
             return;
-        qc = conn_new(ep, &hd, &path);
+        xQuicAdmission admission;
+        if (!admit(ep, &hd, (struct sockaddr *)remote, remote_len, &admission)) return;
+        qc = conn_new(ep, &hd, &path, &admission);
         if (!qc) return;
     }
     if (qc->state == XQUIC_GONE || xq_in_closing(qc->conn) || xq_in_draining(qc->conn)) return;
     qc->refs++;
     ngtcp2_pkt_info pi = {.ecn = ecn};
+    qc->rx_path = &path;
     rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, data, len, now_ns());
+    qc->rx_path = NULL;
     if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_DROP_CONN)
         conn_teardown(qc);
     else if (rv)
         conn_close_now(qc, qc->fatal ? qc->fatal : rv, 0);
     else if (qc->close_owed || qc->fatal)
         conn_settle(qc);
-    else
+    else {
+        conn_follow_path(qc);
         schedule_flush(qc);
+    }
     xQuicConnRelease(qc);
 }
 
@@ -1051,6 +1197,7 @@ xQuicStream *xQuicOpenUni(xQuicConn *qc) {
 }
 
 int64_t xQuicStreamId(const xQuicStream *s) { return s->id; }
+bool xQuicStreamEarly(const xQuicStream *s) { return s->early; }
 void *xQuicStreamApp(const xQuicStream *s) { return s->app; }
 void xQuicStreamSetApp(xQuicStream *s, void *app) { s->app = app; }
 

@@ -17,7 +17,13 @@
  *
  * Connection IDs name the worker in their first byte, so a packet that
  * reaches another worker's socket can be told apart from one for a
- * connection nobody knows (which gets a stateless reset). No HTTP here. */
+ * connection nobody knows (which gets a stateless reset).
+ *
+ * Address validation (RFC 9000 §8.1): a new client may be sent a Retry whose
+ * token it must echo; tokens are sealed (AEAD) with the listener's token
+ * secret over the client's address and a timestamp, so any worker can check
+ * them and they expire. A finished handshake gives the client a NEW_TOKEN
+ * token that spares it the Retry on a later connection. No HTTP here. */
 #ifndef XNET_QUIC_QUIC_H
 #define XNET_QUIC_QUIC_H
 
@@ -70,6 +76,10 @@ typedef struct xQuicEndpointConf {
     uint32_t handshake_timeout_ms; /* a handshake not done by then is dropped */
     size_t max_connections;        /* beyond this, new connections are refused */
     uint64_t app_no_error;         /* the application's code for closing without error */
+    const uint8_t *token_secret;   /* 32 bytes shared by the listener's workers: Retry and NEW_TOKEN tokens */
+    size_t retry_from;             /* new clients are asked to prove their address by a Retry while this
+                                      many handshakes are under way on the endpoint: 0 always, SIZE_MAX
+                                      never; a token of ours from an earlier connection spares them */
 } xQuicEndpointConf;
 
 /** An endpoint on net's loop serving the bound UDP socket fd (which it owns
@@ -134,6 +144,10 @@ xQuicStream *xQuicOpenUni(xQuicConn *qc);
 /* ---- A stream ---- */
 
 int64_t xQuicStreamId(const xQuicStream *s);
+
+/** True when some of what s delivered came in 0-RTT (early data, which an
+ *  attacker may replay: RFC 8470). */
+bool xQuicStreamEarly(const xQuicStream *s);
 void *xQuicStreamApp(const xQuicStream *s);
 void xQuicStreamSetApp(xQuicStream *s, void *app);
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
@@ -17,6 +18,26 @@
 #define XQUIC_PRIORITY                                                                                       \
     "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:+AES-128-CCM:"   \
     "%DISABLE_TLS13_COMPAT_MODE"
+
+/* ClientHellos that carried early data lately (GnuTLS's anti-replay
+ * database, RFC 8446 §8.2): one seen twice within GnuTLS's window (10 s)
+ * is a replay and has its early data refused. Shared by the listener's
+ * workers, as a replay may come from anywhere. A full neighbourhood counts
+ * as seen: early data refused is only a round trip lost. */
+#define XQUIC_REPLAY_SLOTS 4096
+#define XQUIC_REPLAY_PROBES 16
+#define XQUIC_REPLAY_KEY_MAX 80 /* GnuTLS's: 12 bytes of window start and a hash of up to 64 */
+
+typedef struct xQuicReplaySlot {
+    time_t expires; /* 0: empty */
+    uint8_t len;
+    uint8_t key[XQUIC_REPLAY_KEY_MAX];
+} xQuicReplaySlot;
+
+typedef struct xQuicReplayCache {
+    pthread_mutex_t lock;
+    xQuicReplaySlot slots[XQUIC_REPLAY_SLOTS];
+} xQuicReplayCache;
 
 /* One load of the certificate files: shared by the sessions made while it
  * was current, freed when the last of them ends after a reload replaced it. */
@@ -40,7 +61,60 @@ struct xQuicTls {
     size_t ncerts;
     xTlsVerify verify_client; /* client certificates, as the TCP side asks for them */
     char *client_ca_file;
+    /* 0-RTT (http3_early_data): session tickets sealed with ticket_key, early
+     * data under GnuTLS's anti-replay with our database. */
+    bool early_data;
+    uint32_t ticket_lifetime_s;
+    gnutls_datum_t ticket_key;
+    gnutls_anti_replay_t anti_replay;
+    xQuicReplayCache *replays;
 };
+
+/* GnuTLS's anti-replay asks whether key (a ClientHello's) was seen within
+ * the window, and records it until exp_time. */
+static int replay_add(void *arg, time_t exp_time, const gnutls_datum_t *key, const gnutls_datum_t *entry) {
+    xQuicReplayCache *cache = arg;
+    if (key->size > XQUIC_REPLAY_KEY_MAX) return GNUTLS_E_DB_ENTRY_EXISTS;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a: the key ends in a hash already */
+    for (unsigned i = 0; i < key->size; i++) h = (h ^ key->data[i]) * 1099511628211ull;
+    time_t now = time(NULL);
+    int rv = GNUTLS_E_DB_ENTRY_EXISTS;
+    pthread_mutex_lock(&cache->lock);
+    xQuicReplaySlot *free_slot = NULL;
+    for (unsigned i = 0; i < XQUIC_REPLAY_PROBES; i++) {
+        xQuicReplaySlot *slot = &cache->slots[(h + i) % XQUIC_REPLAY_SLOTS];
+        if (slot->expires < now) {
+            if (!free_slot) free_slot = slot;
+            continue;
+        }
+        if (slot->len == key->size && memcmp(slot->key, key->data, key->size) == 0) {
+            free_slot = NULL; /* seen: a replay */
+            break;
+        }
+    }
+    if (free_slot) {
+        free_slot->expires = exp_time;
+        free_slot->len = (uint8_t)key->size;
+        memcpy(free_slot->key, key->data, key->size);
+        rv = 0;
+    }
+    pthread_mutex_unlock(&cache->lock);
+    return rv;
+}
+
+/* Ticket keys and the anti-replay state, for a listener that takes 0-RTT. */
+static bool early_data_init(xQuicTls *tls) {
+    tls->replays = calloc(1, sizeof *tls->replays);
+    if (!tls->replays || gnutls_session_ticket_key_generate(&tls->ticket_key) < 0) return false;
+    pthread_mutex_init(&tls->replays->lock, NULL);
+    if (gnutls_anti_replay_init(&tls->anti_replay) < 0) {
+        tls->anti_replay = NULL;
+        return false;
+    }
+    gnutls_anti_replay_set_add_function(tls->anti_replay, replay_add);
+    gnutls_anti_replay_set_ptr(tls->anti_replay, tls->replays);
+    return true;
+}
 
 static int add_cert(gnutls_certificate_credentials_t creds, const xTlsCert *cert, char *error,
                     size_t error_size) {
@@ -120,7 +194,13 @@ xQuicTls *xQuicTlsCreate(const xTlsConf *conf, char *error, size_t error_size) {
         ok = copy_cert(&tls->certs[tls->ncerts++], &conf->sni[i].cert);
     tls->verify_client = conf->verify_client;
     tls->client_ca_file = copy(conf->client_ca_file, &ok);
+    tls->early_data = conf->http3_early_data;
+    tls->ticket_lifetime_s = conf->session_lifetime_s;
     if (!ok) snprintf(error, error_size, "h3: out of memory, or no certificate");
+    if (ok && tls->early_data && !early_data_init(tls)) {
+        snprintf(error, error_size, "h3: cannot set up 0-RTT");
+        ok = false;
+    }
     int rv = ok ? gnutls_priority_init(&tls->priority, XQUIC_PRIORITY, NULL) : -1;
     if (ok && rv < 0) snprintf(error, error_size, "h3: GnuTLS priorities: %s", gnutls_strerror(rv));
     if (rv < 0 || !(tls->creds = load(tls, error, error_size))) {
@@ -152,6 +232,11 @@ void xQuicTlsDestroy(xQuicTls *tls) {
     }
     free(tls->certs);
     free(tls->client_ca_file);
+    if (tls->anti_replay) gnutls_anti_replay_deinit(tls->anti_replay);
+    if (tls->ticket_key.data) gnutls_memset(tls->ticket_key.data, 0, tls->ticket_key.size);
+    gnutls_free(tls->ticket_key.data);
+    if (tls->replays) pthread_mutex_destroy(&tls->replays->lock);
+    free(tls->replays);
     pthread_mutex_destroy(&tls->lock);
     free(tls);
 }
@@ -159,7 +244,10 @@ void xQuicTlsDestroy(xQuicTls *tls) {
 void *xQuicTlsSessionStart(xQuicTls *tls, ngtcp2_conn *conn, ngtcp2_crypto_conn_ref *ref) {
     xQuicSession *qs = calloc(1, sizeof *qs);
     if (!qs) return NULL;
-    if (gnutls_init(&qs->session, GNUTLS_SERVER | GNUTLS_NO_END_OF_EARLY_DATA) < 0) {
+    /* Tickets (resumption) are issued only with 0-RTT on, below. */
+    unsigned flags =
+        GNUTLS_SERVER | GNUTLS_NO_END_OF_EARLY_DATA | (tls->early_data ? GNUTLS_ENABLE_EARLY_DATA : 0);
+    if (gnutls_init(&qs->session, flags) < 0) {
         free(qs);
         return NULL;
     }
@@ -175,6 +263,16 @@ void *xQuicTlsSessionStart(xQuicTls *tls, ngtcp2_conn *conn, ngtcp2_crypto_conn_
         gnutls_alpn_set_protocols(qs->session, &h3, 1, GNUTLS_ALPN_MANDATORY) < 0) {
         xQuicTlsSessionEnd(qs);
         return NULL;
+    }
+    if (tls->early_data) {
+        /* QUIC's tickets say 0xffffffff: the limit is QUIC's flow control (RFC 9001 §4.6.1). */
+        if (gnutls_session_ticket_enable_server(qs->session, &tls->ticket_key) < 0 ||
+            gnutls_record_set_max_early_data_size(qs->session, 0xffffffffu) < 0) {
+            xQuicTlsSessionEnd(qs);
+            return NULL;
+        }
+        gnutls_anti_replay_enable(qs->session, tls->anti_replay);
+        gnutls_db_set_cache_expiration(qs->session, (int)tls->ticket_lifetime_s);
     }
     if (tls->verify_client != XTLS_VERIFY_NONE) {
         /* A certificate sent must verify against the client CAs; REQUIRED

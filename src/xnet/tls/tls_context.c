@@ -433,6 +433,7 @@ void xTlsConfInitSized(xTlsConf *conf, size_t size) {
         .ktls = true,
         .xkit_records = true,
         .http3_alt_svc = true,
+        .http3_retry_flood = 256,
     };
     xSizedInit(conf, size, &defaults, sizeof defaults);
 }

@@ -105,16 +105,32 @@ def client_configuration(ca_file=None, server_name="localhost", client=None):
     return configuration
 
 
-def h3_connect(host, port, ca_file=None, server_name="localhost", client=None, session_ticket_handler=None):
+def h3_connect(
+    host,
+    port,
+    ca_file=None,
+    server_name="localhost",
+    client=None,
+    session_ticket_handler=None,
+    token_handler=None,
+    wait_connected=True,
+    **settings,
+):
     """An async context manager: one HTTP/3 connection (an H3Protocol); session_ticket_handler
-    is called with each TLS session ticket the server issues (what resumption and 0-RTT need)."""
+    is called with each TLS session ticket the server issues (what resumption and 0-RTT need),
+    token_handler with each NEW_TOKEN token; settings are QuicConfiguration's fields to set
+    (quic_logger, token, session_ticket)."""
     configuration = client_configuration(ca_file, server_name, client)
+    for name, value in settings.items():
+        setattr(configuration, name, value)
     return connect(
         host,
         port,
         configuration=configuration,
         create_protocol=H3Protocol,
         session_ticket_handler=session_ticket_handler,
+        token_handler=token_handler,
+        wait_connected=wait_connected,
     )
 
 
