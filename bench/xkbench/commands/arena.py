@@ -247,8 +247,8 @@ ARENA_RATE_1M = 1_000_000
 NOT_MEASURED = {
     "gateway-64": "measured as a stack (its own table: xKit's edge against nginx's in front of the same "
     "xKit server), not scored: the board ranks whole stacks' req/s on 64 CPUs",
-    "gateway-h3": "needs an h2load built with ngtcp2 (Debian's has no HTTP/3); the stack runs "
-    "(arena/compose.gateway-h3.yml, tests/integration/test_arena_gateway.py)",
+    "gateway-h3": "measured as a stack over HTTP/3 (its own table: xKit's edge against Caddy's in front of "
+    "the same xKit server), not scored, as gateway-64",
     "production-stack": "measured as a stack (its own table: xKit's edge against nginx's with "
     "auth_request, in front of the same server and auth service), not scored, as gateway-64",
 }
@@ -620,19 +620,23 @@ def stack_lines(results, summary, args):
                 f"| {name} | {arena_stacks.connections(arena_stacks.STACKS[name], args)} | {LABELS[edge]} | "
                 f"{rate_cell} | {cells} | {runs_cell(runs)} |"
             )
+        peer = "caddy" if "caddy" in arena_stacks.STACKS[name].edges else "nginx"
         for ours in ("xkit", "xkit-h2c"):
             ratios = []
             for what, key in (("edge", "cpu_us_per_request"), ("stack", "stack_cpu_us_per_request")):
-                xkit, nginx = (summary_median(summary, name, edge, key) for edge in (ours, "nginx"))
-                ratios.append(f"{what} {ratio_cell(xkit, nginx)}")
+                xkit, theirs = (summary_median(summary, name, edge, key) for edge in (ours, peer))
+                ratios.append(f"{what} {ratio_cell(xkit, theirs)}")
             if ours in by_edge:
-                lines += ["", f"{name}, CPU per request of {LABELS[ours]}'s edge ÷ nginx's: " + ", ".join(ratios) + "."]
+                lines += [
+                    "",
+                    f"{name}, CPU per request of {LABELS[ours]}'s edge ÷ {LABELS[peer]}'s: " + ", ".join(ratios) + ".",
+                ]
     lines += [
         "",
         "The stack: the edge, the server and the auth service (production-stack). The edge (one worker) "
         "on the server CPUs; xkit-arena and xkit-authsvc (one worker each), PostgreSQL, Redis and h2load "
-        "on the client CPUs; the edges to the server over HTTP/1.1 keep up to 256 idle connections, the h2c one "
-        "sends every request on one. Load:",
+        "(h3load for gateway-h3) on the client CPUs; the edges to the server over HTTP/1.1 keep up to 256 "
+        "idle connections, the h2c one sends every request on one. Load:",
         "",
     ]
     for name in results:
@@ -768,6 +772,8 @@ def plan_profiles(args, binaries, tools, load_tools):
     plan, unserved = {}, {}
     for name in args.cases:
         if name in arena_stacks.STACKS:
+            if arena_stacks.STACKS[name].http3 and H3LOAD not in load_tools:
+                continue
             plan[name] = [
                 edge
                 for edge in arena_stacks.STACKS[name].edges
@@ -807,8 +813,9 @@ def prepare_stacks(args, bench, setup, binaries, tools):
     if arena is None or not edge.is_file() or not authsvc.is_file():
         return None, None, f"xkit-arena, {edge.name} or {authsvc.name} not built (configure with -DXK_BUILD_ARENA=ON)"
     edges = {"xkit": edge}
-    if "nginx" in binaries:
-        edges["nginx"] = binaries["nginx"]
+    for name in ("nginx", "caddy"):
+        if name in binaries:
+            edges[name] = binaries[name]
     database = arena_db.LocalDatabase(
         bench.work_dir / "db",
         args.first_port + 900,
