@@ -327,6 +327,54 @@ class StackTest(unittest.TestCase):
         self.assertEqual(argv[:4], ["h2load", "-t1", "-c8", "-m32"])
         self.assertEqual(argv[-5:], ["--npn-list=h2", "-H", "Accept-Encoding: br;q=1, gzip;q=0.8", "-i", "/tmp/uris"])
 
+    def test_gateway_h3_drives_h3load_over_the_same_uris_against_xkit_edge_and_caddy(self):
+        stack = arena_stacks.STACKS["gateway-h3"]
+        argv = arena_stacks.load_argv(stack, "/tmp/uris", 5, parse(), "/b/bench/h3load")
+        self.assertEqual(
+            argv,
+            [
+                "/b/bench/h3load",
+                "-t1",
+                "-c4",
+                "-m32",
+                "-D",
+                "5",
+                "-H",
+                "Accept-Encoding: br;q=1, gzip;q=0.8",
+                "-i",
+                "/tmp/uris",
+            ],
+        )
+        self.assertEqual(stack.dynamic, arena_stacks.STACKS["gateway-64"].dynamic)
+        plan, _ = arena.plan_profiles(parse("--cases", "gateway-h3"), {"xkit": "x", "caddy": "c"}, {}, {"h3load": "h"})
+        self.assertEqual(plan, {"gateway-h3": ["xkit", "caddy"]})
+        plan, _ = arena.plan_profiles(parse("--cases", "gateway-h3"), {"xkit": "x", "caddy": "c"}, {}, {})
+        self.assertEqual(plan, {})
+        xkit = arena_stacks.edge_peer("xkit", Path("/b/xkit-edge"), self.setup, 7000, {}, http3=True)
+        self.assertEqual(xkit.env["EDGE_HTTP3"], "1")
+        self.assertNotIn("EDGE_HTTP3", arena_stacks.edge_peer("xkit", Path("/b/xkit-edge"), self.setup, 7000, {}).env)
+        caddy = arena_stacks.edge_peer("caddy", "/usr/bin/caddy", self.setup, 7000, {}, http3=True)
+        caddy.command(9000, self.run_dir)
+        config = (self.run_dir / "Caddyfile").read_text()
+        self.assertIn("https://127.0.0.1:9000 {", config)
+        self.assertIn(
+            "handle /static/* {\n    root * /srv/data\n    file_server {\n      precompressed br gzip", config
+        )
+        self.assertIn("reverse_proxy 127.0.0.1:7000 {", config)
+        self.assertIn("protocols h1 h2 h3", config)
+        self.assertTrue(caddy.tls)
+        self.assertEqual(caddy.probe_path, "/static/reset.css")
+        stack_cpu = {"server_cpu_us_per_request": 20.0, "pg_cpu_us_per_request": 5.0}
+        results = {
+            "gateway-h3": {
+                "xkit": RenderTest.runs(7000.0, 30.0, stack_cpu_us_per_request=50.0, **stack_cpu),
+                "caddy": RenderTest.runs(1500.0, 150.0, stack_cpu_us_per_request=170.0, **stack_cpu),
+            }
+        }
+        markdown, _, _ = arena.render(results, {}, parse(), "m")
+        self.assertIn("gateway-h3, CPU per request of xKit's edge ÷ Caddy's: edge 0.20×, stack 0.29×.", markdown)
+        self.assertIn("`h3load -t1 -c4 -m32 -D 5 -H 'Accept-Encoding: br;q=1, gzip;q=0.8' -i URI_FILE`", markdown)
+
     def test_both_edges_point_at_the_same_server(self):
         xkit = arena_stacks.edge_peer("xkit", Path("/b/xkit-edge"), self.setup, 7000, {})
         self.assertEqual(xkit.command(9000, self.run_dir), ["env", "EDGE_PORT=9000", "/b/xkit-edge"])
