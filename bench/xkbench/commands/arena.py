@@ -6,7 +6,8 @@ scores them as the board does (xkbench/arena_score.py). baseline-h3 and static-h
 port's UDP through bench/h3load (build/bench/h3load: Debian's h2load has no HTTP/3), against
 Caddy as a plain file server (static-h3 only: it cannot add /baseline2's numbers). gateway-64
 and production-stack run as stacks: xKit's edge and nginx's in front of the same xKit server (and auth service;
-xkbench/arena_stacks.py), compared by the edge's CPU per request, the whole stack's beside it.
+xkbench/arena_stacks.py), compared by the edge's CPU per request, the whole stack's beside it;
+gateway-h3 too, over HTTP/3, with Caddy as the other edge.
 
 Every server serves the arena's endpoints on four ports (ARENA_PORTS: h1+h2c, TLS http/1.1,
 h2c only, TLS h2) with a copy of the dataset from --data-dir and a fresh self-signed RSA-2048
