@@ -4,12 +4,14 @@
  * server's certificate not verified), -m concurrent request streams on each (nghttp3 frames the
  * requests and decodes the responses: this is a bench tool, not the server, so its HTTP/3 layer is
  * the reference one), -n requests in all or -D seconds after --warm-up-time. GET, or POST with
- * -d FILE or --body-size N. It prints h2load's summary lines (finished in, requests, status codes,
- * time for request) and its "Main benchmark duration" markers, so xkbench's h2load parser and CPU
- * window read it unchanged.
+ * -d FILE or --body-size N; -H 'name: value' adds a header (as h2load's -H), -i FILE takes the paths
+ * from a file of URIs, one a line, asked in turn (as h2load's -i: scheme, host and port come from
+ * the first line, the command's URL is then left out). It prints h2load's summary lines (finished in,
+ * requests, status codes, time for request) and its "Main benchmark duration" markers, so xkbench's h2load
+ * parser and CPU window read it unchanged.
  *
  *   h3load -t1 -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS]) [-d FILE | --body-size N]
- *          [--hold=SECONDS] https://HOST:PORT/PATH
+ *          [-H 'NAME: VALUE']... [--hold=SECONDS] (https://HOST:PORT/PATH | -i URI_FILE)
  *
  * --hold: with -n, each connection takes an even share of the requests, and once all are answered
  * the connections stay open and idle for SECONDS ("all connections idle" is printed then), so a
@@ -37,6 +39,7 @@
 #include <unistd.h>
 
 #define MAX_UDP_PAYLOAD 1452
+#define MAX_EXTRA_HEADERS 8
 #define TLS_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE"
 
 /* Where the run stands: requests are counted only in MEASURING. */
@@ -49,6 +52,10 @@ typedef struct {
     const uint8_t *body;           /* POST body, or NULL for GET */
     size_t body_size;
     char host[256], port[16], authority[300], path[2048];
+    nghttp3_nv extra[MAX_EXTRA_HEADERS]; /* -H, lower-cased names as HTTP/3 wants */
+    size_t extra_count;
+    char **paths; /* -i: the paths asked in turn, or NULL for path alone */
+    size_t path_count;
 } Options;
 
 typedef struct Client Client;
@@ -133,19 +140,25 @@ static void submit_requests(Client *client) {
         request->counted = phase == PHASE_MEASURING;
         char length[24];
         snprintf(length, sizeof length, "%zu", opts.body_size);
-#define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP3_NV_FLAG_NONE}
-        nghttp3_nv headers[] = {
+#define NV(n, v)                                                                                             \
+    { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP3_NV_FLAG_NONE }
+        const char *path = opts.paths ? opts.paths[issued % (long long)opts.path_count] : opts.path;
+        nghttp3_nv headers[6 + MAX_EXTRA_HEADERS] = {
             NV(":method", opts.body ? "POST" : "GET"),
             NV(":scheme", "https"),
             NV(":authority", opts.authority),
-            NV(":path", opts.path),
+            NV(":path", path),
             NV("user-agent", "h3load"),
-            NV("content-length", length),
         };
 #undef NV
+        size_t count = 5;
+        for (size_t i = 0; i < opts.extra_count; i++) headers[count++] = opts.extra[i];
+        if (opts.body)
+            headers[count++] = (nghttp3_nv){(uint8_t *)"content-length", (uint8_t *)length, 14,
+                                            strlen(length), NGHTTP3_NV_FLAG_NONE};
         nghttp3_data_reader reader = {.read_data = read_body};
-        if (nghttp3_conn_submit_request(client->h3, stream_id, headers, opts.body ? 6 : 5,
-                                        opts.body ? &reader : NULL, request) != 0) {
+        if (nghttp3_conn_submit_request(client->h3, stream_id, headers, count, opts.body ? &reader : NULL,
+                                        request) != 0) {
             free(request);
             return;
         }
@@ -461,7 +474,8 @@ static void send_close(Client *client) {
 
 static void usage(void) {
     fprintf(stderr, "usage: h3load [-t1] -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS])\n"
-                    "              [-d FILE | --body-size N] https://HOST:PORT/PATH\n");
+                    "              [-d FILE | --body-size N] [-H 'NAME: VALUE']... [--hold=SECONDS]\n"
+                    "              (https://HOST:PORT/PATH | -i URI_FILE)\n");
     exit(2);
 }
 
@@ -492,14 +506,55 @@ static uint8_t *read_file(const char *path, size_t *size) {
     return data;
 }
 
+/* -H 'Name: value': the name lower-cased (HTTP/3 field names are), the value from the first
+ * non-blank after the colon. */
+static void add_header(const char *arg) {
+    const char *colon = strchr(arg + 1, ':'); /* + 1: a pseudo-header's own leading colon */
+    if (!colon || opts.extra_count == MAX_EXTRA_HEADERS) usage();
+    size_t name_len = (size_t)(colon - arg);
+    char *name = strndup(arg, name_len);
+    for (size_t i = 0; i < name_len; i++)
+        if (name[i] >= 'A' && name[i] <= 'Z') name[i] = (char)(name[i] - 'A' + 'a');
+    const char *value = colon + 1 + strspn(colon + 1, " \t");
+    opts.extra[opts.extra_count++] =
+        (nghttp3_nv){(uint8_t *)name, (uint8_t *)value, name_len, strlen(value), NGHTTP3_NV_FLAG_NONE};
+}
+
+/* -i FILE: one URI a line, each giving a path; the first sets host and port. */
+static void read_uris(const char *file) {
+    FILE *f = fopen(file, "r");
+    if (!f) {
+        perror(file);
+        exit(2);
+    }
+    char line[2048], *first = NULL;
+    size_t capacity = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!line[0]) continue;
+        parse_url(line);
+        if (opts.path_count == capacity) {
+            capacity = capacity ? capacity * 2 : 32;
+            opts.paths = realloc(opts.paths, capacity * sizeof *opts.paths);
+        }
+        opts.paths[opts.path_count++] = strdup(opts.path);
+        if (!first) first = strdup(line);
+    }
+    fclose(f);
+    if (opts.path_count == 0) usage();
+    parse_url(first);
+    free(first);
+}
+
 static void parse_options(int argc, char **argv) {
     static const struct option long_options[] = {{"warm-up-time", required_argument, NULL, 'W'},
                                                  {"body-size", required_argument, NULL, 'B'},
-                                                 {"hold", required_argument, NULL, 'H'},
+                                                 {"hold", required_argument, NULL, 'O'},
                                                  {NULL, 0, NULL, 0}};
     opts.connections = 1, opts.streams = 1, opts.threads = 1;
+    const char *uri_file = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "t:c:m:n:D:d:", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:c:m:n:D:d:H:i:", long_options, NULL)) != -1) {
         switch (c) {
         case 't': opts.threads = atoi(optarg); break;
         case 'c': opts.connections = atoi(optarg); break;
@@ -507,7 +562,9 @@ static void parse_options(int argc, char **argv) {
         case 'n': opts.requests = atoll(optarg); break;
         case 'D': opts.duration = atof(optarg); break;
         case 'W': opts.warmup = atof(optarg); break;
-        case 'H': opts.hold = atof(optarg); break;
+        case 'O': opts.hold = atof(optarg); break;
+        case 'H': add_header(optarg); break;
+        case 'i': uri_file = optarg; break;
         case 'd':
             if (!(opts.body = read_file(optarg, &opts.body_size))) {
                 perror(optarg);
@@ -524,10 +581,13 @@ static void parse_options(int argc, char **argv) {
         default: usage();
         }
     }
-    if (optind != argc - 1 || opts.threads != 1 || opts.connections < 1 || opts.streams < 1 ||
-        (opts.requests <= 0) == (opts.duration <= 0))
+    if (optind != argc - (uri_file ? 0 : 1) || opts.threads != 1 || opts.connections < 1 ||
+        opts.streams < 1 || (opts.requests <= 0) == (opts.duration <= 0))
         usage();
-    parse_url(argv[optind]);
+    if (uri_file)
+        read_uris(uri_file);
+    else
+        parse_url(argv[optind]);
 }
 
 static void print_time(double us) {

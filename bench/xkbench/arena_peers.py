@@ -3,7 +3,8 @@ http/1.1, h2c only, TLS h2): xKit's entry (arena/main.c) and Go's arena_server, 
 ARENA_PORTS themselves; h2o as the arena's h2o entry is built, a C program on libh2o
 (bench/peers/h2o/arena_h2o.c, compiled here against Debian's libh2o-evloop-dev 2.2.5), which
 takes ARENA_PORTS too; and nginx from Debian's packages, configured as the arena's nginx entry
-is (bench/peers/nginx/arena.conf.in).
+is (bench/peers/nginx/arena.conf.in). For the HTTP/3 profiles, which neither Debian's h2o nor
+its nginx speaks, Caddy (Debian's caddy 2.6) as a plain file server on the TLS h2 port's UDP.
 
 Those two are "infrastructure" entries in the arena: each is run on the profiles its
 meta.json lists and on no other, and here too. The nginx entry is a C module; Debian's binary
@@ -28,14 +29,24 @@ from .servers import Peer, find_tool
 ENTERED = {
     "h2o": {"baseline", "limited-conn", "pipelined", "json-tls", "baseline-h2", "static-h2"},
     "nginx": {"baseline", "limited-conn", "pipelined", "json-tls", "baseline-h2", "static-h2", "baseline-h2c"},
+    # Not an arena entry here: the HTTP/3 peer issue 27 measures xKit against (compare h3).
+    "caddy": {"baseline-h3", "static-h3"},
 }
+# The profiles that need HTTP/3, which Go's arena_server (net/http) does not speak.
+HTTP3_PROFILES = {"baseline-h3", "static-h3"}
 # What answers each profile's requests in nginx: the sums need njs; /pipeline and /static/
 # need nothing more. /json is the arena entry's C module, which Debian's nginx lacks: njs could
 # write it, but would price nginx as mruby priced h2o, so nginx does not run json-tls here.
 NEEDS_SCRIPT = {"baseline", "limited-conn", "baseline-h2", "baseline-h2c"}
-NGINX_WITHOUT = {
-    "json-tls": "the arena's nginx answers /json from its own C module (ngx_http_httparena_module), "
-    "which Debian's nginx lacks; a script would overstate its cost"
+WITHOUT = {
+    "nginx": {
+        "json-tls": "the arena's nginx answers /json from its own C module (ngx_http_httparena_module), "
+        "which Debian's nginx lacks; a script would overstate its cost"
+    },
+    "caddy": {
+        "baseline-h3": "Caddy's configuration has placeholders but no arithmetic: it cannot answer "
+        "/baseline2's sum without a plugin (Debian's caddy has none)"
+    },
 }
 H2O_SOURCE = PEERS_DIR / "h2o" / "arena_h2o.c"
 H2O_LIBRARY = "libh2o-evloop"
@@ -99,12 +110,16 @@ def build_h2o_peer(directory):
 def not_served(name, profile, tools):
     """Why the peer `name` does not serve profile here, or None when it does. tools is what
     setup found: {"nginx_njs": bool, ...}."""
+    if name == "go" and profile in HTTP3_PROFILES:
+        return "net/http has no HTTP/3"
     if name not in ENTERED:
         return None
     if profile not in ENTERED[name]:
+        if name == "caddy":
+            return "runs the HTTP/3 profiles only"
         return f"not among the profiles the arena's {name} entry is entered in"
-    if name == "nginx" and profile in NGINX_WITHOUT:
-        return NGINX_WITHOUT[profile]
+    if profile in WITHOUT.get(name, {}):
+        return WITHOUT[name][profile]
     if profile in NEEDS_SCRIPT and name == "nginx" and not tools.get("nginx_njs"):
         return f"no njs module ({NJS_MODULE}; apt-get install libnginx-mod-http-js) to answer the sums"
     return None
@@ -169,8 +184,33 @@ def nginx_peer(nginx, setup, extra_ports, tools):
     return Peer("nginx", command, probe_path=PROBE_PIPELINE, workers_are_children=True)
 
 
+def caddy_peer(caddy, setup, extra_ports, probe):
+    """Caddy serving DATA_DIR (its /static/ with the .br and .gz twins) over TLS h2 and HTTP/3 on
+    the TLS h2 port, no logs, GOMAXPROCS = workers; probe(port) is the HTTP/3 readiness check of
+    that port (Caddy does not listen on the first one)."""
+    tls_h2 = extra_ports[-1]
+
+    def command(_port, run_dir):
+        config = run_dir / "Caddyfile"
+        config.write_text(
+            "{\n  admin off\n  auto_https off\n  servers {\n    protocols h1 h2 h3\n  }\n}\n"
+            f"https://127.0.0.1:{tls_h2} {{\n"
+            f"  tls {setup.certs_dir / 'server.crt'} {setup.certs_dir / 'server.key'}\n"
+            f"  root * {setup.data_dir}\n"
+            "  file_server {\n    precompressed br gzip\n  }\n}\n"
+        )
+        return [caddy, "run", "--config", str(config), "--adapter", "caddyfile"]
+
+    return Peer(
+        "caddy",
+        command,
+        {"GOMAXPROCS": str(setup.workers)},
+        probe=lambda _port: probe(tls_h2),
+    )
+
+
 def find_infrastructure(names, work_dir):
-    """({name: binary}, {name: why skipped}, tools) for h2o and nginx among names: h2o is
+    """({name: binary}, {name: why skipped}, tools) for h2o, nginx and caddy among names: h2o is
     built into work_dir/h2o; tools says which optional pieces (nginx's njs and
     brotli_static) are there."""
     binaries, skipped, tools = {}, {}, {}
@@ -188,6 +228,12 @@ def find_infrastructure(names, work_dir):
             binaries["nginx"] = nginx
             tools["nginx_njs"] = os.access(NJS_MODULE, os.R_OK)
             tools["nginx_brotli"] = os.access(BROTLI_STATIC_MODULE, os.R_OK)
+    if "caddy" in names:
+        caddy = find_tool("caddy", "/usr/bin/caddy")
+        if caddy is None:
+            skipped["caddy"] = "caddy not installed (apt-get install caddy)"
+        else:
+            binaries["caddy"] = caddy
     return binaries, skipped, tools
 
 

@@ -19,6 +19,12 @@ h2load runs at once, with the arena's token: reads -m16 over 20 URIs (6 static, 
 /public/baseline, 10 /api/items/{id}, 2 /api/me) and writes (a POST of /api/items/{1..20} with a
 JSON body) on an eighth of the connections at -m8; requests and CPU counted over both, and the
 stack's CPU is the edge's, the server's and the auth service's.
+
+gateway-h3 is gateway-64 over HTTP/3 (arena/compose.gateway-h3.yml: xkit-edge with EDGE_HTTP3=1 on
+the UDP twin of its TLS port): bench/h3load (Debian's h2load has no HTTP/3) -m32 over the same 20
+URIs on the arena's 64 connections divided by --scale, against Caddy (Debian's caddy 2.6) as the
+edge, as the arena's gateway-h3 leaders run behind it: file_server with the twins for /static, the
+rest to the server by reverse_proxy over kept-alive HTTP/1.1.
 """
 
 import base64
@@ -39,7 +45,7 @@ from .servers import Peer, RunFailed, pinned, running
 # xKit's edge twice: to the server over kept-alive HTTP/1.1 (the compose files' choice) and over h2c
 # (UPSTREAM_PROTOCOL=h2c: every request of a worker a stream on one connection).
 EDGES = ("xkit", "xkit-h2c", "nginx")
-EDGE_BINARY = {"xkit": "xkit", "xkit-h2c": "xkit", "nginx": "nginx"}
+EDGE_BINARY = {"xkit": "xkit", "xkit-h2c": "xkit", "nginx": "nginx", "caddy": "caddy"}
 ACCEPT = "Accept-Encoding: br;q=1, gzip;q=0.8"
 NGINX_TEMPLATE = PEERS_DIR / "nginx" / "gateway.conf.in"
 PROBE_STATIC = "/static/reset.css"
@@ -100,6 +106,7 @@ class Stack:
     edges: tuple = EDGES
     auth: bool = False  # the production stack: the auth service, Redis, the token, the writes
     options: tuple = field(default=())
+    http3: bool = False  # the load over HTTP/3 (h3load), the edge serving it on its port's UDP
 
 
 STACKS = {
@@ -109,6 +116,15 @@ STACKS = {
         512,
         32,
         DYNAMIC_URIS,
+    ),
+    "gateway-h3": Stack(
+        "gateway-64 over HTTP/3: the edge serves h3 on its TLS port's UDP (xkit-edge EDGE_HTTP3=1; Caddy), "
+        f"h3load over the same 20 URIs, {ACCEPT}",
+        64,
+        32,
+        DYNAMIC_URIS,
+        edges=("xkit", "caddy"),
+        http3=True,
     ),
     "production-stack": Stack(
         "the edge asks xkit-authsvc about every /api request, xkit-arena caches in Redis: reads "
@@ -174,8 +190,57 @@ NGINX_AUTH_LOCATIONS = """location /api/ {
         }"""
 
 
-def edge_peer(name, binary, setup, upstream_port, tools, auth_port=None):
-    """The edge `name` (EDGES) in front of the server on upstream_port."""
+CADDY_EDGE = """{{
+  admin off
+  auto_https off
+  servers {{
+    protocols h1 h2 h3
+  }}
+}}
+https://127.0.0.1:{port} {{
+  tls {cert} {key}
+  handle /static/* {{
+    root * {data}
+    file_server {{
+      precompressed br gzip
+    }}
+  }}
+  handle {{
+    reverse_proxy 127.0.0.1:{upstream} {{
+      transport http {{
+        keepalive_idle_conns_per_host {pool}
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def caddy_edge_peer(binary, setup, upstream_port):
+    """Caddy as the gateway-h3 edge: /static from disk with the twins, the rest to the server."""
+
+    def command(port, run_dir):
+        config = Path(run_dir) / "Caddyfile"
+        config.write_text(
+            CADDY_EDGE.format(
+                port=port,
+                cert=setup.certs_dir / "server.crt",
+                key=setup.certs_dir / "server.key",
+                data=setup.data_dir,
+                upstream=upstream_port,
+                pool=UPSTREAM_POOL,
+            )
+        )
+        return [binary, "run", "--config", str(config), "--adapter", "caddyfile"]
+
+    return Peer("caddy-edge", command, {"GOMAXPROCS": str(setup.workers)}, tls=True, probe_path=PROBE_STATIC)
+
+
+def edge_peer(name, binary, setup, upstream_port, tools, auth_port=None, http3=False):
+    """The edge `name` (EDGES, or caddy) in front of the server on upstream_port; http3: xkit-edge
+    serves HTTP/3 too."""
+    if name == "caddy":
+        return caddy_edge_peer(binary, setup, upstream_port)
     if name in ("xkit", "xkit-h2c"):
 
         def command(port, _dir):
@@ -191,6 +256,8 @@ def edge_peer(name, binary, setup, upstream_port, tools, auth_port=None):
         }
         if auth_port:
             env["AUTH_URL"] = f"http://127.0.0.1:{auth_port}"
+        if http3:
+            env["EDGE_HTTP3"] = "1"
         return Peer(f"{name}-edge", command, env, tls=True, probe_path=PROBE_STATIC)
 
     def nginx_command(port, run_dir):
@@ -224,7 +291,11 @@ def connections(stack, args):
     return max(4, stack.arena_connections // args.scale)
 
 
-def load_argv(stack, uri_file, seconds, args):
+def load_argv(stack, uri_file, seconds, args, h3load="h3load"):
+    """h2load's command line, or for an HTTP/3 stack h3load's (h3load: its binary)."""
+    if stack.http3:
+        argv = h2load_argv("https://127.0.0.1", connections(stack, args), seconds, streams=stack.streams)
+        return [str(h3load), *argv[1:-1], "-H", ACCEPT, "-i", str(uri_file)]
     options = ["--npn-list=h2", "-H", ACCEPT, "-i", str(uri_file)]
     if stack.auth:
         options += ["-H", f"Authorization: Bearer {arena_token()}"]
@@ -263,11 +334,11 @@ def loads_at_once(stack, files, seconds, args, front):
         writer = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         result, run = measured_load(
-            load_argv(stack, reads, seconds, args),
+            load_argv(stack, reads, seconds, args, Path(args.build_dir).resolve() / "bench" / "h3load"),
             args.client_cpus,
             seconds,
             front,
-            h2_protocol="h2",
+            h2_protocol="h3" if stack.http3 else "h2",
             h2load_window=False,
         )
     finally:
@@ -298,7 +369,9 @@ def measure(stack_name, edge_name, bench, inputs):
                 peer = authsvc_peer(inputs.authsvc)
                 auth = started.enter_context(running(peer, bench.ports, bench.work_dir, args.client_cpus, "authsvc"))
             binary = inputs.edges[EDGE_BINARY[edge_name]]
-            edge = edge_peer(edge_name, binary, inputs.setup, server.port, inputs.tools, auth.port if auth else None)
+            edge = edge_peer(
+                edge_name, binary, inputs.setup, server.port, inputs.tools, auth.port if auth else None, stack.http3
+            )
 
             def on_edge(front):
                 files = write_uri_files(stack, bench, inputs, front.port)

@@ -54,6 +54,29 @@ class LoadTest(unittest.TestCase):
                 path.read_text(), "https://127.0.0.1:9443/static/app.js\nhttps://127.0.0.1:9443/static/hero.webp\n"
             )
 
+    def test_h3_rows_drive_h3load_on_the_tls_h2_ports_udp_with_the_arenas_streams(self):
+        tools = {"h3load": "/b/bench/h3load"}
+        argv = arena.load_argv(arena.PROFILES["baseline-h3"], PORTS, 5, parse(), FILES, tools)
+        self.assertEqual(
+            argv, ["/b/bench/h3load", "-t1", "-c4", "-m64", "-D", "5", "https://127.0.0.1:8443/baseline2?a=1&b=1"]
+        )
+        argv = arena.load_argv(arena.PROFILES["static-h3"], PORTS, 5, parse("--scale", "8"), FILES, tools)
+        self.assertEqual(
+            argv,
+            [
+                "/b/bench/h3load",
+                "-t1",
+                "-c8",
+                "-m64",
+                "-D",
+                "5",
+                "-H",
+                "Accept-Encoding: br;q=1, gzip;q=0.8",
+                "-i",
+                "/tmp/uris",
+            ],
+        )
+
     def test_websocket_rows_drive_ws_load_raw_on_the_h1_port(self):
         argv = arena.load_argv(arena.PROFILES["echo-ws-pipeline"], PORTS, 5, parse(), FILES, {"ws_load": "/go/ws_load"})
         self.assertEqual(
@@ -199,6 +222,22 @@ class ServedTest(unittest.TestCase):
         self.assertIn("libnginx-mod-http-js", unserved["nginx"]["baseline"])
         self.assertNotIn("h2o", unserved)
 
+    def test_caddy_runs_static_h3_alone_and_go_no_h3(self):
+        args = parse("--cases", "baseline-h3,static-h3,baseline")
+        binaries = dict.fromkeys(arena.SERVERS, "/bin/true")
+        plan, unserved = arena.plan_profiles(args, binaries, self.TOOLS, {"h3load": "/bin/true"})
+        self.assertEqual(
+            plan, {"baseline-h3": ["xkit"], "static-h3": ["xkit", "caddy"], "baseline": ["xkit", "go", "h2o", "nginx"]}
+        )
+        self.assertIn("no arithmetic", unserved["caddy"]["baseline-h3"])
+        self.assertEqual(unserved["caddy"]["baseline"], "runs the HTTP/3 profiles only")
+        self.assertEqual(unserved["go"]["static-h3"], "net/http has no HTTP/3")
+
+    def test_without_h3load_no_h3_rows(self):
+        args = parse("--cases", "baseline-h3,static-h3")
+        plan, _ = arena.plan_profiles(args, {"xkit": "x", "caddy": "c"}, self.TOOLS, {})
+        self.assertEqual(plan, {})
+
 
 class PeerConfigurationTest(unittest.TestCase):
     def setUp(self):
@@ -222,6 +261,23 @@ class PeerConfigurationTest(unittest.TestCase):
             ],
         )
         self.assertEqual(peer.probe_path, "/baseline11?a=1&b=1")
+
+    def test_caddy_is_a_file_server_of_the_data_on_the_tls_h2_port_with_its_twins(self):
+        asked = []
+        peer = arena_peers.caddy_peer("/usr/bin/caddy", self.setup, (9001, 9002, 9003), lambda port: asked.append(port))
+        argv = peer.command(9000, self.run_dir)
+        self.assertEqual(
+            argv, ["/usr/bin/caddy", "run", "--config", str(self.run_dir / "Caddyfile"), "--adapter", "caddyfile"]
+        )
+        config = (self.run_dir / "Caddyfile").read_text()
+        self.assertIn("https://127.0.0.1:9003 {", config)
+        self.assertIn("tls /srv/certs/server.crt /srv/certs/server.key", config)
+        self.assertIn("root * /srv/data", config)
+        self.assertIn("precompressed br gzip", config)
+        self.assertIn("protocols h1 h2 h3", config)
+        self.assertEqual(peer.env, {"GOMAXPROCS": "1"})
+        self.assertIsNone(peer.probe(9000))
+        self.assertEqual(asked, [9003])
 
     def test_nginx_has_njs_sums_only_when_the_module_is_there(self):
         tools = {"nginx_njs": True, "nginx_brotli": True}
@@ -270,6 +326,54 @@ class StackTest(unittest.TestCase):
         argv = arena_stacks.load_argv(stack, "/tmp/uris", 5, parse())
         self.assertEqual(argv[:4], ["h2load", "-t1", "-c8", "-m32"])
         self.assertEqual(argv[-5:], ["--npn-list=h2", "-H", "Accept-Encoding: br;q=1, gzip;q=0.8", "-i", "/tmp/uris"])
+
+    def test_gateway_h3_drives_h3load_over_the_same_uris_against_xkit_edge_and_caddy(self):
+        stack = arena_stacks.STACKS["gateway-h3"]
+        argv = arena_stacks.load_argv(stack, "/tmp/uris", 5, parse(), "/b/bench/h3load")
+        self.assertEqual(
+            argv,
+            [
+                "/b/bench/h3load",
+                "-t1",
+                "-c4",
+                "-m32",
+                "-D",
+                "5",
+                "-H",
+                "Accept-Encoding: br;q=1, gzip;q=0.8",
+                "-i",
+                "/tmp/uris",
+            ],
+        )
+        self.assertEqual(stack.dynamic, arena_stacks.STACKS["gateway-64"].dynamic)
+        plan, _ = arena.plan_profiles(parse("--cases", "gateway-h3"), {"xkit": "x", "caddy": "c"}, {}, {"h3load": "h"})
+        self.assertEqual(plan, {"gateway-h3": ["xkit", "caddy"]})
+        plan, _ = arena.plan_profiles(parse("--cases", "gateway-h3"), {"xkit": "x", "caddy": "c"}, {}, {})
+        self.assertEqual(plan, {})
+        xkit = arena_stacks.edge_peer("xkit", Path("/b/xkit-edge"), self.setup, 7000, {}, http3=True)
+        self.assertEqual(xkit.env["EDGE_HTTP3"], "1")
+        self.assertNotIn("EDGE_HTTP3", arena_stacks.edge_peer("xkit", Path("/b/xkit-edge"), self.setup, 7000, {}).env)
+        caddy = arena_stacks.edge_peer("caddy", "/usr/bin/caddy", self.setup, 7000, {}, http3=True)
+        caddy.command(9000, self.run_dir)
+        config = (self.run_dir / "Caddyfile").read_text()
+        self.assertIn("https://127.0.0.1:9000 {", config)
+        self.assertIn(
+            "handle /static/* {\n    root * /srv/data\n    file_server {\n      precompressed br gzip", config
+        )
+        self.assertIn("reverse_proxy 127.0.0.1:7000 {", config)
+        self.assertIn("protocols h1 h2 h3", config)
+        self.assertTrue(caddy.tls)
+        self.assertEqual(caddy.probe_path, "/static/reset.css")
+        stack_cpu = {"server_cpu_us_per_request": 20.0, "pg_cpu_us_per_request": 5.0}
+        results = {
+            "gateway-h3": {
+                "xkit": RenderTest.runs(7000.0, 30.0, stack_cpu_us_per_request=50.0, **stack_cpu),
+                "caddy": RenderTest.runs(1500.0, 150.0, stack_cpu_us_per_request=170.0, **stack_cpu),
+            }
+        }
+        markdown, _, _ = arena.render(results, {}, parse(), "m")
+        self.assertIn("gateway-h3, CPU per request of xKit's edge ÷ Caddy's: edge 0.20×, stack 0.29×.", markdown)
+        self.assertIn("`h3load -t1 -c4 -m32 -D 5 -H 'Accept-Encoding: br;q=1, gzip;q=0.8' -i URI_FILE`", markdown)
 
     def test_both_edges_point_at_the_same_server(self):
         xkit = arena_stacks.edge_peer("xkit", Path("/b/xkit-edge"), self.setup, 7000, {})
@@ -384,6 +488,21 @@ class RenderTest(unittest.TestCase):
         self.assertIn("| latency-10k | 16 | 10,000 | 1.50 | 4.20 | – | – | 0.40 | 0.90 | – | – |", markdown)
         self.assertIn("- h2o: – in latency-10k: not among the profiles the arena's h2o entry is entered in", markdown)
         self.assertEqual(summary["latency-10k"]["xkit"]["p99_us"]["median"], 1500.0)
+
+    def test_caddy_has_columns_only_when_it_ran(self):
+        results = {"static-h3": {"xkit": self.runs(8000.0, 50.0), "caddy": self.runs(2000.0, 250.0)}}
+        markdown, summary, _ = arena.render(results, {}, parse(), "m")
+        self.assertIn("| nginx req/s | Caddy req/s | req/s xKit ÷ best peer |", markdown)
+        self.assertIn(
+            "| static-h3 | 4 | 8,000 | – | – | – | 2,000 | 4.00× Caddy | 50.00 | – | – | – | 250.00 | 0.20× Caddy |",
+            markdown,
+        )
+        self.assertIn("h3load -t1 -c4 -m64 -D 5 -H 'Accept-Encoding: br;q=1, gzip;q=0.8' -i URI_FILE", markdown)
+        self.assertNotIn("- static-h3:", markdown.split("### Not measured here")[1].split("Load per profile")[0])
+        scored = arena.render_score(summary, parse())[1]
+        self.assertEqual(scored["profiles"]["static-h3"], {"xkit": 100.0, "caddy": 25.0})
+        markdown, _, _ = arena.render({"baseline": {"xkit": self.runs(40000.0, 8.0)}}, {}, parse(), "m")
+        self.assertNotIn("Caddy", markdown.split("Best peer")[0])
 
     def test_a_row_without_xkit_or_peers_has_no_ratio(self):
         markdown, _, _ = arena.render({"async": {"go": self.runs(15000.0, 40.0)}}, {}, parse(), "m")

@@ -1,6 +1,7 @@
 """bench/h3load, the HTTP/3 load generator, against this build's https_bench_server: its summary
 reads through xkbench's h2load parser and its counts are the requests asked for, for GET and for
-POST with a body; -D marks the main duration as h2load does; a port where nothing listens fails."""
+POST with a body; -i asks a file's paths in turn and -H adds headers, as h2load's; -D marks the main
+duration as h2load does; a port where nothing listens fails."""
 
 import os
 import subprocess
@@ -61,6 +62,20 @@ class H3LoadTest(unittest.TestCase):
         done, result = h3load("-c1", "-m4", "-n", "20", f"{self.base}/no-such-route")
         self.assertEqual(result.statuses["4xx"], 20, done.stdout)
         self.assertIn("20 done, 0 succeeded", done.stdout)
+
+    def test_a_uri_file_is_asked_in_turn(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".uris") as uris:
+            uris.write(f"{self.base}/ping\n{self.base}/no-such-route\n")
+            uris.flush()
+            done, result = h3load(
+                "-c2", "-m4", "-n", "40", "-H", "Accept-Encoding: br;q=1, gzip;q=0.8", "-i", uris.name
+            )
+        self.assertEqual(result.statuses, {"2xx": 20, "3xx": 0, "4xx": 20, "5xx": 0}, done.stdout + done.stderr)
+
+    def test_a_header_without_a_colon_is_refused(self):
+        done, _ = h3load("-c1", "-m1", "-n", "1", "-H", "no-colon", f"{self.base}/ping")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("usage", done.stderr)
 
     def test_a_timed_run_marks_its_main_duration(self):
         done, result = h3load("-c2", "-m8", "-D", "1", "--warm-up-time=0.3", f"{self.base}/ping")

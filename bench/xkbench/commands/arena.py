@@ -2,15 +2,18 @@
 (bench/peers/go/arena_server, net/http alone) and, on the profiles the arena runs them on,
 h2o built as the arena's h2o entry is (a C program on libh2o) and nginx configured as the arena's
 nginx entry is (xkbench/arena_peers.py), under the arena's load shapes, scaled down; --score
-scores them as the board does (xkbench/arena_score.py). gateway-64 and production-stack run as
-stacks: xKit's edge and nginx's in front of the same xKit server (and auth service;
-xkbench/arena_stacks.py), compared by the edge's CPU per request, the whole stack's beside it.
+scores them as the board does (xkbench/arena_score.py). baseline-h3 and static-h3 run on the TLS h2
+port's UDP through bench/h3load (build/bench/h3load: Debian's h2load has no HTTP/3), against
+Caddy as a plain file server (static-h3 only: it cannot add /baseline2's numbers). gateway-64
+and production-stack run as stacks: xKit's edge and nginx's in front of the same xKit server (and auth service;
+xkbench/arena_stacks.py), compared by the edge's CPU per request, the whole stack's beside it;
+gateway-h3 too, over HTTP/3, with Caddy as the other edge.
 
 Every server serves the arena's endpoints on four ports (ARENA_PORTS: h1+h2c, TLS http/1.1,
 h2c only, TLS h2) with a copy of the dataset from --data-dir and a fresh self-signed RSA-2048
 certificate. Each runs with one worker pinned to --server-cpus (xkit-arena takes its workers
-from its affinity, Go from GOMAXPROCS=1, h2o runs one loop, nginx from worker_processes);
-the load runs on --client-cpus: wrk -t1, h2load -t1, bench/peers/go/ws_load (the WebSocket
+from its affinity, Go and Caddy from GOMAXPROCS=1, h2o runs one loop, nginx from worker_processes);
+the load runs on --client-cpus: wrk -t1, h2load -t1, h3load -t1, bench/peers/go/ws_load (the WebSocket
 rows, GOMAXPROCS unset) or bench/peers/go/paced_load (the paced rows). The arena loads 64
 logical CPUs; here every profile's connections are divided by --scale (default 64: the same
 connections per server CPU), at least 4. The paced profiles keep an absolute rate instead
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import arena_score, arena_stacks, environment
-from ..arena_peers import ArenaSetup, find_infrastructure, make_peer, not_served
+from ..arena_peers import ArenaSetup, caddy_peer, find_infrastructure, make_peer, not_served
 from ..cli import add_common_options, say
 from ..loadgen import PIPELINE_SCRIPT, h2load_argv, measured_load, run_measured, run_tool, unmeasured_load, wrk_argv
 from ..paths import REPO_ROOT, WRK_SCRIPTS, shown
@@ -37,15 +40,25 @@ from ..rounds import failure_lines, runs_cell
 from ..servers import RunFailed, find_tool
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, run_comparison
+from .compare_h3 import h3_probe
 from .compare_websocket import parse as parse_ws_load
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 import arena_db  # noqa: E402
 
-HELP = "the HttpArena profiles at this machine's scale: xKit's arena entry against Go, h2o and nginx"
-SERVERS = ("xkit", "go", "h2o", "nginx")
+HELP = "the HttpArena profiles at this machine's scale: xKit's arena entry against Go, h2o, nginx and Caddy"
+SERVERS = ("xkit", "go", "h2o", "nginx", "caddy")
 PEERS = SERVERS[1:]
-LABELS = {"xkit": "xKit", "go": "Go", "h2o": "h2o", "nginx": "nginx", "xkit-h2c": "xKit, h2c upstream"}
+# The tables' columns: these always, Caddy (which runs the HTTP/3 rows only) when it ran.
+COLUMNS = SERVERS[:4]
+LABELS = {
+    "xkit": "xKit",
+    "go": "Go",
+    "h2o": "h2o",
+    "nginx": "nginx",
+    "caddy": "Caddy",
+    "xkit-h2c": "xKit, h2c upstream",
+}
 PORTS = ("h1", "tls-h1", "h2c", "tls-h2")  # ARENA_PORTS's order
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "arena" / "data"
 BASELINE_SCRIPT = WRK_SCRIPTS / "arena_baseline.lua"
@@ -57,6 +70,7 @@ GRPC_HEADERS = ("-H", "content-type: application/grpc", "-H", "te: trailers")
 ACCEPT = "Accept-Encoding: br;q=1, gzip;q=0.8"
 ECHO_BODY_BYTES = 10240  # the 8gbit profile's "10 KB" POST bodies
 GO_TOOLS = ("ws_load", "paced_load")
+H3LOAD = "h3load"  # bench/h3load.c, built into the build directory's bench/
 KEYS = ("req_per_s", "cpu_us_per_request", "server_busy", "client_busy", "others_busy")
 PACED_KEYS = KEYS + ("p99_us", "mean_us", "p50_us", "p999_us", "target_rate")
 MIN_CONNECTIONS = 4
@@ -78,8 +92,8 @@ class Inputs:
 
 @dataclass(frozen=True)
 class Profile:
-    """One of the arena's profiles: the tool (wrk, h2load, ws_load, paced_load), the port
-    (one of PORTS), the target (None: h2load reads its URIs from -i), the arena's connections
+    """One of the arena's profiles: the tool (wrk, h2load, h3load, ws_load, paced_load), the port
+    (one of PORTS; h3load's is its UDP twin), the target (None: h2load reads its URIs from -i), the arena's connections
     (divided by --scale here), the tool's extra arguments (wrk's options and its script's
     arguments; h2load's, ws_load's or paced_load's options, with FILES placeholders), h2load's
     streams, and for paced_load the rate option that sets its requests per second."""
@@ -154,6 +168,23 @@ PROFILES = {
         1024,
         ("--npn-list=h2", "-d", "{grpc_body}", *GRPC_HEADERS),
     ),
+    "baseline-h3": Profile(
+        "GET /baseline2 over HTTP/3 (QUIC on the TLS h2 port's UDP), 64 streams",
+        H3LOAD,
+        "tls-h2",
+        "/baseline2?a=1&b=1",
+        64,
+        streams=64,
+    ),
+    "static-h3": Profile(
+        f"GET the 20 files of /static/ in turn over HTTP/3, 64 streams, {ACCEPT}",
+        H3LOAD,
+        "tls-h2",
+        None,
+        64,
+        ("-H", ACCEPT, "-i", "{static_uris}"),
+        streams=64,
+    ),
     "echo-ws": Profile(
         'WebSocket "hello" echo, 1 in flight (req/s: messages/s)',
         "ws_load",
@@ -215,13 +246,10 @@ ARENA_RATE_1M = 1_000_000
 # The profiles the board scores for engines that need pieces xKit's main branch lacks, and why
 # they are not measured here: listed in every report, and scored 0 by --score.
 NOT_MEASURED = {
-    "baseline-h3": "needs HTTP/3 over QUIC in xKit's entry (not on main yet) and an h2load built with "
-    "ngtcp2 (Debian's h2load 1.52 has no HTTP/3)",
-    "static-h3": "needs HTTP/3 over QUIC in xKit's entry (not on main yet) and an h3 h2load",
     "gateway-64": "measured as a stack (its own table: xKit's edge against nginx's in front of the same "
     "xKit server), not scored: the board ranks whole stacks' req/s on 64 CPUs",
-    "gateway-h3": "needs an h2load built with ngtcp2 (Debian's has no HTTP/3); the stack runs "
-    "(arena/compose.gateway-h3.yml, tests/integration/test_arena_gateway.py)",
+    "gateway-h3": "measured as a stack over HTTP/3 (its own table: xKit's edge against Caddy's in front of "
+    "the same xKit server), not scored, as gateway-64",
     "production-stack": "measured as a stack (its own table: xKit's edge against nginx's with "
     "auth_request, in front of the same server and auth service), not scored, as gateway-64",
 }
@@ -293,10 +321,11 @@ def load_argv(profile, ports, seconds, args, files, tools=None):
     count = connections(profile, args)
     if profile.tool == "wrk":
         return wrk_argv(target, count, seconds, options=options, script_args=profile.script_args)
-    if profile.tool == "h2load":
-        argv = h2load_argv(target, count, seconds, streams=profile.streams, options=options)
-        return argv if profile.path else argv[:-1]
     tool = str((tools or {}).get(profile.tool, profile.tool))
+    if profile.tool in ("h2load", H3LOAD):
+        argv = h2load_argv(target, count, seconds, streams=profile.streams, options=options)
+        argv[0] = tool
+        return argv if profile.path else argv[:-1]
     if profile.tool == "ws_load":
         return [
             tool,
@@ -364,16 +393,19 @@ def what_static_sends(port):
 def measure_h1_h2(profile, ports, args, inputs, server):
     """wrk or h2load: a warm-up run (h2load's first HTTP/2 or TLS connections, wrk's
     connections), then the measured one; the server's CPU over the whole measured run."""
-    protocol = {"h2load": "h2" if profile.scheme == "https" else "h2c"}.get(profile.tool)
+    protocol = {"h2load": "h2" if profile.scheme == "https" else "h2c", H3LOAD: "h3"}.get(profile.tool)
     record, files = {}, inputs.files
     if profile.path is None:
         files = {**files, "{static_uris}": write_static_uris(inputs.work_dir, inputs.data_dir, ports["tls-h2"])}
         record["sent"] = what_static_sends(ports["tls-h2"])
     unmeasured_load(
-        load_argv(profile, ports, WARMUP_SECONDS, args, files), args.client_cpus, WARMUP_SECONDS, h2_protocol=protocol
+        load_argv(profile, ports, WARMUP_SECONDS, args, files, inputs.tools),
+        args.client_cpus,
+        WARMUP_SECONDS,
+        h2_protocol=protocol,
     )
     result, run = measured_load(
-        load_argv(profile, ports, args.duration, args, files),
+        load_argv(profile, ports, args.duration, args, files, inputs.tools),
         args.client_cpus,
         args.duration,
         server,
@@ -416,7 +448,7 @@ def measure_go_tool(profile, ports, args, inputs, server):
 
 def measure_profile(profile, server, extra_ports, args, inputs):
     ports = dict(zip(PORTS, (server.port, *extra_ports), strict=True))
-    if profile.tool in ("wrk", "h2load"):
+    if profile.tool in ("wrk", "h2load", H3LOAD):
         return measure_h1_h2(profile, ports, args, inputs, server)
     return measure_go_tool(profile, ports, args, inputs, server)
 
@@ -446,23 +478,30 @@ def number_cell(value, form):
     return format(value, form) if value else "–"
 
 
+def table_columns(results):
+    """COLUMNS, then any other server that ran one of results's rows."""
+    ran = {server for by_server in results.values() for server in by_server}
+    return COLUMNS + tuple(server for server in SERVERS if server not in COLUMNS and server in ran)
+
+
 def throughput_lines(results, summary, args):
+    columns = table_columns(results)
     heads = (
-        " | ".join(f"{LABELS[s]} req/s" for s in SERVERS)
+        " | ".join(f"{LABELS[s]} req/s" for s in columns)
         + " | req/s xKit ÷ best peer | "
-        + " | ".join(f"{LABELS[s]} CPU µs/req" for s in SERVERS)
+        + " | ".join(f"{LABELS[s]} CPU µs/req" for s in columns)
         + " | CPU xKit ÷ best peer"
     )
-    lines = [f"| Profile | conns | {heads} | runs |", "|---|---:|" + "---:|" * (2 * len(SERVERS) + 2) + "---|"]
+    lines = [f"| Profile | conns | {heads} | runs |", "|---|---:|" + "---:|" * (2 * len(columns) + 2) + "---|"]
     for name, by_server in results.items():
-        rate_of = {s: summary_median(summary, name, s, "req_per_s") for s in SERVERS}
-        cpu_of = {s: summary_median(summary, name, s, "cpu_us_per_request") for s in SERVERS}
+        rate_of = {s: summary_median(summary, name, s, "req_per_s") for s in columns}
+        cpu_of = {s: summary_median(summary, name, s, "cpu_us_per_request") for s in columns}
         runs = " / ".join(f"{LABELS[server]} {runs_cell(r)}" for server, r in by_server.items())
         lines.append(
             f"| {name} | {connections(PROFILES[name], args)} | "
-            + " | ".join(number_cell(rate_of[s], ",.0f") for s in SERVERS)
+            + " | ".join(number_cell(rate_of[s], ",.0f") for s in columns)
             + f" | {versus_best(rate_of, max)} | "
-            + " | ".join(number_cell(cpu_of[s], ".2f") for s in SERVERS)
+            + " | ".join(number_cell(cpu_of[s], ".2f") for s in columns)
             + f" | {versus_best(cpu_of, min)} | {runs} |"
         )
     return lines
@@ -473,18 +512,19 @@ def latency_lines(results, summary, args):
     paced = [name for name in results if PROFILES[name].paced]
     if not paced:
         return []
-    heads = " | ".join(f"{LABELS[s]} {key} ms" for key in ("p99", "mean") for s in SERVERS)
+    columns = table_columns({name: results[name] for name in paced})
+    heads = " | ".join(f"{LABELS[s]} {key} ms" for key in ("p99", "mean") for s in columns)
     lines = [
         "### Paced profiles: latency from each request's due time",
         "",
         f"| Profile | conns | target req/s | {heads} |",
-        "|---|---:|---:|" + "---:|" * (2 * len(SERVERS)),
+        "|---|---:|---:|" + "---:|" * (2 * len(columns)),
     ]
     for name in paced:
         cells = [
             number_cell((summary_median(summary, name, s, key) or 0) / 1000, ".2f")
             for key in ("p99_us", "mean_us")
-            for s in SERVERS
+            for s in columns
         ]
         lines.append(
             f"| {name} | {connections(PROFILES[name], args)} | {rate(PROFILES[name], args):,} | "
@@ -495,18 +535,22 @@ def latency_lines(results, summary, args):
 
 
 def sent_lines(results):
-    """What each server sent for static-h2's app.js: the peers do not all read q-values alike."""
-    if "static-h2" not in results:
-        return []
-    seen = {
-        server: next((run["sent"] for run in runs if run.get("ok") and "sent" in run), None)
-        for server, runs in results["static-h2"].items()
-    }
-    return [
-        "static-h2, what GET /static/app.js with the profile's Accept-Encoding got: "
-        + "; ".join(f"{LABELS[server]} {sent}" for server, sent in seen.items() if sent),
-        "",
-    ]
+    """What each server sent for the static rows' app.js: the peers do not all read q-values alike.
+    curl asks over TLS h2 for static-h3 too (Debian's curl has no HTTP/3): the same files and rules."""
+    lines = []
+    for name in ("static-h2", "static-h3"):
+        if name not in results:
+            continue
+        seen = {
+            server: next((run["sent"] for run in runs if run.get("ok") and "sent" in run), None)
+            for server, runs in results[name].items()
+        }
+        lines += [
+            f"{name}, what GET /static/app.js with the profile's Accept-Encoding got: "
+            + "; ".join(f"{LABELS[server]} {sent}" for server, sent in seen.items() if sent),
+            "",
+        ]
+    return lines
 
 
 def not_served_lines(unserved):
@@ -577,19 +621,23 @@ def stack_lines(results, summary, args):
                 f"| {name} | {arena_stacks.connections(arena_stacks.STACKS[name], args)} | {LABELS[edge]} | "
                 f"{rate_cell} | {cells} | {runs_cell(runs)} |"
             )
+        peer = "caddy" if "caddy" in arena_stacks.STACKS[name].edges else "nginx"
         for ours in ("xkit", "xkit-h2c"):
             ratios = []
             for what, key in (("edge", "cpu_us_per_request"), ("stack", "stack_cpu_us_per_request")):
-                xkit, nginx = (summary_median(summary, name, edge, key) for edge in (ours, "nginx"))
-                ratios.append(f"{what} {ratio_cell(xkit, nginx)}")
+                xkit, theirs = (summary_median(summary, name, edge, key) for edge in (ours, peer))
+                ratios.append(f"{what} {ratio_cell(xkit, theirs)}")
             if ours in by_edge:
-                lines += ["", f"{name}, CPU per request of {LABELS[ours]}'s edge ÷ nginx's: " + ", ".join(ratios) + "."]
+                lines += [
+                    "",
+                    f"{name}, CPU per request of {LABELS[ours]}'s edge ÷ {LABELS[peer]}'s: " + ", ".join(ratios) + ".",
+                ]
     lines += [
         "",
         "The stack: the edge, the server and the auth service (production-stack). The edge (one worker) "
         "on the server CPUs; xkit-arena and xkit-authsvc (one worker each), PostgreSQL, Redis and h2load "
-        "on the client CPUs; the edges to the server over HTTP/1.1 keep up to 256 idle connections, the h2c one "
-        "sends every request on one. Load:",
+        "(h3load for gateway-h3) on the client CPUs; the edges to the server over HTTP/1.1 keep up to 256 "
+        "idle connections, the h2c one sends every request on one. Load:",
         "",
     ]
     for name in results:
@@ -656,11 +704,12 @@ def machine_description(args):
             [find_tool("go", "/usr/local/go/bin/go") or "go", "version"],
             ["pkg-config", "--modversion", "libh2o-evloop"],
             [find_tool("nginx", "/usr/sbin/nginx") or "nginx", "-v"],
+            [find_tool("caddy", "/usr/bin/caddy") or "caddy", "version"],
         )
     )
     return (
-        f"{environment.host_line()}; {versions}. xkit-arena, Go's arena_server (GOMAXPROCS=1), h2o and "
-        f"nginx with one worker on CPU {environment.cpu_list(args.server_cpus)}, the load (one thread, "
+        f"{environment.host_line()}; {versions}. xkit-arena, Go's arena_server and Caddy (GOMAXPROCS=1), "
+        f"h2o and nginx with one worker on CPU {environment.cpu_list(args.server_cpus)}, the load (one thread, "
         f"or a Go program) on CPU {environment.cpu_list(args.client_cpus)}; the arena's connections ÷ "
         f"{args.scale} (at least {MIN_CONNECTIONS}); latency-1m paced at "
         f"{rate(PROFILES['latency-1m'], args):,} req/s, latency-10k at {args.latency_rate:,} req/s and "
@@ -705,6 +754,11 @@ def prepare(args, work_dir):
         if "go" in args.servers:
             skipped["go"] = str(error)
         say(f"no ws_load and paced_load, so no echo-ws or paced rows: {error}")
+    h3load = args.build_dir.resolve() / "bench" / H3LOAD
+    if h3load.is_file():
+        load_tools[H3LOAD] = h3load
+    else:
+        say(f"no {h3load}, so no HTTP/3 rows (configure with -DXK_BUILD_BENCHMARKS=ON and libnghttp3-dev)")
     found, missing, tools = find_infrastructure(args.servers, work_dir)
     binaries.update(found)
     skipped.update(missing)
@@ -719,6 +773,8 @@ def plan_profiles(args, binaries, tools, load_tools):
     plan, unserved = {}, {}
     for name in args.cases:
         if name in arena_stacks.STACKS:
+            if arena_stacks.STACKS[name].http3 and H3LOAD not in load_tools:
+                continue
             plan[name] = [
                 edge
                 for edge in arena_stacks.STACKS[name].edges
@@ -726,7 +782,7 @@ def plan_profiles(args, binaries, tools, load_tools):
             ]
             continue
         profile = PROFILES[name]
-        if profile.tool in GO_TOOLS and profile.tool not in load_tools:
+        if profile.tool in (*GO_TOOLS, H3LOAD) and profile.tool not in load_tools:
             continue
         plan[name] = []
         for server in (s for s in SERVERS if s in binaries):
@@ -758,8 +814,9 @@ def prepare_stacks(args, bench, setup, binaries, tools):
     if arena is None or not edge.is_file() or not authsvc.is_file():
         return None, None, f"xkit-arena, {edge.name} or {authsvc.name} not built (configure with -DXK_BUILD_ARENA=ON)"
     edges = {"xkit": edge}
-    if "nginx" in binaries:
-        edges["nginx"] = binaries["nginx"]
+    for name in ("nginx", "caddy"):
+        if name in binaries:
+            edges[name] = binaries[name]
     database = arena_db.LocalDatabase(
         bench.work_dir / "db",
         args.first_port + 900,
@@ -808,7 +865,10 @@ def run(args):
 
         def once(name, server_name):
             extra = [bench.ports.take() for _ in PORTS[1:]]
-            peer = make_peer(server_name, binaries[server_name], setup, extra, tools)
+            if server_name == "caddy":
+                peer = caddy_peer(binaries["caddy"], setup, extra, h3_probe(args, "/static/reset.css"))
+            else:
+                peer = make_peer(server_name, binaries[server_name], setup, extra, tools)
             return bench.run_once(
                 peer, name, lambda server: measure_profile(PROFILES[name], server, extra, args, inputs)
             )
