@@ -644,21 +644,12 @@ static void tell_reset(xQuicConn *qc, xQuicStream *s, uint64_t code) {
         qc->ep->conf.app->on_stream_reset(qc, s, code);
 }
 
+/* (ngtcp2's stream_stop_sending callback is not the peer's STOP_SENDING but
+ * our own xQuicStreamStopReading: nothing to tell, and our sending side goes
+ * on, so a response written after its request was let go still arrives.) */
 static int on_stream_reset(ngtcp2_conn *conn, int64_t id, uint64_t final_size, uint64_t code, void *user_data,
                            void *stream_user_data) {
     tell_reset(user_data, stream_user_data, code);
-    return 0;
-}
-
-static int on_stream_stop_sending(ngtcp2_conn *conn, int64_t id, uint64_t code, void *user_data,
-                                  void *stream_user_data) {
-    xQuicStream *s = stream_user_data;
-    if (s && !s->write_shut) {
-        xq_shutdown_stream_write(conn, id, code);
-        s->write_shut = true;
-        stream_send_unlink(s);
-    }
-    tell_reset(user_data, s, code);
     return 0;
 }
 
@@ -703,7 +694,6 @@ static const ngtcp2_callbacks callbacks = {
     .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
     .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
     .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
-    .stream_stop_sending = on_stream_stop_sending,
     .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
 };
 
