@@ -1,0 +1,354 @@
+"""More of HTTP/3 as clients see it, beside test_http3.py: WebSocket over HTTP/3
+(RFC 9220: the server's SETTINGS enable the extended CONNECT, a CONNECT with
+:protocol websocket opens a WebSocket on its request stream, the session's
+frames ride in the stream's DATA), driven with aioquic and frames built by
+hand: echo of text and binary, the close handshake both ways, broken frames
+closed with their RFC 6455 codes, the handshake's refusals, other requests
+served meanwhile, and a graceful stop that closes each WebSocket with 1001. And a refusal
+sent after the server stopped reading its request (413) arrives whole."""
+
+import asyncio
+import signal
+import struct
+import unittest
+
+from aioquic.asyncio.client import connect
+from aioquic.h3.events import DataReceived, HeadersReceived
+from aioquic.quic.events import ConnectionTerminated, StreamReset
+
+from support.h3client import TIMEOUT, H3Protocol, client_configuration, h3_connect, run
+from support.tls_fixtures import HttpsTestCase, current_certs, shared_certs, start_https
+from support.wsclient import OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, close_payload, frame, parse_frames
+
+setUpModule, tearDownModule = shared_certs(__name__)
+
+ENABLE_CONNECT_PROTOCOL = 0x08  # RFC 9220 §3, the SETTINGS parameter RFC 8441 defined
+H3_MESSAGE_ERROR = 0x10E
+H3_NO_ERROR = 0x100
+H3_REQUEST_REJECTED = 0x10B
+CONNECTION_REFUSED = 0x2  # RFC 9000 §20.1, a transport error
+
+
+class Tunnel:
+    """One extended CONNECT's request stream: the response head, then the
+    server's DATA as it comes (the WebSocket's frames)."""
+
+    def __init__(self, protocol, stream_id):
+        self.protocol = protocol
+        self.stream_id = stream_id
+        self.status = 0
+        self.headers = {}
+        self.data = b""
+        self.ended = False
+        self.reset_code = None
+        self.read_at = 0  # frames of data already returned by read()
+        self._changed = asyncio.Event()
+
+    def take(self, event):
+        if isinstance(event, HeadersReceived):
+            fields = {k.decode(): v.decode() for k, v in event.headers}
+            self.status = self.status or int(fields.pop(":status"))
+            self.headers = self.headers or fields
+        elif isinstance(event, DataReceived):
+            self.data += event.data
+        if getattr(event, "stream_ended", False):
+            self.ended = True
+        self._changed.set()
+
+    def reset(self, code):
+        self.reset_code = code
+        self._changed.set()
+
+    def changed(self):
+        self._changed.set()
+
+    async def until(self, done, what, timeout=TIMEOUT, or_reset=False):
+        """Waits until done() holds (or the stream is reset, with or_reset); fails naming what
+        when the stream or the connection ends first."""
+        deadline = asyncio.get_event_loop().time() + timeout
+        while not done():
+            if or_reset and self.reset_code is not None:
+                return
+            if self.reset_code is not None or self.protocol.terminated.done():
+                raise AssertionError(f"waiting for {what}: stream reset {self.reset_code}, data {self.data[-64:]!r}")
+            left = deadline - asyncio.get_event_loop().time()
+            if left <= 0:
+                raise AssertionError(f"no {what} within {timeout}s; data {self.data[-64:]!r}")
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except TimeoutError:
+                pass
+
+    def send_raw(self, data, end=False):
+        self.protocol.h3.send_data(self.stream_id, data, end_stream=end)
+        self.protocol.transmit()
+
+    def send(self, opcode, payload=b"", end=False, **kwargs):
+        """One masked client frame (wsclient.frame's keyword arguments)."""
+        self.send_raw(frame(opcode, payload, **kwargs), end)
+
+    async def read(self, count=1):
+        """The next count whole frames of the server's: [(fin, opcode, payload)]."""
+        await self.until(lambda: len(parse_frames(self.data)[0]) >= self.read_at + count, f"{count} frame(s)")
+        frames = parse_frames(self.data)[0][self.read_at : self.read_at + count]
+        self.read_at += count
+        return frames
+
+    async def end(self):
+        await self.until(lambda: self.ended, "the end of the stream")
+
+
+class WsH3Protocol(H3Protocol):
+    """support.h3client's protocol, with extended CONNECTs: events of a tunnel's stream go to its Tunnel."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tunnels = {}
+        handle = self.h3.handle_event
+
+        def take_tunnel_events(event):
+            rest = []
+            for h3_event in handle(event):
+                tunnel = self.tunnels.get(getattr(h3_event, "stream_id", None))
+                if tunnel:
+                    tunnel.take(h3_event)
+                else:
+                    rest.append(h3_event)
+            return rest
+
+        self.h3.handle_event = take_tunnel_events
+
+    def quic_event_received(self, event):
+        if isinstance(event, StreamReset) and event.stream_id in self.tunnels:
+            self.tunnels[event.stream_id].reset(event.error_code)
+        if isinstance(event, ConnectionTerminated):
+            for tunnel in self.tunnels.values():
+                tunnel.changed()
+        super().quic_event_received(event)
+
+    async def websocket(self, path="/ws", protocol="websocket", version="13", extra=(), expect_status=200):
+        """An extended CONNECT; returns its Tunnel once the response head came."""
+        stream_id = self._quic.get_next_available_stream_id()
+        tunnel = self.tunnels[stream_id] = Tunnel(self, stream_id)
+        fields = [(b":method", b"CONNECT")]
+        if protocol is not None:
+            fields.append((b":protocol", protocol.encode()))
+        fields += [(b":scheme", b"https"), (b":path", path.encode()), (b":authority", b"localhost")]
+        if version is not None:
+            fields.append((b"sec-websocket-version", version.encode()))
+        fields += [(k.encode(), v.encode()) for k, v in extra]
+        self.h3.send_headers(stream_id, fields, end_stream=False)
+        self.transmit()
+        await tunnel.until(lambda: tunnel.status or tunnel.ended, "the response head", or_reset=True)
+        return tunnel
+
+
+def ws_connect(port):
+    configuration = client_configuration(current_certs().ca)
+    return connect("127.0.0.1", port, configuration=configuration, create_protocol=WsH3Protocol)
+
+
+class Http3WebSocketTest(HttpsTestCase):
+    """One server's /ws (echo) and /ws-test (bench_websocket.c's test route) over HTTP/3."""
+
+    server_options = ("--workers", "1")
+
+    def ws_run(self, body):
+        """Runs body(h3) on a fresh connection."""
+
+        async def go():
+            async with ws_connect(self.server.port) as h3:
+                return await body(h3)
+
+        return run(go())
+
+    def test_the_server_announces_extended_connect(self):
+        async def body(h3):
+            await h3.request("GET", "/ping")
+            return h3.h3.received_settings
+
+        self.assertEqual(self.ws_run(body).get(ENABLE_CONNECT_PROTOCOL), 1)
+
+    def test_text_and_binary_are_echoed(self):
+        blob = bytes(range(256)) * 1200  # 300 KiB: past the session's max_pending, so backpressure runs
+
+        async def body(h3):
+            ws = await h3.websocket()
+            ws.send(OP_TEXT, "héllo".encode())
+            text = await ws.read()
+            ws.send(OP_BINARY, b"\x00\xff" * 10)
+            small = await ws.read()
+            ws.send(OP_BINARY, blob)
+            big = await ws.read()
+            ws.send(OP_PING, b"p")
+            pong = await ws.read()
+            return ws, text, small, big, pong
+
+        ws, text, small, big, pong = self.ws_run(body)
+        self.assertEqual(ws.status, 200)
+        self.assertNotIn("sec-websocket-accept", ws.headers)  # RFC 8441 §5, kept by RFC 9220
+        self.assertEqual(text, [(True, OP_TEXT, "héllo".encode())])
+        self.assertEqual(small, [(True, OP_BINARY, b"\x00\xff" * 10)])
+        self.assertEqual(big, [(True, OP_BINARY, blob)])
+        self.assertEqual(pong, [(True, OP_PONG, b"p")])
+
+    def test_a_fragmented_message_is_echoed_whole(self):
+        async def body(h3):
+            ws = await h3.websocket()
+            ws.send(OP_TEXT, b"one ", fin=False)
+            ws.send(0x0, b"two ", fin=False)
+            ws.send(0x0, b"three")
+            return await ws.read()
+
+        self.assertEqual(self.ws_run(body), [(True, OP_TEXT, b"one two three")])
+
+    def test_client_close_is_answered_with_its_code_then_the_stream_ends(self):
+        async def body(h3):
+            ws = await h3.websocket()
+            ws.send(OP_CLOSE, close_payload(1000, b"done"), end=True)
+            reply = await ws.read()
+            await ws.end()
+            return reply
+
+        ((fin, opcode, payload),) = self.ws_run(body)
+        self.assertEqual((opcode, payload[:2]), (OP_CLOSE, struct.pack("!H", 1000)))
+
+    def test_server_initiated_close_carries_its_code_and_reason(self):
+        async def body(h3):
+            ws = await h3.websocket("/ws-test")
+            ws.send(OP_TEXT, b"close")
+            first = await ws.read()
+            ws.send(OP_CLOSE, close_payload(4000), end=True)
+            await ws.end()
+            return first
+
+        self.assertEqual(self.ws_run(body), [(True, OP_CLOSE, close_payload(4000, b"bye"))])
+
+    def broken_close_code(self, data):
+        """The close code the server fails the WebSocket with on data (bytes after a good echo):
+        its close frame, then the end of its stream at once (RFC 6455 §7.1.7), no reply awaited."""
+
+        async def body(h3):
+            ws = await h3.websocket()
+            ws.send(OP_TEXT, b"fine")
+            self.assertEqual(await ws.read(), [(True, OP_TEXT, b"fine")])
+            ws.send_raw(data)
+            ((fin, opcode, payload),) = await ws.read()
+            self.assertEqual(opcode, OP_CLOSE)
+            await ws.end()
+            # The connection serves on.
+            return struct.unpack("!H", payload[:2])[0], (await h3.request("GET", "/ping")).body
+
+        code, pong = self.ws_run(body)
+        self.assertEqual(pong, b"pong")
+        return code
+
+    def test_an_unmasked_frame_closes_1002(self):
+        self.assertEqual(self.broken_close_code(frame(OP_TEXT, b"bare", mask=False)), 1002)
+
+    def test_reserved_bits_close_1002(self):
+        self.assertEqual(self.broken_close_code(frame(OP_TEXT, b"x", rsv=0b010)), 1002)
+
+    def test_text_that_is_not_utf8_closes_1007(self):
+        self.assertEqual(self.broken_close_code(frame(OP_TEXT, b"\xc3\x28")), 1007)
+
+    def test_a_message_over_the_limit_closes_1009(self):
+        # /ws's max_message_size is the default 1 MiB: the length alone says it is too big.
+        self.assertEqual(self.broken_close_code(frame(OP_BINARY, b"", length=2 << 20)[:14]), 1009)
+
+    def test_handshake_refusals(self):
+        async def body(h3):
+            version = await h3.websocket(version="8")
+            unknown = await h3.websocket(protocol="chat-v9")
+            missing = await h3.websocket(path="/no-such-route")
+            get = await h3.request("GET", "/ws", headers=[("sec-websocket-version", "13")])
+            # A CONNECT without :protocol but with a path is malformed (RFC 9114 §4.4).
+            plain = await h3.websocket(protocol=None)
+            return version, unknown, missing, get, plain
+
+        version, unknown, missing, get, plain = self.ws_run(body)
+        self.assertEqual((version.status, version.headers.get("sec-websocket-version")), (400, "13"))
+        self.assertEqual(unknown.status, 501)
+        self.assertEqual(missing.status, 404)
+        self.assertEqual(get.status, 426)
+        self.assertEqual(plain.reset_code, H3_MESSAGE_ERROR)
+
+    def test_websockets_and_requests_share_a_connection_and_others_are_served(self):
+        async def other_connection():
+            async with ws_connect(self.server.port) as other:
+                return (await other.request("POST", "/echo", body=b"meanwhile")).body
+
+        async def body(h3):
+            one = await h3.websocket()
+            two = await h3.websocket("/ws-test", extra=[("sec-websocket-protocol", "chat")])
+            one.send(OP_TEXT, b"first", fin=False)  # a message left open while others are served
+            two.send(OP_TEXT, b"protocol")
+            got = [two.headers.get("sec-websocket-protocol"), await two.read()]
+            got.append((await h3.request("GET", "/ping")).body)
+            got.append(await other_connection())
+            one.send(0x0, b" and last")
+            got.append(await one.read())
+            for ws in (one, two):
+                ws.send(OP_CLOSE, close_payload(1000), end=True)
+                await ws.read()
+                await ws.end()
+            return got
+
+        self.assertEqual(
+            self.ws_run(body),
+            ["chat", [(True, OP_TEXT, b"chat")], b"pong", b"meanwhile", [(True, OP_TEXT, b"first and last")]],
+        )
+
+
+class Http3WebSocketStopTest(unittest.TestCase):
+    def test_a_graceful_stop_closes_each_websocket_with_1001(self):
+        server = start_https(self, current_certs().rsa, "--workers", "1")
+
+        async def go():
+            async with ws_connect(server.port) as h3:
+                sockets = [await h3.websocket(), await h3.websocket()]
+                for ws in sockets:
+                    ws.send(OP_TEXT, b"before")
+                    self.assertEqual(await ws.read(), [(True, OP_TEXT, b"before")])
+                server.send_signal(signal.SIGTERM)
+                codes = []
+                for ws in sockets:
+                    ((fin, opcode, payload),) = await ws.read()
+                    codes.append((opcode, payload[:2]))
+                    ws.send(OP_CLOSE, close_payload(1001), end=True)
+                for ws in sockets:
+                    await ws.end()
+                return codes, await h3.closed(timeout=10)
+
+        codes, closed = run(go())
+        self.assertEqual(codes, [(OP_CLOSE, struct.pack("!H", 1001))] * 2)
+        self.assertEqual(closed.error_code, H3_NO_ERROR)
+        server.assert_clean_exit(server.wait_exit(15))
+
+
+class Http3RefusalTest(unittest.TestCase):
+    def test_a_body_over_the_limit_gets_413_before_it_is_read(self):
+        # The refusal goes out after the server stopped reading the request (STOP_SENDING): it
+        # must arrive, not a reset of the response's side with it.
+        server = start_https(self, current_certs().rsa, "--workers", "1", "--max-body", 100_000)
+
+        async def go():
+            async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
+                stream_id = h3._quic.get_next_available_stream_id()
+                answer = h3._expect(stream_id)
+                fields = [(b":method", b"POST"), (b":scheme", b"https"), (b":authority", b"localhost")]
+                fields += [(b":path", b"/echo"), (b"content-length", b"2000000")]
+                h3.h3.send_headers(stream_id, fields, end_stream=False)
+                h3.h3.send_data(stream_id, b"x" * 10_000, end_stream=False)
+                h3.transmit()
+                refused = await asyncio.wait_for(answer, TIMEOUT)
+                return refused, await h3.request("GET", "/ping")
+
+        refused, after = run(go())
+        self.assertEqual((refused.status, refused.reset_code), (413, None))
+        self.assertEqual(after.body, b"pong")
+
+
+if __name__ == "__main__":
+    unittest.main()
