@@ -800,6 +800,18 @@ static void send_version_negotiation(xQuicEndpoint *ep, const ngtcp2_version_cid
     if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
 }
 
+/* RFC 9000 §5.2.2: a server that stops gracefully refuses a new connection
+ * with CONNECTION_REFUSED in an Initial of its own, smaller than the client's,
+ * so the client hears at once instead of waiting out its handshake. */
+static void send_refusal(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *remote,
+                         socklen_t remote_len) {
+    if (hd->type != NGTCP2_PKT_INITIAL) return;
+    uint8_t out[256];
+    ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(out, sizeof out, hd->version, &hd->scid, &hd->dcid,
+                                                          NGTCP2_CONNECTION_REFUSED, NULL, 0);
+    if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
+}
+
 static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct sockaddr_storage *remote,
                         socklen_t remote_len, struct sockaddr_storage *local, socklen_t local_len,
                         uint32_t ecn) {
@@ -819,8 +831,11 @@ static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct soc
             return;
         }
         ngtcp2_pkt_hd hd;
-        if (ep->draining || ep->count >= ep->conf.max_connections || ngtcp2_accept(&hd, data, len) != 0)
+        if (ep->count >= ep->conf.max_connections || ngtcp2_accept(&hd, data, len) != 0) return;
+        if (ep->draining) {
+            send_refusal(ep, &hd, (struct sockaddr *)remote, remote_len);
             return;
+        }
         qc = conn_new(ep, &hd, &path);
         if (!qc) return;
     }
