@@ -30,7 +30,7 @@ from support.h2client import (
 )
 from support.harness import ServerProcess
 from support.tls_fixtures import client_context, shared_certs, start_https
-from support.wsclient import OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, close_payload, frame
+from support.wsclient import OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, close_payload, frame, parse_frames
 
 CERTS = None  # set by setUpModule (shared_certs)
 setUpModule, tearDownModule = shared_certs(__name__)
@@ -49,29 +49,6 @@ def connect_fields(path="/ws", protocol="websocket", version="13", extra=(), sch
     if version is not None:
         fields.append(("sec-websocket-version", version))
     return fields + list(extra)
-
-
-def parse_frames(data):
-    """The server's (unmasked) frames in data: [(fin, opcode, payload)], and
-    the bytes of a frame not whole yet."""
-    frames, pos = [], 0
-    while len(data) - pos >= 2:
-        b0, b1 = data[pos], data[pos + 1]
-        assert not b1 & 0x80, "a server frame is masked"
-        n, head = b1 & 0x7F, 2
-        if n == 126:
-            if len(data) - pos < 4:
-                break
-            n, head = struct.unpack("!H", data[pos + 2 : pos + 4])[0], 4
-        elif n == 127:
-            if len(data) - pos < 10:
-                break
-            n, head = struct.unpack("!Q", data[pos + 2 : pos + 10])[0], 10
-        if len(data) - pos < head + n:
-            break
-        frames.append((bool(b0 & 0x80), b0 & 0x0F, bytes(data[pos + head : pos + head + n])))
-        pos += head + n
-    return frames, len(data) - pos
 
 
 class WsStream:

@@ -70,6 +70,7 @@ struct xH3Stream {
     bool gone;  /* the QUIC stream closed */
     bool dispatched;
     bool streams_body;
+    bool tunnel; /* an extended CONNECT (RFC 9220): its DATA is the tunnel's, both ways */
     xHttpExchange *ex;
     char *head;             /* the request's fields, copied out of the frame */
     xBuffer body;           /* a whole body, or what a streaming reader has not taken */
@@ -190,6 +191,7 @@ static bool on_open(xQuicConn *qc) {
     xH3SettingsDefaults(&ours);
     ours.qpack_max_table_capacity = XH3_QPACK_CAPACITY;
     ours.max_field_section_size = h3->ctx->conf->max_header_size;
+    ours.enable_connect_protocol = true; /* RFC 9220: WebSocket routes answer extended CONNECTs */
     buf[0] = 0x00;
     uint8_t *end = xH3SettingsWrite(buf + 1, &ours);
     static const uint8_t encoder_type = 0x02, decoder_type = 0x03;
@@ -222,6 +224,19 @@ static void drain_done(xH3Conn *h3) {
     conn_error(h3, XH3_NO_ERROR);
 }
 
+/* A tunnel never finishes by itself: on a graceful stop its holder ends it
+ * its own way (a WebSocket with its close handshake), and the connection
+ * closes once the last one has. */
+static void stop_tunnels(xH3Conn *h3) {
+    xH3Stream *next;
+    for (xH3Stream *s = h3->streams; s; s = next) {
+        next = s->next; /* s may end, and go, in its holder's hands */
+        xHttpExchange *ex = s->ex;
+        if (s->tunnel && s->dispatched && !ex->res.ended && ex->tunnel.stopping)
+            ex->tunnel.stopping(ex, ex->tunnel.arg);
+    }
+}
+
 /* RFC 9114 §5.2: GOAWAY names the first request stream not served. */
 static void on_drain(xQuicConn *qc) {
     xH3Conn *h3 = xQuicConnApp(qc);
@@ -231,6 +246,7 @@ static void on_drain(xQuicConn *qc) {
     uint8_t buf[XH3_FRAME_HEADER_MAX + XH3_VARINT_MAX_SIZE];
     uint8_t *end = xH3FrameWriteId(buf, XH3_FRAME_GOAWAY, (uint64_t)h3->goaway_id);
     if (h3->control) xQuicStreamWrite(h3->control, buf, (size_t)(end - buf), false, NULL, NULL);
+    stop_tunnels(h3);
     drain_done(h3);
 }
 
@@ -392,9 +408,23 @@ static void pump_file(xH3Stream *s) {
     }
 }
 
+/* A tunnel's bytes written and not yet acknowledged: QUIC keeps them until
+ * then, so they are what its holder's backpressure counts. */
+static size_t tunnel_pending(const xHttpExchange *ex) {
+    const xH3Stream *s = ex->proto;
+    return s->qs ? xQuicStreamUnacked(s->qs) : 0;
+}
+
 static void on_stream_acked(xQuicConn *qc, xQuicStream *qs) {
     xH3Stream *s = xQuicStreamApp(qs);
     if (s && s->file.fd >= 0) pump_file(s);
+    /* A tunnel's holder that waits for its output to go may write again. */
+    xHttpExchange *ex = s && s->tunnel && s->dispatched ? s->ex : NULL;
+    if (ex && !ex->res.ended && ex->tunnel.drained && !xQuicStreamUnacked(qs)) {
+        void (*drained)(xHttpExchange *, void *) = ex->tunnel.drained;
+        ex->tunnel.drained = NULL;
+        drained(ex, ex->tunnel.arg);
+    }
 }
 
 /* The handler is done with the exchange. */
@@ -580,6 +610,13 @@ static bool fill_request(xH3Stream *s, const xHpackField *f, size_t n, const xH2
         ex->fields[count].name = (xStr){"host", 4};
         ex->fields[count++].value = head->authority;
     }
+    /* RFC 9220: an extended CONNECT's protocol reaches the handler as a
+     * field, as on HTTP/2. */
+    if (head->protocol.len) {
+        if (count == ex->fields_cap) return false;
+        ex->fields[count].name = (xStr){":protocol", 9};
+        ex->fields[count++].value = head->protocol;
+    }
     ex->req.headers = ex->fields;
     ex->req.num_headers = count;
     ex->req.method = head->method;
@@ -634,8 +671,10 @@ static void on_headers(xH3Stream *s, xStr payload) {
         refuse(s, 431);
     } else if (!keep_fields(s, fields, sec.count)) { /* the request's views must outlive the frame */
         stream_error(s, XH3_INTERNAL_ERROR);
-    } else if (!xH2CheckRequest(fields, sec.count, false, &head) || xStrEqualsC(head.method, "CONNECT")) {
-        stream_error(s, XH3_MESSAGE_ERROR); /* RFC 9114 §4.1.2: malformed */
+    } else if (!xH2CheckRequest(fields, sec.count, true, &head) ||
+               (xStrEqualsC(head.method, "CONNECT") && !head.protocol.len)) {
+        /* RFC 9114 §4.1.2: malformed; a plain CONNECT (a TCP tunnel) is not served. */
+        stream_error(s, XH3_MESSAGE_ERROR);
     } else if (!take_exchange(s)) {
         stream_error(s, XH3_INTERNAL_ERROR);
     } else if (!fill_request(s, fields, sec.count, &head)) {
@@ -647,7 +686,11 @@ static void on_headers(xH3Stream *s, xStr payload) {
     } else {
         s->phase = XH3_PHASE_BODY;
         s->streams_body = xHttpExchangeStreams(s->ex);
-        if (s->streams_body) dispatch(s);
+        /* RFC 9220: an extended CONNECT is a tunnel, its DATA no body to
+         * wait for: a route that does not stream answers at the head. */
+        s->tunnel = head.protocol.len > 0;
+        if (s->tunnel) s->ex->tunnel.pending = tunnel_pending;
+        if (s->streams_body || s->tunnel) dispatch(s);
     }
 }
 

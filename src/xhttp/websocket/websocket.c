@@ -121,8 +121,9 @@ void xWsRouteHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     int status = check_handshake(req, &key);
     if (status == 0 && (status = switch_to_session(req, res, arg, key)) == 0) return;
     if (status == 426) {
-        /* Upgrade is HTTP/1.1's alone: an HTTP/2 response may not carry it (RFC 9113 §8.2.2). */
-        if (strcmp(xHttpRequestProtocol(req), "HTTP/2") != 0)
+        /* Upgrade is HTTP/1.1's alone: an HTTP/2 or HTTP/3 response may not
+         * carry it (RFC 9113 §8.2.2, RFC 9114 §4.2). */
+        if (strncmp(xHttpRequestProtocol(req), "HTTP/1.", 7) == 0)
             xHttpResponseAddHeader(res, "Upgrade", "websocket");
         if (xHttpRequestHeader(req, "sec-websocket-version", &version))
             xHttpResponseAddHeader(res, "Sec-WebSocket-Version", "13");

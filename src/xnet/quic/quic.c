@@ -670,21 +670,12 @@ static void tell_reset(xQuicConn *qc, xQuicStream *s, uint64_t code) {
         qc->ep->conf.app->on_stream_reset(qc, s, code);
 }
 
+/* (ngtcp2's stream_stop_sending callback is not the peer's STOP_SENDING but
+ * our own xQuicStreamStopReading: nothing to tell, and our sending side goes
+ * on, so a response written after its request was let go still arrives.) */
 static int on_stream_reset(ngtcp2_conn *conn, int64_t id, uint64_t final_size, uint64_t code, void *user_data,
                            void *stream_user_data) {
     tell_reset(user_data, stream_user_data, code);
-    return 0;
-}
-
-static int on_stream_stop_sending(ngtcp2_conn *conn, int64_t id, uint64_t code, void *user_data,
-                                  void *stream_user_data) {
-    xQuicStream *s = stream_user_data;
-    if (s && !s->write_shut) {
-        xq_shutdown_stream_write(conn, id, code);
-        s->write_shut = true;
-        stream_send_unlink(s);
-    }
-    tell_reset(user_data, s, code);
     return 0;
 }
 
@@ -729,7 +720,6 @@ static const ngtcp2_callbacks callbacks = {
     .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
     .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
     .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
-    .stream_stop_sending = on_stream_stop_sending,
     .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
 };
 
@@ -950,6 +940,18 @@ static bool admit(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const struct socka
     return true;
 }
 
+/* RFC 9000 §5.2.2: a server that stops gracefully refuses a new connection
+ * with CONNECTION_REFUSED in an Initial of its own, smaller than the client's,
+ * so the client hears at once instead of waiting out its handshake. */
+static void send_refusal(xQuicEndpoint *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *remote,
+                         socklen_t remote_len) {
+    if (hd->type != NGTCP2_PKT_INITIAL) return;
+    uint8_t out[256];
+    ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(out, sizeof out, hd->version, &hd->scid, &hd->dcid,
+                                                          NGTCP2_CONNECTION_REFUSED, NULL, 0);
+    if (n > 0) send_packets(ep, NULL, remote, remote_len, out, (size_t)n, (size_t)n, 0);
+}
+
 static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct sockaddr_storage *remote,
                         socklen_t remote_len, struct sockaddr_storage *local, socklen_t local_len,
                         uint32_t ecn) {
@@ -969,8 +971,11 @@ static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct soc
             return;
         }
         ngtcp2_pkt_hd hd;
-        if (ep->draining || ep->count >= ep->conf.max_connections || ngtcp2_accept(&hd, data, len) != 0)
+        if (ep->count >= ep->conf.max_connections || ngtcp2_accept(&hd, data, len) != 0) return;
+        if (ep->draining) {
+            send_refusal(ep, &hd, (struct sockaddr *)remote, remote_len);
             return;
+        }
         xQuicAdmission admission;
         if (!admit(ep, &hd, (struct sockaddr *)remote, remote_len, &admission)) return;
         qc = conn_new(ep, &hd, &path, &admission);

@@ -47,8 +47,9 @@ typedef struct xQuicAppOps {
     bool (*on_open)(xQuicConn *qc);
     /** len bytes of s arrived, in order; fin: they are its last. */
     void (*on_stream_data)(xQuicConn *qc, xQuicStream *s, const uint8_t *data, size_t len, bool fin);
-    /** The peer reset s's sending side (RESET_STREAM) or asked us to stop
-     *  sending on it (STOP_SENDING), with its error code. */
+    /** The peer reset s's sending side (RESET_STREAM), with its error code.
+     *  (Its STOP_SENDING is answered by ngtcp2 with a RESET_STREAM of ours;
+     *  writes on s fail from then on.) */
     void (*on_stream_reset)(xQuicConn *qc, xQuicStream *s, uint64_t code);
     /** s is closed both ways; what the application keeps for it goes now. */
     void (*on_stream_close)(xQuicConn *qc, xQuicStream *s);

@@ -48,6 +48,29 @@ def close_payload(code, reason=b""):
     return struct.pack("!H", code) + reason
 
 
+def parse_frames(data):
+    """The server's (unmasked) frames in data: [(fin, opcode, payload)], and
+    the bytes of a frame not whole yet."""
+    frames, pos = [], 0
+    while len(data) - pos >= 2:
+        b0, b1 = data[pos], data[pos + 1]
+        assert not b1 & 0x80, "a server frame is masked"
+        n, head = b1 & 0x7F, 2
+        if n == 126:
+            if len(data) - pos < 4:
+                break
+            n, head = struct.unpack("!H", data[pos + 2 : pos + 4])[0], 4
+        elif n == 127:
+            if len(data) - pos < 10:
+                break
+            n, head = struct.unpack("!Q", data[pos + 2 : pos + 10])[0], 10
+        if len(data) - pos < head + n:
+            break
+        frames.append((bool(b0 & 0x80), b0 & 0x0F, bytes(data[pos + head : pos + head + n])))
+        pos += head + n
+    return frames, len(data) - pos
+
+
 class WsConn:
     """One client connection after a successful handshake."""
 
