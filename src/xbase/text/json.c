@@ -109,7 +109,7 @@ void xJsonEndArray(xJsonWriter *w) { end_container(w, ']', false); }
 
 /* Writes s quoted and escaped; the comma, if any, is already written. Runs
  * of bytes that need nothing are copied at once. */
-static void put_string(xJsonWriter *w, const char *s, size_t len) {
+static void put_escaped_string(xJsonWriter *w, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
     if (!room(w, len + 2)) return;
     put(w, "\"", 1);
@@ -149,13 +149,52 @@ static void put_string(xJsonWriter *w, const char *s, size_t len) {
     put(w, "\"", 1);
 }
 
+/* Nonzero when a byte of v needs more than a copy inside a JSON string: a
+ * control character, the quote, the backslash, or a byte of a UTF-8
+ * sequence (to be checked). The zero-byte test, eight bytes at once. */
+static uint64_t needs_care(uint64_t v) {
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t quote = v ^ (ones * '"'), backslash = v ^ (ones * '\\');
+    return (((v - ones * 0x20) & ~v) | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) | v) &
+           highs;
+}
+
+/* put_escaped_string's result, made faster for the usual string (keys,
+ * names: ASCII with nothing to escape) by copying while looking, eight bytes
+ * at a time where there are eight; a byte that needs care hands the whole
+ * string to put_escaped_string (nothing is counted written before then). */
+static void put_string(xJsonWriter *w, const char *s, size_t len) {
+    if (!room(w, len + 2)) return;
+    char *out = w->out->data + w->out->len, *o = out + 1;
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    for (; end - p >= 8; p += 8, o += 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        if (needs_care(v)) {
+            put_escaped_string(w, s, len);
+            return;
+        }
+        memcpy(o, &v, 8);
+    }
+    for (; p < end; p++) {
+        if (*p >= 0x80 || ESCAPE[*p]) {
+            put_escaped_string(w, s, len);
+            return;
+        }
+        *o++ = (char)*p;
+    }
+    out[0] = '"';
+    *o++ = '"';
+    w->out->len = (size_t)(o - w->out->data);
+}
+
 void xJsonKey(xJsonWriter *w, const char *key, size_t len) {
     if (w->err != XOK) return;
     if (!in_object(w) || w->after_key) {
         fail(w, XERR_STATE);
         return;
     }
-    if (!room(w, 1)) return;
+    if (!room(w, len + 4)) return; /* the comma, the quotes and the colon of the usual key */
     if (w->has_items & bit(w->depth)) put(w, ",", 1);
     w->has_items |= bit(w->depth);
     put_string(w, key, len);
