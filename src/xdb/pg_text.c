@@ -12,19 +12,17 @@ bool xPgParseInt64(const char *text, size_t length, int64_t *out) {
     bool negative = length > 0 && text[0] == '-';
     if (negative) at = 1;
     if (at == length || length - at > 19) return false;
-    /* Accumulated as a negative number: INT64_MIN has no positive twin. */
-    int64_t value = 0;
+    /* 19 digits stay below 2^64: the range is checked once, at the end,
+     * rather than with a division per digit. */
+    uint64_t magnitude = 0;
     for (; at < length; at++) {
         unsigned digit = (unsigned char)text[at] - '0';
         if (digit > 9) return false;
-        if (value < (INT64_MIN + (int64_t)digit) / 10) return false;
-        value = value * 10 - (int64_t)digit;
+        magnitude = magnitude * 10 + digit;
     }
-    if (!negative) {
-        if (value == INT64_MIN) return false;
-        value = -value;
-    }
-    *out = value;
+    if (magnitude > (uint64_t)INT64_MAX + negative) return false;
+    /* INT64_MIN's magnitude has no positive twin: negated one short, then one less. */
+    *out = negative ? (magnitude ? -(int64_t)(magnitude - 1) - 1 : 0) : (int64_t)magnitude;
     return true;
 }
 
