@@ -96,7 +96,8 @@ typedef struct QueryList {
 struct Conn {
     xPgPool *pool;
     PGconn *pg;
-    int fd; /* watched, or -1 */
+    int fd;          /* watched, or -1 */
+    unsigned events; /* what fd is watched for */
     ConnState state;
     QueryList in_flight;
     xPgQuery *reading; /* the in-flight query whose results come next */
@@ -276,9 +277,12 @@ static void watch(Conn *conn, unsigned events) {
         if (conn->fd >= 0) xEventLoopRemove(conn->pool->loop, conn->fd);
         conn->fd = -1;
         if (fd >= 0 && xEventLoopAdd(conn->pool->loop, fd, events, on_socket, conn) == XOK) conn->fd = fd;
+        conn->events = events;
         return;
     }
-    if (fd >= 0) xEventLoopModify(conn->pool->loop, fd, events);
+    /* Every flush asks again; on epoll an unchanged ask would still cost a system call. */
+    if (fd >= 0 && events != conn->events && xEventLoopModify(conn->pool->loop, fd, events) == XOK)
+        conn->events = events;
 }
 
 static void conn_close(Conn *conn) {
