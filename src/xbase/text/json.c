@@ -159,29 +159,32 @@ static uint64_t needs_care(uint64_t v) {
            highs;
 }
 
-/* put_escaped_string's result, made faster for the usual string (keys,
- * names: ASCII with nothing to escape) by copying while looking, eight bytes
- * at a time where there are eight; a byte that needs care hands the whole
- * string to put_escaped_string (nothing is counted written before then). */
-static void put_string(xJsonWriter *w, const char *s, size_t len) {
-    if (!room(w, len + 2)) return;
-    char *out = w->out->data + w->out->len, *o = out + 1;
+/* Copies s to o while no byte of it needs care, eight bytes at a time where
+ * there are eight; returns the end, or NULL at the first byte that needs
+ * escaping or UTF-8 checks (what was copied then does not count). */
+static char *copy_plain(char *o, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
     for (; end - p >= 8; p += 8, o += 8) {
         uint64_t v;
         memcpy(&v, p, 8);
-        if (needs_care(v)) {
-            put_escaped_string(w, s, len);
-            return;
-        }
+        if (needs_care(v)) return NULL;
         memcpy(o, &v, 8);
     }
     for (; p < end; p++) {
-        if (*p >= 0x80 || ESCAPE[*p]) {
-            put_escaped_string(w, s, len);
-            return;
-        }
+        if (*p >= 0x80 || ESCAPE[*p]) return NULL;
         *o++ = (char)*p;
+    }
+    return o;
+}
+
+/* put_escaped_string's result, made faster for the usual string (keys,
+ * names: ASCII with nothing to escape) by copying while looking. */
+static void put_string(xJsonWriter *w, const char *s, size_t len) {
+    if (!room(w, len + 2)) return;
+    char *out = w->out->data + w->out->len, *o = copy_plain(out + 1, s, len);
+    if (!o) {
+        put_escaped_string(w, s, len);
+        return;
     }
     out[0] = '"';
     *o++ = '"';
@@ -194,12 +197,23 @@ void xJsonKey(xJsonWriter *w, const char *key, size_t len) {
         fail(w, XERR_STATE);
         return;
     }
-    if (!room(w, len + 4)) return; /* the comma, the quotes and the colon of the usual key */
-    if (w->has_items & bit(w->depth)) put(w, ",", 1);
+    /* The usual key in one go: the comma, the quotes, the colon and the key
+     * copied as it is, room made once. */
+    if (!room(w, len + 4)) return;
+    bool comma = w->has_items & bit(w->depth);
     w->has_items |= bit(w->depth);
-    put_string(w, key, len);
-    if (w->err != XOK || !room(w, 1)) return;
-    put(w, ":", 1);
+    char *out = w->out->data + w->out->len, *o = copy_plain(out + comma + 1, key, len);
+    if (o) {
+        out[0] = ',';
+        out[comma] = '"';
+        memcpy(o, "\":", 2);
+        w->out->len = (size_t)(o + 2 - w->out->data);
+    } else {
+        if (comma) put(w, ",", 1);
+        put_escaped_string(w, key, len);
+        if (w->err != XOK || !room(w, 1)) return;
+        put(w, ":", 1);
+    }
     w->after_key = true;
 }
 
