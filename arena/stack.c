@@ -385,8 +385,19 @@ static Pending *pending_new(xHttpResponse *res, ArenaStack *stack, const RowKind
     p->res = res;
     p->stack = stack;
     p->kind = kind;
-    int n = snprintf(p->key, sizeof p->key, "%s%lld", kind ? kind->prefix : "item:", id);
-    p->key_len = (size_t)n;
+    /* The key by hand: snprintf cost as much as the rest of the request's bookkeeping. */
+    const char *prefix = kind ? kind->prefix : "item:";
+    size_t n = strlen(prefix);
+    memcpy(p->key, prefix, n);
+    char digits[20], *at = digits + sizeof digits;
+    unsigned long long v = (unsigned long long)id; /* 1 to 2^31 - 1: parse_id checked */
+    do {
+        *--at = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    memcpy(p->key + n, at, (size_t)(digits + sizeof digits - at));
+    p->key_len = n + (size_t)(digits + sizeof digits - at);
+    p->key[p->key_len] = 0;
     return p;
 }
 

@@ -14,9 +14,11 @@
  * turn each connection that took queries sends one Sync and flushes: the
  * queries of many requests go out in one write, and many are in flight on
  * one connection; results come back in order and each goes to its own
- * callback.
+ * callback. A connection with two batches in flight holds its next one open
+ * (later turns' queries join it) until the oldest is answered, so that under
+ * load each write and read carries many queries.
  *
- * One Sync per turn makes a turn's queries one implicit transaction on the
+ * One Sync per batch makes a batch's queries one implicit transaction on the
  * server: when one of them fails, PostgreSQL rolls back the others and skips
  * those after it. The pool hides that: it hands results out only when the
  * batch's Sync arrives; in a batch that failed, the failing query gets its
@@ -230,7 +232,7 @@ typedef struct xPgStats {
     int peak_in_flight;    /**< the most queries ever in flight on one connection at once */
     bool down;             /**< new queries fail with XPG_EDOWN */
     uint64_t queries;      /**< queries answered (ok or failed by the server) */
-    uint64_t batches;      /**< Syncs sent: one per connection per turn that sent something */
+    uint64_t batches;      /**< Syncs sent: at most one per connection per turn that sent something */
     uint64_t resent;       /**< queries sent again after another in their batch failed */
     uint64_t reconnects;   /**< connections made again after one was lost */
 } xPgStats;

@@ -22,6 +22,10 @@
 #include "xbase/mem/sized.h"
 #include "xdb/pg_text.h"
 
+/* Batches a connection may have in flight (synced, not yet answered): two
+ * keep the server busy on the next while the oldest's results travel back. */
+#define SYNCS_AHEAD 2
+
 typedef enum ConnState {
     CONN_WAITING,    /* closed; its timer reconnects it (or it is being freed) */
     CONN_CONNECTING, /* PQconnectPoll in progress; its timer bounds the attempt */
@@ -92,14 +96,16 @@ typedef struct QueryList {
 struct Conn {
     xPgPool *pool;
     PGconn *pg;
-    int fd; /* watched, or -1 */
+    int fd;          /* watched, or -1 */
+    unsigned events; /* what fd is watched for */
     ConnState state;
     QueryList in_flight;
     xPgQuery *reading; /* the in-flight query whose results come next */
     int stray_nulls;   /* NULLs from PQgetResult that no query was owed */
     uint64_t prepared; /* statements prepared here (or sent to be) */
     uint64_t batch;    /* the batch queries sent now join */
-    bool unsynced;     /* queries sent this turn: a Sync is owed */
+    int syncs_out;     /* Syncs sent whose PGRES_PIPELINE_SYNC has not come back */
+    bool unsynced;     /* queries sent and not yet synced: a Sync is owed */
     bool draining;     /* holds a timed-out query: no new ones until it empties */
     bool reserved;     /* set aside for a waiting BEGIN: no new queries */
     bool was_up;       /* has been ready before: the next success is a reconnect */
@@ -271,9 +277,12 @@ static void watch(Conn *conn, unsigned events) {
         if (conn->fd >= 0) xEventLoopRemove(conn->pool->loop, conn->fd);
         conn->fd = -1;
         if (fd >= 0 && xEventLoopAdd(conn->pool->loop, fd, events, on_socket, conn) == XOK) conn->fd = fd;
+        conn->events = events;
         return;
     }
-    if (fd >= 0) xEventLoopModify(conn->pool->loop, fd, events);
+    /* Every flush asks again; on epoll an unchanged ask would still cost a system call. */
+    if (fd >= 0 && events != conn->events && xEventLoopModify(conn->pool->loop, fd, events) == XOK)
+        conn->events = events;
 }
 
 static void conn_close(Conn *conn) {
@@ -284,6 +293,7 @@ static void conn_close(Conn *conn) {
     conn->pg = NULL;
     conn->state = CONN_WAITING;
     conn->reading = NULL;
+    conn->syncs_out = 0;
     conn->unsynced = conn->draining = conn->reserved = false;
     xTimerStop(conn->pool->loop, &conn->timer);
 }
@@ -416,8 +426,9 @@ static void on_turn_end(xEventLoop *loop, xTurnEnd *call) {
     }
     for (int i = 0; i < pool->conf.connections; i++) {
         Conn *conn = &pool->conns[i];
-        if (conn->state != CONN_READY || !conn->unsynced) continue;
+        if (conn->state != CONN_READY || !conn->unsynced || conn->syncs_out >= SYNCS_AHEAD) continue;
         conn->unsynced = false;
+        conn->syncs_out++;
         conn->batch++;
         pool->stats.batches++;
         if (PQpipelineSync(conn->pg) != 1) { /* it flushes, too */
@@ -608,6 +619,9 @@ static void read_results(Conn *conn) {
         conn->stray_nulls = 0;
         if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
             PQclear(res);
+            conn->syncs_out--;
+            if (conn->unsynced) /* a batch held open for this one goes at this turn's end */
+                xEventLoopAtTurnEnd(conn->pool->loop, &conn->pool->turn_end->call);
             complete_batch(conn);
             continue;
         }
@@ -958,13 +972,8 @@ int64_t xPgAffected(const xPgResult *r) {
     return xPgParseInt64(text, strlen(text), &n) ? n : 0;
 }
 
-static bool in_range(const xPgResult *r, int row, int col) {
-    return rows_of(r) && row >= 0 && col >= 0 && row < PQntuples(r->res) && col < PQnfields(r->res);
-}
-
-bool xPgIsNull(const xPgResult *r, int row, int col) {
-    return !in_range(r, row, col) || PQgetisnull(r->res, row, col);
-}
+/* PQgetisnull checks row and col itself: outside the result it answers 1. */
+bool xPgIsNull(const xPgResult *r, int row, int col) { return !rows_of(r) || PQgetisnull(r->res, row, col); }
 
 const char *xPgGetText(const xPgResult *r, int row, int col, size_t *length) {
     if (xPgIsNull(r, row, col)) {

@@ -12,19 +12,17 @@ bool xPgParseInt64(const char *text, size_t length, int64_t *out) {
     bool negative = length > 0 && text[0] == '-';
     if (negative) at = 1;
     if (at == length || length - at > 19) return false;
-    /* Accumulated as a negative number: INT64_MIN has no positive twin. */
-    int64_t value = 0;
+    /* 19 digits stay below 2^64: the range is checked once, at the end,
+     * rather than with a division per digit. */
+    uint64_t magnitude = 0;
     for (; at < length; at++) {
         unsigned digit = (unsigned char)text[at] - '0';
         if (digit > 9) return false;
-        if (value < (INT64_MIN + (int64_t)digit) / 10) return false;
-        value = value * 10 - (int64_t)digit;
+        magnitude = magnitude * 10 + digit;
     }
-    if (!negative) {
-        if (value == INT64_MIN) return false;
-        value = -value;
-    }
-    *out = value;
+    if (magnitude > (uint64_t)INT64_MAX + negative) return false;
+    /* INT64_MIN's magnitude has no positive twin: negated one short, then one less. */
+    *out = negative ? (magnitude ? -(int64_t)(magnitude - 1) - 1 : 0) : (int64_t)magnitude;
     return true;
 }
 
@@ -66,7 +64,22 @@ bool xPgParseBool(const char *text, size_t length, bool *out) {
 }
 
 size_t xPgFormatInt64(int64_t value, char *out) {
-    return (size_t)snprintf(out, 24, "%lld", (long long)value);
+    /* By hand: snprintf's format parsing cost more than the query's own
+     * bookkeeping for each integer parameter. The magnitude of INT64_MIN fits
+     * in uint64_t only. */
+    uint64_t magnitude = value < 0 ? 0 - (uint64_t)value : (uint64_t)value;
+    char digits[20], *at = digits + sizeof digits;
+    do {
+        *--at = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude);
+    size_t n = 0;
+    if (value < 0) out[n++] = '-';
+    size_t count = (size_t)(digits + sizeof digits - at);
+    memcpy(out + n, at, count);
+    n += count;
+    out[n] = 0;
+    return n;
 }
 
 size_t xPgFormatDouble(double value, char *out) {

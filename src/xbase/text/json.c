@@ -109,7 +109,7 @@ void xJsonEndArray(xJsonWriter *w) { end_container(w, ']', false); }
 
 /* Writes s quoted and escaped; the comma, if any, is already written. Runs
  * of bytes that need nothing are copied at once. */
-static void put_string(xJsonWriter *w, const char *s, size_t len) {
+static void put_escaped_string(xJsonWriter *w, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
     if (!room(w, len + 2)) return;
     put(w, "\"", 1);
@@ -149,18 +149,71 @@ static void put_string(xJsonWriter *w, const char *s, size_t len) {
     put(w, "\"", 1);
 }
 
+/* Nonzero when a byte of v needs more than a copy inside a JSON string: a
+ * control character, the quote, the backslash, or a byte of a UTF-8
+ * sequence (to be checked). The zero-byte test, eight bytes at once. */
+static uint64_t needs_care(uint64_t v) {
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t quote = v ^ (ones * '"'), backslash = v ^ (ones * '\\');
+    return (((v - ones * 0x20) & ~v) | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) | v) &
+           highs;
+}
+
+/* Copies s to o while no byte of it needs care, eight bytes at a time where
+ * there are eight; returns the end, or NULL at the first byte that needs
+ * escaping or UTF-8 checks (what was copied then does not count). */
+static char *copy_plain(char *o, const char *s, size_t len) {
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    for (; end - p >= 8; p += 8, o += 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        if (needs_care(v)) return NULL;
+        memcpy(o, &v, 8);
+    }
+    for (; p < end; p++) {
+        if (*p >= 0x80 || ESCAPE[*p]) return NULL;
+        *o++ = (char)*p;
+    }
+    return o;
+}
+
+/* put_escaped_string's result, made faster for the usual string (keys,
+ * names: ASCII with nothing to escape) by copying while looking. */
+static void put_string(xJsonWriter *w, const char *s, size_t len) {
+    if (!room(w, len + 2)) return;
+    char *out = w->out->data + w->out->len, *o = copy_plain(out + 1, s, len);
+    if (!o) {
+        put_escaped_string(w, s, len);
+        return;
+    }
+    out[0] = '"';
+    *o++ = '"';
+    w->out->len = (size_t)(o - w->out->data);
+}
+
 void xJsonKey(xJsonWriter *w, const char *key, size_t len) {
     if (w->err != XOK) return;
     if (!in_object(w) || w->after_key) {
         fail(w, XERR_STATE);
         return;
     }
-    if (!room(w, 1)) return;
-    if (w->has_items & bit(w->depth)) put(w, ",", 1);
+    /* The usual key in one go: the comma, the quotes, the colon and the key
+     * copied as it is, room made once. */
+    if (!room(w, len + 4)) return;
+    bool comma = w->has_items & bit(w->depth);
     w->has_items |= bit(w->depth);
-    put_string(w, key, len);
-    if (w->err != XOK || !room(w, 1)) return;
-    put(w, ":", 1);
+    char *out = w->out->data + w->out->len, *o = copy_plain(out + comma + 1, key, len);
+    if (o) {
+        out[0] = ',';
+        out[comma] = '"';
+        memcpy(o, "\":", 2);
+        w->out->len = (size_t)(o + 2 - w->out->data);
+    } else {
+        if (comma) put(w, ",", 1);
+        put_escaped_string(w, key, len);
+        if (w->err != XOK || !room(w, 1)) return;
+        put(w, ":", 1);
+    }
     w->after_key = true;
 }
 

@@ -236,7 +236,10 @@ static void finish(xHttp1 *h) {
     }
     bool resume = !h->in_batch && !xConnClosed(conn);
     if (resume) {
-        xConnFlush(conn); /* may close the connection (the client reset it) */
+        /* A response ended outside the connection's own turn (a database's
+         * answer, a timer): process() queues its flush for the turn's end,
+         * where on io_uring the responses of every connection answered in
+         * this turn go out with the one wait, not a send(2) each. */
         process(h);
     }
     xConnRelease(conn); /* the reference taken at dispatch: held until here, past the flush */
