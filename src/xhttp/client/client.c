@@ -913,7 +913,7 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
 const char *xHttpClientRequestErrorDetail(const xHttpClientRequest *req) { return req->detail; }
 
 size_t xHttpClientRequestPending(const xHttpClientRequest *req) {
-    if (req->h2) return req->out.len; /* DATA leaves as the windows allow; what is framed is gone */
+    if (req->h2) return req->out.len - req->out_given; /* DATA leaves as the windows allow */
     size_t held = req->out.len - req->out_given;
     const xClientConn *cc = req->cc;
     return held + (cc && cc->conn && cc->state == XCC_BUSY ? xConnPending(cc->conn) : 0);
@@ -1370,6 +1370,17 @@ void xClientEnter(xHttpClientRequest *req, xRequestPhase phase) { enter(req, pha
 void xClientArm(xHttpClientRequest *req) { arm_phase(req); }
 void xClientMaybeWantBody(xHttpClientRequest *req) { maybe_want_body(req); }
 void xClientStartQueued(xUpstreamPool *p) { start_next_queued(p); }
+
+void xClientRequeue(xHttpClientRequest *req) {
+    xUpstreamPool *p = req->pool;
+    req->cc = NULL;
+    enter(req, XREQ_QUEUED);
+    req->next_queued = p->queue_head;
+    p->queue_head = req;
+    if (!p->queue_tail) p->queue_tail = req;
+    p->queued++;
+    start_next_queued(p);
+}
 
 xHttpClientRequest *xClientDequeue(xUpstreamPool *p) {
     xHttpClientRequest *req = p->queue_head;

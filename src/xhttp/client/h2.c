@@ -26,6 +26,7 @@
 #define H2_MAX_FIELDS 128             /* response fields (and trailers) decoded */
 #define H2_SCRATCH (64u << 10)        /* decoded strings of one block */
 #define H2_MAX_BLOCK (256u << 10)     /* a header block across CONTINUATIONs */
+#define H2_MAX_REFUSALS 3             /* refused streams of one request retried: then RESET */
 
 struct xH2Session {
     xClientConn *cc;
@@ -52,6 +53,7 @@ struct xH2Session {
 };
 
 static const xConnProtocol h2_protocol;
+static void pump(xH2Session *s);
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /* ---- Streams ---- */
@@ -76,7 +78,13 @@ static void unlink_stream(xHttpClientRequest *req) {
     if (req->h2_next) req->h2_next->h2_prev = req->h2_prev;
     req->session = NULL;
     s->active--;
-    if (!s->active && !xConnClosed(s->conn)) xConnSetTimeout(s->conn, s->pool->upstream->conf.keepalive_ms);
+    if (s->active || xConnClosed(s->conn)) return;
+    /* A session past a GOAWAY takes no stream again: once it carries none,
+     * its close lets the pool's queue open the next connection. */
+    if (s->goaway)
+        xConnCloseAfterFlush(s->conn);
+    else
+        xConnSetTimeout(s->conn, s->pool->upstream->conf.keepalive_ms);
 }
 
 static xHttpClientRequest *stream_of(xH2Session *s, int32_t id) {
@@ -106,7 +114,6 @@ static bool send_head(xH2Session *s, xHttpClientRequest *req) {
         at += n;
     } while (ok && at < total);
     free(block);
-    xBufferFree(&req->h2_head);
     if (end) req->end_sent = true;
     return ok;
 }
@@ -131,24 +138,31 @@ void xClientH2Push(xHttpClientRequest *req) {
     xH2Session *s = req->session;
     if (!s || xConnClosed(s->conn)) return;
     bool moved = false;
-    while (!req->end_sent && req->out.len && req->send_window > 0 && s->send_window > 0) {
-        size_t n = req->out.len;
+    /* out keeps what was framed (out_given bytes) while the body is held
+     * whole for a refused stream's retry. */
+    while (!req->end_sent && req->out.len > req->out_given && req->send_window > 0 && s->send_window > 0) {
+        size_t left = req->out.len - req->out_given, n = left;
         if ((int64_t)n > req->send_window) n = (size_t)req->send_window;
         if ((int64_t)n > s->send_window) n = (size_t)s->send_window;
         if (n > s->peer_max_frame) n = s->peer_max_frame;
-        bool end = n == req->out.len && req->body_ended;
+        bool end = n == left && req->body_ended;
         if (xH2WriteFrame(s->conn, XH2_DATA, end ? XH2_FLAG_END_STREAM : 0, (int32_t)req->stream_id,
-                          req->out.data, n) != XOK) {
+                          req->out.data + req->out_given, n) != XOK) {
             xClientFail(req, XHTTP_CLIENT_NO_MEMORY);
             return;
         }
-        xBufferConsume(&req->out, n);
+        req->out_given += n;
         req->send_window -= (int64_t)n;
         s->send_window -= (int64_t)n;
         req->end_sent = end;
         moved = true;
     }
-    if (!req->end_sent && !req->out.len && req->body_ended) {
+    if (req->held_whole && req->out.len > CLIENT_REPLAY_MAX) req->held_whole = false;
+    if (!req->held_whole && req->out_given) {
+        xBufferConsume(&req->out, req->out_given);
+        req->out_given = 0;
+    }
+    if (!req->end_sent && req->out.len == req->out_given && req->body_ended) {
         xH2WriteFrame(s->conn, XH2_DATA, XH2_FLAG_END_STREAM, (int32_t)req->stream_id, NULL, 0);
         req->end_sent = moved = true;
     }
@@ -167,6 +181,7 @@ void xClientH2Detach(xHttpClientRequest *req) {
         xConnFlushSoon(s->conn);
     }
     unlink_stream(req);
+    pump(s); /* its stream's room goes to the next queued */
 }
 
 /* Starts what the pool queued while the session has room. */
@@ -228,16 +243,40 @@ void xClientH2Resume(xHttpClientRequest *req) {
         if (!on) return;
     }
     if (req->end_received) {
+        xConn *conn = s->conn;
+        xConnRetain(conn);
         complete(s, req, NULL, 0);
+        pump(s);
+        xConnRelease(conn);
         return;
     }
     give_window(s, req, 0);
     xConnFlushSoon(s->conn);
 }
 
+/* RFC 9113 §8.7: a stream the upstream refused (REFUSED_STREAM, or past a
+ * GOAWAY's last stream id) was not processed, so it goes again whatever its
+ * method while nothing of its answer came and its body is held whole: at
+ * the head of the pool's queue, for this session's next free stream or the
+ * next connection. False: it is not retried (the caller fails it). */
+static bool retry_refused(xH2Session *s, xHttpClientRequest *req) {
+    if (req->started || !req->held_whole || req->refusals >= H2_MAX_REFUSALS) return false;
+    req->refusals++;
+    unlink_stream(req); /* no RST_STREAM: the stream is closed, or was never processed */
+    req->stream_id = 0;
+    req->end_sent = req->end_received = false;
+    req->out_given = 0;
+    req->recv_unacked = 0;
+    xClientRequeue(req);
+    pump(s);
+    return true;
+}
+
 /* ---- Frames in ---- */
 
 static void conn_error(xH2Session *s, xH2Error code) {
+    s->goaway = true; /* no stream starts on it again */
+    if (s->pool->h2 == s) s->pool->h2 = NULL;
     xH2WriteGoaway(s->conn, 0, code);
     xConnCloseAfterFlush(s->conn);
 }
@@ -331,6 +370,7 @@ static void on_block(xH2Session *s, int32_t id, uint8_t flags) {
     }
     if (status < 200) return; /* 1xx: the answer follows */
     req->started = true;
+    xBufferFree(&req->h2_head); /* answered: never sent again */
     bool body = !end && !req->head_request && status != 204 && status != 304;
     xHttpClientResponse head = {.status = status,
                                 .minor_version = 1,
@@ -450,7 +490,7 @@ static void on_goaway(xH2Session *s, const xH2Frame *f) {
     if (s->pool->h2 == s) s->pool->h2 = NULL;
     for (xHttpClientRequest *r = s->streams, *next; r; r = next) {
         next = r->h2_next;
-        if ((int32_t)r->stream_id > last) xClientFail(r, XHTTP_CLIENT_RESET);
+        if ((int32_t)r->stream_id > last && !retry_refused(s, r)) xClientFail(r, XHTTP_CLIENT_RESET);
     }
 }
 
@@ -474,8 +514,13 @@ static bool on_frame(xH2Session *s, xBuffer *in, size_t *at) {
     case XH2_HEADERS: on_headers(s, &f); break;
     case XH2_CONTINUATION: on_continuation(s, &f); break;
     case XH2_RST_STREAM: {
+        if (f.length != 4) {
+            conn_error(s, XH2_FRAME_SIZE_ERROR);
+            return false;
+        }
         xHttpClientRequest *req = stream_of(s, f.stream_id);
-        if (req) xClientFail(req, XHTTP_CLIENT_RESET);
+        bool refused = xH2Get32(f.payload) == XH2_REFUSED_STREAM;
+        if (req && !(refused && retry_refused(s, req))) xClientFail(req, XHTTP_CLIENT_RESET);
         break;
     }
     case XH2_SETTINGS: on_settings(s, &f); break;
@@ -501,6 +546,7 @@ static void on_readable(xConn *conn) {
         while (on_frame(s, &conn->in, &at)) {
         }
         if (!xConnClosed(conn)) xBufferConsume(&conn->in, at);
+        pump(s); /* streams that ended made room for queued requests */
         if (xConnClosed(conn) || !xConnOpen(conn)) break;
         if (xBufferPoolAcquire(&conn->net->buffers, &conn->in) != XOK) {
             xConnClose(conn);
