@@ -412,6 +412,16 @@ static xErrno h2_write(xHttpExchange *ex, const void *data, size_t len) {
     if (err == XOK && len && response_has_body(ex)) {
         xH2BodySource *b = &s->out;
         if (b->kind == XH2_SOURCE_NONE) *b = (xH2BodySource){.kind = XH2_SOURCE_STREAMED};
+        /* Framed bytes leave the front once they are half the buffer: a
+         * writer that refills before the client's window lets all of it go
+         * (a proxy waking at its low-water mark) would otherwise grow the
+         * buffer by every byte it ever wrote. The bytes moved never outnumber
+         * those dropped. */
+        if (b->framed && b->framed >= b->len / 2) {
+            xBufferConsume(&b->pieces, b->framed);
+            b->len = b->pieces.len;
+            b->framed = 0;
+        }
         err = xBufferAppend(&b->pieces, data, len);
         b->len = b->pieces.len;
         if (!s->h2->in_batch) xH2Pump(s->h2);
