@@ -435,7 +435,15 @@ static xErrno h2_end(xHttpExchange *ex) {
     xH2Stream *s = ex->proto;
     xErrno err = XOK;
     s->in_op = true;
-    if (!ex->res.aborted && s->state != XH2_STATE_CLOSED && !ex->res.head_sent) err = submit_streamed_head(s);
+    if (!ex->res.aborted && s->state != XH2_STATE_CLOSED && !ex->res.head_sent) {
+        /* Ended before any body: the head alone ends the stream, not an
+         * empty DATA after it (gRPC's trailers-only answer, which grpc-go
+         * requires in one HEADERS frame, is this). Trailers follow it. */
+        const xHttpResponse *res = &ex->res;
+        bool with_length = res->length_declared && xHttpStatusHasBody(res->status);
+        err = res->trailers.len ? submit_streamed_head(s)
+                                : submit_head(s, with_length, with_length ? res->declared_length : 0, false);
+    }
     end_exchange(s);
     return err;
 }
