@@ -121,10 +121,10 @@ typedef enum xRequestPhase {
 /* How the response's body is being read. */
 typedef enum xBodyRead {
     XBODY_HEAD,        /* no head yet */
-    XBODY_LENGTH,      /* body_left bytes */
+    XBODY_LENGTH,      /* body_left bytes (HTTP/2: Content-Length's, checked) */
     XBODY_CHUNKED,     /* the chunked decoder */
     XBODY_TRAILERS,    /* the trailer section after the last chunk */
-    XBODY_UNTIL_CLOSE, /* everything until the upstream closes */
+    XBODY_UNTIL_CLOSE, /* everything until the upstream closes (HTTP/2: its END_STREAM) */
     XBODY_DONE,        /* read whole */
 } xBodyRead;
 

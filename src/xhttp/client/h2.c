@@ -281,6 +281,11 @@ static void conn_error(xH2Session *s, xH2Error code) {
     xConnCloseAfterFlush(s->conn);
 }
 
+/* The stream ends here: a body of a declared length came whole. */
+static bool body_whole(const xHttpClientRequest *req) {
+    return req->body != XBODY_LENGTH || req->body_left == 0;
+}
+
 static void on_data(xH2Session *s, const xH2Frame *f) {
     const uint8_t *payload = f->payload;
     size_t len = f->length;
@@ -306,6 +311,17 @@ static void on_data(xH2Session *s, const xH2Frame *f) {
     }
     req->recv_unacked += (uint32_t)len;
     bool end = f->flags & XH2_FLAG_END_STREAM;
+    /* RFC 9113 §8.1.1: DATA beyond what the head said, or after a head that
+     * allows none (HEAD, 204, 304), is a malformed response. */
+    if (len && (req->body == XBODY_DONE || (req->body == XBODY_LENGTH && (uint64_t)req->body_left < len))) {
+        xClientFail(req, XHTTP_CLIENT_BAD_RESPONSE);
+        return;
+    }
+    if (req->body == XBODY_LENGTH) req->body_left -= (int64_t)len;
+    if (end && !body_whole(req)) {
+        xClientFail(req, XHTTP_CLIENT_BAD_RESPONSE);
+        return;
+    }
     if (end) req->end_received = true;
     if (!deliver(s, req, payload, len)) return;
     if (end && !req->paused) complete(s, req, NULL, 0);
@@ -318,7 +334,9 @@ static void on_block(xH2Session *s, int32_t id, uint8_t flags) {
                      .scratch = s->scratch,
                      .scratch_size = sizeof s->scratch,
                      .max_list_size = sizeof s->scratch};
-    int verdict = xHpackDecode(&s->decoder, (const uint8_t *)s->block.data, s->block.len, &b);
+    /* An empty block (a HEADERS frame of no field) has no buffer yet. */
+    const uint8_t *block = s->block.data ? (const uint8_t *)s->block.data : (const uint8_t *)"";
+    int verdict = xHpackDecode(&s->decoder, block, s->block.len, &b);
     xBufferConsume(&s->block, s->block.len);
     if (verdict == XHPACK_ERROR) {
         conn_error(s, XH2_COMPRESSION_ERROR);
@@ -356,7 +374,7 @@ static void on_block(xH2Session *s, int32_t id, uint8_t flags) {
     else
         xClientArm(req);
     if (req->started) { /* trailers */
-        if (!end) {
+        if (!end || !body_whole(req)) {
             xClientFail(req, XHTTP_CLIENT_BAD_RESPONSE);
             return;
         }
@@ -371,7 +389,14 @@ static void on_block(xH2Session *s, int32_t id, uint8_t flags) {
     if (status < 200) return; /* 1xx: the answer follows */
     req->started = true;
     xBufferFree(&req->h2_head); /* answered: never sent again */
-    bool body = !end && !req->head_request && status != 204 && status != 304;
+    bool allowed = !req->head_request && status != 204 && status != 304,
+         body = !end && allowed && length != 0;
+    if (end && allowed && length > 0) { /* a declared body that never comes */
+        xClientFail(req, XHTTP_CLIENT_BAD_RESPONSE);
+        return;
+    }
+    req->body = !body ? XBODY_DONE : length >= 0 ? XBODY_LENGTH : XBODY_UNTIL_CLOSE;
+    req->body_left = length;
     xHttpClientResponse head = {.status = status,
                                 .minor_version = 1,
                                 .reason = {"", 0},
