@@ -10,7 +10,8 @@ goes again on a new connection; one refused every time is 502 after a few
 tries; a POST reset with another code is 502 and not tried again; and 20
 POSTs at once to an xKit upstream's /upload with --max-streams 1, whose
 SETTINGS a relay holds back (the streams sent before they came are
-refused), all get 200 with their own answer."""
+refused), all get 200 with their own answer. And an answer whose body is
+longer or shorter than its Content-Length is 502."""
 
 import hashlib
 import json
@@ -35,7 +36,8 @@ class RefusingUpstream(socketserver.ThreadingTCPServer):
     """h2c by prior knowledge on a free loopback port. By path: /refuse-once/*
     refuses its first stream, /refuse-always/* every one, /goaway-once/*
     answers its first stream with a GOAWAY whose last stream id is below it
-    (then closes), /reset/* resets with INTERNAL_ERROR; anything else gets
+    (then closes), /reset/* resets with INTERNAL_ERROR, /length/D/S says
+    Content-Length D and sends S bytes; anything else gets
     200 and a JSON of the body's length and sha256. .tries counts the
     streams seen per path, .connections the accepts."""
 
@@ -95,6 +97,13 @@ class H2Handler(socketserver.BaseRequestHandler):
                         bodies[event.stream_id] += event.data
                 elif isinstance(event, h2.events.StreamEnded) and event.stream_id in paths:
                     body = bodies.pop(event.stream_id)
+                    if paths[event.stream_id].startswith("/length/"):  # /length/DECLARED/SENT
+                        declared, sent = paths[event.stream_id].split("/")[2:4]
+                        fields = [(":status", "200"), ("content-length", declared)]
+                        conn.send_headers(event.stream_id, fields)
+                        conn.send_data(event.stream_id, b"x" * int(sent), end_stream=True)
+                        del paths[event.stream_id]
+                        continue
                     answer = json.dumps({"bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}).encode()
                     conn.send_headers(
                         event.stream_id,
@@ -194,6 +203,28 @@ class OneStreamAtATimeTest(unittest.TestCase):
             self.assertEqual((got["bytes"], got["crc32"]), (len(body), f"{zlib.crc32(body):08x}"))
         front.stop_and_check()
         upstream.stop_and_check()
+
+
+class BrokenLengthsTest(unittest.TestCase):
+    """An answer whose DATA is longer or shorter than its own Content-Length
+    is malformed (RFC 9113 §8.1.1): 502, never passed on as whole."""
+
+    def test_a_body_longer_or_shorter_than_its_length_is_502(self):
+        up = RefusingUpstream()
+        self.addCleanup(up.stop)
+        front = front_for(self, up.port)
+        for declared, sent in ((5, 10), (10, 5), (5, 5)):
+            conn = Conn(front.port)
+            try:
+                conn.request("GET", f"/length/{declared}/{sent}")
+                resp = conn.read_response()
+            finally:
+                conn.close()
+            if declared == sent:
+                self.assertEqual((resp.status, resp.body), (200, b"x" * sent))
+            else:
+                self.assertEqual(resp.status, 502, (declared, sent, resp.body))
+        front.stop_and_check()
 
 
 if __name__ == "__main__":
