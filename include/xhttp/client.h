@@ -16,7 +16,8 @@
  *
  * HTTP/2 upstreams (conf.protocol) multiplex every request of a worker on
  * one connection, with flow control both ways and trailers, through the
- * same callbacks. A stream the upstream refused (RST_STREAM REFUSED_STREAM,
+ * same callbacks; after the upstream's GOAWAY, that connection finishes its
+ * streams while a new one takes the next requests. A stream the upstream refused (RST_STREAM REFUSED_STREAM,
  * or past a GOAWAY's last stream id) was not processed (RFC 9113 §8.7), so
  * it is sent again whatever its method, up to 3 times, while its body is
  * held whole (up to 64 KiB); then it fails RESET. An answer whose DATA

@@ -6,8 +6,10 @@ that takes one stream at a time.
 Checked as the client sees it: a POST whose stream was refused
 (RST_STREAM REFUSED_STREAM) is answered 200 by its second try, and the
 upstream read its body whole that time; one past a GOAWAY's last stream id
-goes again on a new connection; one refused every time is 502 after a few
-tries; a POST reset with another code is 502 and not tried again; and 20
+goes again on a new connection; a request after a graceful GOAWAY goes on a
+new connection at once, not after the old one's last stream; one refused
+every time is 502 after a few tries; a POST reset with another code is 502
+and not tried again; and 20
 POSTs at once to an xKit upstream's /upload with --max-streams 1, whose
 SETTINGS a relay holds back (the streams sent before they came are
 refused), all get 200 with their own answer. And an answer whose body is
@@ -17,6 +19,7 @@ import hashlib
 import json
 import os
 import socketserver
+import struct
 import threading
 import time
 import unittest
@@ -31,13 +34,16 @@ import h2.events
 from support.harness import Conn, ServerProcess, bench_server_path, start_owned, start_server
 from test_upstream_h2 import Relay
 
+DRAIN_DELAY = 1.5  # seconds a /drain/ answer waits after its GOAWAY
+
 
 class RefusingUpstream(socketserver.ThreadingTCPServer):
     """h2c by prior knowledge on a free loopback port. By path: /refuse-once/*
     refuses its first stream, /refuse-always/* every one, /goaway-once/*
     answers its first stream with a GOAWAY whose last stream id is below it
-    (then closes), /reset/* resets with INTERNAL_ERROR, /length/D/S says
-    Content-Length D and sends S bytes; anything else gets
+    (then closes), /drain/* answers with a graceful GOAWAY naming its stream,
+    then the answer DRAIN_DELAY later, /reset/* resets with INTERNAL_ERROR,
+    /length/D/S says Content-Length D and sends S bytes; anything else gets
     200 and a JSON of the body's length and sha256. .tries counts the
     streams seen per path, .connections the accepts."""
 
@@ -67,14 +73,22 @@ class H2Handler(socketserver.BaseRequestHandler):
         sock = self.request
         sock.sendall(conn.data_to_send())
         paths, bodies = {}, {}
+        delayed = {}  # stream id -> when its answer is due (/drain/)
+        sock.settimeout(0.05)
         while True:
             try:
                 data = sock.recv(65536)
+            except TimeoutError:
+                data = None
             except OSError:
                 return
-            if not data:
+            if data == b"":
                 return
-            for event in conn.receive_data(data):
+            for stream_id, due in list(delayed.items()):
+                if time.monotonic() >= due:
+                    del delayed[stream_id]
+                    self.answer(conn, stream_id, bodies.pop(stream_id))
+            for event in conn.receive_data(data) if data else ():
                 if isinstance(event, h2.events.RequestReceived):
                     path = dict(event.headers)[b":path"].decode()
                     paths[event.stream_id], bodies[event.stream_id] = path, b""
@@ -85,6 +99,12 @@ class H2Handler(socketserver.BaseRequestHandler):
                         del paths[event.stream_id]
                     elif path.startswith("/reset/"):
                         conn.reset_stream(event.stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
+                        del paths[event.stream_id]
+                    elif path.startswith("/drain/"):  # a graceful GOAWAY naming this stream, answered later
+                        sock.sendall(
+                            struct.pack(">I", 8)[1:] + b"\x07\x00" + struct.pack(">III", 0, event.stream_id, 0)
+                        )
+                        delayed[event.stream_id] = time.monotonic() + DRAIN_DELAY
                         del paths[event.stream_id]
                     elif path.startswith("/goaway-once/") and tries == 1:
                         conn.close_connection(last_stream_id=event.stream_id - 2)
@@ -104,21 +124,20 @@ class H2Handler(socketserver.BaseRequestHandler):
                         conn.send_data(event.stream_id, b"x" * int(sent), end_stream=True)
                         del paths[event.stream_id]
                         continue
-                    answer = json.dumps({"bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}).encode()
-                    conn.send_headers(
-                        event.stream_id,
-                        [
-                            (":status", "200"),
-                            ("content-type", "application/json"),
-                            ("content-length", str(len(answer))),
-                        ],
-                    )
-                    conn.send_data(event.stream_id, answer, end_stream=True)
+                    self.answer(conn, event.stream_id, body)
                     del paths[event.stream_id]
             try:
                 sock.sendall(conn.data_to_send())
             except OSError:
                 return
+
+    @staticmethod
+    def answer(conn, stream_id, body):
+        """200 and a JSON of the body's length and sha256."""
+        answer = json.dumps({"bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}).encode()
+        fields = [(":status", "200"), ("content-type", "application/json"), ("content-length", str(len(answer)))]
+        conn.send_headers(stream_id, fields)
+        conn.send_data(stream_id, answer, end_stream=True)
 
 
 def post(port, target, body):
@@ -159,6 +178,24 @@ class RefusedStreamsTest(unittest.TestCase):
         self.assert_whole(post(self.front.port, "/plain/first", b"x"), b"x")  # stream 1 on connection 1
         self.assert_whole(post(self.front.port, "/goaway-once/b", body), body)  # stream 3: GOAWAY(last 1)
         self.assertEqual(self.up.tries["/goaway-once/b"], 2)
+        self.assertEqual(self.up.connections, 2)
+        self.front.stop_and_check()
+
+    def test_a_request_after_a_graceful_goaway_does_not_wait_for_the_draining_connection(self):
+        order = []
+
+        def draining():
+            order.append(("drain", post(self.front.port, "/drain/a", b"a").status))
+
+        thread = threading.Thread(target=draining)
+        thread.start()
+        for _ in range(500):  # until the upstream has the stream it answers late
+            if "/drain/a" in self.up.tries:
+                break
+            time.sleep(0.01)
+        order.append(("next", post(self.front.port, "/plain/b", b"b").status))
+        thread.join()
+        self.assertEqual(order, [("next", 200), ("drain", 200)])
         self.assertEqual(self.up.connections, 2)
         self.front.stop_and_check()
 

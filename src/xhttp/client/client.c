@@ -666,7 +666,7 @@ static bool open_conn(xUpstreamPool *p, xHttpClientRequest *req) {
 
 static void start_next_queued(xUpstreamPool *p) {
     if (p->upstream->h2) { /* one connection carries them all */
-        if (!p->h2 && p->open == 0 && p->queue_head) {
+        if (!p->h2 && p->open == p->draining && p->queue_head) {
             xHttpClientRequest *req = xClientDequeue(p);
             if (!open_conn(p, req)) fail(req, XHTTP_CLIENT_NO_MEMORY);
         }
@@ -862,7 +862,7 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
     *out = req;
     if (req->h2) {
         if (p->h2 && xClientH2Take(p->h2, req)) return XOK;
-        if (!p->h2 && p->open == 0) {
+        if (!p->h2 && p->open == p->draining) { /* none, or only sessions past a GOAWAY */
             if (open_conn(p, req)) return XOK;
             *out = NULL;
             free_request(req);

@@ -65,6 +65,7 @@ struct xUpstreamPool {
     xResolvedAddrs addrs;
     SSL_SESSION *tls_session; /* the newest the upstream issued: offered by new connections */
     xH2Session *h2;           /* HTTP/2: the connection carrying the pool's streams, once made */
+    unsigned draining;        /* HTTP/2: open connections past a GOAWAY, finishing their streams */
     unsigned addr_first;      /* the address a new connection tries first: the last that worked */
     uint64_t addrs_until_ms;  /* looked up again after this */
     unsigned lookup_gen;      /* counts lookups: a connection waits for the one it names */

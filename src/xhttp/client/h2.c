@@ -1,7 +1,9 @@
 /* h2.c — HTTP/2 to an upstream (client_internal.h): h2c by prior knowledge
  * on http://, h2 by ALPN on https://. One connection per pool (the session)
  * carries every request as a stream, up to the peer's
- * SETTINGS_MAX_CONCURRENT_STREAMS; the rest wait in the pool's queue. Frames
+ * SETTINGS_MAX_CONCURRENT_STREAMS; the rest wait in the pool's queue. One
+ * past a GOAWAY finishes its streams while the next connection takes new
+ * ones. Frames
  * and HPACK are xKit's own (http2/frame.h, http2/hpack.h): request heads are
  * encoded at Start without the dynamic table (so a block fits any
  * connection), responses decoded with the session's decoder.
@@ -57,6 +59,16 @@ static void pump(xH2Session *s);
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /* ---- Streams ---- */
+
+/* The session takes no stream again (a GOAWAY either way, or its close):
+ * the pool's next request opens a new connection while this one finishes
+ * the streams it has (counted in the pool's draining). */
+static void stop_taking(xH2Session *s) {
+    if (s->pool->h2 == s) s->pool->h2 = NULL;
+    if (s->goaway) return;
+    s->goaway = true;
+    s->pool->draining++;
+}
 
 static void link_stream(xH2Session *s, xHttpClientRequest *req) {
     req->session = s;
@@ -275,8 +287,7 @@ static bool retry_refused(xH2Session *s, xHttpClientRequest *req) {
 /* ---- Frames in ---- */
 
 static void conn_error(xH2Session *s, xH2Error code) {
-    s->goaway = true; /* no stream starts on it again */
-    if (s->pool->h2 == s) s->pool->h2 = NULL;
+    stop_taking(s);
     xH2WriteGoaway(s->conn, 0, code);
     xConnCloseAfterFlush(s->conn);
 }
@@ -511,8 +522,7 @@ static void on_goaway(xH2Session *s, const xH2Frame *f) {
         return;
     }
     int32_t last = (int32_t)(xH2Get32(f->payload) & 0x7fffffffu);
-    s->goaway = true;
-    if (s->pool->h2 == s) s->pool->h2 = NULL;
+    stop_taking(s);
     for (xHttpClientRequest *r = s->streams, *next; r; r = next) {
         next = r->h2_next;
         if ((int32_t)r->stream_id > last && !retry_refused(s, r)) xClientFail(r, XHTTP_CLIENT_RESET);
@@ -609,8 +619,7 @@ static void on_close(xConn *conn) {
     xClientConn *cc = conn->proto_state;
     xH2Session *s = cc->h2;
     xUpstreamPool *p = s->pool;
-    if (p->h2 == s) p->h2 = NULL;
-    s->goaway = true;
+    stop_taking(s);
     while (s->streams) {
         xHttpClientRequest *req = s->streams;
         unlink_stream(req);
@@ -621,6 +630,7 @@ static void on_close(xConn *conn) {
             xClientFail(req, XHTTP_CLIENT_RESET);
         }
     }
+    p->draining--;
     xClientConnClosed(cc);
 }
 
