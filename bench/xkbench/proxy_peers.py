@@ -1,8 +1,10 @@
 """The reverse proxies `xkbench compare proxy` measures, each in front of one upstream (the
 least-work responder) with one worker: xKit's bench servers with --upstream, the least-work
 proxy (bench/servers/floor_proxy.c), nginx proxy_pass, h2o proxy.reverse.url, HAProxy and Go's
-httputil.ReverseProxy. A front is "http1" (cleartext HTTP/1.1) or "h2tls" (HTTPS, HTTP/2 by
-ALPN); every proxy speaks HTTP/1.1 with keep-alive to the upstream."""
+httputil.ReverseProxy. A front is "http1" (cleartext HTTP/1.1), "h2tls" (HTTPS, HTTP/2 by
+ALPN) or "http1auth" (cleartext HTTP/1.1, each request first checked by an auth subrequest to the
+same upstream: xKit's --upstream-auth, nginx's auth_request; the others have none of their own);
+every proxy speaks HTTP/1.1 with keep-alive to the upstream."""
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,9 @@ HAPROXY_TEMPLATE = PEERS_DIR / "haproxy" / "proxy.cfg.in"
 # Asked of every proxy: a path none of them routes itself (xKit's bench server answers /ping on its
 # own), which the upstream answers like any other.
 PROXIED_PATH = "/proxied"
+# The auth subrequest's target on the upstream (which answers it 200, letting every request by).
+AUTH_PATH = "/auth"
+AUTH_PROXIES = ("xkit", "nginx")
 LABELS = {
     "xkit": "xKit",
     "floor": "least-work proxy",
@@ -55,6 +60,8 @@ def find_proxies(names, front, context):
     for name in names:
         if front == "h2tls" and context.cert is None:
             peer = Missing("skipped", context.cert_problem)
+        elif front == "http1auth" and name not in AUTH_PROXIES:
+            peer = Missing("n/a", "no auth subrequest of its own")
         else:
             peer = MAKERS[name](front, context)
         if isinstance(peer, Missing):
@@ -74,6 +81,8 @@ def xkit_proxy(front, context):
     if isinstance(binary, Missing):
         return binary
     options = ["--workers", "1", "--upstream", f"http://{context.upstream}", "--upstream-pool", str(context.pool)]
+    if front == "http1auth":
+        options += ["--upstream-auth", f"http://{context.upstream}", "--upstream-auth-target", AUTH_PATH]
     tls_args = [str(context.cert), str(context.key)] if tls else []
     return Peer(
         "xkit", lambda port, _dir: [str(binary), str(port), *tls_args, *options], tls=tls, probe_path=PROXIED_PATH
@@ -109,6 +118,8 @@ def nginx_proxy(front, context):
             "KEEPALIVE": str(context.pool),
             "LISTEN_FLAGS": "ssl http2" if tls else "",
             "TLS": tls_lines,
+            "AUTH": f"auth_request {AUTH_PATH};" if front == "http1auth" else "",
+            "AUTH_PATH": AUTH_PATH,
         }
         (run_dir / "nginx.conf").write_text(fill_template(NGINX_TEMPLATE, values))
         return [nginx, "-c", str(run_dir / "nginx.conf"), "-p", str(run_dir), "-e", "stderr"]

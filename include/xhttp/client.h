@@ -16,8 +16,13 @@
  *
  * HTTP/2 upstreams (conf.protocol) multiplex every request of a worker on
  * one connection, with flow control both ways and trailers, through the
- * same callbacks. Not yet with HTTP/2: the retry of a request the upstream
- * refused (REFUSED_STREAM, or past a GOAWAY's last stream): it fails RESET. */
+ * same callbacks; after the upstream's GOAWAY, that connection finishes its
+ * streams while a new one takes the next requests. A stream the upstream refused (RST_STREAM REFUSED_STREAM,
+ * or past a GOAWAY's last stream id) was not processed (RFC 9113 §8.7), so
+ * it is sent again whatever its method, up to 3 times, while its body is
+ * held whole (up to 64 KiB); then it fails RESET. An answer whose DATA
+ * runs past or stops short of its Content-Length, or comes after a head
+ * that allows none (HEAD, 204, 304), is BAD_RESPONSE (RFC 9113 §8.1.1). */
 #ifndef XHTTP_CLIENT_H
 #define XHTTP_CLIENT_H
 

@@ -52,9 +52,9 @@
  *
  * Upstreams may speak HTTP/2 (conf.upstream.protocol): every request of a
  * worker multiplexed on one connection per upstream, trailers kept, so gRPC
- * passes through (grpc-status and grpc-message end to end).
- *
- * Not yet: retries of HTTP/2 streams the upstream refused. */
+ * passes through (grpc-status and grpc-message end to end). A stream the
+ * upstream refused is sent again by the client (<xhttp/client.h>), whatever
+ * the method. */
 #ifndef XHTTP_PROXY_H
 #define XHTTP_PROXY_H
 

@@ -1,8 +1,8 @@
 """`xkbench compare proxy` and its floor: the least-work proxy (bench/servers/floor_proxy.c) relays
 every framing it must find the end of, on one kept-alive upstream connection, against a Python
 upstream; its upstream (baseline_responder --bodies) answers an upload after its last byte; and
-one tiny run of the comparison (xKit and the floor, GET and idle memory, one 1-s run) writes a
-report with the figures and the ratio table."""
+one tiny run of the comparison (xKit and the floor, GET, the auth-subrequest shape and idle memory,
+one 1-s run) writes a report with the figures and the ratio table."""
 
 import http.client
 import json
@@ -193,7 +193,7 @@ class CompareProxySmokeTest(unittest.TestCase):
     def setUpClass(cls):
         cls.out = Path(tempfile.mkdtemp(prefix="xkbench_compare_proxy-"))
         argv = [sys.executable, str(XKBENCH), "compare", "proxy", "--build-dir", BUILD_DIR, "--out-dir", str(cls.out)]
-        argv += ["--servers", "xkit,floor", "--cases", "get,idle", "--runs", "1", "--duration", "1"]
+        argv += ["--servers", "xkit,floor", "--cases", "get,idle,auth", "--runs", "1", "--duration", "1"]
         argv += ["--idle-connections", "50", "--idle-seconds", "0.5", "--first-port", "27000"]
         cls.done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
         reports = list((cls.out / "compare" / "proxy").glob("*.json"))
@@ -215,6 +215,13 @@ class CompareProxySmokeTest(unittest.TestCase):
         self.assertGreater(get["cpu_us_per_request"], 0)
         self.assertTrue(idle["ok"], idle)
         self.assertEqual(idle["connections"], 50)
+
+    def test_the_auth_shape_is_measured_for_xkit_and_not_for_the_floor(self):
+        auth = self.report["results"]["auth"]["xkit"][0]
+        self.assertTrue(auth["ok"], auth)
+        self.assertGreater(auth["requests"], 100)
+        self.assertNotIn("floor", self.report["results"]["auth"])
+        self.assertIn("floor (http1auth)", self.report["skipped"])
 
     def test_xkit_has_its_rows_and_the_ratio_table_names_the_targets(self):
         self.assertEqual(len(self.report["results"]["get"]["xkit"]), 1)

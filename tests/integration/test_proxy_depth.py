@@ -362,14 +362,13 @@ class ProxyDepthTest(unittest.TestCase):
 
     # ---- Memory with a slow reader on either side ----
 
-    def assert_bounded(self, server, before_kib, what):
+    def assert_bounded(self, server, before_kib, what, bound=24):
         grown = (rss_kib(server.pid, "VmHWM") - before_kib) / 1024
-        # Without backpressure the peak grows 139 MiB. With it, an HTTP/1.1 front grows 7-8 MiB;
-        # an h2 front grows about 10 MiB in most runs but 69-70 MiB in about one of three on
-        # epoll: the drain signal counts a stream's unframed bytes, not the framed ones waiting in
-        # the connection's output, which a client with a large window lets grow (a known gap,
-        # noted on issue 28). The bound catches the unbounded case until that is fixed.
-        self.assertLess(grown, 96, f"{what}: the server's peak RSS grew {grown:.0f} MiB")
+        # Without backpressure the peak grows 139 MiB. With it, to a slow reader, an HTTP/1.1
+        # front grows 7-11 MiB and an h2 front 3-6 MiB (it grew 10-18 MiB, and 69-70 MiB in about
+        # one run of three on epoll, while a stream's streamed body kept its framed bytes until
+        # all of it was framed: the proxy refilling before that doubled the buffer up to 64 MiB).
+        self.assertLess(grown, bound, f"{what}: the server's peak RSS grew {grown:.0f} MiB")
 
     def slow_reads(self, server, scheme, fronts):
         curl = require_tool(self, "curl")
@@ -436,7 +435,9 @@ class ProxyDepthTest(unittest.TestCase):
                     timeout=120,
                 )
                 self.assertEqual(out.stdout.decode(), digest.hexdigest(), out.stderr)
-                self.assert_bounded(server, before, front)
+                # An h2 client may send a whole stream window (16 MiB) after the front paused
+                # the body; the front holds it: 31-33 MiB grown (HTTP/1.1: 5-6 MiB).
+                self.assert_bounded(server, before, front, bound=40 if "http2" in front else 24)
         self.finish(server)
 
     # ---- WebSocket passed through ----

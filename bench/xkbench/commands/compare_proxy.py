@@ -9,6 +9,9 @@ they open). Cases:
   get      wrk -c100, GET /proxied over HTTP/1.1, proxied over HTTP/1.1
   h2       h2load -c10 -m10 over TLS 1.3 (HTTP/2 by ALPN), GET /proxied, proxied over HTTP/1.1
   post64k  wrk -c20, POST /proxied with a 64 KiB body, proxied over HTTP/1.1
+  auth     wrk -c100, GET /proxied over HTTP/1.1, first checked by an auth subrequest to the same
+           upstream (GET /auth, 200), then proxied: two upstream calls per request (xKit's
+           --upstream-auth, nginx's auth_request; the other proxies have none)
   idle     the proxy's resident memory per idle keep-alive client connection that has had one
            request proxied (its upstream connection back in the pool)
 A fresh proxy per run, round after round (the order reversed every other round); medians.
@@ -38,7 +41,7 @@ H2_STREAMS = 10
 @dataclass(frozen=True)
 class Case:
     title: str
-    front: str  # "http1" or "h2tls"
+    front: str  # "http1", "h2tls" or "http1auth"
     tool: str  # "wrk" or "h2load"
     connections: int
     posts_body: bool = False
@@ -48,6 +51,7 @@ CASES = {
     "get": Case("HTTP/1.1 front, GET proxied", "http1", "wrk", 100),
     "h2": Case(f"HTTP/2 over TLS front (h2load -m{H2_STREAMS}), GET proxied over HTTP/1.1", "h2tls", "h2load", 10),
     "post64k": Case("HTTP/1.1 front, POST with a 64 KiB body proxied", "http1", "wrk", 20, posts_body=True),
+    "auth": Case("HTTP/1.1 front, GET proxied after an auth subrequest (two upstream calls)", "http1auth", "wrk", 100),
     "idle": Case("Idle proxied keep-alive connections", "http1", "none", 0),
 }
 
@@ -226,7 +230,8 @@ def run(args):
         try:
             with running(upstream, bench.ports, bench.work_dir, args.client_cpus, "upstream") as upstream_server:
                 context = prepare_context(args, bench.work_dir, upstream_server.port, "h2" in args.cases)
-                proxies = {front: find_proxies(args.servers, front, context) for front in ("http1", "h2tls")}
+                fronts = {CASES[case].front for case in args.cases}
+                proxies = {front: find_proxies(args.servers, front, context) for front in fronts}
                 plan = {case: list(proxies[CASES[case].front][0]) for case in args.cases}
                 results = bench.rounds(
                     plan,

@@ -666,7 +666,7 @@ static bool open_conn(xUpstreamPool *p, xHttpClientRequest *req) {
 
 static void start_next_queued(xUpstreamPool *p) {
     if (p->upstream->h2) { /* one connection carries them all */
-        if (!p->h2 && p->open == 0 && p->queue_head) {
+        if (!p->h2 && p->open == p->draining && p->queue_head) {
             xHttpClientRequest *req = xClientDequeue(p);
             if (!open_conn(p, req)) fail(req, XHTTP_CLIENT_NO_MEMORY);
         }
@@ -862,7 +862,7 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
     *out = req;
     if (req->h2) {
         if (p->h2 && xClientH2Take(p->h2, req)) return XOK;
-        if (!p->h2 && p->open == 0) {
+        if (!p->h2 && p->open == p->draining) { /* none, or only sessions past a GOAWAY */
             if (open_conn(p, req)) return XOK;
             *out = NULL;
             free_request(req);
@@ -913,7 +913,7 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
 const char *xHttpClientRequestErrorDetail(const xHttpClientRequest *req) { return req->detail; }
 
 size_t xHttpClientRequestPending(const xHttpClientRequest *req) {
-    if (req->h2) return req->out.len; /* DATA leaves as the windows allow; what is framed is gone */
+    if (req->h2) return req->out.len - req->out_given; /* DATA leaves as the windows allow */
     size_t held = req->out.len - req->out_given;
     const xClientConn *cc = req->cc;
     return held + (cc && cc->conn && cc->state == XCC_BUSY ? xConnPending(cc->conn) : 0);
@@ -1370,6 +1370,17 @@ void xClientEnter(xHttpClientRequest *req, xRequestPhase phase) { enter(req, pha
 void xClientArm(xHttpClientRequest *req) { arm_phase(req); }
 void xClientMaybeWantBody(xHttpClientRequest *req) { maybe_want_body(req); }
 void xClientStartQueued(xUpstreamPool *p) { start_next_queued(p); }
+
+void xClientRequeue(xHttpClientRequest *req) {
+    xUpstreamPool *p = req->pool;
+    req->cc = NULL;
+    enter(req, XREQ_QUEUED);
+    req->next_queued = p->queue_head;
+    p->queue_head = req;
+    if (!p->queue_tail) p->queue_tail = req;
+    p->queued++;
+    start_next_queued(p);
+}
 
 xHttpClientRequest *xClientDequeue(xUpstreamPool *p) {
     xHttpClientRequest *req = p->queue_head;

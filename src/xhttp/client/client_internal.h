@@ -65,6 +65,7 @@ struct xUpstreamPool {
     xResolvedAddrs addrs;
     SSL_SESSION *tls_session; /* the newest the upstream issued: offered by new connections */
     xH2Session *h2;           /* HTTP/2: the connection carrying the pool's streams, once made */
+    unsigned draining;        /* HTTP/2: open connections past a GOAWAY, finishing their streams */
     unsigned addr_first;      /* the address a new connection tries first: the last that worked */
     uint64_t addrs_until_ms;  /* looked up again after this */
     unsigned lookup_gen;      /* counts lookups: a connection waits for the one it names */
@@ -121,10 +122,10 @@ typedef enum xRequestPhase {
 /* How the response's body is being read. */
 typedef enum xBodyRead {
     XBODY_HEAD,        /* no head yet */
-    XBODY_LENGTH,      /* body_left bytes */
+    XBODY_LENGTH,      /* body_left bytes (HTTP/2: Content-Length's, checked) */
     XBODY_CHUNKED,     /* the chunked decoder */
     XBODY_TRAILERS,    /* the trailer section after the last chunk */
-    XBODY_UNTIL_CLOSE, /* everything until the upstream closes */
+    XBODY_UNTIL_CLOSE, /* everything until the upstream closes (HTTP/2: its END_STREAM) */
     XBODY_DONE,        /* read whole */
 } xBodyRead;
 
@@ -171,8 +172,10 @@ struct xHttpClientRequest {
     int64_t send_window;                   /* the stream's, from the peer's settings and updates */
     bool end_sent;                         /* END_STREAM went */
     bool end_received;                     /* END_STREAM came */
+    uint8_t refusals;                      /* times a stream of it was refused (RFC 9113 §8.7) */
     uint32_t recv_unacked;                 /* DATA bytes delivered, not yet given back as window */
-    xBuffer h2_head;                       /* the HPACK block of its head, made at Start */
+    xBuffer h2_head;                       /* the HPACK block of its head, made at Start, kept for a
+                                              refused stream's retry until the answer's head */
     xBuffer h2_held;                       /* DATA that came while paused */
     xHttpClientRequest *h2_prev, *h2_next; /* the session's streams */
     xHttpClientRequest *next_queued;       /* or the next spare */
@@ -204,6 +207,9 @@ void xClientConnClosed(xClientConn *cc);
 xHttpClientRequest *xClientDequeue(xUpstreamPool *p);
 /* Opens connections for queued requests while the pool has room. */
 void xClientStartQueued(xUpstreamPool *p);
+/* Puts req, on no connection and no stream, back at the head of its pool's
+ * queue (only the total timeout runs) and lets the queue move on. */
+void xClientRequeue(xHttpClientRequest *req);
 
 /* h2.c: HTTP/2 (h2c by prior knowledge, or h2 by ALPN) to an upstream, one
  * connection per pool carrying every request as a stream. */

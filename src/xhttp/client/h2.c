@@ -1,7 +1,9 @@
 /* h2.c — HTTP/2 to an upstream (client_internal.h): h2c by prior knowledge
  * on http://, h2 by ALPN on https://. One connection per pool (the session)
  * carries every request as a stream, up to the peer's
- * SETTINGS_MAX_CONCURRENT_STREAMS; the rest wait in the pool's queue. Frames
+ * SETTINGS_MAX_CONCURRENT_STREAMS; the rest wait in the pool's queue. One
+ * past a GOAWAY finishes its streams while the next connection takes new
+ * ones. Frames
  * and HPACK are xKit's own (http2/frame.h, http2/hpack.h): request heads are
  * encoded at Start without the dynamic table (so a block fits any
  * connection), responses decoded with the session's decoder.
@@ -26,6 +28,7 @@
 #define H2_MAX_FIELDS 128             /* response fields (and trailers) decoded */
 #define H2_SCRATCH (64u << 10)        /* decoded strings of one block */
 #define H2_MAX_BLOCK (256u << 10)     /* a header block across CONTINUATIONs */
+#define H2_MAX_REFUSALS 3             /* refused streams of one request retried: then RESET */
 
 struct xH2Session {
     xClientConn *cc;
@@ -52,9 +55,20 @@ struct xH2Session {
 };
 
 static const xConnProtocol h2_protocol;
+static void pump(xH2Session *s);
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /* ---- Streams ---- */
+
+/* The session takes no stream again (a GOAWAY either way, or its close):
+ * the pool's next request opens a new connection while this one finishes
+ * the streams it has (counted in the pool's draining). */
+static void stop_taking(xH2Session *s) {
+    if (s->pool->h2 == s) s->pool->h2 = NULL;
+    if (s->goaway) return;
+    s->goaway = true;
+    s->pool->draining++;
+}
 
 static void link_stream(xH2Session *s, xHttpClientRequest *req) {
     req->session = s;
@@ -76,7 +90,13 @@ static void unlink_stream(xHttpClientRequest *req) {
     if (req->h2_next) req->h2_next->h2_prev = req->h2_prev;
     req->session = NULL;
     s->active--;
-    if (!s->active && !xConnClosed(s->conn)) xConnSetTimeout(s->conn, s->pool->upstream->conf.keepalive_ms);
+    if (s->active || xConnClosed(s->conn)) return;
+    /* A session past a GOAWAY takes no stream again: once it carries none,
+     * its close lets the pool's queue open the next connection. */
+    if (s->goaway)
+        xConnCloseAfterFlush(s->conn);
+    else
+        xConnSetTimeout(s->conn, s->pool->upstream->conf.keepalive_ms);
 }
 
 static xHttpClientRequest *stream_of(xH2Session *s, int32_t id) {
@@ -106,7 +126,6 @@ static bool send_head(xH2Session *s, xHttpClientRequest *req) {
         at += n;
     } while (ok && at < total);
     free(block);
-    xBufferFree(&req->h2_head);
     if (end) req->end_sent = true;
     return ok;
 }
@@ -131,24 +150,31 @@ void xClientH2Push(xHttpClientRequest *req) {
     xH2Session *s = req->session;
     if (!s || xConnClosed(s->conn)) return;
     bool moved = false;
-    while (!req->end_sent && req->out.len && req->send_window > 0 && s->send_window > 0) {
-        size_t n = req->out.len;
+    /* out keeps what was framed (out_given bytes) while the body is held
+     * whole for a refused stream's retry. */
+    while (!req->end_sent && req->out.len > req->out_given && req->send_window > 0 && s->send_window > 0) {
+        size_t left = req->out.len - req->out_given, n = left;
         if ((int64_t)n > req->send_window) n = (size_t)req->send_window;
         if ((int64_t)n > s->send_window) n = (size_t)s->send_window;
         if (n > s->peer_max_frame) n = s->peer_max_frame;
-        bool end = n == req->out.len && req->body_ended;
+        bool end = n == left && req->body_ended;
         if (xH2WriteFrame(s->conn, XH2_DATA, end ? XH2_FLAG_END_STREAM : 0, (int32_t)req->stream_id,
-                          req->out.data, n) != XOK) {
+                          req->out.data + req->out_given, n) != XOK) {
             xClientFail(req, XHTTP_CLIENT_NO_MEMORY);
             return;
         }
-        xBufferConsume(&req->out, n);
+        req->out_given += n;
         req->send_window -= (int64_t)n;
         s->send_window -= (int64_t)n;
         req->end_sent = end;
         moved = true;
     }
-    if (!req->end_sent && !req->out.len && req->body_ended) {
+    if (req->held_whole && req->out.len > CLIENT_REPLAY_MAX) req->held_whole = false;
+    if (!req->held_whole && req->out_given) {
+        xBufferConsume(&req->out, req->out_given);
+        req->out_given = 0;
+    }
+    if (!req->end_sent && req->out.len == req->out_given && req->body_ended) {
         xH2WriteFrame(s->conn, XH2_DATA, XH2_FLAG_END_STREAM, (int32_t)req->stream_id, NULL, 0);
         req->end_sent = moved = true;
     }
@@ -167,6 +193,7 @@ void xClientH2Detach(xHttpClientRequest *req) {
         xConnFlushSoon(s->conn);
     }
     unlink_stream(req);
+    pump(s); /* its stream's room goes to the next queued */
 }
 
 /* Starts what the pool queued while the session has room. */
@@ -228,18 +255,46 @@ void xClientH2Resume(xHttpClientRequest *req) {
         if (!on) return;
     }
     if (req->end_received) {
+        xConn *conn = s->conn;
+        xConnRetain(conn);
         complete(s, req, NULL, 0);
+        pump(s);
+        xConnRelease(conn);
         return;
     }
     give_window(s, req, 0);
     xConnFlushSoon(s->conn);
 }
 
+/* RFC 9113 §8.7: a stream the upstream refused (REFUSED_STREAM, or past a
+ * GOAWAY's last stream id) was not processed, so it goes again whatever its
+ * method while nothing of its answer came and its body is held whole: at
+ * the head of the pool's queue, for this session's next free stream or the
+ * next connection. False: it is not retried (the caller fails it). */
+static bool retry_refused(xH2Session *s, xHttpClientRequest *req) {
+    if (req->started || !req->held_whole || req->refusals >= H2_MAX_REFUSALS) return false;
+    req->refusals++;
+    unlink_stream(req); /* no RST_STREAM: the stream is closed, or was never processed */
+    req->stream_id = 0;
+    req->end_sent = req->end_received = false;
+    req->out_given = 0;
+    req->recv_unacked = 0;
+    xClientRequeue(req);
+    pump(s);
+    return true;
+}
+
 /* ---- Frames in ---- */
 
 static void conn_error(xH2Session *s, xH2Error code) {
+    stop_taking(s);
     xH2WriteGoaway(s->conn, 0, code);
     xConnCloseAfterFlush(s->conn);
+}
+
+/* The stream ends here: a body of a declared length came whole. */
+static bool body_whole(const xHttpClientRequest *req) {
+    return req->body != XBODY_LENGTH || req->body_left == 0;
 }
 
 static void on_data(xH2Session *s, const xH2Frame *f) {
@@ -267,6 +322,17 @@ static void on_data(xH2Session *s, const xH2Frame *f) {
     }
     req->recv_unacked += (uint32_t)len;
     bool end = f->flags & XH2_FLAG_END_STREAM;
+    /* RFC 9113 §8.1.1: DATA beyond what the head said, or after a head that
+     * allows none (HEAD, 204, 304), is a malformed response. */
+    if (len && (req->body == XBODY_DONE || (req->body == XBODY_LENGTH && (uint64_t)req->body_left < len))) {
+        xClientFail(req, XHTTP_CLIENT_BAD_RESPONSE);
+        return;
+    }
+    if (req->body == XBODY_LENGTH) req->body_left -= (int64_t)len;
+    if (end && !body_whole(req)) {
+        xClientFail(req, XHTTP_CLIENT_BAD_RESPONSE);
+        return;
+    }
     if (end) req->end_received = true;
     if (!deliver(s, req, payload, len)) return;
     if (end && !req->paused) complete(s, req, NULL, 0);
@@ -279,7 +345,9 @@ static void on_block(xH2Session *s, int32_t id, uint8_t flags) {
                      .scratch = s->scratch,
                      .scratch_size = sizeof s->scratch,
                      .max_list_size = sizeof s->scratch};
-    int verdict = xHpackDecode(&s->decoder, (const uint8_t *)s->block.data, s->block.len, &b);
+    /* An empty block (a HEADERS frame of no field) has no buffer yet. */
+    const uint8_t *block = s->block.data ? (const uint8_t *)s->block.data : (const uint8_t *)"";
+    int verdict = xHpackDecode(&s->decoder, block, s->block.len, &b);
     xBufferConsume(&s->block, s->block.len);
     if (verdict == XHPACK_ERROR) {
         conn_error(s, XH2_COMPRESSION_ERROR);
@@ -317,7 +385,7 @@ static void on_block(xH2Session *s, int32_t id, uint8_t flags) {
     else
         xClientArm(req);
     if (req->started) { /* trailers */
-        if (!end) {
+        if (!end || !body_whole(req)) {
             xClientFail(req, XHTTP_CLIENT_BAD_RESPONSE);
             return;
         }
@@ -331,7 +399,15 @@ static void on_block(xH2Session *s, int32_t id, uint8_t flags) {
     }
     if (status < 200) return; /* 1xx: the answer follows */
     req->started = true;
-    bool body = !end && !req->head_request && status != 204 && status != 304;
+    xBufferFree(&req->h2_head); /* answered: never sent again */
+    bool allowed = !req->head_request && status != 204 && status != 304,
+         body = !end && allowed && length != 0;
+    if (end && allowed && length > 0) { /* a declared body that never comes */
+        xClientFail(req, XHTTP_CLIENT_BAD_RESPONSE);
+        return;
+    }
+    req->body = !body ? XBODY_DONE : length >= 0 ? XBODY_LENGTH : XBODY_UNTIL_CLOSE;
+    req->body_left = length;
     xHttpClientResponse head = {.status = status,
                                 .minor_version = 1,
                                 .reason = {"", 0},
@@ -446,11 +522,10 @@ static void on_goaway(xH2Session *s, const xH2Frame *f) {
         return;
     }
     int32_t last = (int32_t)(xH2Get32(f->payload) & 0x7fffffffu);
-    s->goaway = true;
-    if (s->pool->h2 == s) s->pool->h2 = NULL;
+    stop_taking(s);
     for (xHttpClientRequest *r = s->streams, *next; r; r = next) {
         next = r->h2_next;
-        if ((int32_t)r->stream_id > last) xClientFail(r, XHTTP_CLIENT_RESET);
+        if ((int32_t)r->stream_id > last && !retry_refused(s, r)) xClientFail(r, XHTTP_CLIENT_RESET);
     }
 }
 
@@ -474,8 +549,13 @@ static bool on_frame(xH2Session *s, xBuffer *in, size_t *at) {
     case XH2_HEADERS: on_headers(s, &f); break;
     case XH2_CONTINUATION: on_continuation(s, &f); break;
     case XH2_RST_STREAM: {
+        if (f.length != 4) {
+            conn_error(s, XH2_FRAME_SIZE_ERROR);
+            return false;
+        }
         xHttpClientRequest *req = stream_of(s, f.stream_id);
-        if (req) xClientFail(req, XHTTP_CLIENT_RESET);
+        bool refused = xH2Get32(f.payload) == XH2_REFUSED_STREAM;
+        if (req && !(refused && retry_refused(s, req))) xClientFail(req, XHTTP_CLIENT_RESET);
         break;
     }
     case XH2_SETTINGS: on_settings(s, &f); break;
@@ -501,6 +581,7 @@ static void on_readable(xConn *conn) {
         while (on_frame(s, &conn->in, &at)) {
         }
         if (!xConnClosed(conn)) xBufferConsume(&conn->in, at);
+        pump(s); /* streams that ended made room for queued requests */
         if (xConnClosed(conn) || !xConnOpen(conn)) break;
         if (xBufferPoolAcquire(&conn->net->buffers, &conn->in) != XOK) {
             xConnClose(conn);
@@ -538,8 +619,7 @@ static void on_close(xConn *conn) {
     xClientConn *cc = conn->proto_state;
     xH2Session *s = cc->h2;
     xUpstreamPool *p = s->pool;
-    if (p->h2 == s) p->h2 = NULL;
-    s->goaway = true;
+    stop_taking(s);
     while (s->streams) {
         xHttpClientRequest *req = s->streams;
         unlink_stream(req);
@@ -550,6 +630,7 @@ static void on_close(xConn *conn) {
             xClientFail(req, XHTTP_CLIENT_RESET);
         }
     }
+    p->draining--;
     xClientConnClosed(cc);
 }
 

@@ -89,7 +89,7 @@ typedef struct xH2BodySource {
             int fd;
             off_t offset;
         } file;         /* FILE */
-        xBuffer pieces; /* STREAMED: len bytes; its storage kept for more once all is framed */
+        xBuffer pieces; /* STREAMED: len bytes, framed ones dropped from the front as more come */
     };
 } xH2BodySource;
 

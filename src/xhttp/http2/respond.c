@@ -412,6 +412,16 @@ static xErrno h2_write(xHttpExchange *ex, const void *data, size_t len) {
     if (err == XOK && len && response_has_body(ex)) {
         xH2BodySource *b = &s->out;
         if (b->kind == XH2_SOURCE_NONE) *b = (xH2BodySource){.kind = XH2_SOURCE_STREAMED};
+        /* Framed bytes leave the front once they are half the buffer: a
+         * writer that refills before the client's window lets all of it go
+         * (a proxy waking at its low-water mark) would otherwise grow the
+         * buffer by every byte it ever wrote. The bytes moved never outnumber
+         * those dropped. */
+        if (b->framed && b->framed >= b->len / 2) {
+            xBufferConsume(&b->pieces, b->framed);
+            b->len = b->pieces.len;
+            b->framed = 0;
+        }
         err = xBufferAppend(&b->pieces, data, len);
         b->len = b->pieces.len;
         if (!s->h2->in_batch) xH2Pump(s->h2);
@@ -425,7 +435,15 @@ static xErrno h2_end(xHttpExchange *ex) {
     xH2Stream *s = ex->proto;
     xErrno err = XOK;
     s->in_op = true;
-    if (!ex->res.aborted && s->state != XH2_STATE_CLOSED && !ex->res.head_sent) err = submit_streamed_head(s);
+    if (!ex->res.aborted && s->state != XH2_STATE_CLOSED && !ex->res.head_sent) {
+        /* Ended before any body: the head alone ends the stream, not an
+         * empty DATA after it (gRPC's trailers-only answer, which grpc-go
+         * requires in one HEADERS frame, is this). Trailers follow it. */
+        const xHttpResponse *res = &ex->res;
+        bool with_length = res->length_declared && xHttpStatusHasBody(res->status);
+        err = res->trailers.len ? submit_streamed_head(s)
+                                : submit_head(s, with_length, with_length ? res->declared_length : 0, false);
+    }
     end_exchange(s);
     return err;
 }

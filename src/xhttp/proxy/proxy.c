@@ -98,6 +98,7 @@ typedef struct xProxyCall {
     bool body_started; /* a byte of the body went to an upstream: no retry */
     bool body_ended;   /* the front body's last piece came */
     bool front_paused; /* the front body is held while the upstream is behind */
+    bool head_out;     /* the answer's head went to the client (with its first body bytes) */
     /* Calls into the front's response under way (FRONT): one that finds the
      * client gone aborts the exchange at once, and the abort then leaves the
      * call to be ended after it returns (abandoned). */
@@ -635,6 +636,7 @@ static void on_up_body(xHttpClientRequest *up, const char *data, size_t len, voi
         relay_to_front(call, data, len);
         return;
     }
+    call->head_out = true;
     FRONT(call, xHttpResponseWrite(call->res, data, len));
     if (call->abandoned) {
         end_call(call);
@@ -848,13 +850,17 @@ static void on_up_error(xHttpClientRequest *up, xHttpClientError error, bool sta
     }
     snprintf(call->detail, sizeof call->detail, "%s", xHttpClientRequestErrorDetail(up));
     note_failure(call);
-    if (started) {
+    if (started && call->head_out) {
         /* The head went out: a cut body must not look whole to the client.
          * The response is reset (its HTTP/2 stream alone, or the HTTP/1.1
          * connection). */
         stop_reading_front(call);
         FRONT(call, xHttpResponseReset(call->res));
         end_call(call);
+        return;
+    }
+    if (started) { /* the upstream answered, then failed (a malformed body) before the client had a byte */
+        answer_failure(call, error);
         return;
     }
     bool nothing_sent = error == XHTTP_CLIENT_REFUSED || error == XHTTP_CLIENT_CONNECT_TIMEOUT;
