@@ -409,6 +409,49 @@ static void test_tokens_name_themselves(void) {
     CHECK(xHpackTokenOf("x-other", 7) == XHPACK_TOKEN_NONE);
 }
 
+/* A block of one field, x-path: value, its value Huffman-coded (xHpackEncodeField's choice);
+ * *at is where the value's length byte is. */
+static size_t path_block(uint8_t *out, const char *value, size_t *at) {
+    size_t n = (size_t)(xHpackEncodeField(out, xStrFromC("x-path"), xStrFromC(value)) - out);
+    *at = 2 + (out[1] & 0x7f); /* after the literal name (out[1] is its length) */
+    return n;
+}
+
+/* The decoder remembers the last Huffman literal: the same bytes again decode alike,
+ * other bytes of the same length are decoded (and fail where they are no code), and
+ * a remembered string still counts against the list limit. */
+static void test_repeated_huffman_literals_decode_alike(void) {
+    static const char *const values[] = {
+        "/baseline2?a=1&b=1",
+        "/baseline2?a=2&b=1",
+        "/baseline2?a=1&b=1",
+        "/baseline2?a=1&b=1",
+        "/a-path-well-over-forty-eight-coded-bytes/"
+        "and-so-never-remembered-at-all",
+        "/a-path-well-over-forty-eight-coded-bytes/and-so-never-remembered-at-all"};
+    xHpackDecoder d;
+    xHpackDecoderInit(&d, 4096);
+    xHpackField f[2];
+    size_t count;
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        uint8_t block[128];
+        size_t at, n = path_block(block, values[i], &at);
+        CHECK(block[at] & 0x80); /* Huffman-coded */
+        CHECK_MSG(decode(&d, block, n, f, 2, 4096, &count) == XHPACK_OK && count == 1, "value %zu", i);
+        CHECK_STR(f[0].value, values[i]);
+        CHECK(f[0].flags == 0);
+    }
+    uint8_t block[128];
+    size_t at, n = path_block(block, values[0], &at);
+    CHECK(decode(&d, block, n, f, 2, 4096, &count) == XHPACK_OK);
+    CHECK(decode(&d, block, n, f, 2, 30, &count) == XHPACK_TOO_LARGE && count == 0);
+    CHECK(decode(&d, block, n, f, 2, 4096, &count) == XHPACK_OK && count == 1);
+    CHECK_STR(f[0].value, values[0]);
+    memset(block + at + 1, 0xff, n - (at + 1)); /* same length, but EOS's code: an error */
+    CHECK(decode(&d, block, n, f, 2, 4096, &count) == XHPACK_ERROR);
+    xHpackDecoderFree(&d);
+}
+
 int main(void) {
     RUN(test_rfc7541_appendix_c_examples_decode_with_their_tables);
     RUN(test_integers_of_rfc7541_c1_and_overflow);
@@ -421,5 +464,6 @@ int main(void) {
     RUN(test_verdicts_come_once_with_the_field);
     RUN(test_encoder_fast_paths_decode_back);
     RUN(test_tokens_name_themselves);
+    RUN(test_repeated_huffman_literals_decode_alike);
     return CHECK_SUMMARY();
 }

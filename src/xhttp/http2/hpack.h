@@ -163,9 +163,25 @@ typedef struct xHpackTable {
     size_t max;    /* the size the encoder chose, at most our limit */
 } xHpackTable;
 
+/** Coded bytes of a Huffman-coded value the decoder remembers with what they decode to. */
+#define XHPACK_MEMO_CODED 48
+/** The most a string of XHPACK_MEMO_CODED coded bytes decodes to (the shortest code is 5 bits). */
+#define XHPACK_MEMO_PLAIN (XHPACK_MEMO_CODED * 8 / 5)
+
+/** The last Huffman-coded value decoded, and its decoding. Clients send some values again
+ *  and again unindexed (nghttp2 never indexes :path), so the next one is most often the
+ *  same bytes: compared and copied, not decoded a nibble at a time. */
+typedef struct xHpackHuffmanMemo {
+    uint8_t coded_len; /* 0: nothing remembered */
+    uint8_t plain_len;
+    uint8_t coded[XHPACK_MEMO_CODED];
+    char plain[XHPACK_MEMO_PLAIN];
+} xHpackHuffmanMemo;
+
 /** A decoding context: one per connection. */
 typedef struct xHpackDecoder {
     xHpackTable table;
+    xHpackHuffmanMemo memo;
     size_t capacity; /* what Init allocated for */
     size_t limit;    /* our SETTINGS_HEADER_TABLE_SIZE, as acknowledged */
     size_t lowest;   /* the lowest limit since the encoder last updated */
