@@ -452,6 +452,54 @@ static void test_repeated_huffman_literals_decode_alike(void) {
     xHpackDecoderFree(&d);
 }
 
+/* xHpackEncodeLines folds names where they lie and encodes each line as
+ * xHpackEncodeField does; the same lines again come from its memo, alike, and other
+ * lines (of the same length, or too long to remember) are encoded afresh. */
+static void test_header_lines_encode_alike_from_the_memo(void) {
+    static const char *const blocks[] = {
+        "Content-Type: text/plain\r\nX-A: bc\r\n",
+        "Content-Type: text/plain\r\nX-A: bc\r\n",
+        "content-type: text/plain\r\nx-a: bc\r\n",
+        "Content-Type: text/plain\r\nX-A: bd\r\n",
+        "X-Long: 0123456789012345678901234567890123456789012345678901234567890123456789"
+        "0123456789012345678901234567890123456789012345678901234567890123456789\r\n",
+        "X-Long: 0123456789012345678901234567890123456789012345678901234567890123456789"
+        "0123456789012345678901234567890123456789012345678901234567890123456789\r\n",
+        "Content-Type: text/plain\r\nX-A: bd\r\n"};
+    xHpackEncoder e;
+    xHpackEncoderInit(&e);
+    xHpackDecoder d;
+    xHpackDecoderInit(&d, 4096);
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
+        char lines[256], folded[256];
+        size_t len = strlen(blocks[i]);
+        memcpy(lines, blocks[i], len + 1);
+        for (size_t j = 0, in_name = 1; j <= len; j++) { /* what folding the names makes of it */
+            char c = blocks[i][j];
+            folded[j] = (char)(in_name && c >= 'A' && c <= 'Z' ? c + 32 : c);
+            in_name = c == ':' ? 0 : c == '\n' ? 1 : in_name;
+        }
+        uint8_t out[512], want[512], *w = want;
+        uint8_t *end = xHpackEncodeLines(&e, out, lines, len);
+        CHECK_MSG(strcmp(lines, folded) == 0, "block %zu folded", i);
+        for (const char *at = folded; *at;) { /* field by field, as xHpackEncodeField writes them */
+            const char *colon = strchr(at, ':'), *eol = strchr(at, '\r');
+            w = xHpackEncodeField(w, (xStr){at, (size_t)(colon - at)},
+                                  (xStr){colon + 2, (size_t)(eol - colon - 2)});
+            at = eol + 2;
+        }
+        CHECK_MSG(end - out == w - want && memcmp(out, want, (size_t)(w - want)) == 0, "block %zu", i);
+        xHpackField f[4];
+        size_t count;
+        CHECK(decode(&d, out, (size_t)(end - out), f, 4, 4096, &count) == XHPACK_OK);
+        CHECK(count == (i == 4 || i == 5 ? 1u : 2u));
+    }
+    char none[1] = "";
+    uint8_t out[8];
+    CHECK(xHpackEncodeLines(&e, out, none, 0) == out);
+    xHpackDecoderFree(&d);
+}
+
 int main(void) {
     RUN(test_rfc7541_appendix_c_examples_decode_with_their_tables);
     RUN(test_integers_of_rfc7541_c1_and_overflow);
@@ -465,5 +513,6 @@ int main(void) {
     RUN(test_encoder_fast_paths_decode_back);
     RUN(test_tokens_name_themselves);
     RUN(test_repeated_huffman_literals_decode_alike);
+    RUN(test_header_lines_encode_alike_from_the_memo);
     return CHECK_SUMMARY();
 }

@@ -413,7 +413,7 @@ int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b
 
 /* ---- the encoder ---- */
 
-void xHpackEncoderInit(xHpackEncoder *e) { *e = (xHpackEncoder){XHPACK_INITIAL_TABLE_SIZE, false}; }
+void xHpackEncoderInit(xHpackEncoder *e) { *e = (xHpackEncoder){.peer_limit = XHPACK_INITIAL_TABLE_SIZE}; }
 
 void xHpackEncoderSetPeerTableSize(xHpackEncoder *e, size_t size) {
     /* Our table is always empty, but a peer that lowers its limit waits for an update. */
@@ -473,6 +473,34 @@ uint8_t *xHpackEncodeField(uint8_t *p, xStr name, xStr value) {
     if (token != XHPACK_TOKEN_NONE) return xHpackEncodeToken(p, token, value);
     *p++ = 0x00;
     return put_string(put_string(p, name), value);
+}
+
+uint8_t *xHpackEncodeLines(xHpackEncoder *e, uint8_t *p, char *lines, size_t len) {
+    char *end = lines + len;
+    for (char *at = lines; at < end;) { /* names folded first: the memo holds folded lines */
+        char *colon = memchr(at, ':', (size_t)(end - at));
+        for (char *c = at; c < colon; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+        at = (char *)memchr(at, '\r', (size_t)(end - at)) + 2;
+    }
+    if (len && len == e->lines_len && memcmp(lines, e->lines, len) == 0) {
+        memcpy(p, e->coded, e->coded_len);
+        return p + e->coded_len;
+    }
+    uint8_t *start = p;
+    for (char *at = lines; at < end;) {
+        char *colon = memchr(at, ':', (size_t)(end - at));
+        char *eol = memchr(at, '\r', (size_t)(end - at));
+        p = xHpackEncodeField(p, (xStr){at, (size_t)(colon - at)},
+                              (xStr){colon + 2, (size_t)(eol - colon - 2)});
+        at = eol + 2;
+    }
+    if (len <= XHPACK_MEMO_LINES && (size_t)(p - start) <= XHPACK_MEMO_LINES_CODED) {
+        e->lines_len = (uint8_t)len;
+        e->coded_len = (uint8_t)(p - start);
+        memcpy(e->lines, lines, len);
+        memcpy(e->coded, start, e->coded_len);
+    }
+    return p;
 }
 
 uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n) {

@@ -241,9 +241,19 @@ size_t xHpackHuffmanLength(xStr s);
 uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s);
 
 /** Encoding context: only what the peer's settings oblige. */
+/** Header lines xHpackEncodeLines remembers, and the most their encoding may take. */
+#define XHPACK_MEMO_LINES 128
+#define XHPACK_MEMO_LINES_CODED 160
+
 typedef struct xHpackEncoder {
     size_t peer_limit; /* the peer's SETTINGS_HEADER_TABLE_SIZE */
     bool update_due;
+    /* The last lines xHpackEncodeLines encoded (names folded) and their fields: an
+     * encoding never depends on a table (ours stays empty), and handlers send the same
+     * few fields answer after answer, so the same lines are copied, not Huffman-coded. */
+    uint8_t lines_len, coded_len; /* 0: nothing remembered */
+    char lines[XHPACK_MEMO_LINES];
+    uint8_t coded[XHPACK_MEMO_LINES_CODED];
 } xHpackEncoder;
 
 /** The most bytes one field can take (prefix and length integers included). */
@@ -267,6 +277,11 @@ uint8_t *xHpackEncodeToken(uint8_t *p, xHpackToken token, xStr value);
 
 /** Writes any field; name must be lower case. Known names go through xHpackEncodeToken. */
 uint8_t *xHpackEncodeField(uint8_t *p, xStr name, xStr value);
+
+/** Writes the fields of len bytes of "Name: value\r\n" lines, folding each name to lower
+ *  case where it lies (RFC 9113 §8.2.1); at most XHPACK_FIELD_BOUND of each line. The
+ *  same lines as the last call's are copied from its encoding. */
+uint8_t *xHpackEncodeLines(xHpackEncoder *e, uint8_t *p, char *lines, size_t len);
 
 /** Writes content-length: n. */
 uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n);
