@@ -29,12 +29,23 @@ static bool valid_scheme(xStr s) {
     return true;
 }
 
-/* Visible ASCII and obs-text: no controls, no spaces (RFC 9112 §3.2). */
+static bool target_byte(unsigned char c) { return c > 0x20 && c != 0x7f; }
+
+/* Visible ASCII and obs-text: no controls, no spaces (RFC 9112 §3.2). Eight
+ * bytes at a time: a byte below 0x21 leaves its top bit set in x - 0x21..21
+ * where it was clear in x (obs-text's are set in x, so never counted), and
+ * DEL is a zero byte of x ^ 0x7f..7f, so below 0x01 there. */
 static bool valid_target(xStr s) {
-    for (size_t i = 0; i < s.len; i++) {
-        unsigned char c = (unsigned char)s.data[i];
-        if (c <= 0x20 || c == 0x7f) return false;
+    const uint64_t ones = 0x0101010101010101u, tops = 0x8080808080808080u;
+    size_t i = 0;
+    for (; i + 8 <= s.len; i += 8) {
+        uint64_t x, del;
+        memcpy(&x, s.data + i, 8);
+        del = x ^ (0x7f * ones);
+        if (((x - 0x21 * ones) & ~x & tops) || ((del - ones) & ~del & tops)) return false;
     }
+    for (; i < s.len; i++)
+        if (!target_byte((unsigned char)s.data[i])) return false;
     return true;
 }
 
