@@ -186,6 +186,22 @@ static bool parse_int(xStr s, long long *out) {
     return true;
 }
 
+/* v in decimal at text (room for 20 digits and a sign); returns its length.
+ * Not snprintf: parsing "%lld" cost more than the rest of the handler (665
+ * instructions of a baseline request's ~5,600 under callgrind). */
+static size_t put_decimal(char *text, long long v) {
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    char digits[20];
+    size_t n = 0, len = 0;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) text[len++] = '-';
+    while (n) text[len++] = digits[--n];
+    return len;
+}
+
 /* The sum of every integer query value, plus the body's integer on a POST. */
 static void on_baseline(xHttpRequest *req, xHttpResponse *res, void *arg) {
     (void)arg;
@@ -202,8 +218,7 @@ static void on_baseline(xHttpRequest *req, xHttpResponse *res, void *arg) {
     while (body.len && (body.data[body.len - 1] == '\n' || body.data[body.len - 1] == '\r')) body.len--;
     if (body.len && parse_int(body, &v)) sum += v;
     char text[24];
-    int n = snprintf(text, sizeof text, "%lld", sum);
-    send_text(res, 200, text, (size_t)n);
+    send_text(res, 200, text, put_decimal(text, sum));
 }
 
 static void on_pipeline(xHttpRequest *req, xHttpResponse *res, void *arg) {

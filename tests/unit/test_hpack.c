@@ -409,6 +409,97 @@ static void test_tokens_name_themselves(void) {
     CHECK(xHpackTokenOf("x-other", 7) == XHPACK_TOKEN_NONE);
 }
 
+/* A block of one field, x-path: value, its value Huffman-coded (xHpackEncodeField's choice);
+ * *at is where the value's length byte is. */
+static size_t path_block(uint8_t *out, const char *value, size_t *at) {
+    size_t n = (size_t)(xHpackEncodeField(out, xStrFromC("x-path"), xStrFromC(value)) - out);
+    *at = 2 + (out[1] & 0x7f); /* after the literal name (out[1] is its length) */
+    return n;
+}
+
+/* The decoder remembers the last Huffman literal: the same bytes again decode alike,
+ * other bytes of the same length are decoded (and fail where they are no code), and
+ * a remembered string still counts against the list limit. */
+static void test_repeated_huffman_literals_decode_alike(void) {
+    static const char *const values[] = {
+        "/baseline2?a=1&b=1",
+        "/baseline2?a=2&b=1",
+        "/baseline2?a=1&b=1",
+        "/baseline2?a=1&b=1",
+        "/a-path-well-over-forty-eight-coded-bytes/"
+        "and-so-never-remembered-at-all",
+        "/a-path-well-over-forty-eight-coded-bytes/and-so-never-remembered-at-all"};
+    xHpackDecoder d;
+    xHpackDecoderInit(&d, 4096);
+    xHpackField f[2];
+    size_t count;
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        uint8_t block[128];
+        size_t at, n = path_block(block, values[i], &at);
+        CHECK(block[at] & 0x80); /* Huffman-coded */
+        CHECK_MSG(decode(&d, block, n, f, 2, 4096, &count) == XHPACK_OK && count == 1, "value %zu", i);
+        CHECK_STR(f[0].value, values[i]);
+        CHECK(f[0].flags == 0);
+    }
+    uint8_t block[128];
+    size_t at, n = path_block(block, values[0], &at);
+    CHECK(decode(&d, block, n, f, 2, 4096, &count) == XHPACK_OK);
+    CHECK(decode(&d, block, n, f, 2, 30, &count) == XHPACK_TOO_LARGE && count == 0);
+    CHECK(decode(&d, block, n, f, 2, 4096, &count) == XHPACK_OK && count == 1);
+    CHECK_STR(f[0].value, values[0]);
+    memset(block + at + 1, 0xff, n - (at + 1)); /* same length, but EOS's code: an error */
+    CHECK(decode(&d, block, n, f, 2, 4096, &count) == XHPACK_ERROR);
+    xHpackDecoderFree(&d);
+}
+
+/* xHpackEncodeLines folds names where they lie and encodes each line as
+ * xHpackEncodeField does; the same lines again come from its memo, alike, and other
+ * lines (of the same length, or too long to remember) are encoded afresh. */
+static void test_header_lines_encode_alike_from_the_memo(void) {
+    static const char *const blocks[] = {
+        "Content-Type: text/plain\r\nX-A: bc\r\n",
+        "Content-Type: text/plain\r\nX-A: bc\r\n",
+        "content-type: text/plain\r\nx-a: bc\r\n",
+        "Content-Type: text/plain\r\nX-A: bd\r\n",
+        "X-Long: 0123456789012345678901234567890123456789012345678901234567890123456789"
+        "0123456789012345678901234567890123456789012345678901234567890123456789\r\n",
+        "X-Long: 0123456789012345678901234567890123456789012345678901234567890123456789"
+        "0123456789012345678901234567890123456789012345678901234567890123456789\r\n",
+        "Content-Type: text/plain\r\nX-A: bd\r\n"};
+    xHpackEncoder e;
+    xHpackEncoderInit(&e);
+    xHpackDecoder d;
+    xHpackDecoderInit(&d, 4096);
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
+        char lines[256], folded[256];
+        size_t len = strlen(blocks[i]);
+        memcpy(lines, blocks[i], len + 1);
+        for (size_t j = 0, in_name = 1; j <= len; j++) { /* what folding the names makes of it */
+            char c = blocks[i][j];
+            folded[j] = (char)(in_name && c >= 'A' && c <= 'Z' ? c + 32 : c);
+            in_name = c == ':' ? 0 : c == '\n' ? 1 : in_name;
+        }
+        uint8_t out[512], want[512], *w = want;
+        uint8_t *end = xHpackEncodeLines(&e, out, lines, len);
+        CHECK_MSG(strcmp(lines, folded) == 0, "block %zu folded", i);
+        for (const char *at = folded; *at;) { /* field by field, as xHpackEncodeField writes them */
+            const char *colon = strchr(at, ':'), *eol = strchr(at, '\r');
+            w = xHpackEncodeField(w, (xStr){at, (size_t)(colon - at)},
+                                  (xStr){colon + 2, (size_t)(eol - colon - 2)});
+            at = eol + 2;
+        }
+        CHECK_MSG(end - out == w - want && memcmp(out, want, (size_t)(w - want)) == 0, "block %zu", i);
+        xHpackField f[4];
+        size_t count;
+        CHECK(decode(&d, out, (size_t)(end - out), f, 4, 4096, &count) == XHPACK_OK);
+        CHECK(count == (i == 4 || i == 5 ? 1u : 2u));
+    }
+    char none[1] = "";
+    uint8_t out[8];
+    CHECK(xHpackEncodeLines(&e, out, none, 0) == out);
+    xHpackDecoderFree(&d);
+}
+
 int main(void) {
     RUN(test_rfc7541_appendix_c_examples_decode_with_their_tables);
     RUN(test_integers_of_rfc7541_c1_and_overflow);
@@ -421,5 +512,7 @@ int main(void) {
     RUN(test_verdicts_come_once_with_the_field);
     RUN(test_encoder_fast_paths_decode_back);
     RUN(test_tokens_name_themselves);
+    RUN(test_repeated_huffman_literals_decode_alike);
+    RUN(test_header_lines_encode_alike_from_the_memo);
     return CHECK_SUMMARY();
 }

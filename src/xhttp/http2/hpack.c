@@ -250,8 +250,31 @@ static char *place(xHpackDecoder *d, Sink *k, size_t n, bool for_table) {
     }
 }
 
+/* xHpackHuffmanDecode, through the decoder's memo for a value: the last value's bytes
+ * again are copied from what they decoded to; a value decoded whole (and short enough)
+ * becomes the one remembered. Names are not: a literal name between two values would
+ * push the value out, and a name sent again is most often indexed. */
+static bool huffman_decode(xHpackDecoder *d, const uint8_t *in, size_t n, char *out, size_t cap, size_t *len,
+                           bool value) {
+    xHpackHuffmanMemo *m = &d->memo;
+    if (!value) return xHpackHuffmanDecode(in, n, out, cap, len);
+    if (n == m->coded_len && memcmp(in, m->coded, n) == 0) {
+        memcpy(out, m->plain, m->plain_len < cap ? m->plain_len : cap);
+        *len = m->plain_len;
+        return true;
+    }
+    if (!xHpackHuffmanDecode(in, n, out, cap, len)) return false;
+    if (n <= XHPACK_MEMO_CODED && *len <= cap && *len <= XHPACK_MEMO_PLAIN) {
+        m->coded_len = (uint8_t)n;
+        m->plain_len = (uint8_t)*len;
+        memcpy(m->coded, in, n);
+        memcpy(m->plain, out, *len);
+    }
+    return true;
+}
+
 static bool read_string(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t *end, bool for_table,
-                        Str *out) {
+                        bool value, Str *out) {
     if (*p >= end) return false;
     bool huffman = **p & 0x80;
     uint32_t n;
@@ -265,12 +288,12 @@ static bool read_string(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint
     size_t left, len;
     bool was_full = k->full;
     char *dst = room(d, k, for_table, &left);
-    if (!xHpackHuffmanDecode(s, n, dst, left, &len)) return false;
+    if (!huffman_decode(d, s, n, dst, left, &len, value)) return false;
     if (take(d, k, len, left)) {
         *out = (Str){dst, len};
     } else if (!was_full && for_table) { /* scratch ran out just now: the table still needs it */
         dst = room(d, k, for_table, &left);
-        xHpackHuffmanDecode(s, n, dst, left, &len);
+        huffman_decode(d, s, n, dst, left, &len, value);
         *out = (Str){take(d, k, len, left) ? dst : NULL, len};
     } else {
         *out = (Str){NULL, len};
@@ -324,7 +347,7 @@ static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t 
     uint8_t verdict;
     k->spilled = 0;
     if (index == 0) {
-        if (!read_string(d, k, p, end, index_it, &name)) return false;
+        if (!read_string(d, k, p, end, index_it, false, &name)) return false;
         token = name.data ? (uint16_t)xHpackTokenOf(name.data, name.len) : XHPACK_TOKEN_NONE;
         verdict = name.data ? xHpackNameVerdict(name) : XHPACK_BAD_NAME;
     } else if (index <= STATIC_COUNT) {
@@ -339,7 +362,7 @@ static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t 
     } else {
         return false;
     }
-    if (!read_string(d, k, p, end, index_it, &value)) return false;
+    if (!read_string(d, k, p, end, index_it, true, &value)) return false;
     verdict |= value.data ? xHpackValueVerdict(value) : XHPACK_BAD_VALUE;
     emit(k, name, value, token, verdict | flags);
     if (index_it) {
@@ -390,7 +413,7 @@ int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b
 
 /* ---- the encoder ---- */
 
-void xHpackEncoderInit(xHpackEncoder *e) { *e = (xHpackEncoder){XHPACK_INITIAL_TABLE_SIZE, false}; }
+void xHpackEncoderInit(xHpackEncoder *e) { *e = (xHpackEncoder){.peer_limit = XHPACK_INITIAL_TABLE_SIZE}; }
 
 void xHpackEncoderSetPeerTableSize(xHpackEncoder *e, size_t size) {
     /* Our table is always empty, but a peer that lowers its limit waits for an update. */
@@ -450,6 +473,34 @@ uint8_t *xHpackEncodeField(uint8_t *p, xStr name, xStr value) {
     if (token != XHPACK_TOKEN_NONE) return xHpackEncodeToken(p, token, value);
     *p++ = 0x00;
     return put_string(put_string(p, name), value);
+}
+
+uint8_t *xHpackEncodeLines(xHpackEncoder *e, uint8_t *p, char *lines, size_t len) {
+    char *end = lines + len;
+    for (char *at = lines; at < end;) { /* names folded first: the memo holds folded lines */
+        char *colon = memchr(at, ':', (size_t)(end - at));
+        for (char *c = at; c < colon; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+        at = (char *)memchr(at, '\r', (size_t)(end - at)) + 2;
+    }
+    if (len && len == e->lines_len && memcmp(lines, e->lines, len) == 0) {
+        memcpy(p, e->coded, e->coded_len);
+        return p + e->coded_len;
+    }
+    uint8_t *start = p;
+    for (char *at = lines; at < end;) {
+        char *colon = memchr(at, ':', (size_t)(end - at));
+        char *eol = memchr(at, '\r', (size_t)(end - at));
+        p = xHpackEncodeField(p, (xStr){at, (size_t)(colon - at)},
+                              (xStr){colon + 2, (size_t)(eol - colon - 2)});
+        at = eol + 2;
+    }
+    if (len <= XHPACK_MEMO_LINES && (size_t)(p - start) <= XHPACK_MEMO_LINES_CODED) {
+        e->lines_len = (uint8_t)len;
+        e->coded_len = (uint8_t)(p - start);
+        memcpy(e->lines, lines, len);
+        memcpy(e->coded, start, e->coded_len);
+    }
+    return p;
 }
 
 uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n) {

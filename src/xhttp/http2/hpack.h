@@ -163,9 +163,25 @@ typedef struct xHpackTable {
     size_t max;    /* the size the encoder chose, at most our limit */
 } xHpackTable;
 
+/** Coded bytes of a Huffman-coded value the decoder remembers with what they decode to. */
+#define XHPACK_MEMO_CODED 48
+/** The most a string of XHPACK_MEMO_CODED coded bytes decodes to (the shortest code is 5 bits). */
+#define XHPACK_MEMO_PLAIN (XHPACK_MEMO_CODED * 8 / 5)
+
+/** The last Huffman-coded value decoded, and its decoding. Clients send some values again
+ *  and again unindexed (nghttp2 never indexes :path), so the next one is most often the
+ *  same bytes: compared and copied, not decoded a nibble at a time. */
+typedef struct xHpackHuffmanMemo {
+    uint8_t coded_len; /* 0: nothing remembered */
+    uint8_t plain_len;
+    uint8_t coded[XHPACK_MEMO_CODED];
+    char plain[XHPACK_MEMO_PLAIN];
+} xHpackHuffmanMemo;
+
 /** A decoding context: one per connection. */
 typedef struct xHpackDecoder {
     xHpackTable table;
+    xHpackHuffmanMemo memo;
     size_t capacity; /* what Init allocated for */
     size_t limit;    /* our SETTINGS_HEADER_TABLE_SIZE, as acknowledged */
     size_t lowest;   /* the lowest limit since the encoder last updated */
@@ -225,9 +241,19 @@ size_t xHpackHuffmanLength(xStr s);
 uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s);
 
 /** Encoding context: only what the peer's settings oblige. */
+/** Header lines xHpackEncodeLines remembers, and the most their encoding may take. */
+#define XHPACK_MEMO_LINES 128
+#define XHPACK_MEMO_LINES_CODED 160
+
 typedef struct xHpackEncoder {
     size_t peer_limit; /* the peer's SETTINGS_HEADER_TABLE_SIZE */
     bool update_due;
+    /* The last lines xHpackEncodeLines encoded (names folded) and their fields: an
+     * encoding never depends on a table (ours stays empty), and handlers send the same
+     * few fields answer after answer, so the same lines are copied, not Huffman-coded. */
+    uint8_t lines_len, coded_len; /* 0: nothing remembered */
+    char lines[XHPACK_MEMO_LINES];
+    uint8_t coded[XHPACK_MEMO_LINES_CODED];
 } xHpackEncoder;
 
 /** The most bytes one field can take (prefix and length integers included). */
@@ -251,6 +277,11 @@ uint8_t *xHpackEncodeToken(uint8_t *p, xHpackToken token, xStr value);
 
 /** Writes any field; name must be lower case. Known names go through xHpackEncodeToken. */
 uint8_t *xHpackEncodeField(uint8_t *p, xStr name, xStr value);
+
+/** Writes the fields of len bytes of "Name: value\r\n" lines, folding each name to lower
+ *  case where it lies (RFC 9113 §8.2.1); at most XHPACK_FIELD_BOUND of each line. The
+ *  same lines as the last call's are copied from its encoding. */
+uint8_t *xHpackEncodeLines(xHpackEncoder *e, uint8_t *p, char *lines, size_t len);
 
 /** Writes content-length: n. */
 uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n);

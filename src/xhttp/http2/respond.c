@@ -137,24 +137,6 @@ static size_t frame_block(uint8_t *p, size_t len, int32_t id, uint8_t flags) {
     return len + frames * XH2_FRAME_HEADER_LEN;
 }
 
-/* Encodes "Name: value\r\n" lines. Response field names must be lower case
- * in HTTP/2 (RFC 9113 §8.2.1); handlers write them as they like, so they are
- * folded where they lie: the exchange's header lines are HTTP/2's alone. */
-static uint8_t *encode_lines(uint8_t *p, xBuffer *lines) {
-    if (!lines->len) return p; /* (data may be NULL: no pointer arithmetic on it) */
-    char *at = lines->data, *end = at + lines->len;
-    while (at < end) {
-        char *colon = memchr(at, ':', (size_t)(end - at));
-        char *eol = memchr(at, '\r', (size_t)(end - at));
-        size_t name_len = (size_t)(colon - at);
-        for (size_t i = 0; i < name_len; i++)
-            at[i] = (char)(at[i] >= 'A' && at[i] <= 'Z' ? at[i] + 32 : at[i]);
-        p = xHpackEncodeField(p, (xStr){at, name_len}, (xStr){colon + 2, (size_t)(eol - colon - 2)});
-        at = eol + 2;
-    }
-    return p;
-}
-
 _Static_assert(sizeof(((xHttp2 *)0)->fixed_fields) >=
                    XHPACK_FIELD_BOUND(0, sizeof(((xHttpOwnAnswers *)0)->server_line)) +
                        XHPACK_FIELD_BOUND(0, XHTTP_DATE_LEN) +
@@ -210,7 +192,10 @@ static xErrno write_block(xH2Stream *s, bool trailers, bool with_length, size_t 
         p = xHpackEncodeStatus(p, ex->res.status);
         p = put_fixed_fields(h2, p, ex->req.loop, !ex->res.own_server);
     }
-    p = encode_lines(p, lines);
+    /* Response field names must be lower case in HTTP/2 (RFC 9113 §8.2.1);
+     * handlers write them as they like, so they are folded where they lie:
+     * the exchange's header lines are HTTP/2's alone. */
+    if (lines->len) p = xHpackEncodeLines(&h2->encoder, p, lines->data, lines->len);
     if (with_length) p = xHpackEncodeContentLength(p, length);
     size_t len = (size_t)(p - base - XH2_FRAME_HEADER_LEN);
     xConnCommit(h2->conn, frame_block(base, len, s->id, flags));

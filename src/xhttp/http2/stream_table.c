@@ -17,8 +17,10 @@ void *xH2TableFind(const xH2StreamTable *t, int32_t id) {
 
 static void place(xH2StreamTable *t, int32_t id, void *stream) {
     size_t i = home(t, id);
-    while (t->slots[i].id) i = (i + 1) & t->mask;
-    t->slots[i] = (xH2Slot){id, stream};
+    size_t at = i;
+    while (t->slots[at].id) at = (at + 1) & t->mask;
+    t->slots[at] = (xH2Slot){id, stream};
+    t->displaced += at != i;
 }
 
 static bool grow(xH2StreamTable *t) {
@@ -30,6 +32,7 @@ static bool grow(xH2StreamTable *t) {
         return false;
     }
     t->mask = n - 1;
+    t->displaced = 0;
     for (size_t i = 0; i < old_n; i++)
         if (old[i].id) place(t, old[i].id, old[i].stream);
     free(old);
@@ -50,17 +53,24 @@ void xH2TableRemove(xH2StreamTable *t, int32_t id) {
         if (!t->slots[i].id) return;
         i = (i + 1) & t->mask;
     }
+    t->count--;
+    if (i != home(t, id)) {
+        t->displaced--;
+    } else if (!t->displaced) {
+        t->slots[i] = (xH2Slot){0, NULL}; /* no entry waits to move back into it */
+        return;
+    }
     /* Backward shift: later entries of the run move up if their home allows. */
     for (size_t j = (i + 1) & t->mask; t->slots[j].id; j = (j + 1) & t->mask) {
         size_t h = home(t, t->slots[j].id);
         bool movable = i <= j ? (h <= i || h > j) : (h <= i && h > j);
         if (movable) {
             t->slots[i] = t->slots[j];
+            t->displaced -= h == i; /* back home */
             i = j;
         }
     }
     t->slots[i] = (xH2Slot){0, NULL};
-    t->count--;
 }
 
 void xH2TableFree(xH2StreamTable *t) {

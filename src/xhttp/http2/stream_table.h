@@ -18,6 +18,11 @@ typedef struct xH2StreamTable {
     xH2Slot *slots;
     size_t mask; /* slots - 1; the count is a power of two */
     size_t count;
+    /* Entries away from their home slot. While there are none, a removal has
+     * nothing to shift back: with ids rising one step at a time, a client's
+     * window of streams sits each at its home, and the run after a removed
+     * one need not be walked. */
+    size_t displaced;
 } xH2StreamTable;
 
 /** The stream with id, or NULL. */
