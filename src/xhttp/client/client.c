@@ -736,7 +736,7 @@ static bool write_head(xHttpClientRequest *req, const xHttpClientRequestOpts *o)
     for (size_t i = 0; i < o->num_fields; i++) {
         const xHttpClientField *f = &o->fields[i];
         if (!valid_token(f->name) || !valid_value(f->value)) return false;
-        host |= f->name.len == 4 && xHttpNameEquals(f->name, "host");
+        host |= f->name.len == 4 && xHttpSameLower(f->name.data, "host", 4);
         size += f->name.len + 2 + f->value.len + 2;
     }
     const char *authority = host ? "" : req->pool->upstream->authority;

@@ -289,10 +289,10 @@ bool xHttpRequestHeaderAt(const xHttpRequest *req, size_t i, xStr *name, xStr *v
  * to contradict the framing (and so smuggle a response). */
 static bool is_reserved_field(xStr name) {
     switch (name.len) {
-    case 4: return xHttpNameEquals(name, "date");
-    case 10: return xHttpNameEquals(name, "connection");
-    case 14: return xHttpNameEquals(name, "content-length");
-    case 17: return xHttpNameEquals(name, "transfer-encoding");
+    case 4: return xHttpSameLower(name.data, "date", 4);
+    case 10: return xHttpSameLower(name.data, "connection", 10);
+    case 14: return xHttpSameLower(name.data, "content-length", 14);
+    case 17: return xHttpSameLower(name.data, "transfer-encoding", 17);
     }
     return false;
 }
@@ -306,7 +306,7 @@ void xHttpResponseSetStatus(xHttpResponse *res, int status) {
  * is a Server field. */
 static xErrno put_field(xBuffer *lines, xStr n, xStr v, bool *server) {
     if (n.len == 0 || is_reserved_field(n)) return XERR_INVALID;
-    if (server && n.len == 6 && xHttpNameEquals(n, "server")) *server = true;
+    if (server && n.len == 6 && xHttpSameLower(n.data, "server", 6)) *server = true;
     xErrno err = xBufferReserve(lines, n.len + v.len + 4);
     if (err != XOK) return err;
     char *p = lines->data + lines->len;
