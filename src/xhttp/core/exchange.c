@@ -289,10 +289,10 @@ bool xHttpRequestHeaderAt(const xHttpRequest *req, size_t i, xStr *name, xStr *v
  * to contradict the framing (and so smuggle a response). */
 static bool is_reserved_field(xStr name) {
     switch (name.len) {
-    case 4: return xHttpNameEquals(name, "date");
-    case 10: return xHttpNameEquals(name, "connection");
-    case 14: return xHttpNameEquals(name, "content-length");
-    case 17: return xHttpNameEquals(name, "transfer-encoding");
+    case 4: return xHttpSameLower(name.data, "date", 4);
+    case 10: return xHttpSameLower(name.data, "connection", 10);
+    case 14: return xHttpSameLower(name.data, "content-length", 14);
+    case 17: return xHttpSameLower(name.data, "transfer-encoding", 17);
     }
     return false;
 }
@@ -301,8 +301,28 @@ void xHttpResponseSetStatus(xHttpResponse *res, int status) {
     if (!res->head_sent && status >= 100 && status <= 999) res->status = status;
 }
 
-/* Validates a field and appends it to lines as "Name: value\r\n"; *server
- * (when not NULL) is set if the field is a Server field. */
+/* Appends a checked field to lines as "Name: value\r\n" unless its name is
+ * one the server writes itself; *server (when not NULL) is set if the field
+ * is a Server field. */
+static xErrno put_field(xBuffer *lines, xStr n, xStr v, bool *server) {
+    if (n.len == 0 || is_reserved_field(n)) return XERR_INVALID;
+    if (server && n.len == 6 && xHttpSameLower(n.data, "server", 6)) *server = true;
+    xErrno err = xBufferReserve(lines, n.len + v.len + 4);
+    if (err != XOK) return err;
+    char *p = lines->data + lines->len;
+    memcpy(p, n.data, n.len);
+    p += n.len;
+    *p++ = ':';
+    *p++ = ' ';
+    memcpy(p, v.data, v.len);
+    p += v.len;
+    *p++ = '\r';
+    *p++ = '\n';
+    lines->len = (size_t)(p - lines->data);
+    return XOK;
+}
+
+/* Validates a field and appends it to lines (put_field). */
 static xErrno append_field(xBuffer *lines, const char *name, const char *value, bool *server) {
     if (!name || !value) return XERR_INVALID;
     /* One pass over each string finds its end and checks it: neither class
@@ -312,26 +332,22 @@ static xErrno append_field(xBuffer *lines, const char *name, const char *value, 
     size_t vl = 0;
     while (xHttpIsTokenChar((unsigned char)name[n.len])) n.len++;
     while (xHttpIsFieldChar((unsigned char)value[vl])) vl++;
-    if (n.len == 0 || name[n.len] || value[vl] || is_reserved_field(n)) return XERR_INVALID;
-    if (server && n.len == 6 && xHttpNameEquals(n, "server")) *server = true;
-    xErrno err = xBufferReserve(lines, n.len + vl + 4);
-    if (err != XOK) return err;
-    char *p = lines->data + lines->len;
-    memcpy(p, name, n.len);
-    p += n.len;
-    *p++ = ':';
-    *p++ = ' ';
-    memcpy(p, value, vl);
-    p += vl;
-    *p++ = '\r';
-    *p++ = '\n';
-    lines->len = (size_t)(p - lines->data);
-    return XOK;
+    if (name[n.len] || value[vl]) return XERR_INVALID;
+    return put_field(lines, n, (xStr){value, vl}, server);
 }
 
 xErrno xHttpResponseAddHeader(xHttpResponse *res, const char *name, const char *value) {
     if (res->head_sent || res->ended) return XERR_STATE;
     return append_field(&res->headers, name, value, &res->own_server);
+}
+
+xErrno xHttpResponseAddField(xHttpResponse *res, xStr name, xStr value) {
+    if (res->head_sent || res->ended) return XERR_STATE;
+    for (size_t i = 0; i < name.len; i++)
+        if (!xHttpIsTokenChar((unsigned char)name.data[i])) return XERR_INVALID;
+    for (size_t i = 0; i < value.len; i++)
+        if (!xHttpIsFieldChar((unsigned char)value.data[i])) return XERR_INVALID;
+    return put_field(&res->headers, name, value, &res->own_server);
 }
 
 xErrno xHttpResponseClearHeaders(xHttpResponse *res) {

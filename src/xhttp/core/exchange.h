@@ -239,4 +239,9 @@ xErrno xHttpExchangeKeepRequest(xHttpExchange *ex);
  *  worker trusts, who X-Forwarded-For names (forwarded.h). */
 void xHttpRequestClient(const xHttpRequest *req, xNetAddr *client);
 
+/* xHttpResponseAddHeader for a name and value given as views (not
+ * NUL-terminated), checked the same way: how the proxy passes on an
+ * upstream's fields without copying each into a string first. */
+xErrno xHttpResponseAddField(xHttpResponse *res, xStr name, xStr value);
+
 #endif

@@ -606,14 +606,13 @@ static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, voi
     }
     xHttpResponseClearHeaders(call->res); /* a 405 fallback's Allow is the upstream's to say */
     xHttpResponseSetStatus(call->res, r->status);
-    static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
     size_t listed = has_connection(r->fields, r->num_fields) ? r->num_fields : 0;
     for (size_t i = 0; i < r->num_fields; i++) {
         xStr n = r->fields[i].name;
         if (hop_by_hop(n) || named_by_connection(n, r->fields, listed) || NAME_IS(n, "content-length") ||
             NAME_IS(n, "date"))
             continue;
-        xHttpResponseAddHeader(call->res, cstr(name, n), cstr(value, r->fields[i].value));
+        xHttpResponseAddField(call->res, n, r->fields[i].value);
     }
     /* The upstream's length goes on as it is (a HEAD's answer keeps the
      * length a GET would have); otherwise the front frames it (chunked). */
