@@ -374,6 +374,33 @@ static void static_encoder_round_trips(void) {
     xQpackDecoderFree(&d);
 }
 
+/* Every static entry's name and value encode as the first entry with both, and its name
+ * with another value as a reference to the first entry of that name: what a scan of the
+ * whole table in order would choose. */
+static void static_encoder_picks_the_first_entry(void) {
+    for (unsigned i = 0; i < XQPACK_STATIC_COUNT; i++) {
+        const xQpackStaticEntry *e = &xQpackStatic[i];
+        unsigned exact = i, first_of_name = i;
+        for (unsigned j = 0; j < i; j++) {
+            const xQpackStaticEntry *o = &xQpackStatic[j];
+            if (o->name.len != e->name.len || memcmp(o->name.data, e->name.data, e->name.len) != 0) continue;
+            if (first_of_name == i) first_of_name = j;
+            if (exact == i && o->value.len == e->value.len &&
+                memcmp(o->value.data, e->value.data, e->value.len) == 0)
+                exact = j;
+        }
+        uint8_t out[64], want[64];
+        uint8_t *end = xQpackEncodeField(out, e->name, e->value);
+        uint8_t *want_end = xHpackWriteInt(want, 0xc0, 6, exact);
+        CHECK_MSG(end - out == want_end - want && memcmp(out, want, (size_t)(end - out)) == 0, "entry %u", i);
+        if (e->name.data[0] == ':') continue; /* pseudo-fields: their values are fixed sets */
+        end = xQpackEncodeField(out, e->name, xStrFromC("\x01 no entry has this"));
+        want_end = xHpackWriteInt(want, 0x50, 4, first_of_name);
+        CHECK_MSG(want_end - want <= end - out && memcmp(out, want, (size_t)(want_end - want)) == 0,
+                  "name of %u", i);
+    }
+}
+
 /* Our encoder never inserts: of the peer's decoder instructions only cancellations fit. */
 static void encoder_reads_the_decoder_stream(void) {
     uint8_t in[16];
@@ -433,6 +460,7 @@ int main(void) {
     RUN(malformed_sections_fail_by_name);
     RUN(limits_give_too_large);
     RUN(static_encoder_round_trips);
+    RUN(static_encoder_picks_the_first_entry);
     RUN(encoder_reads_the_decoder_stream);
     RUN(fields_meet_http2_checks);
     return CHECK_SUMMARY();
