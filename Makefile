@@ -102,14 +102,17 @@ arena: deps
 	  python3 scripts/arena_db.py --dir $(BUILD)/arena/db -- ./$(BUILD)/arena/xkit-arena
 
 # The HttpArena entry's image (arena/Dockerfile) built with docker, else podman or buildah, and
-# tests/integration/test_arena.py run against it (arena/README.md). Minutes, and an image tool:
-# not part of `make test`. Without Docker Hub, run arena/base-image.sh once first.
+# tests/integration/test_arena.py run against it, then each stack's compose file brought up whole
+# with podman-compose (or docker compose) and test_arena_gateway.py's checks run against it
+# (arena/README.md). Minutes, and an image tool: not part of `make test`. Without Docker Hub, run
+# arena/base-image.sh once first.
 ARENA_TAG ?= xkit-arena
 arena-image:
 	arena/build.sh $(ARENA_TAG)
 
 arena-image-test: arena-image
 	arena/test-image.sh $(ARENA_TAG)
+	arena/test-stacks.sh $(ARENA_TAG)
 
 clean:
 	rm -rf $(BUILD) $(TEST_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

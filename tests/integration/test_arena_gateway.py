@@ -15,9 +15,17 @@ ports, then checked as the arena's validation checks them
   requests each to /baseline2 and /static/reset.css;
 - production-stack: 401 without a token and with a bad one (GET and POST), the
   real token's /api/items/1, MISS then HIT, POST 204 and then MISS, /api/me id 42,
-  /public/* with no token; and the auth service itself: what it refuses."""
+  /public/* with no token; and the auth service itself: what it refuses.
+
+With XK_ARENA_STACKS set to a compose command (arena/test-stacks.sh, run by `make
+arena-image-test`), the same checks run against each stack brought up whole from
+the image by that command, on the compose files' own host ports; only the test's
+PostgreSQL (the arena brings its own) is started here. What the file asks and this
+machine cannot give (CPUs, limits, an image from Docker Hub) is adapted in a copy
+of the file, and each adaptation is printed."""
 
 import base64
+import copy
 import gzip
 import hashlib
 import hmac
@@ -25,6 +33,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -80,6 +89,7 @@ COMPOSE_FILES = {
     "production-stack": "compose.production-stack.yml",
 }
 FIXED_PORTS = ("8080", "8443", "9090", "6379")  # what the compose files bind on the host's network
+COMPOSE_COMMAND = os.environ.get("XK_ARENA_STACKS", "").split()  # e.g. podman-compose; empty: build/arena
 
 
 def compose(profile):
@@ -102,6 +112,92 @@ def service_env(spec, ports):
         value = value.replace("${DATABASE_URL}", STACK.postgres.conninfo)
         env[name] = {"/certs": STACK.certs, "/data": STACK.data}.get(value, localize(value, ports))
     return env
+
+
+def podman_lacks_health_startup_interval():
+    """Whether the stacks run on a podman without --health-startup-interval (4.3, Debian 12's),
+    which podman-compose asks for to carry a healthcheck's start_interval."""
+    if not COMPOSE_COMMAND or "podman" not in COMPOSE_COMMAND[0]:
+        return False
+    help_text = subprocess.run(["podman", "create", "--help"], capture_output=True, text=True).stdout
+    return "--health-startup-interval" not in help_text
+
+
+def adapt_to_this_machine(profile, services):
+    """The compose file's services with what this machine cannot give changed, each change printed:
+    cpusets past its CPUs, limits past its hard limits, the cache's image where
+    XK_ARENA_REDIS_IMAGE names a stand-in (Docker Hub out of reach), and a healthcheck option the
+    container engine lacks. The image is built already (no build: section)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    nofile_hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    memlock_hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    with open("/proc/sys/kernel/pid_max") as f:
+        nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1], int(f.read()))
+    redis_image = os.environ.get("XK_ARENA_REDIS_IMAGE")
+    no_start_interval = podman_lacks_health_startup_interval()
+    # One copy per service: the file's anchors share one ulimits block between services.
+    services = {name: copy.deepcopy(spec) for name, spec in services.items()}
+    for name, spec in services.items():
+        changes = []
+        spec.pop("build", None)
+        if spec.get("image") == "xkit-arena":
+            spec["image"] = os.environ.get("XK_ARENA_IMAGE", "xkit-arena")
+        if redis_image and spec.get("image", "").startswith("redis:") and spec["image"] != redis_image:
+            changes.append(f"image {spec['image']} -> {redis_image}")
+            spec["image"] = redis_image
+        chosen = re.fullmatch(r"\$\{(\w+):-[0-9,-]+\}", spec.get("cpuset", ""))  # ${NAME:-default}
+        if chosen and chosen.group(1) not in os.environ and not ComposeFilesTest.cpus(spec["cpuset"]) <= set(cpus):
+            changes.append(f"cpuset {spec['cpuset']} -> {cpus[0]}-{cpus[-1]}")
+            spec["cpuset"] = f"{cpus[0]}-{cpus[-1]}"
+        limits = spec.get("ulimits", {})
+        if "memlock" in limits and memlock_hard != resource.RLIM_INFINITY:
+            changes.append("memlock -1 dropped (raising a hard limit needs CAP_SYS_RESOURCE)")
+            del limits["memlock"]
+        if "nofile" in limits and limits["nofile"]["hard"] > nofile_hard:
+            changes.append(f"nofile {limits['nofile']['hard']} -> {nofile_hard} (ulimit -Hn)")
+            limits["nofile"] = {"soft": nofile_hard, "hard": nofile_hard}
+        if limits and "nproc" not in limits:
+            changes.append(
+                f"nproc {nproc} added (a service's ulimits replace the engine's defaults; its nproc is too high here)"
+            )
+            limits["nproc"] = {"soft": nproc, "hard": nproc}
+        if no_start_interval and spec.get("healthcheck", {}).pop("start_interval", None):
+            changes.append("healthcheck start_interval dropped (this podman has no --health-startup-interval)")
+        for change in changes:
+            print(f"test_arena_gateway: {profile} {name}: adapted to this machine: {change}", flush=True)
+    return services
+
+
+def compose_up(scope, profile):
+    """The profile's whole stack up with COMPOSE_COMMAND, healthy, and down again after the class."""
+    with open(os.path.join(SOURCE_DIR, "arena", COMPOSE_FILES[profile])) as f:
+        document = yaml.safe_load(f)
+    document["services"] = adapt_to_this_machine(profile, document["services"])
+    path = os.path.join(STACK.folder, f"compose.{profile}.yml")
+    with open(path, "w") as f:
+        yaml.safe_dump(document, f)
+    env = dict(os.environ, DATA_DIR=STACK.data, CERTS_DIR=STACK.certs, DATABASE_URL=STACK.postgres.conninfo)
+    compose_run = COMPOSE_COMMAND + ["-p", f"xkit-{profile}", "-f", path]
+
+    def down():
+        subprocess.run(compose_run + ["down", "-t", "5"], env=env, capture_output=True, timeout=120)
+
+    scope.addClassCleanup(down)
+    done = subprocess.run(compose_run + ["up", "-d"], env=env, capture_output=True, timeout=300)
+    if done.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(compose_run)} up -d: exit {done.returncode}\n{done.stdout.decode()}{done.stderr.decode()}"
+        )
+    identity = {port: port for port in FIXED_PORTS}
+    deadline = time.monotonic() + 60
+    for name, spec in document["services"].items():
+        _, *argv = spec["healthcheck"]["test"]
+        while subprocess.run(argv, capture_output=True, timeout=10).returncode != 0:
+            if time.monotonic() > deadline:
+                logs = subprocess.run(compose_run + ["logs"], env=env, capture_output=True, timeout=60)
+                raise AssertionError(f"{profile}: {name} not healthy within 60 s\n{logs.stdout.decode()[-4000:]}")
+            time.sleep(0.5)
+    return identity
 
 
 def start(scope, spec, ports):
@@ -173,9 +269,11 @@ def setUpModule():
     shutil.copy(CERTS.rsa.key, os.path.join(stack.certs, "server.key"))
     stack.postgres = Postgres(ModuleScope)
     stack.postgres.seed(items=ITEMS, users=USERS)
+    STACK = stack
+    if COMPOSE_COMMAND:  # each class brings its stack up whole, the cache and the server with it
+        return
     stack.redis = RedisServer(ModuleScope)
     stack.ports = {"8080": free_port(), "6379": stack.redis.port}
-    STACK = stack
     # As compose.production-stack.yml starts it (the gateways' server is the same less REDIS_URL).
     stack.server = start(ModuleScope, compose("production-stack")["server"], stack.ports)
     stack.upstream = f"http://127.0.0.1:{stack.ports['8080']}"
@@ -193,6 +291,12 @@ class Stacks:
         """The edge as the profile's compose file starts it (env: more), in front of the module's server."""
         cls.stack = STACK
         cls.postgres = STACK.postgres
+        if COMPOSE_COMMAND:
+            if env:
+                raise unittest.SkipTest(f"{env} is no compose file's: tested against build/arena in make test")
+            cls.ports = compose_up(cls, profile)
+            edge = types.SimpleNamespace(port=int(cls.ports["8443"]))
+            return edge, Curl(edge.port, tempfile.mkdtemp(dir=STACK.folder))
         cls.ports = dict(STACK.ports, **ports, **{"8443": free_port()})
         spec = compose(profile)[service]
         spec = dict(spec, environment=spec["environment"] + [f"{k}={v}" for k, v in (env or {}).items()])
@@ -340,8 +444,9 @@ class ProductionStackTest(Stacks, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        auth_port = free_port()
-        cls.authsvc = start(cls, compose("production-stack")["authsvc"], {"9090": auth_port})
+        auth_port = 9090 if COMPOSE_COMMAND else free_port()
+        if not COMPOSE_COMMAND:
+            cls.authsvc = start(cls, compose("production-stack")["authsvc"], {"9090": auth_port})
         cls.edge, cls.curl = cls.start_edge("production-stack", "edge", **{"9090": auth_port})
         cls.auth_url = f"http://127.0.0.1:{auth_port}"
 
