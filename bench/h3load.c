@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "xnet/quic/ngtcp2_compat.h" /* the server's names for what ngtcp2 1.x renamed */
+
 #define MAX_UDP_PAYLOAD 1452
 #define MAX_EXTRA_HEADERS 8
 #define TLS_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE"
@@ -461,8 +463,9 @@ static int read_client(Client *client) {
 static void send_close(Client *client) {
     if (client->state == CONN_CLOSED || !client->conn) return;
     uint8_t packet[MAX_UDP_PAYLOAD];
-    ngtcp2_connection_close_error error;
-    ngtcp2_connection_close_error_set_application_error(&error, NGHTTP3_H3_NO_ERROR, NULL, 0);
+    xQuicCloseError error;
+    xq_close_error_default(&error);
+    xq_close_error_set_application(&error, NGHTTP3_H3_NO_ERROR, NULL, 0);
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_ssize n = ngtcp2_conn_write_connection_close(client->conn, &ps.path, NULL, packet, sizeof packet,
