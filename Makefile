@@ -7,7 +7,8 @@ FUZZ_SECONDS ?= 60
 JOBS       ?= $(shell nproc)
 PREFIX     ?= /usr/local
 
-.PHONY: all release install test check tsan fuzz run bench deps clean arena arena-image arena-image-test
+.PHONY: all release install test check tsan fuzz run bench deps clean arena arena-image arena-image-test \
+        check-ngtcp2-1x
 
 all: release
 
@@ -59,6 +60,14 @@ check: deps
 
 tsan: deps
 	$(RUN_TSAN)
+
+# xKit built (Release) and its HTTP/3 tests run against ngtcp2 1.x, Debian bookworm-backports'
+# 1.11.0 fetched and unpacked beside the system's 0.12.1 in $(NGTCP2_1X_BUILD)/ (the .debs kept
+# there), never installed (scripts/check-ngtcp2-1x.sh). Minutes: not part of make test, whose
+# lint.ngtcp2_1x_syntax only compiles the ngtcp2 files against 1.x's headers.
+NGTCP2_1X_BUILD ?= build-ngtcp2-1x
+check-ngtcp2-1x: deps
+	JOBS=$(JOBS) scripts/check-ngtcp2-1x.sh $(NGTCP2_1X_BUILD)
 
 # Every libFuzzer harness (tests/fuzz/) for FUZZ_SECONDS each, built with clang in $(FUZZ_BUILD)/;
 # what adds coverage is merged into tests/fuzz/corpus/, a crash is left in $(FUZZ_BUILD)/crashes/.
