@@ -64,10 +64,11 @@ tsan: deps
 # xKit built (Release) and its HTTP/3 tests run against ngtcp2 1.x, Debian bookworm-backports'
 # 1.11.0 fetched and unpacked beside the system's 0.12.1 in $(NGTCP2_1X_BUILD)/ (the .debs kept
 # there), never installed (scripts/check-ngtcp2-1x.sh). Minutes: not part of make test, whose
-# lint.ngtcp2_1x_syntax only compiles the ngtcp2 files against 1.x's headers.
+# lint.ngtcp2_1x_syntax only compiles the ngtcp2 files against 1.x's headers. ASAN=1: with
+# AddressSanitizer and UBSan, as make test builds.
 NGTCP2_1X_BUILD ?= build-ngtcp2-1x
 check-ngtcp2-1x: deps
-	JOBS=$(JOBS) scripts/check-ngtcp2-1x.sh $(NGTCP2_1X_BUILD)
+	JOBS=$(JOBS) scripts/check-ngtcp2-1x.sh $(if $(ASAN),--asan) $(NGTCP2_1X_BUILD)
 
 # Every libFuzzer harness (tests/fuzz/) for FUZZ_SECONDS each, built with clang in $(FUZZ_BUILD)/;
 # what adds coverage is merged into tests/fuzz/corpus/, a crash is left in $(FUZZ_BUILD)/crashes/.
