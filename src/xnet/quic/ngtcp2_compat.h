@@ -1,7 +1,10 @@
 /* ngtcp2_compat.h — the few calls and fields that differ between ngtcp2 0.x
  * (Debian 12: 0.12.1) and 1.x (Debian 13, bookworm-backports), named once so
- * the QUIC code reads the same against either. The switch is ngtcp2's own
- * version macro, decided at compile time. */
+ * the QUIC code (and bench/h3load.c) reads the same against either. The
+ * switch is ngtcp2's own version macro, decided at compile time. Debian 12
+ * builds the 0.x side; make test's lint.ngtcp2_1x_syntax compiles the 1.x
+ * side against bookworm-backports' headers, and make check-ngtcp2-1x builds
+ * and runs the HTTP/3 tests on it. */
 #ifndef XNET_QUIC_NGTCP2_COMPAT_H
 #define XNET_QUIC_NGTCP2_COMPAT_H
 
