@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# check-ngtcp2-1x.sh [--asan] [DIR] — make check-ngtcp2-1x: xKit built and its HTTP/3 tests run against
-# ngtcp2 1.x (Debian bookworm-backports' 1.11.0) instead of the system's 0.12.1, which stays
-# installed and untouched. In DIR (build-ngtcp2-1x/): the packages fetched and unpacked into
+# check-ngtcp2-1x.sh [--asan] [DIR] — make check-ngtcp2-1x: xKit built and its HTTP/3 tests run
+# against ngtcp2 1.x (Debian bookworm-backports' 1.11.0) instead of the system's 0.12.1, which
+# stays installed and untouched. In DIR (build-ngtcp2-1x/): the packages fetched and unpacked into
 # DIR/root by scripts/fetch-ngtcp2-1x.sh (kept for the next run), a Release build in DIR/xkit
 # whose pkg-config finds DIR/root first and whose binaries load DIR/root's libraries (CMake's
 # build-tree RUNPATH), then ctest -R 'http3|h3|quic|qpack' in it. The peers (gtlsclient,
