@@ -67,7 +67,7 @@ install_needs install-deps "${needs[@]}"
 
 # ngtcp2 1.x's headers and libraries (Debian bookworm-backports), unpacked beside the system's 0.x
 # into build-ngtcp2-1x/root, never installed: lint.ngtcp2_1x_syntax compiles the QUIC code against
-# them, make check-ngtcp2-1x builds and tests against them. Fetched once.
+# them, make check-ngtcp2-1x builds and tests against them. Fetched again once a week.
 "$(dirname "$0")/fetch-ngtcp2-1x.sh" "$(dirname "$0")/../build-ngtcp2-1x"
 
 # h2spec, the HTTP/2 conformance suite the integration tests run, comes from
