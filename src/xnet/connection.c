@@ -432,6 +432,46 @@ static void blocked_after(xConn *conn, bool progressed) {
 
 void xConnFlush(xConn *conn) { flush(conn, false); }
 
+xErrno xConnWriteNow(xConn *conn, const struct iovec *pieces, int count) {
+    if (xConnClosed(conn)) return XERR_CLOSED;
+    struct iovec iov[XCONN_IOV_MAX];
+    int n = 0;
+    size_t queued = 0;
+    if (conn->send == XCONN_SEND_READY && conn->state == XCONN_OPEN) {
+        n = gather(conn, iov);
+        for (int i = 0; i < n; i++) queued += iov[i].iov_len;
+        /* Only behind the whole queue, so the pieces leave after it. */
+        if (queued != conn->out_pending || n + count > XCONN_IOV_MAX) n = -1;
+    } else {
+        n = -1;
+    }
+    size_t sent = 0;
+    bool progressed = false;
+    if (n >= 0) {
+        memcpy(iov + n, pieces, (size_t)count * sizeof *pieces);
+        ssize_t w = conn->transport->sendv(conn, iov, n + count);
+        /* A failure or a full socket: the flush below meets it again and
+         * acts on it as any flush does. */
+        if (w > 0) {
+            sent = (size_t)w;
+            progressed = true;
+            xCounterAdd(&conn->net->counters.bytes_out, sent);
+            size_t of_queue = sent < queued ? sent : queued;
+            advance(conn, of_queue);
+            sent -= of_queue;
+        }
+    }
+    /* What the socket did not take is copied behind the queue. */
+    for (int i = 0; i < count; i++) {
+        size_t len = pieces[i].iov_len, skip = sent < len ? sent : len;
+        sent -= skip;
+        if (len > skip && xConnWrite(conn, (const char *)pieces[i].iov_base + skip, len - skip) != XOK)
+            return XERR_NOMEM;
+    }
+    flush(conn, progressed);
+    return xConnClosed(conn) ? XERR_CLOSED : XOK;
+}
+
 /* Sends what is queued as far as the socket takes it; progressed: bytes went
  * just before (the send timeout restarts if the socket fills now). */
 static void flush(xConn *conn, bool progressed) {

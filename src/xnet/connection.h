@@ -251,6 +251,15 @@ xErrno xConnWrite(xConn *conn, const void *bytes, size_t len);
  *  protocol frees memory that earlier references still point into. */
 xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)(void *), void *arg);
 
+/** Sends what is queued and then the count pieces, as far as the socket
+ *  takes them now, and queues a copy of only what it did not take: the
+ *  pieces need live during the call alone, and a large body the socket
+ *  takes whole is never copied in user space. Where the queue cannot send
+ *  now (a full socket, a send in flight, a file's range or more pieces than
+ *  one send gathers), the pieces are queued and flushed as xConnWrite and
+ *  xConnFlush would. XERR_CLOSED, XERR_NOMEM. */
+xErrno xConnWriteNow(xConn *conn, const struct iovec *pieces, int count);
+
 /** Queues len bytes of file fd from offset by reference. They are read only
  *  as the socket takes them (sendfile(2) where the transport can, else read
  *  into the send path a piece at a time), so a large file costs no memory and
