@@ -158,6 +158,11 @@ ssize_t xConnRecv(xConn *conn, char *buf, size_t len) {
     return n;
 }
 
+void xConnRecvBulk(xConn *conn, bool on) {
+    if (!xConnClosed(conn) && conn->transport->reads_through_loop)
+        xEventLoopRecvBulk(conn->net->loop, conn->fd, on);
+}
+
 size_t xConnPending(const xConn *conn) { return conn->out_pending; }
 
 /* Whether a send the loop's backend was given may still point at the output. */

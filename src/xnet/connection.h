@@ -242,6 +242,12 @@ static inline bool xConnHoldsInput(const xConn *conn) {
  *  (EAGAIN once the socket is drained: conn->readable is then false). */
 ssize_t xConnRecv(xConn *conn, char *buf, size_t len);
 
+/** While on, the protocol expects much input (a body of known length) and
+ *  reads it in large pieces: the loop's backend lets those reads take the
+ *  socket itself instead of receiving ahead in small buffers
+ *  (xEventLoopRecvBulk). Off once it is read. */
+void xConnRecvBulk(xConn *conn, bool on);
+
 /** Queues a copy of bytes for sending. */
 xErrno xConnWrite(xConn *conn, const void *bytes, size_t len);
 

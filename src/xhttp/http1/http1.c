@@ -33,6 +33,9 @@
 /* A partial head up to this size, left waiting after a read, moves out of
  * the pooled input block into an allocation of its own size (park_head). */
 #define XH1_PARK_MAX 1024
+/* A body of known length with at least this much of it still to come is read
+ * in bulk, from the socket straight into its place (xConnRecvBulk). */
+#define XH1_BULK_MIN (32u << 10)
 
 typedef enum xH1State {
     XH1_HEAD,      /* waiting for a complete request head */
@@ -72,6 +75,7 @@ typedef struct xHttp1 {
     bool chunked_body;     /* streamed: the body uses chunked coding */
     bool body_complete;    /* streamed: the reader's last piece is known */
     bool continue_owed;    /* streamed: 100 Continue waits for the reader to ask */
+    bool reads_bulk;       /* a large body is being read: xConnRecvBulk is on */
     size_t next_start;     /* where the request after this one begins */
     const char *parsed_at; /* in.data + start when the head was parsed */
     xHttp1Chunked chunked;
@@ -93,6 +97,15 @@ typedef struct xHttp1 {
 
 static const xHttpExchangeOps h1_ops;
 static const xConnProtocol h1_protocol;
+
+/* Bulk reading on while the body has to_come bytes left of at least
+ * XH1_BULK_MIN, off once it is read. */
+static void read_in_bulk(xHttp1 *h, uint64_t to_come) {
+    bool on = to_come >= XH1_BULK_MIN;
+    if (h->reads_bulk == on) return;
+    h->reads_bulk = on;
+    xConnRecvBulk(h->conn, on);
+}
 
 static void process(xHttp1 *h);
 
@@ -544,6 +557,8 @@ static void begin_streaming(xHttp1 *h, const xHttp1Request *req) {
     h->body_pos = h->raw_pos = h->next_start = body_start;
     memset(&h->chunked, 0, sizeof h->chunked);
     h->continue_owed = req->expect_continue && !h->http10 && in->len == body_start;
+    if (!req->chunked && h->body_left > in->len - body_start)
+        read_in_bulk(h, h->body_left - (in->len - body_start));
     xConnSetTimeout(h->conn, xHttpContextOf(h->conn)->conf->body_timeout_ms);
     h->state = XH1_STREAMING;
     xStr none = {in->data + body_start, 0};
@@ -608,6 +623,8 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
         return;
     }
     bool body_waiting = h->state == XH1_CHUNKED || in->len - (h->start + head_len) < h->body_len;
+    if (h->state == XH1_BODY && body_waiting)
+        read_in_bulk(h, h->body_len - (in->len - (h->start + head_len)));
     if (req->expect_continue && body_waiting && !h->http10) {
         if (!route_exists(h)) {
             /* Answer 404/405 now instead of inviting a body nobody wants; the
@@ -661,6 +678,7 @@ static xStep step_head(xHttp1 *h) {
 static xStep step_body(xHttp1 *h) {
     size_t body_start = h->start + h->head_len;
     if (h->conn->in.len - body_start < h->body_len) return XSTEP_NEED_INPUT;
+    read_in_bulk(h, 0);
     h->next_start = body_start + h->body_len;
     xStr body = {h->conn->in.data + body_start, h->body_len};
     dispatch(h, body);
@@ -745,6 +763,7 @@ static xStep step_stream(xHttp1 *h) {
         h->next_start = h->body_pos;
     }
     bool end = h->body_complete;
+    if (end) read_in_bulk(h, 0);
     if (n || end) {
         if (end) h->state = XH1_HANDLER; /* before the reader, which may answer at once */
         xHttpExchangeDeliverBody(ex, piece, n, end);
