@@ -75,7 +75,8 @@ typedef struct xHttp1 {
     bool chunked_body;     /* streamed: the body uses chunked coding */
     bool body_complete;    /* streamed: the reader's last piece is known */
     bool continue_owed;    /* streamed: 100 Continue waits for the reader to ask */
-    bool reads_bulk;       /* a large body is being read: xConnRecvBulk is on */
+    bool reads_bulk;       /* since a request with a large body: xConnRecvBulk is on */
+    size_t bulk_room;      /* reads_bulk: that request's buffer, what the next one is read into */
     size_t next_start;     /* where the request after this one begins */
     const char *parsed_at; /* in.data + start when the head was parsed */
     xHttp1Chunked chunked;
@@ -98,10 +99,12 @@ typedef struct xHttp1 {
 static const xHttpExchangeOps h1_ops;
 static const xConnProtocol h1_protocol;
 
-/* Bulk reading on while the body has to_come bytes left of at least
- * XH1_BULK_MIN, off once it is read. */
-static void read_in_bulk(xHttp1 *h, uint64_t to_come) {
-    bool on = to_come >= XH1_BULK_MIN;
+/* Bulk reading on for a request with a Content-Length body of at least
+ * XH1_BULK_MIN, and kept on after it until a request without one: a client
+ * that uploads one large body mostly sends another, whose head and body then
+ * come in one read, into a buffer of the last one's size (make_room). */
+static void read_in_bulk(xHttp1 *h, const xHttp1Request *req) {
+    bool on = !req->chunked && req->content_length >= (int64_t)XH1_BULK_MIN;
     if (h->reads_bulk == on) return;
     h->reads_bulk = on;
     xConnRecvBulk(h->conn, on);
@@ -557,8 +560,6 @@ static void begin_streaming(xHttp1 *h, const xHttp1Request *req) {
     h->body_pos = h->raw_pos = h->next_start = body_start;
     memset(&h->chunked, 0, sizeof h->chunked);
     h->continue_owed = req->expect_continue && !h->http10 && in->len == body_start;
-    if (!req->chunked && h->body_left > in->len - body_start)
-        read_in_bulk(h, h->body_left - (in->len - body_start));
     xConnSetTimeout(h->conn, xHttpContextOf(h->conn)->conf->body_timeout_ms);
     h->state = XH1_STREAMING;
     xStr none = {in->data + body_start, 0};
@@ -591,6 +592,7 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
     h->keep_alive = req->keep_alive;
     h->http10 = req->minor_version == 0;
     h->head_request = xStrEqualsC(req->method, "HEAD");
+    read_in_bulk(h, req);
     if (try_upgrade(h, req)) return;
     if ((req->chunked || req->content_length > 0) && route_streams(h)) {
         begin_streaming(h, req);
@@ -623,8 +625,6 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
         return;
     }
     bool body_waiting = h->state == XH1_CHUNKED || in->len - (h->start + head_len) < h->body_len;
-    if (h->state == XH1_BODY && body_waiting)
-        read_in_bulk(h, h->body_len - (in->len - (h->start + head_len)));
     if (req->expect_continue && body_waiting && !h->http10) {
         if (!route_exists(h)) {
             /* Answer 404/405 now instead of inviting a body nobody wants; the
@@ -678,7 +678,6 @@ static xStep step_head(xHttp1 *h) {
 static xStep step_body(xHttp1 *h) {
     size_t body_start = h->start + h->head_len;
     if (h->conn->in.len - body_start < h->body_len) return XSTEP_NEED_INPUT;
-    read_in_bulk(h, 0);
     h->next_start = body_start + h->body_len;
     xStr body = {h->conn->in.data + body_start, h->body_len};
     dispatch(h, body);
@@ -763,7 +762,6 @@ static xStep step_stream(xHttp1 *h) {
         h->next_start = h->body_pos;
     }
     bool end = h->body_complete;
-    if (end) read_in_bulk(h, 0);
     if (n || end) {
         if (end) h->state = XH1_HANDLER; /* before the reader, which may answer at once */
         xHttpExchangeDeliverBody(ex, piece, n, end);
@@ -798,6 +796,8 @@ static bool make_room(xHttp1 *h) {
     xBuffer *in = &conn->in;
     if (!in->data) {
         h->start = h->scanned = 0;
+        if (h->reads_bulk && h->bulk_room > conn->net->buffers.block_size)
+            return resize_input(h, h->bulk_room);
         return xBufferPoolAcquire(&conn->net->buffers, in) == XOK;
     }
     if (in->len < in->cap) return true;
@@ -923,6 +923,7 @@ static void release_input(xHttp1 *h) {
         park_head(h);
         return;
     }
+    if (h->reads_bulk) h->bulk_room = conn->in.cap;
     xBufferPoolRelease(&conn->net->buffers, &conn->in);
     h->start = h->scanned = 0;
     if (h->ex) {
