@@ -36,6 +36,11 @@
 /* A body of known length with at least this much of it still to come is read
  * in bulk, from the socket straight into its place (xConnRecvBulk). */
 #define XH1_BULK_MIN (32u << 10)
+/* Room past the size of the last request read in bulk for the next one's
+ * read: a request of the same size then comes up short of it, which tells
+ * that the socket is drained (no read that fails EAGAIN after it), and a
+ * somewhat longer head still fits. */
+#define XH1_BULK_SLACK 4096
 
 typedef enum xH1State {
     XH1_HEAD,      /* waiting for a complete request head */
@@ -76,7 +81,7 @@ typedef struct xHttp1 {
     bool body_complete;    /* streamed: the reader's last piece is known */
     bool continue_owed;    /* streamed: 100 Continue waits for the reader to ask */
     bool reads_bulk;       /* since a request with a large body: xConnRecvBulk is on */
-    size_t bulk_room;      /* reads_bulk: that request's buffer, what the next one is read into */
+    size_t bulk_room;      /* reads_bulk: that request's size, head and body */
     size_t next_start;     /* where the request after this one begins */
     const char *parsed_at; /* in.data + start when the head was parsed */
     xHttp1Chunked chunked;
@@ -103,8 +108,9 @@ static const xConnProtocol h1_protocol;
  * XH1_BULK_MIN, and kept on after it until a request without one: a client
  * that uploads one large body mostly sends another, whose head and body then
  * come in one read, into a buffer of the last one's size (make_room). */
-static void read_in_bulk(xHttp1 *h, const xHttp1Request *req) {
+static void read_in_bulk(xHttp1 *h, const xHttp1Request *req, size_t head_len) {
     bool on = !req->chunked && req->content_length >= (int64_t)XH1_BULK_MIN;
+    if (on) h->bulk_room = head_len + (size_t)req->content_length;
     if (h->reads_bulk == on) return;
     h->reads_bulk = on;
     xConnRecvBulk(h->conn, on);
@@ -592,7 +598,7 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
     h->keep_alive = req->keep_alive;
     h->http10 = req->minor_version == 0;
     h->head_request = xStrEqualsC(req->method, "HEAD");
-    read_in_bulk(h, req);
+    read_in_bulk(h, req, head_len);
     if (try_upgrade(h, req)) return;
     if ((req->chunked || req->content_length > 0) && route_streams(h)) {
         begin_streaming(h, req);
@@ -797,7 +803,7 @@ static bool make_room(xHttp1 *h) {
     if (!in->data) {
         h->start = h->scanned = 0;
         if (h->reads_bulk && h->bulk_room > conn->net->buffers.block_size)
-            return resize_input(h, h->bulk_room);
+            return resize_input(h, h->bulk_room + XH1_BULK_SLACK);
         return xBufferPoolAcquire(&conn->net->buffers, in) == XOK;
     }
     if (in->len < in->cap) return true;
@@ -923,7 +929,6 @@ static void release_input(xHttp1 *h) {
         park_head(h);
         return;
     }
-    if (h->reads_bulk) h->bulk_room = conn->in.cap;
     xBufferPoolRelease(&conn->net->buffers, &conn->in);
     h->start = h->scanned = 0;
     if (h->ex) {
