@@ -495,14 +495,18 @@ static void compact(xHttp1 *h) {
     h->start = 0;
 }
 
-/* Makes in's capacity exactly cap (bodies can be far larger than a pooled block). */
+/* Makes in's capacity at least cap (bodies can be far larger than a pooled
+ * block), from the pool's larger spares where one fits. */
 static bool resize_input(xHttp1 *h, size_t cap) {
     xBuffer *in = &h->conn->in;
     if (in->cap >= cap) return true;
-    char *data = realloc(in->data, cap);
-    if (!data) return false;
-    in->data = data;
-    in->cap = cap;
+    xBufferPool *pool = &h->conn->net->buffers;
+    xBuffer grown = {0};
+    if (xBufferPoolAcquireLarge(pool, &grown, cap) != XOK) return false;
+    if (in->len) memcpy(grown.data, in->data, in->len);
+    grown.len = in->len;
+    xBufferPoolRelease(pool, in);
+    *in = grown;
     return true;
 }
 
