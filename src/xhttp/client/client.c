@@ -1018,7 +1018,12 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
         if (line_len) pieces[count++] = (struct iovec){line, line_len};
         pieces[count++] = (struct iovec){(void *)data, len};
         if (line_len) pieces[count++] = (struct iovec){"\r\n", 2};
+        /* A send that fails closes the connection, and its close fails
+         * the request (on_error) within this call: held until it returns. */
+        req->in_callback++;
         err = xConnWriteNow(conn, pieces, count);
+        req->in_callback--;
+        if (!survived(req)) return XERR_STATE;
         if (err != XOK && err != XERR_CLOSED) return XERR_NOMEM;
     } else if (!(put(&req->out, line, line_len) && put(&req->out, data, len) &&
                  (!line_len || put(&req->out, "\r\n", 2)))) {
