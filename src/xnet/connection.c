@@ -470,8 +470,12 @@ xErrno xConnWriteNow(xConn *conn, const struct iovec *pieces, int count) {
     for (int i = 0; i < count; i++) {
         size_t len = pieces[i].iov_len, skip = sent < len ? sent : len;
         sent -= skip;
-        if (len > skip && xConnWrite(conn, (const char *)pieces[i].iov_base + skip, len - skip) != XOK)
-            return XERR_NOMEM;
+        if (len == skip) continue;
+        char *dst =
+            xConnReserve(conn, len - skip); /* not xConnWrite: a third caller kept it from being inlined */
+        if (!dst) return XERR_NOMEM;
+        memcpy(dst, (const char *)pieces[i].iov_base + skip, len - skip);
+        xConnCommit(conn, len - skip);
     }
     flush(conn, progressed);
     return xConnClosed(conn) ? XERR_CLOSED : XOK;

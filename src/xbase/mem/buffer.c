@@ -70,9 +70,7 @@ xErrno xBufferPoolAcquire(xBufferPool *pool, xBuffer *buf) {
     return XOK;
 }
 
-/* Room among the larger spares for one of cap bytes: a free place, or the
- * place of the smallest, freed, where it is smaller (a larger buffer serves
- * every request a smaller one would). */
+/* Room among the larger spares for one of cap bytes. */
 static bool keep_large(xBufferPool *pool, size_t cap) {
     if (pool->large_count < XBUFFER_LARGE_SPARES) return true;
     size_t smallest = 0;
@@ -82,6 +80,17 @@ static bool keep_large(xBufferPool *pool, size_t cap) {
     free(pool->large[smallest].data);
     pool->large[smallest] = pool->large[--pool->large_count];
     return true;
+}
+
+/* Keeps buf among the larger spares, in a free place or in the place of the
+ * smallest, freed, where that is smaller (a larger buffer serves every
+ * request a smaller one would); else frees it. Out of line: blocks, the
+ * common case, are given back without it. */
+__attribute__((noinline)) static void release_other(xBufferPool *pool, xBuffer *buf) {
+    if (buf->cap > pool->block_size && buf->cap <= XBUFFER_LARGE_MAX && keep_large(pool, buf->cap))
+        pool->large[pool->large_count++] = (xBuffer){buf->data, 0, buf->cap};
+    else
+        free(buf->data);
 }
 
 xErrno xBufferPoolAcquireLarge(xBufferPool *pool, xBuffer *buf, size_t cap) {
@@ -108,10 +117,8 @@ void xBufferPoolRelease(xBufferPool *pool, xBuffer *buf) {
         *(void **)buf->data = pool->free_list;
         pool->free_list = buf->data;
         pool->free_count++;
-    } else if (buf->cap > pool->block_size && buf->cap <= XBUFFER_LARGE_MAX && keep_large(pool, buf->cap)) {
-        pool->large[pool->large_count++] = (xBuffer){buf->data, 0, buf->cap};
     } else {
-        free(buf->data);
+        release_other(pool, buf);
     }
     buf->data = NULL;
     buf->len = buf->cap = 0;

@@ -108,7 +108,7 @@ static const xConnProtocol h1_protocol;
  * XH1_BULK_MIN, and kept on after it until a request without one: a client
  * that uploads one large body mostly sends another, whose head and body then
  * come in one read, into a buffer of the last one's size (make_room). */
-static void read_in_bulk(xHttp1 *h, const xHttp1Request *req, size_t head_len) {
+__attribute__((noinline)) static void read_in_bulk(xHttp1 *h, const xHttp1Request *req, size_t head_len) {
     bool on = !req->chunked && req->content_length >= (int64_t)XH1_BULK_MIN;
     if (on) h->bulk_room = head_len + (size_t)req->content_length;
     if (h->reads_bulk == on) return;
@@ -602,7 +602,8 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
     h->keep_alive = req->keep_alive;
     h->http10 = req->minor_version == 0;
     h->head_request = xStrEqualsC(req->method, "HEAD");
-    read_in_bulk(h, req, head_len);
+    /* Out of line, and only where it may change: not on a GET's way. */
+    if (h->reads_bulk || req->content_length >= (int64_t)XH1_BULK_MIN) read_in_bulk(h, req, head_len);
     if (try_upgrade(h, req)) return;
     if ((req->chunked || req->content_length > 0) && route_streams(h)) {
         begin_streaming(h, req);
