@@ -33,14 +33,18 @@
 /* A partial head up to this size, left waiting after a read, moves out of
  * the pooled input block into an allocation of its own size (park_head). */
 #define XH1_PARK_MAX 1024
-/* A body of known length with at least this much of it still to come is read
- * in bulk, from the socket straight into its place (xConnRecvBulk). */
+/* A Content-Length body of at least this size is read in bulk, from the
+ * socket straight into its place (xConnRecvBulk). */
 #define XH1_BULK_MIN (32u << 10)
 /* Room past the size of the last request read in bulk for the next one's
  * read: a request of the same size then comes up short of it, which tells
  * that the socket is drained (no read that fails EAGAIN after it), and a
  * somewhat longer head still fits. */
 #define XH1_BULK_SLACK 4096
+/* The most a connection reading in bulk reads its next request into before
+ * it knows that request's size: a buffer the pool keeps (XBUFFER_LARGE_MAX),
+ * whatever the last body was (a streamed upload may be of any length). */
+#define XH1_BULK_ROOM_MAX (XBUFFER_LARGE_MAX - XH1_BULK_SLACK)
 
 typedef enum xH1State {
     XH1_HEAD,      /* waiting for a complete request head */
@@ -110,7 +114,10 @@ static const xConnProtocol h1_protocol;
  * come in one read, into a buffer of the last one's size (make_room). */
 __attribute__((noinline)) static void read_in_bulk(xHttp1 *h, const xHttp1Request *req, size_t head_len) {
     bool on = !req->chunked && req->content_length >= (int64_t)XH1_BULK_MIN;
-    if (on) h->bulk_room = head_len + (size_t)req->content_length;
+    if (on) {
+        uint64_t size = head_len + (uint64_t)req->content_length;
+        h->bulk_room = size < XH1_BULK_ROOM_MAX ? (size_t)size : XH1_BULK_ROOM_MAX;
+    }
     if (h->reads_bulk == on) return;
     h->reads_bulk = on;
     xConnRecvBulk(h->conn, on);
