@@ -135,6 +135,14 @@ void xEventLoopPrefetch(xEventLoop *loop, int fd, const void *next);
  *  xEventLoopRecv's from now on. */
 void xEventLoopRecvAhead(xEventLoop *loop, int fd, bool on);
 
+/** Whether the reader of fd (added with XEV_RECV) is about to take much
+ *  input (a request body of known length): while on, the backend stops
+ *  receiving ahead into its small buffers and the reader's xEventLoopRecv
+ *  reads the socket itself, in large reads straight into its own memory.
+ *  Off: receiving ahead resumes. Only a matter of cost: reads return the
+ *  same bytes either way. */
+void xEventLoopRecvBulk(xEventLoop *loop, int fd, bool on);
+
 /** Gathered send through the loop's backend, never raising SIGPIPE. Same
  *  return convention as xEventLoopRecv. */
 ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int iovcnt);

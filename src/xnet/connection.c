@@ -158,6 +158,11 @@ ssize_t xConnRecv(xConn *conn, char *buf, size_t len) {
     return n;
 }
 
+void xConnRecvBulk(xConn *conn, bool on) {
+    if (!xConnClosed(conn) && conn->transport->reads_through_loop)
+        xEventLoopRecvBulk(conn->net->loop, conn->fd, on);
+}
+
 size_t xConnPending(const xConn *conn) { return conn->out_pending; }
 
 /* Whether a send the loop's backend was given may still point at the output. */
@@ -431,6 +436,50 @@ static void blocked_after(xConn *conn, bool progressed) {
 }
 
 void xConnFlush(xConn *conn) { flush(conn, false); }
+
+xErrno xConnWriteNow(xConn *conn, const struct iovec *pieces, int count) {
+    if (xConnClosed(conn)) return XERR_CLOSED;
+    struct iovec iov[XCONN_IOV_MAX];
+    int n = 0;
+    size_t queued = 0;
+    if (conn->send == XCONN_SEND_READY && conn->state == XCONN_OPEN) {
+        n = gather(conn, iov);
+        for (int i = 0; i < n; i++) queued += iov[i].iov_len;
+        /* Only behind the whole queue, so the pieces leave after it. */
+        if (queued != conn->out_pending || n + count > XCONN_IOV_MAX) n = -1;
+    } else {
+        n = -1;
+    }
+    size_t sent = 0;
+    bool progressed = false;
+    if (n >= 0) {
+        memcpy(iov + n, pieces, (size_t)count * sizeof *pieces);
+        ssize_t w = conn->transport->sendv(conn, iov, n + count);
+        /* A failure or a full socket: the flush below meets it again and
+         * acts on it as any flush does. */
+        if (w > 0) {
+            sent = (size_t)w;
+            progressed = true;
+            xCounterAdd(&conn->net->counters.bytes_out, sent);
+            size_t of_queue = sent < queued ? sent : queued;
+            advance(conn, of_queue);
+            sent -= of_queue;
+        }
+    }
+    /* What the socket did not take is copied behind the queue. */
+    for (int i = 0; i < count; i++) {
+        size_t len = pieces[i].iov_len, skip = sent < len ? sent : len;
+        sent -= skip;
+        if (len == skip) continue;
+        char *dst =
+            xConnReserve(conn, len - skip); /* not xConnWrite: a third caller kept it from being inlined */
+        if (!dst) return XERR_NOMEM;
+        memcpy(dst, (const char *)pieces[i].iov_base + skip, len - skip);
+        xConnCommit(conn, len - skip);
+    }
+    flush(conn, progressed);
+    return xConnClosed(conn) ? XERR_CLOSED : XOK;
+}
 
 /* Sends what is queued as far as the socket takes it; progressed: bytes went
  * just before (the send timeout restarts if the socket fills now). */

@@ -242,6 +242,12 @@ static inline bool xConnHoldsInput(const xConn *conn) {
  *  (EAGAIN once the socket is drained: conn->readable is then false). */
 ssize_t xConnRecv(xConn *conn, char *buf, size_t len);
 
+/** While on, the protocol expects much input (a body of known length) and
+ *  reads it in large pieces: the loop's backend lets those reads take the
+ *  socket itself instead of receiving ahead in small buffers
+ *  (xEventLoopRecvBulk). Off once it is read. */
+void xConnRecvBulk(xConn *conn, bool on);
+
 /** Queues a copy of bytes for sending. */
 xErrno xConnWrite(xConn *conn, const void *bytes, size_t len);
 
@@ -250,6 +256,15 @@ xErrno xConnWrite(xConn *conn, const void *bytes, size_t len);
  *  release(arg) runs once everything queued before it is sent: how a
  *  protocol frees memory that earlier references still point into. */
 xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)(void *), void *arg);
+
+/** Sends what is queued and then the count pieces, as far as the socket
+ *  takes them now, and queues a copy of only what it did not take: the
+ *  pieces need live during the call alone, and a large body the socket
+ *  takes whole is never copied in user space. Where the queue cannot send
+ *  now (a full socket, a send in flight, a file's range or more pieces than
+ *  one send gathers), the pieces are queued and flushed as xConnWrite and
+ *  xConnFlush would. XERR_CLOSED, XERR_NOMEM. */
+xErrno xConnWriteNow(xConn *conn, const struct iovec *pieces, int count);
 
 /** Queues len bytes of file fd from offset by reference. They are read only
  *  as the socket takes them (sendfile(2) where the transport can, else read

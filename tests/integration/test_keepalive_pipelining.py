@@ -247,6 +247,36 @@ class KeepAlivePipeliningTest(ServerTestCase):
         self.assertEqual(conn.read_response().body, b"0\r\n\r\n")
         self.assertEqual(conn.read_response().body, b"xxxx")
 
+    def test_large_bodies_in_a_row_trickled_and_pipelined_arrive_whole(self):
+        # A large Content-Length body is read in bulk, and the connection keeps reading so until a
+        # request without one, taking each next request into a buffer of the last one's size:
+        # bodies of every size, one after another, split across pauses, pipelined two in one
+        # send and after a GET, must all arrive whole and in order.
+        def body(size, seed):
+            return bytes((seed + i * 7) % 251 for i in range(size))
+
+        conn = self.connect()
+        for i, size in enumerate((65536, 65536, 40000, 70000, 300000, 65536)):
+            payload = body(size, i)
+            conn.send(http_request("POST", "/echo", body=payload))
+            self.assertEqual(conn.read_response().body, payload, f"body {i} of {size} bytes")
+        conn.request("GET", "/ping")
+        self.assertEqual(conn.read_response().body, b"pong")
+        payload = body(100000, 9)
+        raw = http_request("POST", "/echo", body=payload)
+        for start in range(0, len(raw), 30000):  # the head and body in pieces, with pauses between
+            conn.send(raw[start : start + 30000])
+            time.sleep(0.05)
+        self.assertEqual(conn.read_response().body, payload)
+        first, second = body(50000, 3), body(60000, 4)
+        conn.send(http_request("POST", "/echo", body=first) + http_request("POST", "/echo", body=second))
+        self.assertEqual(conn.read_response().body, first)
+        self.assertEqual(conn.read_response().body, second)
+        conn.send(http_request("POST", "/echo", body=first) + echo_get(3))
+        self.assertEqual(conn.read_response().body, first)
+        self.assertEqual(conn.read_response().body, b"xxx")
+        self.assertTrue(conn.stays_open_for(0.1), "extra bytes after the responses")
+
     def test_bodies_on_get_routes_are_skipped_not_parsed(self):
         # GET /ping does not want a body, but its framing still decides
         # where the next request starts.

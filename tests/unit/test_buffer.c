@@ -1,5 +1,6 @@
 /* test_buffer.c — growable buffers (append, reserve, consume, overflow) and
- * the block pool (reuse, the spare limit, buffers that outgrew a block). */
+ * the block pool (reuse, the spare limit, buffers that outgrew a block kept
+ * apart, up to a size and a count, and handed out by size). */
 #include <stdint.h>
 #include <string.h>
 
@@ -67,7 +68,7 @@ static void pool_reuses_blocks_up_to_its_limit(void) {
     CHECK_EQ_INT(pool.free_count, 0);
 }
 
-static void pool_frees_a_buffer_that_outgrew_its_block(void) {
+static void pool_keeps_a_buffer_that_outgrew_its_block_apart(void) {
     xBufferPool pool;
     xBufferPoolInit(&pool, 256, 8);
     xBuffer a = {0};
@@ -75,8 +76,50 @@ static void pool_frees_a_buffer_that_outgrew_its_block(void) {
     char big[1000] = {0};
     CHECK_EQ_INT(xBufferAppend(&a, big, sizeof big), XOK);
     CHECK(a.cap > 256);
+    char *grown = a.data;
+    size_t grown_cap = a.cap;
     xBufferPoolRelease(&pool, &a);
-    CHECK_EQ_INT(pool.free_count, 0); /* not a pool-sized block: freed, not kept */
+    CHECK_EQ_INT(pool.free_count, 0); /* not a pool-sized block */
+    CHECK_EQ_INT(pool.large_count, 1);
+    xBuffer b = {0};
+    CHECK_EQ_INT(xBufferPoolAcquire(&pool, &b), XOK); /* a block is asked for: a block is given */
+    CHECK_EQ_INT(b.cap, 256);
+    xBuffer c = {0};
+    CHECK_EQ_INT(xBufferPoolAcquireLarge(&pool, &c, 900), XOK); /* the kept one fits */
+    CHECK(c.data == grown && c.cap == grown_cap && c.len == 0);
+    CHECK_EQ_INT(pool.large_count, 0);
+    xBufferPoolRelease(&pool, &b);
+    xBufferPoolRelease(&pool, &c);
+    xBufferPoolDestroy(&pool); /* frees the kept ones (ASan: no leak) */
+    CHECK_EQ_INT(pool.large_count, 0);
+}
+
+static void pool_hands_out_the_smallest_large_buffer_that_fits_and_keeps_the_largest(void) {
+    xBufferPool pool;
+    xBufferPoolInit(&pool, 256, 8);
+    xBuffer held[XBUFFER_LARGE_SPARES + 1];
+    for (size_t i = 0; i <= XBUFFER_LARGE_SPARES; i++) {
+        held[i] = (xBuffer){0};
+        CHECK_EQ_INT(xBufferPoolAcquireLarge(&pool, &held[i], 1000 * (i + 1)), XOK);
+        CHECK(held[i].cap >= 1000 * (i + 1));
+    }
+    for (size_t i = 0; i <= XBUFFER_LARGE_SPARES; i++) xBufferPoolRelease(&pool, &held[i]);
+    /* One more than there is room for: the smallest (1000) made way. */
+    CHECK_EQ_INT(pool.large_count, XBUFFER_LARGE_SPARES);
+    for (size_t i = 0; i < pool.large_count; i++) CHECK(pool.large[i].cap >= 2000);
+    xBuffer a = {0};
+    CHECK_EQ_INT(xBufferPoolAcquireLarge(&pool, &a, 2500), XOK);
+    CHECK_EQ_INT(a.cap, 3000); /* the smallest that fits */
+    xBuffer b = {0};
+    CHECK_EQ_INT(xBufferPoolAcquireLarge(&pool, &b, 20000), XOK); /* none fits: a new one */
+    CHECK_EQ_INT(b.cap, 20000);
+    xBufferPoolRelease(&pool, &a);
+    xBufferPoolRelease(&pool, &b); /* replaces the smallest kept (2000) */
+    CHECK_EQ_INT(pool.large_count, XBUFFER_LARGE_SPARES);
+    xBuffer huge = {0};
+    CHECK_EQ_INT(xBufferPoolAcquireLarge(&pool, &huge, XBUFFER_LARGE_MAX + 1), XOK);
+    xBufferPoolRelease(&pool, &huge); /* past the most kept: freed */
+    for (size_t i = 0; i < pool.large_count; i++) CHECK(pool.large[i].cap <= XBUFFER_LARGE_MAX);
     xBufferPoolDestroy(&pool);
 }
 
@@ -105,7 +148,8 @@ int main(void) {
     RUN(reserve_refuses_sizes_that_overflow);
     RUN(consume_moves_the_rest_to_the_front);
     RUN(pool_reuses_blocks_up_to_its_limit);
-    RUN(pool_frees_a_buffer_that_outgrew_its_block);
+    RUN(pool_keeps_a_buffer_that_outgrew_its_block_apart);
+    RUN(pool_hands_out_the_smallest_large_buffer_that_fits_and_keeps_the_largest);
     RUN(parking_keeps_only_the_bytes_and_unparking_restores_a_block);
     return CHECK_SUMMARY();
 }

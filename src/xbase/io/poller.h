@@ -48,6 +48,12 @@ typedef struct xPollerOps {
      *  only before fd's first wait, on at any time. NULL where XEV_RECV
      *  means nothing. */
     void (*recv_ahead)(xPoller *poller, int fd, bool on);
+    /** Turns bulk reading for fd (added with XEV_RECV) on or off, at any
+     *  time: on, what is received ahead is drained and the reader then takes
+     *  the socket itself, told of input by a one-shot poll, so a large read
+     *  lands in its place with one copy; off, receiving ahead resumes at the
+     *  next arming. NULL where XEV_RECV means nothing. */
+    void (*recv_bulk)(xPoller *poller, int fd, bool on);
     /** Queues one gathered send to fd (a watched socket), handed to the
      *  kernel with the next wait (or submit) and never waiting there for
      *  room (MSG_DONTWAIT): the kernel has taken what it takes, or failed

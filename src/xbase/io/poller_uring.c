@@ -87,6 +87,9 @@ enum { KIND_POLL, KIND_RECV, KIND_POLLIN, KIND_SEND };
  *   POLLING_IN → IDLE     input came (take): the reader drains, then re-arms
  *   → ENDED, → FAILED     the end of the stream, or an error, from a receive or a read
  *
+ * Bulk reading (recv_bulk) moves AHEAD to STOPPING as falling behind does,
+ * and arms the one-shot POLLIN instead of a receive until it is turned off.
+ *
  * What keeps every byte in order: the reader takes the socket itself (after
  * what was received ahead) only where no receive is in flight: DIRECT, IDLE
  * and POLLING_IN. */
@@ -129,6 +132,7 @@ typedef struct xUringFd {
     uint8_t error;      /* RECV_FAILED's errno (every errno value fits) */
     bool queued;        /* in the arm list */
     bool polling;       /* its multishot poll is submitted */
+    bool bulk;          /* its reader takes the socket itself for now (recv_bulk) */
 } xUringFd;
 
 typedef struct xChunk {
@@ -389,6 +393,23 @@ static void uring_recv_ahead(xPoller *poller, int fd, bool on) {
     want_arm(u, fd);
 }
 
+/* A large read into the reader's own memory costs one copy and one system
+ * call; received ahead, the same bytes come as a completion per 4 KiB buffer
+ * and are copied twice (into the buffers, then out of them). */
+static void uring_recv_bulk(xPoller *poller, int fd, bool on) {
+    xUring *u = (xUring *)poller;
+    xUringFd *f = (size_t)fd < u->fd_cap ? &u->fds[fd] : NULL;
+    if (!f || !(f->events & XEV_RECV) || !u->buf_ring) return;
+    f->bulk = on;
+    /* What the receive brings until its last completion is read first; then
+     * the reader drains the socket itself (IDLE), and what is armed after
+     * is the one-shot poll. */
+    if (on && f->recv == RECV_AHEAD) {
+        want_cancel(u, tag_of(KIND_RECV, fd, f->gen));
+        f->recv = RECV_STOPPING;
+    }
+}
+
 /* ---- Reading ---- */
 
 /* Copies out what was received ahead for f, giving each buffer emptied back. */
@@ -538,10 +559,11 @@ static unsigned poll_mask(const xUringFd *f) {
 
 /* A multishot receive into the buffers or, while more than half of them are
  * held, a one-shot wait for input, after which the reader uses recv(2): a
- * socket armed then would most likely find none. */
+ * socket armed then would most likely find none. The same wait for a reader
+ * reading in bulk. */
 static void prep_receive(xUring *u, int fd, struct io_uring_sqe *sqe) {
     xUringFd *f = &u->fds[fd];
-    if (u->held > XURING_BUFS / 2) {
+    if (u->held > XURING_BUFS / 2 || f->bulk) {
         io_uring_prep_poll_add(sqe, fd, POLLIN | POLLRDHUP);
         io_uring_sqe_set_data64(sqe, tag_of(KIND_POLLIN, fd, f->gen));
         f->recv = RECV_POLLING_IN;
@@ -754,6 +776,7 @@ static const xPollerOps uring_ops = {
     .wait = uring_wait,
     .recv = uring_recv,
     .recv_ahead = uring_recv_ahead,
+    .recv_bulk = uring_recv_bulk,
     .send = uring_send,
     .sent = uring_sent,
     .submit = uring_submit,

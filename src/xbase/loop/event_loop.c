@@ -240,6 +240,10 @@ void xEventLoopRecvAhead(xEventLoop *loop, int fd, bool on) {
     if (loop->poller->ops->recv_ahead) loop->poller->ops->recv_ahead(loop->poller, fd, on);
 }
 
+void xEventLoopRecvBulk(xEventLoop *loop, int fd, bool on) {
+    if (loop->poller->ops->recv_bulk) loop->poller->ops->recv_bulk(loop->poller, fd, on);
+}
+
 ssize_t xEventLoopSendv(xEventLoop *loop, int fd, const struct iovec *iov, int iovcnt) {
     /* Most responses are one segment; send(2) skips sendmsg's header copy. */
     if (iovcnt == 1) return send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);

@@ -42,10 +42,7 @@ void xBufferFree(xBuffer *buf) {
 }
 
 void xBufferPoolInit(xBufferPool *pool, size_t block_size, size_t max_free) {
-    pool->free_list = NULL;
-    pool->block_size = block_size;
-    pool->free_count = 0;
-    pool->max_free = max_free;
+    *pool = (xBufferPool){.block_size = block_size, .max_free = max_free};
 }
 
 void xBufferPoolDestroy(xBufferPool *pool) {
@@ -55,6 +52,7 @@ void xBufferPoolDestroy(xBufferPool *pool) {
         free(block);
     }
     pool->free_count = 0;
+    while (pool->large_count) free(pool->large[--pool->large_count].data);
 }
 
 xErrno xBufferPoolAcquire(xBufferPool *pool, xBuffer *buf) {
@@ -72,6 +70,47 @@ xErrno xBufferPoolAcquire(xBufferPool *pool, xBuffer *buf) {
     return XOK;
 }
 
+/* Room among the larger spares for one of cap bytes. */
+static bool keep_large(xBufferPool *pool, size_t cap) {
+    if (pool->large_count < XBUFFER_LARGE_SPARES) return true;
+    size_t smallest = 0;
+    for (size_t i = 1; i < pool->large_count; i++)
+        if (pool->large[i].cap < pool->large[smallest].cap) smallest = i;
+    if (pool->large[smallest].cap >= cap) return false;
+    free(pool->large[smallest].data);
+    pool->large[smallest] = pool->large[--pool->large_count];
+    return true;
+}
+
+/* Keeps buf among the larger spares, in a free place or in the place of the
+ * smallest, freed, where that is smaller (a larger buffer serves every
+ * request a smaller one would); else frees it. Out of line: blocks, the
+ * common case, are given back without it. */
+__attribute__((noinline)) static void release_other(xBufferPool *pool, xBuffer *buf) {
+    if (buf->cap > pool->block_size && buf->cap <= XBUFFER_LARGE_MAX && keep_large(pool, buf->cap))
+        pool->large[pool->large_count++] = (xBuffer){buf->data, 0, buf->cap};
+    else
+        free(buf->data);
+}
+
+xErrno xBufferPoolAcquireLarge(xBufferPool *pool, xBuffer *buf, size_t cap) {
+    if (cap <= pool->block_size) return xBufferPoolAcquire(pool, buf);
+    size_t best = pool->large_count;
+    for (size_t i = 0; i < pool->large_count; i++)
+        if (pool->large[i].cap >= cap &&
+            (best == pool->large_count || pool->large[i].cap < pool->large[best].cap))
+            best = i;
+    if (best < pool->large_count) {
+        *buf = (xBuffer){pool->large[best].data, 0, pool->large[best].cap};
+        pool->large[best] = pool->large[--pool->large_count];
+        return XOK;
+    }
+    char *data = malloc(cap);
+    if (!data) return XERR_NOMEM;
+    *buf = (xBuffer){data, 0, cap};
+    return XOK;
+}
+
 void xBufferPoolRelease(xBufferPool *pool, xBuffer *buf) {
     if (!buf->data) return;
     if (buf->cap == pool->block_size && pool->free_count < pool->max_free) {
@@ -79,7 +118,7 @@ void xBufferPoolRelease(xBufferPool *pool, xBuffer *buf) {
         pool->free_list = buf->data;
         pool->free_count++;
     } else {
-        free(buf->data);
+        release_other(pool, buf);
     }
     buf->data = NULL;
     buf->len = buf->cap = 0;

@@ -2,7 +2,13 @@
  *
  * Connections borrow blocks from their loop's pool while they have bytes in
  * flight and give them back when idle, so ten thousand idle keep-alive
- * connections hold no buffer memory and a busy loop never calls malloc. */
+ * connections hold no buffer memory and a busy loop never calls malloc.
+ *
+ * A few buffers larger than a block (a request read whole with its body, an
+ * output queue grown) are kept too, up to XBUFFER_LARGE_MAX each: malloc
+ * hands the top of a thread's heap back to the kernel once that much is
+ * free, so a large buffer freed and made again at every request would be
+ * paged in afresh each time (a page fault and a zeroed page per 4 KiB). */
 #ifndef XBASE_MEM_BUFFER_POOL_H
 #define XBASE_MEM_BUFFER_POOL_H
 
@@ -12,12 +18,18 @@
 #include <xbase/buffer.h>
 #include <xbase/errno.h>
 
-/** A free list of blocks of one size. Single-threaded: one per loop. */
+#define XBUFFER_LARGE_SPARES 8
+#define XBUFFER_LARGE_MAX (256u << 10)
+
+/** A free list of blocks of one size, and a few larger buffers.
+ *  Single-threaded: one per loop. */
 typedef struct xBufferPool {
     void *free_list;
     size_t block_size;
     size_t free_count;
-    size_t max_free; /**< blocks kept beyond this are returned to malloc */
+    size_t max_free;                     /**< blocks kept beyond this are returned to malloc */
+    xBuffer large[XBUFFER_LARGE_SPARES]; /**< kept larger buffers: data and cap */
+    size_t large_count;
 } xBufferPool;
 
 /** Prepares a pool of block_size blocks keeping at most max_free spares. */
@@ -29,8 +41,14 @@ void xBufferPoolDestroy(xBufferPool *pool);
 /** Gives buf a pooled block if it has no storage. XERR_NOMEM on failure. */
 xErrno xBufferPoolAcquire(xBufferPool *pool, xBuffer *buf);
 
-/** Takes buf's storage back (to the pool if it is a pool-sized block, else
- *  to malloc); buf becomes empty. */
+/** Gives buf (which has no storage) room for at least cap bytes: a block
+ *  where one is enough, else the smallest kept larger buffer that is, else a
+ *  new allocation of cap. XERR_NOMEM on failure. */
+xErrno xBufferPoolAcquireLarge(xBufferPool *pool, xBuffer *buf, size_t cap);
+
+/** Takes buf's storage back (to the pool if it is a pool-sized block, or
+ *  among the larger spares while there is room and it is at most
+ *  XBUFFER_LARGE_MAX, else to malloc); buf becomes empty. */
 void xBufferPoolRelease(xBufferPool *pool, xBuffer *buf);
 
 /** Moves buf's bytes from offset from on into an allocation of exactly their

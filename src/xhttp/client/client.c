@@ -805,8 +805,16 @@ static void push_out(xHttpClientRequest *req) {
         }
     }
     if (xConnPending(conn)) { /* what came now, or body bytes Write gave it straight */
-        xConnFlush(conn);
-        if (req->cc != cc || xConnClosed(conn)) return;
+        /* A body still to be written may follow in this same turn (a body
+         * held whole is written right after Start): the head waits for the
+         * turn's end, so that it leaves with the body's first bytes in one
+         * send, and one segment, instead of alone. */
+        if (!req->body_ended) {
+            xConnFlushSoon(conn);
+        } else {
+            xConnFlush(conn);
+            if (req->cc != cc || xConnClosed(conn)) return;
+        }
     }
     bool sent = req->body_ended && xConnPending(conn) == 0;
     if (req->phase == XREQ_SENDING && sent) {
@@ -1002,9 +1010,20 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
         req->held_whole = false;
         xBufferConsume(&req->out, req->out.len);
         req->out_given = 0;
-        if (line_len) err = xConnWrite(conn, line, line_len);
-        if (err == XOK) err = xConnWrite(conn, data, len);
-        if (err == XOK && line_len) err = xConnWrite(conn, "\r\n", 2);
+        /* Sent at once behind what the connection holds (the head, when
+         * it waited for the body: push_out), copied only where the socket
+         * did not take it. */
+        struct iovec pieces[3];
+        int count = 0;
+        if (line_len) pieces[count++] = (struct iovec){line, line_len};
+        pieces[count++] = (struct iovec){(void *)data, len};
+        if (line_len) pieces[count++] = (struct iovec){"\r\n", 2};
+        /* A send that fails closes the connection, and its close fails
+         * the request (on_error) within this call: held until it returns. */
+        req->in_callback++;
+        err = xConnWriteNow(conn, pieces, count);
+        req->in_callback--;
+        if (!survived(req)) return XERR_STATE;
         if (err != XOK && err != XERR_CLOSED) return XERR_NOMEM;
     } else if (!(put(&req->out, line, line_len) && put(&req->out, data, len) &&
                  (!line_len || put(&req->out, "\r\n", 2)))) {

@@ -33,6 +33,18 @@
 /* A partial head up to this size, left waiting after a read, moves out of
  * the pooled input block into an allocation of its own size (park_head). */
 #define XH1_PARK_MAX 1024
+/* A Content-Length body of at least this size is read in bulk, from the
+ * socket straight into its place (xConnRecvBulk). */
+#define XH1_BULK_MIN (32u << 10)
+/* Room past the size of the last request read in bulk for the next one's
+ * read: a request of the same size then comes up short of it, which tells
+ * that the socket is drained (no read that fails EAGAIN after it), and a
+ * somewhat longer head still fits. */
+#define XH1_BULK_SLACK 4096
+/* The most a connection reading in bulk reads its next request into before
+ * it knows that request's size: a buffer the pool keeps (XBUFFER_LARGE_MAX),
+ * whatever the last body was (a streamed upload may be of any length). */
+#define XH1_BULK_ROOM_MAX (XBUFFER_LARGE_MAX - XH1_BULK_SLACK)
 
 typedef enum xH1State {
     XH1_HEAD,      /* waiting for a complete request head */
@@ -72,6 +84,8 @@ typedef struct xHttp1 {
     bool chunked_body;     /* streamed: the body uses chunked coding */
     bool body_complete;    /* streamed: the reader's last piece is known */
     bool continue_owed;    /* streamed: 100 Continue waits for the reader to ask */
+    bool reads_bulk;       /* since a request with a large body: xConnRecvBulk is on */
+    size_t bulk_room;      /* reads_bulk: that request's size, head and body */
     size_t next_start;     /* where the request after this one begins */
     const char *parsed_at; /* in.data + start when the head was parsed */
     xHttp1Chunked chunked;
@@ -93,6 +107,21 @@ typedef struct xHttp1 {
 
 static const xHttpExchangeOps h1_ops;
 static const xConnProtocol h1_protocol;
+
+/* Bulk reading on for a request with a Content-Length body of at least
+ * XH1_BULK_MIN, and kept on after it until a request without one: a client
+ * that uploads one large body mostly sends another, whose head and body then
+ * come in one read, into a buffer of the last one's size (make_room). */
+__attribute__((noinline)) static void read_in_bulk(xHttp1 *h, const xHttp1Request *req, size_t head_len) {
+    bool on = !req->chunked && req->content_length >= (int64_t)XH1_BULK_MIN;
+    if (on) {
+        uint64_t size = head_len + (uint64_t)req->content_length;
+        h->bulk_room = size < XH1_BULK_ROOM_MAX ? (size_t)size : XH1_BULK_ROOM_MAX;
+    }
+    if (h->reads_bulk == on) return;
+    h->reads_bulk = on;
+    xConnRecvBulk(h->conn, on);
+}
 
 static void process(xHttp1 *h);
 
@@ -473,14 +502,18 @@ static void compact(xHttp1 *h) {
     h->start = 0;
 }
 
-/* Makes in's capacity exactly cap (bodies can be far larger than a pooled block). */
+/* Makes in's capacity at least cap (bodies can be far larger than a pooled
+ * block), from the pool's larger spares where one fits. */
 static bool resize_input(xHttp1 *h, size_t cap) {
     xBuffer *in = &h->conn->in;
     if (in->cap >= cap) return true;
-    char *data = realloc(in->data, cap);
-    if (!data) return false;
-    in->data = data;
-    in->cap = cap;
+    xBufferPool *pool = &h->conn->net->buffers;
+    xBuffer grown = {0};
+    if (xBufferPoolAcquireLarge(pool, &grown, cap) != XOK) return false;
+    if (in->len) memcpy(grown.data, in->data, in->len);
+    grown.len = in->len;
+    xBufferPoolRelease(pool, in);
+    *in = grown;
     return true;
 }
 
@@ -576,6 +609,8 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
     h->keep_alive = req->keep_alive;
     h->http10 = req->minor_version == 0;
     h->head_request = xStrEqualsC(req->method, "HEAD");
+    /* Out of line, and only where it may change: not on a GET's way. */
+    if (h->reads_bulk || req->content_length >= (int64_t)XH1_BULK_MIN) read_in_bulk(h, req, head_len);
     if (try_upgrade(h, req)) return;
     if ((req->chunked || req->content_length > 0) && route_streams(h)) {
         begin_streaming(h, req);
@@ -779,6 +814,8 @@ static bool make_room(xHttp1 *h) {
     xBuffer *in = &conn->in;
     if (!in->data) {
         h->start = h->scanned = 0;
+        if (h->reads_bulk && h->bulk_room > conn->net->buffers.block_size)
+            return resize_input(h, h->bulk_room + XH1_BULK_SLACK);
         return xBufferPoolAcquire(&conn->net->buffers, in) == XOK;
     }
     if (in->len < in->cap) return true;
