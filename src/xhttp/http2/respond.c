@@ -326,7 +326,7 @@ static void end_exchange(xH2Stream *s) {
     frame_stream(s);
     s->in_op = false;
     if (s->state == XH2_STATE_CLOSED) xH2StreamFree(s);
-    if (!h2->in_batch && !xConnClosed(conn)) xH2Pump(h2);
+    xH2PumpSoon(h2);
     xConnRelease(conn);
 }
 
@@ -409,7 +409,13 @@ static xErrno h2_write(xHttpExchange *ex, const void *data, size_t len) {
         }
         err = xBufferAppend(&b->pieces, data, len);
         b->len = b->pieces.len;
-        if (!s->h2->in_batch) xH2Pump(s->h2);
+        /* Up to a stream window's worth waits for the turn's end, where it
+         * leaves with the turn's other output (and with END_STREAM, when the
+         * writer ends it meanwhile); more is framed and sent now. */
+        if (xH2Pending(s) < XH2_DEFAULT_WINDOW)
+            xH2PumpSoon(s->h2);
+        else if (!s->h2->in_batch)
+            xH2Pump(s->h2);
     }
     s->in_op = false;
     if (s->state == XH2_STATE_CLOSED) xH2StreamSettle(s);
@@ -443,7 +449,11 @@ static void h2_watch_drain(xHttpExchange *ex) { (void)ex; }
 static void h2_reset(xHttpExchange *ex) {
     xH2Stream *s = ex->proto;
     s->in_op = true;
-    xH2SourceRelease(s); /* what waits unframed is never sent */
+    /* What was written goes first as far as the windows allow, as it would
+     * have had each write been sent at once (xH2PumpSoon leaves it to the
+     * turn's end); what they hold back is never sent. */
+    frame_stream(s);
+    xH2SourceRelease(s);
     if (s->state != XH2_STATE_CLOSED) xH2StreamError(s->h2, s->id, XH2_INTERNAL_ERROR);
     end_exchange(s);
 }
