@@ -170,9 +170,11 @@ struct xHttp2 {
     xHpackEncoder encoder;
     /* server, date and the port's alt-svc as HPACK fields, Huffman-coded once
      * per second: every response head of that second on this connection
-     * copies the same bytes */
+     * copies the same bytes (from fixed_server_len on when the handler set
+     * its own server, as a proxied answer carries the upstream's) */
     uint8_t fixed_fields[224];
     size_t fixed_len;
+    size_t fixed_server_len;
     time_t fixed_second;
 
     int32_t block_id;       /* the stream whose header block is open, 0 if none */

@@ -156,22 +156,20 @@ static uint8_t *put_alt_svc(xHttp2 *h2, uint8_t *p) {
  * alt-svc at p; they are encoded only when the second changed. */
 static uint8_t *put_fixed_fields(xHttp2 *h2, uint8_t *p, const xEventLoop *loop, bool server) {
     time_t now = xEventLoopWallSeconds(loop);
-    if (!server) {
-        const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, loop);
-        return put_alt_svc(h2, xHpackEncodeToken(p, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN}));
-    }
     if (!h2->fixed_len || now != h2->fixed_second) {
         const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, loop);
         xStr name = xHttpContextOf(h2->conn)->answers->server_name;
         uint8_t *end = h2->fixed_fields;
         if (name.len) end = xHpackEncodeToken(end, XHPACK_TOKEN_SERVER, name);
+        h2->fixed_server_len = (size_t)(end - h2->fixed_fields);
         end = xHpackEncodeToken(end, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN});
         end = put_alt_svc(h2, end);
         h2->fixed_len = (size_t)(end - h2->fixed_fields);
         h2->fixed_second = now;
     }
-    memcpy(p, h2->fixed_fields, h2->fixed_len);
-    return p + h2->fixed_len;
+    size_t from = server ? 0 : h2->fixed_server_len;
+    memcpy(p, h2->fixed_fields + from, h2->fixed_len - from);
+    return p + h2->fixed_len - from;
 }
 
 /* Queues a header block for s: the response head (:status, server, date,
