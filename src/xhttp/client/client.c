@@ -782,6 +782,18 @@ static bool write_head(xHttpClientRequest *req, const xHttpClientRequestOpts *o)
     return true;
 }
 
+/* A whole request, small, going onto a connection with nothing queued: the
+ * socket's buffer, empty but for what the upstream has answered, takes it at
+ * once, so it is sent at the turn's end with every other request started in
+ * the turn (on io_uring in the loop's one submission, not a send(2) each),
+ * and counts as gone now: its first-byte timeout runs. */
+#define CLIENT_SOON_MAX (8u << 10) /* well within a socket's least send buffer (16 KiB) */
+
+static bool soon_whole(const xHttpClientRequest *req, xConn *conn) {
+    return req->phase == XREQ_SENDING && req->body_ended && req->out_given == 0 &&
+           req->out.len <= CLIENT_SOON_MAX && xConnPending(conn) == 0;
+}
+
 /* Gives the connection what it has not had of req->out, and moves the
  * phase on once every byte is queued and gone. */
 static void push_out(xHttpClientRequest *req) {
@@ -792,6 +804,7 @@ static void push_out(xHttpClientRequest *req) {
     xClientConn *cc = req->cc;
     if (!cc || !cc->conn || cc->state != XCC_BUSY || xConnClosed(cc->conn)) return;
     xConn *conn = cc->conn;
+    bool whole_soon = soon_whole(req, conn);
     if (req->out.len > req->out_given) {
         if (xConnWrite(conn, req->out.data + req->out_given, req->out.len - req->out_given) != XOK) {
             fail(req, XHTTP_CLIENT_NO_MEMORY);
@@ -803,6 +816,11 @@ static void push_out(xHttpClientRequest *req) {
             xBufferConsume(&req->out, req->out.len);
             req->out_given = 0;
         }
+    }
+    if (whole_soon) {
+        xConnFlushSoon(conn);
+        enter(req, XREQ_WAITING);
+        return;
     }
     if (xConnPending(conn)) { /* what came now, or body bytes Write gave it straight */
         /* A body still to be written may follow in this same turn (a body

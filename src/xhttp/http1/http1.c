@@ -26,6 +26,9 @@
  * while the socket cannot take more, so a client that pipelines requests for
  * large responses without reading them cannot make us buffer without bound. */
 #define XH1_OUTPUT_HIGH_WATER (1u << 20)
+/* A response written outside the connection's turn waits for the turn's
+ * end up to this much (a stream window's worth); more is sent at once. */
+#define XH1_WRITE_SOON (64u << 10)
 /* A chunk-size line with extensions, or a trailer line, beyond this is abuse. */
 #define XH1_MAX_CHUNK_LINE 4096
 /* Room behind a streamed request's head for reading its body into. */
@@ -352,7 +355,14 @@ static xErrno h1_write(xHttpExchange *ex, const void *data, size_t len) {
     }
     if (err == XOK) err = xConnWrite(h->conn, data, len);
     if (err == XOK && h->framing == XH1_FRAMED_CHUNKED) err = xConnWrite(h->conn, "\r\n", 2);
-    if (!h->in_batch) xConnFlush(h->conn);
+    /* Outside the connection's turn (a proxied upstream's answer, a
+     * timer's) the bytes leave at the turn's end, with the rest of the
+     * response when it ends meanwhile (on io_uring in the loop's one
+     * submission, not a send(2) of their own); past XH1_WRITE_SOON, now. */
+    if (!h->in_batch && xConnPending(h->conn) < XH1_WRITE_SOON)
+        xConnFlushSoon(h->conn);
+    else if (!h->in_batch)
+        xConnFlush(h->conn);
     return err;
 }
 
@@ -406,6 +416,7 @@ static void h1_reset(xHttpExchange *ex) {
     xHttp1 *h = ex->proto;
     h->keep_alive = false;
     ex->res.aborted = true; /* nothing more is written; on_close tells no one */
+    xConnFlush(h->conn);    /* what was written, as the socket takes it (h1_write may have left it) */
     xConnClose(h->conn);
     ex->res.ended = true;
     finish(h);

@@ -417,6 +417,21 @@ void xH2Pump(xHttp2 *h2) {
     xConnRelease(conn);
 }
 
+static void pump_at_turn_end(xEventLoop *loop, xTurnEnd *call) {
+    (void)loop;
+    xHttp2 *h2 = (xHttp2 *)((char *)call - offsetof(xHttp2, pump_soon));
+    xConn *conn = h2->conn;
+    if (!xConnClosed(conn)) xH2Pump(h2);
+    xConnRelease(conn); /* taken by xH2PumpSoon */
+}
+
+void xH2PumpSoon(xHttp2 *h2) {
+    xConn *conn = h2->conn;
+    if (h2->in_batch || h2->pump_soon.queued || xConnClosed(conn)) return;
+    xConnRetain(conn); /* h2 lives as long as its connection */
+    xEventLoopAtTurnEnd(conn->net->loop, &h2->pump_soon);
+}
+
 /* Handles what conn->in holds; a partial frame stays for the next read. */
 static bool take_input(xHttp2 *h2) {
     xConn *conn = h2->conn;
@@ -588,6 +603,7 @@ static xHttp2 *session_new(xConn *conn) {
     h2->reset_tokens = h2->conf->http2_reset_burst;
     h2->reset_refill_ms = xEventLoopNowMs(conn->net->loop);
     xTimerInit(&h2->goaway_timer, on_goaway_timer, h2);
+    h2->pump_soon.fn = pump_at_turn_end;
     return h2;
 }
 

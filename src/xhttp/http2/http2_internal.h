@@ -170,9 +170,11 @@ struct xHttp2 {
     xHpackEncoder encoder;
     /* server, date and the port's alt-svc as HPACK fields, Huffman-coded once
      * per second: every response head of that second on this connection
-     * copies the same bytes */
+     * copies the same bytes (from fixed_server_len on when the handler set
+     * its own server, as a proxied answer carries the upstream's) */
     uint8_t fixed_fields[224];
     size_t fixed_len;
+    size_t fixed_server_len;
     time_t fixed_second;
 
     int32_t block_id;       /* the stream whose header block is open, 0 if none */
@@ -195,6 +197,7 @@ struct xHttp2 {
     uint64_t reset_refill_ms;
 
     xTimer goaway_timer;       /* second step of a graceful GOAWAY */
+    xTurnEnd pump_soon;        /* queued by xH2PumpSoon */
     uint64_t progress;         /* request bytes taken plus response bytes framed */
     xH2HeldWindow held_window; /* held streamed bodies' connection window (held_window.h) */
     uint64_t progress_at_arm;
@@ -243,6 +246,13 @@ bool xH2OweControl(xHttp2 *h2);
 
 /* Frames what waits, flushes, and closes when the connection is done. */
 void xH2Pump(xHttp2 *h2);
+
+/* The same at the end of the loop's turn, unless a batch under way pumps at
+ * its own end: for output made outside the connection's turn (a proxied
+ * upstream's answer, a timer's), so every stream answered in one turn goes
+ * out in one TLS record and one send, and a response written then ended
+ * leaves as HEADERS and one DATA with END_STREAM. */
+void xH2PumpSoon(xHttp2 *h2);
 
 /* ---- stream.c: streams ---- */
 

@@ -156,22 +156,20 @@ static uint8_t *put_alt_svc(xHttp2 *h2, uint8_t *p) {
  * alt-svc at p; they are encoded only when the second changed. */
 static uint8_t *put_fixed_fields(xHttp2 *h2, uint8_t *p, const xEventLoop *loop, bool server) {
     time_t now = xEventLoopWallSeconds(loop);
-    if (!server) {
-        const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, loop);
-        return put_alt_svc(h2, xHpackEncodeToken(p, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN}));
-    }
     if (!h2->fixed_len || now != h2->fixed_second) {
         const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, loop);
         xStr name = xHttpContextOf(h2->conn)->answers->server_name;
         uint8_t *end = h2->fixed_fields;
         if (name.len) end = xHpackEncodeToken(end, XHPACK_TOKEN_SERVER, name);
+        h2->fixed_server_len = (size_t)(end - h2->fixed_fields);
         end = xHpackEncodeToken(end, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN});
         end = put_alt_svc(h2, end);
         h2->fixed_len = (size_t)(end - h2->fixed_fields);
         h2->fixed_second = now;
     }
-    memcpy(p, h2->fixed_fields, h2->fixed_len);
-    return p + h2->fixed_len;
+    size_t from = server ? 0 : h2->fixed_server_len;
+    memcpy(p, h2->fixed_fields + from, h2->fixed_len - from);
+    return p + h2->fixed_len - from;
 }
 
 /* Queues a header block for s: the response head (:status, server, date,
@@ -326,7 +324,7 @@ static void end_exchange(xH2Stream *s) {
     frame_stream(s);
     s->in_op = false;
     if (s->state == XH2_STATE_CLOSED) xH2StreamFree(s);
-    if (!h2->in_batch && !xConnClosed(conn)) xH2Pump(h2);
+    xH2PumpSoon(h2);
     xConnRelease(conn);
 }
 
@@ -409,7 +407,13 @@ static xErrno h2_write(xHttpExchange *ex, const void *data, size_t len) {
         }
         err = xBufferAppend(&b->pieces, data, len);
         b->len = b->pieces.len;
-        if (!s->h2->in_batch) xH2Pump(s->h2);
+        /* Up to a stream window's worth waits for the turn's end, where it
+         * leaves with the turn's other output (and with END_STREAM, when the
+         * writer ends it meanwhile); more is framed and sent now. */
+        if (xH2Pending(s) < XH2_DEFAULT_WINDOW)
+            xH2PumpSoon(s->h2);
+        else if (!s->h2->in_batch)
+            xH2Pump(s->h2);
     }
     s->in_op = false;
     if (s->state == XH2_STATE_CLOSED) xH2StreamSettle(s);
@@ -443,7 +447,11 @@ static void h2_watch_drain(xHttpExchange *ex) { (void)ex; }
 static void h2_reset(xHttpExchange *ex) {
     xH2Stream *s = ex->proto;
     s->in_op = true;
-    xH2SourceRelease(s); /* what waits unframed is never sent */
+    /* What was written goes first as far as the windows allow, as it would
+     * have had each write been sent at once (xH2PumpSoon leaves it to the
+     * turn's end); what they hold back is never sent. */
+    frame_stream(s);
+    xH2SourceRelease(s);
     if (s->state != XH2_STATE_CLOSED) xH2StreamError(s->h2, s->id, XH2_INTERNAL_ERROR);
     end_exchange(s);
 }

@@ -34,6 +34,14 @@
 #define PROXY_FRONT_LOW (256u << 10)
 #define PROXY_MAX_FIELDS 128
 #define PROXY_FIELD_TEXT 8192 /* a name or value handed to the response, with its NUL */
+#if defined(__SANITIZE_ADDRESS__)
+#define PROXY_SPARE_CALLS 0 /* ASan sees a call used after its end only if it is freed */
+#else
+/* Ended calls a worker keeps for its next requests, as many as it has in
+ * flight under a hundred clients: a call is 8 KiB, which malloc otherwise
+ * took from its bins and gave back on every request. */
+#define PROXY_SPARE_CALLS 128
+#endif
 
 typedef struct xProxyUpstream {
     xHttpUpstream *upstream;
@@ -65,6 +73,14 @@ struct xProxyHealth {
     xProxyProbe *probes;
 };
 
+typedef struct xProxyCall xProxyCall;
+
+/* A worker's ended calls, kept for its next requests (PROXY_SPARE_CALLS). */
+typedef struct xProxySpares {
+    xProxyCall *head; /* linked by next_spare */
+    unsigned count;
+} xProxySpares;
+
 struct xHttpProxy {
     xProxyUpstream *ups;
     size_t num_ups;
@@ -75,7 +91,8 @@ struct xHttpProxy {
     char *hash_header;   /* conf's copies */
     char *health_path;
     xProxyHealth health;
-    xProxyAuth *auth; /* the auth subrequest's service, or NULL */
+    xProxyAuth *auth;     /* the auth subrequest's service, or NULL */
+    xProxySpares *spares; /* one per worker, used on its thread */
 };
 
 /* Which protocol switch a request asks the upstream for. */
@@ -87,6 +104,8 @@ typedef enum xProxyUpgrade {
 
 typedef struct xProxyCall {
     xHttpProxy *proxy;
+    int worker;             /* whose spares it goes back to */
+    xProxyCall *next_spare; /* while it is one */
     xHttpRequest *req;
     xHttpResponse *res;
     xHttpClient *client;
@@ -124,12 +143,31 @@ typedef struct xProxyCall {
     char auth_text[2048];              /* the values it copied onto the request */
 } xProxyCall;
 
-/* A call with everything zero but its fields' room: 5 KiB of zeroes a
- * request is what calloc cost. */
-static xProxyCall *call_new(void) {
-    xProxyCall *call = malloc(sizeof *call);
-    if (call) memset(call, 0, offsetof(xProxyCall, fields));
+/* A call for worker's request, with everything zero but its fields' room:
+ * 5 KiB of zeroes a request is what calloc cost. */
+static xProxyCall *call_new(xHttpProxy *proxy, int worker) {
+    xProxySpares *spares = &proxy->spares[worker];
+    xProxyCall *call = spares->head;
+    if (call) {
+        spares->head = call->next_spare;
+        spares->count--;
+    } else {
+        call = malloc(sizeof *call);
+    }
+    if (!call) return NULL;
+    memset(call, 0, offsetof(xProxyCall, fields));
+    call->proxy = proxy;
+    call->worker = worker;
     return call;
+}
+
+static void free_spares(xProxySpares *spares) {
+    while (spares->head) {
+        xProxyCall *call = spares->head;
+        spares->head = call->next_spare;
+        free(call);
+    }
+    spares->count = 0;
 }
 
 static const xHttpClientHandlers upstream_handlers;
@@ -152,6 +190,8 @@ void xHttpProxyDestroy(xHttpProxy *proxy) {
     for (size_t i = 0; i < proxy->num_ups; i++) xHttpUpstreamDestroy(proxy->ups[i].upstream);
     free(proxy->ups);
     free(proxy->clients);
+    for (int i = 0; proxy->spares && i < proxy->num_workers; i++) free_spares(&proxy->spares[i]);
+    free(proxy->spares);
     free(proxy->hash_header);
     free(proxy->health_path);
     free(proxy->health.probes);
@@ -171,6 +211,7 @@ xErrno xHttpProxyCreate(xHttpServer *server, const xHttpProxyConf *conf, xHttpPr
            conf->struct_size < sizeof proxy->conf ? conf->struct_size : sizeof proxy->conf);
     proxy->num_workers = xHttpServerWorkerCount(server) > 0 ? xHttpServerWorkerCount(server) : 1;
     proxy->clients = calloc((size_t)proxy->num_workers, sizeof *proxy->clients);
+    proxy->spares = calloc((size_t)proxy->num_workers, sizeof *proxy->spares);
     proxy->ups = calloc(conf->num_upstreams, sizeof *proxy->ups);
     proxy->health.probes = calloc(conf->num_upstreams, sizeof *proxy->health.probes);
     const xHttpProxyConf *c = &proxy->conf;
@@ -180,7 +221,7 @@ xErrno xHttpProxyCreate(xHttpServer *server, const xHttpProxyConf *conf, xHttpPr
     }
     proxy->hash_header = c->hash_header ? strdup(c->hash_header) : NULL;
     proxy->health_path = strdup(c->health_path && *c->health_path ? c->health_path : "/");
-    if (!proxy->clients || !proxy->ups || !proxy->health.probes || !proxy->health_path ||
+    if (!proxy->clients || !proxy->spares || !proxy->ups || !proxy->health.probes || !proxy->health_path ||
         (c->hash_header && !proxy->hash_header)) {
         xHttpProxyDestroy(proxy);
         return XERR_NOMEM;
@@ -222,6 +263,7 @@ void xHttpProxyWorkerStop(xHttpProxy *proxy, xHttpWorker *worker) {
     if (i == 0) health_stop(&proxy->health);
     xHttpClientDestroy(proxy->clients[i]);
     proxy->clients[i] = NULL;
+    free_spares(&proxy->spares[i]);
 }
 
 static xErrno start_hook(xHttpWorker *worker, void *arg) { return xHttpProxyWorkerStart(arg, worker); }
@@ -551,7 +593,16 @@ static bool build_fields(xProxyCall *call) {
         (call)->busy--;                                                                                      \
     } while (0)
 
-static void end_call(xProxyCall *call) { free(call); }
+static void end_call(xProxyCall *call) {
+    xProxySpares *spares = &call->proxy->spares[call->worker];
+    if ((int)spares->count >= PROXY_SPARE_CALLS) { /* int: under ASan the limit is 0 */
+        free(call);
+        return;
+    }
+    call->next_spare = spares->head;
+    spares->head = call;
+    spares->count++;
+}
 
 /* A streamed front body's pieces that arrive after the answer are dropped. */
 static void discard_body(xHttpRequest *req, xHttpResponse *res, const char *data, size_t len, bool end,
@@ -1033,19 +1084,18 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xHttpProxy *proxy = arg;
     int w = xHttpWorkerIndex(xHttpRequestWorker(req));
     xHttpClient *client = w >= 0 && w < proxy->num_workers ? proxy->clients[w] : NULL;
-    xProxyCall *call = client ? call_new() : NULL;
+    xProxyCall *call = client ? call_new(proxy, w) : NULL;
     if (!call) {
         xHttpResponseSetStatus(res, 500);
         xHttpResponseSend(res, "500: the proxy has no client on this worker (xHttpProxyWorkerStart)\n", 68);
         return;
     }
-    call->proxy = proxy;
     call->req = req;
     call->res = res;
     call->client = client;
     call->upgrade = upgrade_asked(req);
     if (!build_fields(call)) {
-        free(call);
+        end_call(call);
         xHttpResponseSetStatus(res, 431);
         xHttpResponseSend(res, "431: too many fields to pass on\n", 32);
         return;
