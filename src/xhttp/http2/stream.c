@@ -425,6 +425,8 @@ static const char *source_invariant(const xH2BodySource *b) {
     switch (b->kind) {
     case XH2_SOURCE_NONE: return b->len ? "a body with no source" : NULL;
     case XH2_SOURCE_MEMORY: return b->memory && b->len ? NULL : "a memory body with no memory";
+    /* Borrowed only within a Send: once it returns, what is left is MEMORY. */
+    case XH2_SOURCE_BORROWED: return "a borrowed body kept past its Send";
     case XH2_SOURCE_FILE: return b->file.fd >= 0 && b->len ? NULL : "a file body with no file";
     case XH2_SOURCE_STREAMED: return b->pieces.len == b->len ? NULL : "streamed pieces miscounted";
     }
