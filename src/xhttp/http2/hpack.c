@@ -102,6 +102,67 @@ uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s) {
     return p;
 }
 
+/* ---- the values' syntax (xHpackSyntaxVerdict) ---- */
+
+static bool is_alpha(unsigned char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
+static bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+
+static bool all_tchars(xStr s) {
+    for (size_t i = 0; i < s.len; i++)
+        if (!xHttpIsTokenChar((unsigned char)s.data[i])) return false;
+    return s.len > 0;
+}
+
+/* RFC 3986 §3.1. */
+static bool valid_scheme(xStr s) {
+    if (!s.len || !is_alpha((unsigned char)s.data[0])) return false;
+    for (size_t i = 1; i < s.len; i++) {
+        unsigned char c = (unsigned char)s.data[i];
+        if (!is_alpha(c) && !is_digit(c) && c != '+' && c != '-' && c != '.') return false;
+    }
+    return true;
+}
+
+static bool target_byte(unsigned char c) { return c > 0x20 && c != 0x7f; }
+
+/* Visible ASCII and obs-text: no controls, no spaces (RFC 9112 §3.2). Eight
+ * bytes at a time: a byte below 0x21 leaves its top bit set in x - 0x21..21
+ * where it was clear in x (obs-text's are set in x, so never counted), and
+ * DEL is a zero byte of x ^ 0x7f..7f, so below 0x01 there. */
+static bool valid_target(xStr s) {
+    const uint64_t ones = 0x0101010101010101u, tops = 0x8080808080808080u;
+    size_t i = 0;
+    for (; i + 8 <= s.len; i += 8) {
+        uint64_t x, del;
+        memcpy(&x, s.data + i, 8);
+        del = x ^ (0x7f * ones);
+        if (((x - 0x21 * ones) & ~x & tops) || ((del - ones) & ~del & tops)) return false;
+    }
+    for (; i < s.len; i++)
+        if (!target_byte((unsigned char)s.data[i])) return false;
+    return true;
+}
+
+/* RFC 3986 §3.2's bytes. */
+static bool valid_authority(xStr s) {
+    for (size_t i = 0; i < s.len; i++)
+        if (!xHttpIsAuthorityChar((unsigned char)s.data[i])) return false;
+    return true;
+}
+
+uint8_t xHpackSyntaxVerdict(unsigned token, xStr value) {
+    bool ok;
+    switch (token) {
+    case XHPACK_TOKEN_METHOD: ok = all_tchars(value); break;
+    case XHPACK_TOKEN_SCHEME: ok = valid_scheme(value); break;
+    case XHPACK_TOKEN_PATH: ok = valid_target(value); break;
+    case XHPACK_TOKEN_AUTHORITY:
+    case XHPACK_TOKEN_HOST: ok = valid_authority(value); break;
+    default: ok = true; break;
+    }
+    return ok ? 0 : XHPACK_BAD_SYNTAX;
+}
+
 /* ---- the dynamic table ---- */
 
 static xHpackEntry *entry_at(const xHpackTable *t, size_t i) { /* i = 1 is the newest */
@@ -363,7 +424,7 @@ static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t 
         return false;
     }
     if (!read_string(d, k, p, end, index_it, true, &value)) return false;
-    verdict |= value.data ? xHpackValueVerdict(value) : XHPACK_BAD_VALUE;
+    verdict |= value.data ? xHpackValueVerdict(value) | xHpackSyntaxVerdict(token, value) : XHPACK_BAD_VALUE;
     emit(k, name, value, token, verdict | flags);
     if (index_it) {
         if (name.data && value.data) {

@@ -101,7 +101,14 @@ enum {
     XHPACK_BAD_NAME = 1,      /* not lower-case tchars (after a leading ':'), RFC 9113 §8.2.1 */
     XHPACK_BAD_VALUE = 2,     /* NUL, CR or LF, or leading or trailing SP/HTAB */
     XHPACK_NEVER_INDEXED = 4, /* sent as "never indexed" (RFC 7541 §6.2.3): forward it so */
+    XHPACK_BAD_SYNTAX = 8,    /* not of the syntax its name requires (xHpackSyntaxVerdict) */
 };
+
+/** A value's verdict for its name: XHPACK_BAD_SYNTAX when a request's :method is no token,
+ *  :scheme no scheme (RFC 3986 §3.1), :path has a control byte or space, or :authority or
+ *  host a byte outside RFC 3986 §3.2's; 0 otherwise (and for every other name). HPACK
+ *  judges a field once, so one the client sends by index again costs nothing more. */
+uint8_t xHpackSyntaxVerdict(unsigned token, xStr value);
 
 /** A name's verdict: XHPACK_BAD_NAME unless lower-case tchars after an optional leading ':'.
  *  Shared with QPACK (http3/), which holds fields to the same rules (RFC 9114 §4.2). */

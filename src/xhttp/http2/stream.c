@@ -367,7 +367,7 @@ static bool keep_fields(xH2Stream *s, const xHpackField *f, size_t n, const xH2R
 
 bool xH2StreamOpen(xHttp2 *h2, int32_t id, uint8_t flags, const xHpackBlock *b, int rv) {
     xH2RequestHead head = {.content_length = -1};
-    if (rv == XHPACK_OK && !xH2CheckRequest(b->fields, b->count, true, &head))
+    if (rv == XHPACK_OK && !xH2CheckHpackRequest(b->fields, b->count, true, &head))
         return xH2StreamError(h2, id, XH2_PROTOCOL_ERROR);
     xH2Stream *s = stream_new(h2, id);
     if (!s) return xH2StreamError(h2, id, XH2_INTERNAL_ERROR);
