@@ -249,7 +249,9 @@ static xErrno frame_body(xH2Stream *s, xConn *conn, size_t n) {
     xErrno err;
     switch (b->kind) {
     case XH2_SOURCE_MEMORY: err = xConnWriteRef(conn, b->memory + b->framed, n, NULL, NULL); break;
-    case XH2_SOURCE_BORROWED: err = xConnWrite(conn, b->memory + b->framed, n); break;
+    case XH2_SOURCE_BORROWED:
+        err = XOK;
+        break; /* copied with its frame's header (frame_stream) */
     /* A frame's worth of file (up to XCONN_FILE_COPY_MAX) is read into the
      * queue now; the file stays open until the last frame is out. */
     case XH2_SOURCE_FILE:
@@ -287,10 +289,13 @@ static void frame_stream(xH2Stream *s) {
         if (!n && avail) return; /* the client's window holds it */
         bool last = ended && n == avail;
         if (n || !trailers) {
-            uint8_t *p = (uint8_t *)xConnReserve(conn, XH2_FRAME_HEADER_LEN);
+            /* A borrowed body's bytes go in with the header, one reservation. */
+            size_t copied = s->out.kind == XH2_SOURCE_BORROWED ? n : 0;
+            uint8_t *p = (uint8_t *)xConnReserve(conn, XH2_FRAME_HEADER_LEN + copied);
             if (!p) return;
             xH2PutFrameHeader(p, (uint32_t)n, XH2_DATA, last && !trailers ? XH2_FLAG_END_STREAM : 0, s->id);
-            xConnCommit(conn, XH2_FRAME_HEADER_LEN);
+            if (copied) memcpy(p + XH2_FRAME_HEADER_LEN, s->out.memory + s->out.framed, copied);
+            xConnCommit(conn, XH2_FRAME_HEADER_LEN + copied);
             if (n && frame_body(s, conn, n) != XOK) return;
             s->send_window -= (int64_t)n;
             h2->send_window -= (int64_t)n;
