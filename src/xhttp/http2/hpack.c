@@ -268,9 +268,10 @@ bool xHpackDecoderEntry(const xHpackDecoder *d, size_t index, char *buf, size_t 
 /* Where decoded strings go while one block is decoded. */
 typedef struct Sink {
     xHpackBlock *b;
-    size_t used;    /* bytes of scratch used */
-    size_t spilled; /* bytes of the decoder's spill used by the entry being read */
-    bool full;      /* the list is too large: fields are counted, not kept */
+    size_t used;     /* bytes of scratch used */
+    size_t spilled;  /* bytes of the decoder's spill used by the entry being read */
+    bool full;       /* the list is too large: fields are counted, not kept */
+    bool ring_views; /* a field kept points into the table's ring (see copy_entry) */
 } Sink;
 
 /* A string of the block being read; data is NULL when its bytes were not kept. */
@@ -362,10 +363,21 @@ static bool read_string(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint
     return true;
 }
 
-/* Copies a table entry's name (and value) where the block's fields can keep them. */
+/* A table entry's name (and value) where the block's fields can keep them: a view
+ * into the ring where the entry's bytes lie in one piece there, as nothing
+ * overwrites them until an entry is added (before which keep_ring_views copies
+ * them out); else a copy. A name the table is to take again is always copied:
+ * the ring is never written from itself. */
 static void copy_entry(xHpackDecoder *d, Sink *k, const xHpackEntry *e, bool with_value, bool for_table,
                        Str *name, Str *value) {
     size_t n = e->name_len + (with_value ? e->value_len : 0);
+    if (!for_table && e->at + n <= d->capacity) {
+        const char *at = d->table.bytes + e->at;
+        *name = (Str){at, e->name_len};
+        if (with_value) *value = (Str){at + e->name_len, e->value_len};
+        k->ring_views = true;
+        return;
+    }
     char *dst = place(d, k, n, for_table);
     if (dst) ring_read(&d->table, d->capacity, e->at, dst, n);
     *name = (Str){dst, e->name_len};
@@ -379,6 +391,29 @@ static void emit(Sink *k, xStr name, xStr value, uint16_t token, uint8_t flags) 
         k->full = true;
     if (k->full) return;
     b->fields[b->count++] = (xHpackField){name, value, token, flags};
+}
+
+/* Copies into scratch the fields kept so far that are views into the ring, which
+ * an entry about to be added may overwrite. Where scratch runs out the list is too
+ * large: the fields from there on are dropped, as later ones are. */
+static void keep_ring_views(xHpackDecoder *d, Sink *k) {
+    xHpackBlock *b = k->b;
+    uintptr_t ring = (uintptr_t)d->table.bytes, ring_end = ring + d->capacity;
+    k->ring_views = false;
+    for (size_t i = 0; i < b->count; i++) {
+        xStr *strs[2] = {&b->fields[i].name, &b->fields[i].value};
+        for (int j = 0; j < 2; j++) {
+            xStr *str = strs[j];
+            if ((uintptr_t)str->data < ring || (uintptr_t)str->data >= ring_end) continue;
+            char *dst = place(d, k, str->len, false);
+            if (!dst) {
+                b->count = i;
+                return;
+            }
+            memcpy(dst, str->data, str->len);
+            str->data = dst;
+        }
+    }
 }
 
 static bool indexed(xHpackDecoder *d, Sink *k, uint32_t index) {
@@ -427,6 +462,7 @@ static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t 
     verdict |= value.data ? xHpackValueVerdict(value) | xHpackSyntaxVerdict(token, value) : XHPACK_BAD_VALUE;
     emit(k, name, value, token, verdict | flags);
     if (index_it) {
+        if (k->ring_views) keep_ring_views(d, k); /* before the ring is written */
         if (name.data && value.data) {
             table_insert(d, name, value, token, verdict);
         } else { /* too big to hold, so bigger than the table: it empties it (§4.4) */
@@ -449,7 +485,7 @@ static bool size_update(xHpackDecoder *d, const uint8_t **p, const uint8_t *end)
 
 int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b) {
     const uint8_t *p = in, *end = in + len;
-    Sink k = {b, 0, 0, false};
+    Sink k = {b, 0, 0, false, false};
     b->count = 0;
     b->list_size = 0;
     bool at_start = true;

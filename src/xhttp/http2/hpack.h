@@ -4,8 +4,10 @@
  *
  * Decoding works on one whole header block (HEADERS plus its CONTINUATIONs,
  * joined) and never allocates: plain literals are views into the block, Huffman
- * strings and fields taken from the dynamic table are copied into the caller's
- * scratch buffer, static fields point at the static table. A block whose header
+ * strings are decoded into the caller's scratch buffer, static fields point at
+ * the static table, and fields taken from the dynamic table are views into it,
+ * copied into scratch only where they wrap round its ring or before the block
+ * adds an entry that could overwrite them. A block whose header
  * list is over the caller's limit is still decoded to its end, so the dynamic
  * table stays in sync, and reported as XHPACK_TOO_LARGE (answer 431).
  *
@@ -222,7 +224,9 @@ typedef struct xHpackBlock {
 
 /** Decodes one whole header block into b; returns XHPACK_OK, XHPACK_TOO_LARGE (too many
  *  fields or bytes; the block is consumed all the same) or XHPACK_ERROR. After an
- *  error the connection must end: the table is no longer in sync. */
+ *  error the connection must end: the table is no longer in sync. A field taken whole
+ *  from the dynamic table may be a view into the table itself: the fields live until
+ *  the decoder's next block (and as long as the block and the scratch buffer). */
 int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b);
 
 /** Copies the dynamic table's entry at index (62 is the newest) into buf, name then
