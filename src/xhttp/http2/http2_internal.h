@@ -174,6 +174,10 @@ struct xHttp2 {
     int32_t reset[XH2_RESET_MEMORY];
     size_t reset_next;
     xHpackDecoder decoder;
+    /* The decoded fields' array and scratch, from the pool: taken at a read's
+     * first header block and given back once its frames are handled (take_input),
+     * not taken and given back for every block. */
+    xBuffer block_fields, block_scratch;
     xHpackEncoder encoder;
     /* server, date and the port's alt-svc as HPACK fields, Huffman-coded once
      * per second: every response head of that second on this connection
