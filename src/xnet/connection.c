@@ -171,6 +171,9 @@ static bool send_in_flight(const xConn *conn) {
 }
 
 char *xConnReserve(xConn *conn, size_t len) {
+    /* The common case first: a block with room is already held (a response's
+     * frames go into it one after another). */
+    if (conn->out.data && conn->out.cap - conn->out.len >= len) return conn->out.data + conn->out.len;
     if (xBufferPoolAcquire(&conn->net->buffers, &conn->out) != XOK) return NULL;
     /* Growing moves the bytes a send in flight may not have handed in yet
      * (output queued by another connection's end of turn): hand it in first. */

@@ -37,6 +37,7 @@ import brotli
 import grpc
 from websockets.sync.client import connect as ws_connect
 
+from support.h2client import INITIAL_WINDOW_SIZE, H2Conn, settings_frame
 from support.h3client import h3_connect, run
 from support.harness import Conn, ServerProcess, ServerTestCase, chunked, http_request, run_client
 from support.tls_fixtures import TlsConn, client_context, shared_certs
@@ -214,6 +215,18 @@ class ArenaEntryTest(ServerTestCase):
             "--http2-prior-knowledge", "-w", " %{http_version}", f"http://127.0.0.1:{self.h2c}/baseline2?a=20&b=22"
         )
         self.assertEqual(out, b"42 2")
+
+    def test_baseline2_sums_held_by_a_shut_window_arrive_exact_once_it_opens(self):
+        # Each sum is a few bytes the handler writes on its stack: while the
+        # client's stream window is shut, the server keeps its own copy.
+        with H2Conn(self.h2c, settings={INITIAL_WINDOW_SIZE: 0}, auto_window=False) as conn:
+            ids = [conn.request("GET", f"/baseline2?a={1000 * i + 1}&b={i}") for i in range(1, 9)]
+            conn.read_until(lambda: all(conn.stream(i).response() is not None for i in ids), "the heads")
+            conn.pump(0.2)
+            self.assertEqual([bytes(conn.stream(i).body) for i in ids], [b""] * 8, "DATA sent into a shut window")
+            conn.send(settings_frame({INITIAL_WINDOW_SIZE: 1 << 16}))
+            conn.read_until(lambda: all(conn.stream(i).ended for i in ids), "the bodies")
+            self.assertEqual([bytes(conn.stream(i).body) for i in ids], [b"%d" % (1001 * i + 1) for i in range(1, 9)])
 
     def test_the_h2c_port_does_not_answer_http11(self):
         result = run_client(

@@ -2,7 +2,8 @@
  * :authority (request.h), byte by byte: every byte value at every place of
  * targets and authorities of many lengths, against the rules written out
  * plainly here (a target: no controls, space or DEL; an authority: RFC 3986
- * §3.2's characters). */
+ * §3.2's characters); and the same rules through HPACK, which judges a
+ * field's syntax once, for a field sent by index as for a literal. */
 #include "check.h"
 #include "xhttp/http2/request.h"
 
@@ -53,8 +54,102 @@ static void test_every_byte_at_every_place_of_an_authority(void) {
             }
 }
 
+/* A GET of / with this :authority, as HPACK decodes it: sent as a literal
+ * the table keeps, or (by_index) as the table's newest entry, whose syntax
+ * was judged when it came in and is not judged again. */
+static bool check_decoded(xHpackDecoder *d, xStr authority, bool by_index) {
+    uint8_t block[64], *p = block;
+    *p++ = 0x82; /* :method GET */
+    *p++ = 0x87; /* :scheme https */
+    *p++ = 0x84; /* :path / */
+    if (by_index) {
+        *p++ = 0xbe; /* index 62: the newest entry */
+    } else {
+        *p++ = 0x41; /* literal with incremental indexing, the name :authority's */
+        *p++ = (uint8_t)authority.len;
+        memcpy(p, authority.data, authority.len);
+        p += authority.len;
+    }
+    xHpackField f[8];
+    char scratch[256];
+    xHpackBlock b = {f, 8, 0, scratch, sizeof scratch, 4096, 0};
+    CHECK(xHpackDecode(d, block, (size_t)(p - block), &b) == XHPACK_OK && b.count == 4);
+    CHECK(f[3].token == XHPACK_TOKEN_AUTHORITY && f[3].value.len == authority.len &&
+          memcmp(f[3].value.data, authority.data, authority.len) == 0);
+    xH2RequestHead head;
+    return xH2CheckHpackRequest(f, b.count, true, &head);
+}
+
+static void test_every_byte_of_an_authority_judged_once_by_hpack(void) {
+    xHpackDecoder d;
+    CHECK(xHpackDecoderInit(&d, 4096) == 0);
+    char authority[24];
+    memset(authority, 'h', sizeof authority);
+    for (size_t len = 1; len <= sizeof authority; len++)
+        for (size_t at = 0; at < len; at++)
+            for (int c = 0; c < 256; c++) {
+                authority[at] = (char)c;
+                xStr a = {authority, len};
+                bool want = authority_byte((unsigned char)c);
+                CHECK_MSG(check_decoded(&d, a, false) == want, "literal: len %zu at %zu byte 0x%02x", len, at,
+                          c);
+                CHECK_MSG(check_decoded(&d, a, true) == want, "by index: len %zu at %zu byte 0x%02x", len, at,
+                          c);
+                authority[at] = 'h';
+            }
+    xHpackDecoderFree(&d);
+}
+
+/* A method that is no token and a scheme that is no scheme, sent as literals
+ * and then by index, are refused both ways; good ones pass both ways. */
+static void test_method_and_scheme_judged_once_by_hpack(void) {
+    static const struct {
+        uint8_t name_index; /* the static table's :method or :scheme */
+        const char *value;
+        bool ok;
+    } cases[] = {{2, "GET", true},  {2, "G T", false},   {2, "", false},       {2, "M(1)", false},
+                 {6, "http", true}, {6, "1http", false}, {6, "a+b-c.d", true}, {6, "ht tp", false}};
+    xHpackDecoder d;
+    CHECK(xHpackDecoderInit(&d, 4096) == 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = strlen(cases[i].value);
+        uint8_t block[64], *p = block;
+        *p++ = (uint8_t)(0x40 | cases[i].name_index); /* kept by the table */
+        *p++ = (uint8_t)n;
+        memcpy(p, cases[i].value, n);
+        p += n;
+        for (int by_index = 0; by_index < 2; by_index++) {
+            uint8_t full[80], *q = full;
+            if (cases[i].name_index != 2) *q++ = 0x82; /* :method GET */
+            if (cases[i].name_index != 6) *q++ = 0x87; /* :scheme https */
+            if (by_index) {
+                *q++ = 0xbe;
+            } else {
+                memcpy(q, block, (size_t)(p - block));
+                q += p - block;
+            }
+            *q++ = 0x84; /* :path / */
+            *q++ = 0x01; /* :authority, literal without indexing */
+            *q++ = 1;
+            *q++ = 'h';
+            xHpackField f[8];
+            char scratch[256];
+            xHpackBlock b = {f, 8, 0, scratch, sizeof scratch, 4096, 0};
+            CHECK(xHpackDecode(&d, full, (size_t)(q - full), &b) == XHPACK_OK && b.count == 4);
+            xH2RequestHead head;
+            CHECK_MSG(xH2CheckHpackRequest(f, b.count, true, &head) == cases[i].ok, "%s, %s", cases[i].value,
+                      by_index ? "by index" : "literal");
+            CHECK_MSG(xH2CheckRequest(f, b.count, true, &head) == cases[i].ok, "%s, judged here",
+                      cases[i].value);
+        }
+    }
+    xHpackDecoderFree(&d);
+}
+
 int main(void) {
     RUN(test_every_byte_at_every_place_of_a_target);
     RUN(test_every_byte_at_every_place_of_an_authority);
+    RUN(test_every_byte_of_an_authority_judged_once_by_hpack);
+    RUN(test_method_and_scheme_judged_once_by_hpack);
     return CHECK_SUMMARY();
 }

@@ -329,6 +329,35 @@ static void test_table_grows_past_4096_only_by_a_size_update(void) {
     xHpackDecoderFree(&d);
 }
 
+/* A field taken whole from the table is a view into its ring until the block adds an
+ * entry: it is copied out first, as the new entry may overwrite its bytes. */
+static void test_table_fields_outlive_an_entry_added_after_them(void) {
+    xHpackDecoder d;
+    xHpackDecoderInit(&d, 100); /* one 92-byte entry at a time, in a ring of 101 bytes */
+    char a[60], b[60];
+    memset(a, 'a', 59);
+    memset(b, 'b', 59);
+    a[59] = b[59] = '\0';
+    uint8_t block[256], *p = block;
+    p = add_literal(p, "x", a); /* the ring's bytes 0 to 60 */
+    xHpackField f[4];
+    size_t count;
+    CHECK(decode(&d, block, (size_t)(p - block), f, 4, 65536, &count) == XHPACK_OK && count == 1);
+    p = block;
+    *p++ = 0x80 | 62;           /* x: a view into the ring */
+    p = add_literal(p, "y", b); /* evicts x, and wraps round over its first bytes */
+    *p++ = 0x80 | 62;           /* y, round the ring's end: copied */
+    CHECK(decode(&d, block, (size_t)(p - block), f, 4, 65536, &count) == XHPACK_OK && count == 3);
+    CHECK(d.table.count == 1);
+    CHECK_STR(f[0].name, "x");
+    CHECK_STR(f[0].value, a);
+    CHECK_STR(f[1].name, "y");
+    CHECK_STR(f[1].value, b);
+    CHECK_STR(f[2].name, "y");
+    CHECK_STR(f[2].value, b);
+    xHpackDecoderFree(&d);
+}
+
 static void test_too_large_list_keeps_the_decoder_in_sync(void) {
     xHpackDecoder d;
     xHpackDecoderInit(&d, 4096);
@@ -508,6 +537,7 @@ int main(void) {
     RUN(test_table_size_updates_only_first_and_within_limit);
     RUN(test_eviction_drops_the_oldest_first);
     RUN(test_table_grows_past_4096_only_by_a_size_update);
+    RUN(test_table_fields_outlive_an_entry_added_after_them);
     RUN(test_too_large_list_keeps_the_decoder_in_sync);
     RUN(test_verdicts_come_once_with_the_field);
     RUN(test_encoder_fast_paths_decode_back);

@@ -1,6 +1,6 @@
 /* test_router.c — route matching: literals, parameters, wildcards, priority
  * with backtracking, 404 against 405, and a randomized comparison with a
- * brute-force matcher.
+ * brute-force matcher, directly and through a worker's memo.
  *
  * Every looked-up path is copied to the very end of a page followed by an
  * inaccessible page, so reading one byte past the path crashes the test. */
@@ -14,7 +14,8 @@
 #include "guard_page.h"
 #include "xhttp/core/router.h"
 
-static char *guard_page_end; /* one past the last readable byte */
+static char *guard_page_end;  /* one past the last readable byte */
+static xRouteMemo round_memo; /* test_random_tables_agree_with_brute_force's */
 
 /* The path as the router will see it; valid until the next call. */
 static xStr guarded(const char *s) {
@@ -597,11 +598,28 @@ static void check_random_lookup(const xRouter *r, const Model *routes, int count
     } else {
         CHECK_MSG(res == XROUTE_NOT_FOUND, "%s %s: want 404, got %d", method, path, res);
     }
+    /* Through the round's memo, twice (the second time from the memo where the
+     * first filled it), the same answer. */
+    for (int k = 0; k < 2; k++) {
+        xRouteMatch mm;
+        xRouteResult memo_res = xRouterMatchMemo(r, &round_memo, xStrFromC(method), p, &mm);
+        CHECK_MSG(memo_res == res, "%s %s through the memo: %d, not %d", method, path, memo_res, res);
+        if (memo_res != res) return;
+        if (res == XROUTE_FOUND) {
+            CHECK(mm.handler == m.handler && mm.num_params == m.num_params);
+            for (size_t i = 0; i < m.num_params && i < mm.num_params; i++)
+                CHECK(mm.params[i].value.data == m.params[i].value.data &&
+                      mm.params[i].value.len == m.params[i].value.len);
+        } else if (res == XROUTE_METHOD_NOT_ALLOWED) {
+            CHECK(mm.allow.len == m.allow.len && memcmp(mm.allow.data, m.allow.data, m.allow.len) == 0);
+        }
+    }
 }
 
 static void test_random_tables_agree_with_brute_force(void) {
     for (int round = 0; round < 300; round++) {
         xRouter *r = xRouterCreate();
+        round_memo = (xRouteMemo){0}; /* a worker's memo lives as long as its router */
         Model routes[ROUTES];
         int count = 0;
         for (int i = 0; i < ROUTES; i++) {

@@ -128,6 +128,7 @@ typedef struct xHttpContext {
     xHttpExchange *free_exchanges;  /* pooled request/response objects */
     size_t free_exchange_count;
     xHttpDateCache date;          /* this worker's Date header */
+    xRouteMemo route_memo;        /* this worker's last route found (router.h) */
     bool draining;                /* graceful stop in progress */
     const xProxyTrust *forwarded; /* proxies whose X-Forwarded-For names the client; NULL: none */
     void *owner;                  /* the worker that owns this context */

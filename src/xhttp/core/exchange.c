@@ -35,6 +35,7 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     ex->req.loop = ctx->net.loop;
     if (ctx->on_finished) ex->req.start_us = xEventLoopNowUs(ctx->net.loop);
     ex->router = ctx->router;
+    ex->route_memo = &ctx->route_memo;
     ex->routed = false;
     ex->match.num_params = 0;
     ex->streams_body = ex->body_paused = ex->body_ended = false;
@@ -91,7 +92,7 @@ void xHttpExchangePoolDestroy(xHttpContext *ctx) {
 
 xRouteResult xHttpExchangeRoute(xHttpExchange *ex) {
     if (ex->routed) return ex->route;
-    ex->route = xRouterMatch(ex->router, ex->req.method, ex->req.path, &ex->match);
+    ex->route = xRouterMatchMemo(ex->router, ex->route_memo, ex->req.method, ex->req.path, &ex->match);
     ex->routed = true;
     /* Kept as offsets: a protocol may move the request's bytes (HTTP/1.1
      * compacts its buffer) between routing and dispatch. */

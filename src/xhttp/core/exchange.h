@@ -140,7 +140,8 @@ struct xHttpExchange {
     xHttpRequest req;
     xHttpResponse res;
     const xRouter *router;
-    bool routed; /* route and match hold the routing, done once */
+    xRouteMemo *route_memo; /* the worker's (context.h), or NULL: none */
+    bool routed;            /* route and match hold the routing, done once */
     xRouteResult route;
     xRouteMatch match;
     size_t param_at[XROUTER_MAX_PARAMS]; /* where each parameter sits in req.path */

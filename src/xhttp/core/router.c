@@ -403,3 +403,28 @@ xRouteResult xRouterMatch(const xRouter *router, xStr method, xStr path, xRouteM
     }
     return XROUTE_NOT_FOUND;
 }
+
+xRouteResult xRouterMatchMemo(const xRouter *router, xRouteMemo *memo, xStr method, xStr path,
+                              xRouteMatch *match) {
+    if (memo && memo->router == router && path.len == memo->path_len && method.len == memo->method_len &&
+        memcmp(path.data, memo->path, path.len) == 0 && memcmp(method.data, memo->method, method.len) == 0) {
+        match->handler = memo->handler;
+        match->arg = memo->arg;
+        match->num_params = 0;
+        match->allow = (xStr){"", 0};
+        return XROUTE_FOUND;
+    }
+    xRouteResult found = xRouterMatch(router, method, path, match);
+    /* Only a route without parameters: their values would point into this path. */
+    if (memo && found == XROUTE_FOUND && match->num_params == 0 && path.len <= XROUTE_MEMO_PATH &&
+        method.len <= XROUTE_MEMO_METHOD) {
+        memo->router = router;
+        memo->handler = match->handler;
+        memo->arg = match->arg;
+        memo->method_len = method.len;
+        memo->path_len = path.len;
+        memcpy(memo->method, method.data, method.len);
+        memcpy(memo->path, path.data, path.len);
+    }
+    return found;
+}

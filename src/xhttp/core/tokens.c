@@ -16,6 +16,7 @@
 /* Built by the compiler from the definitions, so they cannot drift. */
 const bool xHttpTokenChars[256] = TABLE(XHTTP_IS_TCHAR);
 const bool xHttpFieldChars[256] = TABLE(XHTTP_IS_FIELD_CHAR);
+const bool xHttpAuthorityChars[256] = TABLE(XHTTP_IS_AUTHORITY_CHAR);
 
 bool xHttpNameEquals(xStr name, const char *other) {
     if (name.len != strlen(other)) return false;

@@ -20,14 +20,26 @@
  *  the control characters other than HTAB, so never NUL. */
 #define XHTTP_IS_FIELD_CHAR(c) ((c) == '\t' || ((c) >= 0x20 && (c) != 0x7F))
 
+/** RFC 3986 §3.2 authority byte: unreserved, sub-delims, ':', '@', the brackets
+ *  of an IP literal and '%' of pct-encoding. */
+#define XHTTP_IS_AUTHORITY_CHAR(c)                                                                           \
+    (((c) >= '0' && (c) <= '9') || ((c) >= 'A' && (c) <= 'Z') || ((c) >= 'a' && (c) <= 'z') || (c) == '-' || \
+     (c) == '.' || (c) == '_' || (c) == '~' || (c) == '!' || (c) == '$' || (c) == '&' || (c) == '\'' ||      \
+     (c) == '(' || (c) == ')' || (c) == '*' || (c) == '+' || (c) == ',' || (c) == ';' || (c) == '=' ||       \
+     (c) == ':' || (c) == '@' || (c) == '[' || (c) == ']' || (c) == '%')
+
 extern const bool xHttpTokenChars[256];
 extern const bool xHttpFieldChars[256];
+extern const bool xHttpAuthorityChars[256];
 
 /** True for a tchar. */
 static inline bool xHttpIsTokenChar(unsigned char c) { return xHttpTokenChars[c]; }
 
 /** True for a field-value byte. */
 static inline bool xHttpIsFieldChar(unsigned char c) { return xHttpFieldChars[c]; }
+
+/** True for an authority byte (a Host or :authority): one load, not a chain of tests. */
+static inline bool xHttpIsAuthorityChar(unsigned char c) { return xHttpAuthorityChars[c]; }
 
 /** True when p[0, n) equals lower[0, n), which is lower case, ignoring ASCII case in p. */
 static inline bool xHttpSameLower(const char *p, const char *lower, size_t n) {

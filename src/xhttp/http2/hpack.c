@@ -102,6 +102,83 @@ uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s) {
     return p;
 }
 
+/* ---- the values' syntax (xHpackSyntaxVerdict) ---- */
+
+static bool is_alpha(unsigned char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
+static bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+
+static bool all_tchars(xStr s) {
+    for (size_t i = 0; i < s.len; i++)
+        if (!xHttpIsTokenChar((unsigned char)s.data[i])) return false;
+    return s.len > 0;
+}
+
+/* RFC 3986 §3.1. */
+static bool valid_scheme(xStr s) {
+    if (!s.len || !is_alpha((unsigned char)s.data[0])) return false;
+    for (size_t i = 1; i < s.len; i++) {
+        unsigned char c = (unsigned char)s.data[i];
+        if (!is_alpha(c) && !is_digit(c) && c != '+' && c != '-' && c != '.') return false;
+    }
+    return true;
+}
+
+static bool target_byte(unsigned char c) { return c > 0x20 && c != 0x7f; }
+
+/* Visible ASCII and obs-text: no controls, no spaces (RFC 9112 §3.2). Eight
+ * bytes at a time: a byte below 0x21 leaves its top bit set in x - 0x21..21
+ * where it was clear in x (obs-text's are set in x, so never counted), and
+ * DEL is a zero byte of x ^ 0x7f..7f, so below 0x01 there. */
+static bool valid_target(xStr s) {
+    const uint64_t ones = 0x0101010101010101u, tops = 0x8080808080808080u;
+    size_t i = 0;
+    for (; i + 8 <= s.len; i += 8) {
+        uint64_t x, del;
+        memcpy(&x, s.data + i, 8);
+        del = x ^ (0x7f * ones);
+        if (((x - 0x21 * ones) & ~x & tops) || ((del - ones) & ~del & tops)) return false;
+    }
+    for (; i < s.len; i++)
+        if (!target_byte((unsigned char)s.data[i])) return false;
+    return true;
+}
+
+/* RFC 3986 §3.2's bytes. */
+static bool valid_authority(xStr s) {
+    for (size_t i = 0; i < s.len; i++)
+        if (!xHttpIsAuthorityChar((unsigned char)s.data[i])) return false;
+    return true;
+}
+
+uint8_t xHpackSyntaxVerdict(unsigned token, xStr value) {
+    bool ok;
+    switch (token) {
+    case XHPACK_TOKEN_METHOD: ok = all_tchars(value); break;
+    case XHPACK_TOKEN_SCHEME: ok = valid_scheme(value); break;
+    case XHPACK_TOKEN_PATH: ok = valid_target(value); break;
+    case XHPACK_TOKEN_AUTHORITY:
+    case XHPACK_TOKEN_HOST: ok = valid_authority(value); break;
+    default: ok = true; break;
+    }
+    return ok ? 0 : XHPACK_BAD_SYNTAX;
+}
+
+/* A decoded value's verdict: where its name has a syntax, that syntax's alone
+ * when the value has it (a value of any of them holds no control byte and no
+ * space, so it is a sound field value as well); else the value's own. */
+static uint8_t value_verdict(unsigned token, xStr value) {
+    switch (token) {
+    case XHPACK_TOKEN_METHOD:
+    case XHPACK_TOKEN_SCHEME:
+    case XHPACK_TOKEN_PATH:
+    case XHPACK_TOKEN_AUTHORITY:
+    case XHPACK_TOKEN_HOST:
+        if (!xHpackSyntaxVerdict(token, value)) return 0;
+        return XHPACK_BAD_SYNTAX | xHpackValueVerdict(value);
+    default: return xHpackValueVerdict(value);
+    }
+}
+
 /* ---- the dynamic table ---- */
 
 static xHpackEntry *entry_at(const xHpackTable *t, size_t i) { /* i = 1 is the newest */
@@ -207,9 +284,10 @@ bool xHpackDecoderEntry(const xHpackDecoder *d, size_t index, char *buf, size_t 
 /* Where decoded strings go while one block is decoded. */
 typedef struct Sink {
     xHpackBlock *b;
-    size_t used;    /* bytes of scratch used */
-    size_t spilled; /* bytes of the decoder's spill used by the entry being read */
-    bool full;      /* the list is too large: fields are counted, not kept */
+    size_t used;     /* bytes of scratch used */
+    size_t spilled;  /* bytes of the decoder's spill used by the entry being read */
+    bool full;       /* the list is too large: fields are counted, not kept */
+    bool ring_views; /* a field kept points into the table's ring (see copy_entry) */
 } Sink;
 
 /* A string of the block being read; data is NULL when its bytes were not kept. */
@@ -301,10 +379,21 @@ static bool read_string(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint
     return true;
 }
 
-/* Copies a table entry's name (and value) where the block's fields can keep them. */
+/* A table entry's name (and value) where the block's fields can keep them: a view
+ * into the ring where the entry's bytes lie in one piece there, as nothing
+ * overwrites them until an entry is added (before which keep_ring_views copies
+ * them out); else a copy. A name the table is to take again is always copied:
+ * the ring is never written from itself. */
 static void copy_entry(xHpackDecoder *d, Sink *k, const xHpackEntry *e, bool with_value, bool for_table,
                        Str *name, Str *value) {
     size_t n = e->name_len + (with_value ? e->value_len : 0);
+    if (!for_table && e->at + n <= d->capacity) {
+        const char *at = d->table.bytes + e->at;
+        *name = (Str){at, e->name_len};
+        if (with_value) *value = (Str){at + e->name_len, e->value_len};
+        k->ring_views = true;
+        return;
+    }
     char *dst = place(d, k, n, for_table);
     if (dst) ring_read(&d->table, d->capacity, e->at, dst, n);
     *name = (Str){dst, e->name_len};
@@ -318,6 +407,29 @@ static void emit(Sink *k, xStr name, xStr value, uint16_t token, uint8_t flags) 
         k->full = true;
     if (k->full) return;
     b->fields[b->count++] = (xHpackField){name, value, token, flags};
+}
+
+/* Copies into scratch the fields kept so far that are views into the ring, which
+ * an entry about to be added may overwrite. Where scratch runs out the list is too
+ * large: the fields from there on are dropped, as later ones are. */
+static void keep_ring_views(xHpackDecoder *d, Sink *k) {
+    xHpackBlock *b = k->b;
+    uintptr_t ring = (uintptr_t)d->table.bytes, ring_end = ring + d->capacity;
+    k->ring_views = false;
+    for (size_t i = 0; i < b->count; i++) {
+        xStr *strs[2] = {&b->fields[i].name, &b->fields[i].value};
+        for (int j = 0; j < 2; j++) {
+            xStr *str = strs[j];
+            if ((uintptr_t)str->data < ring || (uintptr_t)str->data >= ring_end) continue;
+            char *dst = place(d, k, str->len, false);
+            if (!dst) {
+                b->count = i;
+                return;
+            }
+            memcpy(dst, str->data, str->len);
+            str->data = dst;
+        }
+    }
 }
 
 static bool indexed(xHpackDecoder *d, Sink *k, uint32_t index) {
@@ -363,9 +475,10 @@ static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t 
         return false;
     }
     if (!read_string(d, k, p, end, index_it, true, &value)) return false;
-    verdict |= value.data ? xHpackValueVerdict(value) : XHPACK_BAD_VALUE;
+    verdict |= value.data ? value_verdict(token, value) : XHPACK_BAD_VALUE;
     emit(k, name, value, token, verdict | flags);
     if (index_it) {
+        if (k->ring_views) keep_ring_views(d, k); /* before the ring is written */
         if (name.data && value.data) {
             table_insert(d, name, value, token, verdict);
         } else { /* too big to hold, so bigger than the table: it empties it (§4.4) */
@@ -388,7 +501,7 @@ static bool size_update(xHpackDecoder *d, const uint8_t **p, const uint8_t *end)
 
 int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b) {
     const uint8_t *p = in, *end = in + len;
-    Sink k = {b, 0, 0, false};
+    Sink k = {b, 0, 0, false, false};
     b->count = 0;
     b->list_size = 0;
     bool at_start = true;
@@ -503,8 +616,13 @@ uint8_t *xHpackEncodeLines(xHpackEncoder *e, uint8_t *p, char *lines, size_t len
     return p;
 }
 
+/* The digits raw, written in place: Huffman codes a digit in 5 or 6 bits, so it
+ * would save a byte in four at most, and its two passes cost more than that byte
+ * on every response. */
 uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n) {
-    char digits[XHTTP_DECIMAL_MAX];
-    char *end = xHttpPutDecimal(digits, n);
-    return xHpackEncodeToken(p, XHPACK_TOKEN_CONTENT_LENGTH, (xStr){digits, (size_t)(end - digits)});
+    p = xHpackWriteInt(p, 0x00, 4, xHpackTokenIndex[XHPACK_TOKEN_CONTENT_LENGTH]);
+    uint8_t *digits = p + 1; /* after the length, one byte: at most 20 digits */
+    uint8_t *end = (uint8_t *)xHttpPutDecimal((char *)digits, n);
+    *p = (uint8_t)(end - digits);
+    return end;
 }

@@ -4,8 +4,10 @@
  *
  * Decoding works on one whole header block (HEADERS plus its CONTINUATIONs,
  * joined) and never allocates: plain literals are views into the block, Huffman
- * strings and fields taken from the dynamic table are copied into the caller's
- * scratch buffer, static fields point at the static table. A block whose header
+ * strings are decoded into the caller's scratch buffer, static fields point at
+ * the static table, and fields taken from the dynamic table are views into it,
+ * copied into scratch only where they wrap round its ring or before the block
+ * adds an entry that could overwrite them. A block whose header
  * list is over the caller's limit is still decoded to its end, so the dynamic
  * table stays in sync, and reported as XHPACK_TOO_LARGE (answer 431).
  *
@@ -101,7 +103,14 @@ enum {
     XHPACK_BAD_NAME = 1,      /* not lower-case tchars (after a leading ':'), RFC 9113 §8.2.1 */
     XHPACK_BAD_VALUE = 2,     /* NUL, CR or LF, or leading or trailing SP/HTAB */
     XHPACK_NEVER_INDEXED = 4, /* sent as "never indexed" (RFC 7541 §6.2.3): forward it so */
+    XHPACK_BAD_SYNTAX = 8,    /* not of the syntax its name requires (xHpackSyntaxVerdict) */
 };
+
+/** A value's verdict for its name: XHPACK_BAD_SYNTAX when a request's :method is no token,
+ *  :scheme no scheme (RFC 3986 §3.1), :path has a control byte or space, or :authority or
+ *  host a byte outside RFC 3986 §3.2's; 0 otherwise (and for every other name). HPACK
+ *  judges a field once, so one the client sends by index again costs nothing more. */
+uint8_t xHpackSyntaxVerdict(unsigned token, xStr value);
 
 /** A name's verdict: XHPACK_BAD_NAME unless lower-case tchars after an optional leading ':'.
  *  Shared with QPACK (http3/), which holds fields to the same rules (RFC 9114 §4.2). */
@@ -215,7 +224,9 @@ typedef struct xHpackBlock {
 
 /** Decodes one whole header block into b; returns XHPACK_OK, XHPACK_TOO_LARGE (too many
  *  fields or bytes; the block is consumed all the same) or XHPACK_ERROR. After an
- *  error the connection must end: the table is no longer in sync. */
+ *  error the connection must end: the table is no longer in sync. A field taken whole
+ *  from the dynamic table may be a view into the table itself: the fields live until
+ *  the decoder's next block (and as long as the block and the scratch buffer). */
 int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b);
 
 /** Copies the dynamic table's entry at index (62 is the newest) into buf, name then

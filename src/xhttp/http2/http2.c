@@ -96,11 +96,10 @@ static bool end_block(xHttp2 *h2, const uint8_t *data, size_t len) {
     uint8_t flags = h2->block_flags;
     h2->block_id = 0;
     xBufferPool *pool = &xHttpContextOf(h2->conn)->net.buffers;
-    xBuffer fields = {0}, scratch = {0};
-    if (xBufferPoolAcquire(pool, &fields) != XOK || xBufferPoolAcquire(pool, &scratch) != XOK) {
-        xBufferPoolRelease(pool, &fields);
+    if (xBufferPoolAcquire(pool, &h2->block_fields) != XOK ||
+        xBufferPoolAcquire(pool, &h2->block_scratch) != XOK)
         return xH2ConnError(h2, XH2_INTERNAL_ERROR);
-    }
+    xBuffer fields = h2->block_fields, scratch = h2->block_scratch;
     size_t max_fields = h2->conf->max_headers + XH2_PSEUDO_FIELDS;
     if (max_fields > fields.cap / sizeof(xHpackField)) max_fields = fields.cap / sizeof(xHpackField);
     xHpackBlock b = {(xHpackField *)fields.data, max_fields, 0, scratch.data, scratch.cap,
@@ -114,8 +113,6 @@ static bool end_block(xHttp2 *h2, const uint8_t *data, size_t len) {
         xH2Stream *s = xH2TableFind(&h2->table, id);
         ok = s ? xH2StreamTrailers(h2, s, flags, &b, rv) : new_stream_block(h2, id, flags, &b, rv);
     }
-    xBufferPoolRelease(pool, &fields);
-    xBufferPoolRelease(pool, &scratch);
     h2->block.len = 0;
     if (h2->block.cap > XH2_DEFAULT_FRAME_SIZE) xBufferFree(&h2->block);
     return ok;
@@ -436,6 +433,8 @@ void xH2PumpSoon(xHttp2 *h2) {
 static bool take_input(xHttp2 *h2) {
     xConn *conn = h2->conn;
     long used = process(h2, (const uint8_t *)conn->in.data, conn->in.len);
+    xBufferPoolRelease(&conn->net->buffers, &h2->block_fields);
+    xBufferPoolRelease(&conn->net->buffers, &h2->block_scratch);
     if (used < 0) return false;
     xBufferConsume(&conn->in, (size_t)used);
     /* A frame larger than the room left grows the buffer to hold it whole. */

@@ -72,6 +72,13 @@ typedef enum xH2SourceKind {
      * it is queued: the handler's (SendRef), or Send's copy in a block from
      * the worker's cache, whose release gives the block back. */
     XH2_SOURCE_MEMORY,
+    /* Whole, in memory that is the handler's only while its Send runs (a
+     * small body, which the queue would copy anyway): framed by copy within
+     * the op, and what the windows hold back is copied to a block of the
+     * worker's cache before the op returns (it is MEMORY from then on). So
+     * the common small answer costs no block and no release marker in the
+     * queue, whose markers split a turn's output into an iovec each. */
+    XH2_SOURCE_BORROWED,
     /* Whole, a range of a file read into the queue a frame at a time; its
      * release (which closes the file) once the last frame is queued. */
     XH2_SOURCE_FILE,
@@ -88,7 +95,7 @@ typedef struct xH2BodySource {
     void (*release)(void *);
     void *release_arg;
     union {
-        const char *memory; /* MEMORY */
+        const char *memory; /* MEMORY, BORROWED */
         struct {
             int fd;
             off_t offset;
@@ -167,6 +174,10 @@ struct xHttp2 {
     int32_t reset[XH2_RESET_MEMORY];
     size_t reset_next;
     xHpackDecoder decoder;
+    /* The decoded fields' array and scratch, from the pool: taken at a read's
+     * first header block and given back once its frames are handled (take_input),
+     * not taken and given back for every block. */
+    xBuffer block_fields, block_scratch;
     xHpackEncoder encoder;
     /* server, date and the port's alt-svc as HPACK fields, Huffman-coded once
      * per second: every response head of that second on this connection

@@ -21,8 +21,14 @@ typedef struct xH2RequestHead {
 
 /** Checks a request's header block; connect_protocol: we announced
  *  SETTINGS_ENABLE_CONNECT_PROTOCOL, so :protocol may come with CONNECT.
- *  Fills head and returns true when the request is well-formed. */
+ *  Fills head and returns true when the request is well-formed. The values'
+ *  syntax is judged here (xHpackSyntaxVerdict): for fields from QPACK. */
 bool xH2CheckRequest(const xHpackField *fields, size_t count, bool connect_protocol, xH2RequestHead *head);
+
+/** The same for fields from xHpackDecode, whose verdicts carry their syntax's
+ *  already (XHPACK_BAD_SYNTAX): a field sent by index is not judged again. */
+bool xH2CheckHpackRequest(const xHpackField *fields, size_t count, bool connect_protocol,
+                          xH2RequestHead *head);
 
 /** Checks a trailer block: regular fields only, held to the same rules. */
 bool xH2CheckTrailers(const xHpackField *fields, size_t count);

@@ -247,6 +247,9 @@ static xErrno frame_body(xH2Stream *s, xConn *conn, size_t n) {
     xErrno err;
     switch (b->kind) {
     case XH2_SOURCE_MEMORY: err = xConnWriteRef(conn, b->memory + b->framed, n, NULL, NULL); break;
+    case XH2_SOURCE_BORROWED:
+        err = XOK;
+        break; /* copied with its frame's header (frame_stream) */
     /* A frame's worth of file (up to XCONN_FILE_COPY_MAX) is read into the
      * queue now; the file stays open until the last frame is out. */
     case XH2_SOURCE_FILE:
@@ -284,10 +287,13 @@ static void frame_stream(xH2Stream *s) {
         if (!n && avail) return; /* the client's window holds it */
         bool last = ended && n == avail;
         if (n || !trailers) {
-            uint8_t *p = (uint8_t *)xConnReserve(conn, XH2_FRAME_HEADER_LEN);
+            /* A borrowed body's bytes go in with the header, one reservation. */
+            size_t copied = s->out.kind == XH2_SOURCE_BORROWED ? n : 0;
+            uint8_t *p = (uint8_t *)xConnReserve(conn, XH2_FRAME_HEADER_LEN + copied);
             if (!p) return;
             xH2PutFrameHeader(p, (uint32_t)n, XH2_DATA, last && !trailers ? XH2_FLAG_END_STREAM : 0, s->id);
-            xConnCommit(conn, XH2_FRAME_HEADER_LEN);
+            if (copied) memcpy(p + XH2_FRAME_HEADER_LEN, s->out.memory + s->out.framed, copied);
+            xConnCommit(conn, XH2_FRAME_HEADER_LEN + copied);
             if (n && frame_body(s, conn, n) != XOK) return;
             s->send_window -= (int64_t)n;
             h2->send_window -= (int64_t)n;
@@ -311,6 +317,27 @@ void xH2FrameAll(xHttp2 *h2) {
 
 /* ---- The exchange's ops ---- */
 
+/* A borrowed body's part the windows held back, copied to a block from the
+ * worker's cache before the handler's memory goes (the stream is reset when
+ * none can be had); it is an ordinary memory body from then on. A stream
+ * that can no longer send drops it. */
+static void keep_borrowed(xH2Stream *s) {
+    xH2BodySource *b = &s->out;
+    size_t left = xH2StreamSends(s) ? xH2Pending(s) : 0;
+    char *block = left ? xMemCacheAlloc(s->h2->conn->net->mem, left) : NULL;
+    if (!block) {
+        xH2SourceRelease(s);
+        if (left) xH2StreamError(s->h2, s->id, XH2_INTERNAL_ERROR);
+        return;
+    }
+    memcpy(block, b->memory + b->framed, left);
+    *b = (xH2BodySource){.kind = XH2_SOURCE_MEMORY,
+                         .len = left,
+                         .memory = block,
+                         .release = xMemCacheRelease,
+                         .release_arg = block};
+}
+
 /* The handler is done with the exchange: what is left is framed, and a
  * closed stream goes. */
 static void end_exchange(xH2Stream *s) {
@@ -322,6 +349,7 @@ static void end_exchange(xH2Stream *s) {
     xConn *conn = h2->conn;
     xConnRetain(conn);
     frame_stream(s);
+    if (s->out.kind == XH2_SOURCE_BORROWED) keep_borrowed(s);
     s->in_op = false;
     if (s->state == XH2_STATE_CLOSED) xH2StreamFree(s);
     xH2PumpSoon(h2);
@@ -352,7 +380,12 @@ static xErrno send_whole(xHttpExchange *ex, xH2BodySource body, bool copy) {
     if (ex->res.aborted || s->state == XH2_STATE_CLOSED) {
         err = XERR_CLOSED;
     } else {
-        if (with_body && copy) err = copy_body(s, &body);
+        /* A small body is framed by copy now (the queue would copy it
+         * anyway), a larger one copied once to be framed by reference. */
+        if (with_body && copy && body.len < XCONN_COPY_BELOW)
+            body.kind = XH2_SOURCE_BORROWED;
+        else if (with_body && copy)
+            err = copy_body(s, &body);
         if (with_body && err == XOK) {
             s->out = body;
             body.release = NULL; /* the stream's now */

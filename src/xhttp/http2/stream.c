@@ -313,37 +313,47 @@ bool xH2StreamTakeData(xHttp2 *h2, xH2Stream *s, const uint8_t *data, size_t len
 }
 
 /* Copies a valid request's fields out of the decoder's scratch (and the
- * input) into the stream, which keeps them until it ends. */
+ * input) into the stream, which keeps them until it ends: each regular
+ * field's name and value, in one copy where they lie together (a field from
+ * the dynamic table), and the values of the pseudo-headers it keeps (the
+ * checked :scheme is not kept, nor are the pseudo-headers' names). */
 static bool keep_fields(xH2Stream *s, const xHpackField *f, size_t n, const xH2RequestHead *head) {
     size_t total = 0, regular = 0;
     for (size_t i = 0; i < n; i++) {
-        total += f[i].name.len + f[i].value.len;
-        regular += f[i].name.data[0] != ':';
+        bool pseudo = f[i].name.data[0] == ':';
+        total += (pseudo ? 0 : f[i].name.len) + f[i].value.len;
+        regular += !pseudo;
     }
     if (head->protocol.len) regular++;
     /* Room for everything first: the fields point into the strings. */
-    if (xBufferReserve(&s->strings, total + 9) != XOK ||
+    if (xBufferReserve(&s->strings, total) != XOK ||
         xBufferReserve(&s->fields, regular * sizeof(xH2Field)) != XOK)
         return false;
     xH2Field *out = (xH2Field *)s->fields.data;
     xStr protocol = {NULL, 0}; /* head->protocol's copy: head's views die with the input */
     for (size_t i = 0; i < n; i++) {
+        xStr name = f[i].name, value = f[i].value;
         char *at = s->strings.data + s->strings.len;
-        memcpy(at, f[i].name.data, f[i].name.len);
-        memcpy(at + f[i].name.len, f[i].value.data, f[i].value.len);
-        s->strings.len += f[i].name.len + f[i].value.len;
-        xStr name = {at, f[i].name.len}, value = {at + f[i].name.len, f[i].value.len};
-        switch (f[i].token) {
-        case XHPACK_TOKEN_METHOD: s->method = value; break;
-        case XHPACK_TOKEN_PATH: s->path = value; break;
-        case XHPACK_TOKEN_AUTHORITY: s->authority = value; break;
-        default:
-            if (name.data[0] != ':')
-                *out++ = (xH2Field){name, value};
-            else if (xStrEqualsC(name, ":protocol"))
-                protocol = value;
-            break;
+        if (name.data[0] == ':') {
+            xStr *kept = f[i].token == XHPACK_TOKEN_METHOD      ? &s->method
+                         : f[i].token == XHPACK_TOKEN_PATH      ? &s->path
+                         : f[i].token == XHPACK_TOKEN_AUTHORITY ? &s->authority
+                         : f[i].token == XHPACK_TOKEN_NONE ? &protocol /* the check let only :protocol by */
+                                                           : NULL;
+            if (!kept) continue;
+            memcpy(at, value.data, value.len);
+            s->strings.len += value.len;
+            *kept = (xStr){at, value.len};
+            continue;
         }
+        if (name.data + name.len == value.data) {
+            memcpy(at, name.data, name.len + value.len);
+        } else {
+            memcpy(at, name.data, name.len);
+            memcpy(at + name.len, value.data, value.len);
+        }
+        s->strings.len += name.len + value.len;
+        *out++ = (xH2Field){{at, name.len}, {at + name.len, value.len}};
     }
     /* RFC 8441: an extended CONNECT's protocol reaches the handler as a field,
      * from the stream's copy: the block it came in may have moved (the input
@@ -357,7 +367,7 @@ static bool keep_fields(xH2Stream *s, const xHpackField *f, size_t n, const xH2R
 
 bool xH2StreamOpen(xHttp2 *h2, int32_t id, uint8_t flags, const xHpackBlock *b, int rv) {
     xH2RequestHead head = {.content_length = -1};
-    if (rv == XHPACK_OK && !xH2CheckRequest(b->fields, b->count, true, &head))
+    if (rv == XHPACK_OK && !xH2CheckHpackRequest(b->fields, b->count, true, &head))
         return xH2StreamError(h2, id, XH2_PROTOCOL_ERROR);
     xH2Stream *s = stream_new(h2, id);
     if (!s) return xH2StreamError(h2, id, XH2_INTERNAL_ERROR);
@@ -425,6 +435,8 @@ static const char *source_invariant(const xH2BodySource *b) {
     switch (b->kind) {
     case XH2_SOURCE_NONE: return b->len ? "a body with no source" : NULL;
     case XH2_SOURCE_MEMORY: return b->memory && b->len ? NULL : "a memory body with no memory";
+    /* Borrowed only within a Send: once it returns, what is left is MEMORY. */
+    case XH2_SOURCE_BORROWED: return "a borrowed body kept past its Send";
     case XH2_SOURCE_FILE: return b->file.fd >= 0 && b->len ? NULL : "a file body with no file";
     case XH2_SOURCE_STREAMED: return b->pieces.len == b->len ? NULL : "streamed pieces miscounted";
     }
