@@ -42,11 +42,17 @@
 #define XQUIC_RETRY_TOKEN_LIFETIME (10 * NGTCP2_SECONDS)
 #define XQUIC_REGULAR_TOKEN_LIFETIME (3600 * NGTCP2_SECONDS)
 
+/* The least room a copied chunk is given: the small writes that follow it
+ * (a response's frame headers and short body, QPACK's acknowledgments on
+ * the decoder stream) are appended to it instead of taking a chunk each. */
+#define XQUIC_CHUNK_ROOM 256
+
 /* A piece of a stream's output, kept until acknowledged. */
 typedef struct xQuicChunk {
     struct xQuicChunk *next;
     const uint8_t *data;
     size_t len;
+    size_t room;     /* of copy: bytes allocated (0: by reference) */
     uint64_t offset; /* of its first byte in the stream */
     void (*release)(void *);
     void *arg;
@@ -1213,14 +1219,23 @@ xErrno xQuicStreamWrite(xQuicStream *s, const void *data, size_t len, bool fin, 
         if (release) release(arg);
         return XERR_CLOSED;
     }
-    if (len) {
-        xQuicChunk *c = malloc(sizeof *c + (release ? 0 : len));
+    xQuicChunk *tail = s->tail;
+    if (len && !release && tail && tail->room - tail->len >= len) {
+        /* Appended to the last copy: bytes already handed to ngtcp2 stay
+         * where they are, as its retransmissions need. */
+        memcpy(tail->copy + tail->len, data, len);
+        tail->len += len;
+        s->queued += len;
+    } else if (len) {
+        size_t room = release ? 0 : len > XQUIC_CHUNK_ROOM ? len : XQUIC_CHUNK_ROOM;
+        xQuicChunk *c = malloc(sizeof *c + room);
         if (!c) {
             if (release) release(arg);
             return XERR_NOMEM;
         }
         *c = (xQuicChunk){.data = release ? data : c->copy,
                           .len = len,
+                          .room = room,
                           .offset = s->queued,
                           .release = release,
                           .arg = arg};
