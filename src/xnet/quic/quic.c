@@ -1220,7 +1220,7 @@ xErrno xQuicStreamWrite(xQuicStream *s, const void *data, size_t len, bool fin, 
         return XERR_CLOSED;
     }
     xQuicChunk *tail = s->tail;
-    if (len && !release && tail && tail->room - tail->len >= len) {
+    if (len && !release && tail && tail->len + len <= tail->room) { /* room 0: by reference */
         /* Appended to the last copy: bytes already handed to ngtcp2 stay
          * where they are, as its retransmissions need. */
         memcpy(tail->copy + tail->len, data, len);
