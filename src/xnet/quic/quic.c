@@ -47,6 +47,22 @@
  * the decoder stream) are appended to it instead of taking a chunk each. */
 #define XQUIC_CHUNK_ROOM 256
 
+/* Spare stream records and small chunks an endpoint keeps for the next
+ * ones: a request's stream and its response's chunk come and go by the
+ * thousand a second, and taking them from a list costs less than malloc's
+ * bins (with many streams in flight, its per-thread cache runs dry). */
+#define XQUIC_SPARE_MAX 256
+
+/* A list of spare blocks of one size, linked through their first bytes. */
+typedef struct xQuicSpare {
+    struct xQuicSpare *next;
+} xQuicSpare;
+
+typedef struct xQuicSpares {
+    xQuicSpare *first;
+    size_t count;
+} xQuicSpares;
+
 /* A piece of a stream's output, kept until acknowledged. */
 typedef struct xQuicChunk {
     struct xQuicChunk *next;
@@ -127,6 +143,7 @@ struct xQuicEndpoint {
     size_t handshaking; /* of count, those in XQUIC_HANDSHAKING: what an Initial flood fills */
     void (*on_gone)(void *arg);
     void *on_gone_arg;
+    xQuicSpares spare_streams, spare_chunks; /* chunks of XQUIC_CHUNK_ROOM */
     uint8_t rx[XQUIC_RX_BATCH][XQUIC_RX_SIZE];
     struct sockaddr_storage rx_names[XQUIC_RX_BATCH];
     char rx_control[XQUIC_RX_BATCH][64];
@@ -460,6 +477,43 @@ static void conn_arm(xQuicConn *qc) {
         xTimerStart(loop, &qc->timer, wait / NGTCP2_MILLISECONDS + 1);
 }
 
+/* ---- Spare blocks ---- */
+
+/* A block of l's size: a spare one, or a new one of size bytes (NULL when
+ * out of memory). */
+static void *spare_take(xQuicSpares *l, size_t size) {
+    xQuicSpare *b = l->first;
+    if (!b) return malloc(size);
+    l->first = b->next;
+    l->count--;
+    return b;
+}
+
+static void spare_put(xQuicSpares *l, void *block) {
+    if (l->count == XQUIC_SPARE_MAX) {
+        free(block);
+        return;
+    }
+    xQuicSpare *b = block;
+    b->next = l->first;
+    l->first = b;
+    l->count++;
+}
+
+static void spare_free_all(xQuicSpares *l) {
+    while (l->first) free(spare_take(l, 0));
+}
+
+/* Lets go of an acknowledged (or abandoned) chunk: its bytes' owner hears
+ * of it, and a copy of the usual room is kept for the next. */
+static void chunk_free(xQuicEndpoint *ep, xQuicChunk *c) {
+    if (c->release) c->release(c->arg);
+    if (c->room == XQUIC_CHUNK_ROOM)
+        spare_put(&ep->spare_chunks, c);
+    else
+        free(c);
+}
+
 /* ---- Closing ---- */
 
 static void stream_free(xQuicStream *s) {
@@ -468,15 +522,14 @@ static void stream_free(xQuicStream *s) {
     while (s->head) {
         xQuicChunk *c = s->head;
         s->head = c->next;
-        if (c->release) c->release(c->arg);
-        free(c);
+        chunk_free(qc->ep, c);
     }
     if (s->prev)
         s->prev->next = s->next;
     else
         qc->streams = s->next;
     if (s->next) s->next->prev = s->prev;
-    free(s);
+    spare_put(&qc->ep->spare_streams, s);
 }
 
 /* Frees ngtcp2's and GnuTLS's state of qc, after the application has heard
@@ -577,10 +630,9 @@ static void conn_on_timer(xEventLoop *loop, xTimer *timer, void *arg) {
 /* ---- ngtcp2's callbacks ---- */
 
 static xQuicStream *stream_new(xQuicConn *qc, int64_t id) {
-    xQuicStream *s = calloc(1, sizeof *s);
+    xQuicStream *s = spare_take(&qc->ep->spare_streams, sizeof *s);
     if (!s) return NULL;
-    s->qc = qc;
-    s->id = id;
+    *s = (xQuicStream){.qc = qc, .id = id};
     s->next = qc->streams;
     if (qc->streams) qc->streams->prev = s;
     qc->streams = s;
@@ -640,12 +692,14 @@ static int on_acked_stream_data(ngtcp2_conn *conn, int64_t id, uint64_t offset, 
     xQuicStream *s = stream_user_data;
     if (!s) return 0;
     s->acked = offset + len;
-    while (s->head && s->head->offset + s->head->len <= s->acked && s->head != s->unsent) {
+    while (s->head && s->head->offset + s->head->len <= s->acked) {
         xQuicChunk *c = s->head;
+        /* The chunk writes start from, all acknowledged, is the last: the
+         * next write starts a new one (an idle stream keeps none). */
+        if (c == s->unsent) s->unsent = NULL;
         s->head = c->next;
         if (!s->head) s->tail = NULL;
-        if (c->release) c->release(c->arg);
-        free(c);
+        chunk_free(s->qc->ep, c);
     }
     xQuicConn *qc = user_data;
     if (qc->state == XQUIC_OPEN && qc->ep->conf.app->on_stream_acked)
@@ -1152,6 +1206,8 @@ void xQuicEndpointDestroy(xQuicEndpoint *ep) {
     xEventLoopRemove(ep->net->loop, ep->fd);
     close(ep->fd);
     free(ep->buckets);
+    spare_free_all(&ep->spare_streams);
+    spare_free_all(&ep->spare_chunks);
     free(ep);
 }
 
@@ -1228,7 +1284,8 @@ xErrno xQuicStreamWrite(xQuicStream *s, const void *data, size_t len, bool fin, 
         s->queued += len;
     } else if (len) {
         size_t room = release ? 0 : len > XQUIC_CHUNK_ROOM ? len : XQUIC_CHUNK_ROOM;
-        xQuicChunk *c = malloc(sizeof *c + room);
+        xQuicChunk *c = room == XQUIC_CHUNK_ROOM ? spare_take(&qc->ep->spare_chunks, sizeof *c + room)
+                                                 : malloc(sizeof *c + room);
         if (!c) {
             if (release) release(arg);
             return XERR_NOMEM;
