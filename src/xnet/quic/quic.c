@@ -31,7 +31,7 @@
 /* recvmmsg calls per readiness report: the rest waits for the next turn. */
 #define XQUIC_RX_ROUNDS 4
 /* Packets of one connection sent together (one sendmsg with UDP_SEGMENT). */
-#define XQUIC_GSO_MAX 10
+#define XQUIC_GSO_MAX 40
 #define XQUIC_TX_SIZE (XQUIC_GSO_MAX * NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE)
 /* An expiry nearer than this takes a precise timer; later ones the wheel's. */
 #define XQUIC_PRECISE_BELOW_NS (50 * NGTCP2_MILLISECONDS)
