@@ -37,6 +37,9 @@
  * a file is not read further until acknowledgments come. */
 #define XH3_FILE_AHEAD (256u << 10)
 #define XH3_FILE_PIECE (16u << 10)
+/* A request's fields of up to this many bytes are kept in its stream's own
+ * memory, not an allocation of their own. */
+#define XH3_HEAD_ROOM 128
 /* A response body below this is copied beside its head rather than referred
  * to (one piece of output for QUIC, not two). */
 #define XH3_COPY_BELOW 256
@@ -78,7 +81,7 @@ struct xH3Stream {
     bool streams_body;
     bool tunnel; /* an extended CONNECT (RFC 9220): its DATA is the tunnel's, both ways */
     xHttpExchange *ex;
-    char *head;             /* the request's fields, copied out of the frame */
+    char *head;             /* the request's fields, copied out of the frame: head_room, or allocated */
     xBuffer body;           /* a whole body, or what a streaming reader has not taken */
     size_t body_uncredited; /* of body: bytes the peer has not had credit back for */
     int64_t content_length;
@@ -93,6 +96,7 @@ struct xH3Stream {
         void *arg;
     } file;                 /* fd -1: none */
     xH3Stream *next, *prev; /* h3->streams */
+    char head_room[];       /* a request stream's: XH3_HEAD_ROOM bytes */
 };
 
 struct xH3Conn {
@@ -267,13 +271,9 @@ static void on_drain(xQuicConn *qc) {
 /* ---- Streams ---- */
 
 static xH3Stream *stream_new(xH3Conn *h3, xQuicStream *qs, xH3Kind kind) {
-    xH3Stream *s = calloc(1, sizeof *s);
+    xH3Stream *s = malloc(sizeof *s + (kind == XH3_KIND_REQUEST ? XH3_HEAD_ROOM : 0));
     if (!s) return NULL;
-    s->h3 = h3;
-    s->qs = qs;
-    s->kind = kind;
-    s->file.fd = -1;
-    s->content_length = -1;
+    *s = (xH3Stream){.h3 = h3, .qs = qs, .kind = kind, .file.fd = -1, .content_length = -1};
     if (kind == XH3_KIND_REQUEST)
         xH3FrameReaderInit(&s->reader, XH3_STREAM_REQUEST,
                            h3->ctx->conf->max_header_size + XH3_HEADERS_SLACK);
@@ -297,7 +297,7 @@ static void stream_free(xH3Stream *s) {
     if (s->ex) xHttpExchangeRelease(h3->ctx, s->ex);
     xBufferFree(&s->in);
     xBufferFree(&s->body);
-    free(s->head);
+    if (s->head != s->head_room) free(s->head);
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -351,15 +351,18 @@ static uint8_t *put_fixed_fields(xH3Conn *h3, uint8_t *p, const xEventLoop *loop
 #define XH3_HEAD_STACK 1024
 
 /* Queues a HEADERS frame on s: the response head (:status, server, date,
- * the handler's fields, content-length when with_length) or the trailers.
+ * the handler's fields, content-length when with_length) or the trailers;
+ * a small body given goes after it as DATA, in the same write.
  * The handler's "Name: value\r\n" lines have their names folded to lower
  * case where they lie (RFC 9114 §4.2), as HTTP/2 does. */
-static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint64_t length, bool fin) {
+static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint64_t length, bool fin,
+                            xStr body) {
     xHttpExchange *ex = s->ex;
     xH3Conn *h3 = s->h3;
     xBuffer *lines = trailers ? &ex->res.trailers : &ex->res.headers;
     size_t bound = XH3_FRAME_HEADER_MAX + XQPACK_PREFIX_SIZE + 8 + sizeof h3->fixed +
-                   XQPACK_FIELD_BOUND(14, XHTTP_DECIMAL_MAX) + lines->len * 4;
+                   XQPACK_FIELD_BOUND(14, XHTTP_DECIMAL_MAX) + lines->len * 4 + XH3_FRAME_HEADER_MAX +
+                   body.len;
     uint8_t stack[XH3_HEAD_STACK];
     uint8_t *buf = bound <= sizeof stack ? stack : malloc(bound);
     if (!buf) return XERR_NOMEM;
@@ -378,6 +381,11 @@ static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint6
     size_t header_len =
         (size_t)(xH3FrameWriteHeader(header, XH3_FRAME_HEADERS, (uint64_t)(p - start)) - header);
     memcpy(start - header_len, header, header_len);
+    if (body.len) {
+        p = xH3FrameWriteHeader(p, XH3_FRAME_DATA, body.len);
+        memcpy(p, body.data, body.len);
+        p += body.len;
+    }
     xErrno err =
         xQuicStreamWrite(s->qs, start - header_len, (size_t)(p - start) + header_len, fin, NULL, NULL);
     if (buf != stack) free(buf);
@@ -393,7 +401,7 @@ static xErrno write_data_header(xH3Stream *s, uint64_t len) {
 /* Ends the response's stream: the trailers, if any, carry the FIN. */
 static void finish_output(xH3Stream *s) {
     if (s->ex->res.trailers.len)
-        write_headers(s, true, false, 0, true);
+        write_headers(s, true, false, 0, true, (xStr){NULL, 0});
     else
         xQuicStreamWrite(s->qs, NULL, 0, true, NULL, NULL);
 }
@@ -475,14 +483,18 @@ static xErrno send_whole(xHttpExchange *ex, const void *body, size_t len, bool c
     xH3Stream *s = ex->proto;
     xErrno err = stream_writes(s) ? XOK : XERR_CLOSED;
     bool with_body = len && response_has_body(ex);
+    /* A small body from memory is copied into the head's write: one piece
+     * of output, its end with it unless trailers follow. */
+    bool beside = with_body && fd < 0 && len < XH3_COPY_BELOW;
     ex->res.head_sent = true;
     if (err == XOK) {
-        bool fin = !with_body && !ex->res.trailers.len;
-        err = write_headers(s, false, xHttpStatusHasBody(ex->res.status), len, fin);
+        bool fin = (!with_body || beside) && !ex->res.trailers.len;
+        err = write_headers(s, false, xHttpStatusHasBody(ex->res.status), len, fin,
+                            beside ? (xStr){body, len} : (xStr){NULL, 0});
         s->head_written = true;
-        if (!with_body && !fin) finish_output(s);
+        if ((!with_body || beside) && !fin) finish_output(s);
     }
-    if (err == XOK && with_body) {
+    if (err == XOK && with_body && !beside) {
         write_data_header(s, len);
         if (fd >= 0) {
             s->file.fd = fd, s->file.offset = offset, s->file.left = len;
@@ -491,9 +503,8 @@ static xErrno send_whole(xHttpExchange *ex, const void *body, size_t len, bool c
             pump_file(s);
         } else {
             /* Static bytes (a reference without release) and the request's
-             * own body outlive the QUIC stream's use of them: referred to
-             * unless small enough to go beside the head. */
-            if (!release && len >= XH3_COPY_BELOW && (!copy || in_request_body(s, body, len))) {
+             * own body outlive the QUIC stream's use of them: referred to. */
+            if (!release && (!copy || in_request_body(s, body, len))) {
                 copy = false;
                 release = keep_bytes;
             }
@@ -523,7 +534,7 @@ static xErrno h3_write(xHttpExchange *ex, const void *data, size_t len) {
     xErrno err = XOK;
     if (!ex->res.head_sent) {
         ex->res.head_sent = true;
-        err = write_headers(s, false, false, 0, false);
+        err = write_headers(s, false, false, 0, false, (xStr){NULL, 0});
         s->head_written = true;
     }
     if (err == XOK && len && response_has_body(ex)) {
@@ -539,7 +550,7 @@ static xErrno h3_end(xHttpExchange *ex) {
     if (stream_writes(s)) {
         if (!ex->res.head_sent) {
             ex->res.head_sent = true;
-            err = write_headers(s, false, false, 0, !ex->res.trailers.len);
+            err = write_headers(s, false, false, 0, !ex->res.trailers.len, (xStr){NULL, 0});
             if (ex->res.trailers.len) finish_output(s);
         } else {
             finish_output(s);
@@ -583,9 +594,9 @@ static const xHttpExchangeOps h3_ops = {
 static bool keep_fields(xH3Stream *s, xHpackField *f, size_t n) {
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) bytes += f[i].name.len + f[i].value.len;
-    char *at = malloc(bytes + 1);
+    char *at = bytes < XH3_HEAD_ROOM ? s->head_room : malloc(bytes + 1);
     if (!at) return false;
-    free(s->head);
+    if (s->head != s->head_room) free(s->head);
     s->head = at;
     for (size_t i = 0; i < n; i++) {
         if (f[i].name.len) memcpy(at, f[i].name.data, f[i].name.len);
@@ -641,7 +652,7 @@ static bool fill_request(xH3Stream *s, const xHpackField *f, size_t n, const xH2
     }
     /* HTTP/3 carries the host in :authority; handlers look for Host. */
     bool has_host = false;
-    for (size_t i = 0; i < count; i++) has_host |= xStrEqualsC(ex->fields[i].name, "host");
+    for (size_t i = 0; i < n; i++) has_host |= f[i].token == XHPACK_TOKEN_HOST; /* names are lower case */
     if (head->authority.len && !has_host) {
         if (count == ex->fields_cap) return false;
         ex->fields[count].name = (xStr){"host", 4};
