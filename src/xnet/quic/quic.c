@@ -132,8 +132,10 @@ struct xQuicConn {
 struct xQuicEndpoint {
     xNetContext *net;
     int fd;
-    bool wildcard; /* bound to every address: replies name their source */
-    bool no_gso;   /* the kernel refused UDP_SEGMENT: one packet per send */
+    bool wildcard;                 /* bound to every address: replies name their source */
+    struct sockaddr_storage bound; /* the socket's own address, read once: every datagram's local one */
+    socklen_t bound_len;           /* 0: unknown, datagrams are dropped */
+    bool no_gso;                   /* the kernel refused UDP_SEGMENT: one packet per send */
     bool draining;
     xQuicEndpointConf conf;
     xQuicCidEntry **buckets;
@@ -1064,8 +1066,9 @@ static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct soc
  * messages. */
 static socklen_t read_control(const xQuicEndpoint *ep, struct msghdr *m, struct sockaddr_storage *local,
                               uint32_t *ecn) {
-    socklen_t len = sizeof *local;
-    if (getsockname(ep->fd, (struct sockaddr *)local, &len) != 0) return 0;
+    socklen_t len = ep->bound_len;
+    if (!len) return 0;
+    memcpy(local, &ep->bound, len);
     *ecn = 0;
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
         if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
@@ -1190,6 +1193,8 @@ xQuicEndpoint *xQuicEndpointCreate(xNetContext *net, int fd, const xQuicEndpoint
     ep->fd = fd;
     ep->conf = *conf;
     ep->wildcard = bound_to_any(fd);
+    socklen_t bound_len = sizeof ep->bound;
+    if (getsockname(fd, (struct sockaddr *)&ep->bound, &bound_len) == 0) ep->bound_len = bound_len;
     if (!table_grow(ep) || xEventLoopAdd(net->loop, fd, XEV_READ, on_readable, ep) != XOK) {
         free(ep->buckets);
         free(ep);
