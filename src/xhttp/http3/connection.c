@@ -332,14 +332,16 @@ static bool response_has_body(const xHttpExchange *ex) {
 /* Writes server (unless the handler set its own) and date at p, from the
  * connection's memo while the second is the same. */
 static uint8_t *put_fixed_fields(xH3Conn *h3, uint8_t *p, const xEventLoop *loop, bool server) {
-    xStr date = {xHttpDate(&h3->ctx->date, loop), XHTTP_DATE_LEN};
-    if (!server) return xQpackEncodeField(p, (xStr){"date", 4}, date);
+    if (!server)
+        return xQpackEncodeField(p, (xStr){"date", 4},
+                                 (xStr){xHttpDate(&h3->ctx->date, loop), XHTTP_DATE_LEN});
     time_t now = xEventLoopWallSeconds(loop);
     if (!h3->fixed_len || now != h3->fixed_second) {
         xStr name = h3->ctx->answers->server_name;
         uint8_t *end = h3->fixed;
         if (name.len) end = xQpackEncodeField(end, (xStr){"server", 6}, name);
-        end = xQpackEncodeField(end, (xStr){"date", 4}, date);
+        end = xQpackEncodeField(end, (xStr){"date", 4},
+                                (xStr){xHttpDate(&h3->ctx->date, loop), XHTTP_DATE_LEN});
         h3->fixed_len = (uint8_t)(end - h3->fixed);
         h3->fixed_second = now;
     }
