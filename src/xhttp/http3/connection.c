@@ -6,8 +6,10 @@
  * credit once it is read, except a streaming route's body, whose bytes are
  * credited only as its reader takes them, so a reader that pauses holds the
  * client back. A whole body in memory is queued by reference and released
- * once acknowledged; a file is read a piece at a time as acknowledgments make
- * room; streamed pieces are copied. */
+ * once acknowledged (a small one is copied into its head's write, and one
+ * the handler asked to copy is referred to all the same when it is the
+ * request's own body, an echo); a file is read a piece at a time as
+ * acknowledgments make room; streamed pieces are copied. */
 #include "xhttp/http3/connection.h"
 
 #include <stdlib.h>
