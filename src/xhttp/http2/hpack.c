@@ -328,16 +328,11 @@ static char *place(xHpackDecoder *d, Sink *k, size_t n, bool for_table) {
     }
 }
 
-/* xHpackHuffmanDecode, through the decoder's memo for a value: the last value's bytes
- * again are copied from what they decoded to; a value decoded whole (and short enough)
- * becomes the one remembered. Names are not: a literal name between two values would
- * push the value out, and a name sent again is most often indexed. */
-static bool huffman_decode(xHpackDecoder *d, const uint8_t *in, size_t n, char *out, size_t cap, size_t *len,
-                           bool value) {
-    xHpackHuffmanMemo *m = &d->memo;
-    if (!value) return xHpackHuffmanDecode(in, n, out, cap, len);
+bool xHpackHuffmanDecodeMemo(xHpackHuffmanMemo *m, const uint8_t *in, size_t n, char *out, size_t cap,
+                             size_t *len) {
     if (n == m->coded_len && memcmp(in, m->coded, n) == 0) {
-        memcpy(out, m->plain, m->plain_len < cap ? m->plain_len : cap);
+        size_t fits = m->plain_len < cap ? m->plain_len : cap;
+        if (fits) memcpy(out, m->plain, fits); /* out may be NULL once nothing fits */
         *len = m->plain_len;
         return true;
     }
@@ -349,6 +344,15 @@ static bool huffman_decode(xHpackDecoder *d, const uint8_t *in, size_t n, char *
         memcpy(m->plain, out, *len);
     }
     return true;
+}
+
+/* xHpackHuffmanDecode, through the decoder's memo for a value. Names are not:
+ * a literal name between two values would push the value out, and a name
+ * sent again is most often indexed. */
+static bool huffman_decode(xHpackDecoder *d, const uint8_t *in, size_t n, char *out, size_t cap, size_t *len,
+                           bool value) {
+    if (!value) return xHpackHuffmanDecode(in, n, out, cap, len);
+    return xHpackHuffmanDecodeMemo(&d->memo, in, n, out, cap, len);
 }
 
 static bool read_string(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t *end, bool for_table,
@@ -588,30 +592,30 @@ uint8_t *xHpackEncodeField(uint8_t *p, xStr name, xStr value) {
     return put_string(put_string(p, name), value);
 }
 
-uint8_t *xHpackEncodeLines(xHpackEncoder *e, uint8_t *p, char *lines, size_t len) {
+uint8_t *xHpackEncodeLinesWith(xHpackLinesMemo *memo, uint8_t *p, char *lines, size_t len,
+                               xHpackFieldWriter write) {
     char *end = lines + len;
     for (char *at = lines; at < end;) { /* names folded first: the memo holds folded lines */
         char *colon = memchr(at, ':', (size_t)(end - at));
         for (char *c = at; c < colon; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
         at = (char *)memchr(at, '\r', (size_t)(end - at)) + 2;
     }
-    if (len && len == e->lines_len && memcmp(lines, e->lines, len) == 0) {
-        memcpy(p, e->coded, e->coded_len);
-        return p + e->coded_len;
+    if (len && len == memo->lines_len && memcmp(lines, memo->lines, len) == 0) {
+        memcpy(p, memo->coded, memo->coded_len);
+        return p + memo->coded_len;
     }
     uint8_t *start = p;
     for (char *at = lines; at < end;) {
         char *colon = memchr(at, ':', (size_t)(end - at));
         char *eol = memchr(at, '\r', (size_t)(end - at));
-        p = xHpackEncodeField(p, (xStr){at, (size_t)(colon - at)},
-                              (xStr){colon + 2, (size_t)(eol - colon - 2)});
+        p = write(p, (xStr){at, (size_t)(colon - at)}, (xStr){colon + 2, (size_t)(eol - colon - 2)});
         at = eol + 2;
     }
     if (len <= XHPACK_MEMO_LINES && (size_t)(p - start) <= XHPACK_MEMO_LINES_CODED) {
-        e->lines_len = (uint8_t)len;
-        e->coded_len = (uint8_t)(p - start);
-        memcpy(e->lines, lines, len);
-        memcpy(e->coded, start, e->coded_len);
+        memo->lines_len = (uint8_t)len;
+        memo->coded_len = (uint8_t)(p - start);
+        memcpy(memo->lines, lines, len);
+        memcpy(memo->coded, start, memo->coded_len);
     }
     return p;
 }

@@ -245,26 +245,47 @@ uint8_t *xHpackWriteInt(uint8_t *p, uint8_t high_bits, int prefix_bits, uint64_t
  *  cap; false on EOS, padding over 7 bits, or padding that is not EOS's prefix. */
 bool xHpackHuffmanDecode(const uint8_t *in, size_t n, char *out, size_t cap, size_t *len);
 
+/** xHpackHuffmanDecode through memo: the last value's coded bytes again are copied from
+ *  what they decoded to; a value decoded whole (and short enough) becomes the one
+ *  remembered. */
+bool xHpackHuffmanDecodeMemo(xHpackHuffmanMemo *m, const uint8_t *in, size_t n, char *out, size_t cap,
+                             size_t *len);
+
 /** The Huffman-coded length of s in bytes. */
 size_t xHpackHuffmanLength(xStr s);
 
 /** Huffman-encodes s at p; returns the end (xHpackHuffmanLength(s) bytes later). */
 uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s);
 
-/** Encoding context: only what the peer's settings oblige. */
-/** Header lines xHpackEncodeLines remembers, and the most their encoding may take. */
+/** Header lines a lines memo remembers, and the most their encoding may take. */
 #define XHPACK_MEMO_LINES 128
 #define XHPACK_MEMO_LINES_CODED 160
 
-typedef struct xHpackEncoder {
-    size_t peer_limit; /* the peer's SETTINGS_HEADER_TABLE_SIZE */
-    bool update_due;
-    /* The last lines xHpackEncodeLines encoded (names folded) and their fields: an
-     * encoding never depends on a table (ours stays empty), and handlers send the same
-     * few fields answer after answer, so the same lines are copied, not Huffman-coded. */
+/** The last header lines encoded (names folded) and their encoding: an encoding that
+ *  depends on no table (HPACK's, whose table we keep empty; QPACK's, static only) is
+ *  the same for the same lines, and handlers send the same few fields answer after
+ *  answer, so the same lines are copied, not Huffman-coded. */
+typedef struct xHpackLinesMemo {
     uint8_t lines_len, coded_len; /* 0: nothing remembered */
     char lines[XHPACK_MEMO_LINES];
     uint8_t coded[XHPACK_MEMO_LINES_CODED];
+} xHpackLinesMemo;
+
+/** Writes one field at p (a lower-case name) and returns the end: HPACK's
+ *  xHpackEncodeField, or QPACK's. */
+typedef uint8_t *(*xHpackFieldWriter)(uint8_t *p, xStr name, xStr value);
+
+/** Writes the fields of len bytes of "Name: value\r\n" lines with write, folding each
+ *  name to lower case where it lies (RFC 9113 §8.2.1, RFC 9114 §4.2). The same lines as
+ *  the last call's on memo are copied from its encoding. */
+uint8_t *xHpackEncodeLinesWith(xHpackLinesMemo *memo, uint8_t *p, char *lines, size_t len,
+                               xHpackFieldWriter write);
+
+/** Encoding context: only what the peer's settings oblige, and the lines memo. */
+typedef struct xHpackEncoder {
+    size_t peer_limit; /* the peer's SETTINGS_HEADER_TABLE_SIZE */
+    bool update_due;
+    xHpackLinesMemo lines;
 } xHpackEncoder;
 
 /** The most bytes one field can take (prefix and length integers included). */
@@ -289,10 +310,11 @@ uint8_t *xHpackEncodeToken(uint8_t *p, xHpackToken token, xStr value);
 /** Writes any field; name must be lower case. Known names go through xHpackEncodeToken. */
 uint8_t *xHpackEncodeField(uint8_t *p, xStr name, xStr value);
 
-/** Writes the fields of len bytes of "Name: value\r\n" lines, folding each name to lower
- *  case where it lies (RFC 9113 §8.2.1); at most XHPACK_FIELD_BOUND of each line. The
- *  same lines as the last call's are copied from its encoding. */
-uint8_t *xHpackEncodeLines(xHpackEncoder *e, uint8_t *p, char *lines, size_t len);
+/** xHpackEncodeLinesWith HPACK's fields and e's memo; at most XHPACK_FIELD_BOUND of each
+ *  line. */
+static inline uint8_t *xHpackEncodeLines(xHpackEncoder *e, uint8_t *p, char *lines, size_t len) {
+    return xHpackEncodeLinesWith(&e->lines, p, lines, len, xHpackEncodeField);
+}
 
 /** Writes content-length: n. */
 uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n);

@@ -6,8 +6,10 @@
  * credit once it is read, except a streaming route's body, whose bytes are
  * credited only as its reader takes them, so a reader that pauses holds the
  * client back. A whole body in memory is queued by reference and released
- * once acknowledged; a file is read a piece at a time as acknowledgments make
- * room; streamed pieces are copied. */
+ * once acknowledged (a small one is copied into its head's write, and one
+ * the handler asked to copy is referred to all the same when it is the
+ * request's own body, an echo); a file is read a piece at a time as
+ * acknowledgments make room; streamed pieces are copied. */
 #include "xhttp/http3/connection.h"
 
 #include <stdlib.h>
@@ -37,6 +39,14 @@
  * a file is not read further until acknowledgments come. */
 #define XH3_FILE_AHEAD (256u << 10)
 #define XH3_FILE_PIECE (16u << 10)
+/* A request's fields of up to this many bytes are kept in its stream's own
+ * memory, not an allocation of their own. */
+#define XH3_HEAD_ROOM 128
+/* A response body below this is copied beside its head rather than referred
+ * to (one piece of output for QUIC, not two). */
+#define XH3_COPY_BELOW 256
+/* The most room a request's declared length makes for its body at once. */
+#define XH3_BODY_RESERVE (64u << 10)
 
 typedef struct xH3Conn xH3Conn;
 typedef struct xH3Stream xH3Stream;
@@ -65,14 +75,15 @@ struct xH3Stream {
     xH3Kind kind;
     xH3Phase phase;
     xH3FrameReader reader;
-    xBuffer in; /* bytes delivered and not yet read whole */
-    bool fin;   /* the peer's side ended */
-    bool gone;  /* the QUIC stream closed */
+    xBuffer in;   /* bytes delivered and left in a frame not yet whole */
+    bool reading; /* frames are being read: some of what came may not be yet */
+    bool fin;     /* the peer's side ended */
+    bool gone;    /* the QUIC stream closed */
     bool dispatched;
     bool streams_body;
     bool tunnel; /* an extended CONNECT (RFC 9220): its DATA is the tunnel's, both ways */
     xHttpExchange *ex;
-    char *head;             /* the request's fields, copied out of the frame */
+    char *head;             /* the request's fields, copied out of the frame: head_room, or allocated */
     xBuffer body;           /* a whole body, or what a streaming reader has not taken */
     size_t body_uncredited; /* of body: bytes the peer has not had credit back for */
     int64_t content_length;
@@ -87,6 +98,7 @@ struct xH3Stream {
         void *arg;
     } file;                 /* fd -1: none */
     xH3Stream *next, *prev; /* h3->streams */
+    char head_room[];       /* a request stream's: XH3_HEAD_ROOM bytes */
 };
 
 struct xH3Conn {
@@ -105,6 +117,14 @@ struct xH3Conn {
     char *scratch;          /* and for its decoded strings: max_header_size bytes */
     xTimer timer;           /* a request's head or body that stops arriving */
     uint64_t last_input_ms; /* loop time of the last request bytes */
+    /* Our QPACK is static-only, so the same fields always encode the same:
+     * the handler's lines are copied from the last encoding when they
+     * match, and server with date are encoded once a second. */
+    xHpackLinesMemo lines;
+    uint8_t fixed[XQPACK_FIELD_BOUND(6, sizeof(((xHttpOwnAnswers *)0)->server_line)) +
+                  XQPACK_FIELD_BOUND(4, XHTTP_DATE_LEN)];
+    uint8_t fixed_len; /* 0: not yet encoded */
+    time_t fixed_second;
 };
 
 static const xHttpExchangeOps h3_ops;
@@ -253,13 +273,9 @@ static void on_drain(xQuicConn *qc) {
 /* ---- Streams ---- */
 
 static xH3Stream *stream_new(xH3Conn *h3, xQuicStream *qs, xH3Kind kind) {
-    xH3Stream *s = calloc(1, sizeof *s);
+    xH3Stream *s = malloc(sizeof *s + (kind == XH3_KIND_REQUEST ? XH3_HEAD_ROOM : 0));
     if (!s) return NULL;
-    s->h3 = h3;
-    s->qs = qs;
-    s->kind = kind;
-    s->file.fd = -1;
-    s->content_length = -1;
+    *s = (xH3Stream){.h3 = h3, .qs = qs, .kind = kind, .file.fd = -1, .content_length = -1};
     if (kind == XH3_KIND_REQUEST)
         xH3FrameReaderInit(&s->reader, XH3_STREAM_REQUEST,
                            h3->ctx->conf->max_header_size + XH3_HEADERS_SLACK);
@@ -283,7 +299,7 @@ static void stream_free(xH3Stream *s) {
     if (s->ex) xHttpExchangeRelease(h3->ctx, s->ex);
     xBufferFree(&s->in);
     xBufferFree(&s->body);
-    free(s->head);
+    if (s->head != s->head_room) free(s->head);
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -315,43 +331,51 @@ static bool response_has_body(const xHttpExchange *ex) {
     return xHttpStatusHasBody(ex->res.status) && !xStrEqualsC(ex->req.method, "HEAD");
 }
 
-/* Encodes "Name: value\r\n" lines, their names folded to lower case where
- * they lie (RFC 9114 §4.2), as HTTP/2 does. */
-static uint8_t *encode_lines(uint8_t *p, xBuffer *lines) {
-    if (!lines->len) return p;
-    char *at = lines->data, *end = at + lines->len;
-    while (at < end) {
-        char *colon = memchr(at, ':', (size_t)(end - at));
-        char *eol = memchr(at, '\r', (size_t)(end - at));
-        size_t name_len = (size_t)(colon - at);
-        for (size_t i = 0; i < name_len; i++)
-            at[i] = (char)(at[i] >= 'A' && at[i] <= 'Z' ? at[i] + 32 : at[i]);
-        p = xQpackEncodeField(p, (xStr){at, name_len}, (xStr){colon + 2, (size_t)(eol - colon - 2)});
-        at = eol + 2;
+/* Writes server (unless the handler set its own) and date at p, from the
+ * connection's memo while the second is the same. */
+static uint8_t *put_fixed_fields(xH3Conn *h3, uint8_t *p, const xEventLoop *loop, bool server) {
+    if (!server)
+        return xQpackEncodeField(p, (xStr){"date", 4},
+                                 (xStr){xHttpDate(&h3->ctx->date, loop), XHTTP_DATE_LEN});
+    time_t now = xEventLoopWallSeconds(loop);
+    if (!h3->fixed_len || now != h3->fixed_second) {
+        xStr name = h3->ctx->answers->server_name;
+        uint8_t *end = h3->fixed;
+        if (name.len) end = xQpackEncodeField(end, (xStr){"server", 6}, name);
+        end = xQpackEncodeField(end, (xStr){"date", 4},
+                                (xStr){xHttpDate(&h3->ctx->date, loop), XHTTP_DATE_LEN});
+        h3->fixed_len = (uint8_t)(end - h3->fixed);
+        h3->fixed_second = now;
     }
-    return p;
+    memcpy(p, h3->fixed, h3->fixed_len);
+    return p + h3->fixed_len;
 }
 
+/* A HEADERS frame's room on the stack; a larger one is allocated. */
+#define XH3_HEAD_STACK 1024
+
 /* Queues a HEADERS frame on s: the response head (:status, server, date,
- * the handler's fields, content-length when with_length) or the trailers. */
-static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint64_t length, bool fin) {
+ * the handler's fields, content-length when with_length) or the trailers;
+ * a small body given goes after it as DATA, in the same write.
+ * The handler's "Name: value\r\n" lines have their names folded to lower
+ * case where they lie (RFC 9114 §4.2), as HTTP/2 does. */
+static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint64_t length, bool fin,
+                            xStr body) {
     xHttpExchange *ex = s->ex;
-    xHttpContext *ctx = s->h3->ctx;
+    xH3Conn *h3 = s->h3;
     xBuffer *lines = trailers ? &ex->res.trailers : &ex->res.headers;
-    xStr server = ex->res.own_server ? (xStr){"", 0} : ctx->answers->server_name;
-    size_t bound = XH3_FRAME_HEADER_MAX + XQPACK_PREFIX_SIZE + 8 + XQPACK_FIELD_BOUND(6, server.len) +
-                   XQPACK_FIELD_BOUND(4, XHTTP_DATE_LEN) + XQPACK_FIELD_BOUND(14, XHTTP_DECIMAL_MAX) +
-                   lines->len * 4;
-    uint8_t *buf = malloc(bound);
+    size_t bound = XH3_FRAME_HEADER_MAX + XQPACK_PREFIX_SIZE + 8 + sizeof h3->fixed +
+                   XQPACK_FIELD_BOUND(14, XHTTP_DECIMAL_MAX) + lines->len * 4 + XH3_FRAME_HEADER_MAX +
+                   body.len;
+    uint8_t stack[XH3_HEAD_STACK];
+    uint8_t *buf = bound <= sizeof stack ? stack : malloc(bound);
     if (!buf) return XERR_NOMEM;
     uint8_t *start = buf + XH3_FRAME_HEADER_MAX, *p = xQpackEncodeBegin(start);
     if (!trailers) {
         p = xQpackEncodeStatus(p, ex->res.status);
-        if (server.len) p = xQpackEncodeField(p, (xStr){"server", 6}, server);
-        p = xQpackEncodeField(p, (xStr){"date", 4},
-                              (xStr){xHttpDate(&ctx->date, ex->req.loop), XHTTP_DATE_LEN});
+        p = put_fixed_fields(h3, p, ex->req.loop, !ex->res.own_server);
     }
-    p = encode_lines(p, lines);
+    if (lines->len) p = xHpackEncodeLinesWith(&h3->lines, p, lines->data, lines->len, xQpackEncodeField);
     if (with_length) {
         char digits[XHTTP_DECIMAL_MAX];
         size_t n = (size_t)(xHttpPutDecimal(digits, length) - digits);
@@ -361,9 +385,14 @@ static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint6
     size_t header_len =
         (size_t)(xH3FrameWriteHeader(header, XH3_FRAME_HEADERS, (uint64_t)(p - start)) - header);
     memcpy(start - header_len, header, header_len);
+    if (body.len) {
+        p = xH3FrameWriteHeader(p, XH3_FRAME_DATA, body.len);
+        memcpy(p, body.data, body.len);
+        p += body.len;
+    }
     xErrno err =
         xQuicStreamWrite(s->qs, start - header_len, (size_t)(p - start) + header_len, fin, NULL, NULL);
-    free(buf);
+    if (buf != stack) free(buf);
     return err;
 }
 
@@ -376,7 +405,7 @@ static xErrno write_data_header(xH3Stream *s, uint64_t len) {
 /* Ends the response's stream: the trailers, if any, carry the FIN. */
 static void finish_output(xH3Stream *s) {
     if (s->ex->res.trailers.len)
-        write_headers(s, true, false, 0, true);
+        write_headers(s, true, false, 0, true, (xStr){NULL, 0});
     else
         xQuicStreamWrite(s->qs, NULL, 0, true, NULL, NULL);
 }
@@ -439,20 +468,37 @@ static void end_exchange(xH3Stream *s) {
 
 static bool stream_writes(const xH3Stream *s) { return !s->gone && !s->ex->res.aborted; }
 
+/* True when [body, body + len) lies in s's whole request body, all of it
+ * come: an echo. The body stays until the stream is freed, after the QUIC
+ * stream closed, so a response may refer to it instead of copying. */
+static bool in_request_body(const xH3Stream *s, const void *body, size_t len) {
+    const char *at = body, *mine = s->body.data;
+    return mine && s->fin && !s->streams_body && !s->tunnel && at >= mine && len <= s->body.len &&
+           (size_t)(at - mine) <= s->body.len - len;
+}
+
+/* The release of a body whose owner keeps it (static bytes, or the
+ * request's body, which the stream frees). */
+static void keep_bytes(void *arg) { (void)arg; }
+
 /* A whole body: by reference unless copy, or from a file. */
 static xErrno send_whole(xHttpExchange *ex, const void *body, size_t len, bool copy, void (*release)(void *),
                          void *arg, int fd, off_t offset) {
     xH3Stream *s = ex->proto;
     xErrno err = stream_writes(s) ? XOK : XERR_CLOSED;
     bool with_body = len && response_has_body(ex);
+    /* A small body from memory is copied into the head's write: one piece
+     * of output, its end with it unless trailers follow. */
+    bool beside = with_body && fd < 0 && len < XH3_COPY_BELOW;
     ex->res.head_sent = true;
     if (err == XOK) {
-        bool fin = !with_body && !ex->res.trailers.len;
-        err = write_headers(s, false, xHttpStatusHasBody(ex->res.status), len, fin);
+        bool fin = (!with_body || beside) && !ex->res.trailers.len;
+        err = write_headers(s, false, xHttpStatusHasBody(ex->res.status), len, fin,
+                            beside ? (xStr){body, len} : (xStr){NULL, 0});
         s->head_written = true;
-        if (!with_body && !fin) finish_output(s);
+        if ((!with_body || beside) && !fin) finish_output(s);
     }
-    if (err == XOK && with_body) {
+    if (err == XOK && with_body && !beside) {
         write_data_header(s, len);
         if (fd >= 0) {
             s->file.fd = fd, s->file.offset = offset, s->file.left = len;
@@ -460,6 +506,12 @@ static xErrno send_whole(xHttpExchange *ex, const void *body, size_t len, bool c
             release = NULL;
             pump_file(s);
         } else {
+            /* Static bytes (a reference without release) and the request's
+             * own body outlive the QUIC stream's use of them: referred to. */
+            if (!release && (!copy || in_request_body(s, body, len))) {
+                copy = false;
+                release = keep_bytes;
+            }
             err = xQuicStreamWrite(s->qs, body, len, false, copy ? NULL : release, arg);
             if (!copy) release = NULL; /* the QUIC stream's now */
             finish_output(s);
@@ -486,7 +538,7 @@ static xErrno h3_write(xHttpExchange *ex, const void *data, size_t len) {
     xErrno err = XOK;
     if (!ex->res.head_sent) {
         ex->res.head_sent = true;
-        err = write_headers(s, false, false, 0, false);
+        err = write_headers(s, false, false, 0, false, (xStr){NULL, 0});
         s->head_written = true;
     }
     if (err == XOK && len && response_has_body(ex)) {
@@ -502,7 +554,7 @@ static xErrno h3_end(xHttpExchange *ex) {
     if (stream_writes(s)) {
         if (!ex->res.head_sent) {
             ex->res.head_sent = true;
-            err = write_headers(s, false, false, 0, !ex->res.trailers.len);
+            err = write_headers(s, false, false, 0, !ex->res.trailers.len, (xStr){NULL, 0});
             if (ex->res.trailers.len) finish_output(s);
         } else {
             finish_output(s);
@@ -517,7 +569,7 @@ static xErrno h3_end(xHttpExchange *ex) {
 static void deliver_body(xH3Stream *s) {
     xHttpExchange *ex = s->ex;
     if (!s->streams_body || ex->body_ended || ex->res.ended) return;
-    bool end = s->fin && !s->in.len; /* every frame read */
+    bool end = s->fin && !s->in.len && !s->reading; /* every frame read */
     size_t len = s->body.len;
     if (!xHttpExchangeWantsBody(ex) || (!len && !end)) return;
     size_t credit = s->body_uncredited;
@@ -546,9 +598,9 @@ static const xHttpExchangeOps h3_ops = {
 static bool keep_fields(xH3Stream *s, xHpackField *f, size_t n) {
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) bytes += f[i].name.len + f[i].value.len;
-    char *at = malloc(bytes + 1);
+    char *at = bytes < XH3_HEAD_ROOM ? s->head_room : malloc(bytes + 1);
     if (!at) return false;
-    free(s->head);
+    if (s->head != s->head_room) free(s->head);
     s->head = at;
     for (size_t i = 0; i < n; i++) {
         if (f[i].name.len) memcpy(at, f[i].name.data, f[i].name.len);
@@ -604,7 +656,7 @@ static bool fill_request(xH3Stream *s, const xHpackField *f, size_t n, const xH2
     }
     /* HTTP/3 carries the host in :authority; handlers look for Host. */
     bool has_host = false;
-    for (size_t i = 0; i < count; i++) has_host |= xStrEqualsC(ex->fields[i].name, "host");
+    for (size_t i = 0; i < n; i++) has_host |= f[i].token == XHPACK_TOKEN_HOST; /* names are lower case */
     if (head->authority.len && !has_host) {
         if (count == ex->fields_cap) return false;
         ex->fields[count].name = (xStr){"host", 4};
@@ -686,6 +738,12 @@ static void on_headers(xH3Stream *s, xStr payload) {
     } else {
         s->phase = XH3_PHASE_BODY;
         s->streams_body = xHttpExchangeStreams(s->ex);
+        /* A whole body of a declared length has its room made at once (up
+         * to XH3_BODY_RESERVE: a head alone holds no more), not doubled
+         * and copied as it comes. */
+        if (!s->streams_body && head.content_length > 0)
+            xBufferReserve(&s->body, head.content_length < XH3_BODY_RESERVE ? (size_t)head.content_length
+                                                                            : XH3_BODY_RESERVE);
         /* RFC 9220: an extended CONNECT is a tunnel, its DATA no body to
          * wait for: a route that does not stream answers at the head. */
         s->tunnel = head.protocol.len > 0;
@@ -735,14 +793,15 @@ static void on_request_end(xH3Stream *s) {
         deliver_body(s);
 }
 
-/* Reads the frames s->in holds. */
-static void read_request(xH3Stream *s) {
+/* Reads the frames of in[0, len), crediting back what needs no keeping;
+ * returns how many bytes were read (the rest is a frame not yet whole). */
+static size_t read_frames(xH3Stream *s, const uint8_t *in, size_t len) {
     size_t at = 0, credit = 0;
-    while (at < s->in.len && s->phase != XH3_PHASE_REFUSED && !xQuicConnClosed(s->h3->qc)) {
+    s->reading = true;
+    while (at < len && s->phase != XH3_PHASE_REFUSED && !xQuicConnClosed(s->h3->qc)) {
         size_t used = 0;
         xH3Frame f;
-        xH3ReadStatus st =
-            xH3FrameRead(&s->reader, (const uint8_t *)s->in.data + at, s->in.len - at, &used, &f);
+        xH3ReadStatus st = xH3FrameRead(&s->reader, in + at, len - at, &used, &f);
         size_t start = at;
         at += used;
         if (st == XH3_READ_ERROR) {
@@ -754,7 +813,7 @@ static void read_request(xH3Stream *s) {
             break;
         }
         if (st == XH3_READ_DATA) {
-            size_t header = (size_t)((const uint8_t *)f.payload.data - (const uint8_t *)s->in.data) - start;
+            size_t header = (size_t)((const uint8_t *)f.payload.data - in) - start;
             credit += header + on_data(s, f.payload);
             continue;
         }
@@ -762,12 +821,31 @@ static void read_request(xH3Stream *s) {
         if (f.type == XH3_FRAME_HEADERS) on_headers(s, f.payload);
         /* Others a request stream may carry are skipped by the reader. */
     }
+    s->reading = false;
     if (s->phase == XH3_PHASE_REFUSED) {
-        credit += s->in.len - at;
-        at = s->in.len;
+        credit += len - at;
+        at = len;
     }
-    xBufferConsume(&s->in, at);
     if (credit) xQuicStreamConsumed(s->qs, credit);
+    return at;
+}
+
+/* Reads len bytes the request stream delivered: from where they lie when
+ * nothing waits before them (a request in one packet is never copied), and
+ * only a frame they leave unfinished is kept for the next bytes. */
+static void read_request(xH3Stream *s, const uint8_t *data, size_t len) {
+    if (!s->in.len) {
+        size_t used = read_frames(s, data, len);
+        if (used < len && xBufferAppend(&s->in, data + used, len - used) != XOK) {
+            conn_error(s->h3, XH3_INTERNAL_ERROR);
+            return;
+        }
+    } else if (xBufferAppend(&s->in, data, len) != XOK) {
+        conn_error(s->h3, XH3_INTERNAL_ERROR);
+        return;
+    } else {
+        xBufferConsume(&s->in, read_frames(s, (const uint8_t *)s->in.data, s->in.len));
+    }
     if (s->fin && s->phase != XH3_PHASE_REFUSED && !xQuicConnClosed(s->h3->qc)) {
         /* RFC 9114 §7.1: a stream that ends inside a frame (its header, a
          * whole-read payload, or DATA cut short) is a connection error. */
@@ -884,17 +962,17 @@ static void on_stream_data(xQuicConn *qc, xQuicStream *qs, const uint8_t *data, 
         xQuicStreamConsumed(qs, len);
         return;
     }
+    s->fin = fin;
+    if (s->kind == XH3_KIND_REQUEST) {
+        note_input(h3);
+        read_request(s, data, len);
+        return;
+    }
     if (len && xBufferAppend(&s->in, data, len) != XOK) {
         conn_error(h3, XH3_INTERNAL_ERROR);
         return;
     }
-    s->fin = fin;
-    if (s->kind == XH3_KIND_REQUEST) {
-        note_input(h3);
-        read_request(s);
-    } else {
-        read_unidirectional(s);
-    }
+    read_unidirectional(s);
 }
 
 static void on_stream_reset(xQuicConn *qc, xQuicStream *qs, uint64_t code) {

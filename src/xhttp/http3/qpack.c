@@ -316,8 +316,10 @@ static char *place(Sink *k, size_t n) {
 
 /* A field line's string: a view into the section, or Huffman-decoded into scratch;
  * data is NULL when it was not kept. */
+/* A string literal; a Huffman-coded one through memo when given (a value:
+ * clients send the same :path and the like unindexed again and again). */
 static bool read_string(Sink *k, const uint8_t **p, const uint8_t *end, uint8_t huffman_bit, int prefix_bits,
-                        xStr *out) {
+                        xHpackHuffmanMemo *memo, xStr *out) {
     if (*p >= end) return false;
     bool huffman = **p & huffman_bit;
     uint64_t n;
@@ -330,7 +332,9 @@ static bool read_string(Sink *k, const uint8_t **p, const uint8_t *end, uint8_t 
     }
     size_t left = k->full ? 0 : k->s->scratch_size - k->used, len;
     char *dst = k->full ? NULL : k->s->scratch + k->used;
-    if (!xHpackHuffmanDecode(s, (size_t)n, dst, left, &len)) return false;
+    if (!(memo ? xHpackHuffmanDecodeMemo(memo, s, (size_t)n, dst, left, &len)
+               : xHpackHuffmanDecode(s, (size_t)n, dst, left, &len)))
+        return false;
     if (k->full || len > left) {
         k->full = true;
         *out = (xStr){NULL, len};
@@ -396,7 +400,7 @@ static bool indexed(const xQpackDecoder *d, const Prefix *x, Sink *k, const uint
 
 /* Literal With Name Reference (01 N T index(4)), With Post-Base Name Reference
  * (0000 N index(3)) and With Literal Name (001 N H len(3)). */
-static bool literal(const xQpackDecoder *d, const Prefix *x, Sink *k, const uint8_t **p, const uint8_t *end) {
+static bool literal(xQpackDecoder *d, const Prefix *x, Sink *k, const uint8_t **p, const uint8_t *end) {
     uint8_t first = **p;
     xStr name, value;
     uint16_t token;
@@ -420,7 +424,7 @@ static bool literal(const xQpackDecoder *d, const Prefix *x, Sink *k, const uint
         }
     } else if (first & 0x20) { /* literal name */
         never = first & 0x10 ? XHPACK_NEVER_INDEXED : 0;
-        if (!read_string(k, p, end, 0x08, 3, &name)) return false;
+        if (!read_string(k, p, end, 0x08, 3, NULL, &name)) return false;
         token = name.data ? (uint16_t)xHpackTokenOf(name.data, name.len) : XHPACK_TOKEN_NONE;
         verdict = name.data ? xHpackNameVerdict(name) : XHPACK_BAD_NAME;
     } else { /* post-base name reference */
@@ -432,7 +436,7 @@ static bool literal(const xQpackDecoder *d, const Prefix *x, Sink *k, const uint
         token = e->token;
         verdict = e->flags & XHPACK_BAD_NAME;
     }
-    if (!read_string(k, p, end, 0x80, 7, &value)) return false;
+    if (!read_string(k, p, end, 0x80, 7, &d->memo, &value)) return false;
     verdict |= value.data ? xHpackValueVerdict(value) : XHPACK_BAD_VALUE;
     emit(k, name, value, token, verdict | never);
     return true;

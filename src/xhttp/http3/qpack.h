@@ -87,6 +87,7 @@ typedef struct xQpackDecoder {
     size_t blocked_count, max_blocked; /* max_blocked: our SETTINGS_QPACK_BLOCKED_STREAMS */
     uint8_t *out;                      /* decoder stream instructions not yet taken */
     size_t out_len, out_cap;
+    xHpackHuffmanMemo memo; /* the last Huffman-coded value of a section, decoded */
 } xQpackDecoder;
 
 /** Prepares d for our SETTINGS_QPACK_MAX_TABLE_CAPACITY and SETTINGS_QPACK_BLOCKED_STREAMS;

@@ -31,7 +31,7 @@
 /* recvmmsg calls per readiness report: the rest waits for the next turn. */
 #define XQUIC_RX_ROUNDS 4
 /* Packets of one connection sent together (one sendmsg with UDP_SEGMENT). */
-#define XQUIC_GSO_MAX 10
+#define XQUIC_GSO_MAX 40
 #define XQUIC_TX_SIZE (XQUIC_GSO_MAX * NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE)
 /* An expiry nearer than this takes a precise timer; later ones the wheel's. */
 #define XQUIC_PRECISE_BELOW_NS (50 * NGTCP2_MILLISECONDS)
@@ -42,11 +42,33 @@
 #define XQUIC_RETRY_TOKEN_LIFETIME (10 * NGTCP2_SECONDS)
 #define XQUIC_REGULAR_TOKEN_LIFETIME (3600 * NGTCP2_SECONDS)
 
+/* The least room a copied chunk is given: the small writes that follow it
+ * (a response's frame headers and short body, QPACK's acknowledgments on
+ * the decoder stream) are appended to it instead of taking a chunk each. */
+#define XQUIC_CHUNK_ROOM 256
+
+/* Spare stream records and small chunks an endpoint keeps for the next
+ * ones: a request's stream and its response's chunk come and go by the
+ * thousand a second, and taking them from a list costs less than malloc's
+ * bins (with many streams in flight, its per-thread cache runs dry). */
+#define XQUIC_SPARE_MAX 256
+
+/* A list of spare blocks of one size, linked through their first bytes. */
+typedef struct xQuicSpare {
+    struct xQuicSpare *next;
+} xQuicSpare;
+
+typedef struct xQuicSpares {
+    xQuicSpare *first;
+    size_t count;
+} xQuicSpares;
+
 /* A piece of a stream's output, kept until acknowledged. */
 typedef struct xQuicChunk {
     struct xQuicChunk *next;
     const uint8_t *data;
     size_t len;
+    size_t room;     /* of copy: bytes allocated (0: by reference) */
     uint64_t offset; /* of its first byte in the stream */
     void (*release)(void *);
     void *arg;
@@ -110,8 +132,10 @@ struct xQuicConn {
 struct xQuicEndpoint {
     xNetContext *net;
     int fd;
-    bool wildcard; /* bound to every address: replies name their source */
-    bool no_gso;   /* the kernel refused UDP_SEGMENT: one packet per send */
+    bool wildcard;                 /* bound to every address: replies name their source */
+    struct sockaddr_storage bound; /* the socket's own address, read once: every datagram's local one */
+    socklen_t bound_len;           /* 0: unknown, datagrams are dropped */
+    bool no_gso;                   /* the kernel refused UDP_SEGMENT: one packet per send */
     bool draining;
     xQuicEndpointConf conf;
     xQuicCidEntry **buckets;
@@ -121,6 +145,7 @@ struct xQuicEndpoint {
     size_t handshaking; /* of count, those in XQUIC_HANDSHAKING: what an Initial flood fills */
     void (*on_gone)(void *arg);
     void *on_gone_arg;
+    xQuicSpares spare_streams, spare_chunks; /* chunks of XQUIC_CHUNK_ROOM */
     uint8_t rx[XQUIC_RX_BATCH][XQUIC_RX_SIZE];
     struct sockaddr_storage rx_names[XQUIC_RX_BATCH];
     char rx_control[XQUIC_RX_BATCH][64];
@@ -454,6 +479,43 @@ static void conn_arm(xQuicConn *qc) {
         xTimerStart(loop, &qc->timer, wait / NGTCP2_MILLISECONDS + 1);
 }
 
+/* ---- Spare blocks ---- */
+
+/* A block of l's size: a spare one, or a new one of size bytes (NULL when
+ * out of memory). */
+static void *spare_take(xQuicSpares *l, size_t size) {
+    xQuicSpare *b = l->first;
+    if (!b) return malloc(size);
+    l->first = b->next;
+    l->count--;
+    return b;
+}
+
+static void spare_put(xQuicSpares *l, void *block) {
+    if (l->count == XQUIC_SPARE_MAX) {
+        free(block);
+        return;
+    }
+    xQuicSpare *b = block;
+    b->next = l->first;
+    l->first = b;
+    l->count++;
+}
+
+static void spare_free_all(xQuicSpares *l) {
+    while (l->first) free(spare_take(l, 0));
+}
+
+/* Lets go of an acknowledged (or abandoned) chunk: its bytes' owner hears
+ * of it, and a copy of the usual room is kept for the next. */
+static void chunk_free(xQuicEndpoint *ep, xQuicChunk *c) {
+    if (c->release) c->release(c->arg);
+    if (c->room == XQUIC_CHUNK_ROOM)
+        spare_put(&ep->spare_chunks, c);
+    else
+        free(c);
+}
+
 /* ---- Closing ---- */
 
 static void stream_free(xQuicStream *s) {
@@ -462,15 +524,14 @@ static void stream_free(xQuicStream *s) {
     while (s->head) {
         xQuicChunk *c = s->head;
         s->head = c->next;
-        if (c->release) c->release(c->arg);
-        free(c);
+        chunk_free(qc->ep, c);
     }
     if (s->prev)
         s->prev->next = s->next;
     else
         qc->streams = s->next;
     if (s->next) s->next->prev = s->prev;
-    free(s);
+    spare_put(&qc->ep->spare_streams, s);
 }
 
 /* Frees ngtcp2's and GnuTLS's state of qc, after the application has heard
@@ -571,10 +632,9 @@ static void conn_on_timer(xEventLoop *loop, xTimer *timer, void *arg) {
 /* ---- ngtcp2's callbacks ---- */
 
 static xQuicStream *stream_new(xQuicConn *qc, int64_t id) {
-    xQuicStream *s = calloc(1, sizeof *s);
+    xQuicStream *s = spare_take(&qc->ep->spare_streams, sizeof *s);
     if (!s) return NULL;
-    s->qc = qc;
-    s->id = id;
+    *s = (xQuicStream){.qc = qc, .id = id};
     s->next = qc->streams;
     if (qc->streams) qc->streams->prev = s;
     qc->streams = s;
@@ -634,12 +694,14 @@ static int on_acked_stream_data(ngtcp2_conn *conn, int64_t id, uint64_t offset, 
     xQuicStream *s = stream_user_data;
     if (!s) return 0;
     s->acked = offset + len;
-    while (s->head && s->head->offset + s->head->len <= s->acked && s->head != s->unsent) {
+    while (s->head && s->head->offset + s->head->len <= s->acked) {
         xQuicChunk *c = s->head;
+        /* The chunk writes start from, all acknowledged, is the last: the
+         * next write starts a new one (an idle stream keeps none). */
+        if (c == s->unsent) s->unsent = NULL;
         s->head = c->next;
         if (!s->head) s->tail = NULL;
-        if (c->release) c->release(c->arg);
-        free(c);
+        chunk_free(s->qc->ep, c);
     }
     xQuicConn *qc = user_data;
     if (qc->state == XQUIC_OPEN && qc->ep->conf.app->on_stream_acked)
@@ -1004,8 +1066,9 @@ static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct soc
  * messages. */
 static socklen_t read_control(const xQuicEndpoint *ep, struct msghdr *m, struct sockaddr_storage *local,
                               uint32_t *ecn) {
-    socklen_t len = sizeof *local;
-    if (getsockname(ep->fd, (struct sockaddr *)local, &len) != 0) return 0;
+    socklen_t len = ep->bound_len;
+    if (!len) return 0;
+    memcpy(local, &ep->bound, len);
     *ecn = 0;
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
         if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
@@ -1130,6 +1193,8 @@ xQuicEndpoint *xQuicEndpointCreate(xNetContext *net, int fd, const xQuicEndpoint
     ep->fd = fd;
     ep->conf = *conf;
     ep->wildcard = bound_to_any(fd);
+    socklen_t bound_len = sizeof ep->bound;
+    if (getsockname(fd, (struct sockaddr *)&ep->bound, &bound_len) == 0) ep->bound_len = bound_len;
     if (!table_grow(ep) || xEventLoopAdd(net->loop, fd, XEV_READ, on_readable, ep) != XOK) {
         free(ep->buckets);
         free(ep);
@@ -1146,6 +1211,8 @@ void xQuicEndpointDestroy(xQuicEndpoint *ep) {
     xEventLoopRemove(ep->net->loop, ep->fd);
     close(ep->fd);
     free(ep->buckets);
+    spare_free_all(&ep->spare_streams);
+    spare_free_all(&ep->spare_chunks);
     free(ep);
 }
 
@@ -1213,14 +1280,24 @@ xErrno xQuicStreamWrite(xQuicStream *s, const void *data, size_t len, bool fin, 
         if (release) release(arg);
         return XERR_CLOSED;
     }
-    if (len) {
-        xQuicChunk *c = malloc(sizeof *c + (release ? 0 : len));
+    xQuicChunk *tail = s->tail;
+    if (len && !release && tail && tail->len + len <= tail->room) { /* room 0: by reference */
+        /* Appended to the last copy: bytes already handed to ngtcp2 stay
+         * where they are, as its retransmissions need. */
+        memcpy(tail->copy + tail->len, data, len);
+        tail->len += len;
+        s->queued += len;
+    } else if (len) {
+        size_t room = release ? 0 : len > XQUIC_CHUNK_ROOM ? len : XQUIC_CHUNK_ROOM;
+        xQuicChunk *c = room == XQUIC_CHUNK_ROOM ? spare_take(&qc->ep->spare_chunks, sizeof *c + room)
+                                                 : malloc(sizeof *c + room);
         if (!c) {
             if (release) release(arg);
             return XERR_NOMEM;
         }
         *c = (xQuicChunk){.data = release ? data : c->copy,
                           .len = len,
+                          .room = room,
                           .offset = s->queued,
                           .release = release,
                           .arg = arg};
