@@ -660,14 +660,30 @@ static bool takes_statements(const Conn *conn) {
     return conn->state == CONN_READY && !conn->tx && !conn->reserved && !conn->draining;
 }
 
-/* The ready connection with the fewest queries in flight, below the depth. */
+/* How soon a query sent on conn now goes out: 0, in the batch this turn's
+ * end sends already; 1, in a batch it would send; 2, in a batch held open
+ * until the connection's oldest comes back. */
+static int departure(const Conn *conn) {
+    if (conn->syncs_out >= SYNCS_AHEAD) return 2;
+    return conn->unsynced ? 0 : 1;
+}
+
+/* A ready connection below the depth for a statement: the one whose batch
+ * leaves soonest, so that a turn's queries go out in as few writes (and
+ * server wake-ups) as they can; among equals, the one with the fewest in
+ * flight. */
 static Conn *least_busy(xPgPool *pool) {
     Conn *best = NULL;
+    int best_departure = 0;
     for (int i = 0; i < pool->conf.connections; i++) {
         Conn *conn = &pool->conns[i];
-        if (takes_statements(conn) && conn->in_flight.count < pool->conf.pipeline_depth &&
-            (!best || conn->in_flight.count < best->in_flight.count))
+        if (!takes_statements(conn) || conn->in_flight.count >= pool->conf.pipeline_depth) continue;
+        int d = departure(conn);
+        if (!best || d < best_departure ||
+            (d == best_departure && conn->in_flight.count < best->in_flight.count)) {
             best = conn;
+            best_departure = d;
+        }
     }
     return best;
 }
