@@ -660,29 +660,30 @@ static bool takes_statements(const Conn *conn) {
     return conn->state == CONN_READY && !conn->tx && !conn->reserved && !conn->draining;
 }
 
-/* How soon a query sent on conn now goes out: 0, in the batch this turn's
- * end sends already; 1, in a batch it would send; 2, in a batch held open
- * until the connection's oldest comes back. */
-static int departure(const Conn *conn) {
-    if (conn->syncs_out >= SYNCS_AHEAD) return 2;
-    return conn->unsynced ? 0 : 1;
+/* Which connection a statement prefers, lowest first: 0, an idle one (the
+ * server runs its query beside the others' at once); 1, one whose batch this
+ * turn's end sends already (one write, one server wake-up for the turn's
+ * queries); 2, one whose batch this turn would send; 3, one whose batch is
+ * held open until its oldest comes back. */
+static int preference(const Conn *conn) {
+    if (conn->in_flight.count == 0) return 0;
+    if (conn->syncs_out >= SYNCS_AHEAD) return 3;
+    return conn->unsynced ? 1 : 2;
 }
 
-/* A ready connection below the depth for a statement: the one whose batch
- * leaves soonest, so that a turn's queries go out in as few writes (and
- * server wake-ups) as they can; among equals, the one with the fewest in
- * flight. */
+/* A ready connection below the depth for a statement, the most preferred;
+ * among equals, the one with the fewest queries in flight. */
 static Conn *least_busy(xPgPool *pool) {
     Conn *best = NULL;
-    int best_departure = 0;
+    int best_preference = 0;
     for (int i = 0; i < pool->conf.connections; i++) {
         Conn *conn = &pool->conns[i];
         if (!takes_statements(conn) || conn->in_flight.count >= pool->conf.pipeline_depth) continue;
-        int d = departure(conn);
-        if (!best || d < best_departure ||
-            (d == best_departure && conn->in_flight.count < best->in_flight.count)) {
+        int p = preference(conn);
+        if (!best || p < best_preference ||
+            (p == best_preference && conn->in_flight.count < best->in_flight.count)) {
             best = conn;
-            best_departure = d;
+            best_preference = p;
         }
     }
     return best;
