@@ -126,6 +126,34 @@ class PgPoolTest(unittest.TestCase):
         self.assertEqual(self.postgres.psql("SELECT string_agg(n::text, ',') FROM scratch").strip(), "7")
 
 
+class TlsTest(unittest.TestCase):
+    """Over TLS (sslmode=require), where libpq sets the session up and the pool
+    then reads and writes through it: rows, a batch with a failure, transactions
+    and a full pipeline come out as in the clear."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.program = program_path("pg_pool", "libpq (libpq-dev)")
+
+    def setUp(self):
+        self.postgres = Postgres(self, tls=True)
+        self.postgres.seed(items=ITEMS)
+
+    def scenario(self, name, *args):
+        output = run_program(self, [self.program, self.postgres.conninfo, name, *args], dict(os.environ))
+        self.assertIn(f"ok: {name} on {WANT_BACKEND}", output)
+        return output
+
+    def test_the_pool_runs_its_queries_through_the_connections_tls(self):
+        self.assertIn("sslmode=require", self.postgres.conninfo)
+        output = self.scenario("typed", "1", "42")
+        self.assertEqual(len([line for line in output.splitlines() if line.startswith("item\t")]), 2)
+        self.scenario("batch")
+        self.scenario("tx")
+        output = self.scenario("pipeline", "200")
+        self.assertIn("peak in flight on one connection: 64", output)
+
+
 class UnreachableTest(unittest.TestCase):
     def test_queries_fail_instead_of_waiting_for_a_server_that_is_not_there(self):
         program = program_path("pg_pool", "libpq (libpq-dev)")
