@@ -299,7 +299,10 @@ static void deliver_outcome(xPgQuery *q, const Conn *conn) {
     if (q->outcome == OUTCOME_ROWS) {
         deliver(q, &(xPgResult){.status = XPG_OK,
                                 .text = conn->text.data,
-                                .fields = (const Field *)conn->fields.data + q->first_field,
+                                /* No buffer yet where no batch has had a row. */
+                                .fields = q->rows && q->columns
+                                              ? (const Field *)conn->fields.data + q->first_field
+                                              : NULL,
                                 .rows = q->rows,
                                 .columns = q->columns,
                                 .affected = q->affected,
