@@ -9,11 +9,8 @@
  * callbacks on the loop. GSSAPI encryption is not supported: gssencmode is
  * disable unless conninfo asks for it (then connecting fails).
  *
- * How a query travels. xPgQuerySend puts it on a ready connection: an
- * idle one (the server runs it beside the others); else one that already
- * takes this turn's batch, so that under load a turn's queries go out in one
- * write; else one whose batch this turn would send; else the least busy
- * (or, when each has `pipeline_depth` queries in flight, in the
+ * How a query travels. xPgQuerySend puts it on the least busy ready
+ * connection (or, when each has `pipeline_depth` queries in flight, in the
  * pool's bounded queue; beyond `queue_limit` the call fails with XPG_EBUSY:
  * answer 503). The statement is prepared on that connection first if it never
  * was (in the same pipeline, ahead of the query). At the end of the loop

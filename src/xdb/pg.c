@@ -663,31 +663,14 @@ static bool takes_statements(const Conn *conn) {
     return conn->state == CONN_READY && !conn->tx && !conn->reserved && !conn->draining;
 }
 
-/* Which connection a statement prefers, lowest first: 0, an idle one (the
- * server runs its query beside the others' at once); 1, one whose batch this
- * turn's end sends already (one write, one server wake-up for the turn's
- * queries); 2, one whose batch this turn would send; 3, one whose batch is
- * held open until its oldest comes back. */
-static int preference(const Conn *conn) {
-    if (conn->in_flight.count == 0) return 0;
-    if (conn->syncs_out >= SYNCS_AHEAD) return 3;
-    return conn->unsynced ? 1 : 2;
-}
-
-/* A ready connection below the depth for a statement, the most preferred;
- * among equals, the one with the fewest queries in flight. */
+/* The ready connection with the fewest queries in flight, below the depth. */
 static Conn *least_busy(xPgPool *pool) {
     Conn *best = NULL;
-    int best_preference = 0;
     for (int i = 0; i < pool->conf.connections; i++) {
         Conn *conn = &pool->conns[i];
-        if (!takes_statements(conn) || conn->in_flight.count >= pool->conf.pipeline_depth) continue;
-        int p = preference(conn);
-        if (!best || p < best_preference ||
-            (p == best_preference && conn->in_flight.count < best->in_flight.count)) {
+        if (takes_statements(conn) && conn->in_flight.count < pool->conf.pipeline_depth &&
+            (!best || conn->in_flight.count < best->in_flight.count))
             best = conn;
-            best_preference = p;
-        }
     }
     return best;
 }
