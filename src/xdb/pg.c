@@ -959,7 +959,11 @@ static void take_messages(Conn *conn) {
         if (left < 5) break;
         const char *at = conn->in.data + conn->in_at;
         uint32_t length = get_u32(at + 1);
-        if (length < 4 || length > INT32_MAX) {
+        /* Only rows, their description and the server's texts run long (as
+         * libpq judges): a length past that is a broken stream, not a reason
+         * to wait for (and make room for) gigabytes. */
+        bool may_be_long = at[0] && strchr("DTENA", at[0]) != NULL;
+        if (length < 4 || length > (may_be_long ? (uint32_t)INT32_MAX : 30000)) {
             conn_lost(conn, "the server sent a malformed message");
             return;
         }
