@@ -114,7 +114,8 @@ static void local_drop(const char *key, size_t key_len) {
 /* ---- A worker's part ---- */
 
 typedef struct RowKind RowKind;
-typedef void (*RowWriter)(xJsonWriter *w, const xPgResult *r, int row);
+/* Appends row's JSON to out; false when it cannot (a string not UTF-8, no memory). */
+typedef bool (*RowWriter)(xBuffer *out, const xPgResult *r, int row);
 
 /* A kind of cached row: items or users. */
 struct RowKind {
@@ -135,8 +136,10 @@ struct ArenaStack {
     int update_item;
 };
 
-static void write_user(xJsonWriter *w, const xPgResult *r, int row) {
+static bool write_user(xBuffer *out, const xPgResult *r, int row) {
     static const char *const names[] = {"id", "name", "email", "plan", "created_at"};
+    xJsonWriter writer, *w = &writer;
+    xJsonInit(w, out);
     xJsonBeginObject(w);
     for (int col = 0; col < 5; col++) {
         xJsonKey(w, names[col], strlen(names[col]));
@@ -149,6 +152,7 @@ static void write_user(xJsonWriter *w, const xPgResult *r, int row) {
             xJsonString(w, text, len);
     }
     xJsonEndObject(w);
+    return xJsonFinish(w) == XOK;
 }
 
 bool arenaStackConfigure(void) {
@@ -190,7 +194,7 @@ ArenaStack *arenaStackStart(xEventLoop *loop, xPgPool *pool) {
                                "SELECT id, name, category, price, quantity, active, tags, rating_score, "
                                "rating_count FROM items WHERE id = $1",
                                1, NULL),
-        .write = arenaWriteDbItem,
+        .write = arenaAppendDbItem,
     };
     stack->kinds[KIND_USER] = (RowKind){
         .stack = stack,
@@ -296,10 +300,7 @@ static bool row_body(const RowKind *kind, const xPgResult *r, xBuffer *out) {
     *out = (xBuffer){0};
     if (xPgResultStatus(r) != XPG_OK) return false;
     if (xPgRows(r) == 0) return true;
-    xJsonWriter w;
-    xJsonInit(&w, out);
-    kind->write(&w, r, 0);
-    if (xJsonFinish(&w) != XOK) {
+    if (!kind->write(out, r, 0)) {
         xBufferFree(out);
         return false;
     }
@@ -312,7 +313,9 @@ static void on_local_row(const xPgResult *r, void *arg) {
     xHttpResponse *res = p->res;
     xBuffer body;
     bool ok = row_body(p->kind, r, &body);
-    if (ok)
+    /* With the cache off nothing reads it: a copy kept there would cost a
+     * copy, a lock and a cold slot per request. */
+    if (ok && !cache_off)
         local_put(p->key, p->key_len, body.data ? (const char *)body.data : "", body.len, p->kind->ttl_ms);
     free(p);
     if (!ok) {

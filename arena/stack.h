@@ -37,8 +37,9 @@ bool arenaStackRoutes(xHttpServer *server);
 /** The worker's stack for req; NULL without a database. */
 ArenaStack *arenaWorkerStack(const xHttpRequest *req);
 
-/** Writes row of an `items` result (the columns of async-db's SELECT, in
- *  that order) as the contract's item object. */
-void arenaWriteDbItem(xJsonWriter *w, const xPgResult *r, int row);
+/** Appends row of an `items` result (the columns of async-db's SELECT, in
+ *  that order) to out as the contract's item object; false when a string is
+ *  not UTF-8 or memory runs out. */
+bool arenaAppendDbItem(xBuffer *out, const xPgResult *r, int row);
 
 #endif

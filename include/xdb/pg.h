@@ -3,8 +3,11 @@
  * A pool belongs to one xEventLoop and is used from that loop's thread only
  * (an HTTP server makes one per worker in xHttpServerOnWorker's start hook
  * and frees it in the stop hook). Nothing here blocks the loop: connections
- * open with PQconnectStart/PQconnectPoll, run in libpq's pipeline mode, and
- * every call returns at once; results come to callbacks on the loop.
+ * open with libpq's PQconnectStart/PQconnectPoll (so conninfo, authentication
+ * and TLS are libpq's), then the pool pipelines the extended query protocol
+ * on the socket itself; every call returns at once; results come to
+ * callbacks on the loop. GSSAPI encryption is not supported: gssencmode is
+ * disable unless conninfo asks for it (then connecting fails).
  *
  * How a query travels. xPgQuerySend puts it on the least busy ready
  * connection (or, when each has `pipeline_depth` queries in flight, in the

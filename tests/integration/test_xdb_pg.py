@@ -5,9 +5,12 @@ tests/interop/pg_pool.c (its comment lists them) on the backend XK_IO names,
 and checks what it prints: typed rows against the seed generator's own rows,
 many queries in flight on one connection, the server stopped and started
 again under load, a query past its timeout, the queue bound, cancelled
-queries, hostile parameters, a failing query in a batch, transactions."""
+queries, hostile parameters, a failing query in a batch, transactions; the
+same over TLS; and against a fake server whose replies break the protocol."""
 
 import os
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -124,6 +127,122 @@ class PgPoolTest(unittest.TestCase):
     def test_transactions_on_a_pinned_connection(self):
         self.scenario("tx")
         self.assertEqual(self.postgres.psql("SELECT string_agg(n::text, ',') FROM scratch").strip(), "7")
+
+
+class TlsTest(unittest.TestCase):
+    """Over TLS (sslmode=require), where libpq sets the session up and the pool
+    then reads and writes through it: rows, a batch with a failure, transactions
+    and a full pipeline come out as in the clear."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.program = program_path("pg_pool", "libpq (libpq-dev)")
+
+    def setUp(self):
+        self.postgres = Postgres(self, tls=True)
+        self.postgres.seed(items=ITEMS)
+
+    def scenario(self, name, *args):
+        output = run_program(self, [self.program, self.postgres.conninfo, name, *args], dict(os.environ))
+        self.assertIn(f"ok: {name} on {WANT_BACKEND}", output)
+        return output
+
+    def test_the_pool_runs_its_queries_through_the_connections_tls(self):
+        self.assertIn("sslmode=require", self.postgres.conninfo)
+        output = self.scenario("typed", "1", "42")
+        self.assertEqual(len([line for line in output.splitlines() if line.startswith("item\t")]), 2)
+        self.scenario("batch")
+        self.scenario("tx")
+        output = self.scenario("pipeline", "200")
+        self.assertIn("peak in flight on one connection: 64", output)
+
+
+def message(kind, body=b""):
+    return kind + struct.pack("!I", len(body) + 4) + body
+
+
+# What the fake server answers the first batch with, and what the pool must say then.
+HOSTILE = {
+    "a value past its row's end": (
+        message(b"1")
+        + message(b"t", b"\0\0")
+        + message(b"n")
+        + message(b"2")
+        + message(b"D", b"\0\x01" + struct.pack("!I", 1000) + b"abc"),
+        "unexpected message from the server (type 'D')",
+    ),
+    "a length shorter than itself": (b"C\0\0\0\x02", "the server sent a malformed message"),
+    "a gigabyte for a short message": (b"C\x7f\xff\xff\xf0", "the server sent a malformed message"),
+    "an unknown message": (message(b"?"), "unexpected message from the server (type '?')"),
+    "a reply out of turn": (message(b"2"), "unexpected message from the server (type '2')"),
+    "a close mid-batch": (b"", "server closed the connection unexpectedly"),
+    "a fatal error, then a close": (
+        message(b"E", b"SFATAL\0VFATAL\0C57P01\0Mterminating connection due to administrator command\0\0"),
+        "terminating connection due to administrator command",
+    ),
+}
+
+
+class FakeServer:
+    """Speaks PostgreSQL's startup (trust: no password), then answers the
+    first batch (what comes up to a Sync) with reply and closes."""
+
+    def __init__(self, reply):
+        self.reply = reply
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def read_exactly(conn, n):
+        data = b""
+        while len(data) < n:
+            piece = conn.recv(n - len(data))
+            if not piece:
+                raise ConnectionError("client left")
+            data += piece
+        return data
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    length = struct.unpack("!I", self.read_exactly(conn, 4))[0]
+                    self.read_exactly(conn, length - 4)  # the startup packet
+                    conn.sendall(message(b"R", b"\0\0\0\0") + message(b"Z", b"I"))
+                    kind = b""
+                    while kind != b"S":  # up to the batch's Sync
+                        kind = self.read_exactly(conn, 1)
+                        length = struct.unpack("!I", self.read_exactly(conn, 4))[0]
+                        self.read_exactly(conn, length - 4)
+                    conn.sendall(self.reply)
+                except (ConnectionError, OSError):
+                    pass
+
+    def close(self):
+        self.listener.close()
+
+
+class HostileServerTest(unittest.TestCase):
+    """A server whose replies break the protocol: the pool fails the queries in
+    flight with XPG_EDOWN and says why, reads nothing out of bounds (the
+    sanitizers watch) and waits for no gigabyte message."""
+
+    def test_a_broken_stream_fails_the_queries_on_it_and_nothing_else(self):
+        program = program_path("pg_pool", "libpq (libpq-dev)")
+        for name, (reply, why) in HOSTILE.items():
+            with self.subTest(name):
+                server = FakeServer(reply)
+                self.addCleanup(server.close)
+                conninfo = f"host=127.0.0.1 port={server.port} user=x dbname=x sslmode=disable gssencmode=disable"
+                output = run_program(self, [program, conninfo, "hostile"], dict(os.environ))
+                self.assertIn(f"ok: hostile on {WANT_BACKEND}", output)
+                self.assertIn(f"queries failed with: {why}", output)
 
 
 class UnreachableTest(unittest.TestCase):

@@ -22,6 +22,9 @@
  *   unreachable   (CONNINFO names a port nothing listens on) queries sent
  *                 while connecting fail with XPG_EDOWN once the attempt
  *                 fails; later ones are refused at once
+ *   hostile       (CONNINFO names a fake server that answers queries with a
+ *                 broken stream) each query fails once with XPG_EDOWN;
+ *                 prints why
  *
  * Prints "ok: SCENARIO on BACKEND" and exits 0, or says what went wrong and
  * exits 1. */
@@ -651,6 +654,22 @@ static int scenario_unreachable(void) {
     return 0;
 }
 
+/* ---- hostile ---- */
+
+static int scenario_hostile(void) {
+    Outcome sent[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        xPgParam p[] = {xPgText("x", 1), xPgInt(i)};
+        send_or_fail(echo_stmt, p, 2, 10000, &sent[i], NULL);
+    }
+    CHECK(run_until(all_seen, 10000), "%d of %d answers", outcomes_seen, outcomes_wanted);
+    for (int i = 0; i < 3; i++)
+        CHECK(sent[i].calls == 1 && sent[i].status == XPG_EDOWN && sent[i].text[0], "query %d: %s %s", i,
+              xPgStatusName(sent[i].status), sent[i].text);
+    printf("queries failed with: %s\n", sent[0].text);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s CONNINFO SCENARIO [ARGS...]\n", argv[0]);
@@ -667,7 +686,7 @@ int main(int argc, char **argv) {
     if (strcmp(scenario, "queue") == 0)
         conf = (xPgConf){.connections = 1, .pipeline_depth = 2, .queue_limit = 3};
     if (strcmp(scenario, "cancel") == 0) conf = (xPgConf){.connections = 1, .pipeline_depth = 2};
-    if (strcmp(scenario, "batch") == 0) conf.connections = 1;
+    if (strcmp(scenario, "batch") == 0 || strcmp(scenario, "hostile") == 0) conf.connections = 1;
     if (strcmp(scenario, "restart") == 0) conf = (xPgConf){.connections = 4, .backoff_max_ms = 400};
     if (strcmp(scenario, "timeout") == 0) conf.statement_timeout_ms = 1500;
     make_pool(argv[1], conf);
@@ -691,6 +710,8 @@ int main(int argc, char **argv) {
         scenario_tx();
     else if (strcmp(scenario, "unreachable") == 0)
         scenario_unreachable();
+    else if (strcmp(scenario, "hostile") == 0)
+        scenario_hostile();
     else {
         fprintf(stderr, "no scenario %s\n", scenario);
         return 2;

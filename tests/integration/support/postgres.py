@@ -2,7 +2,8 @@
 started on a free loopback port (as the postgres user where the test runs as
 root, which postgres refuses), stopped when the test ends. It can be stopped
 and started again on the same port and data (a server restart), and loaded
-with the arena's seed (scripts/arena_seed.py)."""
+with the arena's seed (scripts/arena_seed.py). With tls=True it takes TLS
+(a self-signed certificate) and conninfo asks for it (sslmode=require)."""
 
 import glob
 import os
@@ -22,10 +23,11 @@ class Postgres:
     """test: a TestCase (the server lives for the test) or a TestCase class
     (from setUpClass: for the class)."""
 
-    def __init__(self, test, max_connections=20):
+    def __init__(self, test, max_connections=20, tls=False):
         add_cleanup = test.addClassCleanup if isinstance(test, type) else test.addCleanup
         scope = types.SimpleNamespace(addCleanup=add_cleanup)
         self.max_connections = max_connections
+        self.tls = tls
         self.postgres = tool_path("postgres", PG_BIN)
         self.psql_path = tool_path("psql", PG_BIN)
         self.folder = temp_folder(scope, owner="postgres" if os.geteuid() == 0 else None)
@@ -39,6 +41,8 @@ class Postgres:
         )
         if done.returncode != 0:
             raise AssertionError(f"initdb failed:\n{done.stdout}{done.stderr}")
+        if tls:
+            self.make_certificate()
         self.port = free_port()
         self.log_path = os.path.join(self.folder, "postgres.log")
         self.server = None
@@ -47,7 +51,8 @@ class Postgres:
 
     @property
     def conninfo(self):
-        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres sslmode=disable gssencmode=disable"
+        sslmode = "require" if self.tls else "disable"
+        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres sslmode={sslmode} gssencmode=disable"
 
     @staticmethod
     def as_postgres(argv):
@@ -56,6 +61,17 @@ class Postgres:
             return argv
         return [tool_path("runuser"), "-u", "postgres", "--", *argv]
 
+    def make_certificate(self):
+        """server.crt and server.key in the folder, the key the server's own and private, as it insists."""
+        self.cert, self.key = os.path.join(self.folder, "server.crt"), os.path.join(self.folder, "server.key")
+        argv = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1"]
+        subprocess.run(argv + ["-keyout", self.key, "-out", self.cert], check=True, capture_output=True, timeout=60)
+        os.chmod(self.key, 0o600)
+        if os.geteuid() == 0:
+            entry = pwd.getpwnam("postgres")
+            for path in (self.cert, self.key):
+                os.chown(path, entry.pw_uid, entry.pw_gid)
+
     def start(self):
         log = open(self.log_path, "a")
         if os.geteuid() == 0:
@@ -63,6 +79,8 @@ class Postgres:
             os.chown(self.log_path, entry.pw_uid, entry.pw_gid)
         argv = [self.postgres, "-D", self.data, "-p", str(self.port), "-k", self.folder]
         argv += ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", f"max_connections={self.max_connections}"]
+        if self.tls:
+            argv += ["-c", "ssl=on", "-c", f"ssl_cert_file={self.cert}", "-c", f"ssl_key_file={self.key}"]
         self.server = subprocess.Popen(self.as_postgres(argv), stdout=log, stderr=subprocess.STDOUT)
         log.close()
         wait_for_port(self.port, self.server, "postgres", self.log_path)
