@@ -757,13 +757,13 @@ static void complete_batch(Conn *conn) {
         } else {
             if (q->outcome != OUTCOME_PREPARE_ERROR) pool->stats.queries++;
             began = q->kind == KIND_BEGIN && q->outcome == OUTCOME_ROWS;
+            /* Open before its callback, which may use it (and end it: then
+             * the transaction is the COMMIT's or ROLLBACK's to free). */
+            if (began) q->tx->state = TX_OPEN;
             deliver_outcome(q, conn);
         }
-        if (began) {
-            q->tx->state = TX_OPEN;
-            /* Its owner left before BEGIN came back: end what nobody will. */
-            if (owner_gone) tx_finish(q->tx, KIND_ROLLBACK, NULL, NULL);
-        }
+        /* Its owner left before BEGIN came back: end what nobody will. */
+        if (began && owner_gone) tx_finish(q->tx, KIND_ROLLBACK, NULL, NULL);
         query_finish(q, began);
     }
     /* Every batch before this one was handed out before it: what the buffers
