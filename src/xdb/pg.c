@@ -43,6 +43,10 @@
  * keep the server busy on the next while the oldest's results travel back. */
 #define SYNCS_AHEAD 2
 
+/* The most room made in the input buffer ahead of a long message's bytes
+ * (each read then makes room again as they come). */
+#define MESSAGE_AHEAD ((size_t)65536)
+
 typedef enum ConnState {
     CONN_WAITING,    /* closed; its timer reconnects it (or it is being freed) */
     CONN_CONNECTING, /* PQconnectPoll in progress; its timer bounds the attempt */
@@ -757,13 +761,13 @@ static void complete_batch(Conn *conn) {
         } else {
             if (q->outcome != OUTCOME_PREPARE_ERROR) pool->stats.queries++;
             began = q->kind == KIND_BEGIN && q->outcome == OUTCOME_ROWS;
+            /* Open before its callback, which may use it (and end it: then
+             * the transaction is the COMMIT's or ROLLBACK's to free). */
+            if (began) q->tx->state = TX_OPEN;
             deliver_outcome(q, conn);
         }
-        if (began) {
-            q->tx->state = TX_OPEN;
-            /* Its owner left before BEGIN came back: end what nobody will. */
-            if (owner_gone) tx_finish(q->tx, KIND_ROLLBACK, NULL, NULL);
-        }
+        /* Its owner left before BEGIN came back: end what nobody will. */
+        if (began && owner_gone) tx_finish(q->tx, KIND_ROLLBACK, NULL, NULL);
         query_finish(q, began);
     }
     /* Every batch before this one was handed out before it: what the buffers
@@ -806,20 +810,26 @@ static ServerNotice parse_notice(const char *body, size_t len) {
     return n;
 }
 
+/* Five digits or upper-case letters, as every SQLSTATE is. */
+static bool is_sqlstate(const char *s) {
+    for (int i = 0; i < 5; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'A' && s[i] <= 'Z'))) return false;
+    return s[5] == 0;
+}
+
 /* Appends a row (a DataRow's body) to the batch's buffers for q; false when
  * the row is malformed or memory runs out. */
 static bool take_row(Conn *conn, xPgQuery *q, const char *body, size_t len) {
     if (len < 2) return false;
     unsigned columns = get_u16(body);
-    if (q->rows == 0)
-        q->columns = (int)columns;
-    else if ((int)columns != q->columns)
-        return false;
+    /* As many values as the statement's RowDescription said (libpq's rule
+     * too), each with at least its length: checked before any room is made. */
+    if ((int)columns != q->columns || (size_t)columns * 4 > len - 2) return false;
     /* Every value's bytes and its NUL fit in the body's size plus one per column. */
     if (xBufferReserve(&conn->text, len + columns) != XOK ||
         xBufferReserve(&conn->fields, columns * sizeof(Field)) != XOK)
         return false;
-    Field *field = (Field *)(conn->fields.data + conn->fields.len);
+    Field *field = columns ? (Field *)(conn->fields.data + conn->fields.len) : NULL;
     char *text = conn->text.data;
     size_t at = 2, text_len = conn->text.len;
     for (unsigned i = 0; i < columns; i++) {
@@ -917,6 +927,8 @@ static MessageVerdict take_message(Conn *conn, char type, const char *body, size
     }
     case 'E': { /* ErrorResponse: the server skips the rest of the batch */
         ServerNotice n = parse_notice(body, len);
+        /* PostgreSQL always says which error: a reply without it is not one. */
+        if (!is_sqlstate(n.sqlstate)) return MESSAGE_BAD;
         if (strcmp(n.severity, "FATAL") == 0 || strcmp(n.severity, "PANIC") == 0) {
             conn->fatal = true; /* the connection ends next: its message says why */
             set_message(conn->pool, n.message);
@@ -968,8 +980,11 @@ static void take_messages(Conn *conn) {
             return;
         }
         if (left < 1 + (size_t)length) {
-            /* Room for the whole message, for the reads to come. */
-            if (xBufferReserve(&conn->in, 1 + (size_t)length - left) != XOK) {
+            /* Room for the rest of the message, for the reads to come, but
+             * no more than MESSAGE_AHEAD at a time: a length the server
+             * states is not memory it gets before it sends the bytes. */
+            size_t rest = 1 + (size_t)length - left;
+            if (xBufferReserve(&conn->in, rest < MESSAGE_AHEAD ? rest : MESSAGE_AHEAD) != XOK) {
                 conn_lost(conn, "out of memory");
                 return;
             }

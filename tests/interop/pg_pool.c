@@ -17,7 +17,8 @@
  *                 and does nothing else; a NUL byte is refused
  *   batch         one turn's batch with a failing query in the middle: the
  *                 others commit exactly once, the failure carries SQLSTATE
- *   tx            transactions: rollback hides, commit shows, the pinned
+ *   tx            transactions: rollback hides, commit shows (also when
+ *                 used and committed from BEGIN's callback), the pinned
  *                 connection serves nobody else meanwhile
  *   unreachable   (CONNINFO names a port nothing listens on) queries sent
  *                 while connecting fail with XPG_EDOWN once the attempt
@@ -543,6 +544,17 @@ static void tx_begun(xPgTx *tx, const xPgResult *r, void *arg) {
 
 static bool tx_began(void) { return txs.began; }
 
+/* A transaction used and ended from its BEGIN's callback, where pg.h says it is usable. */
+static void tx_begun_then_commit(xPgTx *tx, const xPgResult *r, void *arg) {
+    CHECK(tx && xPgResultStatus(r) == XPG_OK, "BEGIN: %s", xPgResultMessage(r));
+    outcomes_seen++;
+    if (!tx) return;
+    xPgParam p = xPgInt(9);
+    CHECK(xPgTxQuery(tx, insert_stmt, &p, 1, 0, record, &txs.inside, NULL) == XPG_OK,
+          "xPgTxQuery from BEGIN's callback");
+    CHECK(xPgTxCommit(tx, record, &txs.ended) == XPG_OK, "xPgTxCommit from BEGIN's callback");
+}
+
 /* Inserts n inside a transaction, reads the count inside and (on another
  * connection) outside, then ends it with commit or rollback. */
 static void tx_round(int n, bool commit) {
@@ -587,6 +599,16 @@ static int scenario_tx(void) {
     send_or_fail(count_stmt, NULL, 0, 0, &counted, NULL);
     CHECK(run_until(all_seen, 10000) && strcmp(counted.text, "1") == 0, "after commit: %s rows",
           counted.text);
+    memset(&txs, 0, sizeof txs);
+    CHECK(xPgTxBegin(pool, tx_begun_then_commit, NULL, NULL) == XPG_OK, "xPgTxBegin");
+    outcomes_wanted += 3;
+    CHECK(run_until(all_seen, 10000), "%d of %d answers", outcomes_seen, outcomes_wanted);
+    CHECK(txs.inside.status == XPG_OK && txs.ended.status == XPG_OK, "from BEGIN's callback: %s, %s",
+          txs.inside.text, txs.ended.text);
+    memset(&counted, 0, sizeof counted);
+    send_or_fail(count_stmt, NULL, 0, 0, &counted, NULL);
+    CHECK(run_until(all_seen, 10000) && strcmp(counted.text, "2") == 0,
+          "after a commit from BEGIN's callback: %s rows", counted.text);
     /* A begin cancelled in flight: the connection is rolled back and comes back. */
     xPgQuery *h;
     txs.began = false;
