@@ -6,12 +6,15 @@
  *     inflater are both told, as a server and its client are between blocks;
  *   - a response head: two bytes of :status, a count, then fields, each a kind byte
  *     (a token with a value, any name and value through xHpackEncodeField, a token's
- *     name spelled out, or content-length from eight bytes) and its strings (a
+ *     name spelled out, content-length from eight bytes, or a token's or any name
+ *     through the encoder's dynamic table, xHpackEncodeIndexed, the value then
+ *     most often one of a few so that blocks repeat fields) and its strings (a
  *     length byte, 255 meaning two more length bytes, then the bytes).
  * Each block must decode in nghttp2 to exactly the fields given (:status as three
  * digits, 500 when out of range), fit in the bound the server sizes its buffer by
- * (XHPACK_FIELD_BOUND), and leave nghttp2's dynamic table empty, since we never
- * index; when the peer lowered its size, nghttp2 itself insists on the update. */
+ * (XHPACK_FIELD_BOUND), and leave nghttp2's dynamic table of the size our encoder's
+ * is, entry by entry as RFC 7541 §4.4 evicts; when the peer lowered its size,
+ * nghttp2 itself insists on the update. */
 #include <nghttp2/nghttp2.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,8 +51,9 @@ typedef struct Field {
 static uint8_t block[MAX_FIELDS * (2 * MAX_STRING + 12) + 64];
 
 /* Encodes one field the input describes; records what nghttp2 must give back. */
-static uint8_t *encode_field(Program *in, uint8_t *p, Field *f, size_t *bound) {
-    unsigned kind = take(in) % 4;
+static uint8_t *encode_field(Program *in, xHpackEncoder *e, uint8_t *p, Field *f, size_t *bound) {
+    static const char *const repeated[] = {"text/plain", "xkit", "Sat, 28 Nov 2026 20:00:00 GMT", "", "4"};
+    unsigned kind = take(in) % 6;
     if (kind == 3) {
         uint64_t n = 0;
         for (int i = 0; i < 8; i++) n = n << 8 | take(in);
@@ -60,10 +64,20 @@ static uint8_t *encode_field(Program *in, uint8_t *p, Field *f, size_t *bound) {
         return xHpackEncodeContentLength(p, n);
     }
     xHpackToken token = (xHpackToken)(1 + take(in) % (XHPACK_TOKEN_COUNT - 1));
-    f->name = kind == 1 ? take_string(in) : xHpackTokenNames[token];
-    f->value = take_string(in);
+    f->name = kind == 1 || kind == 5 ? take_string(in) : xHpackTokenNames[token];
+    if (kind >= 4) {
+        unsigned pick = take(in) % 8;
+        f->value = pick < 5 ? xStrFromC(repeated[pick]) : take_string(in);
+    } else {
+        f->value = take_string(in);
+    }
     *bound += XHPACK_FIELD_BOUND(f->name.len, f->value.len);
-    return kind == 0 ? xHpackEncodeToken(p, token, f->value) : xHpackEncodeField(p, f->name, f->value);
+    switch (kind) {
+    case 0: return xHpackEncodeToken(p, token, f->value);
+    case 4: return xHpackEncodeIndexed(e, p, token, f->name, f->value);
+    case 5: return xHpackEncodeIndexed(e, p, XHPACK_TOKEN_NONE, f->name, f->value);
+    default: return xHpackEncodeField(p, f->name, f->value);
+    }
 }
 
 static bool same(const uint8_t *a, size_t alen, xStr b) {
@@ -71,8 +85,8 @@ static bool same(const uint8_t *a, size_t alen, xStr b) {
 }
 
 /* Decodes the block in nghttp2 and checks it against the fields. */
-static void check_block(nghttp2_hd_inflater *inf, const uint8_t *in, size_t len, const Field *want,
-                        size_t n) {
+static void check_block(nghttp2_hd_inflater *inf, const xHpackEncoder *e, const uint8_t *in, size_t len,
+                        const Field *want, size_t n) {
     size_t got = 0;
     for (;;) {
         nghttp2_nv nv;
@@ -92,22 +106,35 @@ static void check_block(nghttp2_hd_inflater *inf, const uint8_t *in, size_t len,
     }
     nghttp2_hd_inflate_end_headers(inf);
     FUZZ_ASSERT(got == n, "nghttp2 decodes %zu fields of %zu", got, n);
-    FUZZ_ASSERT(nghttp2_hd_inflate_get_dynamic_table_size(inf) == 0, "nghttp2's table holds %zu bytes",
-                nghttp2_hd_inflate_get_dynamic_table_size(inf));
+    FUZZ_ASSERT(nghttp2_hd_inflate_get_dynamic_table_size(inf) == e->table.size,
+                "nghttp2's table holds %zu bytes, ours %u", nghttp2_hd_inflate_get_dynamic_table_size(inf),
+                (unsigned)e->table.size);
+    FUZZ_ASSERT(nghttp2_hd_inflate_get_num_table_entries(inf) == 61 + e->table.count,
+                "nghttp2's table holds %zu entries, ours %u",
+                nghttp2_hd_inflate_get_num_table_entries(inf) - 61, (unsigned)e->table.count);
+    const char *at = e->table.bytes + e->table.used;
+    for (uint32_t i = e->table.count; i-- > 0;) { /* newest first: HPACK index 62 on */
+        size_t nlen = e->table.entries[i].name_len, vlen = e->table.entries[i].value_len;
+        at -= nlen + vlen;
+        const nghttp2_nv *nv = nghttp2_hd_inflate_get_table_entry(inf, 61 + e->table.count - i);
+        FUZZ_ASSERT(nv && same(nv->name, nv->namelen, (xStr){at, nlen}) &&
+                        same(nv->value, nv->valuelen, (xStr){at + nlen, vlen}),
+                    "nghttp2's table entry %u differs from ours", (unsigned)(61 + e->table.count - i));
+    }
 }
 
 static void encode_block(Program *in, xHpackEncoder *e, nghttp2_hd_inflater *inf) {
     static Field want[MAX_FIELDS + 1];
     unsigned status = take(in) << 8 | take(in);
-    size_t n = 1 + take(in) % MAX_FIELDS, bound = 1 + 5;
+    size_t n = 1 + take(in) % MAX_FIELDS, bound = XHPACK_BEGIN_BOUND + 5;
     want[0].name = xHpackTokenNames[XHPACK_TOKEN_STATUS];
     want[0].value = (xStr){want[0].digits, 3};
     snprintf(want[0].digits, sizeof want[0].digits, "%03u", status >= 100 && status <= 999 ? status : 500);
     uint8_t *p = xHpackEncodeStatus(xHpackEncodeBegin(e, block), (int)status);
-    for (size_t i = 1; i < n; i++) p = encode_field(in, p, &want[i], &bound);
+    for (size_t i = 1; i < n; i++) p = encode_field(in, e, p, &want[i], &bound);
     FUZZ_ASSERT((size_t)(p - block) <= bound, "block of %zu bytes over its bound %zu", (size_t)(p - block),
                 bound);
-    check_block(inf, block, (size_t)(p - block), want, n);
+    check_block(inf, e, block, (size_t)(p - block), want, n);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -482,8 +482,9 @@ static void test_repeated_huffman_literals_decode_alike(void) {
 }
 
 /* xHpackEncodeLines folds names where they lie and encodes each line as
- * xHpackEncodeField does; the same lines again come from its memo, alike, and other
- * lines (of the same length, or too long to remember) are encoded afresh. */
+ * xHpackEncodeIndexed does on an encoder of the same table (a reference one, fed
+ * field by field); the same lines again come from its memo, alike, and other lines
+ * (of the same length, or too long to remember) are encoded afresh. */
 static void test_header_lines_encode_alike_from_the_memo(void) {
     static const char *const blocks[] = {
         "Content-Type: text/plain\r\nX-A: bc\r\n",
@@ -495,8 +496,9 @@ static void test_header_lines_encode_alike_from_the_memo(void) {
         "X-Long: 0123456789012345678901234567890123456789012345678901234567890123456789"
         "0123456789012345678901234567890123456789012345678901234567890123456789\r\n",
         "Content-Type: text/plain\r\nX-A: bd\r\n"};
-    xHpackEncoder e;
+    static xHpackEncoder e, ref;
     xHpackEncoderInit(&e);
+    xHpackEncoderInit(&ref);
     xHpackDecoder d;
     xHpackDecoderInit(&d, 4096);
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
@@ -511,10 +513,11 @@ static void test_header_lines_encode_alike_from_the_memo(void) {
         uint8_t out[512], want[512], *w = want;
         uint8_t *end = xHpackEncodeLines(&e, out, lines, len);
         CHECK_MSG(strcmp(lines, folded) == 0, "block %zu folded", i);
-        for (const char *at = folded; *at;) { /* field by field, as xHpackEncodeField writes them */
+        for (const char *at = folded; *at;) { /* field by field, as xHpackEncodeIndexed writes them */
             const char *colon = strchr(at, ':'), *eol = strchr(at, '\r');
-            w = xHpackEncodeField(w, (xStr){at, (size_t)(colon - at)},
-                                  (xStr){colon + 2, (size_t)(eol - colon - 2)});
+            xStr name = {at, (size_t)(colon - at)};
+            w = xHpackEncodeIndexed(&ref, w, xHpackTokenOf(name.data, name.len), name,
+                                    (xStr){colon + 2, (size_t)(eol - colon - 2)});
             at = eol + 2;
         }
         CHECK_MSG(end - out == w - want && memcmp(out, want, (size_t)(w - want)) == 0, "block %zu", i);
@@ -522,10 +525,54 @@ static void test_header_lines_encode_alike_from_the_memo(void) {
         size_t count;
         CHECK(decode(&d, out, (size_t)(end - out), f, 4, 4096, &count) == XHPACK_OK);
         CHECK(count == (i == 4 || i == 5 ? 1u : 2u));
+        CHECK_MSG(e.table.size == ref.table.size && d.table.size == e.table.size, "block %zu table", i);
+        /* Fields sent before go out by index, a byte each. */
+        if (i == 1 || i == 2) CHECK_MSG(end - out == 2 && out[0] >= 0x80 && out[1] >= 0x80, "block %zu", i);
     }
     char none[1] = "";
     uint8_t out[8];
     CHECK(xHpackEncodeLines(&e, out, none, 0) == out);
+    xHpackDecoderFree(&d);
+}
+
+/* A response head sent again on the connection is a byte per field: server, date
+ * and content-type enter the table the first time; content-length and set-cookie
+ * never do. A peer that lowers its table size (to 0, then back) gets size updates
+ * before the next block, the table emptied, and the fields indexed again after. */
+static void test_encoder_indexes_repeated_response_fields(void) {
+    static xHpackEncoder e;
+    xHpackEncoderInit(&e);
+    xHpackDecoder d;
+    xHpackDecoderInit(&d, 4096);
+    size_t sizes[4];
+    for (int i = 0; i < 4; i++) {
+        if (i == 2) {
+            xHpackEncoderSetPeerTableSize(&e, 0);
+            xHpackEncoderSetPeerTableSize(&e, 4096);
+            xHpackDecoderSetLimit(&d, 0);
+            xHpackDecoderSetLimit(&d, 4096);
+        }
+        uint8_t out[512], *p = xHpackEncodeBegin(&e, out);
+        if (i == 2) CHECK(p - out == 4 && out[0] == 0x20 && out[1] == 0x3f); /* 0, then 4096 */
+        p = xHpackEncodeStatus(p, 200);
+        p = xHpackEncodeIndexed(&e, p, XHPACK_TOKEN_SERVER, xStrFromC("server"), xStrFromC("xkit"));
+        p = xHpackEncodeIndexed(&e, p, XHPACK_TOKEN_DATE, xStrFromC("date"),
+                                xStrFromC("Mon, 21 Oct 2013 20:13:21 GMT"));
+        p = xHpackEncodeIndexed(&e, p, XHPACK_TOKEN_CONTENT_TYPE, xStrFromC("content-type"),
+                                xStrFromC("text/plain"));
+        p = xHpackEncodeIndexed(&e, p, XHPACK_TOKEN_SET_COOKIE, xStrFromC("set-cookie"), xStrFromC("a=b"));
+        p = xHpackEncodeContentLength(p, 4);
+        sizes[i] = (size_t)(p - out);
+        xHpackField f[8];
+        size_t count;
+        CHECK(decode(&d, out, (size_t)(p - out), f, 8, 4096, &count) == XHPACK_OK && count == 6);
+        CHECK(xStrEqualsC(f[1].value, "xkit") && xStrEqualsC(f[3].value, "text/plain") &&
+              xStrEqualsC(f[4].value, "a=b") && xStrEqualsC(f[5].value, "4"));
+        CHECK(e.table.count == 3 && d.table.count == 3 && e.table.size == d.table.size);
+    }
+    /* 1 (:status) + 3 indexed + set-cookie (name index in 2, 1 + 3 raw) + content-length (2 + 1 + 1). */
+    CHECK_MSG(sizes[1] == 14 && sizes[3] == 14, "repeated heads of %zu and %zu bytes", sizes[1], sizes[3]);
+    CHECK(sizes[0] > 30 && sizes[2] == sizes[0] + 4);
     xHpackDecoderFree(&d);
 }
 
@@ -544,5 +591,6 @@ int main(void) {
     RUN(test_tokens_name_themselves);
     RUN(test_repeated_huffman_literals_decode_alike);
     RUN(test_header_lines_encode_alike_from_the_memo);
+    RUN(test_encoder_indexes_repeated_response_fields);
     return CHECK_SUMMARY();
 }

@@ -1,7 +1,8 @@
 /* test_hpack_diff.c — our HPACK against nghttp2's on the same bytes: blocks from
  * nghttp2's deflater at random table sizes, some with bytes mutated, must get the
  * same verdict, the same fields and the same table size from both inflaters; and
- * what our encoder writes must decode, in nghttp2, to the fields it was given. */
+ * what our encoder writes must decode, in nghttp2, to the fields it was given, its
+ * dynamic table entry for entry nghttp2's across many blocks of one connection. */
 #include <nghttp2/nghttp2.h>
 #include <stdlib.h>
 
@@ -194,8 +195,106 @@ static void test_nghttp2_decodes_our_encoder(void) {
     printf("encoder: %d blocks decoded by nghttp2\n", ITERATIONS / 4);
 }
 
+/* One connection's encoder and nghttp2's inflater over many blocks: fields through
+ * the dynamic table (xHpackEncodeIndexed, and header lines through xHpackEncodeLines
+ * and its memo), values most often repeated, some long enough to evict, and table
+ * size changes between blocks (to 0, small ones, back up, past our maximum). */
+static void test_nghttp2_tracks_our_dynamic_table(void) {
+    static const size_t sizes[] = {0, 31, 32, 64, 100, 200, 1000, 4096, 5000, 65536};
+    static xHpackEncoder e;
+    long blocks = 0, indexed = 0;
+    for (int conn = 0; conn < 40; conn++) {
+        xHpackEncoderInit(&e);
+        nghttp2_hd_inflater *inf;
+        nghttp2_hd_inflate_new(&inf);
+        for (int b = 0; b < 200; b++, blocks++) {
+            if (next() % 16 == 0) {
+                for (int c = 1 + next() % 2; c > 0; c--) {
+                    size_t size = sizes[next() % (sizeof sizes / sizeof *sizes)];
+                    nghttp2_hd_inflate_change_table_size(inf, size);
+                    xHpackEncoderSetPeerTableSize(&e, size);
+                }
+            }
+            uint8_t out[8192], *p = xHpackEncodeStatus(xHpackEncodeBegin(&e, out), 200);
+            char bufs[8][300], lines[4096];
+            xStr want_names[9], want_values[9];
+            size_t n = next() % 8, lines_len = 0;
+            bool as_lines = next() % 2;
+            for (size_t i = 0; i < n; i++) {
+                want_names[i] = xStrFromC(names[4 + next() % 8]);
+                size_t vlen;
+                if (next() % 8 == 0) { /* long: evicts */
+                    vlen = 100 + next() % 200;
+                    memset(bufs[i], 'a' + (int)(next() % 26), vlen);
+                } else {
+                    if (next() % 4) { /* few distinct values: they repeat */
+                        const char *v = values[next() % (sizeof values / sizeof *values)];
+                        vlen = strlen(v);
+                        memcpy(bufs[i], v, vlen);
+                    } else {
+                        random_value(bufs[i], &vlen);
+                    }
+                    for (size_t j = 0; j < vlen; j++) /* sound as a header line's value */
+                        if (bufs[i][j] == '\r' || bufs[i][j] == '\n' || bufs[i][j] == ' ' || !bufs[i][j])
+                            bufs[i][j] = 'x';
+                }
+                want_values[i] = (xStr){bufs[i], vlen};
+                if (as_lines) {
+                    lines_len += (size_t)snprintf(lines + lines_len, sizeof lines - lines_len, "%s: %.*s\r\n",
+                                                  want_names[i].data, (int)vlen, bufs[i]);
+                } else {
+                    xHpackToken token = xHpackTokenOf(want_names[i].data, want_names[i].len);
+                    p = xHpackEncodeIndexed(&e, p, token, want_names[i], want_values[i]);
+                }
+            }
+            if (as_lines) p = xHpackEncodeLines(&e, p, lines, lines_len);
+            const uint8_t *q = out;
+            size_t left = (size_t)(p - out), got = 0;
+            bool same = true;
+            for (;;) {
+                nghttp2_nv nv;
+                int flags = 0;
+                ssize_t rv = nghttp2_hd_inflate_hd2(inf, &nv, &flags, q, left, 1);
+                if (rv < 0) {
+                    same = false;
+                    break;
+                }
+                if (left && (*q & 0x80) && *q != 0x88) indexed++;
+                q += rv;
+                left -= (size_t)rv;
+                if ((flags & NGHTTP2_HD_INFLATE_EMIT) && got > 0 && got <= n) {
+                    xStr wn = want_names[got - 1], wv = want_values[got - 1];
+                    same &= nv.namelen == wn.len && memcmp(nv.name, wn.data, wn.len) == 0 &&
+                            nv.valuelen == wv.len && memcmp(nv.value, wv.data, wv.len) == 0;
+                }
+                if (flags & NGHTTP2_HD_INFLATE_EMIT) got++;
+                if (flags & NGHTTP2_HD_INFLATE_FINAL) break;
+            }
+            nghttp2_hd_inflate_end_headers(inf);
+            CHECK_MSG(same && got == n + 1, "connection %d block %d", conn, b);
+            CHECK_MSG(nghttp2_hd_inflate_get_dynamic_table_size(inf) == e.table.size &&
+                          nghttp2_hd_inflate_get_num_table_entries(inf) == 61 + e.table.count,
+                      "connection %d block %d: tables differ", conn, b);
+            const char *at = e.table.bytes + e.table.used;
+            for (uint32_t i = e.table.count; i-- > 0;) {
+                size_t nl = e.table.entries[i].name_len, vl = e.table.entries[i].value_len;
+                at -= nl + vl;
+                const nghttp2_nv *nv = nghttp2_hd_inflate_get_table_entry(inf, 61 + e.table.count - i);
+                CHECK_MSG(nv && nv->namelen == nl && memcmp(nv->name, at, nl) == 0 && nv->valuelen == vl &&
+                              memcmp(nv->value, at + nl, vl) == 0,
+                          "connection %d block %d: entry %u", conn, b, (unsigned)(61 + e.table.count - i));
+            }
+            if (!same) break;
+        }
+        nghttp2_hd_inflate_del(inf);
+    }
+    CHECK(indexed > blocks / 4); /* the table is used, not only kept */
+    printf("dynamic table: %ld blocks decoded by nghttp2, %ld fields by index\n", blocks, indexed);
+}
+
 int main(void) {
     RUN(test_decoders_agree_on_nghttp2_blocks_and_mutations);
     RUN(test_nghttp2_decodes_our_encoder);
+    RUN(test_nghttp2_tracks_our_dynamic_table);
     return CHECK_SUMMARY();
 }

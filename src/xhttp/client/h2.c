@@ -107,7 +107,7 @@ static xHttpClientRequest *stream_of(xH2Session *s, int32_t id) {
 
 /* Sends the stream's head: HEADERS, then CONTINUATIONs past the peer's frame size. */
 static bool send_head(xH2Session *s, xHttpClientRequest *req) {
-    uint8_t update[8];
+    uint8_t update[XHPACK_BEGIN_BOUND];
     size_t ulen = (size_t)(xHpackEncodeBegin(&s->encoder, update) - update);
     size_t total = ulen + req->h2_head.len;
     uint8_t *block = malloc(total ? total : 1);

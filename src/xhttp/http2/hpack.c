@@ -530,18 +530,82 @@ int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b
 
 /* ---- the encoder ---- */
 
-void xHpackEncoderInit(xHpackEncoder *e) { *e = (xHpackEncoder){.peer_limit = XHPACK_INITIAL_TABLE_SIZE}; }
+/* The encoder's table: entries oldest first, evicted from the front (RFC 7541 §4.4)
+ * by moving the rest down; at most a few thousand bytes, and only when an entry
+ * is added to a full table. */
+static void enc_evict_oldest(xHpackEncoderTable *t) {
+    size_t n = (size_t)t->entries[0].name_len + t->entries[0].value_len;
+    t->size -= (uint32_t)(n + ENTRY_OVERHEAD);
+    t->used -= (uint32_t)n;
+    t->count--;
+    memmove(t->bytes, t->bytes + n, t->used);
+    memmove(t->entries, t->entries + 1, t->count * sizeof t->entries[0]);
+    t->version++;
+}
+
+static void enc_resize(xHpackEncoderTable *t, size_t max) {
+    t->max = (uint32_t)max;
+    while (t->size > t->max) enc_evict_oldest(t);
+    t->version++; /* indices stay, but a memo must not outlive a size update it left out */
+}
+
+/* Adds name: value as the peer's decoder does for a literal with incremental
+ * indexing; the caller checked it fits the table. */
+static void enc_insert(xHpackEncoderTable *t, xStr name, xStr value) {
+    size_t size = name.len + value.len + ENTRY_OVERHEAD;
+    while (t->count && t->size + size > t->max) enc_evict_oldest(t);
+    memcpy(t->bytes + t->used, name.data, name.len);
+    memcpy(t->bytes + t->used + name.len, value.data, value.len);
+    t->entries[t->count].name_len = (uint16_t)name.len;
+    t->entries[t->count].value_len = (uint16_t)value.len;
+    t->used += (uint32_t)(name.len + value.len);
+    t->size += (uint32_t)size;
+    t->count++;
+    t->version++;
+}
+
+/* The HPACK index of the entry name: value (62 is the newest), or 0. */
+static unsigned enc_find(const xHpackEncoderTable *t, xStr name, xStr value) {
+    const char *at = t->bytes + t->used;
+    for (uint32_t i = t->count; i-- > 0;) { /* newest first: the likeliest */
+        size_t n = t->entries[i].name_len, v = t->entries[i].value_len;
+        at -= n + v;
+        if (n == name.len && v == value.len && memcmp(at, name.data, n) == 0 &&
+            memcmp(at + n, value.data, v) == 0)
+            return STATIC_COUNT + (t->count - i);
+    }
+    return 0;
+}
+
+void xHpackEncoderInit(xHpackEncoder *e) {
+    e->peer_limit = e->lowest = XHPACK_INITIAL_TABLE_SIZE;
+    e->update_due = false;
+    e->table.count = e->table.used = e->table.size = e->table.version = 0;
+    e->table.max = XHPACK_INITIAL_TABLE_SIZE < XHPACK_ENCODER_TABLE_MAX ? XHPACK_INITIAL_TABLE_SIZE
+                                                                        : XHPACK_ENCODER_TABLE_MAX;
+    e->lines.lines_len = e->lines.coded_len = 0;
+}
 
 void xHpackEncoderSetPeerTableSize(xHpackEncoder *e, size_t size) {
-    /* Our table is always empty, but a peer that lowers its limit waits for an update. */
-    if (size < e->peer_limit) e->update_due = true;
+    if (size == e->peer_limit) return;
+    e->update_due = true;
+    if (size < e->lowest) e->lowest = size;
     e->peer_limit = size;
 }
 
 uint8_t *xHpackEncodeBegin(xHpackEncoder *e, uint8_t *p) {
     if (!e->update_due) return p;
     e->update_due = false;
-    *p++ = 0x20; /* size update to 0: we never index */
+    size_t target = e->peer_limit < XHPACK_ENCODER_TABLE_MAX ? e->peer_limit : XHPACK_ENCODER_TABLE_MAX;
+    /* §4.2: a limit that went lower between blocks is signalled at its lowest first,
+     * and the peer's decoder evicts down to it. */
+    if (e->lowest < target) {
+        p = xHpackWriteInt(p, 0x20, 5, e->lowest);
+        enc_resize(&e->table, e->lowest);
+    }
+    p = xHpackWriteInt(p, 0x20, 5, target);
+    enc_resize(&e->table, target);
+    e->lowest = e->peer_limit;
     return p;
 }
 
@@ -592,15 +656,60 @@ uint8_t *xHpackEncodeField(uint8_t *p, xStr name, xStr value) {
     return put_string(put_string(p, name), value);
 }
 
-uint8_t *xHpackEncodeLinesWith(xHpackLinesMemo *memo, uint8_t *p, char *lines, size_t len,
-                               xHpackFieldWriter write) {
+/* Whether a response field is worth a table entry: one that repeats across
+ * responses. Credentials and cookies never are (RFC 7541 §7.1), nor values that
+ * differ from response to response (content-length goes out raw), which would
+ * only push the repeated ones out. */
+static bool worth_indexing(xHpackToken token, xStr name, xStr value) {
+    switch (token) {
+    case XHPACK_TOKEN_AUTHORIZATION:
+    case XHPACK_TOKEN_PROXY_AUTHORIZATION:
+    case XHPACK_TOKEN_COOKIE:
+    case XHPACK_TOKEN_SET_COOKIE:
+    case XHPACK_TOKEN_CONTENT_LENGTH:
+    case XHPACK_TOKEN_CONTENT_RANGE:
+    case XHPACK_TOKEN_ETAG:
+    case XHPACK_TOKEN_LAST_MODIFIED:
+    case XHPACK_TOKEN_LOCATION:
+    case XHPACK_TOKEN_AGE: return false;
+    default: break;
+    }
+    /* A long value is likelier unique; an entry of a quarter of the table would
+     * evict the rest within four responses. */
+    return name.len + value.len + ENTRY_OVERHEAD <= XHPACK_INITIAL_TABLE_SIZE / 4;
+}
+
+uint8_t *xHpackEncodeIndexed(xHpackEncoder *e, uint8_t *p, xHpackToken token, xStr name, xStr value) {
+    xHpackEncoderTable *t = &e->table;
+    unsigned index = enc_find(t, name, value);
+    if (index) return xHpackWriteInt(p, 0x80, 7, index);
+    if (!worth_indexing(token, name, value) || name.len + value.len + ENTRY_OVERHEAD > t->max)
+        return token != XHPACK_TOKEN_NONE ? xHpackEncodeToken(p, token, value)
+                                          : xHpackEncodeField(p, name, value);
+    unsigned name_index = token != XHPACK_TOKEN_NONE ? xHpackTokenIndex[token] : 0;
+    p = xHpackWriteInt(p, 0x40, 6, name_index); /* literal with incremental indexing */
+    if (!name_index) p = put_string(p, name);
+    p = put_string(p, value);
+    enc_insert(t, name, value);
+    return p;
+}
+
+/* Writes one field of header lines: QPACK's writer, or HPACK's through a table. */
+typedef struct LineWriter {
+    xHpackFieldWriter plain;
+    xHpackEncoder *indexed;
+} LineWriter;
+
+static uint8_t *encode_lines(xHpackLinesMemo *memo, uint8_t *p, char *lines, size_t len, LineWriter w) {
     char *end = lines + len;
     for (char *at = lines; at < end;) { /* names folded first: the memo holds folded lines */
         char *colon = memchr(at, ':', (size_t)(end - at));
         for (char *c = at; c < colon; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
         at = (char *)memchr(at, '\r', (size_t)(end - at)) + 2;
     }
-    if (len && len == memo->lines_len && memcmp(lines, memo->lines, len) == 0) {
+    uint32_t version = w.indexed ? w.indexed->table.version : 0;
+    if (len && len == memo->lines_len && version == memo->table_version &&
+        memcmp(lines, memo->lines, len) == 0) {
         memcpy(p, memo->coded, memo->coded_len);
         return p + memo->coded_len;
     }
@@ -608,16 +717,30 @@ uint8_t *xHpackEncodeLinesWith(xHpackLinesMemo *memo, uint8_t *p, char *lines, s
     for (char *at = lines; at < end;) {
         char *colon = memchr(at, ':', (size_t)(end - at));
         char *eol = memchr(at, '\r', (size_t)(end - at));
-        p = write(p, (xStr){at, (size_t)(colon - at)}, (xStr){colon + 2, (size_t)(eol - colon - 2)});
+        xStr name = {at, (size_t)(colon - at)}, value = {colon + 2, (size_t)(eol - colon - 2)};
+        p = w.indexed ? xHpackEncodeIndexed(w.indexed, p, xHpackTokenOf(name.data, name.len), name, value)
+                      : w.plain(p, name, value);
         at = eol + 2;
     }
-    if (len <= XHPACK_MEMO_LINES && (size_t)(p - start) <= XHPACK_MEMO_LINES_CODED) {
+    /* An encoding that added entries is not kept: the same lines go out by index next. */
+    bool table_same = !w.indexed || w.indexed->table.version == version;
+    if (table_same && len <= XHPACK_MEMO_LINES && (size_t)(p - start) <= XHPACK_MEMO_LINES_CODED) {
         memo->lines_len = (uint8_t)len;
         memo->coded_len = (uint8_t)(p - start);
+        memo->table_version = version;
         memcpy(memo->lines, lines, len);
         memcpy(memo->coded, start, memo->coded_len);
     }
     return p;
+}
+
+uint8_t *xHpackEncodeLinesWith(xHpackLinesMemo *memo, uint8_t *p, char *lines, size_t len,
+                               xHpackFieldWriter write) {
+    return encode_lines(memo, p, lines, len, (LineWriter){.plain = write});
+}
+
+uint8_t *xHpackEncodeLines(xHpackEncoder *e, uint8_t *p, char *lines, size_t len) {
+    return encode_lines(&e->lines, p, lines, len, (LineWriter){.indexed = e});
 }
 
 /* The digits raw, written in place: Huffman codes a digit in 5 or 6 bits, so it

@@ -11,11 +11,12 @@
  * list is over the caller's limit is still decoded to its end, so the dynamic
  * table stays in sync, and reported as XHPACK_TOO_LARGE (answer 431).
  *
- * The encoder never adds to the dynamic table: server responses repeat few
- * fields, the static table names all the common ones, and a table would cost
- * memory per connection and state the peer's settings could invalidate. It
- * still honours the peer's SETTINGS_HEADER_TABLE_SIZE: after the peer lowers it,
- * the next block starts with a dynamic table size update (RFC 7541 §4.2), to 0. */
+ * The encoder keeps a dynamic table of its own per connection (at most 4096 bytes,
+ * within the peer's SETTINGS_HEADER_TABLE_SIZE) for the fields responses repeat
+ * (server, date, content-type, ...): the first response sends them as literals the
+ * peer's table takes, the next ones by index, a byte each, so clients neither
+ * receive nor Huffman-decode them again. After the peer changes its setting the
+ * next block starts with a dynamic table size update (RFC 7541 §4.2). */
 #ifndef XHTTP_HTTP2_HPACK_H
 #define XHTTP_HTTP2_HPACK_H
 
@@ -261,60 +262,96 @@ uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s);
 #define XHPACK_MEMO_LINES 128
 #define XHPACK_MEMO_LINES_CODED 160
 
-/** The last header lines encoded (names folded) and their encoding: an encoding that
- *  depends on no table (HPACK's, whose table we keep empty; QPACK's, static only) is
- *  the same for the same lines, and handlers send the same few fields answer after
- *  answer, so the same lines are copied, not Huffman-coded. */
+/** The last header lines encoded (names folded) and their encoding: handlers send the
+ *  same few fields answer after answer, so the same lines are copied, not Huffman-coded.
+ *  An encoding that names dynamic table entries holds only while the table is as it
+ *  was (table_version), and one that added entries is never kept: sent again, those
+ *  fields go out by index. QPACK's, static only, depends on no table. */
 typedef struct xHpackLinesMemo {
     uint8_t lines_len, coded_len; /* 0: nothing remembered */
+    uint32_t table_version;       /* the encoder table's version the encoding is for */
     char lines[XHPACK_MEMO_LINES];
     uint8_t coded[XHPACK_MEMO_LINES_CODED];
 } xHpackLinesMemo;
 
-/** Writes one field at p (a lower-case name) and returns the end: HPACK's
- *  xHpackEncodeField, or QPACK's. */
+/** Writes one field at p (a lower-case name) and returns the end: QPACK's. */
 typedef uint8_t *(*xHpackFieldWriter)(uint8_t *p, xStr name, xStr value);
 
 /** Writes the fields of len bytes of "Name: value\r\n" lines with write, folding each
  *  name to lower case where it lies (RFC 9113 §8.2.1, RFC 9114 §4.2). The same lines as
- *  the last call's on memo are copied from its encoding. */
+ *  the last call's on memo are copied from its encoding. For encodings that use no
+ *  dynamic table (QPACK's). */
 uint8_t *xHpackEncodeLinesWith(xHpackLinesMemo *memo, uint8_t *p, char *lines, size_t len,
                                xHpackFieldWriter write);
 
-/** Encoding context: only what the peer's settings oblige, and the lines memo. */
+/** The most the encoder's dynamic table holds, whatever the peer allows: the table is
+ *  kept in the connection, and a response head's repeated fields take a few hundred. */
+#define XHPACK_ENCODER_TABLE_MAX 4096
+
+/** The encoder's dynamic table (RFC 7541 §2.3.2), a copy of what the peer's decoder
+ *  holds: entries oldest first, their names and values one after another in bytes. */
+typedef struct xHpackEncoderTable {
+    uint32_t count;
+    uint32_t used; /* bytes of names and values */
+    uint32_t size; /* RFC 7541 §4.1: name + value + 32 per entry */
+    uint32_t max;  /* the size the peer's decoder knows, at most XHPACK_ENCODER_TABLE_MAX */
+    /* Changes with every entry added or evicted: an encoding that names entries by
+     * index is for one version. */
+    uint32_t version;
+    struct {
+        uint16_t name_len, value_len;
+    } entries[XHPACK_ENCODER_TABLE_MAX / 32];
+    char bytes[XHPACK_ENCODER_TABLE_MAX];
+} xHpackEncoderTable;
+
+/** Encoding context: the peer's settings, the dynamic table, the lines memo. */
 typedef struct xHpackEncoder {
     size_t peer_limit; /* the peer's SETTINGS_HEADER_TABLE_SIZE */
-    bool update_due;
+    size_t lowest;     /* the lowest peer_limit since the last size update */
+    bool update_due;   /* peer_limit changed: the next block starts with a size update */
+    xHpackEncoderTable table;
     xHpackLinesMemo lines;
 } xHpackEncoder;
 
 /** The most bytes one field can take (prefix and length integers included). */
 #define XHPACK_FIELD_BOUND(name_len, value_len) ((name_len) + (value_len) + 12)
 
-/** Starts with the peer's default table size (4096). */
+/** The most bytes xHpackEncodeBegin writes: two size updates. */
+#define XHPACK_BEGIN_BOUND 8
+
+/** Starts with the peer's default table size (4096) and an empty table. */
 void xHpackEncoderInit(xHpackEncoder *e);
 
 /** Records a SETTINGS_HEADER_TABLE_SIZE from the peer. */
 void xHpackEncoderSetPeerTableSize(xHpackEncoder *e, size_t size);
 
-/** Starts a block: writes the size update the peer's settings call for (at most 1 byte). */
+/** Starts a block: writes the size updates the peer's settings call for (RFC 7541 §4.2:
+ *  the lowest since the last block, then the new size; at most XHPACK_BEGIN_BOUND bytes)
+ *  and evicts what the new size leaves no room for. */
 uint8_t *xHpackEncodeBegin(xHpackEncoder *e, uint8_t *p);
 
 /** Writes :status; 200, 204, 206, 304, 400, 404 and 500 take one byte. At most 5 bytes. */
 uint8_t *xHpackEncodeStatus(uint8_t *p, int status);
 
 /** Writes a field whose name is a token (server, date, content-type, ...): the name is a
- *  static index, the value a literal, Huffman-coded when shorter. Never indexed. */
+ *  static index, the value a literal, Huffman-coded when shorter. Never indexed: for
+ *  encoders without a table (the client's requests). */
 uint8_t *xHpackEncodeToken(uint8_t *p, xHpackToken token, xStr value);
 
 /** Writes any field; name must be lower case. Known names go through xHpackEncodeToken. */
 uint8_t *xHpackEncodeField(uint8_t *p, xStr name, xStr value);
 
-/** xHpackEncodeLinesWith HPACK's fields and e's memo; at most XHPACK_FIELD_BOUND of each
- *  line. */
-static inline uint8_t *xHpackEncodeLines(xHpackEncoder *e, uint8_t *p, char *lines, size_t len) {
-    return xHpackEncodeLinesWith(&e->lines, p, lines, len, xHpackEncodeField);
-}
+/** Writes a field through e's dynamic table: by index (1 or 2 bytes) when the table holds
+ *  it; else a literal that the table (and the peer's) takes (RFC 7541 §6.2.1) when the
+ *  field repeats across responses (server, date, content-type, ...: not credentials,
+ *  cookies or per-response values such as content-length or etag) and fits; else as
+ *  xHpackEncodeField. At most XHPACK_FIELD_BOUND. token may be XHPACK_TOKEN_NONE for a
+ *  name of no token; name must be lower case. */
+uint8_t *xHpackEncodeIndexed(xHpackEncoder *e, uint8_t *p, xHpackToken token, xStr name, xStr value);
+
+/** xHpackEncodeLinesWith through e's dynamic table (xHpackEncodeIndexed) and memo; at most
+ *  XHPACK_FIELD_BOUND of each line. */
+uint8_t *xHpackEncodeLines(xHpackEncoder *e, uint8_t *p, char *lines, size_t len);
 
 /** Writes content-length: n. */
 uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n);

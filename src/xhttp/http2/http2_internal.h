@@ -179,14 +179,14 @@ struct xHttp2 {
      * not taken and given back for every block. */
     xBuffer block_fields, block_scratch;
     xHpackEncoder encoder;
-    /* server, date and the port's alt-svc as HPACK fields, Huffman-coded once
-     * per second: every response head of that second on this connection
-     * copies the same bytes (from fixed_server_len on when the handler set
-     * its own server, as a proxied answer carries the upstream's) */
+    /* server, date and the port's alt-svc as HPACK fields, encoded once per
+     * second and table version: every response head of that second on this
+     * connection copies the same bytes (put_fixed_fields) */
     uint8_t fixed_fields[224];
     size_t fixed_len;
-    size_t fixed_server_len;
     time_t fixed_second;
+    uint32_t fixed_version; /* the encoder table's version they are for */
+    bool fixed_server;      /* with server (the handler did not set its own) */
 
     int32_t block_id;       /* the stream whose header block is open, 0 if none */
     uint8_t block_flags;    /* its HEADERS frame's flags */

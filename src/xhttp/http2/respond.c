@@ -149,27 +149,41 @@ static uint8_t *put_alt_svc(xHttp2 *h2, uint8_t *p) {
     const xHttpAltSvc *alt = ctx->alt_svc_count ? xHttpAltSvcOf(ctx, h2->conn) : NULL;
     if (!alt) return p;
     /* The line is "Alt-Svc: VALUE\r\n". */
-    return xHpackEncodeField(p, (xStr){"alt-svc", 7}, (xStr){alt->line + 9, (size_t)alt->len - 11});
+    return xHpackEncodeIndexed(&h2->encoder, p, XHPACK_TOKEN_NONE, (xStr){"alt-svc", 7},
+                               (xStr){alt->line + 9, (size_t)alt->len - 11});
 }
 
 /* Writes server (unless the handler set its own), date and the port's
- * alt-svc at p; they are encoded only when the second changed. */
+ * alt-svc at p through the dynamic table. Their encoding is copied while the
+ * second, the table and the choice of server are as they were: it is encoded
+ * again only when one of them changed, and kept only when it added nothing to
+ * the table (the next time, those fields go out by index). */
 static uint8_t *put_fixed_fields(xHttp2 *h2, uint8_t *p, const xEventLoop *loop, bool server) {
     time_t now = xEventLoopWallSeconds(loop);
-    if (!h2->fixed_len || now != h2->fixed_second) {
-        const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, loop);
-        xStr name = xHttpContextOf(h2->conn)->answers->server_name;
-        uint8_t *end = h2->fixed_fields;
-        if (name.len) end = xHpackEncodeToken(end, XHPACK_TOKEN_SERVER, name);
-        h2->fixed_server_len = (size_t)(end - h2->fixed_fields);
-        end = xHpackEncodeToken(end, XHPACK_TOKEN_DATE, (xStr){date, XHTTP_DATE_LEN});
-        end = put_alt_svc(h2, end);
-        h2->fixed_len = (size_t)(end - h2->fixed_fields);
-        h2->fixed_second = now;
+    uint32_t version = h2->encoder.table.version;
+    if (h2->fixed_len && now == h2->fixed_second && version == h2->fixed_version &&
+        server == h2->fixed_server) {
+        memcpy(p, h2->fixed_fields, h2->fixed_len);
+        return p + h2->fixed_len;
     }
-    size_t from = server ? 0 : h2->fixed_server_len;
-    memcpy(p, h2->fixed_fields + from, h2->fixed_len - from);
-    return p + h2->fixed_len - from;
+    const char *date = xHttpDate(&xHttpContextOf(h2->conn)->date, loop);
+    xStr name = xHttpContextOf(h2->conn)->answers->server_name;
+    uint8_t *end = p;
+    if (server && name.len)
+        end = xHpackEncodeIndexed(&h2->encoder, end, XHPACK_TOKEN_SERVER,
+                                  xHpackTokenNames[XHPACK_TOKEN_SERVER], name);
+    end = xHpackEncodeIndexed(&h2->encoder, end, XHPACK_TOKEN_DATE, xHpackTokenNames[XHPACK_TOKEN_DATE],
+                              (xStr){date, XHTTP_DATE_LEN});
+    end = put_alt_svc(h2, end);
+    h2->fixed_len = 0;
+    if (h2->encoder.table.version == version) {
+        h2->fixed_len = (size_t)(end - p);
+        memcpy(h2->fixed_fields, p, h2->fixed_len);
+        h2->fixed_second = now;
+        h2->fixed_version = version;
+        h2->fixed_server = server;
+    }
+    return end;
 }
 
 /* Queues a header block for s: the response head (:status, server, date,
@@ -180,7 +194,7 @@ static xErrno write_block(xH2Stream *s, bool trailers, bool with_length, size_t 
     xHttpExchange *ex = s->ex;
     xBuffer *lines = trailers ? &ex->res.trailers : &ex->res.headers;
     /* Each line takes at most its bytes plus 12 (XHPACK_FIELD_BOUND); a line is at least 4. */
-    size_t bound = 128 + sizeof h2->fixed_fields + XHTTP_DECIMAL_MAX + lines->len * 4;
+    size_t bound = 128 + XHPACK_BEGIN_BOUND + sizeof h2->fixed_fields + XHTTP_DECIMAL_MAX + lines->len * 4;
     if (bound > XH2_MAX_SEND_BLOCK) return XERR_STATE;
     bound += (bound / XH2_DEFAULT_FRAME_SIZE + 1) * XH2_FRAME_HEADER_LEN;
     uint8_t *base = (uint8_t *)xConnReserve(h2->conn, bound);
