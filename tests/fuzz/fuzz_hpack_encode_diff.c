@@ -6,7 +6,8 @@
  *     inflater are both told, as a server and its client are between blocks;
  *   - a response head: two bytes of :status, a count, then fields, each a kind byte
  *     (a token with a value, any name and value through xHpackEncodeField, a token's
- *     name spelled out, content-length from eight bytes, or a token's or any name
+ *     name spelled out, content-length from eight bytes (raw, or through the table
+ *     when even: then 0-7, so that lengths repeat), or a token's or any name
  *     through the encoder's dynamic table, xHpackEncodeIndexed, the value then
  *     most often one of a few so that blocks repeat fields) and its strings (a
  *     length byte, 255 meaning two more length bytes, then the bytes).
@@ -58,10 +59,11 @@ static uint8_t *encode_field(Program *in, xHpackEncoder *e, uint8_t *p, Field *f
         uint64_t n = 0;
         for (int i = 0; i < 8; i++) n = n << 8 | take(in);
         f->name = xHpackTokenNames[XHPACK_TOKEN_CONTENT_LENGTH];
+        uint64_t v = n & 1 ? n : n >> 1 & 7; /* odd: any, raw; even: one of a few, through the table */
         f->value =
-            (xStr){f->digits, (size_t)snprintf(f->digits, sizeof f->digits, "%llu", (unsigned long long)n)};
+            (xStr){f->digits, (size_t)snprintf(f->digits, sizeof f->digits, "%llu", (unsigned long long)v)};
         *bound += XHPACK_FIELD_BOUND(f->name.len, f->value.len);
-        return xHpackEncodeContentLength(p, n);
+        return n & 1 ? xHpackEncodeContentLength(p, n) : xHpackEncodeContentLengthIndexed(e, p, n >> 1 & 7);
     }
     xHpackToken token = (xHpackToken)(1 + take(in) % (XHPACK_TOKEN_COUNT - 1));
     f->name = kind == 1 || kind == 5 ? take_string(in) : xHpackTokenNames[token];

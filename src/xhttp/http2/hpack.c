@@ -584,6 +584,8 @@ void xHpackEncoderInit(xHpackEncoder *e) {
     e->table.max = XHPACK_INITIAL_TABLE_SIZE < XHPACK_ENCODER_TABLE_MAX ? XHPACK_INITIAL_TABLE_SIZE
                                                                         : XHPACK_ENCODER_TABLE_MAX;
     e->lines.lines_len = e->lines.coded_len = 0;
+    e->last_length = UINT64_MAX;
+    e->length_index = 0;
 }
 
 void xHpackEncoderSetPeerTableSize(xHpackEncoder *e, size_t size) {
@@ -752,4 +754,33 @@ uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n) {
     uint8_t *end = (uint8_t *)xHttpPutDecimal((char *)digits, n);
     *p = (uint8_t)(end - digits);
     return end;
+}
+
+uint8_t *xHpackEncodeContentLengthIndexed(xHpackEncoder *e, uint8_t *p, uint64_t n) {
+    xHpackEncoderTable *t = &e->table;
+    if (e->length_index && n == e->length_value && t->version == e->length_version)
+        return xHpackWriteInt(p, 0x80, 7, e->length_index);
+    if (n != e->last_length) {
+        e->last_length = n;
+        return xHpackEncodeContentLength(p, n);
+    }
+    char digits[XHTTP_DECIMAL_MAX];
+    xStr name = xHpackTokenNames[XHPACK_TOKEN_CONTENT_LENGTH];
+    xStr value = {digits, (size_t)(xHttpPutDecimal(digits, n) - digits)};
+    unsigned index = enc_find(t, name, value);
+    if (!index) {
+        if (name.len + value.len + ENTRY_OVERHEAD > t->max) return xHpackEncodeContentLength(p, n);
+        p = xHpackWriteInt(p, 0x40, 6, xHpackTokenIndex[XHPACK_TOKEN_CONTENT_LENGTH]);
+        *p++ = (uint8_t)value.len; /* the digits raw, as xHpackEncodeContentLength's */
+        memcpy(p, digits, value.len);
+        p += value.len;
+        enc_insert(t, name, value);
+        index = STATIC_COUNT + 1;
+    } else {
+        p = xHpackWriteInt(p, 0x80, 7, index);
+    }
+    e->length_index = index;
+    e->length_value = n;
+    e->length_version = t->version;
+    return p;
 }

@@ -311,6 +311,13 @@ typedef struct xHpackEncoder {
     bool update_due;   /* peer_limit changed: the next block starts with a size update */
     xHpackEncoderTable table;
     xHpackLinesMemo lines;
+    /* content-length enters the table only when it repeats the last response's (a
+     * server of varied lengths never churns the table): the last length sent, and
+     * the index it has at table version length_version (0: none). */
+    uint64_t last_length;
+    uint64_t length_value;
+    uint32_t length_version;
+    unsigned length_index;
 } xHpackEncoder;
 
 /** The most bytes one field can take (prefix and length integers included). */
@@ -355,5 +362,10 @@ uint8_t *xHpackEncodeLines(xHpackEncoder *e, uint8_t *p, char *lines, size_t len
 
 /** Writes content-length: n. */
 uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n);
+
+/** Writes content-length: n through e's dynamic table: as xHpackEncodeContentLength
+ *  unless n is the length the last call wrote, which then enters the table (and goes
+ *  out by index while it stays). At most XHPACK_FIELD_BOUND(14, 20). */
+uint8_t *xHpackEncodeContentLengthIndexed(xHpackEncoder *e, uint8_t *p, uint64_t n);
 
 #endif

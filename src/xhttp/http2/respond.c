@@ -208,7 +208,7 @@ static xErrno write_block(xH2Stream *s, bool trailers, bool with_length, size_t 
      * handlers write them as they like, so they are folded where they lie:
      * the exchange's header lines are HTTP/2's alone. */
     if (lines->len) p = xHpackEncodeLines(&h2->encoder, p, lines->data, lines->len);
-    if (with_length) p = xHpackEncodeContentLength(p, length);
+    if (with_length) p = xHpackEncodeContentLengthIndexed(&h2->encoder, p, length);
     size_t len = (size_t)(p - base - XH2_FRAME_HEADER_LEN);
     xConnCommit(h2->conn, frame_block(base, len, s->id, flags));
     return XOK;
