@@ -115,6 +115,14 @@ xListenerHandover xListenerHandOverOnClose(int fd) {
     return attached == 0 ? XLISTENER_HANDOVER_PROGRAM : XLISTENER_HANDOVER_DROPPED;
 }
 
+void xListenerCloseOwn(int fd) {
+    /* A listening socket shut down for reading stops at once, as in its
+     * last close (the kernel's tcp_disconnect: unhashed, then its queue
+     * migrated or reset), whoever else holds it; the close then ends it. */
+    shutdown(fd, SHUT_RDWR);
+    close(fd);
+}
+
 bool xListenerAdopt(int fd, int backlog) {
     int type = 0, listening = 0, family = 0;
     socklen_t len = sizeof type;

@@ -38,6 +38,14 @@ typedef enum xListenerHandover {
  *  CAP_BPF or CAP_SYS_ADMIN; without, XLISTENER_HANDOVER_DROPPED and errno. */
 xListenerHandover xListenerHandOverOnClose(int fd);
 
+/** Closes a listening socket this process made and alone holds: it stops
+ *  listening before this returns, its queue handed over (or reset) now. A
+ *  close alone stops it only when the socket's last reference goes, and an
+ *  io_uring request still in flight on it holds one until its cancellation
+ *  is reaped, later, outside any lock the caller holds. Not for a socket
+ *  inherited or passed by systemd: stopping it stops every holder's. */
+void xListenerCloseOwn(int fd);
+
 /** Takes a listening socket made elsewhere (inherited, passed by systemd):
  *  checks it is a TCP socket that listens (listen(2) on a bound one that
  *  does not yet, with backlog) and makes it non-blocking. false with errno
