@@ -20,7 +20,7 @@ import unittest
 from support.h2client import H2Conn
 from support.haproxy import free_port, start_haproxy
 from support.harness import Conn, ServerProcess, bench_server_path, start_owned, start_server
-from support.loadgen import wrk_report
+from support.loadgen import start_wrk, stop_wrk
 
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "launcher.py")
 GRACE_MS = 1500
@@ -165,12 +165,7 @@ class SharedPortTest(unittest.TestCase):
         port = free_port()
         args = ["--workers", "2", "--shared-port", "--shutdown-timeout", "5000"]
         copy = start_owned(self, ServerProcess(args, port=port))
-        wrk = subprocess.Popen(
-            ["wrk", "-t1", "-c32", "-d60s", "-H", "Connection: close", f"http://127.0.0.1:{port}/ping"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.addCleanup(lambda: wrk.poll() is None and wrk.kill())
+        wrk = start_wrk(self, ["-t1", "-c32", "-d60s", "-H", "Connection: close", f"http://127.0.0.1:{port}/ping"])
         time.sleep(0.3)
         for _ in range(5):
             new = start_owned(self, ServerProcess(args, port=port))
@@ -178,9 +173,7 @@ class SharedPortTest(unittest.TestCase):
             copy.stop_and_check()
             copy = new
         time.sleep(0.3)
-        wrk.send_signal(signal.SIGINT)
-        stdout, stderr = wrk.communicate(timeout=30)
-        report, text = wrk_report(subprocess.CompletedProcess(wrk.args, wrk.returncode, stdout, stderr))
+        report, text = stop_wrk(wrk)
         self.assertEqual(report.problems, [], text)
         self.assertGreater(report.requests, 1000, text)
         copy.stop_and_check()
@@ -315,12 +308,7 @@ class ZeroDropBehindHaproxyTest(unittest.TestCase):
         edge = start_haproxy(self, ["option httpchk GET /healthz", "retries 0", *servers])
         for name in ports:
             edge.wait_status(name, "UP")
-        wrk = subprocess.Popen(
-            ["wrk", "-t1", "-c16", "-d60s", f"http://127.0.0.1:{edge.port}/ping"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.addCleanup(lambda: wrk.poll() is None and wrk.kill())
+        wrk = start_wrk(self, ["-t1", "-c16", "-d60s", f"http://127.0.0.1:{edge.port}/ping"])
         time.sleep(1)
         for name in ports:  # each in turn: stopped, then started again
             copies[name].stop_and_check()
@@ -333,9 +321,7 @@ class ZeroDropBehindHaproxyTest(unittest.TestCase):
         old.stop_and_check()
         edge.wait_status("a", "UP")
         time.sleep(1)
-        wrk.send_signal(signal.SIGINT)
-        stdout, stderr = wrk.communicate(timeout=30)
-        report, text = wrk_report(subprocess.CompletedProcess(wrk.args, wrk.returncode, stdout, stderr))
+        report, text = stop_wrk(wrk)
         self.assertEqual(report.problems, [], text)
         self.assertGreater(report.requests, 1000, text)
         for copy in copies.values():
