@@ -38,10 +38,10 @@
  *
  * Restarting without dropping a request, the new copy before the old one
  * stops: with shared_port, a second process of the same user listens on the
- * same host:port while the first runs, and the kernel spreads new
- * connections over both; when the first closes its listeners (step 3), the
- * connections queued on them are handed to the second (Linux's reuseport
- * migration; see shared_port). Or the sockets are made once and passed
+ * same host:port while the first runs, and takes every new connection once
+ * its workers have started; when the first closes its listeners (step 3),
+ * the connections queued on them are handed to the second (Linux's
+ * reuseport migration; see shared_port). Or the sockets are made once and passed
  * down: xHttpServerListenFd, and systemd's socket activation
  * (xHttpServerListenSystemd), where the socket outlives every copy. */
 #ifndef XHTTP_SERVER_H
@@ -124,18 +124,20 @@ typedef struct xHttpServerConf {
                                            with prior knowledge is unaffected */
     bool shared_port;                 /**< xHttpServerListen on a port where another
                                            process of the same user listens with
-                                           shared_port too succeeds, and the kernel
-                                           spreads new connections over both
-                                           (SO_REUSEPORT): start the new copy, then
-                                           stop the old (false: XERR_BUSY, so a second
-                                           server by mistake is caught). A copy that
-                                           stops hands the connections queued on its
-                                           sockets to the others where the kernel
-                                           allows it (Linux 5.14: the sysctl
-                                           net.ipv4.tcp_migrate_req=1, else a reuseport
-                                           program the server attaches, which needs
-                                           CAP_BPF); otherwise they are reset, and the
-                                           server logs a warning at listen */
+                                           shared_port too succeeds (SO_REUSEPORT):
+                                           start the new copy, then stop the old
+                                           (false: XERR_BUSY, so a second server by
+                                           mistake is caught). A reuseport program the
+                                           server attaches (Linux 5.14, CAP_BPF) gives
+                                           new connections to the copy whose workers
+                                           started last, so none reaches one as it
+                                           stops, and a copy that stops hands the
+                                           connections queued on its sockets to it.
+                                           Without CAP_BPF the kernel spreads new
+                                           connections over both copies, and the
+                                           queued ones are handed over only with the
+                                           sysctl net.ipv4.tcp_migrate_req=1; else they
+                                           are reset, and the server logs a warning */
     uint32_t stop_grace_ms;           /**< a graceful stop serves and accepts this
                                            long, the health route saying 503, before
                                            it closes its listeners (0) */

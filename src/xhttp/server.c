@@ -778,13 +778,23 @@ static void unlisten_slot(xHttpServer *server, int slot, int count) {
     }
 }
 
-/* Says once, at listen, whether a copy of the server that stops will hand
- * its queued connections to the one that stays, or reset them. */
-static void hand_over_on_close(int fd) {
-    switch (xListenerHandOverOnClose(fd)) {
+/* Says once whether a copy of the server that stops will hand its queued
+ * connections to the one that stays, or reset them; with the reuseport
+ * program, new connections come to slot's sockets, this copy's, from now on,
+ * and none to the copy it replaces. */
+static void hand_over_on_close(xHttpServer *server, int slot) {
+    int first = server->workers[0].listen_fds[slot], *fds = malloc((size_t)server->nworkers * sizeof *fds);
+    for (int i = 0; fds && i < server->nworkers; i++) fds[i] = server->workers[i].listen_fds[slot];
+    /* Out of memory, the first worker's socket takes the new connections alone. */
+    xListenerHandover how = xListenerHandOverOnClose(fds ? fds : &first, fds ? server->nworkers : 1);
+    int saved = errno;
+    free(fds);
+    errno = saved;
+    switch (how) {
     case XLISTENER_HANDOVER_SYSCTL: break;
     case XLISTENER_HANDOVER_PROGRAM:
-        XLOG_INFO("shared port: a stopping copy hands its queued connections over (reuseport program)");
+        XLOG_INFO("shared port: new connections come to this copy, and a stopping copy hands its queued "
+                  "connections over (reuseport program)");
         break;
     case XLISTENER_HANDOVER_DROPPED:
         XLOG_WARN("shared port: a stopping copy will reset the connections queued on it (%s); set "
@@ -851,7 +861,6 @@ static xErrno bind_slot(xHttpServer *server, int slot, const xListenSource *from
         }
         server->workers[i].listen_fds[slot] = fd;
     }
-    if (server->conf.shared_port) hand_over_on_close(server->workers[0].listen_fds[slot]);
     *bound = xListenerPort(server->workers[0].listen_fds[slot]);
     return XOK;
 }
@@ -891,6 +900,10 @@ static xErrno listen_on(xHttpServer *server, const xListenSource *from, xTlsServ
     if (err != XOK) return err;
     server->ports[slot] = bound_port; /* before the first accept, which reads it */
     server->bound_here[slot] = from->fd < 0;
+    /* On the caller's loop, which may run without xHttpServerRun, the port is
+     * taken over now; workers take it over once they start (steer_here). */
+    if (server->attached && server->conf.shared_port && server->bound_here[slot])
+        hand_over_on_close(server, slot);
     if (server->attached) {
         /* The caller may run its loop without xHttpServerRun: accept now. */
         xWorker *w = &server->workers[0];
@@ -1210,6 +1223,15 @@ static xErrno run_attached(xHttpServer *server) {
     return err;
 }
 
+/* New connections on a shared port come to this copy from here on, as its
+ * workers have started: a copy being replaced takes them until then, and gets
+ * none after, so none reaches it as it stops (see listener.c). */
+static void steer_here(xHttpServer *server) {
+    if (!server->conf.shared_port) return;
+    for (int slot = 0; slot < server->nlisteners; slot++)
+        if (server->bound_here[slot]) hand_over_on_close(server, slot);
+}
+
 /* The calling thread only supervises: it waits for a stop signal or call,
  * then for the workers to drain. */
 static xErrno run_workers(xHttpServer *server) {
@@ -1240,6 +1262,7 @@ static xErrno run_workers(xHttpServer *server) {
     while (gate.waiting > 0) pthread_cond_wait(&gate.opened, &gate.lock);
     xErrno err = gate.failure;
     pthread_mutex_unlock(&gate.lock);
+    if (err == XOK && !atomic_load(&server->stop_requested)) steer_here(server);
     struct pollfd fds[2] = {{.fd = server->wake_fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
     while (err == XOK && !atomic_load(&server->stop_requested)) {
         if (poll(fds, sfd >= 0 ? 2 : 1, -1) > 0 && (fds[1].revents & POLLIN)) {

@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,10 +75,18 @@ int xListenerOpen(const struct sockaddr_storage *addr, socklen_t len, bool reuse
  * closed unaccepted, 31 were reset. Linux 5.14 can move them instead
  * (reuseport migration): for every group when net.ipv4.tcp_migrate_req is 1,
  * or for one group whose reuseport program was loaded as
- * BPF_SK_REUSEPORT_SELECT_OR_MIGRATE. Ours is the smallest such program: it
- * returns SK_PASS without selecting, so the kernel picks a socket by the
- * connection's hash as it does with no program, for new connections and
- * migrated ones alike. With it the same measure moved all 64. */
+ * BPF_SK_REUSEPORT_SELECT_OR_MIGRATE. With ours the same measure moved all 64.
+ *
+ * Moving what is queued is not enough: a handshake that completes while its
+ * socket stops is reset by the kernel, which checked the socket listened
+ * before it queued the connection (in tcp_check_req, under the softirq; no
+ * lock of ours can hold it off). Seen under wrk, one connection in a few
+ * in-place restarts. So the program also steers: it picks, by the
+ * connection's hash, one of the sockets of the copy that attached it last,
+ * the newest, and a copy being replaced gets no new connection to lose;
+ * migrated ones go there too. A socket that closes leaves the map, and with
+ * none of the newest copy's left, the kernel picks by hash among those that
+ * listen, as it does with no program. */
 
 static bool migration_sysctl_on(void) {
     int fd = open("/proc/sys/net/ipv4/tcp_migrate_req", O_RDONLY | O_CLOEXEC);
@@ -88,8 +97,49 @@ static bool migration_sysctl_on(void) {
     return n == 1 && c == '1';
 }
 
-static int load_migrate_program(void) {
-    static const struct bpf_insn pass[] = {
+/* A map of the n sockets fds, by index; -1 with errno. */
+static int steer_map(const int *fds, int n) {
+    union bpf_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.map_type = BPF_MAP_TYPE_REUSEPORT_SOCKARRAY;
+    attr.key_size = sizeof(uint32_t);
+    attr.value_size = sizeof(uint64_t);
+    attr.max_entries = (uint32_t)n;
+    int map = (int)syscall(SYS_bpf, BPF_MAP_CREATE, &attr, sizeof attr);
+    for (int i = 0; i < n && map >= 0; i++) {
+        uint32_t key = (uint32_t)i;
+        uint64_t fd = (uint64_t)fds[i];
+        memset(&attr, 0, sizeof attr);
+        attr.map_fd = (uint32_t)map;
+        attr.key = (uint64_t)(uintptr_t)&key;
+        attr.value = (uint64_t)(uintptr_t)&fd;
+        attr.flags = BPF_ANY;
+        if (syscall(SYS_bpf, BPF_MAP_UPDATE_ELEM, &attr, sizeof attr) != 0) {
+            int saved = errno;
+            close(map);
+            errno = saved;
+            map = -1;
+        }
+    }
+    return map;
+}
+
+/* select_reuseport(ctx, map, &(hash % n), 0), whatever it returns, then
+ * SK_PASS: a socket selected takes the connection, else the kernel picks. */
+static int load_steer_program(int map, int n) {
+    const struct bpf_insn steer[] = {
+        {.code = BPF_LDX | BPF_MEM | BPF_W,
+         .dst_reg = BPF_REG_2,
+         .src_reg = BPF_REG_1,
+         .off = offsetof(struct sk_reuseport_md, hash)},
+        {.code = BPF_ALU | BPF_MOD | BPF_K, .dst_reg = BPF_REG_2, .imm = n},
+        {.code = BPF_STX | BPF_MEM | BPF_W, .dst_reg = BPF_REG_10, .src_reg = BPF_REG_2, .off = -4},
+        {.code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = BPF_REG_2, .src_reg = BPF_PSEUDO_MAP_FD, .imm = map},
+        {.code = 0}, /* the map's second half */
+        {.code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = BPF_REG_3, .src_reg = BPF_REG_10},
+        {.code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = BPF_REG_3, .imm = -4},
+        {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_4, .imm = 0},
+        {.code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_sk_select_reuseport},
         {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = SK_PASS},
         {.code = BPF_JMP | BPF_EXIT},
     };
@@ -97,22 +147,25 @@ static int load_migrate_program(void) {
     memset(&attr, 0, sizeof attr);
     attr.prog_type = BPF_PROG_TYPE_SK_REUSEPORT;
     attr.expected_attach_type = BPF_SK_REUSEPORT_SELECT_OR_MIGRATE;
-    attr.insns = (uint64_t)(uintptr_t)pass;
-    attr.insn_cnt = sizeof pass / sizeof pass[0];
+    attr.insns = (uint64_t)(uintptr_t)steer;
+    attr.insn_cnt = sizeof steer / sizeof steer[0];
     attr.license = (uint64_t)(uintptr_t) "GPL";
     return (int)syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof attr);
 }
 
-xListenerHandover xListenerHandOverOnClose(int fd) {
-    if (migration_sysctl_on()) return XLISTENER_HANDOVER_SYSCTL;
-    int program = load_migrate_program();
-    if (program < 0) return XLISTENER_HANDOVER_DROPPED;
-    /* The group holds the program from here on; our descriptor can go. */
-    int attached = setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_EBPF, &program, sizeof program);
+xListenerHandover xListenerHandOverOnClose(const int *fds, int n) {
+    int map = n > 0 ? steer_map(fds, n) : -1;
+    int program = map >= 0 ? load_steer_program(map, n) : -1;
+    int attached = -1;
+    if (program >= 0) /* the group holds the program, and it the map, from here on */
+        attached = setsockopt(fds[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_EBPF, &program, sizeof program);
     int saved = errno;
-    close(program);
+    if (program >= 0) close(program);
+    if (map >= 0) close(map);
+    if (attached == 0) return XLISTENER_HANDOVER_PROGRAM;
+    if (migration_sysctl_on()) return XLISTENER_HANDOVER_SYSCTL;
     errno = saved;
-    return attached == 0 ? XLISTENER_HANDOVER_PROGRAM : XLISTENER_HANDOVER_DROPPED;
+    return XLISTENER_HANDOVER_DROPPED;
 }
 
 void xListenerCloseOwn(int fd) {

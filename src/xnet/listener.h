@@ -27,16 +27,19 @@ int xListenerOpen(const struct sockaddr_storage *addr, socklen_t len, bool reuse
 typedef enum xListenerHandover {
     XLISTENER_HANDOVER_DROPPED, /* reset: the kernel's default */
     XLISTENER_HANDOVER_SYSCTL,  /* moved to another socket: net.ipv4.tcp_migrate_req is 1 */
-    XLISTENER_HANDOVER_PROGRAM, /* moved to another socket: our reuseport program asks for it */
+    XLISTENER_HANDOVER_PROGRAM, /* moved to the newest copy's sockets: our reuseport program */
 } xListenerHandover;
 
-/** Asks that fd's SO_REUSEPORT group hand a closing socket's queue (and its
- *  half-open handshakes) to a socket that stays open, instead of resetting
- *  them: Linux 5.14's migration, on when net.ipv4.tcp_migrate_req is 1, else
- *  turned on for the group by attaching a reuseport program that migrates
- *  (it picks sockets as the kernel would without one). Loading it needs
- *  CAP_BPF or CAP_SYS_ADMIN; without, XLISTENER_HANDOVER_DROPPED and errno. */
-xListenerHandover xListenerHandOverOnClose(int fd);
+/** Attaches to the SO_REUSEPORT group of fds (n listening sockets, one
+ *  process's) a reuseport program that gives new connections to these
+ *  sockets, spread by hash, until a later call gives them to another's, and
+ *  hands a closing socket's queue (and its half-open handshakes) to them
+ *  instead of resetting it (Linux 5.14's migration); once none of them
+ *  listens, the kernel picks among those that do, as without the program.
+ *  Loading it needs CAP_BPF or CAP_SYS_ADMIN; without, the queue is moved
+ *  only when net.ipv4.tcp_migrate_req is 1 (XLISTENER_HANDOVER_SYSCTL), else
+ *  XLISTENER_HANDOVER_DROPPED and errno. */
+xListenerHandover xListenerHandOverOnClose(const int *fds, int n);
 
 /** Closes a listening socket this process made and alone holds: it stops
  *  listening before this returns, its queue handed over (or reset) now. A

@@ -1,8 +1,8 @@
 /* test_listener_handover.c — listening sockets a restart depends on
  * (src/xnet/listener.h): what a closing SO_REUSEPORT socket does with the
  * connections queued on it, with and without the hand-over, measured on the
- * running kernel; systemd's LISTEN_FDS read as sd_listen_fds(3) says; and a
- * socket adopted from elsewhere. */
+ * running kernel, and new connections steered to the newest copy's sockets; systemd's LISTEN_FDS read as
+ * sd_listen_fds(3) says; and a socket adopted from elsewhere. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +35,7 @@ static int accepted_after_close(bool hand_over, xListenerHandover *how) {
     xListenerSetPort(&addr, xListenerPort(first));
     int second = xListenerOpen(&addr, len, true);
     CHECK(second >= 0 && listen(second, 1024) == 0);
-    *how = hand_over ? xListenerHandOverOnClose(first) : XLISTENER_HANDOVER_DROPPED;
+    *how = hand_over ? xListenerHandOverOnClose(&first, 1) : XLISTENER_HANDOVER_DROPPED;
     int clients[QUEUED];
     for (int i = 0; i < QUEUED; i++) {
         clients[i] = socket(AF_INET, SOCK_STREAM, 0);
@@ -71,6 +71,64 @@ static void test_a_closing_socket_hands_its_queue_over(void) {
         return;
     }
     CHECK_EQ_INT(with, QUEUED);
+}
+
+/* Connections accepted on fd until none is queued, each closed. */
+static int drain_queue(int fd) {
+    int accepted = 0, conn;
+    struct pollfd ready = {.fd = fd, .events = POLLIN};
+    while (poll(&ready, 1, 50) > 0 && (conn = accept(fd, NULL, NULL)) >= 0) {
+        accepted++;
+        close(conn);
+    }
+    return accepted;
+}
+
+/* An older copy's two sockets and a newer one's two in one group, the newer
+ * one's program attached: new connections all go to the newer copy's, both
+ * of them; once those have closed, to the older copy's again. */
+static void test_new_connections_go_to_the_newest_copy(void) {
+    socklen_t len;
+    struct sockaddr_storage addr = loopback(0, &len);
+    int older[2], newer[2];
+    for (int i = 0; i < 2; i++) {
+        older[i] = xListenerOpen(&addr, len, true);
+        CHECK(older[i] >= 0 && listen(older[i], 1024) == 0);
+        xListenerSetPort(&addr, xListenerPort(older[i]));
+    }
+    for (int i = 0; i < 2; i++) {
+        newer[i] = xListenerOpen(&addr, len, true);
+        CHECK(newer[i] >= 0 && listen(newer[i], 1024) == 0);
+    }
+    if (xListenerHandOverOnClose(newer, 2) != XLISTENER_HANDOVER_PROGRAM) {
+        printf("  no reuseport program here (%s): the kernel spreads connections over both copies\n",
+               strerror(errno));
+        CHECK_MSG(errno == EPERM || errno == EACCES, "%s", strerror(errno));
+    } else {
+        int clients[QUEUED];
+        for (int i = 0; i < QUEUED; i++) {
+            clients[i] = socket(AF_INET, SOCK_STREAM, 0);
+            CHECK(connect(clients[i], (struct sockaddr *)&addr, len) == 0);
+        }
+        int to_newer[2] = {drain_queue(newer[0]), drain_queue(newer[1])};
+        CHECK_EQ_INT(drain_queue(older[0]) + drain_queue(older[1]), 0);
+        CHECK_EQ_INT(to_newer[0] + to_newer[1], QUEUED);
+        CHECK(to_newer[0] > 0 && to_newer[1] > 0);
+        for (int i = 0; i < QUEUED; i++) close(clients[i]);
+        close(newer[0]);
+        close(newer[1]);
+        for (int i = 0; i < 8; i++) {
+            clients[i] = socket(AF_INET, SOCK_STREAM, 0);
+            CHECK(connect(clients[i], (struct sockaddr *)&addr, len) == 0);
+        }
+        CHECK_EQ_INT(drain_queue(older[0]) + drain_queue(older[1]), 8);
+        for (int i = 0; i < 8; i++) close(clients[i]);
+        newer[0] = newer[1] = -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        close(older[i]);
+        if (newer[i] >= 0) close(newer[i]);
+    }
 }
 
 /* Puts a listening socket at descriptor target. */
@@ -156,6 +214,7 @@ static void test_an_adopted_socket_listens_and_does_not_block(void) {
 
 int main(void) {
     RUN(test_a_closing_socket_hands_its_queue_over);
+    RUN(test_new_connections_go_to_the_newest_copy);
     RUN(test_systemd_sockets_are_read_as_sd_listen_fds_says);
     RUN(test_an_adopted_socket_listens_and_does_not_block);
     return CHECK_SUMMARY();
