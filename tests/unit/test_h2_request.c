@@ -27,31 +27,41 @@ static bool check(xStr path, xStr authority) {
     return xH2CheckRequest(f, 4, true, &head);
 }
 
-static void test_every_byte_at_every_place_of_a_target(void) {
-    char path[40];
-    memset(path, 'a', sizeof path);
-    path[0] = '/';
-    for (size_t len = 2; len <= sizeof path; len++)
-        for (size_t at = 1; at < len; at++)
+/* Calls judge with each byte value c at each place `at` from `first` on of
+ * buf's first len bytes, for every len from first + 1 to size; the other
+ * bytes past first are fill. */
+static void every_byte_at_every_place(char *buf, size_t size, size_t first, char fill,
+                                      void (*judge)(xStr s, size_t at, int c, void *arg), void *arg) {
+    memset(buf + first, fill, size - first);
+    for (size_t len = first + 1; len <= size; len++)
+        for (size_t at = first; at < len; at++)
             for (int c = 0; c < 256; c++) {
-                path[at] = (char)c;
-                bool ok = check((xStr){path, len}, xStrFromC("example.com"));
-                CHECK_MSG(ok == target_byte((unsigned char)c), "len %zu at %zu byte 0x%02x", len, at, c);
-                path[at] = 'a';
+                buf[at] = (char)c;
+                judge((xStr){buf, len}, at, c, arg);
+                buf[at] = fill;
             }
+}
+
+static void judge_target(xStr path, size_t at, int c, void *arg) {
+    (void)arg;
+    bool ok = check(path, xStrFromC("example.com"));
+    CHECK_MSG(ok == target_byte((unsigned char)c), "len %zu at %zu byte 0x%02x", path.len, at, c);
+}
+
+static void test_every_byte_at_every_place_of_a_target(void) {
+    char path[40] = "/";
+    every_byte_at_every_place(path, sizeof path, 1, 'a', judge_target, NULL);
+}
+
+static void judge_authority(xStr authority, size_t at, int c, void *arg) {
+    (void)arg;
+    bool ok = check(xStrFromC("/"), authority);
+    CHECK_MSG(ok == authority_byte((unsigned char)c), "len %zu at %zu byte 0x%02x", authority.len, at, c);
 }
 
 static void test_every_byte_at_every_place_of_an_authority(void) {
     char authority[24];
-    memset(authority, 'h', sizeof authority);
-    for (size_t len = 1; len <= sizeof authority; len++)
-        for (size_t at = 0; at < len; at++)
-            for (int c = 0; c < 256; c++) {
-                authority[at] = (char)c;
-                bool ok = check(xStrFromC("/"), (xStr){authority, len});
-                CHECK_MSG(ok == authority_byte((unsigned char)c), "len %zu at %zu byte 0x%02x", len, at, c);
-                authority[at] = 'h';
-            }
+    every_byte_at_every_place(authority, sizeof authority, 0, 'h', judge_authority, NULL);
 }
 
 /* A GET of / with this :authority, as HPACK decodes it: sent as a literal
@@ -80,23 +90,19 @@ static bool check_decoded(xHpackDecoder *d, xStr authority, bool by_index) {
     return xH2CheckHpackRequest(f, b.count, true, &head);
 }
 
+static void judge_decoded_authority(xStr authority, size_t at, int c, void *decoder) {
+    bool want = authority_byte((unsigned char)c);
+    CHECK_MSG(check_decoded(decoder, authority, false) == want, "literal: len %zu at %zu byte 0x%02x",
+              authority.len, at, c);
+    CHECK_MSG(check_decoded(decoder, authority, true) == want, "by index: len %zu at %zu byte 0x%02x",
+              authority.len, at, c);
+}
+
 static void test_every_byte_of_an_authority_judged_once_by_hpack(void) {
     xHpackDecoder d;
     CHECK(xHpackDecoderInit(&d, 4096) == 0);
     char authority[24];
-    memset(authority, 'h', sizeof authority);
-    for (size_t len = 1; len <= sizeof authority; len++)
-        for (size_t at = 0; at < len; at++)
-            for (int c = 0; c < 256; c++) {
-                authority[at] = (char)c;
-                xStr a = {authority, len};
-                bool want = authority_byte((unsigned char)c);
-                CHECK_MSG(check_decoded(&d, a, false) == want, "literal: len %zu at %zu byte 0x%02x", len, at,
-                          c);
-                CHECK_MSG(check_decoded(&d, a, true) == want, "by index: len %zu at %zu byte 0x%02x", len, at,
-                          c);
-                authority[at] = 'h';
-            }
+    every_byte_at_every_place(authority, sizeof authority, 0, 'h', judge_decoded_authority, &d);
     xHpackDecoderFree(&d);
 }
 
