@@ -17,31 +17,23 @@
  *     body of the Content-Length given when it ends, and exactly one of
  *     on_end (after its head) or on_error, never anything after it;
  *   - the edge does not stall: once the upstream is gone every request has
- *     ended within FUZZ_SETTLE_TURNS turns and the pool holds no
+ *     ended within FUZZ_PEER_SETTLE_TURNS turns and the pool holds no
  *     connection, and a client that sent a GOAWAY with an error closed its
  *     end by then (it does not wait for the upstream);
  *   - what the client wrote is its preface, then whole frames on odd or
  *     zero stream ids.
  * ASan and UBSan catch the rest (reads past a frame, use after free). */
-#define _GNU_SOURCE /* accept4 */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <xhttp/client.h>
 
 #include "fuzz_check.h"
-#include "worker.h"
+#include "fuzz_peer.h"
 
 #define MAX_REQUESTS 4
 #define POST_BODY 20000
-#define FUZZ_SETTLE_TURNS 256
 #define PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 typedef enum CallState { CALL_WAITING, CALL_HEAD, CALL_ENDED, CALL_FAILED } CallState;
@@ -116,14 +108,10 @@ static void set_up(void) {
     loop = xEventLoopCreate();
     client = loop ? xHttpClientCreate(loop) : NULL;
     FUZZ_ASSERT(client != NULL, "no loop or client");
-    listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof addr;
-    FUZZ_ASSERT(listener >= 0 && bind(listener, (struct sockaddr *)&addr, sizeof addr) == 0 &&
-                    listen(listener, 8) == 0 && getsockname(listener, (struct sockaddr *)&addr, &len) == 0,
-                "no listener: %s", strerror(errno));
+    uint16_t port;
+    listener = fuzzPeerListen(&port);
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%u", ntohs(addr.sin_port));
+    snprintf(url, sizeof url, "http://127.0.0.1:%u", port);
     xHttpUpstreamConf conf;
     xHttpUpstreamConfInit(&conf);
     conf.protocol = XHTTP_UPSTREAM_HTTP2;
@@ -136,64 +124,9 @@ static void set_up(void) {
 
 /* ---- The upstream's end ---- */
 
-typedef struct Peer {
-    int fd;
-    uint8_t *out; /* what the client wrote */
-    size_t len, cap;
-    bool eof;
-    bool accepted; /* the first connection came */
-} Peer;
-
-static void read_client(Peer *p) {
-    while (!p->eof) {
-        if (p->cap - p->len < 65536) {
-            p->cap = p->cap * 2 + 65536;
-            p->out = realloc(p->out, p->cap);
-            FUZZ_ASSERT(p->out != NULL, "out of memory");
-        }
-        ssize_t n = recv(p->fd, p->out + p->len, p->cap - p->len, 0);
-        if (n > 0) {
-            p->len += (size_t)n;
-        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-            p->eof = true;
-        } else {
-            return;
-        }
-    }
-}
-
-/* A connection beyond the first (a refused request's retry) finds the
- * upstream gone: accepted and closed at once. */
-static void refuse_more(const Peer *p) {
-    if (!p->accepted) return;
-    for (int fd; (fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) close(fd);
-}
-
-static void turn(Peer *p) {
-    xTestTurn(loop);
-    if (p->fd >= 0) read_client(p);
-    refuse_more(p);
-}
-
-/* Writes all of data, turning the loop while the socket is full (the
- * client reads as it goes; one that stopped has closed). */
-static void write_all(Peer *p, const uint8_t *data, size_t len) {
-    for (int stuck = 0; len && stuck < FUZZ_SETTLE_TURNS;) {
-        ssize_t n = send(p->fd, data, len, MSG_NOSIGNAL);
-        if (n > 0) {
-            data += n, len -= (size_t)n, stuck = 0;
-        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            return; /* the client closed */
-        } else {
-            stuck++;
-        }
-        turn(p);
-    }
-}
-
 /* The client's output: its preface, then whole frames on streams it may
  * use; true when it holds a GOAWAY with an error code. */
-static bool check_client_output(const Peer *p) {
+static bool check_client_output(const FuzzPeer *p) {
     size_t pre = sizeof PREFACE - 1;
     FUZZ_ASSERT(p->len >= pre && memcmp(p->out, PREFACE, pre) == 0, "no preface");
     bool failed = false;
@@ -258,42 +191,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FUZZ_ASSERT(xHttpClientRequestWrite(c->req, body, sizeof body) == XOK, "body not written");
     }
 
-    Peer p = {.fd = -1};
-    for (int t = 0; t < FUZZ_SETTLE_TURNS && p.fd < 0; t++) {
-        turn(&p);
-        p.fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    }
-    FUZZ_ASSERT(p.fd >= 0, "the client never connected");
-    p.accepted = true;
-    for (size_t at = 0; at < len && !p.eof;) {
-        size_t k = len - at < piece ? len - at : piece;
-        write_all(&p, in + at, k);
-        at += k;
-        turn(&p);
-    }
-    for (int t = 0; t < 8; t++) turn(&p);
+    FuzzPeer p = {.loop = loop, .listener = listener, .fd = -1};
+    fuzzPeerAccept(&p, "the client");
+    fuzzPeerWritePieces(&p, in, len, piece);
+    for (int t = 0; t < 8; t++) fuzzPeerTurn(&p);
     if (pause && calls[0].req && calls[0].state == CALL_HEAD) xHttpClientRequestResume(calls[0].req);
-    for (int t = 0; t < 8; t++) turn(&p);
+    for (int t = 0; t < 8; t++) fuzzPeerTurn(&p);
     if (check_client_output(&p)) {
-        for (int t = 0; t < FUZZ_SETTLE_TURNS && !p.eof; t++) turn(&p);
+        for (int t = 0; t < FUZZ_PEER_SETTLE_TURNS && !p.eof; t++) fuzzPeerTurn(&p);
         FUZZ_ASSERT(p.eof, "a GOAWAY with an error, and the connection kept open");
     }
 
     /* The upstream goes: everything ends, and nothing stays open. */
-    close(p.fd);
-    p.fd = -1;
+    fuzzPeerClose(&p);
     xHttpClientStats stats = {0};
-    for (int t = 0; t < FUZZ_SETTLE_TURNS; t++) {
+    for (int t = 0; t < FUZZ_PEER_SETTLE_TURNS; t++) {
         xHttpClientGetStats(client, upstream, &stats);
         if (all_over(n) && stats.open == 0) break;
-        turn(&p);
+        fuzzPeerTurn(&p);
     }
     for (unsigned i = 0; i < n; i++)
         FUZZ_ASSERT(calls[i].state == CALL_ENDED || calls[i].state == CALL_FAILED,
                     "request %u never ended (%d)", i, calls[i].state);
     FUZZ_ASSERT(stats.open == 0 && stats.queued == 0,
                 "%u connections open, %u queued after the upstream left", stats.open, stats.queued);
-    free(p.out);
+    fuzzPeerFree(&p);
     free(in);
     return 0;
 }

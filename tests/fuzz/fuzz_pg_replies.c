@@ -32,28 +32,22 @@
  *     framing (a length under 4 or past the bound for its type, an unknown
  *     type) and whenever a query failed with XPG_EDOWN while the server was
  *     still there;
- *   - once the server is gone, within FUZZ_SETTLE_TURNS turns every query
+ *   - once the server is gone, within FUZZ_PEER_SETTLE_TURNS turns every query
  *     has ended and the pool holds no connection, no query in flight and
  *     none queued.
  * ASan and UBSan catch the rest (reads past a message, use after free). */
-#define _GNU_SOURCE /* accept4, memmem */
+#define _GNU_SOURCE /* memmem */
 #include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <xdb/pg.h>
 
 #include "fuzz_check.h"
-#include "worker.h"
+#include "fuzz_peer.h"
 #include "xdb/pg_text.h"
 
-#define FUZZ_SETTLE_TURNS 256
 #define MAX_CALLS 8
 #define ALLOC_BOUND(size) (256u * 1024u + 8u * (size))
 
@@ -90,7 +84,8 @@ typedef struct Call {
 enum { STMT_ITEM, STMT_PRICE, STMT_UPDATE, STMT_FORTUNES };
 
 static xEventLoop *loop;
-static int listener = -1, port;
+static int listener = -1;
+static uint16_t port;
 static Call calls[MAX_CALLS];
 static int ncalls;
 static const uint8_t *input; /* the server's bytes, for values to be found in */
@@ -223,64 +218,12 @@ static void send_query(xPgPool *pool, int stmt) {
 static void set_up(void) {
     loop = xEventLoopCreate();
     FUZZ_ASSERT(loop != NULL, "no loop");
-    listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof addr;
-    FUZZ_ASSERT(listener >= 0 && bind(listener, (struct sockaddr *)&addr, sizeof addr) == 0 &&
-                    listen(listener, 8) == 0 && getsockname(listener, (struct sockaddr *)&addr, &len) == 0,
-                "no listener: %s", strerror(errno));
-    port = ntohs(addr.sin_port);
+    listener = fuzzPeerListen(&port);
     if (__sanitizer_install_malloc_and_free_hooks)
         __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free);
 }
 
 /* ---- The server's end ---- */
-
-typedef struct Peer {
-    int fd;
-    uint8_t *out; /* what the client wrote */
-    size_t len, cap;
-    bool eof;
-} Peer;
-
-static void read_client(Peer *p) {
-    while (p->fd >= 0 && !p->eof) {
-        if (p->cap - p->len < 65536) {
-            p->cap = p->cap * 2 + 65536;
-            p->out = realloc(p->out, p->cap);
-            FUZZ_ASSERT(p->out != NULL, "out of memory");
-        }
-        ssize_t n = recv(p->fd, p->out + p->len, p->cap - p->len, 0);
-        if (n > 0) {
-            p->len += (size_t)n;
-        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-            p->eof = true;
-        } else {
-            return;
-        }
-    }
-}
-
-static void turn(Peer *p) {
-    xTestTurn(loop);
-    read_client(p);
-    /* The pool never reconnects within an input (its backoff is minutes): any other connection is refused. */
-    for (int fd; (fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) close(fd);
-}
-
-static void write_all(Peer *p, const uint8_t *data, size_t len) {
-    for (int stuck = 0; len && stuck < FUZZ_SETTLE_TURNS && !p->eof;) {
-        ssize_t n = send(p->fd, data, len, MSG_NOSIGNAL);
-        if (n > 0) {
-            data += n, len -= (size_t)n, stuck = 0;
-        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            return; /* the client closed */
-        } else {
-            stuck++;
-        }
-        turn(p);
-    }
-}
 
 static void put_message(uint8_t **at, char type, const char *body, size_t len) {
     *(*at)++ = (uint8_t)type;
@@ -291,8 +234,9 @@ static void put_message(uint8_t **at, char type, const char *body, size_t len) {
 }
 
 /* libpq's startup packet, then the server's welcome: trust, a few parameters, idle. */
-static void answer_startup(Peer *p) {
-    for (int t = 0; t < FUZZ_SETTLE_TURNS && (p->len < 4 || p->len < get_u32(p->out)); t++) turn(p);
+static void answer_startup(FuzzPeer *p) {
+    for (int t = 0; t < FUZZ_PEER_SETTLE_TURNS && (p->len < 4 || p->len < get_u32(p->out)); t++)
+        fuzzPeerTurn(p);
     FUZZ_ASSERT(p->len >= 8 && p->len == get_u32(p->out), "no startup packet (%zu bytes)", p->len);
     FUZZ_ASSERT(get_u32(p->out + 4) == 196608, "not protocol 3.0");
     uint8_t hello[256], *at = hello;
@@ -302,7 +246,7 @@ static void answer_startup(Peer *p) {
     put_message(&at, 'S', "standard_conforming_strings\0on", 31);
     put_message(&at, 'K', "\0\0\0\1\0\0\0\2", 8);
     put_message(&at, 'Z', "I", 1);
-    write_all(p, hello, (size_t)(at - hello));
+    fuzzPeerWrite(p, hello, (size_t)(at - hello));
     p->len = 0;
 }
 
@@ -373,21 +317,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         STMT_FORTUNES,
                 "statements not prepared");
 
-    Peer p = {.fd = -1};
-    for (int t = 0; t < FUZZ_SETTLE_TURNS && p.fd < 0; t++) {
-        xTestTurn(loop);
-        p.fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    }
-    FUZZ_ASSERT(p.fd >= 0, "the pool never connected");
     /* Each piece leaves at once: Nagle would hold it for the pool's delayed ACK, past the turns. */
-    int one = 1;
-    setsockopt(p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    FuzzPeer p = {.loop = loop, .listener = listener, .fd = -1, .nodelay = true, .stop_writing_at_eof = true};
+    fuzzPeerAccept(&p, "the pool");
     answer_startup(&p);
     xPgStats stats;
-    for (int t = 0; t < FUZZ_SETTLE_TURNS; t++) {
+    for (int t = 0; t < FUZZ_PEER_SETTLE_TURNS; t++) {
         xPgPoolStats(pool, &stats);
         if (stats.connections_ready == 1) break;
-        turn(&p);
+        fuzzPeerTurn(&p);
     }
     FUZZ_ASSERT(stats.connections_ready == 1, "the pool's connection never came up");
 
@@ -412,7 +350,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     default:
         send_query(pool, STMT_ITEM);
-        turn(&p);
+        fuzzPeerTurn(&p);
         send_query(pool, STMT_PRICE);
         send_query(pool, STMT_FORTUNES);
         break;
@@ -421,31 +359,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         xPgQueryCancel(calls[0].handle);
         calls[0].state = CALL_CANCELLED;
     }
-    turn(&p);
+    fuzzPeerTurn(&p);
 
-    for (size_t at = 0; at < input_len && !p.eof;) {
-        size_t k = input_len - at < piece ? input_len - at : piece;
-        write_all(&p, in + at, k);
-        at += k;
-        turn(&p);
-    }
-    for (int t = 0; t < 8; t++) turn(&p);
+    fuzzPeerWritePieces(&p, in, input_len, piece);
+    for (int t = 0; t < 8; t++) fuzzPeerTurn(&p);
     counting = false;
     FUZZ_ASSERT(largest_alloc <= ALLOC_BOUND(input_len), "a %zu-byte allocation for %zu bytes of input",
                 largest_alloc, input_len);
     if (broken || edown_while_there) {
-        for (int t = 0; t < FUZZ_SETTLE_TURNS && !p.eof; t++) turn(&p);
+        for (int t = 0; t < FUZZ_PEER_SETTLE_TURNS && !p.eof; t++) fuzzPeerTurn(&p);
         FUZZ_ASSERT(p.eof, "the connection left open after %s",
                     broken ? "a malformed message" : "failing its queries");
     }
 
     /* The server goes: everything ends, and nothing stays open. */
     server_there = false;
-    close(p.fd);
-    p.fd = -1;
+    fuzzPeerClose(&p);
     bool over = false;
-    for (int t = 0; t < FUZZ_SETTLE_TURNS && !over; t++) {
-        turn(&p);
+    for (int t = 0; t < FUZZ_PEER_SETTLE_TURNS && !over; t++) {
+        fuzzPeerTurn(&p);
         xPgPoolStats(pool, &stats);
         over = stats.connections_ready == 0 && stats.in_flight == 0 && stats.queued == 0;
         for (int i = 0; i < ncalls; i++) over = over && calls[i].state != CALL_WAITING;
@@ -455,7 +387,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 "%d connections up, %d queries in flight, %d queued after the server left",
                 stats.connections_ready, stats.in_flight, stats.queued);
     xPgPoolFree(pool);
-    free(p.out);
+    fuzzPeerFree(&p);
     free(in);
     return 0;
 }
