@@ -125,16 +125,17 @@ class SharedPortTest(unittest.TestCase):
         first.stop_and_check()
 
     def test_connections_queued_on_a_stopping_copy_are_all_answered(self):
-        """Two copies on one port; the old one is frozen (SIGSTOP) while clients connect and
-        send a request each, so the kernel queues those it picks for the old copy's
-        sockets. Then SIGTERM and SIGCONT: each is answered, by the old copy, which takes
-        what is queued before it closes its sockets, or by the new one, to which the
-        kernel hands what arrives between that last accept and the close (that window
-        is too short to hit on purpose here: unit.test_listener_handover measures it)."""
+        """The old copy is frozen (SIGSTOP) while clients connect and send a request each, so
+        the kernel queues them on its sockets. Then the new copy starts, and once its workers
+        run, its reuseport program gives it every new connection: requests made while the old
+        copy is still frozen are answered (without the program about half would wait for the
+        frozen copy). Then SIGTERM and SIGCONT: each queued one is answered, by the old copy,
+        which takes what is queued before it closes its sockets, or by the new one, to which
+        the kernel hands what arrives between that last accept and the close (that window is
+        too short to hit on purpose here: unit.test_listener_handover measures it)."""
         port = free_port()
         args = ["--workers", "2", "--shared-port", "--shutdown-timeout", "5000"]
         old = start_owned(self, ServerProcess(args, port=port))
-        new = start_owned(self, ServerProcess(args, port=port))
         old.send_signal(signal.SIGSTOP)
         conns = []
         try:
@@ -143,6 +144,13 @@ class SharedPortTest(unittest.TestCase):
                 self.addCleanup(conn.close)
                 conn.request("GET", "/ping")
                 conns.append(conn)
+            new = start_owned(self, ServerProcess(args, port=port))
+            deadline = time.monotonic() + 10
+            while "new connections come to this copy" not in new.stderr_text() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.assertIn("new connections come to this copy", new.stderr_text())
+            for _ in range(16):
+                self.assertEqual(get(port, "/ping").status, 200)
             old.send_signal(signal.SIGTERM)
         finally:
             old.send_signal(signal.SIGCONT)
