@@ -80,8 +80,8 @@ int xListenerOpen(const struct sockaddr_storage *addr, socklen_t len, bool reuse
  * Moving what is queued is not enough: a handshake that completes while its
  * socket stops is reset by the kernel, which checked the socket listened
  * before it queued the connection (in tcp_check_req, under the softirq; no
- * lock of ours can hold it off). Seen under wrk, one connection in a few
- * in-place restarts. So the program also steers: it picks, by the
+ * lock of ours can hold it off): under wrk, about one connection in 100
+ * in-place restarts on io_uring. So the program also steers: it picks, by the
  * connection's hash, one of the sockets of the copy that attached it last,
  * the newest, and a copy being replaced gets no new connection to lose;
  * migrated ones go there too. A socket that closes leaves the map, and with
