@@ -577,6 +577,12 @@ static void check_placed(const Placed *p, const char *want, const char *what) {
           p->calls, xPgStatusName(p->status), p->text);
 }
 
+static bool both_ready(void) {
+    xPgStats s;
+    xPgPoolStats(pool, &s);
+    return s.connections_ready == 2;
+}
+
 /* XPG_DISPATCH_FILL on two connections, depth 8, one batch ahead. */
 static int scenario_fill(void) {
     /* One turn's 12 queries: the first 8 fill the first connection, the
@@ -584,6 +590,8 @@ static int scenario_fill(void) {
      * order sent on its connection. */
     enum { N = 12, DEPTH = 8 };
     Placed o[N] = {0};
+    /* make_pool waited for one connection: the overflow needs the second. */
+    CHECK(run_until(both_ready, 10000), "the second connection never came up");
     char text[N][16];
     for (int i = 0; i < N; i++) {
         snprintf(text[i], sizeof text[i], "query %d", i);
