@@ -10,16 +10,19 @@
  * disable unless conninfo asks for it (then connecting fails).
  *
  * How a query travels. xPgQuerySend puts it on the least busy ready
- * connection (or, when each has `pipeline_depth` queries in flight, in the
+ * connection (see `dispatch`) (or, when each has `pipeline_depth` queries in flight, in the
  * pool's bounded queue; beyond `queue_limit` the call fails with XPG_EBUSY:
  * answer 503). The statement is prepared on that connection first if it never
  * was (in the same pipeline, ahead of the query). At the end of the loop
  * turn each connection that took queries sends one Sync and flushes: the
  * queries of many requests go out in one write, and many are in flight on
  * one connection; results come back in order and each goes to its own
- * callback. A connection with two batches in flight holds its next one open
- * (later turns' queries join it) until the oldest is answered, so that under
- * load each write and read carries many queries.
+ * callback. A connection with `batches_ahead` (2) batches in flight holds
+ * its next one open (later turns' queries join it) until the oldest is
+ * answered, so that under load each write and read carries many queries.
+ * With `dispatch` XPG_DISPATCH_FILL a query goes to the first connection
+ * with room instead of the least busy one: one connection's batches carry
+ * all of a moderate load.
  *
  * One Sync per batch makes a batch's queries one implicit transaction on the
  * server: when one of them fails, PostgreSQL rolls back the others and skips
@@ -80,6 +83,19 @@ typedef enum xPgStatus {
 /** A short name for status ("XPG_EDOWN"), static storage. */
 const char *xPgStatusName(xPgStatus status);
 
+/** Which connection a statement goes to (a transaction takes one of its own either way). */
+typedef enum xPgDispatch {
+    /** The least busy: queries sent together run side by side on as many
+     *  server processes, so a slow one holds up nobody else's. The default. */
+    XPG_DISPATCH_SPREAD = 0,
+    /** The first connection (in the pool's order) below pipeline_depth: a
+     *  turn's queries share one write, one read and one server process's
+     *  wake-up, and the next connection takes only what overflows. Fewer
+     *  system calls per query on both sides, but a slow query holds up those
+     *  behind it on its connection. */
+    XPG_DISPATCH_FILL = 1,
+} xPgDispatch;
+
 /** A pool's settings: start from xPgConfInit's defaults (or zeros, which
  *  take the defaults named); fields are only ever added at the end. */
 typedef struct xPgConf {
@@ -98,6 +114,12 @@ typedef struct xPgConf {
         statement_timeout_ms; /**< the server's statement_timeout on each connection; 0: the server's own */
     uint32_t backoff_min_ms;  /**< first wait before reconnecting; 50 */
     uint32_t backoff_max_ms;  /**< longest wait before reconnecting; 5000 */
+    xPgDispatch dispatch;     /**< which connection a statement goes to; XPG_DISPATCH_SPREAD */
+    /** Batches a connection has sent and not yet seen answered, at most; 2.
+     *  Queries sent meanwhile join its next batch, held until one is
+     *  answered: 1 makes batches bigger (fewer writes and reads per query)
+     *  and leaves the server idle for a round trip between them. */
+    int batches_ahead;
 } xPgConf;
 
 /** Fills the first size bytes of *conf with the defaults; records size, the

@@ -39,10 +39,6 @@
 #include "xbase/mem/sized.h"
 #include "xdb/pg_text.h"
 
-/* Batches a connection may have in flight (synced, not yet answered): two
- * keep the server busy on the next while the oldest's results travel back. */
-#define SYNCS_AHEAD 2
-
 /* The most room made in the input buffer ahead of a long message's bytes
  * (each read then makes room again as they come). */
 #define MESSAGE_AHEAD ((size_t)65536)
@@ -607,7 +603,8 @@ static void on_turn_end(xEventLoop *loop, xTurnEnd *call) {
     }
     for (int i = 0; i < pool->conf.connections; i++) {
         Conn *conn = &pool->conns[i];
-        if (conn->state != CONN_READY || !conn->unsynced || conn->syncs_out >= SYNCS_AHEAD) continue;
+        if (conn->state != CONN_READY || !conn->unsynced || conn->syncs_out >= pool->conf.batches_ahead)
+            continue;
         conn->unsynced = false;
         conn->syncs_out++;
         conn->batch++;
@@ -667,14 +664,16 @@ static bool takes_statements(const Conn *conn) {
     return conn->state == CONN_READY && !conn->tx && !conn->reserved && !conn->draining;
 }
 
-/* The ready connection with the fewest queries in flight, below the depth. */
-static Conn *least_busy(xPgPool *pool) {
+/* The connection for a statement, below the depth: the first with room
+ * (XPG_DISPATCH_FILL) or the one with the fewest queries in flight. */
+static Conn *conn_for_statement(xPgPool *pool) {
+    bool fill = pool->conf.dispatch == XPG_DISPATCH_FILL;
     Conn *best = NULL;
     for (int i = 0; i < pool->conf.connections; i++) {
         Conn *conn = &pool->conns[i];
-        if (takes_statements(conn) && conn->in_flight.count < pool->conf.pipeline_depth &&
-            (!best || conn->in_flight.count < best->in_flight.count))
-            best = conn;
+        if (!takes_statements(conn) || conn->in_flight.count >= pool->conf.pipeline_depth) continue;
+        if (fill) return conn;
+        if (!best || conn->in_flight.count < best->in_flight.count) best = conn;
     }
     return best;
 }
@@ -709,7 +708,7 @@ static void dispatch(xPgPool *pool) {
             conn->tx = q->tx;
             q->tx->conn = conn;
         } else {
-            conn = least_busy(pool);
+            conn = conn_for_statement(pool);
             if (!conn) return;
         }
         queue_unlink(pool, q);
@@ -1134,7 +1133,7 @@ xPgStatus xPgQuerySend(xPgPool *pool, int stmt, const xPgParam *params, int npar
                        xPgResultFn fn, void *arg, xPgQuery **handle) {
     if (!pool || !statement_fits(pool, stmt, params, nparams)) return XPG_EPARAM;
     if (pool->down) return XPG_EDOWN;
-    if (pool->queue.count >= pool->conf.queue_limit && !least_busy(pool)) return XPG_EBUSY;
+    if (pool->queue.count >= pool->conf.queue_limit && !conn_for_statement(pool)) return XPG_EBUSY;
     xPgQuery *q;
     xPgStatus status = query_make(pool, KIND_STATEMENT, stmt, params, nparams, timeout_ms, &q);
     if (status != XPG_OK) return status;
@@ -1256,6 +1255,9 @@ static const xPgConf defaults = {
     .connect_timeout_ms = 5000,
     .backoff_min_ms = 50,
     .backoff_max_ms = 5000,
+    .dispatch = XPG_DISPATCH_SPREAD,
+    /* Two keep the server busy on the next batch while the oldest's results travel back. */
+    .batches_ahead = 2,
 };
 
 void xPgConfInitSized(xPgConf *conf, size_t size) {
@@ -1280,6 +1282,8 @@ xPgPool *xPgPoolCreate(xEventLoop *loop, const xPgConf *conf) {
     if (!c->backoff_min_ms) c->backoff_min_ms = defaults.backoff_min_ms;
     if (!c->backoff_max_ms) c->backoff_max_ms = defaults.backoff_max_ms;
     if (c->backoff_max_ms < c->backoff_min_ms) c->backoff_max_ms = c->backoff_min_ms;
+    if (c->batches_ahead <= 0) c->batches_ahead = defaults.batches_ahead;
+    if (c->dispatch != XPG_DISPATCH_FILL) c->dispatch = XPG_DISPATCH_SPREAD;
     if (c->statement_timeout_ms)
         snprintf(pool->options, sizeof pool->options, "-c statement_timeout=%u", c->statement_timeout_ms);
     pool->conninfo = strdup(conf->conninfo);

@@ -5,7 +5,8 @@ tests/interop/pg_pool.c (its comment lists them) on the backend XK_IO names,
 and checks what it prints: typed rows against the seed generator's own rows,
 many queries in flight on one connection, the server stopped and started
 again under load, a query past its timeout, the queue bound, cancelled
-queries, hostile parameters, a failing query in a batch, transactions; the
+queries, hostile parameters, a failing query in a batch, transactions,
+one connection filled before the next (XPG_DISPATCH_FILL); the
 same over TLS; and against a fake server whose replies break the protocol."""
 
 import os
@@ -122,6 +123,12 @@ class PgPoolTest(unittest.TestCase):
 
     def test_a_failing_query_in_a_batch_fails_alone_with_its_sqlstate(self):
         self.scenario("batch")
+        self.assertEqual(self.postgres.psql("SELECT string_agg(n::text, ',' ORDER BY n) FROM scratch").strip(), "1,2")
+
+    def test_filling_one_connection_first_keeps_each_answer_with_its_own_query(self):
+        output = self.scenario("fill")
+        self.assertIn("fill: 8 queries on one connection, 4 on the next; later turns held in one batch", output)
+        # the failing query in the middle of the full connection's batch undid nothing else
         self.assertEqual(self.postgres.psql("SELECT string_agg(n::text, ',' ORDER BY n) FROM scratch").strip(), "1,2")
 
     def test_transactions_on_a_pinned_connection(self):
