@@ -735,7 +735,7 @@ static bool write_head(xHttpClientRequest *req, const xHttpClientRequestOpts *o)
     bool host = false;
     for (size_t i = 0; i < o->num_fields; i++) {
         const xHttpClientField *f = &o->fields[i];
-        if (!valid_token(f->name) || !valid_value(f->value)) return false;
+        if (i >= o->num_checked_fields && (!valid_token(f->name) || !valid_value(f->value))) return false;
         host |= f->name.len == 4 && xHttpSameLower(f->name.data, "host", 4);
         size += f->name.len + 2 + f->value.len + 2;
     }
@@ -858,9 +858,14 @@ static void attach(xHttpClientRequest *req, xClientConn *cc) {
     cc->state = XCC_BUSY;
     xConnSetTimeout(cc->conn, 0);
     req->out_given = 0;
-    enter(req, XREQ_SENDING);
+    req->phase = XREQ_SENDING;
+    /* A whole request that leaves at the turn's end is WAITING as soon as
+     * push_out has given it over: no send timeout is started for it first. */
+    bool soon = soon_whole(req, cc->conn);
+    if (!soon) arm_phase(req);
     push_out(req);
     if (req->cc != cc) return;
+    if (soon && req->phase == XREQ_SENDING) arm_phase(req); /* push_out stopped short of it */
     /* A response may already wait (an early answer), or EOF. */
     if (cc->conn->readable) read_response(cc);
     if (req->cc == cc) maybe_want_body(req);
@@ -874,8 +879,12 @@ static bool retries_by_default(xStr method) {
 xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHttpClientRequestOpts *opts,
                         xHttpClientRequest **out) {
     xHttpClientRequestOpts o;
-    xHttpClientRequestOptsInit(&o);
-    memcpy(&o, opts, opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
+    if (opts->struct_size >= sizeof o) {
+        o = *opts;
+    } else { /* an older caller's: what it does not know of keeps its default */
+        xHttpClientRequestOptsInit(&o);
+        memcpy(&o, opts, opts->struct_size);
+    }
     *out = NULL;
     if (!o.handlers || !o.handlers->on_head || !o.handlers->on_end || !o.handlers->on_error)
         return XERR_INVALID;
@@ -1201,7 +1210,8 @@ static bool take_switch(xHttpClientRequest *req, xConn *conn, const xHttp1Respon
                                 .fields = (const xHttpClientField *)r->headers,
                                 .num_fields = r->num_headers,
                                 .content_length = -1,
-                                .has_body = true};
+                                .has_body = true,
+                                .fields_checked = true};
     CALL(req, req->handlers.on_head(req, &head, req->arg));
     xBufferConsume(&conn->in, (size_t)n);
     return survived(req);
@@ -1239,7 +1249,8 @@ static bool take_head(xHttpClientRequest *req, xConn *conn) {
                                 .fields = (const xHttpClientField *)r.headers,
                                 .num_fields = r.num_headers,
                                 .content_length = r.content_length,
-                                .has_body = req->body != XBODY_DONE};
+                                .has_body = req->body != XBODY_DONE,
+                                .fields_checked = true};
     if (req->body == XBODY_CHUNKED) req->chunked = (xHttp1Chunked){.stop_at_trailers = true};
     CALL(req, req->handlers.on_head(req, &head, req->arg));
     xBufferConsume(&conn->in, (size_t)n);

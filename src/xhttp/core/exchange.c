@@ -351,6 +351,11 @@ xErrno xHttpResponseAddField(xHttpResponse *res, xStr name, xStr value) {
     return put_field(&res->headers, name, value, &res->own_server);
 }
 
+xErrno xHttpResponseAddCheckedField(xHttpResponse *res, xStr name, xStr value) {
+    if (res->head_sent || res->ended) return XERR_STATE;
+    return put_field(&res->headers, name, value, &res->own_server);
+}
+
 xErrno xHttpResponseClearHeaders(xHttpResponse *res) {
     if (res->head_sent || res->ended) return XERR_STATE;
     res->headers.len = 0;

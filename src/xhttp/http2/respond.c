@@ -66,6 +66,7 @@ static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
     }
     ex->req.headers = ex->fields;
     ex->req.num_headers = n;
+    ex->req.fields_plain = s->plain_fields; /* HPACK judged the names (tokens) and :authority */
     /* A streaming route's body goes to its reader; what has come so far
      * would move as more arrives. */
     bool whole = s->body.data && !s->streams_body;
