@@ -271,7 +271,7 @@ uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s);
 #define XHPACK_MEMO_LINES 128
 #define XHPACK_MEMO_LINES_CODED 160
 
-/** The last header lines encoded (names folded) and their encoding: handlers send the
+/** The last header lines encoded (as given, before folding) and their encoding: handlers send the
  *  same few fields answer after answer, so the same lines are copied, not Huffman-coded.
  *  An encoding that names dynamic table entries holds only while the table is as it
  *  was (table_version), and one that added entries is never kept: sent again, those
@@ -288,8 +288,8 @@ typedef uint8_t *(*xHpackFieldWriter)(uint8_t *p, xStr name, xStr value);
 
 /** Writes the fields of len bytes of "Name: value\r\n" lines with write, folding each
  *  name to lower case where it lies (RFC 9113 §8.2.1, RFC 9114 §4.2). The same lines as
- *  the last call's on memo are copied from its encoding. For encodings that use no
- *  dynamic table (QPACK's). */
+ *  the last call's on memo are copied from its encoding (and left unfolded). For
+ *  encodings that use no dynamic table (QPACK's). */
 uint8_t *xHpackEncodeLinesWith(xHpackLinesMemo *memo, uint8_t *p, char *lines, size_t len,
                                xHpackFieldWriter write);
 
