@@ -125,6 +125,7 @@ typedef struct xH2Stream {
     bool plain_fields;       /* no value holds a byte HTTP/1.1 refuses (XHPACK_CTL_VALUE) */
     uint64_t received;       /* DATA payload bytes so far */
     xBuffer body;            /* the whole body, or a streamed one's undelivered part */
+    xBuffer kept_pieces;     /* a streamed response body's room, empty, for the next one */
     xH2HeldShare held_share; /* a streamed body's part: its connection window (held_window.h) */
     int64_t send_window;     /* what we may still send */
     int64_t recv_window;     /* what the client may still send */

@@ -87,8 +87,9 @@ static xH2Stream *stream_new(xHttp2 *h2, int32_t id) {
         /* Reuse it whole: its buffers keep their storage, emptied. */
         h2->spare = s->next;
         h2->spare_count--;
-        xBuffer strings = s->strings, fields = s->fields, body = s->body;
+        xBuffer strings = s->strings, fields = s->fields, body = s->body, pieces = s->kept_pieces;
         memset(s, 0, sizeof *s);
+        s->kept_pieces = pieces;
         s->strings = (xBuffer){strings.data, 0, strings.cap};
         s->fields = (xBuffer){fields.data, 0, fields.cap};
         s->body = (xBuffer){body.data, 0, body.cap};
@@ -118,6 +119,7 @@ static void stream_destroy(xH2Stream *s) {
     xBufferFree(&s->strings);
     xBufferFree(&s->fields);
     xBufferFree(&s->body);
+    xBufferFree(&s->kept_pieces);
     free(s);
 }
 
@@ -150,6 +152,7 @@ void xH2StreamFree(xH2Stream *s) {
     bool held_conn = s->dispatched;
     xConn *conn = h2->conn;
     if (s->body.cap > XH2_SPARE_BODY_CAP) xBufferFree(&s->body);
+    if (s->kept_pieces.cap > XH2_SPARE_BODY_CAP) xBufferFree(&s->kept_pieces);
     if (h2->spare_count < XH2_SPARE_STREAMS) {
         s->next = h2->spare;
         h2->spare = s;
