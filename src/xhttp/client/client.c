@@ -1368,6 +1368,9 @@ static void read_response(xClientConn *cc) {
     xConn *conn = cc->conn;
     xHttpClientRequest *req = cc->req;
     xConnRetain(conn);
+    /* Bytes came: the idle timeout restarts, but only once they are read,
+     * and only for a request they did not end (most end with one read). */
+    bool progress = false;
     while (req && cc->req == req && !req->paused && !xConnClosed(conn)) {
         while (advance_response(req, conn) && cc->req == req && !req->paused) {
         }
@@ -1391,9 +1394,10 @@ static void read_response(xClientConn *cc) {
         }
         in->len += (size_t)n;
         if (req->phase == XREQ_TUNNEL) continue; /* no idle timeout: a tunnel may rest */
-        if (req->phase != XREQ_RECEIVING) req->phase = XREQ_RECEIVING;
-        arm_phase(req);
+        req->phase = XREQ_RECEIVING;
+        progress = true;
     }
+    if (progress && cc->req == req && req->phase == XREQ_RECEIVING && !xConnClosed(conn)) arm_phase(req);
     if (!xConnClosed(conn) && conn->in.len == 0) xBufferPoolRelease(&conn->net->buffers, &conn->in);
     xConnRelease(conn);
 }
