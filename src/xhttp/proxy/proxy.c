@@ -494,11 +494,18 @@ static bool dropped_from_request(xStr name, const xHttpClientField *all, size_t 
 }
 
 /* Appends "name: value" to the call's fields; false when they are full. */
-static bool add_field(xProxyCall *call, const char *name, xStr value) {
+static bool add_named_field(xProxyCall *call, xStr name, xStr value) {
     if (call->num_fields == PROXY_MAX_FIELDS) return false;
-    call->fields[call->num_fields++] = (xHttpClientField){{name, strlen(name)}, value};
+    call->fields[call->num_fields++] = (xHttpClientField){name, value};
     return true;
 }
+
+static bool add_field(xProxyCall *call, const char *name, xStr value) {
+    return add_named_field(call, xStrFromC(name), value);
+}
+
+/* A literal name's length is known where it is written. */
+#define ADD_FIELD_LIT(call, lit, ...) add_named_field(call, (xStr){lit, sizeof(lit) - 1}, __VA_ARGS__)
 
 /* Appends n bytes at *p if they fit before end; false (and nothing) if not. */
 static bool append(char **p, const char *end, const char *bytes, size_t n) {
@@ -523,9 +530,9 @@ static void add_forwarding(xProxyCall *call, xStr prior_xff, xStr prior_forwarde
     bool ok = append(&p, end, prior_xff.data, prior_xff.len) &&
               (!prior_xff.len || APPEND_LIT(&p, end, ", ")) && append(&p, end, addr, addr_len);
     if (!ok) return;
-    add_field(call, "X-Forwarded-For", (xStr){start, (size_t)(p - start)});
-    add_field(call, "X-Forwarded-Proto", (xStr){proto, proto_len});
-    if (host.len) add_field(call, "X-Forwarded-Host", host);
+    ADD_FIELD_LIT(call, "X-Forwarded-For", (xStr){start, (size_t)(p - start)});
+    ADD_FIELD_LIT(call, "X-Forwarded-Proto", (xStr){proto, proto_len});
+    if (host.len) ADD_FIELD_LIT(call, "X-Forwarded-Host", host);
     start = p;
     ok = append(&p, end, prior_forwarded.data, prior_forwarded.len) &&
          (!prior_forwarded.len || APPEND_LIT(&p, end, ", ")) && APPEND_LIT(&p, end, "for=") &&
@@ -540,7 +547,7 @@ static void add_forwarding(xProxyCall *call, xStr prior_xff, xStr prior_forwarde
     if (plain && !(APPEND_LIT(&p, end, ";host=\"") && append(&p, end, host.data, host.len) &&
                    APPEND_LIT(&p, end, "\"")))
         p = before_host;
-    add_field(call, "Forwarded", (xStr){start, (size_t)(p - start)});
+    ADD_FIELD_LIT(call, "Forwarded", (xStr){start, (size_t)(p - start)});
 }
 
 /* The request's fields as the upstream gets them. False: too many. */
@@ -578,8 +585,8 @@ static bool build_fields(xProxyCall *call) {
         uint8_t raw[16];
         if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) return false;
         size_t key_len = xBase64Encode(raw, sizeof raw, call->ws_key);
-        add_field(call, "Upgrade", (xStr){"websocket", 9});
-        add_field(call, "Sec-WebSocket-Key", (xStr){call->ws_key, key_len});
+        ADD_FIELD_LIT(call, "Upgrade", (xStr){"websocket", 9});
+        ADD_FIELD_LIT(call, "Sec-WebSocket-Key", (xStr){call->ws_key, key_len});
     }
     return true;
 }
