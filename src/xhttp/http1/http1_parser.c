@@ -98,10 +98,6 @@ static const char *skip_field_value(const char *p, const char *end) {
 }
 
 static const char *skip_token(const char *p) {
-    /* Four a round while all four are tchars (a name's bytes mostly are):
-     * one branch for four where the loop's own cost a byte was most of it.
-     * No byte past the first non-tchar is read. */
-    while (HAS(p[0], C_TCHAR) && HAS(p[1], C_TCHAR) && HAS(p[2], C_TCHAR) && HAS(p[3], C_TCHAR)) p += 4;
     while (HAS(*p, C_TCHAR)) p++;
     return p;
 }
