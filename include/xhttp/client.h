@@ -177,6 +177,10 @@ typedef struct xHttpClientResponse {
     size_t num_fields;
     int64_t content_length; /**< -1: not given (chunked, or until the upstream closes) */
     bool has_body;          /**< false for HEAD's answer, 204, 304 and Content-Length: 0 */
+    /** Every field's name is a token and its value a field-value (RFC 9110
+     *  §5.1, §5.5): an HTTP/1.1 upstream's, which the parser held to that.
+     *  false: not known (an HTTP/2 upstream's values may hold control bytes). */
+    bool fields_checked;
 } xHttpClientResponse;
 
 /** What a request tells its caller, on the client's loop. Exactly one of
@@ -235,6 +239,11 @@ typedef struct xHttpClientRequestOpts {
      *  (XERR_INVALID). */
     const void *preface;
     size_t preface_len;
+    /** How many of fields, from the first, are known to be well-formed
+     *  (names tokens, values field-values: RFC 9110 §5.1, §5.5) because a
+     *  server's parser checked them so (xHttpRequest fields passed on by a
+     *  proxy): they are not checked again. Every other field is. 0: none. */
+    size_t num_checked_fields;
 } xHttpClientRequestOpts;
 
 /** The longest preface a request may give. */

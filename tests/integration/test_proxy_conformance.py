@@ -65,6 +65,10 @@ H2_SHAPES = {
     "h2-uppercase-name": ([("X-Upper", "1")], b""),
     "h2-crlf-in-value": ([("x-a", "a\r\nx-b: b")], b""),
     "h2-te-not-trailers": ([("te", "gzip")], b""),
+    # Legal on HTTP/2 (§8.2.1 bars only NUL, CR and LF), not in an HTTP/1.1
+    # field-value: the front may take them, the upstream must not see them.
+    "h2-control-byte-in-value": ([("x-a", "a\x01b")], b""),
+    "h2-del-in-value": ([("x-a", "a\x7fb")], b""),
 }
 
 

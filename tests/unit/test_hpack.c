@@ -384,15 +384,16 @@ static void test_verdicts_come_once_with_the_field(void) {
     p = add_literal(p, "X-Up", "ok");
     p = add_literal(p, "x-sp", " lead");
     p = add_literal(p, "connection", "close");
+    p = add_literal(p, "x-ctl", "a\x01b\tc\x7f"); /* allowed on HTTP/2, not on HTTP/1.1 */
     xHpackField f[8];
     size_t count;
-    CHECK(decode(&d, block, (size_t)(p - block), f, 8, 4096, &count) == XHPACK_OK && count == 3);
+    CHECK(decode(&d, block, (size_t)(p - block), f, 8, 4096, &count) == XHPACK_OK && count == 4);
     CHECK(f[0].flags == XHPACK_BAD_NAME && f[1].flags == XHPACK_BAD_VALUE && f[2].flags == 0);
-    CHECK(f[2].token == XHPACK_TOKEN_CONNECTION);
-    const uint8_t again[] = {0xc0, 0xbf, 0xbe}; /* the same three by index, newest first */
-    CHECK(decode(&d, again, sizeof again, f, 8, 4096, &count) == XHPACK_OK && count == 3);
+    CHECK(f[2].token == XHPACK_TOKEN_CONNECTION && f[3].flags == XHPACK_CTL_VALUE);
+    const uint8_t again[] = {0xc1, 0xc0, 0xbf, 0xbe}; /* the same four by index */
+    CHECK(decode(&d, again, sizeof again, f, 8, 4096, &count) == XHPACK_OK && count == 4);
     CHECK(f[0].flags == XHPACK_BAD_NAME && f[1].flags == XHPACK_BAD_VALUE &&
-          f[2].token == XHPACK_TOKEN_CONNECTION);
+          f[2].token == XHPACK_TOKEN_CONNECTION && f[3].flags == XHPACK_CTL_VALUE);
     xHpackDecoderFree(&d);
 }
 

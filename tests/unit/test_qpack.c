@@ -154,7 +154,7 @@ static void every_huffman_code_round_trips(void) {
                       s.fields[0].value.len == 3 && memcmp(s.fields[0].value.data, sym, 3) == 0,
                   "symbol %d", c);
         CHECK_EQ_INT(s.fields[0].flags & XHPACK_BAD_NAME, xHpackNameVerdict(v));
-        CHECK_EQ_INT(s.fields[0].flags & XHPACK_BAD_VALUE, xHpackValueVerdict(v));
+        CHECK_EQ_INT(s.fields[0].flags & (XHPACK_BAD_VALUE | XHPACK_CTL_VALUE), xHpackValueVerdict(v));
 
         char value[8] = {'a', (char)c, (char)c, (char)c, (char)c, (char)c, (char)c, 'z'};
         p = xQpackEncodeField(xQpackEncodeBegin(in), xStrFromC("x-sym"), (xStr){value, 8});

@@ -351,6 +351,11 @@ xErrno xHttpResponseAddField(xHttpResponse *res, xStr name, xStr value) {
     return put_field(&res->headers, name, value, &res->own_server);
 }
 
+xErrno xHttpResponseAddCheckedField(xHttpResponse *res, xStr name, xStr value) {
+    if (res->head_sent || res->ended) return XERR_STATE;
+    return put_field(&res->headers, name, value, &res->own_server);
+}
+
 xErrno xHttpResponseClearHeaders(xHttpResponse *res) {
     if (res->head_sent || res->ended) return XERR_STATE;
     res->headers.len = 0;
@@ -525,13 +530,28 @@ void xHttpRequestClient(const xHttpRequest *req, xNetAddr *client) {
     xHttpForwardedClient(req->headers, req->num_headers, trust, &req->conn->addr, client);
 }
 
+/* The last address this thread wrote as text: a worker's requests come from
+ * few clients, and a proxy asks for the text on every one (X-Forwarded-For). */
+static _Thread_local struct {
+    uint8_t family; /* 0: none yet */
+    uint8_t bytes[16];
+    char text[sizeof((xHttpPeer *)0)->address];
+} last_peer;
+
 bool xHttpRequestPeerSized(const xHttpRequest *req, xHttpPeer *peer, size_t size) {
     if (!req->conn) return false;
     xNetAddr client;
     xHttpRequestClient(req, &client);
     const xNetAddr *addr = &client;
     xHttpPeer full = {.family = addr->family, .port = addr->port, .local_port = addr->local_port};
-    if (!xNetAddrFormat(addr, full.address, sizeof full.address)) return false;
+    if (addr->family && addr->family == last_peer.family && memcmp(addr->bytes, last_peer.bytes, 16) == 0) {
+        memcpy(full.address, last_peer.text, sizeof full.address);
+    } else {
+        if (!xNetAddrFormat(addr, full.address, sizeof full.address)) return false;
+        last_peer.family = addr->family;
+        memcpy(last_peer.bytes, addr->bytes, 16);
+        memcpy(last_peer.text, full.address, sizeof full.address);
+    }
     xSizedExport(peer, size, &full, sizeof full);
     return true;
 }

@@ -113,6 +113,10 @@ struct xHttpRequest {
     xConn *conn;       /* what it came on, for connection-level facts (TLS) */
     uint64_t start_us; /* loop time at its first byte; kept only while on_finished is set */
     char *kept;        /* xHttpExchangeKeepRequest's copy of the views, or NULL */
+    /* Every field's name is a token and its value a field-value (RFC 9110
+     * §5.1, §5.5): the protocol's parser checked them as HTTP/1.1 wants them,
+     * so a proxy passing them on over HTTP/1.1 need not check them again. */
+    bool fields_plain;
 };
 
 struct xHttpResponse {
@@ -244,5 +248,11 @@ void xHttpRequestClient(const xHttpRequest *req, xNetAddr *client);
  * NUL-terminated), checked the same way: how the proxy passes on an
  * upstream's fields without copying each into a string first. */
 xErrno xHttpResponseAddField(xHttpResponse *res, xStr name, xStr value);
+
+/* The same for a field a parser has held to those rules already (an
+ * HTTP/1.1 upstream's answer, xHttpClientResponse.fields_checked): its bytes
+ * are not looked at again; the names the server frames itself are still
+ * refused. */
+xErrno xHttpResponseAddCheckedField(xHttpResponse *res, xStr name, xStr value);
 
 #endif

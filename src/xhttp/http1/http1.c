@@ -497,6 +497,7 @@ static int parse_head(xHttp1 *h, xHttp1Request *req) {
         out->query = req->query;
         out->headers = h->ex->fields;
         out->num_headers = req->num_headers;
+        out->fields_plain = true; /* the parser held names to tokens, values to field-value */
         out->protocol = req->minor_version ? "HTTP/1.1" : "HTTP/1.0";
         h->parsed_at = conn->in.data + h->start;
     }

@@ -703,22 +703,23 @@ typedef struct LineWriter {
 } LineWriter;
 
 static uint8_t *encode_lines(xHpackLinesMemo *memo, uint8_t *p, char *lines, size_t len, LineWriter w) {
-    char *end = lines + len;
-    for (char *at = lines; at < end;) { /* names folded first: the memo holds folded lines */
-        char *colon = memchr(at, ':', (size_t)(end - at));
-        for (char *c = at; c < colon; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
-        at = (char *)memchr(at, '\r', (size_t)(end - at)) + 2;
-    }
+    /* The memo holds the lines as they were given, before their names were
+     * folded: the same lines again are found without a pass over them. */
     uint32_t version = w.indexed ? w.indexed->table.version : 0;
     if (len && len == memo->lines_len && version == memo->table_version &&
         memcmp(lines, memo->lines, len) == 0) {
         memcpy(p, memo->coded, memo->coded_len);
         return p + memo->coded_len;
     }
+    bool memo_fits = len <= XHPACK_MEMO_LINES;
+    char given[XHPACK_MEMO_LINES];
+    if (memo_fits) memcpy(given, lines, len);
     uint8_t *start = p;
+    char *end = lines + len;
     for (char *at = lines; at < end;) {
         char *colon = memchr(at, ':', (size_t)(end - at));
-        char *eol = memchr(at, '\r', (size_t)(end - at));
+        char *eol = memchr(colon, '\r', (size_t)(end - colon));
+        for (char *c = at; c < colon; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
         xStr name = {at, (size_t)(colon - at)}, value = {colon + 2, (size_t)(eol - colon - 2)};
         p = w.indexed ? xHpackEncodeIndexed(w.indexed, p, xHpackTokenOf(name.data, name.len), name, value)
                       : w.plain(p, name, value);
@@ -726,11 +727,11 @@ static uint8_t *encode_lines(xHpackLinesMemo *memo, uint8_t *p, char *lines, siz
     }
     /* An encoding that added entries is not kept: the same lines go out by index next. */
     bool table_same = !w.indexed || w.indexed->table.version == version;
-    if (table_same && len <= XHPACK_MEMO_LINES && (size_t)(p - start) <= XHPACK_MEMO_LINES_CODED) {
+    if (table_same && memo_fits && (size_t)(p - start) <= XHPACK_MEMO_LINES_CODED) {
         memo->lines_len = (uint8_t)len;
         memo->coded_len = (uint8_t)(p - start);
         memo->table_version = version;
-        memcpy(memo->lines, lines, len);
+        memcpy(memo->lines, given, len);
         memcpy(memo->coded, start, memo->coded_len);
     }
     return p;

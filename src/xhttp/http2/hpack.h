@@ -105,6 +105,11 @@ enum {
     XHPACK_BAD_VALUE = 2,     /* NUL, CR or LF, or leading or trailing SP/HTAB */
     XHPACK_NEVER_INDEXED = 4, /* sent as "never indexed" (RFC 7541 §6.2.3): forward it so */
     XHPACK_BAD_SYNTAX = 8,    /* not of the syntax its name requires (xHpackSyntaxVerdict) */
+    /* Not bad, but a control byte other than NUL, CR, LF and HTAB (or DEL)
+     * lies in the value: RFC 9113 lets it by, HTTP/1.1's field-value (RFC
+     * 9110 §5.5) does not, so a field with it is checked again before it is
+     * passed on over HTTP/1.1. */
+    XHPACK_CTL_VALUE = 16,
 };
 
 /** A value's verdict for its name: XHPACK_BAD_SYNTAX when a request's :method is no token,
@@ -125,16 +130,20 @@ static inline uint8_t xHpackNameVerdict(xStr name) {
     return 0;
 }
 
-/** A value's verdict: XHPACK_BAD_VALUE for NUL, CR, LF or leading or trailing SP/HTAB. */
+/** A value's verdict: XHPACK_BAD_VALUE for NUL, CR, LF or leading or trailing SP/HTAB;
+ *  XHPACK_CTL_VALUE for another control byte but HTAB, or DEL. */
 static inline uint8_t xHpackValueVerdict(xStr v) {
     if (v.len &&
         (v.data[0] == ' ' || v.data[0] == '\t' || v.data[v.len - 1] == ' ' || v.data[v.len - 1] == '\t'))
         return XHPACK_BAD_VALUE;
+    uint8_t verdict = 0;
     for (size_t i = 0; i < v.len; i++) {
-        char c = v.data[i];
+        unsigned char c = (unsigned char)v.data[i];
+        if (c >= 0x20 && c != 0x7F) continue;
         if (c == '\0' || c == '\r' || c == '\n') return XHPACK_BAD_VALUE;
+        if (c != '\t') verdict = XHPACK_CTL_VALUE;
     }
-    return 0;
+    return verdict;
 }
 
 /** A decoded field: views that live as long as the block and the scratch buffer. */
@@ -142,7 +151,7 @@ typedef struct xHpackField {
     xStr name;
     xStr value;
     uint16_t token; /* xHpackToken */
-    uint8_t flags;  /* XHPACK_BAD_NAME | XHPACK_BAD_VALUE | XHPACK_NEVER_INDEXED */
+    uint8_t flags;  /* the verdict (XHPACK_BAD_NAME ... XHPACK_CTL_VALUE), XHPACK_NEVER_INDEXED */
 } xHpackField;
 
 /** What xHpackDecode says of a block. */
@@ -262,7 +271,7 @@ uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s);
 #define XHPACK_MEMO_LINES 128
 #define XHPACK_MEMO_LINES_CODED 160
 
-/** The last header lines encoded (names folded) and their encoding: handlers send the
+/** The last header lines encoded (as given, before folding) and their encoding: handlers send the
  *  same few fields answer after answer, so the same lines are copied, not Huffman-coded.
  *  An encoding that names dynamic table entries holds only while the table is as it
  *  was (table_version), and one that added entries is never kept: sent again, those
@@ -279,8 +288,8 @@ typedef uint8_t *(*xHpackFieldWriter)(uint8_t *p, xStr name, xStr value);
 
 /** Writes the fields of len bytes of "Name: value\r\n" lines with write, folding each
  *  name to lower case where it lies (RFC 9113 §8.2.1, RFC 9114 §4.2). The same lines as
- *  the last call's on memo are copied from its encoding. For encodings that use no
- *  dynamic table (QPACK's). */
+ *  the last call's on memo are copied from its encoding (and left unfolded). For
+ *  encodings that use no dynamic table (QPACK's). */
 uint8_t *xHpackEncodeLinesWith(xHpackLinesMemo *memo, uint8_t *p, char *lines, size_t len,
                                xHpackFieldWriter write);
 

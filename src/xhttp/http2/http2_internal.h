@@ -122,8 +122,10 @@ typedef struct xH2Stream {
     xBuffer fields;  /* xH2Field entries of regular headers */
     xStr method, path, authority;
     int64_t declared_length; /* content-length, or -1 */
+    bool plain_fields;       /* no value holds a byte HTTP/1.1 refuses (XHPACK_CTL_VALUE) */
     uint64_t received;       /* DATA payload bytes so far */
     xBuffer body;            /* the whole body, or a streamed one's undelivered part */
+    xBuffer kept_pieces;     /* a streamed response body's room, empty, for the next one */
     xH2HeldShare held_share; /* a streamed body's part: its connection window (held_window.h) */
     int64_t send_window;     /* what we may still send */
     int64_t recv_window;     /* what the client may still send */

@@ -66,6 +66,7 @@ static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
     }
     ex->req.headers = ex->fields;
     ex->req.num_headers = n;
+    ex->req.fields_plain = s->plain_fields; /* HPACK judged the names (tokens) and :authority */
     /* A streaming route's body goes to its reader; what has come so far
      * would move as more arrives. */
     bool whole = s->body.data && !s->streams_body;
@@ -248,10 +249,14 @@ static void hand_over(xH2Stream *s, void (*release)(void *), void *arg) {
 
 void xH2SourceRelease(xH2Stream *s) {
     xH2BodySource *b = &s->out;
-    if (b->kind == XH2_SOURCE_STREAMED)
-        xBufferFree(&b->pieces);
-    else
+    if (b->kind == XH2_SOURCE_STREAMED) {
+        /* Its room stays with the stream (a spare one too) for the next
+         * streamed body: a proxied answer otherwise cost a malloc and a free. */
+        if (s->kept_pieces.data) xBufferFree(&s->kept_pieces);
+        s->kept_pieces = (xBuffer){b->pieces.data, 0, b->pieces.cap};
+    } else {
         hand_over(s, b->release, b->release_arg);
+    }
     *b = (xH2BodySource){.kind = XH2_SOURCE_NONE};
 }
 
@@ -441,7 +446,10 @@ static xErrno h2_write(xHttpExchange *ex, const void *data, size_t len) {
     if (!ex->res.head_sent) err = submit_streamed_head(s);
     if (err == XOK && len && response_has_body(ex)) {
         xH2BodySource *b = &s->out;
-        if (b->kind == XH2_SOURCE_NONE) *b = (xH2BodySource){.kind = XH2_SOURCE_STREAMED};
+        if (b->kind == XH2_SOURCE_NONE) {
+            *b = (xH2BodySource){.kind = XH2_SOURCE_STREAMED, .pieces = s->kept_pieces};
+            s->kept_pieces = (xBuffer){NULL, 0, 0};
+        }
         /* Framed bytes leave the front once they are half the buffer: a
          * writer that refills before the client's window lets all of it go
          * (a proxy waking at its low-water mark) would otherwise grow the

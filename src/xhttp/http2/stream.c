@@ -87,8 +87,9 @@ static xH2Stream *stream_new(xHttp2 *h2, int32_t id) {
         /* Reuse it whole: its buffers keep their storage, emptied. */
         h2->spare = s->next;
         h2->spare_count--;
-        xBuffer strings = s->strings, fields = s->fields, body = s->body;
+        xBuffer strings = s->strings, fields = s->fields, body = s->body, pieces = s->kept_pieces;
         memset(s, 0, sizeof *s);
+        s->kept_pieces = pieces;
         s->strings = (xBuffer){strings.data, 0, strings.cap};
         s->fields = (xBuffer){fields.data, 0, fields.cap};
         s->body = (xBuffer){body.data, 0, body.cap};
@@ -118,6 +119,7 @@ static void stream_destroy(xH2Stream *s) {
     xBufferFree(&s->strings);
     xBufferFree(&s->fields);
     xBufferFree(&s->body);
+    xBufferFree(&s->kept_pieces);
     free(s);
 }
 
@@ -150,6 +152,7 @@ void xH2StreamFree(xH2Stream *s) {
     bool held_conn = s->dispatched;
     xConn *conn = h2->conn;
     if (s->body.cap > XH2_SPARE_BODY_CAP) xBufferFree(&s->body);
+    if (s->kept_pieces.cap > XH2_SPARE_BODY_CAP) xBufferFree(&s->kept_pieces);
     if (h2->spare_count < XH2_SPARE_STREAMS) {
         s->next = h2->spare;
         h2->spare = s;
@@ -319,10 +322,12 @@ bool xH2StreamTakeData(xHttp2 *h2, xH2Stream *s, const uint8_t *data, size_t len
  * checked :scheme is not kept, nor are the pseudo-headers' names). */
 static bool keep_fields(xH2Stream *s, const xHpackField *f, size_t n, const xH2RequestHead *head) {
     size_t total = 0, regular = 0;
+    uint8_t verdicts = 0;
     for (size_t i = 0; i < n; i++) {
         bool pseudo = f[i].name.data[0] == ':';
         total += (pseudo ? 0 : f[i].name.len) + f[i].value.len;
         regular += !pseudo;
+        verdicts |= f[i].flags;
     }
     if (head->protocol.len) regular++;
     /* Room for everything first: the fields point into the strings. */
@@ -361,6 +366,7 @@ static bool keep_fields(xH2Stream *s, const xHpackField *f, size_t n, const xH2R
     if (head->protocol.len) *out++ = (xH2Field){{":protocol", 9}, protocol};
     s->fields.len = (size_t)((char *)out - s->fields.data);
     s->declared_length = head->content_length;
+    s->plain_fields = !(verdicts & XHPACK_CTL_VALUE);
     s->tunnel = head->protocol.len > 0;
     return true;
 }
@@ -423,6 +429,7 @@ bool xH2StreamFromUpgrade(xHttp2 *h2, const xHttp2Upgrade *up) {
     }
     s->strings.len = total;
     s->fields.len = up->num_headers * sizeof(xH2Field);
+    s->plain_fields = true;    /* HTTP/1.1's parser checked them */
     xH2StreamRemoteEnd(h2, s); /* an upgrade carries no body: it is ready */
     return true;
 }

@@ -80,14 +80,17 @@ static const char *copied_name(const xProxyAuth *auth, xStr name) {
     return NULL;
 }
 
-size_t xProxyAuthStrip(const xProxyAuth *auth, xHttpClientField *fields, size_t n) {
-    size_t kept = 0;
+size_t xProxyAuthStrip(const xProxyAuth *auth, xHttpClientField *fields, size_t n, size_t *leading) {
+    size_t kept = 0, leading_kept = 0;
     for (size_t i = 0; i < n; i++) {
         xStr name = fields[i].name;
         bool ours = copied_name(auth, name) != NULL || xHttpNameEquals(name, "x-original-method") ||
                     xHttpNameEquals(name, "x-original-uri");
-        if (!ours) fields[kept++] = fields[i];
+        if (ours) continue;
+        fields[kept++] = fields[i];
+        leading_kept += i < *leading;
     }
+    *leading = leading_kept;
     return kept;
 }
 

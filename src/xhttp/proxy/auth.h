@@ -27,8 +27,10 @@ xErrno xProxyAuthCreate(const xHttpProxyConf *conf, xProxyAuth **out);
 void xProxyAuthDestroy(xProxyAuth *auth);
 
 /** Removes from fields (n of them) those the auth answer is to set, so a
- *  client cannot send them itself; returns how many remain. */
-size_t xProxyAuthStrip(const xProxyAuth *auth, xHttpClientField *fields, size_t n);
+ *  client cannot send them itself; returns how many remain. *leading, a
+ *  count of fields from the first (those known well-formed), becomes how many
+ *  of them remain, still first: the order is kept. */
+size_t xProxyAuthStrip(const xProxyAuth *auth, xHttpClientField *fields, size_t n, size_t *leading);
 
 /** How a check ended, valid during the done call. */
 typedef struct xProxyAuthVerdict {

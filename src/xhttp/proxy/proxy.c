@@ -133,7 +133,8 @@ typedef struct xProxyCall {
     bool front_held; /* not reading the client while the upstream takes its bytes */
     bool up_held;    /* the upstream paused while the client takes ours */
     size_t num_fields;
-    char detail[160]; /* the upstream client's words on its last failure */
+    size_t num_checked; /* the first of fields: the front's, which its parser held to HTTP/1.1's rules */
+    char detail[160];   /* the upstream client's words on its last failure */
     size_t preface_len;
     xProxyAuthCheck *auth_check; /* the auth subrequest under way */
     /* Not zeroed (call_new): written before they are read. */
@@ -487,17 +488,24 @@ static bool named_by_connection(xStr name, const xHttpClientField *fields, size_
 
 /* n: 0 when the request has no Connection field (has_connection). */
 static bool dropped_from_request(xStr name, const xHttpClientField *all, size_t n) {
-    return hop_by_hop(name) || named_by_connection(name, all, n) || NAME_IS(name, "content-length") ||
+    return hop_by_hop(name) || (n && named_by_connection(name, all, n)) || NAME_IS(name, "content-length") ||
            (name.len && name.data[0] == ':') || NAME_IS(name, "x-forwarded-proto") ||
            NAME_IS(name, "x-forwarded-host");
 }
 
 /* Appends "name: value" to the call's fields; false when they are full. */
-static bool add_field(xProxyCall *call, const char *name, xStr value) {
+static bool add_named_field(xProxyCall *call, xStr name, xStr value) {
     if (call->num_fields == PROXY_MAX_FIELDS) return false;
-    call->fields[call->num_fields++] = (xHttpClientField){{name, strlen(name)}, value};
+    call->fields[call->num_fields++] = (xHttpClientField){name, value};
     return true;
 }
+
+static bool add_field(xProxyCall *call, const char *name, xStr value) {
+    return add_named_field(call, xStrFromC(name), value);
+}
+
+/* A literal name's length is known where it is written. */
+#define ADD_FIELD_LIT(call, lit, ...) add_named_field(call, (xStr){lit, sizeof(lit) - 1}, __VA_ARGS__)
 
 /* Appends n bytes at *p if they fit before end; false (and nothing) if not. */
 static bool append(char **p, const char *end, const char *bytes, size_t n) {
@@ -522,9 +530,9 @@ static void add_forwarding(xProxyCall *call, xStr prior_xff, xStr prior_forwarde
     bool ok = append(&p, end, prior_xff.data, prior_xff.len) &&
               (!prior_xff.len || APPEND_LIT(&p, end, ", ")) && append(&p, end, addr, addr_len);
     if (!ok) return;
-    add_field(call, "X-Forwarded-For", (xStr){start, (size_t)(p - start)});
-    add_field(call, "X-Forwarded-Proto", (xStr){proto, proto_len});
-    if (host.len) add_field(call, "X-Forwarded-Host", host);
+    ADD_FIELD_LIT(call, "X-Forwarded-For", (xStr){start, (size_t)(p - start)});
+    ADD_FIELD_LIT(call, "X-Forwarded-Proto", (xStr){proto, proto_len});
+    if (host.len) ADD_FIELD_LIT(call, "X-Forwarded-Host", host);
     start = p;
     ok = append(&p, end, prior_forwarded.data, prior_forwarded.len) &&
          (!prior_forwarded.len || APPEND_LIT(&p, end, ", ")) && APPEND_LIT(&p, end, "for=") &&
@@ -539,7 +547,7 @@ static void add_forwarding(xProxyCall *call, xStr prior_xff, xStr prior_forwarde
     if (plain && !(APPEND_LIT(&p, end, ";host=\"") && append(&p, end, host.data, host.len) &&
                    APPEND_LIT(&p, end, "\"")))
         p = before_host;
-    add_field(call, "Forwarded", (xStr){start, (size_t)(p - start)});
+    ADD_FIELD_LIT(call, "Forwarded", (xStr){start, (size_t)(p - start)});
 }
 
 /* The request's fields as the upstream gets them. False: too many. */
@@ -569,14 +577,16 @@ static bool build_fields(xProxyCall *call) {
         }
         call->fields[call->num_fields++] = all[i];
     }
+    /* What the proxy adds below is checked by the client; these need not be. */
+    if (req->fields_plain) call->num_checked = call->num_fields;
     if (call->proxy->conf.forwarded_headers) add_forwarding(call, xff, forwarded, host);
     if (call->upgrade == PROXY_WEBSOCKET_H2) {
         /* RFC 8441 §5: the key and the Upgrade field are the hop's own. */
         uint8_t raw[16];
         if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) return false;
         size_t key_len = xBase64Encode(raw, sizeof raw, call->ws_key);
-        add_field(call, "Upgrade", (xStr){"websocket", 9});
-        add_field(call, "Sec-WebSocket-Key", (xStr){call->ws_key, key_len});
+        ADD_FIELD_LIT(call, "Upgrade", (xStr){"websocket", 9});
+        ADD_FIELD_LIT(call, "Sec-WebSocket-Key", (xStr){call->ws_key, key_len});
     }
     return true;
 }
@@ -660,10 +670,13 @@ static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, voi
     size_t listed = has_connection(r->fields, r->num_fields) ? r->num_fields : 0;
     for (size_t i = 0; i < r->num_fields; i++) {
         xStr n = r->fields[i].name;
-        if (hop_by_hop(n) || named_by_connection(n, r->fields, listed) || NAME_IS(n, "content-length") ||
-            NAME_IS(n, "date"))
+        if (hop_by_hop(n) || (listed && named_by_connection(n, r->fields, listed)) ||
+            NAME_IS(n, "content-length") || NAME_IS(n, "date"))
             continue;
-        xHttpResponseAddField(call->res, n, r->fields[i].value);
+        if (r->fields_checked)
+            xHttpResponseAddCheckedField(call->res, n, r->fields[i].value);
+        else
+            xHttpResponseAddField(call->res, n, r->fields[i].value);
     }
     /* The upstream's length goes on as it is (a HEAD's answer keeps the
      * length a GET would have); otherwise the front frames it (chunked). */
@@ -1009,6 +1022,7 @@ static bool start_try(xProxyCall *call) {
     o.target = target;
     o.fields = call->fields;
     o.num_fields = call->num_fields;
+    o.num_checked_fields = call->num_checked;
     o.body_length = call->streams_body ? front_length(req) : (int64_t)body.len;
     if (call->streams_body && call->body_ended && o.body_length < 0) o.body_length = 0;
     o.retry_on_stale = !call->streams_body;
@@ -1106,7 +1120,7 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
         call->preface_len = xProxyPreface(res, (int)proxy->conf.proxy_protocol, call->preface);
     xHttpResponseOnAbort(res, on_front_abort, call);
     if (proxy->auth) {
-        call->num_fields = xProxyAuthStrip(proxy->auth, call->fields, call->num_fields);
+        call->num_fields = xProxyAuthStrip(proxy->auth, call->fields, call->num_fields, &call->num_checked);
         call->auth_check =
             xProxyAuthStart(proxy->auth, client, req, call->fields, call->num_fields, on_auth_done, call);
         if (!call->auth_check) {
