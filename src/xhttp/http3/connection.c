@@ -195,8 +195,12 @@ static void maybe_free_conn(xH3Conn *h3) {
     free(h3);
 }
 
-/* Sends the decoder stream instructions QPACK has queued. */
-static void flush_decoder_stream(xH3Conn *h3) {
+/* Sends the decoder stream instructions QPACK queued over the event (the
+ * Section Acknowledgments of every request it read, an Insert Count
+ * Increment): one write, not one per stream. */
+static void on_settle(xQuicConn *qc) {
+    xH3Conn *h3 = xQuicConnApp(qc);
+    if (!h3) return;
     xStr out = xQpackDecoderTakeOutput(&h3->qpack);
     if (out.len && h3->decoder_out) xQuicStreamWrite(h3->decoder_out, out.data, out.len, false, NULL, NULL);
 }
@@ -738,7 +742,6 @@ static void on_headers(xH3Stream *s, xStr payload) {
                          .max_size = conf->max_header_size};
     xQpackResult r = xQpackDecodeSection(&h3->qpack, (uint64_t)xQuicStreamId(s->qs),
                                          (const uint8_t *)payload.data, payload.len, &sec);
-    flush_decoder_stream(h3);
     xH2RequestHead head;
     if (r != XQPACK_OK && r != XQPACK_TOO_LARGE) {
         conn_error(h3, xQpackErrorCode(r) ? xQpackErrorCode(r) : XH3_GENERAL_PROTOCOL_ERROR);
@@ -951,7 +954,6 @@ static void read_unidirectional(xH3Stream *s) {
     case XH3_KIND_ENCODER:
         if (xQpackDecoderReadEncoder(&h3->qpack, in, s->in.len, &used) != XQPACK_OK)
             conn_error(h3, xQpackErrorCode(XQPACK_ENCODER_STREAM_ERROR));
-        flush_decoder_stream(h3);
         break;
     case XH3_KIND_DECODER:
         if (xQpackEncoderReadDecoder(in, s->in.len, &used) != XQPACK_OK)
@@ -1030,5 +1032,6 @@ const xQuicAppOps xH3App = {
     .on_stream_close = on_stream_close,
     .on_stream_acked = on_stream_acked,
     .on_drain = on_drain,
+    .on_settle = on_settle,
     .on_close = on_close,
 };

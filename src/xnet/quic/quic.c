@@ -113,6 +113,7 @@ struct xQuicConn {
     unsigned refs;
     void *app;
     bool close_owed; /* xQuicConnClose was called: sent at the end of the event */
+    bool settling;   /* in the application's on_settle: conn_settle writes next */
     uint64_t close_code;
     int fatal; /* an ngtcp2 error that ends the connection, else 0 */
     xQuicCidEntry *cids;
@@ -374,7 +375,7 @@ static void stream_advance(xQuicStream *s, size_t n, bool fin) {
 }
 
 static void schedule_flush(xQuicConn *qc) {
-    if (qc->flush.queued || qc->state == XQUIC_GONE) return;
+    if (qc->flush.queued || qc->settling || qc->state == XQUIC_GONE) return;
     qc->refs++; /* released by the flush */
     xEventLoopAtTurnEnd(qc->ep->net->loop, &qc->flush);
 }
@@ -594,6 +595,11 @@ static void conn_close_now(xQuicConn *qc, int liberr, uint64_t app_code) {
  * out; otherwise what is due is written and the timer re-armed. */
 static void conn_settle(xQuicConn *qc) {
     if (qc->state == XQUIC_GONE) return;
+    if (qc->state == XQUIC_OPEN && !qc->fatal && !qc->close_owed && qc->ep->conf.app->on_settle) {
+        qc->settling = true; /* its writes go out below, not at another turn's end */
+        qc->ep->conf.app->on_settle(qc);
+        qc->settling = false;
+    }
     if (qc->fatal) {
         conn_close_now(qc, qc->fatal, 0);
         return;
