@@ -331,7 +331,7 @@ static void stream_free(xH3Stream *s) {
         h3->streams = s->next;
     if (s->next) s->next->prev = s->prev;
     bool held = s->dispatched;
-    if (s->kind == XH3_KIND_REQUEST && h3->spare_count < XH3_SPARE_STREAMS) {
+    if (s->kind == XH3_KIND_REQUEST && (int)h3->spare_count < XH3_SPARE_STREAMS) { /* int: 0 under ASan */
         s->next = h3->spare;
         h3->spare = s;
         h3->spare_count++;
