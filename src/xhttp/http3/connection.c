@@ -407,11 +407,7 @@ static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint6
         p = put_fixed_fields(h3, p, ex->req.loop, !ex->res.own_server);
     }
     if (lines->len) p = xHpackEncodeLinesWith(&h3->lines, p, lines->data, lines->len, xQpackEncodeField);
-    if (with_length) {
-        char digits[XHTTP_DECIMAL_MAX];
-        size_t n = (size_t)(xHttpPutDecimal(digits, length) - digits);
-        p = xQpackEncodeField(p, (xStr){"content-length", 14}, (xStr){digits, n});
-    }
+    if (with_length) p = xQpackEncodeContentLength(p, length);
     uint8_t header[XH3_FRAME_HEADER_MAX];
     size_t header_len =
         (size_t)(xH3FrameWriteHeader(header, XH3_FRAME_HEADERS, (uint64_t)(p - start)) - header);

@@ -3,6 +3,8 @@
  * instructions, and the static-table-only encoder of qpack.h. */
 #include "xhttp/http3/qpack.h"
 
+#include "xhttp/core/tokens.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -608,4 +610,13 @@ uint8_t *xQpackEncodeField(uint8_t *p, xStr name, xStr value) {
     if (name_index >= 0) return put_static_name(p, (unsigned)name_index, value);
     p = put_string(p, 0x20, 0x08, 3, name); /* Literal With Literal Name, N = 0 */
     return put_string(p, 0x00, 0x80, 7, value);
+}
+
+#define STATIC_CONTENT_LENGTH 4 /* content-length: 0, the only entry of that name */
+
+uint8_t *xQpackEncodeContentLength(uint8_t *p, uint64_t length) {
+    if (!length) return put_indexed_static(p, STATIC_CONTENT_LENGTH);
+    char digits[XHTTP_DECIMAL_MAX];
+    size_t n = (size_t)(xHttpPutDecimal(digits, length) - digits);
+    return put_static_name(p, STATIC_CONTENT_LENGTH, (xStr){digits, n});
 }

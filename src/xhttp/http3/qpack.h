@@ -174,4 +174,8 @@ uint8_t *xQpackEncodeStatus(uint8_t *p, int status);
  *  that is shorter. Never indexed by us, so nothing to acknowledge. */
 uint8_t *xQpackEncodeField(uint8_t *p, xStr name, xStr value);
 
+/** Writes content-length: length, as xQpackEncodeField writes it (the same bytes)
+ *  without looking the name up: every response with a body has one. */
+uint8_t *xQpackEncodeContentLength(uint8_t *p, uint64_t length);
+
 #endif
