@@ -461,6 +461,34 @@ static void fields_meet_http2_checks(void) {
     xQpackDecoderFree(&d);
 }
 
+/* A field's verdict carries its value's syntax (a dynamic entry's judged as it enters the
+ * table), so HTTP/2's check for judged fields gives what the full check gives. */
+static void verdicts_carry_the_syntax(void) {
+    xQpackDecoder d;
+    CHECK(xQpackDecoderInit(&d, 220, 0) == 0);
+    xQpackSection s = section();
+    xH2RequestHead head;
+    /* Capacity 220; :authority (static 0) "a b", then "example.com". */
+    CHECK_EQ_INT(read_encoder(&d, "3fbd01c003612062c00b6578616d706c652e636f6d"), XQPACK_OK);
+    /* :method GET, :scheme https, :path /, :authority by dynamic index (Base 2). */
+    CHECK_EQ_INT(decode(&d, 0, "0300d1d7c180", &s), XQPACK_OK);
+    CHECK(field_is(&s, 3, ":authority", "example.com") && !s.fields[3].flags);
+    CHECK(xH2CheckHpackRequest(s.fields, s.count, true, &head));
+    CHECK_EQ_INT(decode(&d, 4, "0300d1d7c181", &s), XQPACK_OK);
+    CHECK(field_is(&s, 3, ":authority", "a b") && (s.fields[3].flags & XHPACK_BAD_SYNTAX));
+    CHECK(!xH2CheckHpackRequest(s.fields, s.count, true, &head));
+    CHECK(!xH2CheckRequest(s.fields, s.count, true, &head));
+    /* A literal :path with a space (static name 1), and one without. */
+    CHECK_EQ_INT(decode(&d, 8, "0000d1d7c051082f6120623f783d31", &s), XQPACK_OK);
+    CHECK(field_is(&s, 3, ":path", "/a b?x=1") && (s.fields[3].flags & XHPACK_BAD_SYNTAX));
+    CHECK(!xH2CheckHpackRequest(s.fields, s.count, true, &head));
+    CHECK_EQ_INT(decode(&d, 12, "0000d1d7c051082f6162633f783d31", &s), XQPACK_OK);
+    CHECK(field_is(&s, 3, ":path", "/abc?x=1") && !s.fields[3].flags);
+    CHECK(xH2CheckHpackRequest(s.fields, s.count, true, &head));
+    CHECK_STR(head.path, "/abc?x=1");
+    xQpackDecoderFree(&d);
+}
+
 int main(void) {
     RUN(appendix_b_examples);
     RUN(static_table_is_rfc_9204s);
@@ -474,5 +502,6 @@ int main(void) {
     RUN(static_encoder_picks_the_first_entry);
     RUN(encoder_reads_the_decoder_stream);
     RUN(fields_meet_http2_checks);
+    RUN(verdicts_carry_the_syntax);
     return CHECK_SUMMARY();
 }

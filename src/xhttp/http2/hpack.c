@@ -163,10 +163,10 @@ uint8_t xHpackSyntaxVerdict(unsigned token, xStr value) {
     return ok ? 0 : XHPACK_BAD_SYNTAX;
 }
 
-/* A decoded value's verdict: where its name has a syntax, that syntax's alone
- * when the value has it (a value of any of them holds no control byte and no
- * space, so it is a sound field value as well); else the value's own. */
-static uint8_t value_verdict(unsigned token, xStr value) {
+/* Where its name has a syntax, that syntax's alone when the value has it (a
+ * value of any of them holds no control byte and no space, so it is a sound
+ * field value as well); else the value's own. */
+uint8_t xHpackFieldValueVerdict(unsigned token, xStr value) {
     switch (token) {
     case XHPACK_TOKEN_METHOD:
     case XHPACK_TOKEN_SCHEME:
@@ -479,7 +479,7 @@ static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t 
         return false;
     }
     if (!read_string(d, k, p, end, index_it, true, &value)) return false;
-    verdict |= value.data ? value_verdict(token, value) : XHPACK_BAD_VALUE;
+    verdict |= value.data ? xHpackFieldValueVerdict(token, value) : XHPACK_BAD_VALUE;
     emit(k, name, value, token, verdict | flags);
     if (index_it) {
         if (k->ring_views) keep_ring_views(d, k); /* before the ring is written */

@@ -113,6 +113,12 @@ enum {
  *  judges a field once, so one the client sends by index again costs nothing more. */
 uint8_t xHpackSyntaxVerdict(unsigned token, xStr value);
 
+/** A decoded value's whole verdict for its name's token: xHpackSyntaxVerdict's (with
+ *  XHPACK_BAD_VALUE too where that applies) for a name with a syntax, xHpackValueVerdict's
+ *  for any other. What HPACK and QPACK give a field as it is decoded or enters their
+ *  table, so that xH2CheckHpackRequest need not judge it again. */
+uint8_t xHpackFieldValueVerdict(unsigned token, xStr value);
+
 /** A name's verdict: XHPACK_BAD_NAME unless lower-case tchars after an optional leading ':'.
  *  Shared with QPACK (http3/), which holds fields to the same rules (RFC 9114 §4.2). */
 static inline uint8_t xHpackNameVerdict(xStr name) {

@@ -749,7 +749,7 @@ static void on_headers(xH3Stream *s, xStr payload) {
         refuse(s, 431);
     } else if (!keep_fields(s, fields, sec.count)) { /* the request's views must outlive the frame */
         stream_error(s, XH3_INTERNAL_ERROR);
-    } else if (!xH2CheckRequest(fields, sec.count, true, &head) ||
+    } else if (!xH2CheckHpackRequest(fields, sec.count, true, &head) || /* QPACK judged the syntax */
                (xStrEqualsC(head.method, "CONNECT") && !head.protocol.len)) {
         /* RFC 9114 §4.1.2: malformed; a plain CONNECT (a TCP tunnel) is not served. */
         stream_error(s, XH3_MESSAGE_ERROR);

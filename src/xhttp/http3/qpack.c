@@ -236,7 +236,7 @@ static Read encoder_instruction(xQpackDecoder *d, const uint8_t **p, const uint8
         spill_entry(d, abs, true, &used, &name, &value, &token, &flags);
         return table_insert(d, name, value, token, flags) == XQPACK_OK ? READ_OK : READ_BAD;
     }
-    flags |= xHpackValueVerdict(value);
+    flags |= xHpackFieldValueVerdict(token, value); /* judged once, for every section that refers to it */
     return table_insert(d, name, value, token, flags) == XQPACK_OK ? READ_OK : READ_BAD;
 }
 
@@ -439,7 +439,7 @@ static bool literal(xQpackDecoder *d, const Prefix *x, Sink *k, const uint8_t **
         verdict = e->flags & XHPACK_BAD_NAME;
     }
     if (!read_string(k, p, end, 0x80, 7, &d->memo, &value)) return false;
-    verdict |= value.data ? xHpackValueVerdict(value) : XHPACK_BAD_VALUE;
+    verdict |= value.data ? xHpackFieldValueVerdict(token, value) : XHPACK_BAD_VALUE;
     emit(k, name, value, token, verdict | never);
     return true;
 }

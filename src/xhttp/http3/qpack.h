@@ -5,7 +5,9 @@
  * QPACK is HPACK's sibling, so it reuses HPACK's pieces (http2/hpack.h): the
  * Huffman code, the field type with a token per well-known name, and the name
  * and value verdicts. A decoded field is an xHpackField, so HTTP/2's request
- * checks (http2/request.h) apply to it unchanged, as RFC 9114 §4.2-4.3 asks.
+ * checks (http2/request.h) apply to it unchanged, as RFC 9114 §4.2-4.3 asks;
+ * its verdict carries its value's syntax, as HPACK's does, judged once for a
+ * dynamic table entry and never for a static one (xH2CheckHpackRequest).
  *
  * Decoding works on one whole encoded field section (a HEADERS frame's payload;
  * HTTP/3 frames are length-prefixed, so it is whole before it is read) and never
@@ -61,7 +63,7 @@ typedef struct xQpackEntry {
     uint32_t at; /* offset of name then value in the ring */
     uint32_t name_len, value_len;
     uint16_t token;
-    uint8_t flags; /* the verdict: XHPACK_BAD_NAME | XHPACK_BAD_VALUE */
+    uint8_t flags; /* the verdict: XHPACK_BAD_NAME | XHPACK_BAD_VALUE | XHPACK_BAD_SYNTAX */
 } xQpackEntry;
 
 /** A stream whose section waits for inserts, and the Required Insert Count it read: a
