@@ -489,6 +489,42 @@ static void verdicts_carry_the_syntax(void) {
     xQpackDecoderFree(&d);
 }
 
+/* The same section again is served from the decoder's copy of the last one: the same
+ * fields and verdicts, a Section Acknowledgment each time, and none of it once the table
+ * has changed under the same bytes. */
+static void a_repeated_section_decodes_the_same(void) {
+    xQpackDecoder d;
+    CHECK(xQpackDecoderInit(&d, 220, 0) == 0);
+    xQpackSection s = section();
+    CHECK_EQ_INT(read_encoder(&d, "3fbd01c009612e6578616d706c65"), XQPACK_OK); /* :authority a.example */
+    /* :method GET, :scheme https, :authority (dynamic), :path /a b (a literal, bad syntax),
+     * x-h: a Huffman "custom-key". */
+    const char *hex = "0200d1d780510a2f6120622f632f642f6523782d688825a849e95ba97d7f";
+    for (int round = 0; round < 3; round++) {
+        uint64_t stream = 4 * (uint64_t)round;
+        CHECK_EQ_INT(decode(&d, stream, hex, &s), XQPACK_OK);
+        CHECK_EQ_INT(s.count, 5);
+        CHECK(field_is(&s, 2, ":authority", "a.example") && !s.fields[2].flags);
+        CHECK(s.fields[2].token == XHPACK_TOKEN_AUTHORITY);
+        CHECK(field_is(&s, 3, ":path", "/a b/c/d/e") && (s.fields[3].flags & XHPACK_BAD_SYNTAX));
+        CHECK(field_is(&s, 4, "x-h", "custom-key"));
+        CHECK_EQ_INT(s.required_insert_count, 1);
+        CHECK_EQ_INT(s.size, 7 + 3 + 7 + 5 + 10 + 9 + 5 + 10 + 3 + 10 + 5 * 32);
+        char ack[8];
+        snprintf(ack, sizeof ack, "%02x", 0x80 | (unsigned)stream);
+        CHECK_MSG(output_is(&d, ack), "round %d", round);
+    }
+    /* Limits are the caller's: one field fewer is too large, as decoding says. */
+    s = section();
+    s.max_fields = 4;
+    CHECK_EQ_INT(decode(&d, 12, hex, &s), XQPACK_TOO_LARGE);
+    CHECK(output_is(&d, "8c"));
+    s = section();
+    CHECK_EQ_INT(read_encoder(&d, "20"), XQPACK_OK); /* capacity 0: a.example is evicted */
+    CHECK_EQ_INT(decode(&d, 16, hex, &s), XQPACK_DECOMPRESSION_FAILED);
+    xQpackDecoderFree(&d);
+}
+
 int main(void) {
     RUN(appendix_b_examples);
     RUN(static_table_is_rfc_9204s);
@@ -503,5 +539,6 @@ int main(void) {
     RUN(encoder_reads_the_decoder_stream);
     RUN(fields_meet_http2_checks);
     RUN(verdicts_carry_the_syntax);
+    RUN(a_repeated_section_decodes_the_same);
     return CHECK_SUMMARY();
 }

@@ -72,6 +72,31 @@ typedef struct xQpackBlocked {
     uint64_t stream_id, required;
 } xQpackBlocked;
 
+/** The most a section may hold to be kept for its repeats (xQpackRepeat). */
+#define XQPACK_REPEAT_BYTES 96
+#define XQPACK_REPEAT_FIELDS 8
+#define XQPACK_REPEAT_STRINGS 160
+
+/** The last section decoded whole, if it was small: a client's streams of one request
+ *  (an API client's calls, a load generator's) bring the same bytes again, which are
+ *  then copied from here instead of decoded, with the same fields, verdicts and Section
+ *  Acknowledgment. Forgotten when the encoder stream changes the table, the only thing
+ *  besides the bytes that a section's meaning depends on. */
+typedef struct xQpackRepeat {
+    uint16_t len; /* of bytes; 0: none kept */
+    uint16_t strings_len;
+    uint16_t count;
+    size_t size;
+    uint64_t required;
+    uint8_t bytes[XQPACK_REPEAT_BYTES];
+    struct {
+        uint16_t name_at, name_len, value_at, value_len; /* in strings */
+        uint16_t token;
+        uint8_t flags;
+    } fields[XQPACK_REPEAT_FIELDS];
+    char strings[XQPACK_REPEAT_STRINGS];
+} xQpackRepeat;
+
 /** A decoding context, one per connection: the dynamic table, the streams blocked on
  *  it, and the decoder stream bytes waiting to be sent. */
 typedef struct xQpackDecoder {
@@ -90,6 +115,7 @@ typedef struct xQpackDecoder {
     uint8_t *out;                      /* decoder stream instructions not yet taken */
     size_t out_len, out_cap;
     xHpackHuffmanMemo memo; /* the last Huffman-coded value of a section, decoded */
+    xQpackRepeat repeat;    /* the last small section decoded whole */
 } xQpackDecoder;
 
 /** Prepares d for our SETTINGS_QPACK_MAX_TABLE_CAPACITY and SETTINGS_QPACK_BLOCKED_STREAMS;
