@@ -347,7 +347,18 @@ static void stream_free(xH3Stream *s) {
  * holds its exchange. */
 static void stream_settle(xH3Stream *s) {
     if (!s->gone) return;
-    if (!s->dispatched || s->ex->res.ended || xHttpExchangeAbort(s->ex)) stream_free(s);
+    if (!s->dispatched || !s->ex || s->ex->res.ended || xHttpExchangeAbort(s->ex)) stream_free(s);
+}
+
+/* Gives the exchange back to the worker's pool as soon as nothing needs it
+ * (the response ended and all of it queued: no file still being read, not
+ * a tunnel), before QUIC has the response acknowledged and the stream
+ * closes, a round trip later: the next request takes it while its memory is
+ * still in the cache. (HTTP/2 lets go of it as the response ends too.) */
+static void let_go_of_exchange(xH3Stream *s) {
+    if (!s->ex || !s->ex->res.ended || s->file.fd >= 0 || s->tunnel) return;
+    xHttpExchangeRelease(s->h3->ctx, s->ex);
+    s->ex = NULL; /* answered: what else comes of the request is dropped */
 }
 
 /* Abandons a request stream: RESET_STREAM and STOP_SENDING with code. */
@@ -461,6 +472,7 @@ static void pump_file(xH3Stream *s) {
     if (s->file.fd >= 0 && !s->file.left) {
         file_release(s);
         finish_output(s);
+        let_go_of_exchange(s);
     }
 }
 
@@ -490,6 +502,7 @@ static void end_exchange(xH3Stream *s) {
     if (s->streams_body && !s->gone && !s->fin) xQuicStreamStopReading(s->qs, XH3_NO_ERROR);
     if (s->body_uncredited && !s->gone) xQuicStreamConsumed(s->qs, s->body_uncredited);
     s->body_uncredited = 0;
+    let_go_of_exchange(s);
     stream_settle(s);
 }
 
@@ -595,7 +608,7 @@ static xErrno h3_end(xHttpExchange *ex) {
  * the reader takes it. */
 static void deliver_body(xH3Stream *s) {
     xHttpExchange *ex = s->ex;
-    if (!s->streams_body || ex->body_ended || ex->res.ended) return;
+    if (!s->streams_body || !ex || ex->body_ended || ex->res.ended) return;
     bool end = s->fin && !s->in.len && !s->reading; /* every frame read */
     size_t len = s->body.len;
     if (!xHttpExchangeWantsBody(ex) || (!len && !end)) return;
@@ -795,7 +808,7 @@ static size_t on_data(xH3Stream *s, xStr piece) {
         refuse(s, 413);
         return piece.len;
     }
-    if (s->dispatched && s->ex->res.ended) return piece.len; /* answered: dropped */
+    if (s->dispatched && (!s->ex || s->ex->res.ended)) return piece.len; /* answered: dropped */
     xBufferAppend(&s->body, piece.data, piece.len);
     if (!s->streams_body) return piece.len;
     s->body_uncredited += piece.len; /* credited as the reader takes it */
