@@ -637,11 +637,27 @@ static const xHttpExchangeOps h3_ops = {
  * the stream's own, so the request's views outlive the bytes they came in. */
 static bool keep_fields(xH3Stream *s, xHpackField *f, size_t n) {
     size_t bytes = 0;
-    for (size_t i = 0; i < n; i++) bytes += f[i].name.len + f[i].value.len;
+    /* QPACK's copy of a repeated section lays its strings out in a row, as
+     * they are kept: those are taken in one copy. */
+    const char *row = n ? f[0].name.data : NULL;
+    bool in_a_row = true;
+    for (size_t i = 0; i < n; i++) {
+        in_a_row =
+            in_a_row && f[i].name.data == row + bytes && f[i].value.data == row + bytes + f[i].name.len;
+        bytes += f[i].name.len + f[i].value.len;
+    }
     char *at = bytes < XH3_HEAD_ROOM ? s->head_room : malloc(bytes + 1);
     if (!at) return false;
     if (s->head != s->head_room) free(s->head);
     s->head = at;
+    if (in_a_row && bytes) {
+        memcpy(at, row, bytes);
+        for (size_t i = 0; i < n; i++) {
+            f[i].name.data = at + (f[i].name.data - row);
+            f[i].value.data = at + (f[i].value.data - row);
+        }
+        return true;
+    }
     for (size_t i = 0; i < n; i++) {
         if (f[i].name.len) memcpy(at, f[i].name.data, f[i].name.len);
         f[i].name.data = at, at += f[i].name.len;
