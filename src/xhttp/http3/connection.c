@@ -324,7 +324,7 @@ static void stream_free(xH3Stream *s) {
     if (s->ex) xHttpExchangeRelease(h3->ctx, s->ex);
     xBufferFree(&s->in);
     xBufferFree(&s->body);
-    if (s->head != s->head_room) free(s->head);
+    if (s->head && s->head != s->head_room) free(s->head);
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -648,7 +648,7 @@ static bool keep_fields(xH3Stream *s, xHpackField *f, size_t n) {
     }
     char *at = bytes < XH3_HEAD_ROOM ? s->head_room : malloc(bytes + 1);
     if (!at) return false;
-    if (s->head != s->head_room) free(s->head);
+    if (s->head && s->head != s->head_room) free(s->head);
     s->head = at;
     if (in_a_row && bytes) {
         memcpy(at, row, bytes);
