@@ -135,6 +135,11 @@ struct xH3Conn {
                   XQPACK_FIELD_BOUND(4, XHTTP_DATE_LEN)];
     uint8_t fixed_len; /* 0: not yet encoded */
     time_t fixed_second;
+    /* The last content-length encoded: a route's answers are often all of
+     * one size. */
+    uint8_t length_coded[24]; /* its index byte, a length byte, up to 20 digits */
+    uint8_t length_coded_len; /* 0: none yet */
+    uint64_t length_of_coded;
 };
 
 static const xHttpExchangeOps h3_ops;
@@ -418,7 +423,18 @@ static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint6
         p = put_fixed_fields(h3, p, ex->req.loop, !ex->res.own_server);
     }
     if (lines->len) p = xHpackEncodeLinesWith(&h3->lines, p, lines->data, lines->len, xQpackEncodeField);
-    if (with_length) p = xQpackEncodeContentLength(p, length);
+    if (with_length && h3->length_coded_len && length == h3->length_of_coded) {
+        memcpy(p, h3->length_coded, h3->length_coded_len);
+        p += h3->length_coded_len;
+    } else if (with_length) {
+        uint8_t *from = p;
+        p = xQpackEncodeContentLength(p, length);
+        if ((size_t)(p - from) <= sizeof h3->length_coded) {
+            memcpy(h3->length_coded, from, (size_t)(p - from));
+            h3->length_coded_len = (uint8_t)(p - from);
+            h3->length_of_coded = length;
+        }
+    }
     uint8_t header[XH3_FRAME_HEADER_MAX];
     size_t header_len =
         (size_t)(xH3FrameWriteHeader(header, XH3_FRAME_HEADERS, (uint64_t)(p - start)) - header);
