@@ -254,10 +254,12 @@ static void close_stream(xQuicStream *s) {
     s->closed = true;
 }
 
-/* The end of an event, as quic.c's flush: what was written is acknowledged,
+/* The end of an event, as quic.c's flush: the application writes what it
+ * gathered over the event (on_settle), what was written is acknowledged,
  * streams done both ways close, an owed close closes everything. */
 static void settle(xQuicConn *qc) {
     if (qc->told_closed) return;
+    if (!qc->close_owed && xH3App.on_settle) xH3App.on_settle(qc);
     for (int round = 0; round < 64 && !qc->close_owed; round++) {
         bool acked = false;
         for (size_t i = 0; i < qc->nstreams; i++) {

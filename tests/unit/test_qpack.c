@@ -371,6 +371,17 @@ static void static_encoder_round_trips(void) {
     CHECK(field_is(&s, 4, "x-custom", "some value"));
     CHECK(field_is(&s, 5, "x-empty", ""));
     CHECK(output_is(&d, "")); /* nothing dynamic: nothing to acknowledge */
+    /* content-length's own writer gives the bytes xQpackEncodeField gives. */
+    static const uint64_t lengths[] = {0, 1, 4, 9, 10, 99, 100, 12345, 1u << 20, 999999999, UINT64_MAX};
+    for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
+        char digits[24];
+        snprintf(digits, sizeof digits, "%llu", (unsigned long long)lengths[i]);
+        uint8_t by_field[32];
+        uint8_t *end = xQpackEncodeField(by_field, xStrFromC("content-length"), xStrFromC(digits));
+        p = xQpackEncodeContentLength(out, lengths[i]);
+        CHECK_MSG(p - out == end - by_field && memcmp(out, by_field, (size_t)(p - out)) == 0, "length %s",
+                  digits);
+    }
     xQpackDecoderFree(&d);
 }
 
@@ -450,6 +461,70 @@ static void fields_meet_http2_checks(void) {
     xQpackDecoderFree(&d);
 }
 
+/* A field's verdict carries its value's syntax (a dynamic entry's judged as it enters the
+ * table), so HTTP/2's check for judged fields gives what the full check gives. */
+static void verdicts_carry_the_syntax(void) {
+    xQpackDecoder d;
+    CHECK(xQpackDecoderInit(&d, 220, 0) == 0);
+    xQpackSection s = section();
+    xH2RequestHead head;
+    /* Capacity 220; :authority (static 0) "a b", then "example.com". */
+    CHECK_EQ_INT(read_encoder(&d, "3fbd01c003612062c00b6578616d706c652e636f6d"), XQPACK_OK);
+    /* :method GET, :scheme https, :path /, :authority by dynamic index (Base 2). */
+    CHECK_EQ_INT(decode(&d, 0, "0300d1d7c180", &s), XQPACK_OK);
+    CHECK(field_is(&s, 3, ":authority", "example.com") && !s.fields[3].flags);
+    CHECK(xH2CheckHpackRequest(s.fields, s.count, true, &head));
+    CHECK_EQ_INT(decode(&d, 4, "0300d1d7c181", &s), XQPACK_OK);
+    CHECK(field_is(&s, 3, ":authority", "a b") && (s.fields[3].flags & XHPACK_BAD_SYNTAX));
+    CHECK(!xH2CheckHpackRequest(s.fields, s.count, true, &head));
+    CHECK(!xH2CheckRequest(s.fields, s.count, true, &head));
+    /* A literal :path with a space (static name 1), and one without. */
+    CHECK_EQ_INT(decode(&d, 8, "0000d1d7c051082f6120623f783d31", &s), XQPACK_OK);
+    CHECK(field_is(&s, 3, ":path", "/a b?x=1") && (s.fields[3].flags & XHPACK_BAD_SYNTAX));
+    CHECK(!xH2CheckHpackRequest(s.fields, s.count, true, &head));
+    CHECK_EQ_INT(decode(&d, 12, "0000d1d7c051082f6162633f783d31", &s), XQPACK_OK);
+    CHECK(field_is(&s, 3, ":path", "/abc?x=1") && !s.fields[3].flags);
+    CHECK(xH2CheckHpackRequest(s.fields, s.count, true, &head));
+    CHECK_STR(head.path, "/abc?x=1");
+    xQpackDecoderFree(&d);
+}
+
+/* The same section again is served from the decoder's copy of the last one: the same
+ * fields and verdicts, a Section Acknowledgment each time, and none of it once the table
+ * has changed under the same bytes. */
+static void a_repeated_section_decodes_the_same(void) {
+    xQpackDecoder d;
+    CHECK(xQpackDecoderInit(&d, 220, 0) == 0);
+    xQpackSection s = section();
+    CHECK_EQ_INT(read_encoder(&d, "3fbd01c009612e6578616d706c65"), XQPACK_OK); /* :authority a.example */
+    /* :method GET, :scheme https, :authority (dynamic), :path /a b (a literal, bad syntax),
+     * x-h: a Huffman "custom-key". */
+    const char *hex = "0200d1d780510a2f6120622f632f642f6523782d688825a849e95ba97d7f";
+    for (int round = 0; round < 3; round++) {
+        uint64_t stream = 4 * (uint64_t)round;
+        CHECK_EQ_INT(decode(&d, stream, hex, &s), XQPACK_OK);
+        CHECK_EQ_INT(s.count, 5);
+        CHECK(field_is(&s, 2, ":authority", "a.example") && !s.fields[2].flags);
+        CHECK(s.fields[2].token == XHPACK_TOKEN_AUTHORITY);
+        CHECK(field_is(&s, 3, ":path", "/a b/c/d/e") && (s.fields[3].flags & XHPACK_BAD_SYNTAX));
+        CHECK(field_is(&s, 4, "x-h", "custom-key"));
+        CHECK_EQ_INT(s.required_insert_count, 1);
+        CHECK_EQ_INT(s.size, 7 + 3 + 7 + 5 + 10 + 9 + 5 + 10 + 3 + 10 + 5 * 32);
+        char ack[8];
+        snprintf(ack, sizeof ack, "%02x", 0x80 | (unsigned)stream);
+        CHECK_MSG(output_is(&d, ack), "round %d", round);
+    }
+    /* Limits are the caller's: one field fewer is too large, as decoding says. */
+    s = section();
+    s.max_fields = 4;
+    CHECK_EQ_INT(decode(&d, 12, hex, &s), XQPACK_TOO_LARGE);
+    CHECK(output_is(&d, "8c"));
+    s = section();
+    CHECK_EQ_INT(read_encoder(&d, "20"), XQPACK_OK); /* capacity 0: a.example is evicted */
+    CHECK_EQ_INT(decode(&d, 16, hex, &s), XQPACK_DECOMPRESSION_FAILED);
+    xQpackDecoderFree(&d);
+}
+
 int main(void) {
     RUN(appendix_b_examples);
     RUN(static_table_is_rfc_9204s);
@@ -463,5 +538,7 @@ int main(void) {
     RUN(static_encoder_picks_the_first_entry);
     RUN(encoder_reads_the_decoder_stream);
     RUN(fields_meet_http2_checks);
+    RUN(verdicts_carry_the_syntax);
+    RUN(a_repeated_section_decodes_the_same);
     return CHECK_SUMMARY();
 }

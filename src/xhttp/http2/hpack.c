@@ -163,22 +163,6 @@ uint8_t xHpackSyntaxVerdict(unsigned token, xStr value) {
     return ok ? 0 : XHPACK_BAD_SYNTAX;
 }
 
-/* A decoded value's verdict: where its name has a syntax, that syntax's alone
- * when the value has it (a value of any of them holds no control byte and no
- * space, so it is a sound field value as well); else the value's own. */
-static uint8_t value_verdict(unsigned token, xStr value) {
-    switch (token) {
-    case XHPACK_TOKEN_METHOD:
-    case XHPACK_TOKEN_SCHEME:
-    case XHPACK_TOKEN_PATH:
-    case XHPACK_TOKEN_AUTHORITY:
-    case XHPACK_TOKEN_HOST:
-        if (!xHpackSyntaxVerdict(token, value)) return 0;
-        return XHPACK_BAD_SYNTAX | xHpackValueVerdict(value);
-    default: return xHpackValueVerdict(value);
-    }
-}
-
 /* ---- the dynamic table ---- */
 
 static xHpackEntry *entry_at(const xHpackTable *t, size_t i) { /* i = 1 is the newest */
@@ -479,7 +463,7 @@ static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t 
         return false;
     }
     if (!read_string(d, k, p, end, index_it, true, &value)) return false;
-    verdict |= value.data ? value_verdict(token, value) : XHPACK_BAD_VALUE;
+    verdict |= value.data ? xHpackFieldValueVerdict(token, value) : XHPACK_BAD_VALUE;
     emit(k, name, value, token, verdict | flags);
     if (index_it) {
         if (k->ring_views) keep_ring_views(d, k); /* before the ring is written */

@@ -146,6 +146,24 @@ static inline uint8_t xHpackValueVerdict(xStr v) {
     return verdict;
 }
 
+/** A decoded value's whole verdict for its name's token: xHpackSyntaxVerdict's (with
+ *  XHPACK_BAD_VALUE too where that applies) for a name with a syntax, xHpackValueVerdict's
+ *  for any other. What HPACK and QPACK give a field as it is decoded or enters their
+ *  table, so that xH2CheckHpackRequest need not judge it again. (A value of any name with
+ *  a syntax that has it holds no control byte and no space: a sound field value too.) */
+static inline uint8_t xHpackFieldValueVerdict(unsigned token, xStr value) {
+    switch (token) {
+    case XHPACK_TOKEN_METHOD:
+    case XHPACK_TOKEN_SCHEME:
+    case XHPACK_TOKEN_PATH:
+    case XHPACK_TOKEN_AUTHORITY:
+    case XHPACK_TOKEN_HOST:
+        if (!xHpackSyntaxVerdict(token, value)) return 0;
+        return XHPACK_BAD_SYNTAX | xHpackValueVerdict(value);
+    default: return xHpackValueVerdict(value);
+    }
+}
+
 /** A decoded field: views that live as long as the block and the scratch buffer. */
 typedef struct xHpackField {
     xStr name;

@@ -22,11 +22,12 @@ typedef struct xH2RequestHead {
 /** Checks a request's header block; connect_protocol: we announced
  *  SETTINGS_ENABLE_CONNECT_PROTOCOL, so :protocol may come with CONNECT.
  *  Fills head and returns true when the request is well-formed. The values'
- *  syntax is judged here (xHpackSyntaxVerdict): for fields from QPACK. */
+ *  syntax is judged here (xHpackSyntaxVerdict): for fields no decoder judged. */
 bool xH2CheckRequest(const xHpackField *fields, size_t count, bool connect_protocol, xH2RequestHead *head);
 
-/** The same for fields from xHpackDecode, whose verdicts carry their syntax's
- *  already (XHPACK_BAD_SYNTAX): a field sent by index is not judged again. */
+/** The same for fields from xHpackDecode or xQpackDecodeSection, whose verdicts
+ *  carry their syntax's already (XHPACK_BAD_SYNTAX): a field sent by index is
+ *  not judged again. */
 bool xH2CheckHpackRequest(const xHpackField *fields, size_t count, bool connect_protocol,
                           xH2RequestHead *head);
 

@@ -47,6 +47,14 @@
 #define XH3_COPY_BELOW 256
 /* The most room a request's declared length makes for its body at once. */
 #define XH3_BODY_RESERVE (64u << 10)
+#if defined(__SANITIZE_ADDRESS__)
+#define XH3_SPARE_STREAMS 0 /* ASan sees a stream used after its end only if it is freed */
+#else
+/* Ended request streams a connection keeps for its next requests, as many
+ * as a client has in flight: malloc's per-thread cache holds far fewer, so
+ * with a hundred streams a turn each took its bins and gave back. */
+#define XH3_SPARE_STREAMS 128
+#endif
 
 typedef struct xH3Conn xH3Conn;
 typedef struct xH3Stream xH3Stream;
@@ -113,6 +121,8 @@ struct xH3Conn {
     int64_t goaway_id;
     int64_t next_request_id; /* past the highest request stream seen */
     xH3Stream *streams;
+    xH3Stream *spare; /* ended request streams, linked by next, for the next ones */
+    size_t spare_count;
     xHpackField *fields;    /* room for a field section's fields, max_headers + pseudo-fields */
     char *scratch;          /* and for its decoded strings: max_header_size bytes */
     xTimer timer;           /* a request's head or body that stops arriving */
@@ -125,6 +135,11 @@ struct xH3Conn {
                   XQPACK_FIELD_BOUND(4, XHTTP_DATE_LEN)];
     uint8_t fixed_len; /* 0: not yet encoded */
     time_t fixed_second;
+    /* The last content-length encoded: a route's answers are often all of
+     * one size. */
+    uint8_t length_coded[24]; /* its index byte, a length byte, up to 20 digits */
+    uint8_t length_coded_len; /* 0: none yet */
+    uint64_t length_of_coded;
 };
 
 static const xHttpExchangeOps h3_ops;
@@ -173,6 +188,11 @@ static void note_input(xH3Conn *h3) {
 
 static void maybe_free_conn(xH3Conn *h3) {
     if (!h3->closed || h3->streams) return;
+    while (h3->spare) {
+        xH3Stream *s = h3->spare;
+        h3->spare = s->next;
+        free(s);
+    }
     xQpackDecoderFree(&h3->qpack);
     free(h3->fields);
     free(h3->scratch);
@@ -180,8 +200,12 @@ static void maybe_free_conn(xH3Conn *h3) {
     free(h3);
 }
 
-/* Sends the decoder stream instructions QPACK has queued. */
-static void flush_decoder_stream(xH3Conn *h3) {
+/* Sends the decoder stream instructions QPACK queued over the event (the
+ * Section Acknowledgments of every request it read, an Insert Count
+ * Increment): one write, not one per stream. */
+static void on_settle(xQuicConn *qc) {
+    xH3Conn *h3 = xQuicConnApp(qc);
+    if (!h3) return;
     xStr out = xQpackDecoderTakeOutput(&h3->qpack);
     if (out.len && h3->decoder_out) xQuicStreamWrite(h3->decoder_out, out.data, out.len, false, NULL, NULL);
 }
@@ -273,8 +297,14 @@ static void on_drain(xQuicConn *qc) {
 /* ---- Streams ---- */
 
 static xH3Stream *stream_new(xH3Conn *h3, xQuicStream *qs, xH3Kind kind) {
-    xH3Stream *s = malloc(sizeof *s + (kind == XH3_KIND_REQUEST ? XH3_HEAD_ROOM : 0));
-    if (!s) return NULL;
+    xH3Stream *s;
+    if (kind == XH3_KIND_REQUEST && h3->spare) { /* a request stream's size, head room and all */
+        s = h3->spare;
+        h3->spare = s->next;
+        h3->spare_count--;
+    } else if (!(s = malloc(sizeof *s + (kind == XH3_KIND_REQUEST ? XH3_HEAD_ROOM : 0)))) {
+        return NULL;
+    }
     *s = (xH3Stream){.h3 = h3, .qs = qs, .kind = kind, .file.fd = -1, .content_length = -1};
     if (kind == XH3_KIND_REQUEST)
         xH3FrameReaderInit(&s->reader, XH3_STREAM_REQUEST,
@@ -299,14 +329,20 @@ static void stream_free(xH3Stream *s) {
     if (s->ex) xHttpExchangeRelease(h3->ctx, s->ex);
     xBufferFree(&s->in);
     xBufferFree(&s->body);
-    if (s->head != s->head_room) free(s->head);
+    if (s->head && s->head != s->head_room) free(s->head);
     if (s->prev)
         s->prev->next = s->next;
     else
         h3->streams = s->next;
     if (s->next) s->next->prev = s->prev;
     bool held = s->dispatched;
-    free(s);
+    if (s->kind == XH3_KIND_REQUEST && (int)h3->spare_count < XH3_SPARE_STREAMS) { /* int: 0 under ASan */
+        s->next = h3->spare;
+        h3->spare = s;
+        h3->spare_count++;
+    } else {
+        free(s);
+    }
     if (held) xQuicConnRelease(h3->qc);
     drain_done(h3);
     maybe_free_conn(h3);
@@ -316,7 +352,18 @@ static void stream_free(xH3Stream *s) {
  * holds its exchange. */
 static void stream_settle(xH3Stream *s) {
     if (!s->gone) return;
-    if (!s->dispatched || s->ex->res.ended || xHttpExchangeAbort(s->ex)) stream_free(s);
+    if (!s->dispatched || !s->ex || s->ex->res.ended || xHttpExchangeAbort(s->ex)) stream_free(s);
+}
+
+/* Gives the exchange back to the worker's pool as soon as nothing needs it
+ * (the response ended and all of it queued: no file still being read, not
+ * a tunnel), before QUIC has the response acknowledged and the stream
+ * closes, a round trip later: the next request takes it while its memory is
+ * still in the cache. (HTTP/2 lets go of it as the response ends too.) */
+static void let_go_of_exchange(xH3Stream *s) {
+    if (!s->ex || !s->ex->res.ended || s->file.fd >= 0 || s->tunnel) return;
+    xHttpExchangeRelease(s->h3->ctx, s->ex);
+    s->ex = NULL; /* answered: what else comes of the request is dropped */
 }
 
 /* Abandons a request stream: RESET_STREAM and STOP_SENDING with code. */
@@ -376,10 +423,17 @@ static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint6
         p = put_fixed_fields(h3, p, ex->req.loop, !ex->res.own_server);
     }
     if (lines->len) p = xHpackEncodeLinesWith(&h3->lines, p, lines->data, lines->len, xQpackEncodeField);
-    if (with_length) {
-        char digits[XHTTP_DECIMAL_MAX];
-        size_t n = (size_t)(xHttpPutDecimal(digits, length) - digits);
-        p = xQpackEncodeField(p, (xStr){"content-length", 14}, (xStr){digits, n});
+    if (with_length && h3->length_coded_len && length == h3->length_of_coded) {
+        memcpy(p, h3->length_coded, h3->length_coded_len);
+        p += h3->length_coded_len;
+    } else if (with_length) {
+        uint8_t *from = p;
+        p = xQpackEncodeContentLength(p, length);
+        if ((size_t)(p - from) <= sizeof h3->length_coded) {
+            memcpy(h3->length_coded, from, (size_t)(p - from));
+            h3->length_coded_len = (uint8_t)(p - from);
+            h3->length_of_coded = length;
+        }
     }
     uint8_t header[XH3_FRAME_HEADER_MAX];
     size_t header_len =
@@ -434,6 +488,7 @@ static void pump_file(xH3Stream *s) {
     if (s->file.fd >= 0 && !s->file.left) {
         file_release(s);
         finish_output(s);
+        let_go_of_exchange(s);
     }
 }
 
@@ -463,6 +518,7 @@ static void end_exchange(xH3Stream *s) {
     if (s->streams_body && !s->gone && !s->fin) xQuicStreamStopReading(s->qs, XH3_NO_ERROR);
     if (s->body_uncredited && !s->gone) xQuicStreamConsumed(s->qs, s->body_uncredited);
     s->body_uncredited = 0;
+    let_go_of_exchange(s);
     stream_settle(s);
 }
 
@@ -568,7 +624,7 @@ static xErrno h3_end(xHttpExchange *ex) {
  * the reader takes it. */
 static void deliver_body(xH3Stream *s) {
     xHttpExchange *ex = s->ex;
-    if (!s->streams_body || ex->body_ended || ex->res.ended) return;
+    if (!s->streams_body || !ex || ex->body_ended || ex->res.ended) return;
     bool end = s->fin && !s->in.len && !s->reading; /* every frame read */
     size_t len = s->body.len;
     if (!xHttpExchangeWantsBody(ex) || (!len && !end)) return;
@@ -597,11 +653,27 @@ static const xHttpExchangeOps h3_ops = {
  * the stream's own, so the request's views outlive the bytes they came in. */
 static bool keep_fields(xH3Stream *s, xHpackField *f, size_t n) {
     size_t bytes = 0;
-    for (size_t i = 0; i < n; i++) bytes += f[i].name.len + f[i].value.len;
+    /* QPACK's copy of a repeated section lays its strings out in a row, as
+     * they are kept: those are taken in one copy. */
+    const char *row = n ? f[0].name.data : NULL;
+    bool in_a_row = true;
+    for (size_t i = 0; i < n; i++) {
+        in_a_row =
+            in_a_row && f[i].name.data == row + bytes && f[i].value.data == row + bytes + f[i].name.len;
+        bytes += f[i].name.len + f[i].value.len;
+    }
     char *at = bytes < XH3_HEAD_ROOM ? s->head_room : malloc(bytes + 1);
     if (!at) return false;
-    if (s->head != s->head_room) free(s->head);
+    if (s->head && s->head != s->head_room) free(s->head);
     s->head = at;
+    if (in_a_row && bytes) {
+        memcpy(at, row, bytes);
+        for (size_t i = 0; i < n; i++) {
+            f[i].name.data = at + (f[i].name.data - row);
+            f[i].value.data = at + (f[i].value.data - row);
+        }
+        return true;
+    }
     for (size_t i = 0; i < n; i++) {
         if (f[i].name.len) memcpy(at, f[i].name.data, f[i].name.len);
         f[i].name.data = at, at += f[i].name.len;
@@ -711,7 +783,6 @@ static void on_headers(xH3Stream *s, xStr payload) {
                          .max_size = conf->max_header_size};
     xQpackResult r = xQpackDecodeSection(&h3->qpack, (uint64_t)xQuicStreamId(s->qs),
                                          (const uint8_t *)payload.data, payload.len, &sec);
-    flush_decoder_stream(h3);
     xH2RequestHead head;
     if (r != XQPACK_OK && r != XQPACK_TOO_LARGE) {
         conn_error(h3, xQpackErrorCode(r) ? xQpackErrorCode(r) : XH3_GENERAL_PROTOCOL_ERROR);
@@ -723,7 +794,7 @@ static void on_headers(xH3Stream *s, xStr payload) {
         refuse(s, 431);
     } else if (!keep_fields(s, fields, sec.count)) { /* the request's views must outlive the frame */
         stream_error(s, XH3_INTERNAL_ERROR);
-    } else if (!xH2CheckRequest(fields, sec.count, true, &head) ||
+    } else if (!xH2CheckHpackRequest(fields, sec.count, true, &head) || /* QPACK judged the syntax */
                (xStrEqualsC(head.method, "CONNECT") && !head.protocol.len)) {
         /* RFC 9114 §4.1.2: malformed; a plain CONNECT (a TCP tunnel) is not served. */
         stream_error(s, XH3_MESSAGE_ERROR);
@@ -769,7 +840,7 @@ static size_t on_data(xH3Stream *s, xStr piece) {
         refuse(s, 413);
         return piece.len;
     }
-    if (s->dispatched && s->ex->res.ended) return piece.len; /* answered: dropped */
+    if (s->dispatched && (!s->ex || s->ex->res.ended)) return piece.len; /* answered: dropped */
     xBufferAppend(&s->body, piece.data, piece.len);
     if (!s->streams_body) return piece.len;
     s->body_uncredited += piece.len; /* credited as the reader takes it */
@@ -924,7 +995,6 @@ static void read_unidirectional(xH3Stream *s) {
     case XH3_KIND_ENCODER:
         if (xQpackDecoderReadEncoder(&h3->qpack, in, s->in.len, &used) != XQPACK_OK)
             conn_error(h3, xQpackErrorCode(XQPACK_ENCODER_STREAM_ERROR));
-        flush_decoder_stream(h3);
         break;
     case XH3_KIND_DECODER:
         if (xQpackEncoderReadDecoder(in, s->in.len, &used) != XQPACK_OK)
@@ -1003,5 +1073,6 @@ const xQuicAppOps xH3App = {
     .on_stream_close = on_stream_close,
     .on_stream_acked = on_stream_acked,
     .on_drain = on_drain,
+    .on_settle = on_settle,
     .on_close = on_close,
 };

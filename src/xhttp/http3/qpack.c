@@ -3,6 +3,8 @@
  * instructions, and the static-table-only encoder of qpack.h. */
 #include "xhttp/http3/qpack.h"
 
+#include "xhttp/core/tokens.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,13 +236,14 @@ static Read encoder_instruction(xQpackDecoder *d, const uint8_t **p, const uint8
         spill_entry(d, abs, true, &used, &name, &value, &token, &flags);
         return table_insert(d, name, value, token, flags) == XQPACK_OK ? READ_OK : READ_BAD;
     }
-    flags |= xHpackValueVerdict(value);
+    flags |= xHpackFieldValueVerdict(token, value); /* judged once, for every section that refers to it */
     return table_insert(d, name, value, token, flags) == XQPACK_OK ? READ_OK : READ_BAD;
 }
 
 xQpackResult xQpackDecoderReadEncoder(xQpackDecoder *d, const uint8_t *in, size_t len, size_t *consumed) {
     const uint8_t *p = in, *end = in + len;
     *consumed = 0;
+    if (len) d->repeat.len = 0; /* the same section bytes may mean other fields now */
     while (p < end) {
         const uint8_t *q = p;
         Read r = encoder_instruction(d, &q, end);
@@ -437,7 +440,7 @@ static bool literal(xQpackDecoder *d, const Prefix *x, Sink *k, const uint8_t **
         verdict = e->flags & XHPACK_BAD_NAME;
     }
     if (!read_string(k, p, end, 0x80, 7, &d->memo, &value)) return false;
-    verdict |= value.data ? xHpackValueVerdict(value) : XHPACK_BAD_VALUE;
+    verdict |= value.data ? xHpackFieldValueVerdict(token, value) : XHPACK_BAD_VALUE;
     emit(k, name, value, token, verdict | never);
     return true;
 }
@@ -479,10 +482,67 @@ static bool read_prefix(const xQpackDecoder *d, const uint8_t **p, const uint8_t
     return true;
 }
 
+/* Keeps a section decoded whole for its repeats, if it is small enough. */
+static void remember(xQpackDecoder *d, const uint8_t *in, size_t len, const xQpackSection *s) {
+    xQpackRepeat *r = &d->repeat;
+    r->len = 0;
+    if (len > XQPACK_REPEAT_BYTES || s->count > XQPACK_REPEAT_FIELDS) return;
+    size_t at = 0;
+    for (size_t i = 0; i < s->count; i++) {
+        const xHpackField *f = &s->fields[i];
+        if (f->name.len + f->value.len > XQPACK_REPEAT_STRINGS - at) return;
+        r->fields[i].name_at = (uint16_t)at, r->fields[i].name_len = (uint16_t)f->name.len;
+        memcpy(r->strings + at, f->name.data, f->name.len);
+        at += f->name.len;
+        r->fields[i].value_at = (uint16_t)at, r->fields[i].value_len = (uint16_t)f->value.len;
+        if (f->value.len) memcpy(r->strings + at, f->value.data, f->value.len);
+        at += f->value.len;
+        r->fields[i].token = f->token, r->fields[i].flags = f->flags;
+    }
+    memcpy(r->bytes, in, len);
+    r->len = (uint16_t)len;
+    r->strings_len = (uint16_t)at;
+    r->count = (uint16_t)s->count;
+    r->size = s->size;
+    r->required = s->required_insert_count;
+}
+
+/* Queues a Section Acknowledgment (1 stream(7)) for a section that referred to the
+ * dynamic table. */
+static bool acknowledge(xQpackDecoder *d, uint64_t stream_id, uint64_t required) {
+    if (!required) return true;
+    if (!queue_instruction(d, 0x80, 7, stream_id)) return false;
+    if (required > d->known_received) d->known_received = required;
+    return true;
+}
+
+/* The kept section's fields again, their strings copied into scratch as a decoding
+ * would have; false when they would not meet s's limits (decoded then, to say so). */
+static bool decode_again(const xQpackDecoder *d, xQpackSection *s) {
+    const xQpackRepeat *r = &d->repeat;
+    if (r->count > s->max_fields || r->size > s->max_size || r->strings_len > s->scratch_size) return false;
+    memcpy(s->scratch, r->strings, r->strings_len);
+    for (size_t i = 0; i < r->count; i++)
+        s->fields[i] = (xHpackField){{s->scratch + r->fields[i].name_at, r->fields[i].name_len},
+                                     {s->scratch + r->fields[i].value_at, r->fields[i].value_len},
+                                     r->fields[i].token,
+                                     r->fields[i].flags};
+    s->count = r->count;
+    s->size = r->size;
+    s->required_insert_count = r->required;
+    return true;
+}
+
 xQpackResult xQpackDecodeSection(xQpackDecoder *d, uint64_t stream_id, const uint8_t *in, size_t len,
                                  xQpackSection *s) {
     const uint8_t *p = in, *end = in + len;
     Prefix x;
+    /* The same bytes as the last small section, the table unchanged since: the same
+     * fields. (While a stream is blocked, every section is decoded: it may be that
+     * stream's, to be taken out of the set.) */
+    if (len && len == d->repeat.len && !d->blocked_count && memcmp(in, d->repeat.bytes, len) == 0 &&
+        decode_again(d, s))
+        return acknowledge(d, stream_id, s->required_insert_count) ? XQPACK_OK : XQPACK_DECOMPRESSION_FAILED;
     s->count = 0;
     s->size = 0;
     s->required_insert_count = 0;
@@ -500,11 +560,10 @@ xQpackResult xQpackDecodeSection(xQpackDecoder *d, uint64_t stream_id, const uin
             (*p & 0x80) || (*p & 0xf0) == 0x10 ? indexed(d, &x, &k, &p, end) : literal(d, &x, &k, &p, end);
         if (!ok) return XQPACK_DECOMPRESSION_FAILED;
     }
-    if (x.required) { /* Section Acknowledgment: 1 stream(7) */
-        if (!queue_instruction(d, 0x80, 7, stream_id)) return XQPACK_DECOMPRESSION_FAILED;
-        if (x.required > d->known_received) d->known_received = x.required;
-    }
-    return k.full ? XQPACK_TOO_LARGE : XQPACK_OK;
+    if (!acknowledge(d, stream_id, x.required)) return XQPACK_DECOMPRESSION_FAILED;
+    if (k.full) return XQPACK_TOO_LARGE;
+    remember(d, in, len, s);
+    return XQPACK_OK;
 }
 
 /* ---- the encoder ---- */
@@ -608,4 +667,13 @@ uint8_t *xQpackEncodeField(uint8_t *p, xStr name, xStr value) {
     if (name_index >= 0) return put_static_name(p, (unsigned)name_index, value);
     p = put_string(p, 0x20, 0x08, 3, name); /* Literal With Literal Name, N = 0 */
     return put_string(p, 0x00, 0x80, 7, value);
+}
+
+#define STATIC_CONTENT_LENGTH 4 /* content-length: 0, the only entry of that name */
+
+uint8_t *xQpackEncodeContentLength(uint8_t *p, uint64_t length) {
+    if (!length) return put_indexed_static(p, STATIC_CONTENT_LENGTH);
+    char digits[XHTTP_DECIMAL_MAX];
+    size_t n = (size_t)(xHttpPutDecimal(digits, length) - digits);
+    return put_static_name(p, STATIC_CONTENT_LENGTH, (xStr){digits, n});
 }

@@ -5,7 +5,9 @@
  * QPACK is HPACK's sibling, so it reuses HPACK's pieces (http2/hpack.h): the
  * Huffman code, the field type with a token per well-known name, and the name
  * and value verdicts. A decoded field is an xHpackField, so HTTP/2's request
- * checks (http2/request.h) apply to it unchanged, as RFC 9114 §4.2-4.3 asks.
+ * checks (http2/request.h) apply to it unchanged, as RFC 9114 §4.2-4.3 asks;
+ * its verdict carries its value's syntax, as HPACK's does, judged once for a
+ * dynamic table entry and never for a static one (xH2CheckHpackRequest).
  *
  * Decoding works on one whole encoded field section (a HEADERS frame's payload;
  * HTTP/3 frames are length-prefixed, so it is whole before it is read) and never
@@ -61,7 +63,7 @@ typedef struct xQpackEntry {
     uint32_t at; /* offset of name then value in the ring */
     uint32_t name_len, value_len;
     uint16_t token;
-    uint8_t flags; /* the verdict: XHPACK_BAD_NAME | XHPACK_BAD_VALUE */
+    uint8_t flags; /* the verdict: XHPACK_BAD_NAME | XHPACK_BAD_VALUE | XHPACK_BAD_SYNTAX */
 } xQpackEntry;
 
 /** A stream whose section waits for inserts, and the Required Insert Count it read: a
@@ -69,6 +71,31 @@ typedef struct xQpackEntry {
 typedef struct xQpackBlocked {
     uint64_t stream_id, required;
 } xQpackBlocked;
+
+/** The most a section may hold to be kept for its repeats (xQpackRepeat). */
+#define XQPACK_REPEAT_BYTES 96
+#define XQPACK_REPEAT_FIELDS 8
+#define XQPACK_REPEAT_STRINGS 160
+
+/** The last section decoded whole, if it was small: a client's streams of one request
+ *  (an API client's calls, a load generator's) bring the same bytes again, which are
+ *  then copied from here instead of decoded, with the same fields, verdicts and Section
+ *  Acknowledgment. Forgotten when the encoder stream changes the table, the only thing
+ *  besides the bytes that a section's meaning depends on. */
+typedef struct xQpackRepeat {
+    uint16_t len; /* of bytes; 0: none kept */
+    uint16_t strings_len;
+    uint16_t count;
+    size_t size;
+    uint64_t required;
+    uint8_t bytes[XQPACK_REPEAT_BYTES];
+    struct {
+        uint16_t name_at, name_len, value_at, value_len; /* in strings */
+        uint16_t token;
+        uint8_t flags;
+    } fields[XQPACK_REPEAT_FIELDS];
+    char strings[XQPACK_REPEAT_STRINGS];
+} xQpackRepeat;
 
 /** A decoding context, one per connection: the dynamic table, the streams blocked on
  *  it, and the decoder stream bytes waiting to be sent. */
@@ -88,6 +115,7 @@ typedef struct xQpackDecoder {
     uint8_t *out;                      /* decoder stream instructions not yet taken */
     size_t out_len, out_cap;
     xHpackHuffmanMemo memo; /* the last Huffman-coded value of a section, decoded */
+    xQpackRepeat repeat;    /* the last small section decoded whole */
 } xQpackDecoder;
 
 /** Prepares d for our SETTINGS_QPACK_MAX_TABLE_CAPACITY and SETTINGS_QPACK_BLOCKED_STREAMS;
@@ -173,5 +201,9 @@ uint8_t *xQpackEncodeStatus(uint8_t *p, int status);
  *  static name a reference, anything else a literal; strings are Huffman-coded where
  *  that is shorter. Never indexed by us, so nothing to acknowledge. */
 uint8_t *xQpackEncodeField(uint8_t *p, xStr name, xStr value);
+
+/** Writes content-length: length, as xQpackEncodeField writes it (the same bytes)
+ *  without looking the name up: every response with a body has one. */
+uint8_t *xQpackEncodeContentLength(uint8_t *p, uint64_t length);
 
 #endif

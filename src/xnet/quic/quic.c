@@ -84,6 +84,7 @@ struct xQuicStream {
     uint64_t queued, sent, acked;
     bool fin_queued, fin_sent, write_shut;
     bool early;   /* some of its input came in 0-RTT */
+    bool ended;   /* the peer's FIN came: its final size is known, it needs no more credit */
     bool sending; /* on qc's send list */
     xQuicStream *send_prev, *send_next;
     xQuicStream *prev, *next; /* qc->streams */
@@ -113,6 +114,8 @@ struct xQuicConn {
     unsigned refs;
     void *app;
     bool close_owed; /* xQuicConnClose was called: sent at the end of the event */
+    bool settling;   /* in the application's on_settle: conn_settle writes next */
+    uint64_t credit; /* bytes consumed over the event: the peer's connection credit, given at its end */
     uint64_t close_code;
     int fatal; /* an ngtcp2 error that ends the connection, else 0 */
     xQuicCidEntry *cids;
@@ -374,7 +377,7 @@ static void stream_advance(xQuicStream *s, size_t n, bool fin) {
 }
 
 static void schedule_flush(xQuicConn *qc) {
-    if (qc->flush.queued || qc->state == XQUIC_GONE) return;
+    if (qc->flush.queued || qc->settling || qc->state == XQUIC_GONE) return;
     qc->refs++; /* released by the flush */
     xEventLoopAtTurnEnd(qc->ep->net->loop, &qc->flush);
 }
@@ -594,6 +597,11 @@ static void conn_close_now(xQuicConn *qc, int liberr, uint64_t app_code) {
  * out; otherwise what is due is written and the timer re-armed. */
 static void conn_settle(xQuicConn *qc) {
     if (qc->state == XQUIC_GONE) return;
+    if (qc->state == XQUIC_OPEN && !qc->fatal && !qc->close_owed && qc->ep->conf.app->on_settle) {
+        qc->settling = true; /* its writes go out below, not at another turn's end */
+        qc->ep->conf.app->on_settle(qc);
+        qc->settling = false;
+    }
     if (qc->fatal) {
         conn_close_now(qc, qc->fatal, 0);
         return;
@@ -601,6 +609,10 @@ static void conn_settle(xQuicConn *qc) {
     if (qc->close_owed) {
         conn_close_now(qc, 0, qc->close_code);
         return;
+    }
+    if (qc->credit) { /* one MAX_DATA's worth for every stream the event read */
+        ngtcp2_conn_extend_max_offset(qc->conn, qc->credit);
+        qc->credit = 0;
     }
     int rv = conn_write(qc);
     if (rv) {
@@ -684,6 +696,7 @@ static int on_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t id, ui
     xQuicStream *s = stream_user_data ? stream_user_data : stream_new(qc, id);
     if (!s || !app_open(qc)) return NGTCP2_ERR_CALLBACK_FAILURE;
     if (flags & XQ_STREAM_DATA_EARLY) s->early = true;
+    if (flags & NGTCP2_STREAM_DATA_FLAG_FIN) s->ended = true;
     if (qc->rx_path) view_see_sender(qc);
     qc->ep->conf.app->on_stream_data(qc, s, data, len, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
     return 0;
@@ -1323,8 +1336,10 @@ size_t xQuicStreamUnacked(const xQuicStream *s) { return (size_t)(s->queued - s-
 void xQuicStreamConsumed(xQuicStream *s, size_t n) {
     xQuicConn *qc = s->qc;
     if (!n || xQuicConnClosed(qc)) return;
-    ngtcp2_conn_extend_max_stream_offset(qc->conn, s->id, n);
-    ngtcp2_conn_extend_max_offset(qc->conn, n);
+    /* A stream whose end came has all its bytes: more credit on it would
+     * never be used (RFC 9000 §4.5), the connection's would. */
+    if (!s->ended) ngtcp2_conn_extend_max_stream_offset(qc->conn, s->id, n);
+    qc->credit += n;
     schedule_flush(qc);
 }
 

@@ -57,6 +57,10 @@ typedef struct xQuicAppOps {
     void (*on_stream_acked)(xQuicConn *qc, xQuicStream *s);
     /** The server stops gracefully: finish what is under way, then close. */
     void (*on_drain)(xQuicConn *qc);
+    /** The end of an event on qc (packets read, a timer, a write), before
+     *  its packets are written: what the application gathered over the
+     *  event's streams (acknowledgments of its own) may be written now. */
+    void (*on_settle)(xQuicConn *qc);
     /** qc is closing (peer, timeout, error or xQuicConnClose): every stream
      *  has had its on_stream_close; the application lets go of qc. */
     void (*on_close)(xQuicConn *qc);
