@@ -70,6 +70,7 @@ xErrno xNetContextInit(xNetContext *net, xEventLoop *loop, size_t block_size, si
 }
 
 void xNetContextDestroy(xNetContext *net) {
+    xNetPipesClose(net);
     xBufferPoolDestroy(&net->buffers);
     xMemCacheDestroy(net->mem);
     net->mem = NULL;

@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include "xhttp/client/client_internal.h"
+#include "xhttp/client/client_splice.h"
+#include "xnet/splice.h"
 #include "xhttp/core/tokens.h"
 
 _Static_assert(sizeof(xHttpClientField) == sizeof(xHttp1Header), "a response field is the parser's");
@@ -1055,6 +1057,46 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
     push_out(req);
     note_pending(req);
     return XOK;
+}
+
+xErrno xHttpClientRequestSpliceSink(xHttpClientRequest *req, xConn **sink) {
+    *sink = NULL;
+    xClientConn *cc = req->cc;
+    if (req->cancelled || req->body_ended) return XERR_STATE;
+    if (req->h2 || req->body_length < 0 || req->phase == XREQ_TUNNEL) return XERR_INVALID;
+    if (!cc || !cc->conn || cc->state != XCC_BUSY || xConnClosed(cc->conn)) {
+        req->wants_body = true; /* not connected yet: attach tells the caller */
+        return XOK;
+    }
+    xConn *conn = cc->conn;
+    if (!xConnSplices(conn)) return XERR_INVALID;
+    if (!xConnSpliceReady(conn) || req->out.len > req->out_given) {
+        /* What waits (the head, bytes written before) goes first, now where
+         * the socket takes it; a failure fails req within the calls. */
+        req->in_callback++;
+        push_out(req);
+        if (req->cc == cc && xConnPending(conn)) xConnFlush(conn); /* or owed after a send in flight */
+        req->in_callback--;
+        if (!survived(req)) return XERR_STATE;
+        if (req->cc != cc || req->cancelled) return XERR_STATE;
+        if (!xConnSpliceReady(conn) || req->out.len > req->out_given) {
+            req->wants_body = true; /* on_flushed tells the caller */
+            return XOK;
+        }
+    }
+    *sink = conn;
+    return XOK;
+}
+
+void xHttpClientRequestSpliced(xHttpClientRequest *req, size_t n) {
+    if (req->held_whole) {
+        req->held_whole = false;
+        xBufferConsume(&req->out, req->out.len);
+        req->out_given = 0;
+    }
+    req->body_written += n;
+    req->wants_body = true; /* what the socket does not take now waits for on_flushed */
+    arm_phase(req);         /* progress: the send timeout starts again */
 }
 
 xErrno xHttpClientRequestEnd(xHttpClientRequest *req) {
