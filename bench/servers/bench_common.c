@@ -574,8 +574,9 @@ static const char *upstream_ca_file, *upstream_server_name;
 static bool upstream_insecure;
 static unsigned upstream_proxy_protocol; /* --upstream-proxy-protocol 1|2 */
 static bool upstream_h2;                 /* --upstream-h2: HTTP/2 (h2c on http://, h2 on https://) */
-/* --upstream-stream: every path no other route takes is proxied with its body streamed (and a large
- * one spliced), not only /upstream/; --upstream-splice-min BYTES: conf.splice_min (0: never splice). */
+/* --upstream-stream: every POST and PUT no other route takes is proxied with its body streamed (and
+ * a large one spliced), not only under /upstream/; --upstream-splice-min BYTES: conf.splice_min (0: never
+ * splice). */
 static bool upstream_stream;
 static const char *upstream_splice_min;
 /* --upstream-auth URL, --upstream-auth-target PATH, --upstream-auth-method M, --upstream-auth-copy NAME
@@ -646,7 +647,10 @@ static bool add_proxy(xHttpServer *server) {
     xHttpServerRouteNotFound(server, xHttpProxyHandler, proxy);
     xHttpServerRouteMethodNotAllowed(server, xHttpProxyHandler, proxy);
     xHttpServerRouteStreaming(server, "/upstream/*", xHttpProxyHandler, proxy);
-    if (upstream_stream) xHttpServerRouteStreaming(server, "/*", xHttpProxyHandler, proxy);
+    if (upstream_stream) { /* uploads only: a GET costs less through the fallback than on a streaming route */
+        xHttpServerRouteStreaming(server, "POST /*", xHttpProxyHandler, proxy);
+        xHttpServerRouteStreaming(server, "PUT /*", xHttpProxyHandler, proxy);
+    }
     return true;
 }
 
