@@ -992,16 +992,27 @@ size_t xHttpClientRequestPending(const xHttpClientRequest *req) {
     return held + (cc && cc->conn && cc->state == XCC_BUSY ? xConnPending(cc->conn) : 0);
 }
 
-static void note_pending(xHttpClientRequest *req) {
-    if (xHttpClientRequestPending(req) >= XHTTP_CLIENT_BODY_HIGH) req->wants_body = true;
+/* A writer past BODY_HIGH is held back until on_flushed, which a socket
+ * that filled brings; a queue that is only waiting for the turn's end, or
+ * for a send in flight (io_uring's) that takes it whole, would never bring
+ * one: it is sent now (or the send in flight owes the flush). False when a
+ * failed send ended req (its on_error ran). */
+static bool note_pending(xHttpClientRequest *req) {
+    if (xHttpClientRequestPending(req) < XHTTP_CLIENT_BODY_HIGH) return true;
+    req->wants_body = true;
+    xClientConn *cc = req->cc;
+    if (req->h2 || !cc || !cc->conn || xConnClosed(cc->conn) || !xConnPending(cc->conn)) return true;
+    req->in_callback++;
+    xConnFlush(cc->conn);
+    req->in_callback--;
+    return survived(req);
 }
 
 /* A tunnel's bytes go as they are. */
 static xErrno tunnel_write(xHttpClientRequest *req, const void *data, size_t len) {
     if (len && !put(&req->out, data, len)) return XERR_NOMEM;
     push_out(req);
-    note_pending(req);
-    return XOK;
+    return note_pending(req) ? XOK : XERR_STATE;
 }
 
 /* Whether framed body bytes can skip req->out: the request is on an
@@ -1055,8 +1066,7 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
     if (req->h2 && req->body_length >= 0 && req->body_written == (uint64_t)req->body_length)
         req->body_ended = true;
     push_out(req);
-    note_pending(req);
-    return XOK;
+    return note_pending(req) ? XOK : XERR_STATE;
 }
 
 xErrno xHttpClientRequestSpliceSink(xHttpClientRequest *req, xConn **sink) {
