@@ -574,6 +574,11 @@ static const char *upstream_ca_file, *upstream_server_name;
 static bool upstream_insecure;
 static unsigned upstream_proxy_protocol; /* --upstream-proxy-protocol 1|2 */
 static bool upstream_h2;                 /* --upstream-h2: HTTP/2 (h2c on http://, h2 on https://) */
+/* --upstream-stream: every POST and PUT no other route takes is proxied with its body streamed (and
+ * a large one spliced), not only under /upstream/; --upstream-splice-min BYTES: conf.splice_min (0: never
+ * splice). */
+static bool upstream_stream;
+static const char *upstream_splice_min;
 /* --upstream-auth URL, --upstream-auth-target PATH, --upstream-auth-method M, --upstream-auth-copy NAME
  * (repeatable): the auth subrequest. */
 static const char *upstream_auth_url, *upstream_auth_target, *upstream_auth_method, *upstream_auth_copy[4];
@@ -626,6 +631,7 @@ static bool add_proxy(xHttpServer *server) {
     conf.upstream.tls_verify = !upstream_insecure;
     conf.proxy_protocol = upstream_proxy_protocol;
     if (upstream_h2) conf.upstream.protocol = XHTTP_UPSTREAM_HTTP2;
+    if (upstream_splice_min) conf.splice_min = (size_t)strtoull(upstream_splice_min, NULL, 10);
     conf.auth_url = upstream_auth_url;
     conf.auth_target = upstream_auth_target;
     conf.auth_method = upstream_auth_method;
@@ -641,6 +647,10 @@ static bool add_proxy(xHttpServer *server) {
     xHttpServerRouteNotFound(server, xHttpProxyHandler, proxy);
     xHttpServerRouteMethodNotAllowed(server, xHttpProxyHandler, proxy);
     xHttpServerRouteStreaming(server, "/upstream/*", xHttpProxyHandler, proxy);
+    if (upstream_stream) { /* uploads only: a GET costs less through the fallback than on a streaming route */
+        xHttpServerRouteStreaming(server, "POST /*", xHttpProxyHandler, proxy);
+        xHttpServerRouteStreaming(server, "PUT /*", xHttpProxyHandler, proxy);
+    }
     return true;
 }
 
@@ -704,6 +714,7 @@ const char benchCommonUsage[] =
     "       [--upstream-ca FILE] [--upstream-server-name NAME] [--upstream-insecure]\n"
     "       [--upstream-h2] [--upstream-proxy-protocol 1|2] [--upstream-auth URL [--upstream-auth-target "
     "PATH]\n"
+    "       [--upstream-stream] [--upstream-splice-min BYTES]\n"
     "        [--upstream-auth-method M] [--upstream-auth-copy NAME]...]\n"
     "       [--upstream-total-timeout MS] [--upstream-health /PATH:MS]\n"
     "       [--upstream-balance rr|least-conn|hash-address|hash-header:NAME]\n"
@@ -875,6 +886,14 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--upstream-h2") == 0) {
             upstream_h2 = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-stream") == 0) {
+            upstream_stream = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-splice-min") == 0 && i + 1 < argc) {
+            upstream_splice_min = argv[++i];
             continue;
         }
         if (strcmp(argv[i], "--upstream-insecure") == 0) {

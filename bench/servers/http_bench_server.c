@@ -14,7 +14,8 @@
  * the port; --proxy-protocol NETWORKS reads the PROXY header from load balancers there, and
  * --trust-forwarded NETWORKS their X-Forwarded-For. For restarts behind one: --health PATH,
  * --stop-grace MS, --shared-port, --listen-fd N, and systemd's LISTEN_FDS when set.
- * --upstream URL proxies what no route answers (and, bodies streamed, what is under /upstream/).
+ * --upstream URL proxies what no route answers (and, bodies streamed, what is under /upstream/;
+ * with --upstream-stream, every POST and PUT no other route takes, a large body spliced).
  */
 #include <stdio.h>
 

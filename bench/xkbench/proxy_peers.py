@@ -73,7 +73,10 @@ def find_proxies(names, front, context):
 
 def xkit_proxy(front, context):
     """xKit's bench server proxying what it does not route (--upstream), one worker, its pool of
-    upstream connections as large as the others' (--upstream-pool: idle and total)."""
+    upstream connections as large as the others' (--upstream-pool: idle and total). Uploads go on
+    a streaming route (--upstream-stream), so a large request body is spliced from the client's
+    socket to the upstream's (conf.splice_min) instead of read whole first; GETs through the
+    fallback, which costs them less."""
     tls = front == "h2tls"
     binary = server_binary(
         Context(build_dir=context.xkit_build_dir), "https_bench_server" if tls else "http_bench_server"
@@ -81,6 +84,7 @@ def xkit_proxy(front, context):
     if isinstance(binary, Missing):
         return binary
     options = ["--workers", "1", "--upstream", f"http://{context.upstream}", "--upstream-pool", str(context.pool)]
+    options.append("--upstream-stream")
     if front == "http1auth":
         options += ["--upstream-auth", f"http://{context.upstream}", "--upstream-auth-target", AUTH_PATH]
     tls_args = [str(context.cert), str(context.key)] if tls else []

@@ -37,7 +37,9 @@
  *
  * Routed with xHttpServerRouteStreaming, request bodies stream to the
  * upstream as they arrive, the client paused while the upstream is behind;
- * with xHttpServerRoute they are read whole first (max_body_size).
+ * with xHttpServerRoute they are read whole first (max_body_size). A large
+ * body of known length streamed between cleartext HTTP/1.1 sockets is
+ * spliced (splice_min).
  *
  * A WebSocket handshake from an HTTP/1.1 client (GET with Upgrade: websocket)
  * is passed on with its Upgrade field; after the upstream's 101 the client
@@ -126,6 +128,14 @@ typedef struct xHttpProxyConf {
      *  as nginx's auth_request does, for a service that answers GET only
      *  (X-Original-Method still says the request's). */
     const char *auth_method;
+    /** Request bodies of at least this many bytes (a Content-Length, on a
+     *  streaming route, from an HTTP/1.1 client in cleartext to an HTTP/1.1
+     *  upstream in cleartext) pass from the client's socket to the
+     *  upstream's with splice(2), never copied into user space: what came
+     *  with the head goes first, the rest moves socket → pipe → socket
+     *  through a worker's spare pipes. Such a request is never retried once
+     *  its body has begun to go (as any streamed body). 0: never. */
+    size_t splice_min;
 } xHttpProxyConf;
 
 /** Fills conf with the defaults noted above (no upstreams). */

@@ -70,6 +70,7 @@ xErrno xNetContextInit(xNetContext *net, xEventLoop *loop, size_t block_size, si
 }
 
 void xNetContextDestroy(xNetContext *net) {
+    xNetPipesClose(net);
     xBufferPoolDestroy(&net->buffers);
     xMemCacheDestroy(net->mem);
     net->mem = NULL;
@@ -480,8 +481,14 @@ xErrno xConnWriteNow(xConn *conn, const struct iovec *pieces, int count) {
         memcpy(dst, (const char *)pieces[i].iov_base + skip, len - skip);
         xConnCommit(conn, len - skip);
     }
+    /* A failed send closes the connection, and its protocol's on_close may
+     * drop the last reference to it (an upstream client's): held until the
+     * answer is read. */
+    xConnRetain(conn);
     flush(conn, progressed);
-    return xConnClosed(conn) ? XERR_CLOSED : XOK;
+    xErrno err = xConnClosed(conn) ? XERR_CLOSED : XOK;
+    xConnRelease(conn);
+    return err;
 }
 
 /* Sends what is queued as far as the socket takes it; progressed: bytes went

@@ -45,6 +45,22 @@ typedef struct xNetCounters {
     xCounter tls_failures;   /* TLS handshakes failed or timed out */
 } xNetCounters;
 
+/** A pipe that spliced bytes pass through (xnet/splice.h): its ends, the
+ *  bytes in it, and what it holds at most. rd -1: none. */
+typedef struct xPipe {
+    int rd, wr;
+    size_t held;
+    size_t cap;
+} xPipe;
+
+/* Empty pipes a worker keeps for its next spliced bodies. */
+#define XNET_SPARE_PIPES 8
+
+typedef struct xPipePool {
+    xPipe spare[XNET_SPARE_PIPES];
+    unsigned count;
+} xPipePool;
+
 /** What every connection of one worker shares: its loop, pools and the list
  *  of open connections. One per worker thread, so nothing here needs a lock.
  *  A protocol layer embeds it as the first member of a context of its own. */
@@ -58,6 +74,7 @@ typedef struct xNetContext {
     size_t conn_count;
     void (*on_conn_gone)(struct xNetContext *net); /* after a connection is freed */
     xNetCounters counters;
+    xPipePool pipes; /* spare pipes for splicing (xnet/splice.h) */
 } xNetContext;
 
 /** Prepares a worker's network context on loop: a buffer pool of
@@ -69,6 +86,9 @@ xErrno xNetContextInit(xNetContext *net, xEventLoop *loop, size_t block_size, si
 
 /** Frees what xNetContextInit made, once every connection is freed. */
 void xNetContextDestroy(xNetContext *net);
+
+/** Closes net's spare pipes (xNetContextDestroy does). */
+void xNetPipesClose(xNetContext *net);
 
 /* What a protocol hears of its connection, filled by name; the hooks marked
  * optional may be NULL. */

@@ -54,6 +54,14 @@ typedef struct xPollerOps {
      *  lands in its place with one copy; off, receiving ahead resumes at the
      *  next arming. NULL where XEV_RECV means nothing. */
     void (*recv_bulk)(xPoller *poller, int fd, bool on);
+    /** splice(2) from fd (added with XEV_RECV) into the pipe pipe_wr, up to
+     *  len bytes, for a reader that passes its input on without copying it:
+     *  as recv, in order, so only once what was received ahead has been read
+     *  (while some waits: -1 with errno EALREADY, read it with recv first).
+     *  A socket received ahead is armed again only at EAGAIN: a short splice
+     *  may mean a full pipe rather than a drained socket. NULL where fd is
+     *  always the reader's own: splice(2) it directly. */
+    ssize_t (*splice_recv)(xPoller *poller, int fd, int pipe_wr, size_t len);
     /** Queues one gathered send to fd (a watched socket), handed to the
      *  kernel with the next wait (or submit) and never waiting there for
      *  room (MSG_DONTWAIT): the kernel has taken what it takes, or failed

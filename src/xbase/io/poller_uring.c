@@ -27,6 +27,7 @@
 #include "xbase/io/poller.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -465,6 +466,40 @@ static ssize_t uring_recv(xPoller *poller, int fd, void *buf, size_t len) {
     return -1;
 }
 
+/* Moves socket bytes into a pipe without copying them; the caller made
+ * sure the pipe has room, so EAGAIN says the socket is drained. */
+static ssize_t splice_socket(int fd, int pipe_wr, size_t len) {
+    return splice(fd, NULL, pipe_wr, NULL, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+}
+
+/* The socket itself where recv would read it (no receive in flight and
+ * nothing received ahead left), with read_socket's bookkeeping, except that
+ * only EAGAIN says it is drained. */
+static ssize_t uring_splice_recv(xPoller *poller, int fd, int pipe_wr, size_t len) {
+    xUring *u = (xUring *)poller;
+    xUringFd *f = (size_t)fd < u->fd_cap ? &u->fds[fd] : NULL;
+    if (!f || f->recv == RECV_DIRECT) return splice_socket(fd, pipe_wr, len);
+    if (f->head != NO_CHUNK) {
+        errno = EALREADY;
+        return -1;
+    }
+    if (f->recv == RECV_IDLE || f->recv == RECV_POLLING_IN) {
+        ssize_t got = splice_socket(fd, pipe_wr, len);
+        if (got == 0) {
+            f->recv = RECV_ENDED;
+        } else if (got < 0 && errno == EAGAIN) {
+            if (f->recv == RECV_IDLE) want_arm(u, fd);
+        } else if (got < 0 && errno != EINTR) {
+            f->recv = RECV_FAILED;
+            f->error = (uint8_t)errno;
+        }
+        return got;
+    }
+    if (f->recv == RECV_ENDED) return 0;
+    errno = f->recv == RECV_FAILED ? f->error : EAGAIN;
+    return -1;
+}
+
 /* ---- Sending ---- */
 
 /* A copy of iov and a header for it that last until the send is handed in;
@@ -777,6 +812,7 @@ static const xPollerOps uring_ops = {
     .recv = uring_recv,
     .recv_ahead = uring_recv_ahead,
     .recv_bulk = uring_recv_bulk,
+    .splice_recv = uring_splice_recv,
     .send = uring_send,
     .sent = uring_sent,
     .submit = uring_submit,

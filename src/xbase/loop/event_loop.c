@@ -2,9 +2,11 @@
  * picked), dispatch, fire timers, run calls posted from other threads, then
  * the calls owed at the end of the turn. Watches live in an array indexed by
  * fd, so dispatch is one array load with no allocation per connection. */
+#define _GNU_SOURCE /* splice */
 #include <xbase/event.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -234,6 +236,11 @@ void xEventLoopRemove(xEventLoop *loop, int fd) {
 
 ssize_t xEventLoopRecv(xEventLoop *loop, int fd, void *buf, size_t len) {
     return loop->poller->ops->recv(loop->poller, fd, buf, len);
+}
+
+ssize_t xEventLoopSpliceRecv(xEventLoop *loop, int fd, int pipe_wr, size_t len) {
+    if (loop->poller->ops->splice_recv) return loop->poller->ops->splice_recv(loop->poller, fd, pipe_wr, len);
+    return splice(fd, NULL, pipe_wr, NULL, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 }
 
 void xEventLoopRecvAhead(xEventLoop *loop, int fd, bool on) {

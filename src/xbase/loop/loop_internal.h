@@ -25,6 +25,15 @@ void xEventLoopPostCall(xEventLoop *loop, xLoopCall *call);
  *  xEventLoopDestroy does, the thread that owns a loop that is not running). */
 void xEventLoopRunPosted(xEventLoop *loop);
 
+/** Moves up to len bytes of fd's input (a socket watched by loop) into the
+ *  pipe pipe_wr with splice(2), in order with what xEventLoopRecv reads: the
+ *  bytes go from socket to pipe without passing through user space. The
+ *  caller makes sure the pipe has room (EAGAIN then means the socket is
+ *  drained). Returns bytes moved, 0 at the end of the stream, or -1 with
+ *  errno: EAGAIN, EALREADY (the backend received bytes ahead that come
+ *  first: read them with xEventLoopRecv), or splice's own. */
+ssize_t xEventLoopSpliceRecv(xEventLoop *loop, int fd, int pipe_wr, size_t len);
+
 /* ---- Sends by completion ----
  * Where the backend has a completion queue (io_uring), a socket's output may
  * go as a request handed in with the loop's next wait, so the sends of a

@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include "xhttp/client/client_internal.h"
+#include "xhttp/client/client_splice.h"
+#include "xnet/splice.h"
 #include "xhttp/core/tokens.h"
 
 _Static_assert(sizeof(xHttpClientField) == sizeof(xHttp1Header), "a response field is the parser's");
@@ -1012,16 +1014,27 @@ size_t xHttpClientRequestPending(const xHttpClientRequest *req) {
     return held + (cc && cc->conn && cc->state == XCC_BUSY ? xConnPending(cc->conn) : 0);
 }
 
-static void note_pending(xHttpClientRequest *req) {
-    if (xHttpClientRequestPending(req) >= XHTTP_CLIENT_BODY_HIGH) req->wants_body = true;
+/* A writer past BODY_HIGH is held back until on_flushed, which a socket
+ * that filled brings; a queue that is only waiting for the turn's end, or
+ * for a send in flight (io_uring's) that takes it whole, would never bring
+ * one: it is sent now (or the send in flight owes the flush). False when a
+ * failed send ended req (its on_error ran). */
+static bool note_pending(xHttpClientRequest *req) {
+    if (xHttpClientRequestPending(req) < XHTTP_CLIENT_BODY_HIGH) return true;
+    req->wants_body = true;
+    xClientConn *cc = req->cc;
+    if (req->h2 || !cc || !cc->conn || xConnClosed(cc->conn) || !xConnPending(cc->conn)) return true;
+    req->in_callback++;
+    xConnFlush(cc->conn);
+    req->in_callback--;
+    return survived(req);
 }
 
 /* A tunnel's bytes go as they are. */
 static xErrno tunnel_write(xHttpClientRequest *req, const void *data, size_t len) {
     if (len && !put(&req->out, data, len)) return XERR_NOMEM;
     push_out(req);
-    note_pending(req);
-    return XOK;
+    return note_pending(req) ? XOK : XERR_STATE;
 }
 
 /* Whether framed body bytes can skip req->out: the request is on an
@@ -1075,8 +1088,47 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
     if (req->h2 && req->body_length >= 0 && req->body_written == (uint64_t)req->body_length)
         req->body_ended = true;
     push_out(req);
-    note_pending(req);
+    return note_pending(req) ? XOK : XERR_STATE;
+}
+
+xErrno xHttpClientRequestSpliceSink(xHttpClientRequest *req, xConn **sink) {
+    *sink = NULL;
+    xClientConn *cc = req->cc;
+    if (req->cancelled || req->body_ended) return XERR_STATE;
+    if (req->h2 || req->body_length < 0 || req->phase == XREQ_TUNNEL) return XERR_INVALID;
+    if (!cc || !cc->conn || cc->state != XCC_BUSY || xConnClosed(cc->conn)) {
+        req->wants_body = true; /* not connected yet: attach tells the caller */
+        return XOK;
+    }
+    xConn *conn = cc->conn;
+    if (!xConnSplices(conn)) return XERR_INVALID;
+    if (!xConnSpliceReady(conn) || req->out.len > req->out_given) {
+        /* What waits (the head, bytes written before) goes first, now where
+         * the socket takes it; a failure fails req within the calls. */
+        req->in_callback++;
+        push_out(req);
+        if (req->cc == cc && xConnPending(conn)) xConnFlush(conn); /* or owed after a send in flight */
+        req->in_callback--;
+        if (!survived(req)) return XERR_STATE;
+        if (req->cc != cc || req->cancelled) return XERR_STATE;
+        if (!xConnSpliceReady(conn) || req->out.len > req->out_given) {
+            req->wants_body = true; /* on_flushed tells the caller */
+            return XOK;
+        }
+    }
+    *sink = conn;
     return XOK;
+}
+
+void xHttpClientRequestSpliced(xHttpClientRequest *req, size_t n) {
+    if (req->held_whole) {
+        req->held_whole = false;
+        xBufferConsume(&req->out, req->out.len);
+        req->out_given = 0;
+    }
+    req->body_written += n;
+    req->wants_body = true; /* what the socket does not take now waits for on_flushed */
+    arm_phase(req);         /* progress: the send timeout starts again */
 }
 
 xErrno xHttpClientRequestEnd(xHttpClientRequest *req) {

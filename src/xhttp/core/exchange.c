@@ -41,6 +41,7 @@ xHttpExchange *xHttpExchangeAcquire(xHttpContext *ctx) {
     ex->streams_body = ex->body_paused = ex->body_ended = false;
     ex->reader = NULL;
     ex->reader_arg = NULL;
+    ex->taker = NULL;
     ex->filter = ctx->filter;
     ex->filter_state = NULL;
     ex->tunnel = (xHttpTunnel){0};
@@ -200,14 +201,19 @@ static xHttpExchange *exchange_of_request(xHttpRequest *req) {
     return (xHttpExchange *)((char *)req - offsetof(xHttpExchange, req));
 }
 
-xErrno xHttpRequestReadBody(xHttpRequest *req, xHttpBodyReader reader, void *arg) {
-    xHttpExchange *ex = exchange_of_request(req);
+xErrno xHttpExchangeReadBodyTaking(xHttpExchange *ex, xHttpBodyReader reader, xHttpBodyTaker taker,
+                                   void *arg) {
     if (!reader) return XERR_INVALID;
     if (!ex->streams_body || ex->body_ended) return XERR_STATE;
     ex->reader = reader;
     ex->reader_arg = arg;
+    ex->taker = taker;
     ex->ops->body_wanted(ex);
     return XOK;
+}
+
+xErrno xHttpRequestReadBody(xHttpRequest *req, xHttpBodyReader reader, void *arg) {
+    return xHttpExchangeReadBodyTaking(exchange_of_request(req), reader, NULL, arg);
 }
 
 bool xHttpRequestBodyStreams(const xHttpRequest *req) {

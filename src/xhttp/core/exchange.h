@@ -88,6 +88,26 @@ typedef struct xHttpTunnel {
     void *arg;
 } xHttpTunnel;
 
+/** What a body taker did (xHttpBodyTaker). */
+typedef enum xHttpTake {
+    XHTTP_TOOK,       /* bytes were taken off the socket (*took of them) */
+    XHTTP_TAKE_LATER, /* none now: the socket is drained, or the taker paused the body until its sink has room
+                       */
+    XHTTP_TAKE_READ,  /* not this way now (bytes wait received ahead): read the socket as usual */
+    XHTTP_TAKE_ENDED, /* the socket ended or failed: the body is cut short */
+} xHttpTake;
+
+/** A streaming route's reader that passes the body on unchanged may take the
+ *  rest of a Content-Length body off the client's socket itself, without
+ *  the bytes passing through user space (the proxy's splice): the protocol
+ *  calls it where it would read the socket for more of the body, with
+ *  nothing of the body left in its buffer, the bytes still to come (left)
+ *  and the reader's arg, and counts *took of them as delivered; the reader
+ *  then hears only the end (a piece of 0 bytes). It may end the exchange
+ *  meanwhile (an upstream that failed). HTTP/1.1 in cleartext calls it;
+ *  other protocols deliver every byte to the reader. */
+typedef xHttpTake (*xHttpBodyTaker)(xHttpExchange *ex, xConn *from, uint64_t left, size_t *took, void *arg);
+
 /** What a route leads to (the router's opaque handler). */
 typedef struct xHttpRouteTarget {
     xHttpHandler handler;
@@ -158,10 +178,11 @@ struct xHttpExchange {
     bool body_ended; /* the reader had its last piece */
     xHttpBodyReader reader;
     void *reader_arg;
-    xHttpFilter *filter; /* the worker's response filter, or NULL: none for this response */
-    void *filter_state;  /* the filter's, while it transforms a streamed body */
-    xHttpTunnel tunnel;  /* an extended CONNECT's, when the protocol carries one */
-    xBuffer log_fields;  /* xHttpResponseLogField's: "key\0value\0" pairs */
+    xHttpBodyTaker taker; /* set with the reader (xHttpExchangeReadBodyTaking), or NULL */
+    xHttpFilter *filter;  /* the worker's response filter, or NULL: none for this response */
+    void *filter_state;   /* the filter's, while it transforms a streamed body */
+    xHttpTunnel tunnel;   /* an extended CONNECT's, when the protocol carries one */
+    xBuffer log_fields;   /* xHttpResponseLogField's: "key\0value\0" pairs */
     xHttpExchange *next_free;
 };
 
@@ -211,6 +232,11 @@ void xHttpExchangeDispatch(xHttpExchange *ex);
 static inline bool xHttpExchangeWantsBody(const xHttpExchange *ex) {
     return ex->reader && !ex->body_paused && !ex->body_ended && !ex->res.aborted;
 }
+
+/** xHttpRequestReadBody with a taker (xHttpBodyTaker) beside the reader:
+ *  the protocol may let it take the rest of the body off the socket. */
+xErrno xHttpExchangeReadBodyTaking(xHttpExchange *ex, xHttpBodyReader reader, xHttpBodyTaker taker,
+                                   void *arg);
 
 /** Hands a piece to the reader; the protocol checked xHttpExchangeWantsBody
  *  and keeps the exchange alive (or knows whether it is) after the call. */

@@ -21,6 +21,7 @@
 #include "xhttp/core/finished.h"
 #include "xhttp/http1/http1_parser.h"
 #include "xhttp/core/tokens.h"
+#include "xnet/splice.h"
 
 /* Flush mid-batch once this much output is queued, and stop taking requests
  * while the socket cannot take more, so a client that pipelines requests for
@@ -48,6 +49,11 @@
  * it knows that request's size: a buffer the pool keeps (XBUFFER_LARGE_MAX),
  * whatever the last body was (a streamed upload may be of any length). */
 #define XH1_BULK_ROOM_MAX (XBUFFER_LARGE_MAX - XH1_BULK_SLACK)
+/* After a request whose body a taker moved on from the socket itself (the
+ * proxy's splice), the next head is read this much at a time: a client that
+ * sends one large body mostly sends another, and what a read takes past the
+ * head is copied, where the taker would have moved it without a copy. */
+#define XH1_TAKEN_HEAD_READ 4096
 
 typedef enum xH1State {
     XH1_HEAD,      /* waiting for a complete request head */
@@ -88,6 +94,7 @@ typedef struct xHttp1 {
     bool body_complete;    /* streamed: the reader's last piece is known */
     bool continue_owed;    /* streamed: 100 Continue waits for the reader to ask */
     bool reads_bulk;       /* since a request with a large body: xConnRecvBulk is on */
+    bool small_head_reads; /* a body was taken off the socket (take_body): heads read in small reads */
     size_t bulk_room;      /* reads_bulk: that request's size, head and body */
     size_t next_start;     /* where the request after this one begins */
     const char *parsed_at; /* in.data + start when the head was parsed */
@@ -623,6 +630,7 @@ static void begin_request(xHttp1 *h, const xHttp1Request *req, size_t head_len) 
     h->head_request = xStrEqualsC(req->method, "HEAD");
     /* Out of line, and only where it may change: not on a GET's way. */
     if (h->reads_bulk || req->content_length >= (int64_t)XH1_BULK_MIN) read_in_bulk(h, req, head_len);
+    if (h->small_head_reads && req->content_length < (int64_t)XH1_BULK_MIN) h->small_head_reads = false;
     if (try_upgrade(h, req)) return;
     if ((req->chunked || req->content_length > 0) && route_streams(h)) {
         begin_streaming(h, req);
@@ -761,6 +769,38 @@ static void fail_stream(xHttp1 *h, int status) {
         xConnCloseAfterFlush(h->conn);
 }
 
+/* The reader's taker moves the rest of a Content-Length body on from the
+ * socket itself (xHttpBodyTaker); the buffer holds none of it. */
+static xStep take_body(xHttp1 *h, xHttpExchange *ex) {
+    xConn *conn = h->conn;
+    size_t took = 0;
+    xHttpTake r = ex->taker(ex, conn, h->body_left, &took, ex->reader_arg);
+    if (h->ex != ex || h->state != XH1_STREAMING || xConnClosed(conn)) return XSTEP_AGAIN;
+    if (took) {
+        h->small_head_reads = true;
+        h->next_start = h->body_pos; /* the buffer's end: none of the body is in it */
+        h->body_left -= took;
+        h->body_complete = h->body_left == 0;
+        xConnSetTimeout(conn, xHttpContextOf(conn)->conf->body_timeout_ms);
+        if (h->body_complete) {
+            h->state = XH1_HANDLER; /* before the reader, which may answer at once */
+            xHttpExchangeDeliverBody(ex, conn->in.data + h->body_pos, 0, true);
+            return XSTEP_AGAIN;
+        }
+    }
+    switch (r) {
+    case XHTTP_TOOK: return XSTEP_AGAIN;
+    case XHTTP_TAKE_READ: return XSTEP_NEED_INPUT; /* fill reads it into the buffer */
+    case XHTTP_TAKE_ENDED:
+        xConnClose(conn); /* the body was cut short: the handler's request is void */
+        return XSTEP_STOP;
+    case XHTTP_TAKE_LATER: break;
+    }
+    /* Paused until the sink has room; or the socket is drained, and fill
+     * finds it so. */
+    return xHttpExchangeWantsBody(ex) ? XSTEP_NEED_INPUT : XSTEP_STOP;
+}
+
 /* Hands the reader what the buffer holds of the body, then forgets it. */
 static xStep step_stream(xHttp1 *h) {
     xHttpExchange *ex = h->ex;
@@ -782,6 +822,8 @@ static xStep step_stream(xHttp1 *h) {
         h->raw_pos += (size_t)used;
         h->body_complete = h->chunked.done;
         h->next_start = h->raw_pos;
+    } else if (in->len == h->body_pos && ex->taker && h->conn->readable && xConnSplices(h->conn)) {
+        return take_body(h, ex);
     } else {
         size_t avail = in->len - h->body_pos;
         n = avail < h->body_left ? avail : (size_t)h->body_left;
@@ -856,7 +898,9 @@ static bool fill(xHttp1 *h) {
         return false;
     }
     xBuffer *in = &conn->in;
-    ssize_t n = xConnRecv(conn, in->data + in->len, in->cap - in->len);
+    size_t room = in->cap - in->len;
+    if (h->small_head_reads && h->state == XH1_HEAD && room > XH1_TAKEN_HEAD_READ) room = XH1_TAKEN_HEAD_READ;
+    ssize_t n = xConnRecv(conn, in->data + in->len, room);
     if (n > 0) {
         in->len += (size_t)n;
         if (h->state == XH1_BODY || h->state == XH1_CHUNKED || h->state == XH1_STREAMING)

@@ -26,13 +26,18 @@
 #include "xhttp/core/tokens.h"
 #include "xhttp/proxy/auth.h"
 #include "xhttp/proxy/preface.h"
+#include "xhttp/client/client_splice.h"
 #include "xnet/connection.h"
+#include "xnet/splice.h"
 
 /* Output waiting for the client beyond which the upstream is no longer read,
  * and the level it must fall to before it is read again. */
 #define PROXY_FRONT_HIGH (1u << 20)
 #define PROXY_FRONT_LOW (256u << 10)
 #define PROXY_MAX_FIELDS 128
+/* Request bodies from this size are spliced (conf.splice_min's default):
+ * below it, the two copies cost less than the pipe's four system calls. */
+#define PROXY_SPLICE_MIN (32u << 10)
 #define PROXY_FIELD_TEXT 8192 /* a name or value handed to the response, with its NUL */
 #if defined(__SANITIZE_ADDRESS__)
 #define PROXY_SPARE_CALLS 0 /* ASan sees a call used after its end only if it is freed */
@@ -137,6 +142,12 @@ typedef struct xProxyCall {
     char detail[160];   /* the upstream client's words on its last failure */
     size_t preface_len;
     xProxyAuthCheck *auth_check; /* the auth subrequest under way */
+    /* The front body spliced to the upstream: the pipe its bytes pass
+     * through (rd -1: none yet), from the front connection's worker. */
+    xPipe pipe;
+    xNetContext *pipe_net;
+    bool splices;  /* the front body may be spliced (splice_min, a Content-Length) */
+    bool end_owed; /* the front body ended while the pipe still held bytes */
     /* Not zeroed (call_new): written before they are read. */
     xHttpClientField fields[PROXY_MAX_FIELDS];
     char added[1024];                  /* the X-Forwarded-* and Forwarded values */
@@ -157,6 +168,7 @@ static xProxyCall *call_new(xHttpProxy *proxy, int worker) {
     }
     if (!call) return NULL;
     memset(call, 0, offsetof(xProxyCall, fields));
+    call->pipe = (xPipe){.rd = -1, .wr = -1};
     call->proxy = proxy;
     call->worker = worker;
     return call;
@@ -182,7 +194,8 @@ void xHttpProxyConfInit(xHttpProxyConf *conf) {
                              .fail_timeout_ms = 10000,
                              .max_tries = 2,
                              .forwarded_headers = true,
-                             .health_path = "/"};
+                             .health_path = "/",
+                             .splice_min = PROXY_SPLICE_MIN};
     xHttpUpstreamConfInit(&conf->upstream);
 }
 
@@ -604,6 +617,7 @@ static bool build_fields(xProxyCall *call) {
     } while (0)
 
 static void end_call(xProxyCall *call) {
+    if (call->pipe_net) xNetPipeRelease(call->pipe_net, &call->pipe); /* closed when bytes are left in it */
     xProxySpares *spares = &call->proxy->spares[call->worker];
     if ((int)spares->count >= PROXY_SPARE_CALLS) { /* int: under ASan the limit is 0 */
         free(call);
@@ -934,6 +948,14 @@ static void on_up_error(xHttpClientRequest *up, xHttpClientError error, bool sta
     answer_failure(call, error);
 }
 
+/* Where pushing the pipe's bytes on left them. */
+typedef enum xPipeDrain {
+    PIPE_EMPTY,
+    PIPE_WAITS, /* the upstream's socket is full, or busy with what came first: on_up_body_wanted follows */
+    PIPE_GONE,  /* the upstream request failed, and the call ended within (502, or the response reset) */
+} xPipeDrain;
+
+static xPipeDrain drain_pipe(xProxyCall *call);
 static void relay_from_front(xProxyCall *call);
 
 static void on_up_body_wanted(xHttpClientRequest *up, void *arg) {
@@ -943,6 +965,15 @@ static void on_up_body_wanted(xHttpClientRequest *up, void *arg) {
         call->front_held = false;
         relay_from_front(call);
         return;
+    }
+    if (call->pipe.held) {
+        if (drain_pipe(call) != PIPE_EMPTY) return;
+        if (call->end_owed) {
+            call->end_owed = false;
+            xHttpClientRequestEnd(call->up_req);
+            xNetPipeRelease(call->pipe_net, &call->pipe);
+            return;
+        }
     }
     if (call->front_paused) {
         call->front_paused = false;
@@ -968,12 +999,86 @@ static void front_body(xHttpRequest *req, xHttpResponse *res, const char *data, 
     if (!call->up_req) return;
     if (len) call->body_started = true;
     if (len && xHttpClientRequestWrite(call->up_req, data, len) != XOK) return;
-    if (end)
+    if (end && call->pipe.held) {
+        call->end_owed = true; /* ended once the pipe is empty (on_up_body_wanted) */
+    } else if (end) {
         xHttpClientRequestEnd(call->up_req);
-    else if (xHttpClientRequestPending(call->up_req) >= XHTTP_CLIENT_BODY_HIGH) {
+        if (call->pipe_net) xNetPipeRelease(call->pipe_net, &call->pipe); /* for the worker's next body */
+    } else if (xHttpClientRequestPending(call->up_req) >= XHTTP_CLIENT_BODY_HIGH) {
         call->front_paused = true;
         xHttpRequestPauseBody(req);
     }
+}
+
+/* ---- The request body spliced: client socket → pipe → upstream socket ----
+ *
+ * What the front read with the head went up through front_body, written;
+ * the rest of a large Content-Length body is taken off the client's socket
+ * by take_front_body (the front protocol asks it where it would read), into
+ * the call's pipe, and from there into the upstream's socket once nothing
+ * written is queued before it. A full upstream pauses the front body, as a
+ * full queue does for written bytes, until on_up_body_wanted. */
+
+static xPipeDrain drain_pipe(xProxyCall *call) {
+    while (call->pipe.held) {
+        xConn *sink;
+        if (xHttpClientRequestSpliceSink(call->up_req, &sink) != XOK) return PIPE_GONE;
+        if (!sink) return PIPE_WAITS;
+        ssize_t w = xConnSpliceOut(sink, &call->pipe);
+        /* A full socket waits for room (xConnSpliceOut); the next round
+         * finds it so and has the request say when it drains. */
+        if (w > 0 || (w < 0 && (errno == EAGAIN || errno == EINTR))) continue;
+        /* The upstream closed or reset: as a failed send, its connection
+         * closes, which fails the request, whose on_error ends the call. */
+        xConnClose(sink);
+        return PIPE_GONE;
+    }
+    return PIPE_EMPTY;
+}
+
+static xHttpTake pause_front(xProxyCall *call) {
+    call->front_paused = true;
+    xHttpRequestPauseBody(call->req);
+    return XHTTP_TAKE_LATER;
+}
+
+/* The front protocol's xHttpBodyTaker: left body bytes are still in from's
+ * socket and none in its buffer. */
+static xHttpTake take_front_body(xHttpExchange *ex, xConn *from, uint64_t left, size_t *took, void *arg) {
+    (void)ex;
+    xProxyCall *call = arg;
+    *took = 0;
+    if (!call->up_req || !call->splices) return XHTTP_TAKE_READ;
+    xPipeDrain d = drain_pipe(call); /* what it took before goes first */
+    if (d == PIPE_GONE) return XHTTP_TAKE_LATER;
+    if (d == PIPE_WAITS) return pause_front(call);
+    xConn *sink;
+    xErrno err = xHttpClientRequestSpliceSink(call->up_req, &sink);
+    if (err == XERR_STATE) return XHTTP_TAKE_LATER; /* the call ended within */
+    if (err != XOK) {
+        call->splices = false; /* an upstream that needs the bytes (TLS, HTTP/2): written as they come */
+        return XHTTP_TAKE_READ;
+    }
+    if (!sink) return pause_front(call);
+    if (call->pipe.rd < 0) {
+        if (xNetPipeAcquire(from->net, &call->pipe) != XOK) {
+            call->splices = false;
+            return XHTTP_TAKE_READ;
+        }
+        call->pipe_net = from->net;
+    }
+    ssize_t n = xConnSpliceIn(from, &call->pipe, left < SIZE_MAX ? (size_t)left : SIZE_MAX);
+    if (n == 0) return XHTTP_TAKE_ENDED;
+    if (n < 0) {
+        if (errno == EAGAIN) return XHTTP_TAKE_LATER; /* drained: the front's next edge */
+        if (errno == EALREADY || errno == EINTR) return XHTTP_TAKE_READ;
+        return XHTTP_TAKE_ENDED;
+    }
+    *took = (size_t)n;
+    call->body_started = true; /* no retry from here: the bytes are gone from the socket */
+    xHttpClientRequestSpliced(call->up_req, (size_t)n);
+    if (drain_pipe(call) == PIPE_WAITS) pause_front(call);
+    return XHTTP_TOOK;
 }
 
 /* A streamed front body's length as the upstream is told it: the front's
@@ -1064,7 +1169,9 @@ static void go_upstream(xProxyCall *call) {
         return;
     }
     /* Only now: the reader may be handed pieces at once. */
-    if (call->streams_body) xHttpRequestReadBody(call->req, front_body, call);
+    if (call->streams_body)
+        xHttpExchangeReadBodyTaking(xHttpExchangeOfResponse(call->res), front_body,
+                                    call->splices ? take_front_body : NULL, call);
 }
 
 /* The auth subrequest let the request through (with fields to add), or
@@ -1116,6 +1223,10 @@ void xHttpProxyHandler(xHttpRequest *req, xHttpResponse *res, void *arg) {
     }
     /* A tunnel's bytes are read once the upstream switched (open_h2_tunnel). */
     call->streams_body = call->upgrade != PROXY_WEBSOCKET_H2 && xHttpRequestBodyStreams(req);
+    /* Content-Length only: a chunked body's framing is checked, so its bytes pass through here. */
+    int64_t length = call->streams_body && proxy->conf.splice_min ? front_length(req) : -1;
+    call->splices =
+        call->upgrade == PROXY_NO_UPGRADE && length > 0 && (uint64_t)length >= proxy->conf.splice_min;
     if (proxy->conf.proxy_protocol)
         call->preface_len = xProxyPreface(res, (int)proxy->conf.proxy_protocol, call->preface);
     xHttpResponseOnAbort(res, on_front_abort, call);
