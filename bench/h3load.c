@@ -11,7 +11,8 @@
  * parser and CPU window read it unchanged.
  *
  *   h3load -t1 -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS]) [-d FILE | --body-size N]
- *          [-H 'NAME: VALUE']... [--hold=SECONDS] [--no-gso] (https://HOST:PORT/PATH | -i URI_FILE)
+ *          [-H 'NAME: VALUE']... [--hold=SECONDS] [--no-gso] [--no-gro]
+ *          (https://HOST:PORT/PATH | -i URI_FILE)
  *
  * --hold: with -n, each connection takes an even share of the requests, and once all are answered
  * the connections stay open and idle for SECONDS ("all connections idle" is printed then), so a
@@ -19,7 +20,10 @@
  *
  * Packets go out as browsers and quic-go send them: a run of same-size packets in one sendmsg with
  * UDP_SEGMENT (GSO), which a server with UDP_GRO on receives as one message; --no-gso sends one
- * packet per send(), as where the kernel refuses UDP_SEGMENT (which is then also the fall-back). */
+ * packet per send(), as where the kernel refuses UDP_SEGMENT (which is then also the fall-back).
+ * They come in with UDP_GRO on, as quic-go's client has it: on loopback the kernel's delivery of a
+ * server's GSO run to a socket without it, cut into a datagram each, is work done in the server's
+ * sendmsg and counted as the server's CPU, which across a network it is not; --no-gro leaves it off. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +55,9 @@
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
 #define MAX_EXTRA_HEADERS 8
 #define TLS_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE"
 
@@ -62,6 +69,7 @@ typedef struct {
     long long requests;            /* -n, or 0 with -D */
     double duration, warmup, hold; /* seconds */
     bool no_gso;                   /* --no-gso, or the kernel refused UDP_SEGMENT */
+    bool no_gro;                   /* --no-gro */
     const uint8_t *body;           /* POST body, or NULL for GET */
     size_t body_size;
     char host[256], port[16], authority[300], path[2048];
@@ -374,6 +382,8 @@ static int start_client(Client *client, const struct addrinfo *server, int epfd)
     client->ref.user_data = client;
     client->fd = socket(server->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (client->fd < 0 || connect(client->fd, server->ai_addr, server->ai_addrlen) != 0) return -1;
+    int one = 1;
+    if (!opts.no_gro) setsockopt(client->fd, SOL_UDP, UDP_GRO, &one, sizeof one); /* else one at a time */
     memcpy(&client->remote, server->ai_addr, server->ai_addrlen);
     client->remote_len = server->ai_addrlen;
     client->local_len = sizeof client->local;
@@ -498,14 +508,35 @@ static int flush_client(Client *client) {
     return 0;
 }
 
+/* Reads what arrived on the client's socket, a run of datagrams that UDP_GRO kept together handed
+ * to ngtcp2 one datagram at a time. */
 static int read_client(Client *client) {
-    uint8_t packet[65536];
+    static uint8_t packet[65536];
     for (;;) {
-        ssize_t n = recv(client->fd, packet, sizeof packet, 0);
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } control;
+        struct iovec iov = {packet, sizeof packet};
+        struct msghdr m = {.msg_iov = &iov,
+                           .msg_iovlen = 1,
+                           .msg_control = control.buf,
+                           .msg_controllen = sizeof control.buf};
+        ssize_t n = recvmsg(client->fd, &m, 0);
         if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
-        ngtcp2_pkt_info pi = {0};
-        int rv = ngtcp2_conn_read_pkt(client->conn, &client->path.path, &pi, packet, (size_t)n, now_ns());
-        if (rv != 0) return -1;
+        size_t segment = (size_t)n;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+            if (cm->cmsg_level != SOL_UDP || cm->cmsg_type != UDP_GRO) continue;
+            int size;
+            memcpy(&size, CMSG_DATA(cm), sizeof size);
+            if (size > 0) segment = (size_t)size;
+        }
+        for (size_t at = 0; at < (size_t)n; at += segment) {
+            size_t len = (size_t)n - at < segment ? (size_t)n - at : segment;
+            ngtcp2_pkt_info pi = {0};
+            int rv = ngtcp2_conn_read_pkt(client->conn, &client->path.path, &pi, packet + at, len, now_ns());
+            if (rv != 0) return -1;
+        }
     }
 }
 
@@ -525,10 +556,10 @@ static void send_close(Client *client) {
 /* --- options and report --------------------------------------------------------------------- */
 
 static void usage(void) {
-    fprintf(stderr,
-            "usage: h3load [-t1] -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS])\n"
-            "              [-d FILE | --body-size N] [-H 'NAME: VALUE']... [--hold=SECONDS] [--no-gso]\n"
-            "              (https://HOST:PORT/PATH | -i URI_FILE)\n");
+    fprintf(stderr, "usage: h3load [-t1] -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS])\n"
+                    "              [-d FILE | --body-size N] [-H 'NAME: VALUE']... [--hold=SECONDS] "
+                    "[--no-gso] [--no-gro]\n"
+                    "              (https://HOST:PORT/PATH | -i URI_FILE)\n");
     exit(2);
 }
 
@@ -604,6 +635,7 @@ static void parse_options(int argc, char **argv) {
                                                  {"body-size", required_argument, NULL, 'B'},
                                                  {"hold", required_argument, NULL, 'O'},
                                                  {"no-gso", no_argument, NULL, 'G'},
+                                                 {"no-gro", no_argument, NULL, 'R'},
                                                  {NULL, 0, NULL, 0}};
     opts.connections = 1, opts.streams = 1, opts.threads = 1;
     const char *uri_file = NULL;
@@ -618,6 +650,7 @@ static void parse_options(int argc, char **argv) {
         case 'W': opts.warmup = atof(optarg); break;
         case 'O': opts.hold = atof(optarg); break;
         case 'G': opts.no_gso = true; break;
+        case 'R': opts.no_gro = true; break;
         case 'H': add_header(optarg); break;
         case 'i': uri_file = optarg; break;
         case 'd':

@@ -49,9 +49,10 @@ def add_arguments(parser):
     parser.add_argument("--idle-connections", type=int, default=1000)
     parser.add_argument("--idle-seconds", type=float, default=2.0)
     parser.add_argument(
-        "--no-gso",
+        "--plain-udp",
         action="store_true",
-        help="h3load sends a packet per send() instead of runs with UDP_SEGMENT (as quic-go and browsers do)",
+        help="h3load sends a packet per send() and reads one per recv(), instead of runs with UDP_SEGMENT "
+        "and UDP_GRO (as quic-go does)",
     )
 
 
@@ -67,8 +68,8 @@ def h3load_argv(args, port, path, seconds=None, requests=None, body=None):
     argv += ["-n", str(requests)] if requests else ["-D", str(seconds), f"--warm-up-time={WARMUP_SECONDS}"]
     if body:
         argv += [f"--body-size={body}"]
-    if args.no_gso:
-        argv += ["--no-gso"]
+    if args.plain_udp:
+        argv += ["--no-gso", "--no-gro"]
     return argv + [f"https://127.0.0.1:{port}{path}"]
 
 
@@ -311,7 +312,11 @@ def render(results, skipped, args, env):
         f"thread (xKit --workers 1, Go and Caddy GOMAXPROCS=1, gtlsserver is single-threaded); h3load and h2load "
         f"-t1 on CPU {environment.cpu_list(args.client_cpus)}; TLS 1.3, self-signed RSA-2048 certificate; "
         f"{args.duration} s per run after {WARMUP_SECONDS} s warm-up, {args.runs} runs, medians. h3load sends "
-        + ("a packet per send() (--no-gso)." if args.no_gso else "runs of packets with UDP_SEGMENT (GSO).")
+        + (
+            "and reads a packet per call (--plain-udp)."
+            if args.plain_udp
+            else "and reads runs of packets (UDP_SEGMENT and UDP_GRO)."
+        )
     )
     lines = ["## HTTP/3 comparison", "", machine, ""]
     for case, by_server in results.items():
