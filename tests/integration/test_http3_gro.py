@@ -4,12 +4,16 @@ run as one message that it cuts back into datagrams by the segment size the kern
 POST bodies come back byte for byte, and the ECN codepoint the run carries counts for every
 datagram in it (the server's ACK frames say how many it saw). The same with UDP_GRO left off
 (XK_UDP_GRO=0, as where the kernel refuses it): the kernel then cuts the runs itself. The client
-is aioquic (PyPI) with its datagrams sent through a GSO sender of the test's own."""
+is aioquic (PyPI) with its datagrams sent through a GSO sender of the test's own. And the socket's
+receive buffer, which the server raises (as far as net.core.rmem_max allows) so that a burst from
+many clients is not dropped, as `ss` reports it."""
 
 import asyncio
 import os
+import re
 import socket
 import struct
+import subprocess
 import unittest
 from unittest import mock
 
@@ -26,6 +30,7 @@ setUpModule, tearDownModule = shared_certs(__name__)
 
 UDP_SEGMENT = getattr(socket, "UDP_SEGMENT", 103)  # linux/udp.h
 UDP_GRO = getattr(socket, "UDP_GRO", 104)
+RCVBUF = 4 << 20  # what the server asks for (quic.c's XQUIC_RCVBUF)
 ECT0 = 0b10  # RFC 3168's ECT(0) codepoint, in the TOS byte's low bits
 
 
@@ -149,6 +154,17 @@ class GsoClientTest(unittest.TestCase):
         self.assertLessEqual(lost, sender.in_runs // 10)
         # Every datagram of a run carried ECT(0) and was counted as such, not one per run.
         self.assertGreater(ecn.ect0, sender.in_runs // 2)
+        server.stop_and_check()
+
+    def test_the_udp_socket_has_the_receive_buffer_asked_for(self):
+        server = self.start()
+        shown = subprocess.run(
+            ["ss", "-u", "-l", "-n", "-m", f"sport = :{server.port}"], capture_output=True, text=True, check=True
+        ).stdout
+        with open("/proc/sys/net/core/rmem_max") as limit:
+            rmem_max = int(limit.read())
+        # The kernel caps the request at rmem_max and doubles it for its bookkeeping (socket(7)).
+        self.assertEqual(re.findall(r"\brb(\d+)", shown), [str(2 * min(RCVBUF, rmem_max))], shown)
         server.stop_and_check()
 
     def test_the_kernel_here_hands_a_gso_run_to_a_gro_socket_whole(self):

@@ -37,6 +37,11 @@
 #define XQUIC_RX_GRO_SIZE 65536
 /* recvmmsg calls per readiness report: the rest waits for the next turn. */
 #define XQUIC_RX_ROUNDS 4
+/* The receive buffer asked for: a burst from many connections at once (each
+ * a congestion window of datagrams) overflows the kernel's default of about
+ * 208 KiB, and each datagram dropped costs its sender a retransmission. The
+ * kernel caps it at net.core.rmem_max. */
+#define XQUIC_RCVBUF (4 << 20)
 /* Packets of one connection sent together (one sendmsg with UDP_SEGMENT). */
 #define XQUIC_GSO_MAX 40
 #define XQUIC_TX_SIZE (XQUIC_GSO_MAX * NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE)
@@ -1153,6 +1158,8 @@ int xQuicSocketOpen(const struct sockaddr_storage *addr, socklen_t len, bool reu
     if (fd < 0) return -1;
     int one = 1;
     if (reuseport) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    int rcvbuf = XQUIC_RCVBUF;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     /* ECN: each datagram's codepoint is reported (RFC 9000 §13.4). */
     setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
     if (addr->ss_family == AF_INET6) {
