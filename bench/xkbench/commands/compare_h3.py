@@ -9,6 +9,8 @@ load generator, build/bench/h3load) and this process pinned to --client-cpus. Ca
   idle  the server's resident memory per idle QUIC connection (--idle-connections, each served
         one GET /ping, then held open by h3load --hold)
 A fresh server per run, round after round (the order reversed every other round); medians.
+h3load sends runs of packets with UDP_SEGMENT and reads with UDP_GRO, as quic-go's client does;
+--plain-udp turns both off (a packet per call), for every server alike.
 """
 
 import subprocess
