@@ -68,9 +68,11 @@ class H3LoadTest(unittest.TestCase):
             trace = Path(folder) / "trace"
             argv = ["strace", "-f", "-e", "trace=sendmsg,setsockopt", "-o", str(trace), H3LOAD, "-t1", "-c2"]
             argv += ["-m4", "-n", "20", "--body-size=65536", *options, f"{self.base}/echo"]
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+            # LeakSanitizer cannot work under ptrace: off for this run of an ASan build.
+            environment = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT, env=environment)
             result = parse_h2load(done.stdout, done.stderr, done.returncode)
-            self.assertEqual((result.requests, result.statuses["2xx"]), (20, 20), done.stderr)
+            self.assertEqual((result.requests, result.statuses.get("2xx")), (20, 20), done.stdout + done.stderr)
             text = trace.read_text()
         segment = len(re.findall(r"sendmsg\(.*cmsg_level=SOL_UDP, cmsg_type=(?:UDP_SEGMENT|0x67)", text))
         return segment, len(re.findall(r"setsockopt\(\d+, SOL_UDP, UDP_GRO, \[1\]", text))
