@@ -35,8 +35,12 @@
 #define XQUIC_RX_BATCH 32
 #define XQUIC_RX_SIZE 2048
 #define XQUIC_RX_GRO_SIZE 65536
-/* recvmmsg calls per readiness report: the rest waits for the next turn. */
+/* recvmmsg calls per readiness report, and the datagrams after which no
+ * further call is made (a round of GRO trains may hold far more than a
+ * round's worth): the rest waits for the next turn, so that the loop's other
+ * sockets and timers are not kept waiting. */
 #define XQUIC_RX_ROUNDS 4
+#define XQUIC_RX_TURN_MAX (XQUIC_RX_ROUNDS * XQUIC_RX_BATCH)
 /* The receive buffer asked for: a burst from many connections at once (each
  * a congestion window of datagrams) overflows the kernel's default of about
  * 208 KiB, and each datagram dropped costs its sender a retransmission. The
@@ -1122,6 +1126,7 @@ static void on_readable(xEventLoop *loop, int fd, unsigned events, void *arg) {
     xQuicEndpoint *ep = arg;
     struct mmsghdr msgs[XQUIC_RX_BATCH];
     struct iovec iov[XQUIC_RX_BATCH];
+    size_t handled = 0;
     for (int round = 0; round < XQUIC_RX_ROUNDS; round++) {
         for (int i = 0; i < XQUIC_RX_BATCH; i++) {
             iov[i] = (struct iovec){ep->rx + (size_t)i * ep->rx_slot, ep->rx_slot};
@@ -1143,11 +1148,11 @@ static void on_readable(xEventLoop *loop, int fd, unsigned events, void *arg) {
              * with its own length: ngtcp2 reads one datagram per call. */
             uint8_t *data = ep->rx + (size_t)i * ep->rx_slot;
             size_t len = msgs[i].msg_len, segment = info.segment ? info.segment : len;
-            for (size_t at = 0; at < len; at += segment)
+            for (size_t at = 0; at < len; at += segment, handled++)
                 on_datagram(ep, data + at, len - at < segment ? len - at : segment, &ep->rx_names[i],
                             msgs[i].msg_hdr.msg_namelen, &info.local, info.local_len, info.ecn);
         }
-        if (n < XQUIC_RX_BATCH) return;
+        if (n < XQUIC_RX_BATCH || handled >= XQUIC_RX_TURN_MAX) return;
     }
 }
 
