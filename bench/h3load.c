@@ -11,11 +11,19 @@
  * parser and CPU window read it unchanged.
  *
  *   h3load -t1 -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS]) [-d FILE | --body-size N]
- *          [-H 'NAME: VALUE']... [--hold=SECONDS] (https://HOST:PORT/PATH | -i URI_FILE)
+ *          [-H 'NAME: VALUE']... [--hold=SECONDS] [--no-gso] [--no-gro]
+ *          (https://HOST:PORT/PATH | -i URI_FILE)
  *
  * --hold: with -n, each connection takes an even share of the requests, and once all are answered
  * the connections stay open and idle for SECONDS ("all connections idle" is printed then), so a
- * bench can read the server's memory per idle QUIC connection. */
+ * bench can read the server's memory per idle QUIC connection.
+ *
+ * Packets go out as browsers and quic-go send them: a run of same-size packets in one sendmsg with
+ * UDP_SEGMENT (GSO), which a server with UDP_GRO on receives as one message; --no-gso sends one
+ * packet per send(), as where the kernel refuses UDP_SEGMENT (which is then also the fall-back).
+ * They come in with UDP_GRO on, as quic-go's client has it: on loopback the kernel's delivery of a
+ * server's GSO run to a socket without it, cut into a datagram each, is work done in the server's
+ * sendmsg and counted as the server's CPU, which across a network it is not; --no-gro leaves it off. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,13 +42,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "xnet/quic/ngtcp2_compat.h" /* the server's names for what ngtcp2 1.x renamed */
 
 #define MAX_UDP_PAYLOAD 1452
+#define GSO_MAX 40 /* packets per sendmsg, as the server's batches */
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
 #define MAX_EXTRA_HEADERS 8
 #define TLS_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE"
 
@@ -51,6 +68,8 @@ typedef struct {
     int connections, streams, threads;
     long long requests;            /* -n, or 0 with -D */
     double duration, warmup, hold; /* seconds */
+    bool no_gso;                   /* --no-gso, or the kernel refused UDP_SEGMENT */
+    bool no_gro;                   /* --no-gro */
     const uint8_t *body;           /* POST body, or NULL for GET */
     size_t body_size;
     char host[256], port[16], authority[300], path[2048];
@@ -363,6 +382,8 @@ static int start_client(Client *client, const struct addrinfo *server, int epfd)
     client->ref.user_data = client;
     client->fd = socket(server->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (client->fd < 0 || connect(client->fd, server->ai_addr, server->ai_addrlen) != 0) return -1;
+    int one = 1;
+    if (!opts.no_gro) setsockopt(client->fd, SOL_UDP, UDP_GRO, &one, sizeof one); /* else one at a time */
     memcpy(&client->remote, server->ai_addr, server->ai_addrlen);
     client->remote_len = server->ai_addrlen;
     client->local_len = sizeof client->local;
@@ -404,9 +425,39 @@ static int start_client(Client *client, const struct addrinfo *server, int epfd)
     return epoll_ctl(epfd, EPOLL_CTL_ADD, client->fd, &event);
 }
 
-/* Sends what ngtcp2 and nghttp3 have to send on the connection; -1 when it failed. */
+/* Sends len bytes of packets of segment bytes each (the last maybe shorter) on the client's
+ * socket: one sendmsg with UDP_SEGMENT, or one send per packet without GSO. -1 when it failed. */
+static int send_packets(Client *client, const uint8_t *data, size_t len, size_t segment) {
+    if (len > segment && !opts.no_gso) {
+        union {
+            char buf[CMSG_SPACE(sizeof(uint16_t))];
+            struct cmsghdr align;
+        } control = {0};
+        struct iovec iov = {(void *)data, len};
+        struct msghdr m = {.msg_iov = &iov,
+                           .msg_iovlen = 1,
+                           .msg_control = control.buf,
+                           .msg_controllen = sizeof control.buf};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+        cm->cmsg_level = SOL_UDP, cm->cmsg_type = UDP_SEGMENT, cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        uint16_t size = (uint16_t)segment;
+        memcpy(CMSG_DATA(cm), &size, sizeof size);
+        if (sendmsg(client->fd, &m, 0) >= 0 || errno == EAGAIN || errno == ENOBUFS) return 0;
+        if (errno != EIO && errno != EINVAL) return -1;
+        opts.no_gso = true; /* the kernel has no UDP_SEGMENT: a packet per send from now on */
+    }
+    for (size_t at = 0; at < len; at += segment) {
+        size_t n = len - at < segment ? len - at : segment;
+        if (send(client->fd, data + at, n, 0) < 0 && errno != EAGAIN && errno != ENOBUFS) return -1;
+    }
+    return 0;
+}
+
+/* Sends what ngtcp2 and nghttp3 have to send on the connection, a run of same-size packets per
+ * sendmsg; -1 when it failed. */
 static int flush_client(Client *client) {
-    uint8_t packet[MAX_UDP_PAYLOAD];
+    static uint8_t batch[GSO_MAX * MAX_UDP_PAYLOAD];
+    size_t off = 0, segment = 0, npkts = 0;
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
@@ -423,8 +474,8 @@ static int flush_client(Client *client) {
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
         ngtcp2_ssize written = 0;
         ngtcp2_ssize n =
-            ngtcp2_conn_writev_stream(client->conn, &ps.path, &pi, packet, sizeof packet, &written, flags,
-                                      stream_id, (const ngtcp2_vec *)vec, (size_t)count, ts);
+            ngtcp2_conn_writev_stream(client->conn, &ps.path, &pi, batch + off, MAX_UDP_PAYLOAD, &written,
+                                      flags, stream_id, (const ngtcp2_vec *)vec, (size_t)count, ts);
         if (n < 0) {
             if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
                 nghttp3_conn_block_stream(client->h3, stream_id);
@@ -443,20 +494,49 @@ static int flush_client(Client *client) {
         if (written >= 0 && nghttp3_conn_add_write_offset(client->h3, stream_id, (size_t)written) != 0)
             return -1;
         if (n == 0) break;
-        if (send(client->fd, packet, (size_t)n, 0) < 0 && errno != EAGAIN && errno != ENOBUFS) return -1;
+        if (off == 0) segment = (size_t)n;
+        off += (size_t)n;
+        npkts++;
+        /* A run is packets of one size, the last maybe shorter. */
+        if ((size_t)n < segment || npkts % GSO_MAX == 0) {
+            if (send_packets(client, batch, off, segment) != 0) return -1;
+            off = 0;
+        }
     }
+    if (off && send_packets(client, batch, off, segment) != 0) return -1;
     ngtcp2_conn_update_pkt_tx_time(client->conn, ts);
     return 0;
 }
 
+/* Reads what arrived on the client's socket, a run of datagrams that UDP_GRO kept together handed
+ * to ngtcp2 one datagram at a time. */
 static int read_client(Client *client) {
-    uint8_t packet[65536];
+    static uint8_t packet[65536];
     for (;;) {
-        ssize_t n = recv(client->fd, packet, sizeof packet, 0);
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } control;
+        struct iovec iov = {packet, sizeof packet};
+        struct msghdr m = {.msg_iov = &iov,
+                           .msg_iovlen = 1,
+                           .msg_control = control.buf,
+                           .msg_controllen = sizeof control.buf};
+        ssize_t n = recvmsg(client->fd, &m, 0);
         if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
-        ngtcp2_pkt_info pi = {0};
-        int rv = ngtcp2_conn_read_pkt(client->conn, &client->path.path, &pi, packet, (size_t)n, now_ns());
-        if (rv != 0) return -1;
+        size_t segment = (size_t)n;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+            if (cm->cmsg_level != SOL_UDP || cm->cmsg_type != UDP_GRO) continue;
+            int size;
+            memcpy(&size, CMSG_DATA(cm), sizeof size);
+            if (size > 0) segment = (size_t)size;
+        }
+        for (size_t at = 0; at < (size_t)n; at += segment) {
+            size_t len = (size_t)n - at < segment ? (size_t)n - at : segment;
+            ngtcp2_pkt_info pi = {0};
+            int rv = ngtcp2_conn_read_pkt(client->conn, &client->path.path, &pi, packet + at, len, now_ns());
+            if (rv != 0) return -1;
+        }
     }
 }
 
@@ -477,7 +557,8 @@ static void send_close(Client *client) {
 
 static void usage(void) {
     fprintf(stderr, "usage: h3load [-t1] -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS])\n"
-                    "              [-d FILE | --body-size N] [-H 'NAME: VALUE']... [--hold=SECONDS]\n"
+                    "              [-d FILE | --body-size N] [-H 'NAME: VALUE']... [--hold=SECONDS] "
+                    "[--no-gso] [--no-gro]\n"
                     "              (https://HOST:PORT/PATH | -i URI_FILE)\n");
     exit(2);
 }
@@ -553,6 +634,8 @@ static void parse_options(int argc, char **argv) {
     static const struct option long_options[] = {{"warm-up-time", required_argument, NULL, 'W'},
                                                  {"body-size", required_argument, NULL, 'B'},
                                                  {"hold", required_argument, NULL, 'O'},
+                                                 {"no-gso", no_argument, NULL, 'G'},
+                                                 {"no-gro", no_argument, NULL, 'R'},
                                                  {NULL, 0, NULL, 0}};
     opts.connections = 1, opts.streams = 1, opts.threads = 1;
     const char *uri_file = NULL;
@@ -566,6 +649,8 @@ static void parse_options(int argc, char **argv) {
         case 'D': opts.duration = atof(optarg); break;
         case 'W': opts.warmup = atof(optarg); break;
         case 'O': opts.hold = atof(optarg); break;
+        case 'G': opts.no_gso = true; break;
+        case 'R': opts.no_gro = true; break;
         case 'H': add_header(optarg); break;
         case 'i': uri_file = optarg; break;
         case 'd':

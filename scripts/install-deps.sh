@@ -34,6 +34,8 @@ needs=(
   libngtcp2-crypto-gnutls-dev:/usr/include/ngtcp2/ngtcp2_crypto_gnutls.h
   libgnutls28-dev:/usr/include/gnutls/gnutls.h
   ngtcp2-client:gtlsclient
+  # ss: the QUIC socket's receive buffer as the kernel holds it (tests/integration/test_http3_gro.py)
+  iproute2:ss
   # a browser over HTTP/3 (tests/integration/test_http3_interop.py), QUIC forced on the origin
   chromium:chromium
   # bench/h3load (the HTTP/3 load generator) frames its requests with nghttp3

@@ -1,9 +1,12 @@
 """bench/h3load, the HTTP/3 load generator, against this build's https_bench_server: its summary
 reads through xkbench's h2load parser and its counts are the requests asked for, for GET and for
 POST with a body; -i asks a file's paths in turn and -H adds headers, as h2load's; -D marks the main
-duration as h2load does; a port where nothing listens fails."""
+duration as h2load does; a port where nothing listens fails. It sends runs of packets with
+UDP_SEGMENT and reads with UDP_GRO, as quic-go's client does, unless told not to (strace shows
+which)."""
 
 import os
+import re
 import subprocess
 import tempfile
 import unittest
@@ -57,6 +60,30 @@ class H3LoadTest(unittest.TestCase):
         done, result = h3load("-c2", "-m4", "-n", "40", "--body-size=65536", f"{self.base}/echo")
         self.assertTrue(result.ok, result.problems + [done.stderr])
         self.assertEqual((result.requests, result.statuses["2xx"]), (40, 40))
+
+    def offloads(self, *options):
+        """(sendmsg calls with a UDP_SEGMENT control message, setsockopt calls turning UDP_GRO on)
+        in a POST run of h3load with options, as strace saw them."""
+        with tempfile.TemporaryDirectory() as folder:
+            trace = Path(folder) / "trace"
+            argv = ["strace", "-f", "-e", "trace=sendmsg,setsockopt", "-o", str(trace), H3LOAD, "-t1", "-c2"]
+            argv += ["-m4", "-n", "20", "--body-size=65536", *options, f"{self.base}/echo"]
+            # LeakSanitizer cannot work under ptrace: off for this run of an ASan build.
+            environment = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT, env=environment)
+            result = parse_h2load(done.stdout, done.stderr, done.returncode)
+            self.assertEqual((result.requests, result.statuses.get("2xx")), (20, 20), done.stdout + done.stderr)
+            text = trace.read_text()
+        segment = len(re.findall(r"sendmsg\(.*cmsg_level=SOL_UDP, cmsg_type=(?:UDP_SEGMENT|0x67)", text))
+        return segment, len(re.findall(r"setsockopt\(\d+, SOL_UDP, UDP_GRO, \[1\]", text))
+
+    def test_posts_go_out_in_gso_runs_and_come_in_with_gro(self):
+        segment_sends, gro_sockets = self.offloads()
+        self.assertGreater(segment_sends, 10)
+        self.assertEqual(gro_sockets, 2)
+
+    def test_without_offloads_posts_are_answered_alike(self):
+        self.assertEqual(self.offloads("--no-gso", "--no-gro"), (0, 0))
 
     def test_a_missing_path_is_counted_as_4xx(self):
         done, result = h3load("-c1", "-m4", "-n", "20", f"{self.base}/no-such-route")

@@ -9,6 +9,8 @@ load generator, build/bench/h3load) and this process pinned to --client-cpus. Ca
   idle  the server's resident memory per idle QUIC connection (--idle-connections, each served
         one GET /ping, then held open by h3load --hold)
 A fresh server per run, round after round (the order reversed every other round); medians.
+h3load sends runs of packets with UDP_SEGMENT and reads with UDP_GRO, as quic-go's client does;
+--plain-udp turns both off (a packet per call), for every server alike.
 """
 
 import subprocess
@@ -48,6 +50,12 @@ def add_arguments(parser):
     add_common_options(parser, first_port=25000, servers=(SERVERS, SERVERS), cases=(CASES, CASES))
     parser.add_argument("--idle-connections", type=int, default=1000)
     parser.add_argument("--idle-seconds", type=float, default=2.0)
+    parser.add_argument(
+        "--plain-udp",
+        action="store_true",
+        help="h3load sends a packet per send() and reads one per recv(), instead of runs with UDP_SEGMENT "
+        "and UDP_GRO (as quic-go does)",
+    )
 
 
 # --- the load generator -------------------------------------------------------
@@ -62,6 +70,8 @@ def h3load_argv(args, port, path, seconds=None, requests=None, body=None):
     argv += ["-n", str(requests)] if requests else ["-D", str(seconds), f"--warm-up-time={WARMUP_SECONDS}"]
     if body:
         argv += [f"--body-size={body}"]
+    if args.plain_udp:
+        argv += ["--no-gso", "--no-gro"]
     return argv + [f"https://127.0.0.1:{port}{path}"]
 
 
@@ -303,7 +313,12 @@ def render(results, skipped, args, env):
         f"{environment.host_line()}. Servers on CPU {environment.cpu_list(args.server_cpus)} with one worker or "
         f"thread (xKit --workers 1, Go and Caddy GOMAXPROCS=1, gtlsserver is single-threaded); h3load and h2load "
         f"-t1 on CPU {environment.cpu_list(args.client_cpus)}; TLS 1.3, self-signed RSA-2048 certificate; "
-        f"{args.duration} s per run after {WARMUP_SECONDS} s warm-up, {args.runs} runs, medians."
+        f"{args.duration} s per run after {WARMUP_SECONDS} s warm-up, {args.runs} runs, medians. h3load sends "
+        + (
+            "and reads a packet per call (--plain-udp)."
+            if args.plain_udp
+            else "and reads runs of packets (UDP_SEGMENT and UDP_GRO)."
+        )
     )
     lines = ["## HTTP/3 comparison", "", machine, ""]
     for case, by_server in results.items():

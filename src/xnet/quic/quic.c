@@ -22,14 +22,30 @@
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
 
 /* Our connection IDs: the worker's byte, then random. */
 #define XQUIC_CID_LEN 18
-/* Datagrams taken per recvmmsg, and the most bytes one may have. */
+/* Messages taken per recvmmsg, and the most bytes one may have: a single
+ * datagram, or with UDP_GRO a train of one peer's datagrams of one size
+ * (the last maybe shorter) that the kernel kept together, up to 64 KiB. A
+ * slot's pages are touched only as far as datagrams fill them. */
 #define XQUIC_RX_BATCH 32
 #define XQUIC_RX_SIZE 2048
-/* recvmmsg calls per readiness report: the rest waits for the next turn. */
+#define XQUIC_RX_GRO_SIZE 65536
+/* recvmmsg calls per readiness report, and the datagrams after which no
+ * further call is made (a round of GRO trains may hold far more than a
+ * round's worth): the rest waits for the next turn, so that the loop's other
+ * sockets and timers are not kept waiting. */
 #define XQUIC_RX_ROUNDS 4
+#define XQUIC_RX_TURN_MAX (XQUIC_RX_ROUNDS * XQUIC_RX_BATCH)
+/* The receive buffer asked for: a burst from many connections at once (each
+ * a congestion window of datagrams) overflows the kernel's default of about
+ * 208 KiB, and each datagram dropped costs its sender a retransmission. The
+ * kernel caps it at net.core.rmem_max. */
+#define XQUIC_RCVBUF (4 << 20)
 /* Packets of one connection sent together (one sendmsg with UDP_SEGMENT). */
 #define XQUIC_GSO_MAX 40
 #define XQUIC_TX_SIZE (XQUIC_GSO_MAX * NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE)
@@ -139,6 +155,7 @@ struct xQuicEndpoint {
     struct sockaddr_storage bound; /* the socket's own address, read once: every datagram's local one */
     socklen_t bound_len;           /* 0: unknown, datagrams are dropped */
     bool no_gso;                   /* the kernel refused UDP_SEGMENT: one packet per send */
+    size_t rx_slot;                /* bytes per message in rx: XQUIC_RX_GRO_SIZE with UDP_GRO on */
     bool draining;
     xQuicEndpointConf conf;
     xQuicCidEntry **buckets;
@@ -149,9 +166,9 @@ struct xQuicEndpoint {
     void (*on_gone)(void *arg);
     void *on_gone_arg;
     xQuicSpares spare_streams, spare_chunks; /* chunks of XQUIC_CHUNK_ROOM */
-    uint8_t rx[XQUIC_RX_BATCH][XQUIC_RX_SIZE];
+    uint8_t *rx;                             /* XQUIC_RX_BATCH slots of rx_slot bytes */
     struct sockaddr_storage rx_names[XQUIC_RX_BATCH];
-    char rx_control[XQUIC_RX_BATCH][64];
+    char rx_control[XQUIC_RX_BATCH][128]; /* TOS, PKTINFO, UDP_GRO */
     uint8_t tx[XQUIC_TX_SIZE];
 };
 
@@ -1075,21 +1092,33 @@ static void on_datagram(xQuicEndpoint *ep, uint8_t *data, size_t len, struct soc
     xQuicConnRelease(qc);
 }
 
-/* Where a datagram was sent to, and its ECN codepoint, from its control
- * messages. */
-static socklen_t read_control(const xQuicEndpoint *ep, struct msghdr *m, struct sockaddr_storage *local,
-                              uint32_t *ecn) {
-    socklen_t len = ep->bound_len;
-    if (!len) return 0;
-    memcpy(local, &ep->bound, len);
-    *ecn = 0;
+/* What a message's control messages say: where its datagrams were sent to,
+ * their ECN codepoint, and with UDP_GRO the size of each (0: one datagram). */
+typedef struct {
+    struct sockaddr_storage local;
+    socklen_t local_len; /* 0: unknown, the message is dropped */
+    uint32_t ecn;
+    size_t segment;
+} xQuicRxInfo;
+
+static void read_control(const xQuicEndpoint *ep, struct msghdr *m, xQuicRxInfo *info) {
+    info->local_len = ep->bound_len;
+    info->ecn = 0;
+    info->segment = 0;
+    if (!info->local_len) return;
+    struct sockaddr_storage *local = &info->local;
+    memcpy(local, &ep->bound, info->local_len);
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
         if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
-            *ecn = *(const uint8_t *)CMSG_DATA(cm) & 0x3;
+            info->ecn = *(const uint8_t *)CMSG_DATA(cm) & 0x3;
         } else if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS) {
             int tclass;
             memcpy(&tclass, CMSG_DATA(cm), sizeof tclass);
-            *ecn = (uint32_t)tclass & 0x3;
+            info->ecn = (uint32_t)tclass & 0x3;
+        } else if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+            int segment;
+            memcpy(&segment, CMSG_DATA(cm), sizeof segment);
+            if (segment > 0) info->segment = (size_t)segment;
         } else if (!ep->wildcard) {
             continue;
         } else if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO &&
@@ -1104,16 +1133,16 @@ static socklen_t read_control(const xQuicEndpoint *ep, struct msghdr *m, struct 
             ((struct sockaddr_in6 *)local)->sin6_addr = pi.ipi6_addr;
         }
     }
-    return len;
 }
 
 static void on_readable(xEventLoop *loop, int fd, unsigned events, void *arg) {
     xQuicEndpoint *ep = arg;
     struct mmsghdr msgs[XQUIC_RX_BATCH];
     struct iovec iov[XQUIC_RX_BATCH];
+    size_t handled = 0;
     for (int round = 0; round < XQUIC_RX_ROUNDS; round++) {
         for (int i = 0; i < XQUIC_RX_BATCH; i++) {
-            iov[i] = (struct iovec){ep->rx[i], XQUIC_RX_SIZE};
+            iov[i] = (struct iovec){ep->rx + (size_t)i * ep->rx_slot, ep->rx_slot};
             msgs[i].msg_hdr = (struct msghdr){.msg_name = &ep->rx_names[i],
                                               .msg_namelen = sizeof ep->rx_names[i],
                                               .msg_iov = &iov[i],
@@ -1125,14 +1154,18 @@ static void on_readable(xEventLoop *loop, int fd, unsigned events, void *arg) {
         if (n <= 0) return;
         for (int i = 0; i < n; i++) {
             if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) continue; /* larger than any packet we allow */
-            struct sockaddr_storage local;
-            uint32_t ecn;
-            socklen_t local_len = read_control(ep, &msgs[i].msg_hdr, &local, &ecn);
-            if (!local_len) continue;
-            on_datagram(ep, ep->rx[i], msgs[i].msg_len, &ep->rx_names[i], msgs[i].msg_hdr.msg_namelen, &local,
-                        local_len, ecn);
+            xQuicRxInfo info;
+            read_control(ep, &msgs[i].msg_hdr, &info);
+            if (!info.local_len) continue;
+            /* A coalesced train is handed on a datagram at a time, each
+             * with its own length: ngtcp2 reads one datagram per call. */
+            uint8_t *data = ep->rx + (size_t)i * ep->rx_slot;
+            size_t len = msgs[i].msg_len, segment = info.segment ? info.segment : len;
+            for (size_t at = 0; at < len; at += segment, handled++)
+                on_datagram(ep, data + at, len - at < segment ? len - at : segment, &ep->rx_names[i],
+                            msgs[i].msg_hdr.msg_namelen, &info.local, info.local_len, info.ecn);
         }
-        if (n < XQUIC_RX_BATCH) return;
+        if (n < XQUIC_RX_BATCH || handled >= XQUIC_RX_TURN_MAX) return;
     }
 }
 
@@ -1143,6 +1176,8 @@ int xQuicSocketOpen(const struct sockaddr_storage *addr, socklen_t len, bool reu
     if (fd < 0) return -1;
     int one = 1;
     if (reuseport) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    int rcvbuf = XQUIC_RCVBUF;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     /* ECN: each datagram's codepoint is reported (RFC 9000 §13.4). */
     setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
     if (addr->ss_family == AF_INET6) {
@@ -1196,12 +1231,29 @@ static bool bound_to_any(int fd) {
     return ((struct sockaddr_in *)&a)->sin_addr.s_addr == htonl(INADDR_ANY);
 }
 
+/* Asks the kernel to keep a peer's same-size datagrams together (UDP_GRO,
+ * Linux 5.0): a client that sends with UDP_SEGMENT, as quic-go and Chromium
+ * do, has its batch arrive in one message instead of being cut into one
+ * per datagram on the way in. XK_UDP_GRO=0 in the environment leaves it off
+ * (a kernel or NIC that mishandles it; the tests of the path without it). */
+static bool enable_gro(int fd) {
+    const char *env = getenv("XK_UDP_GRO");
+    if (env && strcmp(env, "0") == 0) return false;
+    int one = 1;
+    return setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
+}
+
 xQuicEndpoint *xQuicEndpointCreate(xNetContext *net, int fd, const xQuicEndpointConf *conf) {
+    size_t rx_slot = enable_gro(fd) ? XQUIC_RX_GRO_SIZE : XQUIC_RX_SIZE;
     xQuicEndpoint *ep = calloc(1, sizeof *ep);
-    if (!ep) {
+    uint8_t *rx = ep ? malloc(XQUIC_RX_BATCH * rx_slot) : NULL;
+    if (!rx) {
+        free(ep);
         close(fd);
         return NULL;
     }
+    ep->rx = rx;
+    ep->rx_slot = rx_slot;
     ep->net = net;
     ep->fd = fd;
     ep->conf = *conf;
@@ -1210,6 +1262,7 @@ xQuicEndpoint *xQuicEndpointCreate(xNetContext *net, int fd, const xQuicEndpoint
     if (getsockname(fd, (struct sockaddr *)&ep->bound, &bound_len) == 0) ep->bound_len = bound_len;
     if (!table_grow(ep) || xEventLoopAdd(net->loop, fd, XEV_READ, on_readable, ep) != XOK) {
         free(ep->buckets);
+        free(ep->rx);
         free(ep);
         close(fd);
         return NULL;
@@ -1226,6 +1279,7 @@ void xQuicEndpointDestroy(xQuicEndpoint *ep) {
     free(ep->buckets);
     spare_free_all(&ep->spare_streams);
     spare_free_all(&ep->spare_chunks);
+    free(ep->rx);
     free(ep);
 }
 
