@@ -481,6 +481,45 @@ static void test_repeated_huffman_literals_decode_alike(void) {
     xHpackDecoderFree(&d);
 }
 
+/* A remembered Huffman value keeps its verdict for the name it came under: a bad
+ * :path stays bad when it repeats, and the same bytes under another name are
+ * judged for that name (a path's syntax is no user-agent's concern, nor the other
+ * way round). */
+static void test_repeated_huffman_values_keep_their_verdict_per_name(void) {
+    static const struct {
+        xHpackToken token;
+        const char *value;
+        uint8_t verdict;
+    } cases[] = {
+        {XHPACK_TOKEN_PATH, "/ok?a=1", 0},
+        {XHPACK_TOKEN_PATH, "/ok?a=1", 0},
+        {XHPACK_TOKEN_PATH, "no-slash path", XHPACK_BAD_SYNTAX},
+        {XHPACK_TOKEN_PATH, "no-slash path", XHPACK_BAD_SYNTAX},
+        {XHPACK_TOKEN_USER_AGENT, "no-slash path", 0},
+        {XHPACK_TOKEN_PATH, "no-slash path", XHPACK_BAD_SYNTAX},
+        {XHPACK_TOKEN_USER_AGENT, "/ok?a=1", 0},
+        {XHPACK_TOKEN_PATH, "/ok?a=1", 0},
+        {XHPACK_TOKEN_USER_AGENT, " lead", XHPACK_BAD_VALUE},
+        {XHPACK_TOKEN_USER_AGENT, " lead", XHPACK_BAD_VALUE},
+        {XHPACK_TOKEN_PATH, " lead", XHPACK_BAD_SYNTAX | XHPACK_BAD_VALUE},
+    };
+    xHpackDecoder d;
+    xHpackDecoderInit(&d, 4096);
+    xHpackField f[2];
+    size_t count;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint8_t block[64];
+        uint8_t *end = xHpackEncodeToken(block, cases[i].token, xStrFromC(cases[i].value));
+        size_t at = (block[0] & 0x0f) == 0x0f ? 2 : 1; /* after the name's index */
+        CHECK(block[at] & 0x80);                       /* the value Huffman-coded, so through the memo */
+        CHECK_MSG(decode(&d, block, (size_t)(end - block), f, 2, 4096, &count) == XHPACK_OK && count == 1,
+                  "case %zu", i);
+        CHECK_STR(f[0].value, cases[i].value);
+        CHECK_MSG(f[0].flags == cases[i].verdict, "case %zu: verdict %u", i, f[0].flags);
+    }
+    xHpackDecoderFree(&d);
+}
+
 /* xHpackEncodeLines folds names where they lie and encodes each line as
  * xHpackEncodeIndexed does on an encoder of the same table (a reference one, fed
  * field by field); the same lines again come from its memo, alike, and other lines
@@ -592,6 +631,7 @@ int main(void) {
     RUN(test_encoder_fast_paths_decode_back);
     RUN(test_tokens_name_themselves);
     RUN(test_repeated_huffman_literals_decode_alike);
+    RUN(test_repeated_huffman_values_keep_their_verdict_per_name);
     RUN(test_header_lines_encode_alike_from_the_memo);
     RUN(test_encoder_indexes_repeated_response_fields);
     return CHECK_SUMMARY();

@@ -181,14 +181,21 @@ static uint8_t value_verdict(unsigned token, xStr value) {
 
 /* ---- the dynamic table ---- */
 
+/* first + n wrapped into the ring of slots (n <= slots): a compare, not a
+ * division, on every indexed field. */
+static size_t slot_after(const xHpackTable *t, size_t n) {
+    size_t at = t->first + n;
+    return at >= t->slots ? at - t->slots : at;
+}
+
 static xHpackEntry *entry_at(const xHpackTable *t, size_t i) { /* i = 1 is the newest */
-    return &t->entries[(t->first + t->count - i) % t->slots];
+    return &t->entries[slot_after(t, t->count - i)];
 }
 
 static void evict_oldest(xHpackTable *t) {
     xHpackEntry *e = &t->entries[t->first];
     t->size -= e->name_len + e->value_len + ENTRY_OVERHEAD;
-    t->first = (t->first + 1) % t->slots;
+    t->first = (uint32_t)slot_after(t, 1);
     t->count--;
 }
 
@@ -225,7 +232,7 @@ static void table_insert(xHpackDecoder *d, xStr name, xStr value, uint16_t token
     size_t size = name.len + value.len + ENTRY_OVERHEAD;
     while (t->count && t->size + size > t->max) evict_oldest(t);
     if (size > t->max) return;
-    xHpackEntry *e = &t->entries[(t->first + t->count) % t->slots];
+    xHpackEntry *e = &t->entries[slot_after(t, t->count)];
     *e = (xHpackEntry){t->head, (uint32_t)name.len, (uint32_t)value.len, token, flags};
     ring_write(t, d->capacity, name.data, name.len);
     ring_write(t, d->capacity, value.data, value.len);
@@ -334,14 +341,18 @@ bool xHpackHuffmanDecodeMemo(xHpackHuffmanMemo *m, const uint8_t *in, size_t n, 
         size_t fits = m->plain_len < cap ? m->plain_len : cap;
         if (fits) memcpy(out, m->plain, fits); /* out may be NULL once nothing fits */
         *len = m->plain_len;
+        m->current = true;
         return true;
     }
+    m->current = false;
     if (!xHpackHuffmanDecode(in, n, out, cap, len)) return false;
     if (n <= XHPACK_MEMO_CODED && *len <= cap && *len <= XHPACK_MEMO_PLAIN) {
         m->coded_len = (uint8_t)n;
         m->plain_len = (uint8_t)*len;
         memcpy(m->coded, in, n);
         memcpy(m->plain, out, *len);
+        m->current = true;
+        m->verdict_token = 0;
     }
     return true;
 }
@@ -451,6 +462,16 @@ static bool indexed(xHpackDecoder *d, Sink *k, uint32_t index) {
     return true;
 }
 
+/* value_verdict, through the memo when value is its plain (the same bytes as
+ * before): a verdict depends on the bytes and the name's token alone. */
+static uint8_t memo_verdict(xHpackHuffmanMemo *m, bool huffman, unsigned token, xStr value) {
+    if (!huffman || !m->current) return value_verdict(token, value);
+    if (m->verdict_token == token + 1) return m->verdict;
+    m->verdict = value_verdict(token, value);
+    m->verdict_token = (uint16_t)(token + 1);
+    return m->verdict;
+}
+
 /* Literal representations (RFC 7541 §6.2): prefix bits 6 (incremental indexing) or 4. */
 static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t *end) {
     uint8_t first = **p;
@@ -478,8 +499,9 @@ static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t 
     } else {
         return false;
     }
+    bool huffman_value = *p < end && (**p & 0x80);
     if (!read_string(d, k, p, end, index_it, true, &value)) return false;
-    verdict |= value.data ? value_verdict(token, value) : XHPACK_BAD_VALUE;
+    verdict |= value.data ? memo_verdict(&d->memo, huffman_value, token, value) : XHPACK_BAD_VALUE;
     emit(k, name, value, token, verdict | flags);
     if (index_it) {
         if (k->ring_views) keep_ring_views(d, k); /* before the ring is written */

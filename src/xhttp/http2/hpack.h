@@ -184,6 +184,13 @@ typedef struct xHpackTable {
 typedef struct xHpackHuffmanMemo {
     uint8_t coded_len; /* 0: nothing remembered */
     uint8_t plain_len;
+    /* The last decode's output is plain (a hit, or remembered just now). */
+    bool current;
+    /* HPACK's decoder: the value's verdict for a field of this token + 1 (0: none
+     * yet), which the same bytes under the same name get again (the target's
+     * syntax of :path, checked once, not on every request). */
+    uint16_t verdict_token;
+    uint8_t verdict;
     uint8_t coded[XHPACK_MEMO_CODED];
     char plain[XHPACK_MEMO_PLAIN];
 } xHpackHuffmanMemo;
