@@ -197,10 +197,12 @@ static void evict_oldest(xHpackTable *t) {
     t->size -= e->name_len + e->value_len + ENTRY_OVERHEAD;
     t->first = (uint32_t)slot_after(t, 1);
     t->count--;
+    t->version++;
 }
 
 static void table_resize(xHpackTable *t, size_t max) {
     t->max = max;
+    t->version++;
     while (t->size > t->max) evict_oldest(t);
 }
 
@@ -238,6 +240,7 @@ static void table_insert(xHpackDecoder *d, xStr name, xStr value, uint16_t token
     ring_write(t, d->capacity, value.data, value.len);
     t->count++;
     t->size += size;
+    t->version++;
 }
 
 int xHpackDecoderInit(xHpackDecoder *d, size_t limit) {
@@ -260,6 +263,7 @@ int xHpackDecoderInit(xHpackDecoder *d, size_t limit) {
 }
 
 void xHpackDecoderFree(xHpackDecoder *d) {
+    free(d->block_memo);
     free(d->table.bytes);
     free(d->table.entries);
     free(d->spill);
@@ -525,9 +529,90 @@ static bool size_update(xHpackDecoder *d, const uint8_t **p, const uint8_t *end)
     return true;
 }
 
+/* ---- the block memo (hpack.h) ---- */
+
+/* Where a remembered string lies. */
+enum {
+    XHPACK_LIES_FIXED,   /* in the static table or the ring: its view is kept as it is */
+    XHPACK_LIES_BLOCK,   /* in the block's bytes (a literal not Huffman-coded): an offset */
+    XHPACK_LIES_SCRATCH, /* in the decoded strings: an offset */
+};
+
+static bool within(xStr s, const void *base, size_t n) {
+    uintptr_t at = (uintptr_t)s.data, from = (uintptr_t)base;
+    return at >= from && at - from <= n && s.len <= n - (at - from);
+}
+
+/* s's place, and its data made an offset where it lies in the block or scratch. */
+static uint8_t lies(xStr *s, const uint8_t *in, size_t len, const char *scratch, size_t used) {
+    if (within(*s, in, len)) {
+        s->data = (const char *)(uintptr_t)(s->data - (const char *)in);
+        return XHPACK_LIES_BLOCK;
+    }
+    if (within(*s, scratch, used)) {
+        s->data = (const char *)(uintptr_t)(s->data - scratch);
+        return XHPACK_LIES_SCRATCH;
+    }
+    return XHPACK_LIES_FIXED;
+}
+
+static const char *placed(const char *offset, uint8_t where, const uint8_t *in, const char *scratch) {
+    switch (where) {
+    case XHPACK_LIES_BLOCK: return (const char *)in + (uintptr_t)offset;
+    case XHPACK_LIES_SCRATCH: return scratch + (uintptr_t)offset;
+    default: return offset;
+    }
+}
+
+/* Remembers a block that decoded whole (XHPACK_OK) and left the table as it was. */
+static void block_memo_keep(xHpackDecoder *d, const uint8_t *in, size_t len, const xHpackBlock *b,
+                            size_t used) {
+    if (!len || len > XHPACK_BLOCK_MEMO_BYTES || b->count > XHPACK_BLOCK_MEMO_FIELDS ||
+        used > XHPACK_BLOCK_MEMO_SCRATCH)
+        return;
+    xHpackBlockMemo *m = d->block_memo;
+    if (!m && !(m = d->block_memo = malloc(sizeof *m))) return;
+    m->len = len;
+    m->table_version = d->table.version;
+    m->count = b->count;
+    m->list_size = b->list_size;
+    m->used = used;
+    memcpy(m->bytes, in, len);
+    memcpy(m->scratch, b->scratch, used);
+    for (size_t i = 0; i < b->count; i++) {
+        m->fields[i] = b->fields[i];
+        m->where[i][0] = lies(&m->fields[i].name, in, len, b->scratch, used);
+        m->where[i][1] = lies(&m->fields[i].value, in, len, b->scratch, used);
+    }
+}
+
+/* The remembered fields, when in is the remembered block and the table is as it was
+ * then: they are what decoding it would give. */
+static bool block_memo_hit(const xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b) {
+    const xHpackBlockMemo *m = d->block_memo;
+    if (!m || len != m->len || m->table_version != d->table.version || d->update_due ||
+        m->count > b->max_fields || m->list_size > b->max_list_size || m->used > b->scratch_size ||
+        memcmp(in, m->bytes, len) != 0)
+        return false;
+    memcpy(b->scratch, m->scratch, m->used);
+    for (size_t i = 0; i < m->count; i++) {
+        xHpackField f = m->fields[i];
+        f.name.data = placed(f.name.data, m->where[i][0], in, b->scratch);
+        f.value.data = placed(f.value.data, m->where[i][1], in, b->scratch);
+        b->fields[i] = f;
+    }
+    b->count = m->count;
+    b->list_size = m->list_size;
+    return true;
+}
+
+/* ---- decoding a block ---- */
+
 int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b) {
+    if (block_memo_hit(d, in, len, b)) return XHPACK_OK;
     const uint8_t *p = in, *end = in + len;
     Sink k = {b, 0, 0, false, false};
+    uint32_t version = d->table.version;
     b->count = 0;
     b->list_size = 0;
     bool at_start = true;
@@ -547,7 +632,9 @@ int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b
         }
     }
     if (d->update_due) return XHPACK_ERROR;
-    return k.full ? XHPACK_TOO_LARGE : XHPACK_OK;
+    if (k.full) return XHPACK_TOO_LARGE;
+    if (d->table.version == version) block_memo_keep(d, in, len, b, k.used);
+    return XHPACK_OK;
 }
 
 /* ---- the encoder ---- */

@@ -168,9 +168,10 @@ typedef struct xHpackTable {
     char *bytes;          /* `limit` bytes: live entries never hold more (each costs 32 on top) */
     xHpackEntry *entries; /* limit / 32 slots */
     uint32_t slots, first, count;
-    uint32_t head; /* where the next entry's bytes go */
-    size_t size;   /* RFC 7541 §4.1: name + value + 32 per entry */
-    size_t max;    /* the size the encoder chose, at most our limit */
+    uint32_t head;    /* where the next entry's bytes go */
+    size_t size;      /* RFC 7541 §4.1: name + value + 32 per entry */
+    size_t max;       /* the size the encoder chose, at most our limit */
+    uint32_t version; /* changes with every entry added or evicted, and with max */
 } xHpackTable;
 
 /** Coded bytes of a Huffman-coded value the decoder remembers with what they decode to. */
@@ -195,15 +196,39 @@ typedef struct xHpackHuffmanMemo {
     char plain[XHPACK_MEMO_PLAIN];
 } xHpackHuffmanMemo;
 
+/** The largest block the decoder remembers whole, the most fields, and the most bytes
+ *  of decoded strings it may hold. */
+#define XHPACK_BLOCK_MEMO_BYTES 128
+#define XHPACK_BLOCK_MEMO_FIELDS 16
+#define XHPACK_BLOCK_MEMO_SCRATCH 256
+
+/** The last block decoded that left the table as it was, and its fields. A client sends
+ *  the same block again and again (h2load's every request; a browser's fetches of one
+ *  page): while the table is the same, the same bytes decode to the same fields with
+ *  the same verdicts, so they are compared and copied, not decoded a field at a time.
+ *  Each string is kept as where it lies: an offset into the block's bytes or the
+ *  decoded strings, or a view of the static table or of the dynamic table's ring,
+ *  which stays put while the version does. */
+typedef struct xHpackBlockMemo {
+    size_t len; /* the block's bytes; 0: none remembered */
+    uint32_t table_version;
+    size_t count, list_size, used; /* fields, their list size, scratch bytes they take */
+    uint8_t bytes[XHPACK_BLOCK_MEMO_BYTES];
+    xHpackField fields[XHPACK_BLOCK_MEMO_FIELDS];
+    uint8_t where[XHPACK_BLOCK_MEMO_FIELDS][2]; /* name's and value's: XHPACK_LIES_* (hpack.c) */
+    char scratch[XHPACK_BLOCK_MEMO_SCRATCH];
+} xHpackBlockMemo;
+
 /** A decoding context: one per connection. */
 typedef struct xHpackDecoder {
     xHpackTable table;
     xHpackHuffmanMemo memo;
-    size_t capacity; /* what Init allocated for */
-    size_t limit;    /* our SETTINGS_HEADER_TABLE_SIZE, as acknowledged */
-    size_t lowest;   /* the lowest limit since the encoder last updated */
-    bool update_due; /* the limit went down: the next block must start with an update */
-    char *spill;     /* `capacity` bytes: an entry's strings when scratch is full */
+    xHpackBlockMemo *block_memo; /* allocated at the first block it may keep */
+    size_t capacity;             /* what Init allocated for */
+    size_t limit;                /* our SETTINGS_HEADER_TABLE_SIZE, as acknowledged */
+    size_t lowest;               /* the lowest limit since the encoder last updated */
+    bool update_due;             /* the limit went down: the next block must start with an update */
+    char *spill;                 /* `capacity` bytes: an entry's strings when scratch is full */
 } xHpackDecoder;
 
 /** Prepares d for a SETTINGS_HEADER_TABLE_SIZE of limit (4096 by default in HTTP/2);
