@@ -129,7 +129,7 @@ static const Vector vectors[] = {
 static int decode(xHpackDecoder *d, const uint8_t *in, size_t n, xHpackField *fields, size_t max,
                   size_t list_limit, size_t *count) {
     static char scratch[8192];
-    xHpackBlock b = {fields, max, 0, scratch, sizeof scratch, list_limit, 0};
+    xHpackBlock b = {fields, max, 0, scratch, sizeof scratch, list_limit, 0, 0};
     int rv = xHpackDecode(d, in, n, &b);
     *count = b.count;
     return rv;
@@ -557,7 +557,7 @@ static void test_repeated_blocks_decode_alike_while_the_table_stays(void) {
         const uint8_t *in = again[round % 2];
         char *sc = scratch[round % 2];
         memset(sc, 0, sizeof scratch[0]);
-        xHpackBlock b = {f, 8, 0, sc, sizeof scratch[0], 4096, 0};
+        xHpackBlock b = {f, 8, 0, sc, sizeof scratch[0], 4096, 0, 0};
         CHECK_MSG(xHpackDecode(&d, in, n, &b) == XHPACK_OK && b.count == 4, "round %d", round);
         CHECK_STR(f[0].value, "GET");
         CHECK(f[1].token == XHPACK_TOKEN_USER_AGENT);

@@ -565,13 +565,16 @@ static const char *placed(const char *offset, uint8_t where, const uint8_t *in, 
 }
 
 /* Remembers a block that decoded whole (XHPACK_OK) and left the table as it was. */
-static void block_memo_keep(xHpackDecoder *d, const uint8_t *in, size_t len, const xHpackBlock *b,
-                            size_t used) {
+static void block_memo_keep(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b, size_t used) {
     if (!len || len > XHPACK_BLOCK_MEMO_BYTES || b->count > XHPACK_BLOCK_MEMO_FIELDS ||
         used > XHPACK_BLOCK_MEMO_SCRATCH)
         return;
     xHpackBlockMemo *m = d->block_memo;
-    if (!m && !(m = d->block_memo = malloc(sizeof *m))) return;
+    if (!m) {
+        if (!(m = d->block_memo = malloc(sizeof *m))) return;
+        m->generation = 0;
+    }
+    m->generation++;
     m->len = len;
     m->table_version = d->table.version;
     m->count = b->count;
@@ -584,6 +587,7 @@ static void block_memo_keep(xHpackDecoder *d, const uint8_t *in, size_t len, con
         m->where[i][0] = lies(&m->fields[i].name, in, len, b->scratch, used);
         m->where[i][1] = lies(&m->fields[i].value, in, len, b->scratch, used);
     }
+    b->remembered = m->generation;
 }
 
 /* The remembered fields, when in is the remembered block and the table is as it was
@@ -603,12 +607,14 @@ static bool block_memo_hit(const xHpackDecoder *d, const uint8_t *in, size_t len
     }
     b->count = m->count;
     b->list_size = m->list_size;
+    b->remembered = m->generation;
     return true;
 }
 
 /* ---- decoding a block ---- */
 
 int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b) {
+    b->remembered = 0;
     if (block_memo_hit(d, in, len, b)) return XHPACK_OK;
     const uint8_t *p = in, *end = in + len;
     Sink k = {b, 0, 0, false, false};

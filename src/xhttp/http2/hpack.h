@@ -210,7 +210,8 @@ typedef struct xHpackHuffmanMemo {
  *  decoded strings, or a view of the static table or of the dynamic table's ring,
  *  which stays put while the version does. */
 typedef struct xHpackBlockMemo {
-    size_t len; /* the block's bytes; 0: none remembered */
+    size_t len;          /* the block's bytes; 0: none remembered */
+    uint64_t generation; /* counts the blocks remembered, so each has its own (never 0) */
     uint32_t table_version;
     size_t count, list_size, used; /* fields, their list size, scratch bytes they take */
     uint8_t bytes[XHPACK_BLOCK_MEMO_BYTES];
@@ -253,6 +254,10 @@ typedef struct xHpackBlock {
     size_t scratch_size;  /* least max_list_size bytes, so only a too-large list runs out */
     size_t max_list_size; /* SETTINGS_MAX_HEADER_LIST_SIZE: name + value + 32 per field */
     size_t list_size;     /* out: the whole block's list size, counted to its end */
+    /* out: nonzero when the fields are the decoder's remembered block's (xHpackBlockMemo),
+     * a number that names that block: the same number, the same fields, verdicts and
+     * all, so what the caller concluded from them holds again. 0 otherwise. */
+    uint64_t remembered;
 } xHpackBlock;
 
 /** Decodes one whole header block into b; returns XHPACK_OK, XHPACK_TOO_LARGE (too many
