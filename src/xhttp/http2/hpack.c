@@ -819,16 +819,19 @@ typedef struct LineWriter {
 
 static uint8_t *encode_lines(xHpackLinesMemo *memo, uint8_t *p, char *lines, size_t len, LineWriter w) {
     char *end = lines + len;
-    for (char *at = lines; at < end;) { /* names folded first: the memo holds folded lines */
+    uint32_t version = w.indexed ? w.indexed->table.version : 0;
+    if (len && len == memo->lines_len && version == memo->table_version &&
+        memcmp(lines, memo->given, len) == 0) {
+        memcpy(lines, memo->lines, len); /* folded, as the names would be */
+        memcpy(p, memo->coded, memo->coded_len);
+        return p + memo->coded_len;
+    }
+    memo->lines_len = 0;
+    if (len <= XHPACK_MEMO_LINES) memcpy(memo->given, lines, len);
+    for (char *at = lines; at < end;) {
         char *colon = memchr(at, ':', (size_t)(end - at));
         for (char *c = at; c < colon; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
         at = (char *)memchr(at, '\r', (size_t)(end - at)) + 2;
-    }
-    uint32_t version = w.indexed ? w.indexed->table.version : 0;
-    if (len && len == memo->lines_len && version == memo->table_version &&
-        memcmp(lines, memo->lines, len) == 0) {
-        memcpy(p, memo->coded, memo->coded_len);
-        return p + memo->coded_len;
     }
     uint8_t *start = p;
     for (char *at = lines; at < end;) {

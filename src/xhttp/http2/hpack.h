@@ -299,14 +299,16 @@ uint8_t *xHpackHuffmanEncode(uint8_t *p, xStr s);
 #define XHPACK_MEMO_LINES 128
 #define XHPACK_MEMO_LINES_CODED 160
 
-/** The last header lines encoded (names folded) and their encoding: handlers send the
- *  same few fields answer after answer, so the same lines are copied, not Huffman-coded.
+/** The last header lines encoded (as given, and names folded) and their encoding: handlers
+ *  send the same few fields answer after answer, so the same lines are copied, folded and
+ *  encoded, not folded a byte at a time and Huffman-coded.
  *  An encoding that names dynamic table entries holds only while the table is as it
  *  was (table_version), and one that added entries is never kept: sent again, those
  *  fields go out by index. QPACK's, static only, depends on no table. */
 typedef struct xHpackLinesMemo {
-    uint8_t lines_len, coded_len; /* 0: nothing remembered */
-    uint32_t table_version;       /* the encoder table's version the encoding is for */
+    uint8_t lines_len, coded_len;  /* 0: nothing remembered */
+    uint32_t table_version;        /* the encoder table's version the encoding is for */
+    char given[XHPACK_MEMO_LINES]; /* the lines as the handler wrote them: a hit is found unfolded */
     char lines[XHPACK_MEMO_LINES];
     uint8_t coded[XHPACK_MEMO_LINES_CODED];
 } xHpackLinesMemo;
