@@ -582,10 +582,14 @@ static void block_memo_keep(xHpackDecoder *d, const uint8_t *in, size_t len, xHp
     m->used = used;
     memcpy(m->bytes, in, len);
     memcpy(m->scratch, b->scratch, used);
-    for (size_t i = 0; i < b->count; i++) {
-        m->fields[i] = b->fields[i];
-        m->where[i][0] = lies(&m->fields[i].name, in, len, b->scratch, used);
-        m->where[i][1] = lies(&m->fields[i].value, in, len, b->scratch, used);
+    memcpy(m->fields, b->fields, b->count * sizeof *b->fields);
+    m->moved_count = 0;
+    for (size_t i = 0; i < 2 * b->count; i++) {
+        xStr *str = i & 1 ? &m->fields[i / 2].value : &m->fields[i / 2].name;
+        uint8_t where = lies(str, in, len, b->scratch, used);
+        if (where == XHPACK_LIES_FIXED) continue;
+        m->moved[m->moved_count] = (uint8_t)i;
+        m->moved_where[m->moved_count++] = where;
     }
     b->remembered = m->generation;
 }
@@ -599,11 +603,11 @@ static bool block_memo_hit(const xHpackDecoder *d, const uint8_t *in, size_t len
         memcmp(in, m->bytes, len) != 0)
         return false;
     memcpy(b->scratch, m->scratch, m->used);
-    for (size_t i = 0; i < m->count; i++) {
-        xHpackField f = m->fields[i];
-        f.name.data = placed(f.name.data, m->where[i][0], in, b->scratch);
-        f.value.data = placed(f.value.data, m->where[i][1], in, b->scratch);
-        b->fields[i] = f;
+    memcpy(b->fields, m->fields, m->count * sizeof *b->fields);
+    for (size_t k = 0; k < m->moved_count; k++) {
+        size_t i = m->moved[k];
+        xStr *str = i & 1 ? &b->fields[i / 2].value : &b->fields[i / 2].name;
+        str->data = placed(str->data, m->moved_where[k], in, b->scratch);
     }
     b->count = m->count;
     b->list_size = m->list_size;

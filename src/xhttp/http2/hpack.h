@@ -216,7 +216,10 @@ typedef struct xHpackBlockMemo {
     size_t count, list_size, used; /* fields, their list size, scratch bytes they take */
     uint8_t bytes[XHPACK_BLOCK_MEMO_BYTES];
     xHpackField fields[XHPACK_BLOCK_MEMO_FIELDS];
-    uint8_t where[XHPACK_BLOCK_MEMO_FIELDS][2]; /* name's and value's: XHPACK_LIES_* (hpack.c) */
+    /* The strings kept as offsets, field * 2 (+ 1 for its value) each, and where each lies
+     * (XHPACK_LIES_*, hpack.c): only these are placed again, the rest copied as they are. */
+    uint8_t moved[XHPACK_BLOCK_MEMO_FIELDS * 2], moved_where[XHPACK_BLOCK_MEMO_FIELDS * 2];
+    size_t moved_count;
     char scratch[XHPACK_BLOCK_MEMO_SCRATCH];
 } xHpackBlockMemo;
 
