@@ -15,7 +15,7 @@ static char scratch[1 << 16];
 
 /* Returns whether both accepted; aborts on any difference. */
 static int same_block(xHpackDecoder *ours, nghttp2_hd_inflater *theirs, const uint8_t *in, size_t len) {
-    xHpackBlock b = {fields, 512, 0, scratch, sizeof scratch, 1 << 20, 0};
+    xHpackBlock b = {fields, 512, 0, scratch, sizeof scratch, 1 << 20, 0, 0};
     int rv = xHpackDecode(ours, in, len, &b);
     size_t n = 0;
     int ok = 1;

@@ -82,7 +82,7 @@ static bool check_decoded(xHpackDecoder *d, xStr authority, bool by_index) {
     }
     xHpackField f[8];
     char scratch[256];
-    xHpackBlock b = {f, 8, 0, scratch, sizeof scratch, 4096, 0};
+    xHpackBlock b = {f, 8, 0, scratch, sizeof scratch, 4096, 0, 0};
     CHECK(xHpackDecode(d, block, (size_t)(p - block), &b) == XHPACK_OK && b.count == 4);
     CHECK(f[3].token == XHPACK_TOKEN_AUTHORITY && f[3].value.len == authority.len &&
           memcmp(f[3].value.data, authority.data, authority.len) == 0);
@@ -140,7 +140,7 @@ static void test_method_and_scheme_judged_once_by_hpack(void) {
             *q++ = 'h';
             xHpackField f[8];
             char scratch[256];
-            xHpackBlock b = {f, 8, 0, scratch, sizeof scratch, 4096, 0};
+            xHpackBlock b = {f, 8, 0, scratch, sizeof scratch, 4096, 0, 0};
             CHECK(xHpackDecode(&d, full, (size_t)(q - full), &b) == XHPACK_OK && b.count == 4);
             xH2RequestHead head;
             CHECK_MSG(xH2CheckHpackRequest(f, b.count, true, &head) == cases[i].ok, "%s, %s", cases[i].value,

@@ -129,7 +129,7 @@ static const Vector vectors[] = {
 static int decode(xHpackDecoder *d, const uint8_t *in, size_t n, xHpackField *fields, size_t max,
                   size_t list_limit, size_t *count) {
     static char scratch[8192];
-    xHpackBlock b = {fields, max, 0, scratch, sizeof scratch, list_limit, 0};
+    xHpackBlock b = {fields, max, 0, scratch, sizeof scratch, list_limit, 0, 0};
     int rv = xHpackDecode(d, in, n, &b);
     *count = b.count;
     return rv;
@@ -482,6 +482,111 @@ static void test_repeated_huffman_literals_decode_alike(void) {
     xHpackDecoderFree(&d);
 }
 
+/* A remembered Huffman value keeps its verdict for the name it came under: a bad
+ * :path stays bad when it repeats, and the same bytes under another name are
+ * judged for that name (a path's syntax is no user-agent's concern, nor the other
+ * way round). */
+static void test_repeated_huffman_values_keep_their_verdict_per_name(void) {
+    static const struct {
+        xHpackToken token;
+        const char *value;
+        uint8_t verdict;
+    } cases[] = {
+        {XHPACK_TOKEN_PATH, "/ok?a=1", 0},
+        {XHPACK_TOKEN_PATH, "/ok?a=1", 0},
+        {XHPACK_TOKEN_PATH, "no-slash path", XHPACK_BAD_SYNTAX},
+        {XHPACK_TOKEN_PATH, "no-slash path", XHPACK_BAD_SYNTAX},
+        {XHPACK_TOKEN_USER_AGENT, "no-slash path", 0},
+        {XHPACK_TOKEN_PATH, "no-slash path", XHPACK_BAD_SYNTAX},
+        {XHPACK_TOKEN_USER_AGENT, "/ok?a=1", 0},
+        {XHPACK_TOKEN_PATH, "/ok?a=1", 0},
+        {XHPACK_TOKEN_USER_AGENT, " lead", XHPACK_BAD_VALUE},
+        {XHPACK_TOKEN_USER_AGENT, " lead", XHPACK_BAD_VALUE},
+        {XHPACK_TOKEN_PATH, " lead", XHPACK_BAD_SYNTAX | XHPACK_BAD_VALUE},
+    };
+    xHpackDecoder d;
+    xHpackDecoderInit(&d, 4096);
+    xHpackField f[2];
+    size_t count;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint8_t block[64];
+        uint8_t *end = xHpackEncodeToken(block, cases[i].token, xStrFromC(cases[i].value));
+        size_t at = (block[0] & 0x0f) == 0x0f ? 2 : 1; /* after the name's index */
+        CHECK(block[at] & 0x80);                       /* the value Huffman-coded, so through the memo */
+        CHECK_MSG(decode(&d, block, (size_t)(end - block), f, 2, 4096, &count) == XHPACK_OK && count == 1,
+                  "case %zu", i);
+        CHECK_STR(f[0].value, cases[i].value);
+        CHECK_MSG(f[0].flags == cases[i].verdict, "case %zu: verdict %u", i, f[0].flags);
+    }
+    xHpackDecoderFree(&d);
+}
+
+static bool lies_in(xStr s, const void *base, size_t n) {
+    return (const char *)s.data >= (const char *)base && s.data + s.len <= (const char *)base + n;
+}
+
+/* A block sent again decodes to the same fields while the table is as it was: its
+ * raw literals view the new block's bytes and its Huffman strings the new scratch,
+ * wherever the last ones were; once an entry is added, the same bytes name other
+ * entries and decode to them; a block over the caller's limits is too large still. */
+static void test_repeated_blocks_decode_alike_while_the_table_stays(void) {
+    xHpackDecoder d;
+    xHpackDecoderInit(&d, 4096);
+    uint8_t first[64], *p = first;
+    p = add_literal(p, "user-agent", "h2load");
+    xHpackField f[8];
+    size_t count;
+    CHECK(decode(&d, first, (size_t)(p - first), f, 8, 4096, &count) == XHPACK_OK && count == 1);
+    /* :method GET, user-agent from the table (62), x-raw: plain (literal, not indexed,
+     * raw), :path Huffman-coded (not indexed) */
+    uint8_t again[2][64];
+    size_t n = 0;
+    again[0][n++] = 0x82;
+    again[0][n++] = 0xbe;
+    again[0][n++] = 0x00;
+    again[0][n++] = 5;
+    memcpy(again[0] + n, "x-raw", 5);
+    n += 5;
+    again[0][n++] = 5;
+    memcpy(again[0] + n, "plain", 5);
+    n += 5;
+    n = (size_t)(xHpackEncodeToken(again[0] + n, XHPACK_TOKEN_PATH, xStrFromC("/baseline2?a=1&b=1")) -
+                 again[0]);
+    memcpy(again[1], again[0], n);
+    static char scratch[2][512];
+    for (int round = 0; round < 4; round++) {
+        const uint8_t *in = again[round % 2];
+        char *sc = scratch[round % 2];
+        memset(sc, 0, sizeof scratch[0]);
+        xHpackBlock b = {f, 8, 0, sc, sizeof scratch[0], 4096, 0, 0};
+        CHECK_MSG(xHpackDecode(&d, in, n, &b) == XHPACK_OK && b.count == 4, "round %d", round);
+        CHECK_STR(f[0].value, "GET");
+        CHECK(f[1].token == XHPACK_TOKEN_USER_AGENT);
+        CHECK_STR(f[1].value, "h2load");
+        CHECK_STR(f[2].name, "x-raw");
+        CHECK_STR(f[2].value, "plain");
+        CHECK(lies_in(f[2].name, in, n) && lies_in(f[2].value, in, n));
+        CHECK(f[3].token == XHPACK_TOKEN_PATH && f[3].flags == 0);
+        CHECK_STR(f[3].value, "/baseline2?a=1&b=1");
+        CHECK(lies_in(f[3].value, sc, sizeof scratch[0]));
+        CHECK(b.list_size == 3 + 7 + 10 + 6 + 5 + 5 + 5 + 18 + 4 * 32);
+    }
+    p = add_literal(first, "user-agent", "curl"); /* now entry 62; h2load is 63 */
+    CHECK(decode(&d, first, (size_t)(p - first), f, 8, 4096, &count) == XHPACK_OK && count == 1);
+    CHECK(decode(&d, again[0], n, f, 8, 4096, &count) == XHPACK_OK && count == 4);
+    CHECK_STR(f[1].value, "curl");
+    CHECK(decode(&d, again[1], n, f, 8, 4096, &count) == XHPACK_OK && count == 4);
+    CHECK_STR(f[1].value, "curl");
+    CHECK_STR(f[3].value, "/baseline2?a=1&b=1");
+    CHECK(decode(&d, again[0], n, f, 3, 4096, &count) == XHPACK_TOO_LARGE);
+    CHECK(decode(&d, again[0], n, f, 8, 100, &count) == XHPACK_TOO_LARGE);
+    CHECK(decode(&d, again[0], n, f, 8, 4096, &count) == XHPACK_OK && count == 4);
+    again[0][1] = 0xbf; /* one byte other: entry 63, h2load */
+    CHECK(decode(&d, again[0], n, f, 8, 4096, &count) == XHPACK_OK && count == 4);
+    CHECK_STR(f[1].value, "h2load");
+    xHpackDecoderFree(&d);
+}
+
 /* xHpackEncodeLines folds names where they lie and encodes each line as
  * xHpackEncodeIndexed does on an encoder of the same table (a reference one, fed
  * field by field); the same lines again come from its memo, alike, and other lines
@@ -593,6 +698,8 @@ int main(void) {
     RUN(test_encoder_fast_paths_decode_back);
     RUN(test_tokens_name_themselves);
     RUN(test_repeated_huffman_literals_decode_alike);
+    RUN(test_repeated_huffman_values_keep_their_verdict_per_name);
+    RUN(test_repeated_blocks_decode_alike_while_the_table_stays);
     RUN(test_header_lines_encode_alike_from_the_memo);
     RUN(test_encoder_indexes_repeated_response_fields);
     return CHECK_SUMMARY();

@@ -55,7 +55,7 @@ static void pair_free(Pair *p) {
 static bool compare(Pair *p, const uint8_t *in, size_t len, long iteration) {
     static xHpackField fields[512];
     static char scratch[1 << 16];
-    xHpackBlock b = {fields, 512, 0, scratch, sizeof scratch, 1 << 20, 0};
+    xHpackBlock b = {fields, 512, 0, scratch, sizeof scratch, 1 << 20, 0, 0};
     int ours = xHpackDecode(&p->ours, in, len, &b);
     bool theirs_ok = true, fields_same = true;
     size_t n = 0;

@@ -165,19 +165,28 @@ uint8_t xHpackSyntaxVerdict(unsigned token, xStr value) {
 
 /* ---- the dynamic table ---- */
 
+/* first + n wrapped into the ring of slots (n <= slots): a compare, not a
+ * division, on every indexed field. */
+static size_t slot_after(const xHpackTable *t, size_t n) {
+    size_t at = t->first + n;
+    return at >= t->slots ? at - t->slots : at;
+}
+
 static xHpackEntry *entry_at(const xHpackTable *t, size_t i) { /* i = 1 is the newest */
-    return &t->entries[(t->first + t->count - i) % t->slots];
+    return &t->entries[slot_after(t, t->count - i)];
 }
 
 static void evict_oldest(xHpackTable *t) {
     xHpackEntry *e = &t->entries[t->first];
     t->size -= e->name_len + e->value_len + ENTRY_OVERHEAD;
-    t->first = (t->first + 1) % t->slots;
+    t->first = (uint32_t)slot_after(t, 1);
     t->count--;
+    t->version++;
 }
 
 static void table_resize(xHpackTable *t, size_t max) {
     t->max = max;
+    t->version++;
     while (t->size > t->max) evict_oldest(t);
 }
 
@@ -209,12 +218,13 @@ static void table_insert(xHpackDecoder *d, xStr name, xStr value, uint16_t token
     size_t size = name.len + value.len + ENTRY_OVERHEAD;
     while (t->count && t->size + size > t->max) evict_oldest(t);
     if (size > t->max) return;
-    xHpackEntry *e = &t->entries[(t->first + t->count) % t->slots];
+    xHpackEntry *e = &t->entries[slot_after(t, t->count)];
     *e = (xHpackEntry){t->head, (uint32_t)name.len, (uint32_t)value.len, token, flags};
     ring_write(t, d->capacity, name.data, name.len);
     ring_write(t, d->capacity, value.data, value.len);
     t->count++;
     t->size += size;
+    t->version++;
 }
 
 int xHpackDecoderInit(xHpackDecoder *d, size_t limit) {
@@ -237,6 +247,7 @@ int xHpackDecoderInit(xHpackDecoder *d, size_t limit) {
 }
 
 void xHpackDecoderFree(xHpackDecoder *d) {
+    free(d->block_memo);
     free(d->table.bytes);
     free(d->table.entries);
     free(d->spill);
@@ -318,14 +329,18 @@ bool xHpackHuffmanDecodeMemo(xHpackHuffmanMemo *m, const uint8_t *in, size_t n, 
         size_t fits = m->plain_len < cap ? m->plain_len : cap;
         if (fits) memcpy(out, m->plain, fits); /* out may be NULL once nothing fits */
         *len = m->plain_len;
+        m->current = true;
         return true;
     }
+    m->current = false;
     if (!xHpackHuffmanDecode(in, n, out, cap, len)) return false;
     if (n <= XHPACK_MEMO_CODED && *len <= cap && *len <= XHPACK_MEMO_PLAIN) {
         m->coded_len = (uint8_t)n;
         m->plain_len = (uint8_t)*len;
         memcpy(m->coded, in, n);
         memcpy(m->plain, out, *len);
+        m->current = true;
+        m->verdict_token = 0;
     }
     return true;
 }
@@ -435,6 +450,16 @@ static bool indexed(xHpackDecoder *d, Sink *k, uint32_t index) {
     return true;
 }
 
+/* xHpackFieldValueVerdict, through the memo when value is its plain (the same bytes as
+ * before): a verdict depends on the bytes and the name's token alone. */
+static uint8_t memo_verdict(xHpackHuffmanMemo *m, bool huffman, unsigned token, xStr value) {
+    if (!huffman || !m->current) return xHpackFieldValueVerdict(token, value);
+    if (m->verdict_token == token + 1) return m->verdict;
+    m->verdict = xHpackFieldValueVerdict(token, value);
+    m->verdict_token = (uint16_t)(token + 1);
+    return m->verdict;
+}
+
 /* Literal representations (RFC 7541 §6.2): prefix bits 6 (incremental indexing) or 4. */
 static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t *end) {
     uint8_t first = **p;
@@ -462,8 +487,9 @@ static bool literal(xHpackDecoder *d, Sink *k, const uint8_t **p, const uint8_t 
     } else {
         return false;
     }
+    bool huffman_value = *p < end && (**p & 0x80);
     if (!read_string(d, k, p, end, index_it, true, &value)) return false;
-    verdict |= value.data ? xHpackFieldValueVerdict(token, value) : XHPACK_BAD_VALUE;
+    verdict |= value.data ? memo_verdict(&d->memo, huffman_value, token, value) : XHPACK_BAD_VALUE;
     emit(k, name, value, token, verdict | flags);
     if (index_it) {
         if (k->ring_views) keep_ring_views(d, k); /* before the ring is written */
@@ -487,9 +513,100 @@ static bool size_update(xHpackDecoder *d, const uint8_t **p, const uint8_t *end)
     return true;
 }
 
+/* ---- the block memo (hpack.h) ---- */
+
+/* Where a remembered string lies. */
+enum {
+    XHPACK_LIES_FIXED,   /* in the static table or the ring: its view is kept as it is */
+    XHPACK_LIES_BLOCK,   /* in the block's bytes (a literal not Huffman-coded): an offset */
+    XHPACK_LIES_SCRATCH, /* in the decoded strings: an offset */
+};
+
+static bool within(xStr s, const void *base, size_t n) {
+    uintptr_t at = (uintptr_t)s.data, from = (uintptr_t)base;
+    return at >= from && at - from <= n && s.len <= n - (at - from);
+}
+
+/* s's place, and its data made an offset where it lies in the block or scratch. */
+static uint8_t lies(xStr *s, const uint8_t *in, size_t len, const char *scratch, size_t used) {
+    if (within(*s, in, len)) {
+        s->data = (const char *)(uintptr_t)(s->data - (const char *)in);
+        return XHPACK_LIES_BLOCK;
+    }
+    if (within(*s, scratch, used)) {
+        s->data = (const char *)(uintptr_t)(s->data - scratch);
+        return XHPACK_LIES_SCRATCH;
+    }
+    return XHPACK_LIES_FIXED;
+}
+
+static const char *placed(const char *offset, uint8_t where, const uint8_t *in, const char *scratch) {
+    switch (where) {
+    case XHPACK_LIES_BLOCK: return (const char *)in + (uintptr_t)offset;
+    case XHPACK_LIES_SCRATCH: return scratch + (uintptr_t)offset;
+    default: return offset;
+    }
+}
+
+/* Remembers a block that decoded whole (XHPACK_OK) and left the table as it was. */
+static void block_memo_keep(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b, size_t used) {
+    if (!len || len > XHPACK_BLOCK_MEMO_BYTES || b->count > XHPACK_BLOCK_MEMO_FIELDS ||
+        used > XHPACK_BLOCK_MEMO_SCRATCH)
+        return;
+    xHpackBlockMemo *m = d->block_memo;
+    if (!m) {
+        if (!(m = d->block_memo = malloc(sizeof *m))) return;
+        m->generation = 0;
+    }
+    m->generation++;
+    m->len = len;
+    m->table_version = d->table.version;
+    m->count = b->count;
+    m->list_size = b->list_size;
+    m->used = used;
+    memcpy(m->bytes, in, len);
+    memcpy(m->scratch, b->scratch, used);
+    memcpy(m->fields, b->fields, b->count * sizeof *b->fields);
+    m->moved_count = 0;
+    for (size_t i = 0; i < 2 * b->count; i++) {
+        xStr *str = i & 1 ? &m->fields[i / 2].value : &m->fields[i / 2].name;
+        uint8_t where = lies(str, in, len, b->scratch, used);
+        if (where == XHPACK_LIES_FIXED) continue;
+        m->moved[m->moved_count] = (uint8_t)i;
+        m->moved_where[m->moved_count++] = where;
+    }
+    b->remembered = m->generation;
+}
+
+/* The remembered fields, when in is the remembered block and the table is as it was
+ * then: they are what decoding it would give. */
+static bool block_memo_hit(const xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b) {
+    const xHpackBlockMemo *m = d->block_memo;
+    if (!m || len != m->len || m->table_version != d->table.version || d->update_due ||
+        m->count > b->max_fields || m->list_size > b->max_list_size || m->used > b->scratch_size ||
+        memcmp(in, m->bytes, len) != 0)
+        return false;
+    memcpy(b->scratch, m->scratch, m->used);
+    memcpy(b->fields, m->fields, m->count * sizeof *b->fields);
+    for (size_t k = 0; k < m->moved_count; k++) {
+        size_t i = m->moved[k];
+        xStr *str = i & 1 ? &b->fields[i / 2].value : &b->fields[i / 2].name;
+        str->data = placed(str->data, m->moved_where[k], in, b->scratch);
+    }
+    b->count = m->count;
+    b->list_size = m->list_size;
+    b->remembered = m->generation;
+    return true;
+}
+
+/* ---- decoding a block ---- */
+
 int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b) {
+    b->remembered = 0;
+    if (block_memo_hit(d, in, len, b)) return XHPACK_OK;
     const uint8_t *p = in, *end = in + len;
     Sink k = {b, 0, 0, false, false};
+    uint32_t version = d->table.version;
     b->count = 0;
     b->list_size = 0;
     bool at_start = true;
@@ -509,7 +626,9 @@ int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b
         }
     }
     if (d->update_due) return XHPACK_ERROR;
-    return k.full ? XHPACK_TOO_LARGE : XHPACK_OK;
+    if (k.full) return XHPACK_TOO_LARGE;
+    if (d->table.version == version) block_memo_keep(d, in, len, b, k.used);
+    return XHPACK_OK;
 }
 
 /* ---- the encoder ---- */

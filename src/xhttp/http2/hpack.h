@@ -195,9 +195,10 @@ typedef struct xHpackTable {
     char *bytes;          /* `limit` bytes: live entries never hold more (each costs 32 on top) */
     xHpackEntry *entries; /* limit / 32 slots */
     uint32_t slots, first, count;
-    uint32_t head; /* where the next entry's bytes go */
-    size_t size;   /* RFC 7541 §4.1: name + value + 32 per entry */
-    size_t max;    /* the size the encoder chose, at most our limit */
+    uint32_t head;    /* where the next entry's bytes go */
+    size_t size;      /* RFC 7541 §4.1: name + value + 32 per entry */
+    size_t max;       /* the size the encoder chose, at most our limit */
+    uint32_t version; /* changes with every entry added or evicted, and with max */
 } xHpackTable;
 
 /** Coded bytes of a Huffman-coded value the decoder remembers with what they decode to. */
@@ -211,19 +212,54 @@ typedef struct xHpackTable {
 typedef struct xHpackHuffmanMemo {
     uint8_t coded_len; /* 0: nothing remembered */
     uint8_t plain_len;
+    /* The last decode's output is plain (a hit, or remembered just now). */
+    bool current;
+    /* HPACK's decoder: the value's verdict for a field of this token + 1 (0: none
+     * yet), which the same bytes under the same name get again (the target's
+     * syntax of :path, checked once, not on every request). */
+    uint16_t verdict_token;
+    uint8_t verdict;
     uint8_t coded[XHPACK_MEMO_CODED];
     char plain[XHPACK_MEMO_PLAIN];
 } xHpackHuffmanMemo;
+
+/** The largest block the decoder remembers whole, the most fields, and the most bytes
+ *  of decoded strings it may hold. */
+#define XHPACK_BLOCK_MEMO_BYTES 128
+#define XHPACK_BLOCK_MEMO_FIELDS 16
+#define XHPACK_BLOCK_MEMO_SCRATCH 256
+
+/** The last block decoded that left the table as it was, and its fields. A client sends
+ *  the same block again and again (h2load's every request; a browser's fetches of one
+ *  page): while the table is the same, the same bytes decode to the same fields with
+ *  the same verdicts, so they are compared and copied, not decoded a field at a time.
+ *  Each string is kept as where it lies: an offset into the block's bytes or the
+ *  decoded strings, or a view of the static table or of the dynamic table's ring,
+ *  which stays put while the version does. */
+typedef struct xHpackBlockMemo {
+    size_t len;          /* the block's bytes; 0: none remembered */
+    uint64_t generation; /* counts the blocks remembered, so each has its own (never 0) */
+    uint32_t table_version;
+    size_t count, list_size, used; /* fields, their list size, scratch bytes they take */
+    uint8_t bytes[XHPACK_BLOCK_MEMO_BYTES];
+    xHpackField fields[XHPACK_BLOCK_MEMO_FIELDS];
+    /* The strings kept as offsets, field * 2 (+ 1 for its value) each, and where each lies
+     * (XHPACK_LIES_*, hpack.c): only these are placed again, the rest copied as they are. */
+    uint8_t moved[XHPACK_BLOCK_MEMO_FIELDS * 2], moved_where[XHPACK_BLOCK_MEMO_FIELDS * 2];
+    size_t moved_count;
+    char scratch[XHPACK_BLOCK_MEMO_SCRATCH];
+} xHpackBlockMemo;
 
 /** A decoding context: one per connection. */
 typedef struct xHpackDecoder {
     xHpackTable table;
     xHpackHuffmanMemo memo;
-    size_t capacity; /* what Init allocated for */
-    size_t limit;    /* our SETTINGS_HEADER_TABLE_SIZE, as acknowledged */
-    size_t lowest;   /* the lowest limit since the encoder last updated */
-    bool update_due; /* the limit went down: the next block must start with an update */
-    char *spill;     /* `capacity` bytes: an entry's strings when scratch is full */
+    xHpackBlockMemo *block_memo; /* allocated at the first block it may keep */
+    size_t capacity;             /* what Init allocated for */
+    size_t limit;                /* our SETTINGS_HEADER_TABLE_SIZE, as acknowledged */
+    size_t lowest;               /* the lowest limit since the encoder last updated */
+    bool update_due;             /* the limit went down: the next block must start with an update */
+    char *spill;                 /* `capacity` bytes: an entry's strings when scratch is full */
 } xHpackDecoder;
 
 /** Prepares d for a SETTINGS_HEADER_TABLE_SIZE of limit (4096 by default in HTTP/2);
@@ -248,6 +284,10 @@ typedef struct xHpackBlock {
     size_t scratch_size;  /* least max_list_size bytes, so only a too-large list runs out */
     size_t max_list_size; /* SETTINGS_MAX_HEADER_LIST_SIZE: name + value + 32 per field */
     size_t list_size;     /* out: the whole block's list size, counted to its end */
+    /* out: nonzero when the fields are the decoder's remembered block's (xHpackBlockMemo),
+     * a number that names that block: the same number, the same fields, verdicts and
+     * all, so what the caller concluded from them holds again. 0 otherwise. */
+    uint64_t remembered;
 } xHpackBlock;
 
 /** Decodes one whole header block into b; returns XHPACK_OK, XHPACK_TOO_LARGE (too many

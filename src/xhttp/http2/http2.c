@@ -103,7 +103,7 @@ static bool end_block(xHttp2 *h2, const uint8_t *data, size_t len) {
     size_t max_fields = h2->conf->max_headers + XH2_PSEUDO_FIELDS;
     if (max_fields > fields.cap / sizeof(xHpackField)) max_fields = fields.cap / sizeof(xHpackField);
     xHpackBlock b = {(xHpackField *)fields.data, max_fields, 0, scratch.data, scratch.cap,
-                     h2->conf->max_header_size,  0};
+                     h2->conf->max_header_size,  0,          0};
     int rv = xHpackDecode(&h2->decoder, data, len, &b);
     bool ok;
     if (rv == XHPACK_ERROR) {

@@ -176,6 +176,12 @@ struct xHttp2 {
     int32_t reset[XH2_RESET_MEMORY];
     size_t reset_next;
     xHpackDecoder decoder;
+    /* The request check of the decoder's remembered block (xHpackBlock.remembered),
+     * which its fields pass again: the field each view of the head is (-1: none), and
+     * the content-length. */
+    uint64_t checked_block; /* 0: none */
+    int8_t checked_at[5];   /* method, scheme, path, authority, protocol */
+    int64_t checked_length;
     /* The decoded fields' array and scratch, from the pool: taken at a read's
      * first header block and given back once its frames are handled (take_input),
      * not taken and given back for every block. */

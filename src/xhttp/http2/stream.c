@@ -371,10 +371,33 @@ static bool keep_fields(xH2Stream *s, const xHpackField *f, size_t n, const xH2R
     return true;
 }
 
+/* xH2CheckHpackRequest, once for a block the decoder remembers: the same fields
+ * pass again, the head's views the same fields' values. */
+static bool check_head(xHttp2 *h2, const xHpackBlock *b, xH2RequestHead *head) {
+    xStr *views[5] = {&head->method, &head->scheme, &head->path, &head->authority, &head->protocol};
+    if (b->remembered && b->remembered == h2->checked_block) {
+        for (size_t v = 0; v < 5; v++)
+            if (h2->checked_at[v] >= 0) *views[v] = b->fields[h2->checked_at[v]].value;
+        head->content_length = h2->checked_length;
+        return true;
+    }
+    if (!xH2CheckHpackRequest(b->fields, b->count, true, head)) return false;
+    if (!b->remembered || b->count > INT8_MAX) return true;
+    for (size_t v = 0; v < 5; v++) {
+        h2->checked_at[v] = -1;
+        for (size_t i = 0; i < b->count && views[v]->data && h2->checked_at[v] < 0; i++)
+            if (b->fields[i].value.data == views[v]->data && b->fields[i].value.len == views[v]->len)
+                h2->checked_at[v] = (int8_t)i;
+        if (views[v]->data && h2->checked_at[v] < 0) return true; /* not a field's value: not kept */
+    }
+    h2->checked_length = head->content_length;
+    h2->checked_block = b->remembered;
+    return true;
+}
+
 bool xH2StreamOpen(xHttp2 *h2, int32_t id, uint8_t flags, const xHpackBlock *b, int rv) {
     xH2RequestHead head = {.content_length = -1};
-    if (rv == XHPACK_OK && !xH2CheckHpackRequest(b->fields, b->count, true, &head))
-        return xH2StreamError(h2, id, XH2_PROTOCOL_ERROR);
+    if (rv == XHPACK_OK && !check_head(h2, b, &head)) return xH2StreamError(h2, id, XH2_PROTOCOL_ERROR);
     xH2Stream *s = stream_new(h2, id);
     if (!s) return xH2StreamError(h2, id, XH2_INTERNAL_ERROR);
     move(s, XH2_RECV_HEADERS);
