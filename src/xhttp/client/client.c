@@ -841,12 +841,8 @@ static void push_out(xHttpClientRequest *req) {
         /* A body still to be written may follow in this same turn (a body
          * held whole is written right after Start): the head waits for the
          * turn's end, so that it leaves with the body's first bytes in one
-         * send, and one segment, instead of alone. Not when the writer is
-         * held back at BODY_HIGH (its body came while the connection was
-         * being made): it writes nothing more until on_flushed, which a send
-         * at the turn's end that the socket takes whole never brings. Sent
-         * now, the rest (a full socket, a send in flight) owes it. */
-        if (!req->body_ended && !req->wants_body) {
+         * send, and one segment, instead of alone. */
+        if (!req->body_ended) {
             xConnFlushSoon(conn);
         } else {
             xConnFlush(conn);
@@ -882,10 +878,16 @@ static void attach(xHttpClientRequest *req, xClientConn *cc) {
      * push_out has given it over: no send timeout is started for it first. */
     bool soon = soon_whole(req, cc->conn);
     if (!soon) arm_phase(req);
-    /* A send that fails now (push_out sends a held-back body at once)
-     * closes the connection, and its close ends req: freed once done here. */
+    /* A writer held back at BODY_HIGH (its body came while the connection
+     * was being made) writes nothing more until on_flushed, which the send
+     * at the turn's end that push_out leaves the queue to never brings when
+     * the socket takes it whole: sent now, and the rest (a full socket)
+     * owes it. A send that fails closes the connection, whose close ends
+     * req: held until done here. */
     req->in_callback++;
     push_out(req);
+    if (req->wants_body && req->cc == cc && !xConnClosed(cc->conn) && xConnPending(cc->conn))
+        xConnFlush(cc->conn);
     req->in_callback--;
     if (!survived(req) || req->cc != cc) return;
     if (soon && req->phase == XREQ_SENDING) arm_phase(req); /* push_out stopped short of it */
