@@ -878,8 +878,18 @@ static void attach(xHttpClientRequest *req, xClientConn *cc) {
      * push_out has given it over: no send timeout is started for it first. */
     bool soon = soon_whole(req, cc->conn);
     if (!soon) arm_phase(req);
+    /* A writer held back at BODY_HIGH (its body came while the connection
+     * was being made) writes nothing more until on_flushed, which the send
+     * at the turn's end that push_out leaves the queue to never brings when
+     * the socket takes it whole: sent now, and the rest (a full socket)
+     * owes it. A send that fails closes the connection, whose close ends
+     * req: held until done here. */
+    req->in_callback++;
     push_out(req);
-    if (req->cc != cc) return;
+    if (req->wants_body && req->cc == cc && !xConnClosed(cc->conn) && xConnPending(cc->conn))
+        xConnFlush(cc->conn);
+    req->in_callback--;
+    if (!survived(req) || req->cc != cc) return;
     if (soon && req->phase == XREQ_SENDING) arm_phase(req); /* push_out stopped short of it */
     /* A response may already wait (an early answer), or EOF. */
     if (cc->conn->readable) read_response(cc);
