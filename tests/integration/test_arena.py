@@ -40,6 +40,7 @@ from websockets.sync.client import connect as ws_connect
 from support.h2client import INITIAL_WINDOW_SIZE, H2Conn, settings_frame
 from support.h3client import h3_connect, run
 from support.harness import Conn, ServerProcess, ServerTestCase, chunked, http_request, run_client
+from support.ports import free_ports
 from support.tls_fixtures import TlsConn, client_context, shared_certs
 
 CERTS = None
@@ -93,17 +94,6 @@ def make_static_files(root):
                 f.write(gzip.compress(data))
             with open(os.path.join(root, name + ".br"), "wb") as f:
                 f.write(brotli.compress(data))
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def arena_argv(data, certs):

@@ -23,19 +23,10 @@ from support.tls_fixtures import shared_certs
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
 import arena_seed  # noqa: E402
 
+from support.ports import free_ports
+
 CERTS = None
 setUpModule, tearDownModule = shared_certs(__name__)
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def start_arena(test_class, conninfo, extra_env=None):

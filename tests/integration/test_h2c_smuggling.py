@@ -24,15 +24,10 @@ import h2.events
 
 from support import haproxy
 from support.harness import Conn, require_tool, start_server
+from support.ports import free_port
 
 ECHO_SIZE = 7777  # /echo?size=N answers N bytes of "x": what would show it was served
 ECHO_BODY = b"x" * ECHO_SIZE
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sbin_tool(test, name):

@@ -11,14 +11,9 @@ import tempfile
 import time
 
 from support.harness import require_tool
+from support.ports import free_port  # noqa: F401  (callers import it from here)
 
 START_TIMEOUT = 10.0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def haproxy_path(test):

@@ -14,6 +14,7 @@ import tempfile
 import time
 
 from support.harness import MISSING_TOOL
+from support.ports import free_port  # noqa: F401  (this module's callers import it from here)
 
 START_TIMEOUT = 30.0
 RUN_TIMEOUT = 120
@@ -41,12 +42,6 @@ def tool_path(name, also=()):
     if path is None:
         raise AssertionError(MISSING_TOOL.format(name))
     return path
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(port, proc, what, log_path=None):
