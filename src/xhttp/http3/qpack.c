@@ -827,7 +827,8 @@ uint8_t *xQpackEncodeFieldsWith(xQpackEncoder *e, uint64_t stream_id, uint8_t *p
     int64_t refs[XQPACK_WITH_MAX];
     bool missing[XQPACK_WITH_MAX];
     uint64_t req = 0, low = UINT64_MAX;
-    for (size_t i = 0; i < n; i++) {
+    size_t m = n < XQPACK_WITH_MAX ? n : XQPACK_WITH_MAX; /* the fields past these: static */
+    for (size_t i = 0; i < m; i++) {
         int64_t newest = -1;
         refs[i] = e->capacity ? encoder_find(e, names[i], values[i], &newest) : -1;
         missing[i] = e->capacity && newest < 0;
@@ -841,12 +842,12 @@ uint8_t *xQpackEncodeFieldsWith(xQpackEncoder *e, uint64_t stream_id, uint8_t *p
      * an entry would not fit without evicting it, it is duplicated first (§4.3.4), the
      * sections after refer to the copy, and the old one goes once they are
      * acknowledged. An insert held up by unacknowledged sections waits (waiting). */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < m; i++) {
         if (!missing[i]) continue;
         size_t size = names[i].len + values[i].len + XQPACK_ENTRY_OVERHEAD;
         uint32_t evict;
         uint64_t stuck;
-        for (size_t j = 0; j < n; j++) {
+        for (size_t j = 0; j < m; j++) {
             int64_t newest;
             if (refs[j] < 0 || encoder_find(e, names[j], values[j], &newest) < 0 || newest != refs[j])
                 continue;
@@ -862,12 +863,12 @@ uint8_t *xQpackEncodeFieldsWith(xQpackEncoder *e, uint64_t stream_id, uint8_t *p
     }
     if (req && !xQpackEncoderNoteSection(e, stream_id, req, low)) { /* out of memory: static only */
         req = 0;
-        for (size_t i = 0; i < n; i++) refs[i] = -1;
+        for (size_t i = 0; i < m; i++) refs[i] = -1;
     }
     *required = req;
     *lowest = req ? low : 0;
     for (size_t i = 0; i < n; i++) {
-        if (refs[i] >= 0)
+        if (i < m && refs[i] >= 0)
             p = xHpackWriteInt(p, 0x80, 6, req - 1 - (uint64_t)refs[i]); /* Indexed, T = 0, Base = req */
         else
             p = xQpackEncodeField(p, names[i], values[i]);

@@ -244,16 +244,16 @@ xQpackResult xQpackEncoderReadDecoder(xQpackEncoder *e, const uint8_t *in, size_
 /** The most bytes a section prefix takes. */
 #define XQPACK_PREFIX_MAX 20
 
-/** The most fields xQpackEncodeFieldsWith takes. */
+/** The most fields of one xQpackEncodeFieldsWith call that may use the dynamic table. */
 #define XQPACK_WITH_MAX 8
 
-/** Writes the n (at most XQPACK_WITH_MAX) fields given (names lower case) of a section of
- *  stream_id, as xQpackEncodeField writes them or as references to dynamic entries the
- *  peer has acknowledged; the fields not in the table yet are inserted for the sections
- *  that follow, where they fit. At most XQPACK_FIELD_BOUND per field. *required: the
- *  Required Insert Count the section's prefix must carry (xQpackEncodePrefix; 0 when it
- *  refers to no entry), *lowest: the oldest entry it refers to. The other fields of the
- *  section may use xQpackEncodeField and the like. */
+/** Writes the n fields given (names lower case) of a section of stream_id, as
+ *  xQpackEncodeField writes them or as references to dynamic entries the peer has
+ *  acknowledged (the first XQPACK_WITH_MAX); the fields not in the table yet are
+ *  inserted for the sections that follow, where they fit. At most XQPACK_FIELD_BOUND per
+ *  field. *required: the Required Insert Count the section's prefix must carry
+ *  (xQpackEncodePrefix; 0 when it refers to no entry), *lowest: the oldest entry it
+ *  refers to. The section's other fields may use xQpackEncodeField and the like. */
 uint8_t *xQpackEncodeFieldsWith(xQpackEncoder *e, uint64_t stream_id, uint8_t *p, const xStr *names,
                                 const xStr *values, size_t n, uint64_t *required, uint64_t *lowest);
 
