@@ -11,8 +11,13 @@
  * parser and CPU window read it unchanged.
  *
  *   h3load -t1 -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS]) [-d FILE | --body-size N]
- *          [-H 'NAME: VALUE']... [--hold=SECONDS] [--no-gso] [--no-gro]
+ *          [-H 'NAME: VALUE']... [--hold=SECONDS] [--no-gso] [--no-gro] [--qpack-capacity=BYTES]
  *          (https://HOST:PORT/PATH | -i URI_FILE)
+ *
+ * --qpack-capacity: the SETTINGS_QPACK_MAX_TABLE_CAPACITY the client announces (nghttp3's default,
+ * 0, without it: the server's responses then use the static table only, as h2load's do not); with
+ * it, a server may keep repeated response fields in the dynamic table, as browsers (which announce
+ * one) let it.
  *
  * --hold: with -n, each connection takes an even share of the requests, and once all are answered
  * the connections stay open and idle for SECONDS ("all connections idle" is printed then), so a
@@ -70,6 +75,7 @@ typedef struct {
     double duration, warmup, hold; /* seconds */
     bool no_gso;                   /* --no-gso, or the kernel refused UDP_SEGMENT */
     bool no_gro;                   /* --no-gro */
+    size_t qpack_capacity;         /* --qpack-capacity */
     const uint8_t *body;           /* POST body, or NULL for GET */
     size_t body_size;
     char host[256], port[16], authority[300], path[2048];
@@ -269,6 +275,7 @@ static const nghttp3_callbacks H3_CALLBACKS = {
 static int setup_h3(Client *client) {
     nghttp3_settings settings;
     nghttp3_settings_default(&settings);
+    settings.qpack_max_dtable_capacity = opts.qpack_capacity;
     if (nghttp3_conn_client_new(&client->h3, &H3_CALLBACKS, &settings, NULL, client) != 0) return -1;
     int64_t control, encoder, decoder;
     if (ngtcp2_conn_open_uni_stream(client->conn, &control, NULL) != 0 ||
@@ -558,7 +565,7 @@ static void send_close(Client *client) {
 static void usage(void) {
     fprintf(stderr, "usage: h3load [-t1] -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS])\n"
                     "              [-d FILE | --body-size N] [-H 'NAME: VALUE']... [--hold=SECONDS] "
-                    "[--no-gso] [--no-gro]\n"
+                    "[--no-gso] [--no-gro] [--qpack-capacity=BYTES]\n"
                     "              (https://HOST:PORT/PATH | -i URI_FILE)\n");
     exit(2);
 }
@@ -636,6 +643,7 @@ static void parse_options(int argc, char **argv) {
                                                  {"hold", required_argument, NULL, 'O'},
                                                  {"no-gso", no_argument, NULL, 'G'},
                                                  {"no-gro", no_argument, NULL, 'R'},
+                                                 {"qpack-capacity", required_argument, NULL, 'Q'},
                                                  {NULL, 0, NULL, 0}};
     opts.connections = 1, opts.streams = 1, opts.threads = 1;
     const char *uri_file = NULL;
@@ -651,6 +659,7 @@ static void parse_options(int argc, char **argv) {
         case 'O': opts.hold = atof(optarg); break;
         case 'G': opts.no_gso = true; break;
         case 'R': opts.no_gro = true; break;
+        case 'Q': opts.qpack_capacity = (size_t)atoll(optarg); break;
         case 'H': add_header(optarg); break;
         case 'i': uri_file = optarg; break;
         case 'd':

@@ -33,8 +33,11 @@
  *   - a connection error is an HTTP/3 or QPACK code (0x100-0x110, 0x200-0x202).
  * Checked after every input, before the connection is closed:
  *   - our control stream opens with its type and SETTINGS, QPACK's with theirs;
+ *     our encoder stream is empty unless the client's SETTINGS allowed a table,
+ *     and then sets its capacity first and decodes whole;
  *   - each request stream's output is whole frames: a HEADERS whose QPACK
- *     section (static table only) decodes with :status first, in 100-599,
+ *     section decodes with :status first, in 100-599 (a head referring to the
+ *     dynamic table only where one was set: its fields are test_qpack_encoder's),
  *     then DATA, then at most one HEADERS of trailers without pseudo-fields;
  *   - a request stream whose FIN came and which nobody reset is finished:
  *     our FIN sent and acknowledged, or reset by us (no request stalls).
@@ -326,7 +329,8 @@ static void peer_reset(xQuicConn *qc, int64_t id, uint64_t code) {
 
 /* ---- Checks on what was sent ---- */
 
-static void check_request_output(const xQuicStream *s) {
+/* table: our encoder has a dynamic table (the client's SETTINGS allowed one). */
+static void check_request_output(const xQuicStream *s, bool table) {
     xH3FrameReader reader;
     xH3FrameReaderInit(&reader, XH3_STREAM_REQUEST, 1u << 20);
     xQpackDecoder dec;
@@ -353,6 +357,14 @@ static void check_request_output(const xQuicStream *s) {
         }
         FUZZ_ASSERT(f.type == XH3_FRAME_HEADERS, "stream %lld: frame type 0x%llx", (long long)s->id,
                     (unsigned long long)f.type);
+        if (f.payload.len && f.payload.data[0] != 0x00) {
+            /* Required Insert Count > 0: a response head referring to entries the client
+             * acknowledged (test_qpack_encoder checks their decoding against nghttp3). */
+            FUZZ_ASSERT(table && phase == HEAD, "stream %lld: a section refers to a table never set",
+                        (long long)s->id);
+            phase = BODY;
+            continue;
+        }
         xHpackField fields[64];
         char scratch[8192];
         xQpackSection sec = {.fields = fields,
@@ -382,6 +394,33 @@ static void check_request_output(const xQuicStream *s) {
     xQpackDecoderFree(&dec);
 }
 
+static const xQuicStream *our_encoder_stream(const xQuicConn *qc) {
+    for (size_t i = 0; i < qc->nstreams; i++)
+        if (qc->streams[i].id == 7) return &qc->streams[i];
+    return NULL;
+}
+
+static bool table_set(const xQuicConn *qc) {
+    const xQuicStream *s = our_encoder_stream(qc);
+    return s && s->out_len > 1;
+}
+
+/* Our encoder stream: its type, then nothing unless the client's SETTINGS allowed a
+ * table; then Set Dynamic Table Capacity first, and instructions a decoder takes whole. */
+static void check_encoder_stream(const xQuicStream *s) {
+    FUZZ_ASSERT(s->out_len >= 1 && s->out[0] == 0x02, "our encoder stream's type");
+    if (s->out_len == 1) return;
+    FUZZ_ASSERT((s->out[1] & 0xe0) == 0x20, "our encoder stream does not open with a capacity");
+    xQpackDecoder dec;
+    FUZZ_ASSERT(xQpackDecoderInit(&dec, 1 << 16, 0) == 0, "out of memory");
+    size_t used = 0;
+    FUZZ_ASSERT(xQpackDecoderReadEncoder(&dec, (const uint8_t *)s->out + 1, s->out_len - 1, &used) ==
+                        XQPACK_OK &&
+                    used == s->out_len - 1,
+                "our encoder stream does not decode");
+    xQpackDecoderFree(&dec);
+}
+
 static void check_output(const xQuicConn *qc) {
     for (size_t i = 0; i < qc->nstreams; i++) {
         const xQuicStream *s = &qc->streams[i];
@@ -395,10 +434,10 @@ static void check_output(const xQuicConn *qc) {
         if (s->id == 3)
             FUZZ_ASSERT(s->out_len >= 2 && s->out[0] == 0x00 && s->out[1] == XH3_FRAME_SETTINGS,
                         "our control stream does not open with SETTINGS");
-        if (s->id == 7) FUZZ_ASSERT(s->out_len == 1 && s->out[0] == 0x02, "our encoder stream is not empty");
+        if (s->id == 7) check_encoder_stream(s);
         if (s->id == 11) FUZZ_ASSERT(s->out_len >= 1 && s->out[0] == 0x03, "our decoder stream's type");
         if (!client_stream(s->id) || !bidi(s->id)) continue;
-        check_request_output(s);
+        check_request_output(s, table_set(qc));
         if (s->peer_fin && !s->peer_reset && !qc->told_closed)
             FUZZ_ASSERT(s->closed || s->write_shut,
                         "stream %lld: the request came whole and was not answered", (long long)s->id);

@@ -56,6 +56,13 @@ def add_arguments(parser):
         help="h3load sends a packet per send() and reads one per recv(), instead of runs with UDP_SEGMENT "
         "and UDP_GRO (as quic-go does)",
     )
+    parser.add_argument(
+        "--qpack-capacity",
+        type=int,
+        default=0,
+        help="the QPACK dynamic table h3load's SETTINGS allow the server (default 0, nghttp3's: static "
+        "table only; browsers allow one)",
+    )
 
 
 # --- the load generator -------------------------------------------------------
@@ -72,6 +79,8 @@ def h3load_argv(args, port, path, seconds=None, requests=None, body=None):
         argv += [f"--body-size={body}"]
     if args.plain_udp:
         argv += ["--no-gso", "--no-gro"]
+    if args.qpack_capacity:
+        argv += [f"--qpack-capacity={args.qpack_capacity}"]
     return argv + [f"https://127.0.0.1:{port}{path}"]
 
 
@@ -318,6 +327,11 @@ def render(results, skipped, args, env):
             "and reads a packet per call (--plain-udp)."
             if args.plain_udp
             else "and reads runs of packets (UDP_SEGMENT and UDP_GRO)."
+        )
+        + (
+            f" Its SETTINGS allow a {args.qpack_capacity}-byte QPACK dynamic table."
+            if args.qpack_capacity
+            else " Its SETTINGS allow no QPACK dynamic table (nghttp3's default)."
         )
     )
     lines = ["## HTTP/3 comparison", "", machine, ""]

@@ -26,6 +26,9 @@
 /* Our SETTINGS: the peer's encoder may use a dynamic table this large, but
  * may not block a stream on it, so a request never waits for its fields. */
 #define XH3_QPACK_CAPACITY 4096
+/* The most of the peer's table our encoder uses (for server and date, and the
+ * dates of the seconds whose sections are not yet acknowledged); 0: static only. */
+#define XH3_QPACK_ENCODER_CAPACITY 1024
 /* The largest SETTINGS (or other control frame) payload kept whole. */
 #define XH3_MAX_FRAME_WHOLE (16u << 10)
 /* A HEADERS payload may exceed the field section it encodes by this much
@@ -112,9 +115,10 @@ struct xH3Stream {
 struct xH3Conn {
     xQuicConn *qc;
     xHttpContext *ctx;
-    xQuicStream *control, *decoder_out;
+    xQuicStream *control, *encoder_out, *decoder_out;
     bool peer_control, peer_encoder, peer_decoder;
     xQpackDecoder qpack;
+    xQpackEncoder qpack_out; /* static-only until the peer's SETTINGS allow a table */
     xH3Settings peer;
     bool closed;   /* the QUIC connection is gone */
     bool draining; /* GOAWAY sent: requests past goaway_id are refused */
@@ -127,14 +131,16 @@ struct xH3Conn {
     char *scratch;          /* and for its decoded strings: max_header_size bytes */
     xTimer timer;           /* a request's head or body that stops arriving */
     uint64_t last_input_ms; /* loop time of the last request bytes */
-    /* Our QPACK is static-only, so the same fields always encode the same:
-     * the handler's lines are copied from the last encoding when they
-     * match, and server with date are encoded once a second. */
+    /* The handler's lines use the static table only, so the same lines always
+     * encode the same: they are copied from the last encoding when they match.
+     * server with date use the dynamic table too, so their encoding holds while
+     * the second and the table (qpack_out.version) are the same. */
     xHpackLinesMemo lines;
     uint8_t fixed[XQPACK_FIELD_BOUND(6, sizeof(((xHttpOwnAnswers *)0)->server_line)) +
                   XQPACK_FIELD_BOUND(4, XHTTP_DATE_LEN)];
     uint8_t fixed_len; /* 0: not yet encoded */
     time_t fixed_second;
+    uint64_t fixed_version, fixed_required, fixed_lowest;
     /* The last content-length encoded: a route's answers are often all of
      * one size. */
     uint8_t length_coded[24]; /* its index byte, a length byte, up to 20 digits */
@@ -194,6 +200,7 @@ static void maybe_free_conn(xH3Conn *h3) {
         free(s);
     }
     xQpackDecoderFree(&h3->qpack);
+    xQpackEncoderFree(&h3->qpack_out);
     free(h3->fields);
     free(h3->scratch);
     xQuicConnRelease(h3->qc);
@@ -208,6 +215,8 @@ static void on_settle(xQuicConn *qc) {
     if (!h3) return;
     xStr out = xQpackDecoderTakeOutput(&h3->qpack);
     if (out.len && h3->decoder_out) xQuicStreamWrite(h3->decoder_out, out.data, out.len, false, NULL, NULL);
+    out = xQpackEncoderTakeOutput(&h3->qpack_out); /* the inserts the responses made */
+    if (out.len && h3->encoder_out) xQuicStreamWrite(h3->encoder_out, out.data, out.len, false, NULL, NULL);
 }
 
 static bool on_open(xQuicConn *qc) {
@@ -228,8 +237,7 @@ static bool on_open(xQuicConn *qc) {
     }
     xQuicConnRetain(qc);
     xQuicConnSetApp(qc, h3);
-    /* Our control stream with SETTINGS, and QPACK's two (RFC 9204 §4.2):
-     * the encoder's stays empty, since ours uses the static table only. */
+    /* Our control stream with SETTINGS, and QPACK's two (RFC 9204 §4.2). */
     uint8_t buf[1 + XH3_SETTINGS_FRAME_MAX];
     xH3Settings ours;
     xH3SettingsDefaults(&ours);
@@ -240,7 +248,7 @@ static bool on_open(xQuicConn *qc) {
     uint8_t *end = xH3SettingsWrite(buf + 1, &ours);
     static const uint8_t encoder_type = 0x02, decoder_type = 0x03;
     h3->control = xQuicOpenUni(qc);
-    xQuicStream *encoder = xQuicOpenUni(qc);
+    xQuicStream *encoder = h3->encoder_out = xQuicOpenUni(qc);
     h3->decoder_out = xQuicOpenUni(qc);
     if (!h3->control || !encoder || !h3->decoder_out) {
         conn_error(h3, XH3_INTERNAL_ERROR);
@@ -378,22 +386,34 @@ static bool response_has_body(const xHttpExchange *ex) {
     return xHttpStatusHasBody(ex->res.status) && !xStrEqualsC(ex->req.method, "HEAD");
 }
 
-/* Writes server (unless the handler set its own) and date at p, from the
- * connection's memo while the second is the same. */
-static uint8_t *put_fixed_fields(xH3Conn *h3, uint8_t *p, const xEventLoop *loop, bool server) {
-    if (!server)
-        return xQpackEncodeField(p, (xStr){"date", 4},
-                                 (xStr){xHttpDate(&h3->ctx->date, loop), XHTTP_DATE_LEN});
+/* Writes a response head's section prefix, :status, server (unless the handler
+ * set its own) and date at p. server and date are encoded through the dynamic
+ * table once per second and table version, and copied while both hold. */
+static uint8_t *begin_response(xH3Stream *s, uint8_t *p, int status, const xEventLoop *loop, bool server) {
+    xH3Conn *h3 = s->h3;
+    xQpackEncoder *e = &h3->qpack_out;
+    uint64_t stream_id = (uint64_t)xQuicStreamId(s->qs), required, lowest;
+    xStr names[2] = {{"server", 6}, {"date", 4}};
+    xStr values[2] = {h3->ctx->answers->server_name, {xHttpDate(&h3->ctx->date, loop), XHTTP_DATE_LEN}};
+    if (!server || !values[0].len) {
+        uint8_t dates[XQPACK_FIELD_BOUND(4, XHTTP_DATE_LEN)];
+        uint8_t *end =
+            xQpackEncodeFieldsWith(e, stream_id, dates, &names[1], &values[1], 1, &required, &lowest);
+        p = xQpackEncodeStatus(xQpackEncodePrefix(e, p, required), status);
+        memcpy(p, dates, (size_t)(end - dates));
+        return p + (end - dates);
+    }
     time_t now = xEventLoopWallSeconds(loop);
-    if (!h3->fixed_len || now != h3->fixed_second) {
-        xStr name = h3->ctx->answers->server_name;
-        uint8_t *end = h3->fixed;
-        if (name.len) end = xQpackEncodeField(end, (xStr){"server", 6}, name);
-        end = xQpackEncodeField(end, (xStr){"date", 4},
-                                (xStr){xHttpDate(&h3->ctx->date, loop), XHTTP_DATE_LEN});
+    if (!h3->fixed_len || now != h3->fixed_second || e->version != h3->fixed_version ||
+        !xQpackEncoderNoteSection(e, stream_id, h3->fixed_required, h3->fixed_lowest)) {
+        uint8_t *end = xQpackEncodeFieldsWith(e, stream_id, h3->fixed, names, values, 2, &required, &lowest);
         h3->fixed_len = (uint8_t)(end - h3->fixed);
         h3->fixed_second = now;
+        h3->fixed_version = e->version;
+        h3->fixed_required = required;
+        h3->fixed_lowest = lowest;
     }
+    p = xQpackEncodeStatus(xQpackEncodePrefix(e, p, h3->fixed_required), status);
     memcpy(p, h3->fixed, h3->fixed_len);
     return p + h3->fixed_len;
 }
@@ -411,17 +431,17 @@ static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint6
     xHttpExchange *ex = s->ex;
     xH3Conn *h3 = s->h3;
     xBuffer *lines = trailers ? &ex->res.trailers : &ex->res.headers;
-    size_t bound = XH3_FRAME_HEADER_MAX + XQPACK_PREFIX_SIZE + 8 + sizeof h3->fixed +
+    size_t bound = XH3_FRAME_HEADER_MAX + XQPACK_PREFIX_MAX + 8 + sizeof h3->fixed +
                    XQPACK_FIELD_BOUND(14, XHTTP_DECIMAL_MAX) + lines->len * 4 + XH3_FRAME_HEADER_MAX +
                    body.len;
     uint8_t stack[XH3_HEAD_STACK];
     uint8_t *buf = bound <= sizeof stack ? stack : malloc(bound);
     if (!buf) return XERR_NOMEM;
-    uint8_t *start = buf + XH3_FRAME_HEADER_MAX, *p = xQpackEncodeBegin(start);
-    if (!trailers) {
-        p = xQpackEncodeStatus(p, ex->res.status);
-        p = put_fixed_fields(h3, p, ex->req.loop, !ex->res.own_server);
-    }
+    uint8_t *start = buf + XH3_FRAME_HEADER_MAX, *p;
+    if (trailers)
+        p = xQpackEncodeBegin(start);
+    else
+        p = begin_response(s, start, ex->res.status, ex->req.loop, !ex->res.own_server);
     if (lines->len) p = xHpackEncodeLinesWith(&h3->lines, p, lines->data, lines->len, xQpackEncodeField);
     if (with_length && h3->length_coded_len && length == h3->length_of_coded) {
         memcpy(p, h3->length_coded, h3->length_coded_len);
@@ -948,6 +968,8 @@ static size_t read_control(xH3Stream *s, const uint8_t *in, size_t len) {
                 conn_error(s->h3, e);
                 return len;
             }
+            xQpackEncoderSetPeerCapacity(&s->h3->qpack_out, s->h3->peer.qpack_max_table_capacity,
+                                         XH3_QPACK_ENCODER_CAPACITY);
         }
     }
     return at;
@@ -997,7 +1019,7 @@ static void read_unidirectional(xH3Stream *s) {
             conn_error(h3, xQpackErrorCode(XQPACK_ENCODER_STREAM_ERROR));
         break;
     case XH3_KIND_DECODER:
-        if (xQpackEncoderReadDecoder(in, s->in.len, &used) != XQPACK_OK)
+        if (xQpackEncoderReadDecoder(&h3->qpack_out, in, s->in.len, &used) != XQPACK_OK)
             conn_error(h3, xQpackErrorCode(XQPACK_DECODER_STREAM_ERROR));
         break;
     default: used = s->in.len; break;

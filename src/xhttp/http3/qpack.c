@@ -1,6 +1,7 @@
 /* qpack.c — QPACK (RFC 9204): integers, the dynamic table the encoder stream
  * fills, the field-section decoder with blocked streams, the decoder stream's
- * instructions, and the static-table-only encoder of qpack.h. */
+ * instructions, and the encoder of qpack.h: static-table fields, and a dynamic table
+ * it refers to only once the peer has acknowledged an entry. */
 #include "xhttp/http3/qpack.h"
 
 #include "xhttp/core/tokens.h"
@@ -568,20 +569,6 @@ xQpackResult xQpackDecodeSection(xQpackDecoder *d, uint64_t stream_id, const uin
 
 /* ---- the encoder ---- */
 
-xQpackResult xQpackEncoderReadDecoder(const uint8_t *in, size_t len, size_t *consumed) {
-    const uint8_t *p = in, *end = in + len;
-    *consumed = 0;
-    while (p < end) {
-        if ((*p & 0xc0) != 0x40) return XQPACK_DECODER_STREAM_ERROR; /* an acknowledgment or increment */
-        uint64_t stream_id;
-        Read r = read_int(&p, end, 6, &stream_id); /* Stream Cancellation: 01 stream(6) */
-        if (r == READ_BAD) return XQPACK_DECODER_STREAM_ERROR;
-        if (r == READ_SHORT) break;
-        *consumed = (size_t)(p - in);
-    }
-    return XQPACK_OK;
-}
-
 uint8_t *xQpackEncodeBegin(uint8_t *p) {
     *p++ = 0x00; /* Required Insert Count 0 */
     *p++ = 0x00; /* Base 0 */
@@ -676,4 +663,266 @@ uint8_t *xQpackEncodeContentLength(uint8_t *p, uint64_t length) {
     char digits[XHTTP_DECIMAL_MAX];
     size_t n = (size_t)(xHttpPutDecimal(digits, length) - digits);
     return put_static_name(p, STATIC_CONTENT_LENGTH, (xStr){digits, n});
+}
+
+/* ---- the encoder's dynamic table ---- */
+
+void xQpackEncoderInit(xQpackEncoder *e) { *e = (xQpackEncoder){0}; }
+
+void xQpackEncoderFree(xQpackEncoder *e) {
+    for (uint32_t i = 0; i < e->count; i++) free(e->entries[(e->first + i) % e->slots].bytes);
+    free(e->entries);
+    free(e->sections);
+    free(e->out);
+    *e = (xQpackEncoder){0};
+}
+
+/* Makes room for one more instruction of up to extra bytes on the encoder stream. */
+static bool out_room(xQpackEncoder *e, size_t extra) {
+    if (e->out_cap - e->out_len >= extra) return true;
+    size_t cap = e->out_cap ? e->out_cap : 64;
+    while (cap - e->out_len < extra) cap *= 2;
+    uint8_t *out = realloc(e->out, cap);
+    if (!out) return false;
+    e->out = out;
+    e->out_cap = cap;
+    return true;
+}
+
+void xQpackEncoderSetPeerCapacity(xQpackEncoder *e, uint64_t peer_max, size_t limit) {
+    size_t capacity = peer_max < limit ? (size_t)peer_max : limit;
+    if (!capacity || e->capacity) return;
+    uint32_t slots = (uint32_t)(capacity / XQPACK_ENTRY_OVERHEAD + 1);
+    e->entries = calloc(slots, sizeof *e->entries);
+    if (!e->entries || !out_room(e, 10)) {
+        free(e->entries);
+        e->entries = NULL;
+        return;
+    }
+    e->slots = slots;
+    e->peer_max_capacity = (size_t)peer_max;
+    e->capacity = capacity;
+    e->out_len = (size_t)(xHpackWriteInt(e->out + e->out_len, 0x20, 5, capacity) - e->out); /* §4.3.1 */
+    e->version++;
+}
+
+static const xQpackEncoderEntry *encoder_entry(const xQpackEncoder *e, uint64_t abs) {
+    return &e->entries[(e->first + (abs - (e->inserts - e->count))) % e->slots];
+}
+
+/* The newest entry name: value the peer has acknowledged, or -1; *newest: the newest
+ * of any, or -1. */
+static int64_t encoder_find(const xQpackEncoder *e, xStr name, xStr value, int64_t *newest) {
+    *newest = -1;
+    for (uint64_t abs = e->inserts; abs-- > e->inserts - e->count;) {
+        const xQpackEncoderEntry *x = encoder_entry(e, abs);
+        if (x->name_len == name.len && x->value_len == value.len &&
+            memcmp(x->bytes, name.data, name.len) == 0 &&
+            memcmp(x->bytes + name.len, value.data, value.len) == 0) {
+            if (*newest < 0) *newest = (int64_t)abs;
+            if (abs < e->known_received) return (int64_t)abs;
+        }
+    }
+    return -1;
+}
+
+/* Whether size more bytes fit after evicting what may go: entries the peer has, that no
+ * unacknowledged section refers to, nor the section being written (from pinned up).
+ * *evict: how many of the oldest to evict; *stuck: the oldest that could not go. */
+static bool room_for(const xQpackEncoder *e, size_t size, uint64_t pinned, uint32_t *evict, uint64_t *stuck) {
+    size_t freed = 0;
+    *evict = 0;
+    *stuck = UINT64_MAX;
+    if (size > e->capacity) return false;
+    while (e->size - freed + size > e->capacity) {
+        uint64_t oldest = e->inserts - e->count + *evict;
+        *stuck = oldest;
+        if (*evict == e->count || oldest >= e->known_received || oldest >= pinned) return false;
+        for (size_t i = 0; i < e->section_count; i++)
+            if (e->sections[i].lowest <= oldest) return false;
+        const xQpackEncoderEntry *x = encoder_entry(e, oldest);
+        freed += x->name_len + x->value_len + XQPACK_ENTRY_OVERHEAD;
+        (*evict)++;
+    }
+    return true;
+}
+
+/* Evicts the evict oldest and appends name: value, with room for its instruction (of at
+ * most instruction bytes) on the encoder stream; false when out of memory. */
+static bool append_entry(xQpackEncoder *e, xStr name, xStr value, uint32_t evict, size_t instruction) {
+    char *bytes = malloc(name.len + value.len + 1);
+    if (!bytes || !out_room(e, instruction)) {
+        free(bytes);
+        return false;
+    }
+    while (evict--) {
+        xQpackEncoderEntry *x = &e->entries[e->first];
+        e->size -= x->name_len + x->value_len + XQPACK_ENTRY_OVERHEAD;
+        free(x->bytes);
+        e->first = (e->first + 1) % e->slots;
+        e->count--;
+    }
+    memcpy(bytes, name.data, name.len);
+    memcpy(bytes + name.len, value.data, value.len);
+    e->entries[(e->first + e->count) % e->slots] =
+        (xQpackEncoderEntry){bytes, (uint32_t)name.len, (uint32_t)value.len};
+    e->count++;
+    e->size += name.len + value.len + XQPACK_ENTRY_OVERHEAD;
+    e->inserts++;
+    e->version++;
+    return true;
+}
+
+/* Inserts name: value (§4.3.2, §4.3.3), With Name Reference to a static entry
+ * (1 T=1 index(6)) where its name has one, else With Literal Name (01 H len(5)). */
+static void insert(xQpackEncoder *e, xStr name, xStr value, uint32_t evict) {
+    if (!append_entry(e, name, value, evict, XQPACK_FIELD_BOUND(name.len, value.len))) return;
+    pthread_once(&static_by_token_made, make_static_by_token);
+    xHpackToken token = xHpackTokenOf(name.data, name.len);
+    int name_index = -1;
+    for (unsigned k = 0; k < static_by_token[token].count && name_index < 0; k++) {
+        unsigned i = static_by_token[token].index[k];
+        if (token != XHPACK_TOKEN_NONE || same(xQpackStatic[i].name, name)) name_index = (int)i;
+    }
+    uint8_t *p = e->out + e->out_len;
+    if (name_index >= 0)
+        p = xHpackWriteInt(p, 0xc0, 6, (uint64_t)name_index);
+    else
+        p = put_string(p, 0x40, 0x20, 5, name);
+    p = put_string(p, 0x00, 0x80, 7, value);
+    e->out_len = (size_t)(p - e->out);
+}
+
+/* Duplicates entry abs at the new end of the table (§4.3.4: 000 index(5), relative to
+ * the inserts so far), so that the old copy can be evicted once no section needs it. */
+static void duplicate(xQpackEncoder *e, uint64_t abs, uint32_t evict) {
+    const xQpackEncoderEntry *x = encoder_entry(e, abs);
+    uint64_t relative = e->inserts - 1 - abs;
+    /* The copy is taken before evicting: abs is newer than all that is evicted. */
+    xStr name = {x->bytes, x->name_len}, value = {x->bytes + x->name_len, x->value_len};
+    char *keep = malloc(name.len + value.len + 1);
+    if (!keep) return;
+    memcpy(keep, x->bytes, name.len + value.len);
+    name.data = keep, value.data = keep + name.len;
+    if (append_entry(e, name, value, evict, 10))
+        e->out_len = (size_t)(xHpackWriteInt(e->out + e->out_len, 0x00, 5, relative) - e->out);
+    free(keep);
+}
+
+bool xQpackEncoderNoteSection(xQpackEncoder *e, uint64_t stream_id, uint64_t required, uint64_t lowest) {
+    if (!required) return true;
+    if (e->section_count == e->section_cap) {
+        size_t cap = e->section_cap ? e->section_cap * 2 : 16;
+        xQpackOutstanding *sections = realloc(e->sections, cap * sizeof *sections);
+        if (!sections) return false;
+        e->sections = sections;
+        e->section_cap = cap;
+    }
+    e->sections[e->section_count++] = (xQpackOutstanding){stream_id, required, lowest};
+    return true;
+}
+
+uint8_t *xQpackEncodeFieldsWith(xQpackEncoder *e, uint64_t stream_id, uint8_t *p, const xStr *names,
+                                const xStr *values, size_t n, uint64_t *required, uint64_t *lowest) {
+    int64_t refs[XQPACK_WITH_MAX];
+    bool missing[XQPACK_WITH_MAX];
+    uint64_t req = 0, low = UINT64_MAX;
+    size_t m = n < XQPACK_WITH_MAX ? n : XQPACK_WITH_MAX; /* the fields past these: static */
+    for (size_t i = 0; i < m; i++) {
+        int64_t newest = -1;
+        refs[i] = e->capacity ? encoder_find(e, names[i], values[i], &newest) : -1;
+        missing[i] = e->capacity && newest < 0;
+        if (refs[i] < 0) continue;
+        if ((uint64_t)refs[i] + 1 > req) req = (uint64_t)refs[i] + 1;
+        if ((uint64_t)refs[i] < low) low = (uint64_t)refs[i];
+    }
+    /* Then the inserts for the sections to come, keeping what this one refers to. The
+     * table is first-in first-out, so an entry every response refers to (server)
+     * becomes the oldest and would stop every insert: when an insert and a copy of such
+     * an entry would not fit without evicting it, it is duplicated first (§4.3.4), the
+     * sections after refer to the copy, and the old one goes once they are
+     * acknowledged. An insert held up by unacknowledged sections waits (waiting). */
+    for (size_t i = 0; i < m; i++) {
+        if (!missing[i]) continue;
+        size_t size = names[i].len + values[i].len + XQPACK_ENTRY_OVERHEAD;
+        uint32_t evict;
+        uint64_t stuck;
+        for (size_t j = 0; j < m; j++) {
+            int64_t newest;
+            if (refs[j] < 0 || encoder_find(e, names[j], values[j], &newest) < 0 || newest != refs[j])
+                continue;
+            size_t kept = names[j].len + values[j].len + XQPACK_ENTRY_OVERHEAD;
+            if (room_for(e, size + kept, (uint64_t)refs[j], &evict, &stuck) || stuck != (uint64_t)refs[j])
+                continue;
+            if (room_for(e, kept, low, &evict, &stuck)) duplicate(e, (uint64_t)refs[j], evict);
+        }
+        if (room_for(e, size, low, &evict, &stuck))
+            insert(e, names[i], values[i], evict);
+        else if (stuck != UINT64_MAX) /* not larger than the table: it may fit later */
+            e->waiting = true;
+    }
+    if (req && !xQpackEncoderNoteSection(e, stream_id, req, low)) { /* out of memory: static only */
+        req = 0;
+        for (size_t i = 0; i < m; i++) refs[i] = -1;
+    }
+    *required = req;
+    *lowest = req ? low : 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i < m && refs[i] >= 0)
+            p = xHpackWriteInt(p, 0x80, 6, req - 1 - (uint64_t)refs[i]); /* Indexed, T = 0, Base = req */
+        else
+            p = xQpackEncodeField(p, names[i], values[i]);
+    }
+    return p;
+}
+
+uint8_t *xQpackEncodePrefix(const xQpackEncoder *e, uint8_t *p, uint64_t required) {
+    if (!required) return xQpackEncodeBegin(p);
+    uint64_t max_entries = e->peer_max_capacity / XQPACK_ENTRY_OVERHEAD; /* §4.5.1.1 */
+    p = xHpackWriteInt(p, 0x00, 8, required % (2 * max_entries) + 1);
+    *p++ = 0x00; /* Base = Required Insert Count: Sign 0, Delta Base 0 */
+    return p;
+}
+
+xQpackResult xQpackEncoderReadDecoder(xQpackEncoder *e, const uint8_t *in, size_t len, size_t *consumed) {
+    const uint8_t *p = in, *end = in + len;
+    *consumed = 0;
+    while (p < end) {
+        uint8_t first = *p;
+        uint64_t v;
+        Read r = read_int(&p, end, first & 0x80 ? 7 : 6, &v);
+        if (r == READ_BAD) return XQPACK_DECODER_STREAM_ERROR;
+        if (r == READ_SHORT) break;
+        if (first & 0x80) { /* Section Acknowledgment: the stream's oldest unacknowledged section */
+            size_t i = 0;
+            while (i < e->section_count && e->sections[i].stream_id != v) i++;
+            if (i == e->section_count) return XQPACK_DECODER_STREAM_ERROR; /* §4.4.1 */
+            if (e->sections[i].required > e->known_received) {
+                e->known_received = e->sections[i].required;
+                e->version++;
+            }
+            memmove(&e->sections[i], &e->sections[i + 1], (e->section_count - i - 1) * sizeof *e->sections);
+            e->section_count--;
+            if (e->waiting) e->version++, e->waiting = false; /* an insert may fit now */
+        } else if (first & 0x40) {                            /* Stream Cancellation */
+            size_t kept = 0;
+            for (size_t i = 0; i < e->section_count; i++)
+                if (e->sections[i].stream_id != v) e->sections[kept++] = e->sections[i];
+            e->section_count = kept;
+            if (e->waiting) e->version++, e->waiting = false;
+        } else { /* Insert Count Increment (§4.4.3) */
+            if (v == 0 || v > e->inserts - e->known_received) return XQPACK_DECODER_STREAM_ERROR;
+            e->known_received += v;
+            e->version++;
+            e->waiting = false;
+        }
+        *consumed = (size_t)(p - in);
+    }
+    return XQPACK_OK;
+}
+
+xStr xQpackEncoderTakeOutput(xQpackEncoder *e) {
+    xStr out = {(const char *)e->out, e->out_len};
+    e->out_len = 0;
+    return out;
 }

@@ -16,8 +16,9 @@
  * static table. Decoding a section never changes the table, so one that is over
  * the caller's limit is reported as XQPACK_TOO_LARGE without harming later ones.
  *
- * The encoder never inserts into the dynamic table (Required Insert Count 0):
- * nothing to acknowledge, nothing that blocks the peer, no memory per connection. */
+ * The encoder is static-only for most fields (xQpackEncodeField); the fields a
+ * connection repeats on every response (server, date) go through xQpackEncoder's
+ * dynamic table, referenced only once acknowledged, so the peer is never blocked. */
 #ifndef XHTTP_HTTP3_QPACK_H
 #define XHTTP_HTTP3_QPACK_H
 
@@ -188,11 +189,85 @@ bool xQpackReadInt(const uint8_t **p, const uint8_t *end, int prefix_bits, uint6
 /** Starts a section: writes its prefix (XQPACK_PREFIX_SIZE bytes). */
 uint8_t *xQpackEncodeBegin(uint8_t *p);
 
-/** Reads the peer's decoder stream (RFC 9204 §4.4) as our static-only encoder must: a
- *  Stream Cancellation is fine, but a Section Acknowledgment or an Insert Count Increment
- *  refers to inserts or sections we never made, XQPACK_DECODER_STREAM_ERROR (§4.4.1, §4.4.3).
+/** One entry of the encoder's dynamic table: name then value in one allocation. */
+typedef struct xQpackEncoderEntry {
+    char *bytes;
+    uint32_t name_len, value_len;
+} xQpackEncoderEntry;
+
+/** A sent field section that refers to the dynamic table and is not yet acknowledged:
+ *  the entries from lowest to required - 1 may be in use by the peer, so none of them
+ *  is evicted until its Section Acknowledgment or Stream Cancellation. */
+typedef struct xQpackOutstanding {
+    uint64_t stream_id, required, lowest;
+} xQpackOutstanding;
+
+/** The encoder's side of one connection (RFC 9204 §2.1). The policy never blocks the
+ *  peer: entries are inserted on the encoder stream, and a field section refers to one
+ *  only once the peer has acknowledged it (Known Received Count), so a section's
+ *  Required Insert Count never exceeds what the peer has. An insert that does not fit
+ *  without evicting an entry in use is not made (the field goes as a literal). With a
+ *  peer capacity of 0 it stays static-only and costs nothing. */
+typedef struct xQpackEncoder {
+    size_t peer_max_capacity;    /* the peer's SETTINGS_QPACK_MAX_TABLE_CAPACITY: sets MaxEntries */
+    size_t capacity;             /* what we set: at most the peer's and our limit; 0: static only */
+    size_t size;                 /* RFC 9204 §3.2.1 */
+    xQpackEncoderEntry *entries; /* capacity / 32 + 1 slots, oldest at first */
+    uint32_t slots, first, count;
+    uint64_t inserts;            /* every insert so far: the absolute index of the next */
+    uint64_t known_received;     /* Known Received Count (§2.1.4) */
+    xQpackOutstanding *sections; /* in the order sent */
+    size_t section_count, section_cap;
+    uint64_t version; /* changes whenever what a field encodes to may change */
+    bool waiting;     /* an insert did not fit: an acknowledgment that frees entries changes version */
+    uint8_t *out;     /* encoder stream instructions not yet taken */
+    size_t out_len, out_cap;
+} xQpackEncoder;
+
+/** A static-only encoder (all zero is one too). */
+void xQpackEncoderInit(xQpackEncoder *e);
+
+/** Frees the table, the outstanding sections and the output. */
+void xQpackEncoderFree(xQpackEncoder *e);
+
+/** The peer's SETTINGS_QPACK_MAX_TABLE_CAPACITY arrived: uses min(peer_max, limit) and
+ *  queues Set Dynamic Table Capacity. 0, or out of memory: stays static-only. Call once. */
+void xQpackEncoderSetPeerCapacity(xQpackEncoder *e, uint64_t peer_max, size_t limit);
+
+/** Reads the peer's decoder stream (RFC 9204 §4.4): Section Acknowledgment (raises the
+ *  Known Received Count to the section's Required Insert Count, frees its entries),
+ *  Stream Cancellation, Insert Count Increment. One that acknowledges a section never
+ *  sent, or an increment of 0 or past our inserts, is XQPACK_DECODER_STREAM_ERROR.
  *  Only whole instructions are consumed (*consumed), as xQpackDecoderReadEncoder does. */
-xQpackResult xQpackEncoderReadDecoder(const uint8_t *in, size_t len, size_t *consumed);
+xQpackResult xQpackEncoderReadDecoder(xQpackEncoder *e, const uint8_t *in, size_t len, size_t *consumed);
+
+/** The most bytes a section prefix takes. */
+#define XQPACK_PREFIX_MAX 20
+
+/** The most fields of one xQpackEncodeFieldsWith call that may use the dynamic table. */
+#define XQPACK_WITH_MAX 8
+
+/** Writes the n fields given (names lower case) of a section of stream_id, as
+ *  xQpackEncodeField writes them or as references to dynamic entries the peer has
+ *  acknowledged (the first XQPACK_WITH_MAX); the fields not in the table yet are
+ *  inserted for the sections that follow, where they fit. At most XQPACK_FIELD_BOUND per
+ *  field. *required: the Required Insert Count the section's prefix must carry
+ *  (xQpackEncodePrefix; 0 when it refers to no entry), *lowest: the oldest entry it
+ *  refers to. The section's other fields may use xQpackEncodeField and the like. */
+uint8_t *xQpackEncodeFieldsWith(xQpackEncoder *e, uint64_t stream_id, uint8_t *p, const xStr *names,
+                                const xStr *values, size_t n, uint64_t *required, uint64_t *lowest);
+
+/** Writes a section prefix for Required Insert Count required, with Base equal to it;
+ *  with 0, xQpackEncodeBegin's. At most XQPACK_PREFIX_MAX bytes. */
+uint8_t *xQpackEncodePrefix(const xQpackEncoder *e, uint8_t *p, uint64_t required);
+
+/** Notes a section sent again as bytes copied from an earlier one of the same version
+ *  (required and lowest as xQpackEncodeFieldsWith gave them); false when out of memory, and then the
+ *  copy must not be sent. */
+bool xQpackEncoderNoteSection(xQpackEncoder *e, uint64_t stream_id, uint64_t required, uint64_t lowest);
+
+/** Takes the encoder stream bytes due; the view lives until the next call on e. */
+xStr xQpackEncoderTakeOutput(xQpackEncoder *e);
 
 /** Writes :status; the static table's statuses take one byte. At most 6 bytes. */
 uint8_t *xQpackEncodeStatus(uint8_t *p, int status);
