@@ -13,8 +13,10 @@
   and reorders a quarter.
 - 10,000 idle QUIC connections held by bench/h3load: the server's memory per
   connection goes to the log, the server answers meanwhile.
-- SIGTERM under h3 load: every request the server had taken is answered whole,
-  later ones are refused the clean ways, and so is a new connection.
+- SIGTERM under h3 load: each connection gets a GOAWAY, every request on a
+  stream below its id (what the server had taken) is answered whole, later ones
+  are refused the clean ways, the server then closes with H3_NO_ERROR, and a
+  new connection is refused.
 """
 
 import asyncio
@@ -33,7 +35,7 @@ import unittest
 
 from aioquic.asyncio.client import connect
 from aioquic.h3.events import DataReceived, HeadersReceived
-from aioquic.quic.events import ConnectionTerminated, StreamReset
+from aioquic.quic.events import ConnectionTerminated, StreamDataReceived, StreamReset
 
 from support.h3client import TIMEOUT, H3Protocol, client_configuration, h3_connect, run
 from support.tls_fixtures import HttpsTestCase, current_certs, shared_certs, start_https
@@ -531,10 +533,69 @@ class Http3IdleConnectionsTest(unittest.TestCase):
         server.assert_clean_exit(server.wait_exit(30))
 
 
+H3_FRAME_GOAWAY = 0x7  # RFC 9114 §7.2.6
+
+
+def varint(data, at):
+    """RFC 9000 §16: (value, where the next field starts), or (None, at) when data ends first."""
+    if at >= len(data) or at + (1 << (data[at] >> 6)) > len(data):
+        return None, at
+    length = 1 << (data[at] >> 6)
+    value = data[at] & 0x3F
+    for byte in data[at + 1 : at + length]:
+        value = value << 8 | byte
+    return value, at + length
+
+
+class GoawayWatch(H3Protocol):
+    """support.h3client's protocol that also reads the frames of the server's control stream,
+    as aioquic drops a GOAWAY's stream id: goaways holds each GOAWAY's id, closed_after_goaway
+    whether the connection's end came after one."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.goaways = []
+        self.closed_after_goaway = None
+        self.unidirectional = {}  # the server's stream id -> bytes not yet read; None: not its control stream
+
+    def quic_event_received(self, event):
+        if isinstance(event, StreamDataReceived) and event.stream_id % 4 == 3:
+            self.read_control(event.stream_id, event.data)
+        if isinstance(event, ConnectionTerminated) and self.closed_after_goaway is None:
+            self.closed_after_goaway = bool(self.goaways)
+        super().quic_event_received(event)
+
+    def read_control(self, stream_id, data):
+        held = self.unidirectional.get(stream_id, b"")
+        if held is None:
+            return
+        data, at = held + data, 0
+        if stream_id not in self.unidirectional:  # the stream's type first: 0x00, the control stream
+            kind, at = varint(data, 0)
+            if kind is None:
+                self.unidirectional[stream_id] = b""
+                return
+            if kind != 0x00:
+                self.unidirectional[stream_id] = None
+                return
+        while True:
+            kind, payload_at = varint(data, at)
+            length, payload_at = varint(data, payload_at)
+            if kind is None or length is None or payload_at + length > len(data):
+                break
+            if kind == H3_FRAME_GOAWAY:
+                self.goaways.append(varint(data[payload_at : payload_at + length], 0)[0])
+            at = payload_at + length
+        self.unidirectional[stream_id] = data[at:]
+
+
 class Http3StopUnderLoadTest(unittest.TestCase):
-    """SIGTERM while clients keep requests in flight on several connections: each request the
-    server had taken is answered whole; the rest are refused the clean ways (REQUEST_REJECTED past
-    the GOAWAY, the connection closed with H3_NO_ERROR, a new connection refused)."""
+    """SIGTERM while clients keep requests in flight on several connections: each connection
+    gets a GOAWAY, each request on a stream below its id (what the server took) is answered
+    whole, the rest are refused the clean ways (REQUEST_REJECTED, or the connection closed with
+    H3_NO_ERROR after the GOAWAY), and a new connection is refused."""
+
+    DELAY_MS = 600
 
     def test_sigterm_under_load_loses_no_request(self):
         certs = current_certs()
@@ -542,14 +603,16 @@ class Http3StopUnderLoadTest(unittest.TestCase):
         # reuseport group until the server exits, so with more a new client hashed to it hears nothing.
         server = start_https(self, certs.ec, "--workers", "1")
         body = os.urandom(20_000)
-        outcomes = []  # (started, finished, what, outcome)
+        outcomes = []  # (started, finished, what, outcome, connection, stream id)
+        connections = []
         loop_time = time.monotonic
 
         async def one(h3, what):
             started = loop_time()
+            stream_id = h3._quic.get_next_available_stream_id()  # the one request() takes
             try:
                 if what == "delay":
-                    response = await h3.request("GET", "/delay?ms=600")
+                    response = await h3.request("GET", f"/delay?ms={self.DELAY_MS}")
                     good = response.status == 200 and response.body == b"done"
                 else:
                     response = await h3.request("POST", "/echo", body=body)
@@ -560,17 +623,29 @@ class Http3StopUnderLoadTest(unittest.TestCase):
                     outcome = "answered" if good else f"wrong answer {response.status} {len(response.body)} bytes"
             except ConnectionError as closed:
                 outcome = str(closed)
-            outcomes.append((started, loop_time(), what, outcome))
+            outcomes.append((started, loop_time(), what, outcome, connections.index(h3), stream_id))
             return outcome == "answered"
 
         async def client(index):
-            async with h3_connect("127.0.0.1", server.port, ca_file=certs.ca) as h3:
+            configuration = client_configuration(certs.ca)
+            async with connect(
+                "127.0.0.1", server.port, configuration=configuration, create_protocol=GoawayWatch
+            ) as h3:
+                connections.append(h3)
 
                 async def stream(k):
-                    while await one(h3, "delay" if (index + k) % 2 else "echo"):
+                    what = "delay" if (index + k) % 2 else "echo"
+                    if what == "delay":
+                        # The 16 delay streams start spread over one delay, not all at once, so
+                        # at any moment most of them have a request held by the server.
+                        await asyncio.sleep(self.DELAY_MS / 1000 * (index * 4 + k // 2) / 16)
+                    while await one(h3, what):
                         pass
 
                 await asyncio.gather(*(stream(k) for k in range(8)))
+                # The server closes once its last request is done: waited for, as leaving here
+                # closes from this side.
+                await h3.closed(timeout=20)
 
         async def new_connection():
             try:
@@ -590,18 +665,27 @@ class Http3StopUnderLoadTest(unittest.TestCase):
             return stop, late
 
         stop, late = run(go())
-        # Taken for sure: sent 100 ms or more before the signal (the server reads a datagram on
-        # loopback in far less); one sent just before may have been read after it, and refused.
-        taken = [o for o in outcomes if o[0] < stop - 0.1]
-        in_flight = [o for o in taken if o[1] > stop]
-        refused_ways = {f"reset 0x{H3_REQUEST_REJECTED:x}", f"connection closed: 0x{H3_NO_ERROR:x}", "answered"}
+        self.assertEqual(len(connections), 4)
+        for index, h3 in enumerate(connections):
+            self.assertEqual(len(h3.goaways), 1, f"connection {index}: GOAWAY ids {h3.goaways}")
+            self.assertTrue(h3.closed_after_goaway, f"connection {index} closed before its GOAWAY")
+            self.assertEqual(h3.terminated.result().error_code, H3_NO_ERROR)
+        goaway = [h3.goaways[0] for h3 in connections]
+        taken = [o for o in outcomes if o[5] < goaway[o[4]]]
+        # Held across the signal for sure: a delay the server took that was asked for less than
+        # its length before the signal cannot have been answered before it.
+        in_flight = [o for o in taken if o[2] == "delay" and o[0] > stop - self.DELAY_MS / 1000]
         print(
-            f"{len(outcomes)} requests, {len(in_flight)} in flight at SIGTERM; after it: "
-            f"{sorted({o[3] for o in outcomes if o[0] >= stop - 0.1})}; a new connection: {late}"
+            f"{len(outcomes)} requests, {len(in_flight)} delays held at SIGTERM, GOAWAY ids {goaway}; past them: "
+            f"{sorted({o[3] for o in outcomes if o[5] >= goaway[o[4]]})}; a new connection: {late}"
         )
         self.assertGreaterEqual(len(in_flight), 4)
         self.assertEqual([o for o in taken if o[3] != "answered"], [])
-        self.assertEqual([o for o in outcomes if o[3] not in refused_ways], [])
+        refused_ways = {f"reset 0x{H3_REQUEST_REJECTED:x}", f"connection closed: 0x{H3_NO_ERROR:x}"}
+        self.assertEqual([o for o in outcomes if o[5] >= goaway[o[4]] and o[3] not in refused_ways], [])
+        # And the server reads what comes in while it serves: a request sent 100 ms or more before
+        # the signal was taken (on loopback a datagram is read in far less).
+        self.assertEqual([o for o in outcomes if o[0] < stop - 0.1 and o not in taken], [])
         self.assertTrue(late.startswith("refused"), late)
         server.assert_clean_exit(server.wait_exit(15))
 
