@@ -11,8 +11,8 @@
  * parser and CPU window read it unchanged.
  *
  *   h3load -t1 -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS]) [-d FILE | --body-size N]
- *          [-H 'NAME: VALUE']... [--hold=SECONDS] [--no-gso] [--no-gro] [--qpack-capacity=BYTES]
- *          (https://HOST:PORT/PATH | -i URI_FILE)
+ *          [-H 'NAME: VALUE']... [--hold=SECONDS] [--idle-timeout=SECONDS] [--no-gso] [--no-gro]
+ *          [--qpack-capacity=BYTES] (https://HOST:PORT/PATH | -i URI_FILE)
  *
  * --qpack-capacity: the SETTINGS_QPACK_MAX_TABLE_CAPACITY the client announces (nghttp3's default,
  * 0, without it: the server's responses then use the static table only, as h2load's do not); with
@@ -22,6 +22,11 @@
  * --hold: with -n, each connection takes an even share of the requests, and once all are answered
  * the connections stay open and idle for SECONDS ("all connections idle" is printed then), so a
  * bench can read the server's memory per idle QUIC connection.
+ *
+ * --idle-timeout: the max_idle_timeout the client announces (default 60 s). A connection idles
+ * from its first answer until the last of the others has opened, which for thousands on a loaded
+ * machine can take longer than that; a hold that must keep them all open raises it (the server's
+ * own idle timeout counts too: the shorter one applies).
  *
  * Packets go out as browsers and quic-go send them: a run of same-size packets in one sendmsg with
  * UDP_SEGMENT (GSO), which a server with UDP_GRO on receives as one message; --no-gso sends one
@@ -73,6 +78,7 @@ typedef struct {
     int connections, streams, threads;
     long long requests;            /* -n, or 0 with -D */
     double duration, warmup, hold; /* seconds */
+    double idle_timeout;           /* seconds: the transport's max_idle_timeout */
     bool no_gso;                   /* --no-gso, or the kernel refused UDP_SEGMENT */
     bool no_gro;                   /* --no-gro */
     size_t qpack_capacity;         /* --qpack-capacity */
@@ -411,7 +417,7 @@ static int start_client(Client *client, const struct addrinfo *server, int epfd)
     params.initial_max_stream_data_uni = 1 << 20;
     params.initial_max_data = 64 << 20;
     params.initial_max_streams_uni = 100;
-    params.max_idle_timeout = 60 * NGTCP2_SECONDS;
+    params.max_idle_timeout = (ngtcp2_duration)(opts.idle_timeout * NGTCP2_SECONDS);
     if (ngtcp2_conn_client_new(&client->conn, &dcid, &scid, &client->path.path, NGTCP2_PROTO_VER_V1,
                                &QUIC_CALLBACKS, &settings, &params, NULL, client) != 0)
         return -1;
@@ -565,7 +571,7 @@ static void send_close(Client *client) {
 static void usage(void) {
     fprintf(stderr, "usage: h3load [-t1] -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS])\n"
                     "              [-d FILE | --body-size N] [-H 'NAME: VALUE']... [--hold=SECONDS] "
-                    "[--no-gso] [--no-gro] [--qpack-capacity=BYTES]\n"
+                    "[--idle-timeout=SECONDS] [--no-gso] [--no-gro] [--qpack-capacity=BYTES]\n"
                     "              (https://HOST:PORT/PATH | -i URI_FILE)\n");
     exit(2);
 }
@@ -641,11 +647,12 @@ static void parse_options(int argc, char **argv) {
     static const struct option long_options[] = {{"warm-up-time", required_argument, NULL, 'W'},
                                                  {"body-size", required_argument, NULL, 'B'},
                                                  {"hold", required_argument, NULL, 'O'},
+                                                 {"idle-timeout", required_argument, NULL, 'I'},
                                                  {"no-gso", no_argument, NULL, 'G'},
                                                  {"no-gro", no_argument, NULL, 'R'},
                                                  {"qpack-capacity", required_argument, NULL, 'Q'},
                                                  {NULL, 0, NULL, 0}};
-    opts.connections = 1, opts.streams = 1, opts.threads = 1;
+    opts.connections = 1, opts.streams = 1, opts.threads = 1, opts.idle_timeout = 60;
     const char *uri_file = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "t:c:m:n:D:d:H:i:", long_options, NULL)) != -1) {
@@ -657,6 +664,7 @@ static void parse_options(int argc, char **argv) {
         case 'D': opts.duration = atof(optarg); break;
         case 'W': opts.warmup = atof(optarg); break;
         case 'O': opts.hold = atof(optarg); break;
+        case 'I': opts.idle_timeout = atof(optarg); break;
         case 'G': opts.no_gso = true; break;
         case 'R': opts.no_gro = true; break;
         case 'Q': opts.qpack_capacity = (size_t)atoll(optarg); break;
@@ -679,7 +687,7 @@ static void parse_options(int argc, char **argv) {
         }
     }
     if (optind != argc - (uri_file ? 0 : 1) || opts.threads != 1 || opts.connections < 1 ||
-        opts.streams < 1 || (opts.requests <= 0) == (opts.duration <= 0))
+        opts.streams < 1 || (opts.requests <= 0) == (opts.duration <= 0) || opts.idle_timeout <= 0)
         usage();
     if (uri_file)
         read_uris(uri_file);
