@@ -167,9 +167,7 @@ void xConnRecvBulk(xConn *conn, bool on) {
 size_t xConnPending(const xConn *conn) { return conn->out_pending; }
 
 /* Whether a send the loop's backend was given may still point at the output. */
-static bool send_in_flight(const xConn *conn) {
-    return conn->send == XCONN_SEND_IN_FLIGHT || conn->send == XCONN_SEND_IN_FLIGHT_FLUSH_OWED;
-}
+static bool send_in_flight(const xConn *conn) { return conn->send == XCONN_SEND_IN_FLIGHT; }
 
 char *xConnReserve(xConn *conn, size_t len) {
     /* The common case first: a block with room is already held (a response's
@@ -355,6 +353,16 @@ static void out_reset(xConn *conn) {
 static void flush(xConn *conn, bool progressed);
 static void blocked_after(xConn *conn, bool progressed);
 
+/* The queue went out while its protocol waited for it (xConnWaitFlushed, a
+ * full socket, a flush that met a send in flight): it hears on_flushed.
+ * Only where the loop moved the bytes on, never within a protocol's call;
+ * still waiting where the send went on to a full socket. */
+static void tell_flushed(xConn *conn) {
+    if (xConnClosed(conn) || xConnLingering(conn) || conn->send != XCONN_SEND_READY) return;
+    conn->flush_wait = false;
+    if (conn->proto->on_flushed) conn->proto->on_flushed(conn);
+}
+
 /* Hands the turn's output to the loop's backend as one send, which the
  * kernel takes with the wait that ends the turn: one system call for all of
  * a turn's sends. The completion (send_completed) carries on from there.
@@ -384,17 +392,20 @@ static void flush_at_turn_end(xEventLoop *loop, xTurnEnd *call) {
         else
             xConnFlush(conn);
     }
+    /* Gone whole (or nothing was left to send): a writer waiting hears it
+     * now, as no event will follow. A send in flight tells at completion. */
+    if (conn->flush_wait) tell_flushed(conn);
     xConnRelease(conn); /* taken by xConnFlushSoon */
 }
 
 /* The backend's send completed: account for what it took, then go on as a
  * flush does, synchronously (what is left: the rest of a short send, output
- * queued meanwhile; a closing connection's next step). A flush asked for
- * meanwhile hears on_flushed once the output is out, as after a full socket. */
+ * queued meanwhile; a closing connection's next step). A protocol waiting
+ * (flush_wait: it asked, or flushed meanwhile) hears on_flushed once the
+ * output is out, as after a full socket. */
 /* Kept out of on_io, which every event of every connection runs, on epoll
  * too, where this never does: inlined, it made each of them dearer. */
 __attribute__((noinline)) static void send_completed(xConn *conn) {
-    bool owed = conn->send == XCONN_SEND_IN_FLIGHT_FLUSH_OWED;
     conn->send = XCONN_SEND_READY;
     ssize_t w = xEventLoopSendResult(conn->net->loop, conn->fd);
     if (w < 0) {
@@ -405,15 +416,22 @@ __attribute__((noinline)) static void send_completed(xConn *conn) {
         return;
     }
     xCounterAdd(&conn->net->counters.bytes_out, (uint64_t)w);
-    if ((size_t)w == conn->out_pending && !owed && conn->state == XCONN_OPEN && !conn->transport->flush) {
-        out_reset(conn); /* all of it, mostly: nothing to gather or account for piece by piece */
+    if ((size_t)w == conn->out_pending && !conn->flush_wait && conn->state == XCONN_OPEN &&
+        !conn->transport->flush) {
+        out_reset(conn); /* all of it, mostly, and no one waits to hear so */
         return;
     }
     advance(conn, (size_t)w);
     flush(conn, w > 0);
-    if (owed && !xConnClosed(conn) && !xConnLingering(conn) && conn->send == XCONN_SEND_READY &&
-        conn->proto->on_flushed)
-        conn->proto->on_flushed(conn);
+    if (conn->flush_wait) tell_flushed(conn);
+}
+
+void xConnWaitFlushed(xConn *conn) {
+    if (xConnClosed(conn)) return;
+    conn->flush_wait = true;
+    /* A full socket's room or a send in flight's completion tells it;
+     * otherwise the turn's end sends what is queued, and tells it once out. */
+    if (conn->send == XCONN_SEND_READY) xConnFlushSoon(conn);
 }
 
 void xConnFlushSoon(xConn *conn) {
@@ -496,7 +514,9 @@ xErrno xConnWriteNow(xConn *conn, const struct iovec *pieces, int count) {
 static void flush(xConn *conn, bool progressed) {
     if (xConnClosed(conn)) return;
     if (conn->send != XCONN_SEND_READY) {
-        if (conn->send == XCONN_SEND_IN_FLIGHT) conn->send = XCONN_SEND_IN_FLIGHT_FLUSH_OWED;
+        /* Its protocol may wait for the queue to drain: the completion
+         * flushes and tells it (a full socket's room always does). */
+        if (conn->send == XCONN_SEND_IN_FLIGHT) conn->flush_wait = true;
         return;
     }
     struct iovec iov[XCONN_IOV_MAX];
@@ -625,9 +645,7 @@ static void on_io(xEventLoop *loop, int fd, unsigned events, void *arg) {
     if ((events & (XEV_WRITE | XEV_ERROR)) && conn->send == XCONN_SEND_BLOCKED) {
         conn->send = XCONN_SEND_READY;
         xConnFlush(conn);
-        if (!xConnClosed(conn) && !xConnLingering(conn) && conn->send == XCONN_SEND_READY &&
-            conn->proto->on_flushed)
-            conn->proto->on_flushed(conn);
+        tell_flushed(conn);
     }
     if (!xConnClosed(conn) && conn->readable) {
         if (xConnLingering(conn))

@@ -162,18 +162,18 @@ typedef enum xConnState {
 } xConnState;
 
 /* Where a connection's output stands. A flush sends at once only when
- * READY; otherwise what it asks for happens when the wait ends. */
+ * READY; otherwise what it asks for happens when the wait ends. Whether a
+ * protocol waits for on_flushed is xConn's flush_wait, apart from this. */
 typedef enum xConnSend {
     XCONN_SEND_READY,
     /* The turn's output went to the loop's backend as one send
      * (xEventLoopSendQueue, io_uring): its bytes stay queued, and owned,
-     * until the completion says how many went; a flush waits for it. */
+     * until the completion says how many went; a flush meanwhile waits for
+     * it (and sets flush_wait: its protocol may wait for the queue to
+     * drain, so the completion flushes and then tells on_flushed). */
     XCONN_SEND_IN_FLIGHT,
-    /* The same, and a flush came meanwhile: its protocol may wait for the
-     * queue to drain, so the completion flushes and then tells on_flushed,
-     * as a drained socket does. */
-    XCONN_SEND_IN_FLIGHT_FLUSH_OWED,
-    /* The socket was full: waiting for XEV_WRITE (or the send timeout). */
+    /* The socket was full: waiting for XEV_WRITE (or the send timeout),
+     * after which on_flushed always runs. */
     XCONN_SEND_BLOCKED,
 } xConnSend;
 
@@ -196,6 +196,7 @@ struct xConn {
     bool peer_closed; /* the peer sent FIN: read until end of stream */
     uint8_t send;     /* xConnSend: a send in flight, a full socket, or neither */
     bool send_armed;  /* the timer runs the send timeout, since the last progress */
+    bool flush_wait;  /* a writer waits for on_flushed (xConnWaitFlushed): told once the queue drains */
     void *transport_state;
 
     xBuffer in;  /* owned by the protocol */
@@ -221,7 +222,7 @@ static inline bool xConnOpen(const xConn *conn) { return conn->state == XCONN_OP
 /** True while a flush could not send and on_flushed will say when the
  *  output has gone: the socket is full, or a send in flight comes first. */
 static inline bool xConnWriteBlocked(const xConn *conn) {
-    return conn->send == XCONN_SEND_BLOCKED || conn->send == XCONN_SEND_IN_FLIGHT_FLUSH_OWED;
+    return conn->send == XCONN_SEND_BLOCKED || (conn->send == XCONN_SEND_IN_FLIGHT && conn->flush_wait);
 }
 
 /** True once the socket is closed (xConnClose): nothing more is read or sent. */
@@ -306,6 +307,16 @@ size_t xConnPending(const xConn *conn);
 
 /** Sends what is queued, as far as the socket takes it. */
 void xConnFlush(xConn *conn);
+
+/** The writer holds back until the queue has drained and waits to hear so:
+ *  on_flushed runs once it has, however it drains (a full socket's room, a
+ *  send in flight's completion, the turn's end's send taking it whole, or a
+ *  flush of the writer's own), and at the latest at the turn's end when
+ *  nothing is queued. Always from the loop, never from within a call of the
+ *  writer's. Without it on_flushed follows only a full socket or a flush
+ *  that met a send in flight; a writer that holds back on a queue that
+ *  leaves whole would wait forever. */
+void xConnWaitFlushed(xConn *conn);
 
 /** Sends what is queued at the end of the loop's turn, after every ready
  *  connection has been served: the turn's work runs back to back and its

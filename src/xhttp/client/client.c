@@ -857,6 +857,14 @@ static void push_out(xHttpClientRequest *req) {
     }
 }
 
+/* A writer held back at BODY_HIGH writes nothing more until on_flushed,
+ * which the connection owes it once its queue has drained, however that
+ * happens (xConnWaitFlushed). HTTP/2's DATA waits for its windows instead. */
+static void wait_flushed(xHttpClientRequest *req) {
+    xClientConn *cc = req->cc;
+    if (req->wants_body && !req->h2 && cc && cc->conn && cc->state == XCC_BUSY) xConnWaitFlushed(cc->conn);
+}
+
 /* A writer held back at BODY_HIGH hears when the queue is down to BODY_LOW.
  * Not from within Write: only where the client itself moved bytes on. */
 static void maybe_want_body(xHttpClientRequest *req) {
@@ -878,18 +886,13 @@ static void attach(xHttpClientRequest *req, xClientConn *cc) {
      * push_out has given it over: no send timeout is started for it first. */
     bool soon = soon_whole(req, cc->conn);
     if (!soon) arm_phase(req);
-    /* A writer held back at BODY_HIGH (its body came while the connection
-     * was being made) writes nothing more until on_flushed, which the send
-     * at the turn's end that push_out leaves the queue to never brings when
-     * the socket takes it whole: sent now, and the rest (a full socket)
-     * owes it. A send that fails closes the connection, whose close ends
-     * req: held until done here. */
+    /* A send that fails (push_out sends a whole body at once) closes the
+     * connection, whose close ends req: held until done here. */
     req->in_callback++;
     push_out(req);
-    if (req->wants_body && req->cc == cc && !xConnClosed(cc->conn) && xConnPending(cc->conn))
-        xConnFlush(cc->conn);
     req->in_callback--;
     if (!survived(req) || req->cc != cc) return;
+    wait_flushed(req); /* its body came while the connection was being made */
     if (soon && req->phase == XREQ_SENDING) arm_phase(req); /* push_out stopped short of it */
     /* A response may already wait (an early answer), or EOF. */
     if (cc->conn->readable) read_response(cc);
@@ -1024,27 +1027,19 @@ size_t xHttpClientRequestPending(const xHttpClientRequest *req) {
     return held + (cc && cc->conn && cc->state == XCC_BUSY ? xConnPending(cc->conn) : 0);
 }
 
-/* A writer past BODY_HIGH is held back until on_flushed, which a socket
- * that filled brings; a queue that is only waiting for the turn's end, or
- * for a send in flight (io_uring's) that takes it whole, would never bring
- * one: it is sent now (or the send in flight owes the flush). False when a
- * failed send ended req (its on_error ran). */
-static bool note_pending(xHttpClientRequest *req) {
-    if (xHttpClientRequestPending(req) < XHTTP_CLIENT_BODY_HIGH) return true;
+/* A writer past BODY_HIGH is held back until on_flushed. */
+static void note_pending(xHttpClientRequest *req) {
+    if (xHttpClientRequestPending(req) < XHTTP_CLIENT_BODY_HIGH) return;
     req->wants_body = true;
-    xClientConn *cc = req->cc;
-    if (req->h2 || !cc || !cc->conn || xConnClosed(cc->conn) || !xConnPending(cc->conn)) return true;
-    req->in_callback++;
-    xConnFlush(cc->conn);
-    req->in_callback--;
-    return survived(req);
+    wait_flushed(req);
 }
 
 /* A tunnel's bytes go as they are. */
 static xErrno tunnel_write(xHttpClientRequest *req, const void *data, size_t len) {
     if (len && !put(&req->out, data, len)) return XERR_NOMEM;
     push_out(req);
-    return note_pending(req) ? XOK : XERR_STATE;
+    note_pending(req);
+    return XOK;
 }
 
 /* Whether framed body bytes can skip req->out: the request is on an
@@ -1098,7 +1093,8 @@ xErrno xHttpClientRequestWrite(xHttpClientRequest *req, const void *data, size_t
     if (req->h2 && req->body_length >= 0 && req->body_written == (uint64_t)req->body_length)
         req->body_ended = true;
     push_out(req);
-    return note_pending(req) ? XOK : XERR_STATE;
+    note_pending(req);
+    return XOK;
 }
 
 xErrno xHttpClientRequestSpliceSink(xHttpClientRequest *req, xConn **sink) {
@@ -1123,6 +1119,7 @@ xErrno xHttpClientRequestSpliceSink(xHttpClientRequest *req, xConn **sink) {
         if (req->cc != cc || req->cancelled) return XERR_STATE;
         if (!xConnSpliceReady(conn) || req->out.len > req->out_given) {
             req->wants_body = true; /* on_flushed tells the caller */
+            wait_flushed(req);
             return XOK;
         }
     }

@@ -112,7 +112,6 @@ typedef struct xHttp1 {
     void *takeover_arg;
     int refusal;              /* xHttp1StartRefusing: every request gets this status … */
     const char *refusal_text; /* … with this text, and the connection closes */
-    xTurnEnd drain_check;     /* a drain callback was armed: looked at once the turn's output is out */
 } xHttp1;
 
 static const xHttpExchangeOps h1_ops;
@@ -394,27 +393,11 @@ static size_t h1_pending(const xHttpExchange *ex) {
     return xConnPending(h->conn);
 }
 
-/* At the end of the turn in which a drain callback was armed (never within
- * the handler's own call): a flush either sends what waits, and the
- * callback runs, or leaves the socket blocked (or a send in flight) with
- * on_flushed owed once it drains, which runs it then. */
-static void drain_check_at_turn_end(xEventLoop *loop, xTurnEnd *call) {
-    (void)loop;
-    xHttp1 *h = (xHttp1 *)((char *)call - offsetof(xHttp1, drain_check));
-    xConn *conn = h->conn;
-    if (!xConnClosed(conn) && h->ex && h->ex->res.on_drain) {
-        xConnFlush(conn);
-        if (!xConnClosed(conn) && h->ex && h->ex->res.on_drain) xHttpExchangeCheckDrain(h->ex);
-    }
-    xConnRelease(conn);
-}
-
+/* on_flushed looks at the drain callback once what is queued has gone,
+ * however it goes (never within the handler's own call). */
 static void h1_watch_drain(xHttpExchange *ex) {
     xHttp1 *h = ex->proto;
-    if (h->drain_check.queued || xConnClosed(h->conn)) return;
-    h->drain_check.fn = drain_check_at_turn_end;
-    xConnRetain(h->conn);
-    xEventLoopAtTurnEnd(h->conn->net->loop, &h->drain_check);
+    xConnWaitFlushed(h->conn);
 }
 
 /* The connection goes at once, with what it had queued: a reader sees the
