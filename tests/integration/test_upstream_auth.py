@@ -15,27 +15,20 @@ import hashlib
 import json
 import socket
 import socketserver
-import threading
 import time
 import unittest
 
 from support.harness import Conn, start_server
-from test_upstream_proxy import Upstream, lower_fields, read_body, read_head
+from support.upstream import LoopbackServer, lower_fields, read_body, read_head
+from test_upstream_proxy import Upstream
 
 
-class AuthService(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class AuthService(LoopbackServer):
+    """The auth service on a free loopback port; .asked lists what it was asked."""
 
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), AuthHandler)
         self.asked = []
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.shutdown()
-        self.server_close()
+        super().__init__(AuthHandler)
 
 
 class AuthHandler(socketserver.StreamRequestHandler):
