@@ -25,23 +25,6 @@
 #define MAX_STRING 4096
 #define NGHTTP3_NAME_MAX 256 /* nghttp3 refuses longer names (NGHTTP3_ERR_QPACK_HEADER_TOO_LARGE) */
 
-typedef struct Program {
-    const uint8_t *p, *end;
-} Program;
-
-static unsigned take(Program *in) { return in->p < in->end ? *in->p++ : 0; }
-
-static xStr take_string(Program *in) {
-    size_t len = take(in);
-    if (len == 255) len = 255 + (take(in) << 8 | take(in));
-    if (len > MAX_STRING) len = MAX_STRING;
-    size_t left = (size_t)(in->end - in->p);
-    if (len > left) len = left;
-    xStr s = {(const char *)in->p, len};
-    in->p += len;
-    return s;
-}
-
 /* The fields a section is made of; a :status's digits lie in digits. */
 typedef struct Fields {
     xStr names[MAX_FIELDS], values[MAX_FIELDS];
@@ -52,10 +35,10 @@ static uint8_t section[MAX_FIELDS * (2 * MAX_STRING + 24) + 8];
 static xHpackField decoded[MAX_FIELDS];
 static char scratch[MAX_FIELDS * 2 * MAX_STRING];
 
-static uint8_t *encode_field(Program *in, uint8_t *p, Fields *f, size_t i, size_t *bound) {
-    unsigned kind = take(in) % 4;
+static uint8_t *encode_field(FuzzProgram *in, uint8_t *p, Fields *f, size_t i, size_t *bound) {
+    unsigned kind = fuzz_take(in) % 4;
     if (kind == 0) {
-        int status = (int)(take(in) << 8 | take(in)) % 1100;
+        int status = (int)(fuzz_take(in) << 8 | fuzz_take(in)) % 1100;
         int shown = status < 100 || status > 999 ? 500 : status;
         snprintf(f->digits[i], sizeof f->digits[i], "%d", shown);
         f->names[i] = xStrFromC(":status");
@@ -63,10 +46,10 @@ static uint8_t *encode_field(Program *in, uint8_t *p, Fields *f, size_t i, size_
         *bound += XQPACK_FIELD_BOUND(f->names[i].len, f->values[i].len);
         return xQpackEncodeStatus(p, status);
     }
-    const xQpackStaticEntry *e = &xQpackStatic[take(in) % XQPACK_STATIC_COUNT];
-    f->names[i] = kind == 3 ? take_string(in) : e->name;
+    const xQpackStaticEntry *e = &xQpackStatic[fuzz_take(in) % XQPACK_STATIC_COUNT];
+    f->names[i] = kind == 3 ? fuzz_take_string(in, MAX_STRING) : e->name;
     if (f->names[i].len > NGHTTP3_NAME_MAX) f->names[i].len = NGHTTP3_NAME_MAX;
-    f->values[i] = kind == 1 ? e->value : take_string(in);
+    f->values[i] = kind == 1 ? e->value : fuzz_take_string(in, MAX_STRING);
     *bound += XQPACK_FIELD_BOUND(f->names[i].len, f->values[i].len);
     return xQpackEncodeField(p, f->names[i], f->values[i]);
 }
@@ -95,9 +78,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     xQpackDecoder ours;
     FUZZ_ASSERT(nghttp3_qpack_decoder_new(&theirs, 0, 0, nghttp3_mem_default()) == 0, "nomem");
     FUZZ_ASSERT(xQpackDecoderInit(&ours, 0, 0) == 0, "nomem");
-    Program in = {data, data + size};
+    FuzzProgram in = {data, data + size};
     while (in.p < in.end) {
-        size_t n = take(&in) % (MAX_FIELDS + 1), bound = XQPACK_PREFIX_SIZE;
+        size_t n = fuzz_take(&in) % (MAX_FIELDS + 1), bound = XQPACK_PREFIX_SIZE;
         Fields want;
         uint8_t *p = xQpackEncodeBegin(section);
         for (size_t i = 0; i < n; i++) p = encode_field(&in, p, &want, i, &bound);
