@@ -31,7 +31,7 @@ import h2.events
 import websockets
 
 from support.h2client import H2Conn
-from support.harness import Conn, ServerProcess, require_tool, start_owned, start_server
+from support.harness import Conn, ServerProcess, raw_exchange, require_tool, start_owned, start_server
 from support.tls_fixtures import HttpsServer, shared_certs
 from support.upstream import LoopbackServer, read_body, read_digest, read_head
 from support.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, close_payload
@@ -155,19 +155,6 @@ def rss_kib(pid, field="VmRSS"):
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     raise AssertionError(f"no {field} for {pid}")
-
-
-def raw_exchange(port, data, timeout=10):
-    """Sends data, reads until the server closes or stays silent; the bytes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(data)
-        out = b""
-        try:
-            while chunk := s.recv(65536):
-                out += chunk
-        except (TimeoutError, ConnectionResetError):
-            pass
-        return out
 
 
 class ProxyDepthTest(unittest.TestCase):
