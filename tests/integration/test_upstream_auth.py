@@ -18,7 +18,7 @@ import socketserver
 import time
 import unittest
 
-from support.harness import Conn, start_server
+from support.harness import request_once, start_server
 from support.upstream import LoopbackServer, lower_fields, read_body, read_head
 from test_upstream_proxy import Upstream
 
@@ -78,12 +78,7 @@ class AuthTest(unittest.TestCase):
         return start_server(self, args)
 
     def request(self, server, method, target, headers=None, body=None):
-        conn = Conn(server.port)
-        try:
-            conn.request(method, target, headers=headers or {}, body=body)
-            return conn.read_response()
-        finally:
-            conn.close()
+        return request_once(server.port, method, target, headers=headers, body=body)
 
     def test_a_good_token_passes_with_the_user_id(self):
         server = self.proxy()

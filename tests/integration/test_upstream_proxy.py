@@ -25,7 +25,7 @@ import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
-from support.harness import Conn, require_tool, start_server
+from support.harness import Conn, request_once, require_tool, start_server
 from support.upstream import LoopbackServer, lower_fields, read_body, read_head
 from test_h2c_smuggling import free_port, sbin_tool, start_proxy
 
@@ -124,12 +124,7 @@ class ProxyTest(unittest.TestCase):
         return start_server(self, [*args, *extra])
 
     def request(self, server, method, target, headers=None, body=None):
-        conn = Conn(server.port)
-        try:
-            conn.request(method, target, headers=headers or {}, body=body)
-            return conn.read_response()
-        finally:
-            conn.close()
+        return request_once(server.port, method, target, headers=headers, body=body)
 
     def finish(self, server):
         self.assertEqual(self.request(server, "GET", "/ping").status, 200)

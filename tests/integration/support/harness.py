@@ -576,6 +576,13 @@ class Conn:
 # ---- Assertions shared by the test files ----
 
 
+def request_once(port, method, target, **kwargs):
+    """One request (http_request's arguments) on a connection of its own; the response."""
+    with Conn(port) as conn:
+        conn.request(method, target, **kwargs)
+        return conn.read_response()
+
+
 def raw_exchange(port, data, timeout=10):
     """Sends data on a fresh connection and reads until the server closes, resets or
     stays silent for timeout seconds; the bytes it sent back."""
