@@ -1091,21 +1091,31 @@ uint16_t xHttpServerListenerPort(const xHttpServer *server, int index) {
     return server->ports[index];
 }
 
+/* The networks a PROXY header or Forwarded field is trusted from, parsed into a new
+ * xProxyTrust (*out; NULL where none are given): XOK, XERR_NOMEM, or XERR_INVALID with
+ * last_error saying why. */
+static xErrno parse_trust(xHttpServer *server, const char *trusted_networks, xProxyTrust **out) {
+    *out = NULL;
+    if (!trusted_networks) return XOK;
+    xProxyTrust *trust = malloc(sizeof *trust);
+    if (!trust) return XERR_NOMEM;
+    if (!xProxyTrustParse(trust, trusted_networks, server->last_error, sizeof server->last_error)) {
+        free(trust);
+        return XERR_INVALID;
+    }
+    *out = trust;
+    return XOK;
+}
+
 xErrno xHttpServerProxyProtocol(xHttpServer *server, int index, const char *trusted_networks) {
     if (server->running) return XERR_STATE;
     if (index < 0 || index >= server->nlisteners) {
         snprintf(server->last_error, sizeof server->last_error, "proxy protocol: no listener %d", index);
         return XERR_INVALID;
     }
-    xProxyTrust *trust = NULL;
-    if (trusted_networks) {
-        trust = malloc(sizeof *trust);
-        if (!trust) return XERR_NOMEM;
-        if (!xProxyTrustParse(trust, trusted_networks, server->last_error, sizeof server->last_error)) {
-            free(trust);
-            return XERR_INVALID;
-        }
-    }
+    xProxyTrust *trust;
+    xErrno err = parse_trust(server, trusted_networks, &trust);
+    if (err != XOK) return err;
     free(server->proxy[index]);
     server->proxy[index] = trust;
     server->last_error[0] = '\0';
@@ -1114,15 +1124,9 @@ xErrno xHttpServerProxyProtocol(xHttpServer *server, int index, const char *trus
 
 xErrno xHttpServerTrustForwarded(xHttpServer *server, const char *trusted_networks) {
     if (server->running) return XERR_STATE;
-    xProxyTrust *trust = NULL;
-    if (trusted_networks) {
-        trust = malloc(sizeof *trust);
-        if (!trust) return XERR_NOMEM;
-        if (!xProxyTrustParse(trust, trusted_networks, server->last_error, sizeof server->last_error)) {
-            free(trust);
-            return XERR_INVALID;
-        }
-    }
+    xProxyTrust *trust;
+    xErrno err = parse_trust(server, trusted_networks, &trust);
+    if (err != XOK) return err;
     free(server->forwarded);
     server->forwarded = trust;
     for (int i = 0; i < server->nworkers; i++) server->workers[i].ctx.forwarded = trust;

@@ -38,6 +38,29 @@ static inline char *fuzz_copy(const uint8_t *data, size_t size) {
     return p;
 }
 
+/* An input read as a program, a byte at a time: 0 once it ran out. */
+typedef struct FuzzProgram {
+    const uint8_t *p, *end;
+} FuzzProgram;
+
+static inline unsigned fuzz_take(FuzzProgram *in) { return in->p < in->end ? *in->p++ : 0; }
+
+/* A string of the input: a length byte (255 meaning 255 plus the next two bytes,
+ * high first), at most max, then that many bytes, fewer where the input ends. */
+static inline xStr fuzz_take_string(FuzzProgram *in, size_t max) {
+    size_t len = fuzz_take(in);
+    if (len == 255) {
+        size_t high = fuzz_take(in);
+        len = 255 + (high << 8 | fuzz_take(in));
+    }
+    if (len > max) len = max;
+    size_t left = (size_t)(in->end - in->p);
+    if (len > left) len = left;
+    xStr s = {(const char *)in->p, len};
+    in->p += len;
+    return s;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #endif

@@ -19,6 +19,15 @@ static void on_ws_message(xWebSocket *ws, const char *data, size_t len, bool bin
         xWebSocketSendText(ws, data, len);
 }
 
+void fuzzConnConfInit(xHttpServerConf *conf) {
+    xHttpServerConfInit(conf);
+    conf->max_header_size = 1024;
+    conf->max_headers = 16;
+    conf->max_body_size = 4096;
+    conf->header_timeout_ms = conf->body_timeout_ms = conf->idle_timeout_ms = 600000;
+    conf->send_timeout_ms = 600000;
+}
+
 void fuzzConnRoutes(xHttpRouteTarget *targets) {
     xWebSocketConf conf;
     xWebSocketConfInit(&conf);

@@ -1,5 +1,6 @@
 /* fuzz_conn.h — what the whole-connection harnesses (fuzz_http1_connection,
- * fuzz_http2_connection) share: routes that answer in each way a handler can
+ * fuzz_http2_connection; fuzz_h3_connection the settings and routes) share: the
+ * server settings they start from, routes that answer in each way a handler can
  * (at once, echoing the body, streamed with a trailer, from a later loop
  * turn, reading a streamed body) and a WebSocket echo (by its 101 on
  * HTTP/1.1, its extended CONNECT on HTTP/2), and the client on the other end of a
@@ -37,6 +38,11 @@ void fuzzOnUpload(xHttpRequest *req, xHttpResponse *res, void *arg);
 #define FUZZ_CONN_SPECS                                                                                      \
     "GET /hello", "POST /echo", "GET /stream", "/later", "/upload", "GET /ws", "CONNECT /ws"
 #define FUZZ_CONN_ROUTES 7
+
+/* The server settings every whole-connection harness starts from: the defaults,
+ * small limits (1 KiB of head in 16 fields, 4 KiB of body) an input reaches, and
+ * timeouts no timer reaches within one input. */
+void fuzzConnConfInit(xHttpServerConf *conf);
 
 /* Gives targets (FUZZ_CONN_TARGETS) the WebSocket route they lead to: an
  * echo with permessage-deflate, no timers, and a small backpressure limit. */

@@ -457,13 +457,7 @@ static const char *const specs[] = {"GET /hello", "POST /echo", "GET /stream", "
 
 static void set_up(void) {
     xHttpServerConf *conf = &worker.conf;
-    xHttpServerConfInit(conf);
-    conf->max_header_size = 1024;
-    conf->max_headers = 16;
-    conf->max_body_size = 4096;
-    /* No timer of the server's may fire within one input. */
-    conf->header_timeout_ms = conf->body_timeout_ms = conf->idle_timeout_ms = 600000;
-    conf->send_timeout_ms = 600000;
+    fuzzConnConfInit(conf);
     FUZZ_ASSERT(xTestWorkerInit(&worker, specs, targets, sizeof specs / sizeof specs[0]), "set-up failed");
     endpoint.arg = ctx;
 }

@@ -28,22 +28,6 @@
 #define MAX_FIELDS 16
 #define MAX_STRING 20000
 
-typedef struct Program {
-    const uint8_t *p, *end;
-} Program;
-
-static unsigned take(Program *in) { return in->p < in->end ? *in->p++ : 0; }
-
-static xStr take_string(Program *in) {
-    size_t len = take(in);
-    if (len == 255) len = 255 + (take(in) << 8 | take(in));
-    size_t left = (size_t)(in->end - in->p);
-    if (len > left) len = left;
-    xStr s = {(const char *)in->p, len};
-    in->p += len;
-    return s;
-}
-
 typedef struct Field {
     xStr name, value;
     char digits[24];
@@ -52,12 +36,12 @@ typedef struct Field {
 static uint8_t block[MAX_FIELDS * (2 * MAX_STRING + 12) + 64];
 
 /* Encodes one field the input describes; records what nghttp2 must give back. */
-static uint8_t *encode_field(Program *in, xHpackEncoder *e, uint8_t *p, Field *f, size_t *bound) {
+static uint8_t *encode_field(FuzzProgram *in, xHpackEncoder *e, uint8_t *p, Field *f, size_t *bound) {
     static const char *const repeated[] = {"text/plain", "xkit", "Sat, 28 Nov 2026 20:00:00 GMT", "", "4"};
-    unsigned kind = take(in) % 6;
+    unsigned kind = fuzz_take(in) % 6;
     if (kind == 3) {
         uint64_t n = 0;
-        for (int i = 0; i < 8; i++) n = n << 8 | take(in);
+        for (int i = 0; i < 8; i++) n = n << 8 | fuzz_take(in);
         f->name = xHpackTokenNames[XHPACK_TOKEN_CONTENT_LENGTH];
         uint64_t v = n & 1 ? n : n >> 1 & 7; /* odd: any, raw; even: one of a few, through the table */
         f->value =
@@ -65,13 +49,13 @@ static uint8_t *encode_field(Program *in, xHpackEncoder *e, uint8_t *p, Field *f
         *bound += XHPACK_FIELD_BOUND(f->name.len, f->value.len);
         return n & 1 ? xHpackEncodeContentLength(p, n) : xHpackEncodeContentLengthIndexed(e, p, n >> 1 & 7);
     }
-    xHpackToken token = (xHpackToken)(1 + take(in) % (XHPACK_TOKEN_COUNT - 1));
-    f->name = kind == 1 || kind == 5 ? take_string(in) : xHpackTokenNames[token];
+    xHpackToken token = (xHpackToken)(1 + fuzz_take(in) % (XHPACK_TOKEN_COUNT - 1));
+    f->name = kind == 1 || kind == 5 ? fuzz_take_string(in, SIZE_MAX) : xHpackTokenNames[token];
     if (kind >= 4) {
-        unsigned pick = take(in) % 8;
-        f->value = pick < 5 ? xStrFromC(repeated[pick]) : take_string(in);
+        unsigned pick = fuzz_take(in) % 8;
+        f->value = pick < 5 ? xStrFromC(repeated[pick]) : fuzz_take_string(in, SIZE_MAX);
     } else {
-        f->value = take_string(in);
+        f->value = fuzz_take_string(in, SIZE_MAX);
     }
     *bound += XHPACK_FIELD_BOUND(f->name.len, f->value.len);
     switch (kind) {
@@ -125,10 +109,10 @@ static void check_block(nghttp2_hd_inflater *inf, const xHpackEncoder *e, const 
     }
 }
 
-static void encode_block(Program *in, xHpackEncoder *e, nghttp2_hd_inflater *inf) {
+static void encode_block(FuzzProgram *in, xHpackEncoder *e, nghttp2_hd_inflater *inf) {
     static Field want[MAX_FIELDS + 1];
-    unsigned status = take(in) << 8 | take(in);
-    size_t n = 1 + take(in) % MAX_FIELDS, bound = XHPACK_BEGIN_BOUND + 5;
+    unsigned status = fuzz_take(in) << 8 | fuzz_take(in);
+    size_t n = 1 + fuzz_take(in) % MAX_FIELDS, bound = XHPACK_BEGIN_BOUND + 5;
     want[0].name = xHpackTokenNames[XHPACK_TOKEN_STATUS];
     want[0].value = (xStr){want[0].digits, 3};
     snprintf(want[0].digits, sizeof want[0].digits, "%03u", status >= 100 && status <= 999 ? status : 500);
@@ -141,15 +125,15 @@ static void encode_block(Program *in, xHpackEncoder *e, nghttp2_hd_inflater *inf
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const size_t sizes[] = {0, 1, 31, 32, 33, 4095, 4096, 4097, 65535, 65536, 1 << 20, 255};
-    Program in = {data, data + size};
+    FuzzProgram in = {data, data + size};
     xHpackEncoder e;
     nghttp2_hd_inflater *inf;
     xHpackEncoderInit(&e);
     if (nghttp2_hd_inflate_new(&inf) != 0) abort();
     while (in.p < in.end) {
-        unsigned op = take(&in);
+        unsigned op = fuzz_take(&in);
         if (op & 1) {
-            unsigned v = take(&in) << 8 | take(&in);
+            unsigned v = fuzz_take(&in) << 8 | fuzz_take(&in);
             size_t s = op & 2 ? sizes[v % (sizeof sizes / sizeof *sizes)] : v;
             xHpackEncoderSetPeerTableSize(&e, s);
             FUZZ_ASSERT(nghttp2_hd_inflate_change_table_size(inf, s) == 0, "nghttp2 refuses size %zu", s);

@@ -60,14 +60,8 @@ static const char *const specs[] = {FUZZ_CONN_SPECS};
 
 static void set_up(void) {
     xHttpServerConf *conf = &worker.conf;
-    xHttpServerConfInit(conf);
+    fuzzConnConfInit(conf);
     conf->max_request_line = 512;
-    conf->max_header_size = 1024;
-    conf->max_headers = 16;
-    conf->max_body_size = 4096;
-    /* No timer of the server's may fire within one input. */
-    conf->header_timeout_ms = conf->body_timeout_ms = conf->idle_timeout_ms = 600000;
-    conf->send_timeout_ms = 600000;
     fuzzConnRoutes(targets);
     FUZZ_ASSERT(xTestWorkerInit(&worker, specs, targets, sizeof specs / sizeof specs[0]), "set-up failed");
     xUpgradePlanCleartext(&plan, XHTTP_PROTO_HTTP1 | XHTTP_PROTO_HTTP2);

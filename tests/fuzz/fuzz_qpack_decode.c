@@ -25,12 +25,6 @@
 static xHpackField fields[64], again[64];
 static char scratch[8192], scratch2[8192];
 
-typedef struct Program {
-    const uint8_t *p, *end;
-} Program;
-
-static unsigned take(Program *in) { return in->p < in->end ? *in->p++ : 0; }
-
 typedef struct State {
     xQpackDecoder d;
     uint8_t *encoder;
@@ -75,9 +69,9 @@ static void check_fields(const xQpackSection *s, const char *in, size_t len, con
     FUZZ_ASSERT(sum <= s->size, "kept %zu bytes, counted %zu", sum, s->size);
 }
 
-static void section(State *st, Program *in) {
-    unsigned i = take(in) % STREAMS;
-    size_t len = take(in), left = (size_t)(in->end - in->p);
+static void section(State *st, FuzzProgram *in) {
+    unsigned i = fuzz_take(in) % STREAMS;
+    size_t len = fuzz_take(in), left = (size_t)(in->end - in->p);
     if (len > left) len = left;
     char *bytes = fuzz_copy(in->p, len);
     in->p += len;
@@ -116,8 +110,8 @@ static void section(State *st, Program *in) {
     free(bytes);
 }
 
-static void encoder_chunk(State *st, Program *in) {
-    size_t len = take(in), left = (size_t)(in->end - in->p);
+static void encoder_chunk(State *st, FuzzProgram *in) {
+    size_t len = fuzz_take(in), left = (size_t)(in->end - in->p);
     if (len > left) len = left;
     uint8_t *grown = realloc(st->encoder, st->encoder_len + len + 1);
     FUZZ_ASSERT(grown != NULL, "out of memory");
@@ -168,13 +162,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 .max_size = data[0] & 0x80 ? 256 : SIZE_MAX,
                 .scratch_size = data[0] & 0x40 ? 64 : sizeof scratch};
     FUZZ_ASSERT(xQpackDecoderInit(&st.d, capacities[data[0] & 7], (data[0] >> 3) & 3) == 0, "out of memory");
-    Program in = {data + 1, data + size};
+    FuzzProgram in = {data + 1, data + size};
     while (in.p < in.end && !st.dead) {
-        switch (take(&in) % 4) {
+        switch (fuzz_take(&in) % 4) {
         case 0: encoder_chunk(&st, &in); break;
         case 1: section(&st, &in); break;
         case 2:
-            FUZZ_ASSERT(xQpackDecoderCancelStream(&st.d, 4 * (take(&in) % STREAMS)) == XQPACK_OK, "cancel");
+            FUZZ_ASSERT(xQpackDecoderCancelStream(&st.d, 4 * (fuzz_take(&in) % STREAMS)) == XQPACK_OK,
+                        "cancel");
             break;
         default: decoder_stream(&st); break;
         }

@@ -32,13 +32,7 @@
 static xHpackField fields[MAX_FIELDS];
 static char scratch[1 << 20];
 
-typedef struct Program {
-    const uint8_t *p, *end;
-} Program;
-
-static unsigned take(Program *in) { return in->p < in->end ? *in->p++ : 0; }
-
-static size_t take_bytes(Program *in, size_t want, const uint8_t **at) {
+static size_t take_bytes(FuzzProgram *in, size_t want, const uint8_t **at) {
     size_t left = (size_t)(in->end - in->p);
     if (want > left) want = left;
     *at = in->p;
@@ -170,10 +164,10 @@ static void both_decode(Pair *x, unsigned i) {
     drop(pend);
 }
 
-static void new_section(Pair *x, Program *in) {
-    unsigned i = take(in) % STREAMS;
-    size_t want = take(in);
-    if (want == 255) want += take(in) << 8;
+static void new_section(Pair *x, FuzzProgram *in) {
+    unsigned i = fuzz_take(in) % STREAMS;
+    size_t want = fuzz_take(in);
+    if (want == 255) want += fuzz_take(in) << 8;
     const uint8_t *at;
     size_t len = take_bytes(in, want, &at);
     if (x->pending[i].waiting) return; /* one section at a time on a stream */
@@ -198,9 +192,9 @@ static nghttp3_ssize finish_instruction(Pair *x) {
     return 0;
 }
 
-static void encoder_chunk(Pair *x, Program *in) {
+static void encoder_chunk(Pair *x, FuzzProgram *in) {
     const uint8_t *at;
-    size_t len = take_bytes(in, take(in), &at);
+    size_t len = take_bytes(in, fuzz_take(in), &at);
     uint8_t *grown = realloc(x->encoder, x->encoder_len + len + 1);
     FUZZ_ASSERT(grown != NULL, "out of memory");
     x->encoder = grown;
@@ -268,12 +262,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_ASSERT(xQpackDecoderInit(&x.ours, capacity, x.max_blocked) == 0, "out of memory");
     FUZZ_ASSERT(nghttp3_qpack_decoder_new(&x.theirs, capacity, x.max_blocked, nghttp3_mem_default()) == 0,
                 "out of memory");
-    Program in = {data + 1, data + size};
+    FuzzProgram in = {data + 1, data + size};
     while (in.p < in.end && !x.dead) {
-        switch (take(&in) % 4) {
+        switch (fuzz_take(&in) % 4) {
         case 0: encoder_chunk(&x, &in); break;
         case 1: new_section(&x, &in); break;
-        case 2: cancel_stream(&x, take(&in) % STREAMS); break;
+        case 2: cancel_stream(&x, fuzz_take(&in) % STREAMS); break;
         default: decoder_stream(&x); break;
         }
     }

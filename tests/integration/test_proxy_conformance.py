@@ -18,7 +18,7 @@ import h2.config
 import h2.connection
 import h2.events
 
-from support.harness import Conn, ServerProcess, start_owned
+from support.harness import Conn, ServerProcess, raw_exchange, start_owned
 from test_h2spec import CASE_TIMEOUT, MIN_CASES, RUN_TIMEOUT, find_h2spec, junit_cases
 from test_proxy_depth import Upstream
 
@@ -70,18 +70,6 @@ H2_SHAPES = {
     "h2-control-byte-in-value": ([("x-a", "a\x01b")], b""),
     "h2-del-in-value": ([("x-a", "a\x7fb")], b""),
 }
-
-
-def read_all(port, data, timeout=5):
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(data)
-        out = b""
-        try:
-            while chunk := s.recv(65536):
-                out += chunk
-        except (TimeoutError, ConnectionResetError):
-            pass
-        return out
 
 
 def h2_refused(port, fields, body):
@@ -142,7 +130,7 @@ class ProxyConformanceTest(unittest.TestCase):
         server.stop_and_check()
 
     def assert_refused(self, server, raw, name):
-        out = read_all(server.port, raw)
+        out = raw_exchange(server.port, raw, timeout=5)
         status = int(out.split(b" ", 2)[1]) if out.startswith(b"HTTP/1.1 ") else 0
         self.assertIn(status, (400, 501), f"{name}: {out[:200]!r}")
         self.assertEqual(out.count(b"HTTP/1.1 "), 1, f"{name}: one answer, then the connection closed")

@@ -31,10 +31,10 @@ import h2.events
 import websockets
 
 from support.h2client import H2Conn
-from support.harness import Conn, ServerProcess, require_tool, start_owned, start_server
+from support.harness import Conn, ServerProcess, raw_exchange, require_tool, start_owned, start_server
 from support.tls_fixtures import HttpsServer, shared_certs
+from support.upstream import LoopbackServer, read_body, read_digest, read_head
 from support.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, close_payload
-from test_upstream_proxy import read_body, read_head
 from test_websocket_h2 import WsStream
 
 setUpModule, tearDownModule = shared_certs(__name__)
@@ -45,26 +45,17 @@ ASAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:quarantine_size_mb=4:malloc_context_
 PIECE = os.urandom(MIB)
 
 
-class Upstream(socketserver.ThreadingTCPServer):
+class Upstream(LoopbackServer):
     """An HTTP/1.1 upstream on a free loopback port, answering by path;
     .seen lists the request targets it read, .connections its accepts."""
 
-    daemon_threads = True
-    allow_reuse_address = True
     request_queue_size = 256  # a pool's worth of connects at once
 
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
         self.connections = 0
         self.seen = []
         self.healthy = True
-        self.lock = threading.Lock()
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.shutdown()
-        self.server_close()
+        super().__init__(Handler)
 
 
 class Handler(socketserver.StreamRequestHandler):
@@ -93,15 +84,10 @@ class Handler(socketserver.StreamRequestHandler):
             time.sleep(8)
             return False
         if target.endswith("/slow-sink"):  # reads the body slowly, then says what it got
-            lower = {n.lower(): v for n, v in fields}
-            left, digest = int(lower["content-length"]), hashlib.sha256()
-            while left:
-                got = self.rfile.read1(min(left, 65536))
-                if not got:
-                    return False
-                digest.update(got)
-                left -= len(got)
-                time.sleep(0.002)
+            length = int({n.lower(): v for n, v in fields}["content-length"])
+            digest, got = read_digest(self.rfile, length, pause=0.002)
+            if got < length:
+                return False
             out = digest.hexdigest().encode()
             w(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(out), out))
             return True
@@ -169,19 +155,6 @@ def rss_kib(pid, field="VmRSS"):
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     raise AssertionError(f"no {field} for {pid}")
-
-
-def raw_exchange(port, data, timeout=10):
-    """Sends data, reads until the server closes or stays silent; the bytes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(data)
-        out = b""
-        try:
-            while chunk := s.recv(65536):
-                out += chunk
-        except (TimeoutError, ConnectionResetError):
-            pass
-        return out
 
 
 class ProxyDepthTest(unittest.TestCase):

@@ -21,30 +21,20 @@ import time
 import unittest
 
 from support.harness import Conn, start_server
-from test_upstream_proxy import read_body, read_head
+from support.upstream import LoopbackServer, read_body, read_digest, read_head
 
 THRESHOLD = 32 << 10
 MIB = 1 << 20
 
 
-class Upstream(socketserver.ThreadingTCPServer):
+class Upstream(LoopbackServer):
     """An HTTP/1.1 upstream on a free loopback port that reads each request's
     body (Content-Length, or chunked) and answers its length and SHA-256 as
     JSON; for /close-mid it reads 64 KiB of the body and closes the connection."""
 
-    daemon_threads = True
-    allow_reuse_address = True
-
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
         self.cut_short = 0  # bodies that ended before their Content-Length
-        self.lock = threading.Lock()
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.shutdown()
-        self.server_close()
+        super().__init__(Handler)
 
 
 class Handler(socketserver.StreamRequestHandler):
@@ -62,15 +52,11 @@ class Handler(socketserver.StreamRequestHandler):
                 if target.endswith("/close-mid"):
                     self.rfile.read(min(left, 65536))
                     return
-                digest, got = hashlib.sha256(), 0
-                while got < left:
-                    piece = self.rfile.read1(min(left - got, 1 << 16))
-                    if not piece:
-                        with self.server.lock:
-                            self.server.cut_short += 1
-                        return
-                    digest.update(piece)
-                    got += len(piece)
+                digest, got = read_digest(self.rfile, left)
+                if got < left:
+                    with self.server.lock:
+                        self.server.cut_short += 1
+                    return
                 self.answer_digest(got, digest, target)
         except (ConnectionError, OSError, ValueError):
             return

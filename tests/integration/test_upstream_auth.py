@@ -15,27 +15,20 @@ import hashlib
 import json
 import socket
 import socketserver
-import threading
 import time
 import unittest
 
-from support.harness import Conn, start_server
-from test_upstream_proxy import Upstream, lower_fields, read_body, read_head
+from support.harness import request_once, start_server
+from support.upstream import LoopbackServer, lower_fields, read_body, read_head
+from test_upstream_proxy import Upstream
 
 
-class AuthService(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class AuthService(LoopbackServer):
+    """The auth service on a free loopback port; .asked lists what it was asked."""
 
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), AuthHandler)
         self.asked = []
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.shutdown()
-        self.server_close()
+        super().__init__(AuthHandler)
 
 
 class AuthHandler(socketserver.StreamRequestHandler):
@@ -85,12 +78,7 @@ class AuthTest(unittest.TestCase):
         return start_server(self, args)
 
     def request(self, server, method, target, headers=None, body=None):
-        conn = Conn(server.port)
-        try:
-            conn.request(method, target, headers=headers or {}, body=body)
-            return conn.read_response()
-        finally:
-            conn.close()
+        return request_once(server.port, method, target, headers=headers, body=body)
 
     def test_a_good_token_passes_with_the_user_id(self):
         server = self.proxy()

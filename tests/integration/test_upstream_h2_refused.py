@@ -32,12 +32,13 @@ import h2.errors
 import h2.events
 
 from support.harness import Conn, ServerProcess, bench_server_path, start_owned, start_server
+from support.upstream import LoopbackServer
 from test_upstream_h2 import Relay
 
 DRAIN_DELAY = 1.5  # seconds a /drain/ answer waits after its GOAWAY
 
 
-class RefusingUpstream(socketserver.ThreadingTCPServer):
+class RefusingUpstream(LoopbackServer):
     """h2c by prior knowledge on a free loopback port. By path: /refuse-once/*
     refuses its first stream, /refuse-always/* every one, /goaway-once/*
     answers its first stream with a GOAWAY whose last stream id is below it
@@ -47,20 +48,10 @@ class RefusingUpstream(socketserver.ThreadingTCPServer):
     200 and a JSON of the body's length and sha256. .tries counts the
     streams seen per path, .connections the accepts."""
 
-    daemon_threads = True
-    allow_reuse_address = True
-
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), H2Handler)
-        self.port = self.server_address[1]
         self.tries = {}
         self.connections = 0
-        self.lock = threading.Lock()
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.shutdown()
-        self.server_close()
+        super().__init__(H2Handler)
 
 
 class H2Handler(socketserver.BaseRequestHandler):

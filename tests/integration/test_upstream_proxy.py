@@ -21,12 +21,12 @@ import socket
 import socketserver
 import subprocess
 import tempfile
-import threading
 import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
-from support.harness import Conn, require_tool, start_server
+from support.harness import Conn, request_once, require_tool, start_server
+from support.upstream import LoopbackServer, lower_fields, read_body, read_head
 from test_h2c_smuggling import free_port, sbin_tool, start_proxy
 
 # The fault cases wait for timeouts; the others get room for a loaded machine under ASan.
@@ -34,56 +34,12 @@ SHORT_TIMEOUT = ("--upstream-timeout", "1000")
 HOP_FIELDS = ("connection", "keep-alive", "te", "transfer-encoding", "upgrade", "proxy-authorization", "x-secret")
 
 
-class Upstream(socketserver.ThreadingTCPServer):
+class Upstream(LoopbackServer):
     """An HTTP/1.1 upstream on a free loopback port; .connections counts accepts."""
 
-    daemon_threads = True
-    allow_reuse_address = True
-    # socketserver's default backlog of 5 drops SYNs when 8 connections open at once on a
-    # loaded machine: a retransmitted SYN comes after 1 s, past the proxy's connect timeout.
-    request_queue_size = 128
-
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), UpstreamHandler)
         self.connections = 0
-        self.lock = threading.Lock()
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.shutdown()
-        self.server_close()
-
-
-def read_head(f):
-    line = f.readline()
-    if not line:
-        return None, None, None
-    method, target, _ = line.decode("latin-1").split(" ", 2)
-    fields = []
-    while True:
-        line = f.readline().decode("latin-1")
-        if line in ("\r\n", ""):
-            break
-        name, value = line.split(":", 1)
-        fields.append((name.strip(), value.strip()))
-    return method, target, fields
-
-
-def read_body(f, fields):
-    lower = {n.lower(): v for n, v in fields}
-    if lower.get("transfer-encoding", "").lower() == "chunked":
-        body = b""
-        while True:
-            size = int(f.readline().split(b";")[0], 16)
-            if size == 0:
-                while f.readline() not in (b"\r\n", b""):
-                    pass
-                return body, "chunked"
-            body += f.read(size)
-            f.readline()
-    n = int(lower.get("content-length", "0"))
-    return f.read(n), f"length {n}"
+        super().__init__(UpstreamHandler)
 
 
 class UpstreamHandler(socketserver.StreamRequestHandler):
@@ -153,10 +109,6 @@ class UpstreamHandler(socketserver.StreamRequestHandler):
         return True
 
 
-def lower_fields(info):
-    return {n.lower(): v for n, v in info["fields"]}
-
-
 class ProxyTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -172,12 +124,7 @@ class ProxyTest(unittest.TestCase):
         return start_server(self, [*args, *extra])
 
     def request(self, server, method, target, headers=None, body=None):
-        conn = Conn(server.port)
-        try:
-            conn.request(method, target, headers=headers or {}, body=body)
-            return conn.read_response()
-        finally:
-            conn.close()
+        return request_once(server.port, method, target, headers=headers, body=body)
 
     def finish(self, server):
         self.assertEqual(self.request(server, "GET", "/ping").status, 200)

@@ -20,7 +20,7 @@ import time
 import unittest
 import zlib
 
-from support.harness import Conn, ServerProcess, bench_server_path, start_owned
+from support.harness import ServerProcess, bench_server_path, request_once, start_owned
 from support.tls_fixtures import Pair, shared_certs, start_https
 
 setUpModule, tearDownModule = shared_certs(__name__)
@@ -52,12 +52,7 @@ class UpstreamTlsTest(unittest.TestCase):
         return start_owned(self, ServerProcess(argv=[bench_server_path(), "0", *args, *map(str, extra)]))
 
     def request(self, server, method, target, body=None):
-        conn = Conn(server.port)
-        try:
-            conn.request(method, target, body=body)
-            return conn.read_response()
-        finally:
-            conn.close()
+        return request_once(server.port, method, target, body=body)
 
     def finish(self, *servers):
         for server in servers:

@@ -5,6 +5,8 @@
 #ifndef XK_TESTS_CHECK_H
 #define XK_TESTS_CHECK_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,6 +40,17 @@ static int check_passed, check_failed;
 #define CHECK_STR(view, lit)                                                                                 \
     CHECK_MSG((view).len == strlen(lit) && memcmp((view).data, lit, (view).len) == 0, "\"%.*s\" != \"%s\"",  \
               (int)(view).len, (view).data, lit)
+
+/* The bytes of a string of hex digit pairs ("8286"), written to out; their count. */
+static inline size_t check_unhex(const char *hex, uint8_t *out) {
+    size_t n = 0;
+    for (; hex[0] && hex[1]; hex += 2) {
+        unsigned v;
+        sscanf(hex, "%2x", &v);
+        out[n++] = (uint8_t)v;
+    }
+    return n;
+}
 
 /* Runs a test function and names it in the output when it adds failures. */
 #define RUN(test)                                                                                            \

@@ -7,16 +7,6 @@
 #include "check.h"
 #include "xhttp/http3/frame.h"
 
-static size_t unhex(const char *hex, uint8_t *out) {
-    size_t n = 0;
-    for (; hex[0] && hex[1]; hex += 2) {
-        unsigned v;
-        sscanf(hex, "%2x", &v);
-        out[n++] = (uint8_t)v;
-    }
-    return n;
-}
-
 /* RFC 9000 Appendix A.1's examples, transcribed from the RFC, and the shortest forms. */
 static void varints_read_and_write(void) {
     static const struct {
@@ -31,7 +21,7 @@ static void varints_read_and_write(void) {
     };
     for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
         uint8_t in[8];
-        size_t n = unhex(examples[i].hex, in);
+        size_t n = check_unhex(examples[i].hex, in);
         uint64_t v = 0;
         CHECK_EQ_INT(xH3VarintRead(in, n, &v), n);
         CHECK_MSG(v == examples[i].value, "example %zu", i);
@@ -59,7 +49,7 @@ static const char request_stream[] = "0103000000"     /* HEADERS, 3 bytes */
 
 static void request_frames_whole_and_byte_by_byte(void) {
     uint8_t in[64];
-    size_t n = unhex(request_stream, in);
+    size_t n = check_unhex(request_stream, in);
     for (int split = 0; split < 2; split++) {
         xH3FrameReader r;
         xH3FrameReaderInit(&r, XH3_STREAM_REQUEST, 1024);
@@ -96,7 +86,7 @@ static void request_frames_whole_and_byte_by_byte(void) {
 
 static xH3ReadStatus read_all(xH3StreamKind kind, size_t max_payload, const char *hex, xH3Frame *f) {
     uint8_t in[256];
-    size_t n = unhex(hex, in), at = 0, used;
+    size_t n = check_unhex(hex, in), at = 0, used;
     xH3FrameReader r;
     xH3FrameReaderInit(&r, kind, max_payload);
     xH3ReadStatus s;
@@ -209,12 +199,12 @@ static void settings_both_ways(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         uint8_t in[32];
-        size_t n = unhex(cases[i].hex, in);
+        size_t n = check_unhex(cases[i].hex, in);
         CHECK_MSG(xH3SettingsParse((xStr){(const char *)in, n}, &back) == cases[i].error, "case %zu (%s)", i,
                   cases[i].hex);
     }
     uint8_t in[8];
-    size_t n = unhex("0140640701", in);
+    size_t n = check_unhex("0140640701", in);
     CHECK_EQ_INT(xH3SettingsParse((xStr){(const char *)in, n}, &back), XH3_NO_ERROR);
     CHECK(back.qpack_max_table_capacity == 100 && back.qpack_blocked_streams == 1);
 }

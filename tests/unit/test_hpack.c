@@ -6,16 +6,6 @@
 #include "check.h"
 #include "xhttp/http2/hpack.h"
 
-static size_t unhex(const char *hex, uint8_t *out) {
-    size_t n = 0;
-    for (; hex[0] && hex[1]; hex += 2) {
-        unsigned v;
-        sscanf(hex, "%2x", &v);
-        out[n++] = (uint8_t)v;
-    }
-    return n;
-}
-
 /* "name: value" as the RFC prints a field; pseudo-headers start with ':'. */
 static void split(const char *line, xStr *name, xStr *value) {
     const char *sep = strstr(line + 1, ": ");
@@ -137,7 +127,7 @@ static int decode(xHpackDecoder *d, const uint8_t *in, size_t n, xHpackField *fi
 
 static void check_vector(xHpackDecoder *d, const Vector *v) {
     uint8_t in[256];
-    size_t n = unhex(v->hex, in), count;
+    size_t n = check_unhex(v->hex, in), count;
     xHpackField f[16];
     CHECK_MSG(decode(d, in, n, f, 16, 65536, &count) == XHPACK_OK, "%s", v->section);
     size_t want = 0;

@@ -8,16 +8,6 @@
 #include "xhttp/http2/request.h"
 #include "xhttp/http3/qpack.h"
 
-static size_t unhex(const char *hex, uint8_t *out) {
-    size_t n = 0;
-    for (; hex[0] && hex[1]; hex += 2) {
-        unsigned v;
-        sscanf(hex, "%2x", &v);
-        out[n++] = (uint8_t)v;
-    }
-    return n;
-}
-
 static xHpackField fields[64];
 static char scratch[4096];
 
@@ -27,7 +17,7 @@ static xQpackSection section(void) {
 
 static xQpackResult read_encoder(xQpackDecoder *d, const char *hex) {
     uint8_t in[512];
-    size_t n = unhex(hex, in), used;
+    size_t n = check_unhex(hex, in), used;
     xQpackResult r = xQpackDecoderReadEncoder(d, in, n, &used);
     if (r == XQPACK_OK) CHECK_EQ_INT(used, n);
     return r;
@@ -36,7 +26,7 @@ static xQpackResult read_encoder(xQpackDecoder *d, const char *hex) {
 /* The section's bytes stay put until the next call: plain literals are views into them. */
 static xQpackResult decode(xQpackDecoder *d, uint64_t stream, const char *hex, xQpackSection *s) {
     static uint8_t in[512];
-    size_t n = unhex(hex, in);
+    size_t n = check_unhex(hex, in);
     return xQpackDecodeSection(d, stream, in, n, s);
 }
 
@@ -53,7 +43,7 @@ static bool entry_is(const xQpackDecoder *d, uint64_t abs, const char *name, con
 
 static bool output_is(xQpackDecoder *d, const char *hex) {
     uint8_t want[64];
-    size_t n = unhex(hex, want);
+    size_t n = check_unhex(hex, want);
     xStr out = xQpackDecoderTakeOutput(d);
     return out.len == n && (n == 0 || memcmp(out.data, want, n) == 0);
 }
@@ -219,7 +209,7 @@ static void partial_encoder_instructions_wait(void) {
     xQpackDecoder d;
     CHECK(xQpackDecoderInit(&d, 220, 0) == 0);
     uint8_t in[64];
-    size_t n = unhex("3fbd01c00f7777772e6578616d706c652e636f6d", in), used, at = 0;
+    size_t n = check_unhex("3fbd01c00f7777772e6578616d706c652e636f6d", in), used, at = 0;
     for (size_t end = 1; end <= n; end++) {
         CHECK_EQ_INT(xQpackDecoderReadEncoder(&d, in + at, end - at, &used), XQPACK_OK);
         at += used;
@@ -418,20 +408,20 @@ static void encoder_reads_the_decoder_stream(void) {
     xQpackEncoder enc;
     xQpackEncoderInit(&enc);
     uint8_t in[16];
-    size_t used, n = unhex("48407f", in);
+    size_t used, n = check_unhex("48407f", in);
     CHECK_EQ_INT(xQpackEncoderReadDecoder(&enc, in, n, &used),
                  XQPACK_OK); /* streams 8, 0; then one cut short */
     CHECK_EQ_INT(used, 2);
-    n = unhex("7f0a", in); /* stream 73 whole */
+    n = check_unhex("7f0a", in); /* stream 73 whole */
     CHECK_EQ_INT(xQpackEncoderReadDecoder(&enc, in, 1, &used), XQPACK_OK);
     CHECK_EQ_INT(used, 0);
     CHECK_EQ_INT(xQpackEncoderReadDecoder(&enc, in, n, &used), XQPACK_OK);
     CHECK_EQ_INT(used, 2);
-    n = unhex("4884", in); /* Section Acknowledgment of stream 4 */
+    n = check_unhex("4884", in); /* Section Acknowledgment of stream 4 */
     CHECK_EQ_INT(xQpackEncoderReadDecoder(&enc, in, n, &used), XQPACK_DECODER_STREAM_ERROR);
-    n = unhex("01", in); /* Insert Count Increment 1 */
+    n = check_unhex("01", in); /* Insert Count Increment 1 */
     CHECK_EQ_INT(xQpackEncoderReadDecoder(&enc, in, n, &used), XQPACK_DECODER_STREAM_ERROR);
-    n = unhex("00", in); /* Insert Count Increment 0: an error even with inserts */
+    n = check_unhex("00", in); /* Insert Count Increment 0: an error even with inserts */
     CHECK_EQ_INT(xQpackEncoderReadDecoder(&enc, in, n, &used), XQPACK_DECODER_STREAM_ERROR);
     CHECK_EQ_INT(xQpackErrorCode(XQPACK_DECODER_STREAM_ERROR), 0x202);
 }

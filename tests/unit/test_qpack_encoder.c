@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "qpack_oracle.h"
 #include "xhttp/http3/qpack.h"
 
 /* The peer: nghttp3's decoder and ours, fed the same encoder stream and sections. Its
@@ -65,49 +66,20 @@ static void deliver_decoder_stream(xQpackEncoder *e, Peer *peer) {
     peer->pending_len = 0;
 }
 
-static bool same(const uint8_t *a, size_t alen, xStr b) {
-    return alen == b.len && memcmp(a, b.data, alen) == 0;
-}
-
 /* Both decoders read the section to exactly the fields given, without blocking. */
 static void decode_both(Peer *peer, uint64_t stream_id, const uint8_t *in, size_t len, const xStr *names,
                         const xStr *values, size_t n) {
-    nghttp3_qpack_stream_context *sctx;
-    CHECK(nghttp3_qpack_stream_context_new(&sctx, (int64_t)stream_id, nghttp3_mem_default()) == 0);
-    size_t got = 0;
-    const uint8_t *p = in, *end = in + len;
-    for (;;) {
-        nghttp3_qpack_nv nv;
-        uint8_t flags = 0;
-        nghttp3_ssize used =
-            nghttp3_qpack_decoder_read_request(peer->theirs, sctx, &nv, &flags, p, (size_t)(end - p), 1);
-        CHECK_MSG(used >= 0, "nghttp3 refused stream %llu's section: %s", (unsigned long long)stream_id,
-                  nghttp3_strerror((int)used));
-        if (used < 0) break;
-        p += used;
-        if (flags & NGHTTP3_QPACK_DECODE_FLAG_EMIT) {
-            nghttp3_vec name = nghttp3_rcbuf_get_buf(nv.name), value = nghttp3_rcbuf_get_buf(nv.value);
-            CHECK(got < n && same(name.base, name.len, names[got]) &&
-                  same(value.base, value.len, values[got]));
-            got++;
-            nghttp3_rcbuf_decref(nv.name);
-            nghttp3_rcbuf_decref(nv.value);
-        }
-        CHECK(!(flags & NGHTTP3_QPACK_DECODE_FLAG_BLOCKED));
-        if (flags & (NGHTTP3_QPACK_DECODE_FLAG_FINAL | NGHTTP3_QPACK_DECODE_FLAG_BLOCKED) || used == 0) break;
-    }
-    CHECK_EQ_INT(got, n);
-    nghttp3_qpack_stream_context_del(sctx);
+    char why[XK_ORACLE_WHY];
+    const char *wrong = xk_oracle_theirs(peer->theirs, (int64_t)stream_id, in, len, names, values, n, why);
+    CHECK_MSG(!wrong, "%s", wrong);
     collect_decoder_stream(peer);
 
     xHpackField fields[16];
     char scratch[1024];
     xQpackSection s = {fields, 16, 0, scratch, sizeof scratch, 65536, 0, 0};
     CHECK_EQ_INT(xQpackDecodeSection(&peer->ours, stream_id, in, len, &s), XQPACK_OK);
-    CHECK_EQ_INT(s.count, n);
-    for (size_t i = 0; i < s.count && i < n; i++)
-        CHECK(same((const uint8_t *)s.fields[i].name.data, s.fields[i].name.len, names[i]) &&
-              same((const uint8_t *)s.fields[i].value.data, s.fields[i].value.len, values[i]));
+    wrong = xk_oracle_ours(s.fields, s.count, names, values, n, why);
+    CHECK_MSG(!wrong, "%s", wrong);
     xQpackDecoderTakeOutput(&peer->ours);
 }
 

@@ -16,36 +16,7 @@
 #include "xbase/loop/work_pool.h"
 
 #include "check.h"
-
-/* A latch the test opens to let blocked work end. */
-typedef struct Latch {
-    pthread_mutex_t lock;
-    pthread_cond_t changed;
-    bool open;
-    int entered; /* pieces of work that reached it */
-} Latch;
-
-static Latch latch = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
-
-static void latch_reset(void) {
-    pthread_mutex_lock(&latch.lock);
-    latch.open = false;
-    latch.entered = 0;
-    pthread_mutex_unlock(&latch.lock);
-}
-
-static void latch_wait_entered(int n) {
-    pthread_mutex_lock(&latch.lock);
-    while (latch.entered < n) pthread_cond_wait(&latch.changed, &latch.lock);
-    pthread_mutex_unlock(&latch.lock);
-}
-
-static void latch_open(void) {
-    pthread_mutex_lock(&latch.lock);
-    latch.open = true;
-    pthread_cond_broadcast(&latch.changed);
-    pthread_mutex_unlock(&latch.lock);
-}
+#include "latch.h"
 
 typedef struct Job {
     xWork work;
@@ -71,11 +42,7 @@ static void job_run(xWork *work) {
         }
     }
     if (job->blocks) {
-        pthread_mutex_lock(&latch.lock);
-        latch.entered++;
-        pthread_cond_broadcast(&latch.changed);
-        while (!latch.open) pthread_cond_wait(&latch.changed, &latch.lock);
-        pthread_mutex_unlock(&latch.lock);
+        latch_pass();
     } else {
         struct timespec pause = {.tv_nsec = 200000};
         nanosleep(&pause, NULL);

@@ -28,6 +28,7 @@
 #include <xhttp/server.h>
 
 #include "check.h"
+#include "latch.h"
 
 enum { WORKERS = 3, CLIENTS = 24 };
 
@@ -240,34 +241,6 @@ static void test_on_a_callers_loop_start_runs_at_once_and_stop_at_destroy(void) 
 
 /* ---- Blocking work ---- */
 
-/* Work waits here until the test opens it. */
-static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t changed;
-    bool open;
-    int entered;
-} latch = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
-
-static void latch_reset(void) {
-    pthread_mutex_lock(&latch.lock);
-    latch.open = false;
-    latch.entered = 0;
-    pthread_mutex_unlock(&latch.lock);
-}
-
-static void latch_wait_entered(int n) {
-    pthread_mutex_lock(&latch.lock);
-    while (latch.entered < n) pthread_cond_wait(&latch.changed, &latch.lock);
-    pthread_mutex_unlock(&latch.lock);
-}
-
-static void latch_open(void) {
-    pthread_mutex_lock(&latch.lock);
-    latch.open = true;
-    pthread_cond_broadcast(&latch.changed);
-    pthread_mutex_unlock(&latch.lock);
-}
-
 /* What the server side of the blocking tests did, in order of events. */
 static struct {
     atomic_int submitted; /* RunBlocking said XOK (read by the client thread) */
@@ -285,11 +258,7 @@ typedef struct Job {
 static void wait_at_latch(void *arg) {
     Job *job = arg;
     job->work_tid = gettid();
-    pthread_mutex_lock(&latch.lock);
-    latch.entered++;
-    pthread_cond_broadcast(&latch.changed);
-    while (!latch.open) pthread_cond_wait(&latch.changed, &latch.lock);
-    pthread_mutex_unlock(&latch.lock);
+    latch_pass();
 }
 
 static void on_block_done(xHttpRequest *req, xHttpResponse *res, xErrno status, void *arg) {

@@ -305,6 +305,24 @@ static void free_spares(xHttpClient *client) {
     client->spare_count = 0;
 }
 
+/* Queues req behind those waiting for a connection of p (or its HTTP/2 session). */
+static void queue_last(xUpstreamPool *p, xHttpClientRequest *req) {
+    if (p->queue_tail)
+        p->queue_tail->next_queued = req;
+    else
+        p->queue_head = req;
+    p->queue_tail = req;
+    p->queued++;
+}
+
+/* Queues req before them: it was on its way already (a retry, a refused stream). */
+static void queue_first(xUpstreamPool *p, xHttpClientRequest *req) {
+    req->next_queued = p->queue_head;
+    p->queue_head = req;
+    if (!p->queue_tail) p->queue_tail = req;
+    p->queued++;
+}
+
 static void unqueue(xHttpClientRequest *req) {
     xUpstreamPool *p = req->pool;
     xHttpClientRequest **at = &p->queue_head, *prev = NULL;
@@ -977,12 +995,7 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
             return XERR_NOMEM;
         }
         req->phase = XREQ_QUEUED;
-        if (p->queue_tail)
-            p->queue_tail->next_queued = req;
-        else
-            p->queue_head = req;
-        p->queue_tail = req;
-        p->queued++;
+        queue_last(p, req);
         return XOK;
     }
     xClientConn *cc = p->idle;
@@ -1008,12 +1021,7 @@ xErrno xHttpClientStart(xHttpClient *client, xHttpUpstream *upstream, const xHtt
         }
     } else {
         req->phase = XREQ_QUEUED;
-        if (p->queue_tail)
-            p->queue_tail->next_queued = req;
-        else
-            p->queue_head = req;
-        p->queue_tail = req;
-        p->queued++;
+        queue_last(p, req);
     }
     return XOK;
 }
@@ -1184,10 +1192,7 @@ static bool retry(xHttpClientRequest *req) {
     req->head_scanned = 0;
     if (p->open < p->upstream->conf.max_conns) return open_conn(p, req);
     req->phase = XREQ_QUEUED;
-    req->next_queued = p->queue_head;
-    p->queue_head = req;
-    if (!p->queue_tail) p->queue_tail = req;
-    p->queued++;
+    queue_first(p, req);
     return true;
 }
 
@@ -1544,10 +1549,7 @@ void xClientRequeue(xHttpClientRequest *req) {
     xUpstreamPool *p = req->pool;
     req->cc = NULL;
     enter(req, XREQ_QUEUED);
-    req->next_queued = p->queue_head;
-    p->queue_head = req;
-    if (!p->queue_tail) p->queue_tail = req;
-    p->queued++;
+    queue_first(p, req);
     start_next_queued(p);
 }
 

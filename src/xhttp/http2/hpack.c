@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xbase/mem/byte_ring.h"
 #include "xhttp/core/tokens.h"
 #include "xhttp/http2/hpack_tables.h"
 
@@ -190,27 +191,6 @@ static void table_resize(xHpackTable *t, size_t max) {
     while (t->size > t->max) evict_oldest(t);
 }
 
-static void ring_write(xHpackTable *t, size_t cap, const char *s, size_t n) {
-    size_t room = cap - t->head;
-    if (n <= room) {
-        memcpy(t->bytes + t->head, s, n);
-    } else {
-        memcpy(t->bytes + t->head, s, room);
-        memcpy(t->bytes, s + room, n - room);
-    }
-    t->head = (uint32_t)((t->head + n) % cap);
-}
-
-static void ring_read(const xHpackTable *t, size_t cap, size_t at, char *out, size_t n) {
-    size_t room = cap - at;
-    if (n <= room) {
-        memcpy(out, t->bytes + at, n);
-    } else {
-        memcpy(out, t->bytes + at, room);
-        memcpy(out + room, t->bytes, n - room);
-    }
-}
-
 /* RFC 7541 §4.4: evict until the entry fits; one larger than the table empties it.
  * name and value never point into the ring. */
 static void table_insert(xHpackDecoder *d, xStr name, xStr value, uint16_t token, uint8_t flags) {
@@ -220,8 +200,8 @@ static void table_insert(xHpackDecoder *d, xStr name, xStr value, uint16_t token
     if (size > t->max) return;
     xHpackEntry *e = &t->entries[slot_after(t, t->count)];
     *e = (xHpackEntry){t->head, (uint32_t)name.len, (uint32_t)value.len, token, flags};
-    ring_write(t, d->capacity, name.data, name.len);
-    ring_write(t, d->capacity, value.data, value.len);
+    t->head = (uint32_t)xByteRingWrite(t->bytes, d->capacity, t->head, name.data, name.len);
+    t->head = (uint32_t)xByteRingWrite(t->bytes, d->capacity, t->head, value.data, value.len);
     t->count++;
     t->size += size;
     t->version++;
@@ -268,7 +248,7 @@ bool xHpackDecoderEntry(const xHpackDecoder *d, size_t index, char *buf, size_t 
     if (index <= STATIC_COUNT || index - STATIC_COUNT > d->table.count) return false;
     const xHpackEntry *e = entry_at(&d->table, index - STATIC_COUNT);
     if ((size_t)e->name_len + e->value_len > cap) return false;
-    ring_read(&d->table, d->capacity, e->at, buf, (size_t)e->name_len + e->value_len);
+    xByteRingRead(d->table.bytes, d->capacity, e->at, buf, (size_t)e->name_len + e->value_len);
     *name = (xStr){buf, e->name_len};
     *value = (xStr){buf + e->name_len, e->value_len};
     return true;
@@ -398,7 +378,7 @@ static void copy_entry(xHpackDecoder *d, Sink *k, const xHpackEntry *e, bool wit
         return;
     }
     char *dst = place(d, k, n, for_table);
-    if (dst) ring_read(&d->table, d->capacity, e->at, dst, n);
+    if (dst) xByteRingRead(d->table.bytes, d->capacity, e->at, dst, n);
     *name = (Str){dst, e->name_len};
     if (with_value) *value = (Str){dst ? dst + e->name_len : NULL, e->value_len};
 }

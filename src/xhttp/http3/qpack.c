@@ -4,6 +4,7 @@
  * it refers to only once the peer has acknowledged an entry. */
 #include "xhttp/http3/qpack.h"
 
+#include "xbase/mem/byte_ring.h"
 #include "xhttp/core/tokens.h"
 
 #include <pthread.h>
@@ -71,27 +72,6 @@ static void evict_oldest(xQpackDecoder *d) {
     d->count--;
 }
 
-static void ring_write(xQpackDecoder *d, const char *s, size_t n) {
-    size_t cap = ring_size(d), room = cap - d->head;
-    if (n <= room) {
-        memcpy(d->ring + d->head, s, n);
-    } else {
-        memcpy(d->ring + d->head, s, room);
-        memcpy(d->ring, s + room, n - room);
-    }
-    d->head = (uint32_t)((d->head + n) % cap);
-}
-
-static void ring_read(const xQpackDecoder *d, size_t at, char *out, size_t n) {
-    size_t room = ring_size(d) - at;
-    if (n <= room) {
-        memcpy(out, d->ring + at, n);
-    } else {
-        memcpy(out, d->ring + at, room);
-        memcpy(out + room, d->ring, n - room);
-    }
-}
-
 /* RFC 9204 §3.2.2: evicts until the entry fits; an entry over the capacity is an error.
  * name and value never point into the ring (a name taken from an entry this insert
  * evicts was copied to spill first). */
@@ -101,8 +81,8 @@ static xQpackResult table_insert(xQpackDecoder *d, xStr name, xStr value, uint16
     while (d->size + size > d->capacity) evict_oldest(d);
     xQpackEntry *e = &d->entries[(d->first + d->count) % d->slots];
     *e = (xQpackEntry){d->head, (uint32_t)name.len, (uint32_t)value.len, token, flags};
-    ring_write(d, name.data, name.len);
-    ring_write(d, value.data, value.len);
+    d->head = (uint32_t)xByteRingWrite(d->ring, ring_size(d), d->head, name.data, name.len);
+    d->head = (uint32_t)xByteRingWrite(d->ring, ring_size(d), d->head, value.data, value.len);
     d->count++;
     d->size += size;
     d->inserts++;
@@ -140,7 +120,7 @@ bool xQpackDecoderEntry(const xQpackDecoder *d, uint64_t abs, char *buf, size_t 
     if (!has_entry(d, abs)) return false;
     const xQpackEntry *e = entry_of(d, abs);
     if ((size_t)e->name_len + e->value_len > cap) return false;
-    ring_read(d, e->at, buf, (size_t)e->name_len + e->value_len);
+    xByteRingRead(d->ring, ring_size(d), e->at, buf, (size_t)e->name_len + e->value_len);
     *name = (xStr){buf, e->name_len};
     *value = (xStr){buf + e->name_len, e->value_len};
     return true;
@@ -181,7 +161,7 @@ static void spill_entry(xQpackDecoder *d, uint64_t abs, bool with_value, size_t 
                         xStr *value, uint16_t *token, uint8_t *flags) {
     const xQpackEntry *e = entry_of(d, abs);
     size_t n = e->name_len + (with_value ? e->value_len : 0);
-    ring_read(d, e->at, d->spill + *used, n);
+    xByteRingRead(d->ring, ring_size(d), e->at, d->spill + *used, n);
     *name = (xStr){d->spill + *used, e->name_len};
     if (with_value) *value = (xStr){d->spill + *used + e->name_len, e->value_len};
     *used += n;
@@ -371,7 +351,7 @@ static void copy_entry(const xQpackDecoder *d, Sink *k, const xQpackEntry *e, bo
                        xStr *value) {
     size_t n = e->name_len + (with_value ? e->value_len : 0);
     char *dst = place(k, n);
-    if (dst) ring_read(d, e->at, dst, n);
+    if (dst) xByteRingRead(d->ring, ring_size(d), e->at, dst, n);
     *name = (xStr){dst, e->name_len};
     if (with_value) *value = (xStr){dst ? dst + e->name_len : NULL, e->value_len};
 }

@@ -576,6 +576,27 @@ class Conn:
 # ---- Assertions shared by the test files ----
 
 
+def request_once(port, method, target, **kwargs):
+    """One request (http_request's arguments) on a connection of its own; the response."""
+    with Conn(port) as conn:
+        conn.request(method, target, **kwargs)
+        return conn.read_response()
+
+
+def raw_exchange(port, data, timeout=10):
+    """Sends data on a fresh connection and reads until the server closes, resets or
+    stays silent for timeout seconds; the bytes it sent back."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+        return out
+
+
 def assert_standard_headers(test, resp):
     """What every response carries: an IMF-fixdate Date near now, Server: xkit,
     and exactly one framing (Content-Length or chunked)."""
