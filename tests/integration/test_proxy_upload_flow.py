@@ -20,12 +20,11 @@ import hashlib
 import json
 import os
 import socketserver
-import threading
 import unittest
 
 from support.harness import Conn, start_server
+from support.upstream import LoopbackServer, read_digest, read_head
 from test_proxy_splice import Upstream
-from test_upstream_proxy import read_head
 
 MIB = 1 << 20
 SMALL = 2 << 10
@@ -45,22 +44,13 @@ def upload(target, body, framing, piece):
     return head + body, piece
 
 
-class TunnelUpstream(socketserver.ThreadingTCPServer):
+class TunnelUpstream(LoopbackServer):
     """Accepts a WebSocket handshake for /tunnel/N, then reads N raw bytes
     and answers their SHA-256 (hex, a line) and closes: the proxy relays the
     tunnel's bytes as they are."""
 
-    daemon_threads = True
-    allow_reuse_address = True
-
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), TunnelHandler)
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.shutdown()
-        self.server_close()
+        super().__init__(TunnelHandler)
 
 
 class TunnelHandler(socketserver.StreamRequestHandler):
@@ -74,13 +64,10 @@ class TunnelHandler(socketserver.StreamRequestHandler):
                 b"Sec-WebSocket-Accept: %s\r\n\r\n" % accept
             )
             self.wfile.flush()
-            left, digest = int(target.rsplit("/", 1)[1]), hashlib.sha256()
-            while left:
-                piece = self.rfile.read1(min(left, 1 << 16))
-                if not piece:
-                    return
-                digest.update(piece)
-                left -= len(piece)
+            length = int(target.rsplit("/", 1)[1])
+            digest, got = read_digest(self.rfile, length)
+            if got < length:
+                return
             self.wfile.write(digest.hexdigest().encode() + b"\n")
             self.wfile.flush()
         except (ConnectionError, OSError, ValueError, KeyError):
