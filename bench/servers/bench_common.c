@@ -562,6 +562,7 @@ static const char *upstream_urls[BENCH_MAX_UPSTREAMS];
 static size_t num_upstreams;
 static uint32_t upstream_timeout_ms;
 static unsigned upstream_pool;
+static uint32_t upstream_keepalive_ms; /* --upstream-keepalive MS: an idle pooled connection's life */
 static uint32_t upstream_total_timeout_ms;
 static const char *upstream_balance; /* --upstream-balance: rr, least-conn, hash-address, hash-header:NAME */
 static const char *upstream_health;  /* --upstream-health PATH:MS */
@@ -616,6 +617,7 @@ static bool add_proxy(xHttpServer *server) {
         conf.upstream.first_byte_timeout_ms = conf.upstream.idle_timeout_ms = upstream_timeout_ms;
     }
     if (upstream_pool) conf.upstream.max_conns = conf.upstream.max_idle = upstream_pool;
+    if (upstream_keepalive_ms) conf.upstream.keepalive_ms = upstream_keepalive_ms;
     conf.upstream.total_timeout_ms = upstream_total_timeout_ms;
     char check_path[256];
     if (!proxy_choices(&conf, check_path, sizeof check_path)) {
@@ -709,7 +711,7 @@ const char benchCommonUsage[] =
     "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
     "       [--max-streams N] [--no-http2 | --http2-only] [--h2c-upgrade]\n"
     "       [--test-routes] [--proxy-protocol NETWORKS]\n"
-    "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N]\n"
+    "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N] [--upstream-keepalive MS]\n"
     "       [--upstream-resolver IP[:PORT],...] [--upstream-resolve-interval MS]\n"
     "       [--upstream-ca FILE] [--upstream-server-name NAME] [--upstream-insecure]\n"
     "       [--upstream-h2] [--upstream-proxy-protocol 1|2] [--upstream-auth URL [--upstream-auth-target "
@@ -830,6 +832,10 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         }
         if (strcmp(argv[i], "--upstream-timeout") == 0 && i + 1 < argc) {
             upstream_timeout_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
+            continue;
+        }
+        if (strcmp(argv[i], "--upstream-keepalive") == 0 && i + 1 < argc) {
+            upstream_keepalive_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
             continue;
         }
         if (strcmp(argv[i], "--upstream-pool") == 0 && i + 1 < argc) {

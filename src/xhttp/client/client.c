@@ -499,7 +499,14 @@ static void conn_free_for_use(xClientConn *cc) {
     }
     cc->state = XCC_IDLE;
     list_push(cc);
+    cc->idle_since_ms = xEventLoopNowMs(p->client->loop);
+    /* A keep-alive timer still running from an earlier spell in the pool
+     * ends no later than one armed now would: it is left to fire and look
+     * (on_timeout). Re-arming it as every request took the connection and
+     * gave it back cost a wheel removal and insertion a request. */
+    if (cc->keepalive_armed && !cc->conn->send_armed && xTimerActive(&cc->conn->timer)) return;
     xConnSetTimeout(cc->conn, p->upstream->conf.keepalive_ms);
+    cc->keepalive_armed = true;
 }
 
 /* The socket's connect(2) ended: on to the name's next address after a
@@ -897,7 +904,12 @@ static void attach(xHttpClientRequest *req, xClientConn *cc) {
     req->cc = cc;
     cc->req = req;
     cc->state = XCC_BUSY;
-    xConnSetTimeout(cc->conn, 0);
+    /* The keep-alive timer runs on (conn_free_for_use), harmless while the
+     * connection is busy: a send that blocks re-arms the timer for itself. */
+    if (cc->conn->send_armed || !cc->keepalive_armed) {
+        xConnSetTimeout(cc->conn, 0);
+        cc->keepalive_armed = false;
+    }
     req->out_given = 0;
     req->phase = XREQ_SENDING;
     /* A whole request that leaves at the turn's end is WAITING as soon as
@@ -1495,10 +1507,21 @@ static void on_flushed(xConn *conn) {
     if (req->cc == cc) maybe_want_body(req);
 }
 
-/* The connection's own timer: a pooled connection's keep-alive. */
+/* The connection's own timer: a pooled connection's keep-alive, which may
+ * have been armed for an earlier spell in the pool (conn_free_for_use): the
+ * connection closes once idle that long, else the timer waits out the rest. */
 static void on_timeout(xConn *conn) {
     xClientConn *cc = conn->proto_state;
-    if (cc->state == XCC_IDLE) xConnClose(conn);
+    cc->keepalive_armed = false;
+    if (cc->state != XCC_IDLE) return;
+    uint64_t idle = xEventLoopNowMs(cc->pool->client->loop) - cc->idle_since_ms;
+    uint32_t keepalive = cc->pool->upstream->conf.keepalive_ms;
+    if (idle >= keepalive) {
+        xConnClose(conn);
+        return;
+    }
+    xConnSetTimeout(conn, (uint32_t)(keepalive - idle));
+    cc->keepalive_armed = true;
 }
 
 static void on_close(xConn *conn) {

@@ -110,6 +110,11 @@ struct xClientConn {
     xClientConn *prev, *next;     /* the pool's idle list */
     xHttpClientError close_error; /* what its request is told when it closes */
     bool carried;                 /* a request has been answered on it */
+    /* In the pool since this loop millisecond; the connection's timer, once
+     * armed for the keep-alive, is left running across the requests that
+     * take it (on_timeout looks at this when it fires). */
+    uint64_t idle_since_ms;
+    bool keepalive_armed; /* the timer was last armed for the keep-alive */
 };
 
 /* Where a request stands; the phase timer runs the one it names. */

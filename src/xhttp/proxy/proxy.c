@@ -590,9 +590,12 @@ static bool build_fields(xProxyCall *call) {
         }
         call->fields[call->num_fields++] = all[i];
     }
-    /* What the proxy adds below is checked by the client; these need not be. */
-    if (req->fields_plain) call->num_checked = call->num_fields;
     if (call->proxy->conf.forwarded_headers) add_forwarding(call, xff, forwarded, host);
+    /* The front's fields need no second check when its parser held them to
+     * HTTP/1.1's rules, and neither do the forwarding fields: literal names,
+     * values made of those fields' values, literals and an address we
+     * formatted. What follows (a WebSocket key) the client checks. */
+    if (req->fields_plain) call->num_checked = call->num_fields;
     if (call->upgrade == PROXY_WEBSOCKET_H2) {
         /* RFC 8441 §5: the key and the Upgrade field are the hop's own. */
         uint8_t raw[16];
