@@ -5,32 +5,22 @@ requests it carried before. Seen from a Python upstream of the test's own,
 which notes when each of the proxy's connections opened and closed."""
 
 import socketserver
-import threading
 import time
 import unittest
 
 from support.harness import Conn, start_server
+from support.upstream import LoopbackServer
 
 KEEPALIVE_MS = 1500
 
 
-class TimedUpstream(socketserver.ThreadingTCPServer):
+class TimedUpstream(LoopbackServer):
     """Answers every GET with 200 "ok" and keeps, per accepted connection,
     [requests answered, when it closed (None while open)]."""
 
-    daemon_threads = True
-    allow_reuse_address = True
-
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), TimedHandler)
-        self.lock = threading.Lock()
         self.conns = []
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.shutdown()
-        self.server_close()
+        super().__init__(TimedHandler)
 
     def snapshot(self):
         with self.lock:
