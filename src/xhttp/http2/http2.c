@@ -146,8 +146,8 @@ static bool on_data(xHttp2 *h2, const xH2Frame *f) {
     if (!n && !end && ++h2->empty_frames > XH2_MAX_EMPTY_FRAMES)
         return xH2ConnError(h2, XH2_ENHANCE_YOUR_CALM);
     s->received += n;
-    if (s->declared_length >= 0 && (s->received > (uint64_t)s->declared_length ||
-                                    (end && s->received != (uint64_t)s->declared_length))) {
+    if (s->head.declared_length >= 0 && (s->received > (uint64_t)s->head.declared_length ||
+                                         (end && s->received != (uint64_t)s->head.declared_length))) {
         xH2ConsumeConn(h2, n);
         return xH2StreamError(h2, s->id, XH2_PROTOCOL_ERROR);
     }
@@ -342,7 +342,7 @@ static long process(xHttp2 *h2, const uint8_t *data, size_t len) {
 /* The client owes a request, or the rest of a body someone takes. */
 static bool awaits_request(const xH2Stream *s) {
     if (s->state == XH2_STATE_CLOSED) return false;
-    if (s->tunnel && s->head_written) return false; /* an open tunnel times itself out */
+    if (s->head.tunnel && s->head_written) return false; /* an open tunnel times itself out */
     if (!s->dispatched) return !s->ready;
     return s->streams_body && xH2StreamReceives(s) && (s->ex->res.ended || xHttpExchangeWantsBody(s->ex));
 }
