@@ -340,8 +340,9 @@ static size_t head_size(const xHpackField *f, size_t n, const xH2RequestHead *rh
     return bytes;
 }
 
-/* Copies s's strings to *at and points s there. */
+/* Copies s's bytes to *at and points s there; an absent one (no data) stays so. */
 static void copy_str(xStr *s, char **at) {
+    if (!s->data) return;
     memcpy(*at, s->data, s->len);
     s->data = *at;
     *at += s->len;
