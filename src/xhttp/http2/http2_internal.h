@@ -110,7 +110,8 @@ typedef struct xH2BodySource {
  * as handlers look for Host), all into the stream's own copies or into a
  * shared head. The exchange takes the fields as they are: no second list. */
 typedef struct xH2Head {
-    xStr method, path, authority;
+    xStr method, target, authority; /* target: :path as sent */
+    xStr path, query;               /* the target's, split at its '?' once ("" when none) */
     const xHttpField *fields;
     size_t count;
     int64_t declared_length; /* content-length, or -1 */
@@ -256,12 +257,6 @@ static inline bool xH2StreamSends(const xH2Stream *s) {
 /* The client may still send on s: open, or half-closed (local). */
 static inline bool xH2StreamReceives(const xH2Stream *s) {
     return s->state == XH2_STATE_OPEN || s->state == XH2_STATE_HALF_CLOSED_LOCAL;
-}
-
-/* The path of a request target, without its query. */
-static inline xStr xH2PathOf(xStr target) {
-    const char *q = target.len ? memchr(target.data, '?', target.len) : NULL;
-    return (xStr){target.data, q ? (size_t)(q - target.data) : target.len};
 }
 
 /* Response bytes s holds that are not yet framed. */

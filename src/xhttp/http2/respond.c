@@ -54,10 +54,8 @@ static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
     if (h->authority.len && count == max + 1) count = max;
     if (count > max) return false;
     ex->req.method = h->method;
-    ex->req.path = xH2PathOf(h->path);
-    bool has_query = ex->req.path.len < h->path.len;
-    ex->req.query.data = has_query ? h->path.data + ex->req.path.len + 1 : "";
-    ex->req.query.len = has_query ? h->path.len - ex->req.path.len - 1 : 0;
+    ex->req.path = h->path;
+    ex->req.query = h->query;
     ex->req.headers = h->fields;
     ex->req.num_headers = count;
     ex->req.fields_plain = h->plain_fields; /* HPACK judged the names (tokens) and :authority */

@@ -108,6 +108,7 @@ static xH2Stream *stream_new(xHttp2 *h2, int32_t id) {
     s->state = XH2_STATE_IDLE;
     s->head.declared_length = -1;
     s->head.fields = (const xHttpField *)s->fields.data;
+    s->head.query = (xStr){"", 0}; /* a head never taken (431) has none */
     s->send_window = h2->peer_window;
     s->recv_window = h2->stream_window;
     s->next = h2->streams;
@@ -271,7 +272,7 @@ void xH2StreamLocalEnd(xH2Stream *s) {
 static bool route_at_head(xHttp2 *h2, xH2Stream *s) {
     if (!s->ex && !(s->ex = xHttpExchangeAcquire(xHttpContextOf(h2->conn)))) return false;
     s->ex->req.method = s->head.method;
-    s->ex->req.path = xH2PathOf(s->head.path);
+    s->ex->req.path = s->head.path;
     return true;
 }
 
@@ -340,6 +341,15 @@ static size_t head_size(const xHpackField *f, size_t n, const xH2RequestHead *rh
     return bytes;
 }
 
+/* Splits h's target into its path and its query, once for every request
+ * that shares the head. */
+static void split_target(xH2Head *h) {
+    const char *q = h->target.len ? memchr(h->target.data, '?', h->target.len) : NULL;
+    size_t path_len = q ? (size_t)(q - h->target.data) : h->target.len;
+    h->path = (xStr){h->target.data, path_len};
+    h->query = q ? (xStr){q + 1, h->target.len - path_len - 1} : (xStr){"", 0};
+}
+
 /* Copies s's bytes to *at and points s there; an absent one (no data) stays so. */
 static void copy_str(xStr *s, char **at) {
     if (!s->data) return;
@@ -371,10 +381,11 @@ static void copy_head(xH2Head *h, xHttpField *fields, char *at, const xHpackFiel
         *out++ = (xHttpField){{at, name.len}, {at + name.len, value.len}};
         at += name.len + value.len;
     }
-    *h = (xH2Head){.method = rh->method, .path = rh->path, .authority = rh->authority};
+    *h = (xH2Head){.method = rh->method, .target = rh->path, .authority = rh->authority};
     copy_str(&h->method, &at);
-    copy_str(&h->path, &at);
+    copy_str(&h->target, &at);
     copy_str(&h->authority, &at);
+    split_target(h);
     if (rh->protocol.len) {
         xStr protocol = rh->protocol;
         copy_str(&protocol, &at);
@@ -503,7 +514,8 @@ bool xH2StreamFromUpgrade(xHttp2 *h2, const xHttp2Upgrade *up) {
     s->head.method = (xStr){at, up->method.len};
     at += up->method.len;
     memcpy(at, up->path.data, target_len);
-    s->head.path = (xStr){at, target_len};
+    s->head.target = (xStr){at, target_len};
+    split_target(&s->head);
     at += target_len;
     xHttpField *f = (xHttpField *)s->fields.data;
     for (size_t i = 0; i < up->num_headers; i++) {
