@@ -510,6 +510,17 @@ class RepeatedBlockTest(FrameTestCase):
             self.assertEqual(resp.body.decode(), f"GET /delay\nx-echo: {tag}\nx-n: 1\nhost: localhost\n")
         self.assertEqual(conn.goaways, [])
 
+    def test_a_shared_heads_content_length_holds_each_streams_body(self):
+        conn = self.h2connect()
+        opened = block("POST", "/echo", [("content-length", "5")])
+        for stream_id in (1, 3, 5, 7):
+            conn.send(headers_frame(stream_id, opened, end_stream=False) + data_frame(stream_id, b"hello", True))
+            resp = conn.read_response(stream_id)
+            self.assertEqual((resp.status, resp.body), (200, b"hello"))
+        # The fourth block was the shared head's: its declared length still binds.
+        short = headers_frame(9, opened, end_stream=False) + data_frame(9, b"hi", end_stream=True)
+        self.assert_stream_error(conn, 9, PROTOCOL_ERROR, short)
+
 
 class FloodTest(FrameTestCase):
     """The rest of the 2019 set (CVE-2019-9514, 9518): frames that cost the
