@@ -510,6 +510,15 @@ class RepeatedBlockTest(FrameTestCase):
             self.assertEqual(resp.body.decode(), f"GET /delay\nx-echo: {tag}\nx-n: 1\nhost: localhost\n")
         self.assertEqual(conn.goaways, [])
 
+    def test_each_block_again_goes_where_the_router_sends_it(self):
+        conn = self.h2connect()
+        sent = [("GET", "/ping", 200)] * 3 + [("GET", "/nowhere", 404)] * 3
+        sent += [("POST", "/ping", 405)] * 3 + [("GET", "/ping", 200)] * 3
+        for method, path, status in sent:
+            stream_id = conn.new_stream_id()
+            conn.send(headers_frame(stream_id, block(method, path)))
+            self.assertEqual(conn.read_response(stream_id).status, status, f"{method} {path}")
+
     def test_a_shared_heads_content_length_holds_each_streams_body(self):
         conn = self.h2connect()
         opened = block("POST", "/echo", [("content-length", "5")])

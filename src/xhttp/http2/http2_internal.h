@@ -129,6 +129,7 @@ typedef struct xH2SharedHead {
     size_t refs;    /* the streams that hold it, and the connection while it is h2->shared_head */
     uint64_t block; /* the remembered block's number */
     xH2Head head;
+    xHttpKeptRoute route; /* where its first stream was routed, for the rest */
 } xH2SharedHead;
 
 typedef struct xH2Stream {
@@ -257,6 +258,14 @@ static inline bool xH2StreamSends(const xH2Stream *s) {
 /* The client may still send on s: open, or half-closed (local). */
 static inline bool xH2StreamReceives(const xH2Stream *s) {
     return s->state == XH2_STATE_OPEN || s->state == XH2_STATE_HALF_CLOSED_LOCAL;
+}
+
+/* Routes s's exchange (its method and path set) as its shared head's first
+ * stream was routed, which routes it for the rest: the same method and path
+ * lead to the same route. */
+static inline void xH2RouteByHead(xH2Stream *s) {
+    if (!s->shared || s->ex->routed || xHttpExchangeRouteByKept(s->ex, &s->shared->route)) return;
+    xHttpExchangeRouteAndKeep(s->ex, &s->shared->route);
 }
 
 /* Response bytes s holds that are not yet framed. */

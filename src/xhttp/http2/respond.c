@@ -90,6 +90,7 @@ static void dispatch(xHttp2 *h2, xH2Stream *s) {
         return;
     }
     if (s->head.tunnel) ex->tunnel.pending = tunnel_pending;
+    xH2RouteByHead(s);
     xHttpExchangeDispatch(ex);
     if (ex->streams_body) deliver_body(h2, s);
 }

@@ -273,6 +273,7 @@ static bool route_at_head(xHttp2 *h2, xH2Stream *s) {
     if (!s->ex && !(s->ex = xHttpExchangeAcquire(xHttpContextOf(h2->conn)))) return false;
     s->ex->req.method = s->head.method;
     s->ex->req.path = s->head.path;
+    xH2RouteByHead(s);
     return true;
 }
 
@@ -422,6 +423,7 @@ static xH2SharedHead *share_head(xHttp2 *h2, const xHpackBlock *b, const xH2Requ
     copy_head(&shared->head, fields, (char *)(fields + count), b->fields, b->count, rh);
     shared->refs = 1;
     shared->block = b->remembered;
+    shared->route = (xHttpKeptRoute){NULL, NULL, NULL};
     xH2SharedHeadRelease(h2->shared_head);
     h2->shared_head = shared;
     return shared;
