@@ -32,6 +32,7 @@ static const char routes_text[] =
     "        [&reject_after=N]       ... answering 413 once more than N bytes came\n"
     "        [&no_abort_callback=1]  ... finding out only when the hold ends that the client left\n"
     "GET  /delay?ms=N               'done' after N ms\n"
+    "                                (with X-Echo: the method, path and fields, as read then)\n"
     "GET  /stream?chunks=N&size=M   a streamed body of N chunks of M bytes\n"
     "                  [&trailer=V]  ... followed by the trailer X-Stream-Trailer: V\n"
     "GET  /tls                      how the connection is secured, as JSON\n"
@@ -201,9 +202,25 @@ static void on_index(xHttpRequest *req, xHttpResponse *res, void *arg) {
 
 typedef struct Delayed {
     xTimer timer;
+    xHttpRequest *req;
     xHttpResponse *res;
     xEventLoop *loop;
 } Delayed;
+
+/* A delayed answer to a request with X-Echo: its method, path and fields as
+ * the handler reads them once the delay is over, a line each, so tests see
+ * that a request's views outlive what the protocol received after it. */
+static size_t echo_request(const xHttpRequest *req, char *out, size_t cap) {
+    xStr method = xHttpRequestMethod(req), path = xHttpRequestPath(req), name, value;
+    int n = snprintf(out, cap, "%.*s %.*s\n", (int)method.len, method.data, (int)path.len, path.data);
+    size_t len = n > 0 ? (size_t)n : 0;
+    for (size_t i = 0; len < cap && xHttpRequestHeaderAt(req, i, &name, &value); i++) {
+        n = snprintf(out + len, cap - len, "%.*s: %.*s\n", (int)name.len, name.data, (int)value.len,
+                     value.data);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    return len < cap ? len : cap - 1;
+}
 
 static void on_delay_abort(xHttpResponse *res, void *arg) {
     Delayed *d = arg;
@@ -213,8 +230,13 @@ static void on_delay_abort(xHttpResponse *res, void *arg) {
 
 static void on_delay_done(xEventLoop *loop, xTimer *timer, void *arg) {
     Delayed *d = arg;
+    char echo[2048];
+    xStr asked;
     xHttpResponseAddHeader(d->res, "Content-Type", "text/plain");
-    xHttpResponseSend(d->res, "done", 4);
+    if (xHttpRequestHeader(d->req, "x-echo", &asked))
+        xHttpResponseSend(d->res, echo, echo_request(d->req, echo, sizeof echo));
+    else
+        xHttpResponseSend(d->res, "done", 4);
     free(d);
 }
 
@@ -230,6 +252,7 @@ static void on_delay(xHttpRequest *req, xHttpResponse *res, void *arg) {
         xHttpResponseSend(res, NULL, 0);
         return;
     }
+    d->req = req;
     d->res = res;
     d->loop = xHttpRequestLoop(req);
     xHttpResponseOnAbort(res, on_delay_abort, d);

@@ -481,6 +481,56 @@ class HpackInStepTest(FrameTestCase):
         self.assertEqual(conn.goaways, [])
 
 
+class RepeatedBlockTest(FrameTestCase):
+    """A header block sent again is the decoder's remembered one, and its
+    streams share one copy of the request's head: every handler still reads
+    its own request, however late it reads it and whatever came after."""
+
+    def delayed_echo(self, conn, tag, times):
+        """times streams of one block, /delay with X-Echo: tag; their ids."""
+        ids = [conn.new_stream_id() for _ in range(times)]
+        echo = block("GET", "/delay?ms=300", headers=[("x-echo", tag), ("x-n", "1")])
+        conn.send(b"".join(headers_frame(i, echo) for i in ids))
+        return [(i, tag) for i in ids]
+
+    def test_late_handlers_read_their_own_fields_after_other_blocks(self):
+        conn = self.h2connect()
+        # A block once decoded, once remembered and checked, then shared; another
+        # block that replaces it in the decoder's memory; the first again.
+        sent = self.delayed_echo(conn, "first", 3)
+        sent += self.delayed_echo(conn, "second", 3)
+        # A field the table takes changes it: the same block is decoded anew.
+        indexed = b"\x40" + encode_integer(6, 7) + b"x-keep" + encode_integer(4, 7) + b"kept"
+        stream_id = conn.new_stream_id()
+        conn.send(headers_frame(stream_id, block() + indexed))
+        sent += self.delayed_echo(conn, "first", 3)
+        for stream_id, tag in sent:
+            resp = conn.read_response(stream_id)
+            self.assertEqual(resp.status, 200)
+            self.assertEqual(resp.body.decode(), f"GET /delay\nx-echo: {tag}\nx-n: 1\nhost: localhost\n")
+        self.assertEqual(conn.goaways, [])
+
+    def test_each_block_again_goes_where_the_router_sends_it(self):
+        conn = self.h2connect()
+        sent = [("GET", "/ping", 200)] * 3 + [("GET", "/nowhere", 404)] * 3
+        sent += [("POST", "/ping", 405)] * 3 + [("GET", "/ping", 200)] * 3
+        for method, path, status in sent:
+            stream_id = conn.new_stream_id()
+            conn.send(headers_frame(stream_id, block(method, path)))
+            self.assertEqual(conn.read_response(stream_id).status, status, f"{method} {path}")
+
+    def test_a_shared_heads_content_length_holds_each_streams_body(self):
+        conn = self.h2connect()
+        opened = block("POST", "/echo", [("content-length", "5")])
+        for stream_id in (1, 3, 5, 7):
+            conn.send(headers_frame(stream_id, opened, end_stream=False) + data_frame(stream_id, b"hello", True))
+            resp = conn.read_response(stream_id)
+            self.assertEqual((resp.status, resp.body), (200, b"hello"))
+        # The fourth block was the shared head's: its declared length still binds.
+        short = headers_frame(9, opened, end_stream=False) + data_frame(9, b"hi", end_stream=True)
+        self.assert_stream_error(conn, 9, PROTOCOL_ERROR, short)
+
+
 class FloodTest(FrameTestCase):
     """The rest of the 2019 set (CVE-2019-9514, 9518): frames that cost the
     server work or owed replies but carry nothing."""

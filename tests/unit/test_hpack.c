@@ -577,6 +577,39 @@ static void test_repeated_blocks_decode_alike_while_the_table_stays(void) {
     xHpackDecoderFree(&d);
 }
 
+/* xHpackRemembered names the remembered block (the number its decoding gave) for
+ * the same bytes while the table is as it was, and nothing for other bytes, for
+ * the same bytes once an entry was added, or while a size update is due. */
+static void test_remembered_names_the_same_block_while_the_table_stays(void) {
+    xHpackDecoder d;
+    xHpackDecoderInit(&d, 4096);
+    /* :method GET, x-raw: plain (literal, not indexed): a block that leaves the table as it is */
+    uint8_t block[] = {0x82, 0x00, 5, 'x', '-', 'r', 'a', 'w', 5, 'p', 'l', 'a', 'i', 'n'};
+    uint8_t other[sizeof block], entry[64];
+    size_t n = sizeof block;
+    memcpy(other, block, n);
+    other[n - 1] = 'x';
+    CHECK(xHpackRemembered(&d, block, n) == 0); /* nothing decoded yet */
+    xHpackField f[8];
+    static char scratch[512];
+    xHpackBlock b = {f, 8, 0, scratch, sizeof scratch, 4096, 0, 0};
+    CHECK(xHpackDecode(&d, block, n, &b) == XHPACK_OK && b.remembered != 0);
+    uint64_t first = b.remembered;
+    CHECK(xHpackRemembered(&d, block, n) == first);
+    CHECK(xHpackRemembered(&d, other, n) == 0);
+    CHECK(xHpackRemembered(&d, block, n - 1) == 0);
+    CHECK(xHpackDecode(&d, block, n, &b) == XHPACK_OK && b.remembered == first);
+    size_t count;
+    uint8_t *p = add_literal(entry, "user-agent", "curl"); /* enters the table */
+    CHECK(decode(&d, entry, (size_t)(p - entry), f, 8, 4096, &count) == XHPACK_OK);
+    CHECK(xHpackRemembered(&d, block, n) == 0);
+    CHECK(xHpackDecode(&d, block, n, &b) == XHPACK_OK && b.remembered != 0 && b.remembered != first);
+    CHECK(xHpackRemembered(&d, block, n) == b.remembered);
+    xHpackDecoderSetLimit(&d, 1024); /* the next block must start with a size update */
+    CHECK(xHpackRemembered(&d, block, n) == 0);
+    xHpackDecoderFree(&d);
+}
+
 /* xHpackEncodeLines folds names where they lie and encodes each line as
  * xHpackEncodeIndexed does on an encoder of the same table (a reference one, fed
  * field by field); the same lines again come from its memo, alike, and other lines
@@ -690,6 +723,7 @@ int main(void) {
     RUN(test_repeated_huffman_literals_decode_alike);
     RUN(test_repeated_huffman_values_keep_their_verdict_per_name);
     RUN(test_repeated_blocks_decode_alike_while_the_table_stays);
+    RUN(test_remembered_names_the_same_block_while_the_table_stays);
     RUN(test_header_lines_encode_alike_from_the_memo);
     RUN(test_encoder_indexes_repeated_response_fields);
     return CHECK_SUMMARY();

@@ -102,6 +102,22 @@ xRouteResult xHttpExchangeRoute(xHttpExchange *ex) {
     return ex->route;
 }
 
+void xHttpExchangeRouteAndKeep(xHttpExchange *ex, xHttpKeptRoute *kept) {
+    if (xHttpExchangeRoute(ex) != XROUTE_FOUND || ex->match.num_params) return;
+    *kept = (xHttpKeptRoute){ex->router, ex->match.handler, ex->match.arg};
+}
+
+bool xHttpExchangeRouteByKept(xHttpExchange *ex, const xHttpKeptRoute *kept) {
+    if (!kept->router || kept->router != ex->router) return false;
+    ex->route = XROUTE_FOUND;
+    ex->match.handler = kept->handler;
+    ex->match.arg = kept->arg;
+    ex->match.num_params = 0;
+    ex->match.allow = (xStr){"", 0};
+    ex->routed = true;
+    return true;
+}
+
 bool xHttpExchangeStreams(xHttpExchange *ex) {
     return xHttpExchangeRoute(ex) == XROUTE_FOUND &&
            ((const xHttpRouteTarget *)ex->match.handler)->streams_body;

@@ -221,6 +221,22 @@ void xHttpExchangePoolDestroy(xHttpContext *ctx);
  *  the head (to stream a body, or refuse it) and dispatch later routes once. */
 xRouteResult xHttpExchangeRoute(xHttpExchange *ex);
 
+/** A route a protocol keeps for the next requests of the same method and path
+ *  (HTTP/2's shared heads): found, without parameters, of one router. */
+typedef struct xHttpKeptRoute {
+    const xRouter *router; /* NULL: none kept */
+    void *handler, *arg;
+} xHttpKeptRoute;
+
+/** Routes ex (xHttpExchangeRoute) and keeps its route in kept where it can be
+ *  given again: found, without parameters (their views would be ex's). */
+void xHttpExchangeRouteAndKeep(xHttpExchange *ex, xHttpKeptRoute *kept);
+
+/** Routes ex by kept, which a request of the same method and path left, so the
+ *  router is not searched again; false (ex unrouted) when kept is of another
+ *  router or holds none. */
+bool xHttpExchangeRouteByKept(xHttpExchange *ex, const xHttpKeptRoute *kept);
+
 /** True when the request leads to a streaming route (routing it if need be). */
 bool xHttpExchangeStreams(xHttpExchange *ex);
 

@@ -558,13 +558,20 @@ static void block_memo_keep(xHpackDecoder *d, const uint8_t *in, size_t len, xHp
     b->remembered = m->generation;
 }
 
+uint64_t xHpackRemembered(const xHpackDecoder *d, const uint8_t *in, size_t len) {
+    const xHpackBlockMemo *m = d->block_memo;
+    if (!m || len != m->len || m->table_version != d->table.version || d->update_due ||
+        memcmp(in, m->bytes, len) != 0)
+        return 0;
+    return m->generation;
+}
+
 /* The remembered fields, when in is the remembered block and the table is as it was
  * then: they are what decoding it would give. */
 static bool block_memo_hit(const xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b) {
     const xHpackBlockMemo *m = d->block_memo;
-    if (!m || len != m->len || m->table_version != d->table.version || d->update_due ||
-        m->count > b->max_fields || m->list_size > b->max_list_size || m->used > b->scratch_size ||
-        memcmp(in, m->bytes, len) != 0)
+    if (!m || m->count > b->max_fields || m->list_size > b->max_list_size || m->used > b->scratch_size ||
+        !xHpackRemembered(d, in, len))
         return false;
     memcpy(b->scratch, m->scratch, m->used);
     memcpy(b->fields, m->fields, m->count * sizeof *b->fields);

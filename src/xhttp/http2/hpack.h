@@ -297,6 +297,12 @@ typedef struct xHpackBlock {
  *  the decoder's next block (and as long as the block and the scratch buffer). */
 int xHpackDecode(xHpackDecoder *d, const uint8_t *in, size_t len, xHpackBlock *b);
 
+/** The number of the decoder's remembered block (xHpackBlock.remembered) when in is that
+ *  block and the table is as it was then, so that xHpackDecode would give its fields again
+ *  (within the limits it met then) and leave the table as it is; 0 otherwise. Lets a
+ *  caller that kept what it concluded from those fields skip decoding them. */
+uint64_t xHpackRemembered(const xHpackDecoder *d, const uint8_t *in, size_t len);
+
 /** Copies the dynamic table's entry at index (62 is the newest) into buf, name then
  *  value; false when there is none or it does not fit. For tests and debugging. */
 bool xHpackDecoderEntry(const xHpackDecoder *d, size_t index, char *buf, size_t cap, xStr *name, xStr *value);

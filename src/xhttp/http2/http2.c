@@ -91,10 +91,9 @@ static bool new_stream_block(xHttp2 *h2, int32_t id, uint8_t flags, const xHpack
     return xH2StreamOpen(h2, id, flags, b, rv);
 }
 
-static bool end_block(xHttp2 *h2, const uint8_t *data, size_t len) {
-    int32_t id = h2->block_id;
-    uint8_t flags = h2->block_flags;
-    h2->block_id = 0;
+/* Decodes a header block and hands it on: a new stream's head, or trailers. */
+static bool decode_block(xHttp2 *h2, xH2Stream *s, int32_t id, uint8_t flags, const uint8_t *data,
+                         size_t len) {
     xBufferPool *pool = &xHttpContextOf(h2->conn)->net.buffers;
     if (xBufferPoolAcquire(pool, &h2->block_fields) != XOK ||
         xBufferPoolAcquire(pool, &h2->block_scratch) != XOK)
@@ -105,13 +104,25 @@ static bool end_block(xHttp2 *h2, const uint8_t *data, size_t len) {
     xHpackBlock b = {(xHpackField *)fields.data, max_fields, 0, scratch.data, scratch.cap,
                      h2->conf->max_header_size,  0,          0};
     int rv = xHpackDecode(&h2->decoder, data, len, &b);
+    if (rv == XHPACK_ERROR) return xH2ConnError(h2, XH2_COMPRESSION_ERROR);
+    h2->progress += len;
+    return s ? xH2StreamTrailers(h2, s, flags, &b, rv) : new_stream_block(h2, id, flags, &b, rv);
+}
+
+static bool end_block(xHttp2 *h2, const uint8_t *data, size_t len) {
+    int32_t id = h2->block_id;
+    uint8_t flags = h2->block_flags;
+    h2->block_id = 0;
+    xH2Stream *s = xH2TableFind(&h2->table, id);
     bool ok;
-    if (rv == XHPACK_ERROR) {
-        ok = xH2ConnError(h2, XH2_COMPRESSION_ERROR);
-    } else {
+    /* A new stream's block that is the shared head's again (the same bytes, the
+     * table as it was) would decode to the same fields and leave the table as it
+     * is: the stream takes the shared head, and nothing is decoded. */
+    if (!s && h2->shared_head && xHpackRemembered(&h2->decoder, data, len) == h2->shared_head->block) {
         h2->progress += len;
-        xH2Stream *s = xH2TableFind(&h2->table, id);
-        ok = s ? xH2StreamTrailers(h2, s, flags, &b, rv) : new_stream_block(h2, id, flags, &b, rv);
+        ok = new_stream_block(h2, id, flags, &(xHpackBlock){.remembered = h2->shared_head->block}, XHPACK_OK);
+    } else {
+        ok = decode_block(h2, s, id, flags, data, len);
     }
     h2->block.len = 0;
     if (h2->block.cap > XH2_DEFAULT_FRAME_SIZE) xBufferFree(&h2->block);
@@ -146,8 +157,8 @@ static bool on_data(xHttp2 *h2, const xH2Frame *f) {
     if (!n && !end && ++h2->empty_frames > XH2_MAX_EMPTY_FRAMES)
         return xH2ConnError(h2, XH2_ENHANCE_YOUR_CALM);
     s->received += n;
-    if (s->declared_length >= 0 && (s->received > (uint64_t)s->declared_length ||
-                                    (end && s->received != (uint64_t)s->declared_length))) {
+    if (s->head.declared_length >= 0 && (s->received > (uint64_t)s->head.declared_length ||
+                                         (end && s->received != (uint64_t)s->head.declared_length))) {
         xH2ConsumeConn(h2, n);
         return xH2StreamError(h2, s->id, XH2_PROTOCOL_ERROR);
     }
@@ -342,7 +353,7 @@ static long process(xHttp2 *h2, const uint8_t *data, size_t len) {
 /* The client owes a request, or the rest of a body someone takes. */
 static bool awaits_request(const xH2Stream *s) {
     if (s->state == XH2_STATE_CLOSED) return false;
-    if (s->tunnel && s->head_written) return false; /* an open tunnel times itself out */
+    if (s->head.tunnel && s->head_written) return false; /* an open tunnel times itself out */
     if (!s->dispatched) return !s->ready;
     return s->streams_body && xH2StreamReceives(s) && (s->ex->res.ended || xHttpExchangeWantsBody(s->ex));
 }

@@ -104,10 +104,33 @@ typedef struct xH2BodySource {
     };
 } xH2BodySource;
 
-/* A request header as handlers see it: views into the stream's strings. */
-typedef struct xH2Field {
-    xStr name, value;
-} xH2Field;
+/* A request's head as its handler gets it: views of the method, target and
+ * authority, and the fields, in the order handlers see them (the regular
+ * ones, then an extended CONNECT's :protocol, then host from :authority,
+ * as handlers look for Host), all into the stream's own copies or into a
+ * shared head. The exchange takes the fields as they are: no second list. */
+typedef struct xH2Head {
+    xStr method, target, authority; /* target: :path as sent */
+    xStr path, query;               /* the target's, split at its '?' once ("" when none) */
+    const xHttpField *fields;
+    size_t count;
+    int64_t declared_length; /* content-length, or -1 */
+    bool plain_fields;       /* no value holds a byte HTTP/1.1 refuses (XHPACK_CTL_VALUE) */
+    bool tunnel;             /* an extended CONNECT (RFC 8441): answered at the head */
+} xH2Head;
+
+/* One copy of a head for every stream whose header block is the decoder's
+ * remembered block again (xHpackBlock.remembered: h2load's every request, a
+ * page's fetches of one origin), so such a stream copies no string. Its
+ * fields and strings follow it in one allocation; it goes when the last
+ * stream that holds it has gone and the connection has moved on to another
+ * block. */
+typedef struct xH2SharedHead {
+    size_t refs;    /* the streams that hold it, and the connection while it is h2->shared_head */
+    uint64_t block; /* the remembered block's number */
+    xH2Head head;
+    xHttpKeptRoute route; /* where its first stream was routed, for the rest */
+} xH2SharedHead;
 
 typedef struct xH2Stream {
     xHttp2 *h2;
@@ -118,11 +141,10 @@ typedef struct xH2Stream {
     xHttpExchange *ex;             /* from dispatch (or a bodied request's head) until the stream is freed */
 
     /* The request. */
-    xBuffer strings; /* its names and values */
-    xBuffer fields;  /* xH2Field entries of regular headers */
-    xStr method, path, authority;
-    int64_t declared_length; /* content-length, or -1 */
-    bool plain_fields;       /* no value holds a byte HTTP/1.1 refuses (XHPACK_CTL_VALUE) */
+    xH2Head head;            /* its views: into strings and fields, or shared's */
+    xH2SharedHead *shared;   /* the head it shares, or NULL: its own copies */
+    xBuffer strings;         /* its own names and values */
+    xBuffer fields;          /* its own xHttpField entries */
     uint64_t received;       /* DATA payload bytes so far */
     xBuffer body;            /* the whole body, or a streamed one's undelivered part */
     xBuffer kept_pieces;     /* a streamed response body's room, empty, for the next one */
@@ -131,9 +153,8 @@ typedef struct xH2Stream {
     int64_t recv_window;     /* what the client may still send */
     uint32_t recv_consumed;  /* consumed since the last WINDOW_UPDATE */
     int reject_status;       /* answer this instead of dispatching */
-    /* Facts of the request, whatever its state: */
+    /* A fact of the request, whatever its state: */
     bool streams_body; /* a streaming route: dispatched at the head */
-    bool tunnel;       /* an extended CONNECT (RFC 8441): answered at the head */
 
     /* The response. */
     xH2BodySource out; /* its body */
@@ -182,6 +203,7 @@ struct xHttp2 {
     uint64_t checked_block; /* 0: none */
     int8_t checked_at[5];   /* method, scheme, path, authority, protocol */
     int64_t checked_length;
+    xH2SharedHead *shared_head; /* the head of the block the decoder remembers, or NULL */
     /* The decoded fields' array and scratch, from the pool: taken at a read's
      * first header block and given back once its frames are handled (take_input),
      * not taken and given back for every block. */
@@ -238,10 +260,12 @@ static inline bool xH2StreamReceives(const xH2Stream *s) {
     return s->state == XH2_STATE_OPEN || s->state == XH2_STATE_HALF_CLOSED_LOCAL;
 }
 
-/* The path of a request target, without its query. */
-static inline xStr xH2PathOf(xStr target) {
-    const char *q = target.len ? memchr(target.data, '?', target.len) : NULL;
-    return (xStr){target.data, q ? (size_t)(q - target.data) : target.len};
+/* Routes s's exchange (its method and path set) as its shared head's first
+ * stream was routed, which routes it for the rest: the same method and path
+ * lead to the same route. */
+static inline void xH2RouteByHead(xH2Stream *s) {
+    if (!s->shared || s->ex->routed || xHttpExchangeRouteByKept(s->ex, &s->shared->route)) return;
+    xHttpExchangeRouteAndKeep(s->ex, &s->shared->route);
 }
 
 /* Response bytes s holds that are not yet framed. */
@@ -311,6 +335,9 @@ void xH2StreamSettle(xH2Stream *s);
 
 /* The stream goes: what it holds is released, and it becomes a spare. */
 void xH2StreamFree(xH2Stream *s);
+
+/* Lets go of a shared head (NULL: none); the last to let go frees it. */
+void xH2SharedHeadRelease(xH2SharedHead *shared);
 
 /* Frees every stream and spare of h2 (the connection is being freed). */
 void xH2StreamsFree(xHttp2 *h2);

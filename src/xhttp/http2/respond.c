@@ -44,29 +44,21 @@ static void deliver_body(xHttp2 *h2, xH2Stream *s) {
 
 static size_t tunnel_pending(const xHttpExchange *ex) { return xH2Pending(ex->proto); }
 
-/* Builds the exchange's request from the stream's copies. */
+/* Builds the exchange's request from the stream's head: its views as they
+ * are, the fields included (the stream outlives the exchange). */
 static bool fill_request(xH2Stream *s, xHttpExchange *ex) {
-    const xH2Field *f = (const xH2Field *)s->fields.data;
-    size_t n = s->fields.len / sizeof *f;
-    if (n > ex->fields_cap) return false;
-    for (size_t i = 0; i < n; i++) {
-        ex->fields[i].name = f[i].name;
-        ex->fields[i].value = f[i].value;
-    }
-    xStr target = s->path;
-    ex->req.method = s->method;
-    ex->req.path = xH2PathOf(target);
-    bool has_query = ex->req.path.len < target.len;
-    ex->req.query.data = has_query ? target.data + ex->req.path.len + 1 : "";
-    ex->req.query.len = has_query ? target.len - ex->req.path.len - 1 : 0;
-    /* HTTP/2 carries the host in :authority; handlers look for Host. */
-    if (s->authority.len && n < ex->fields_cap) {
-        ex->fields[n].name = (xStr){"host", 4};
-        ex->fields[n++].value = s->authority;
-    }
-    ex->req.headers = ex->fields;
-    ex->req.num_headers = n;
-    ex->req.fields_plain = s->plain_fields; /* HPACK judged the names (tokens) and :authority */
+    const xH2Head *h = &s->head;
+    size_t max = s->h2->conf->max_headers;
+    /* Host, the last field, is the one left out where only it is one too many. */
+    size_t count = h->count;
+    if (h->authority.len && count == max + 1) count = max;
+    if (count > max) return false;
+    ex->req.method = h->method;
+    ex->req.path = h->path;
+    ex->req.query = h->query;
+    ex->req.headers = h->fields;
+    ex->req.num_headers = count;
+    ex->req.fields_plain = h->plain_fields; /* HPACK judged the names (tokens) and :authority */
     /* A streaming route's body goes to its reader; what has come so far
      * would move as more arrives. */
     bool whole = s->body.data && !s->streams_body;
@@ -80,7 +72,7 @@ static void dispatch(xHttp2 *h2, xH2Stream *s) {
     xConn *conn = h2->conn;
     xHttpExchange *ex = s->ex ? s->ex : xHttpExchangeAcquire(xHttpContextOf(conn));
     if (ex) s->ex = ex; /* released with the stream */
-    if (!ex || !xHttpExchangeReserveFields(xHttpContextOf(conn), ex)) {
+    if (!ex) {
         xH2StreamError(h2, s->id, XH2_INTERNAL_ERROR);
         return;
     }
@@ -97,7 +89,8 @@ static void dispatch(xHttp2 *h2, xH2Stream *s) {
         xHttpExchangeSendStatus(ex, s->reject_status);
         return;
     }
-    if (s->tunnel) ex->tunnel.pending = tunnel_pending;
+    if (s->head.tunnel) ex->tunnel.pending = tunnel_pending;
+    xH2RouteByHead(s);
     xHttpExchangeDispatch(ex);
     if (ex->streams_body) deliver_body(h2, s);
 }

@@ -1,8 +1,9 @@
 /* stream.c — HTTP/2 streams (RFC 9113 §5): made (or reused from a
  * connection's spares) and kept in the id table, moved through §5.1's states
  * by one table, their flow-control windows, the request each takes in (its
- * fields copied out of the decoder's scratch, its body buffered, or held for
- * a streaming route's reader), and their end.
+ * head copied out of the decoder's scratch, or shared with the streams of the
+ * same remembered block; its body buffered, or held for a streaming route's
+ * reader), and their end.
  *
  * A stream lives on after it closes for as long as a handler holds its
  * exchange or the ready queue holds it; then it becomes a spare. */
@@ -105,7 +106,9 @@ static xH2Stream *stream_new(xHttp2 *h2, int32_t id) {
     s->h2 = h2;
     s->id = id;
     s->state = XH2_STATE_IDLE;
-    s->declared_length = -1;
+    s->head.declared_length = -1;
+    s->head.fields = (const xHttpField *)s->fields.data;
+    s->head.query = (xStr){"", 0}; /* a head never taken (431) has none */
     s->send_window = h2->peer_window;
     s->recv_window = h2->stream_window;
     s->next = h2->streams;
@@ -149,6 +152,8 @@ void xH2StreamFree(xH2Stream *s) {
     if (s->next) s->next->prev = s->prev;
     xH2SourceRelease(s);
     if (s->ex) xHttpExchangeRelease(xHttpContextOf(h2->conn), s->ex);
+    xH2SharedHeadRelease(s->shared);
+    s->shared = NULL;
     bool held_conn = s->dispatched;
     xConn *conn = h2->conn;
     if (s->body.cap > XH2_SPARE_BODY_CAP) xBufferFree(&s->body);
@@ -163,8 +168,14 @@ void xH2StreamFree(xH2Stream *s) {
     if (held_conn) xConnRelease(conn); /* may free h2 */
 }
 
+void xH2SharedHeadRelease(xH2SharedHead *shared) {
+    if (shared && !--shared->refs) free(shared);
+}
+
 void xH2StreamsFree(xHttp2 *h2) {
     while (h2->streams) xH2StreamFree(h2->streams);
+    xH2SharedHeadRelease(h2->shared_head);
+    h2->shared_head = NULL;
     while (h2->spare) {
         xH2Stream *s = h2->spare;
         h2->spare = s->next;
@@ -260,8 +271,9 @@ void xH2StreamLocalEnd(xH2Stream *s) {
  * dispatch reuses the routing. */
 static bool route_at_head(xHttp2 *h2, xH2Stream *s) {
     if (!s->ex && !(s->ex = xHttpExchangeAcquire(xHttpContextOf(h2->conn)))) return false;
-    s->ex->req.method = s->method;
-    s->ex->req.path = xH2PathOf(s->path);
+    s->ex->req.method = s->head.method;
+    s->ex->req.path = s->head.path;
+    xH2RouteByHead(s);
     return true;
 }
 
@@ -288,8 +300,8 @@ static bool begin_body(xHttp2 *h2, xH2Stream *s) {
     }
     /* A tunnel's bytes are no body to wait for: a route that does not
      * stream answers now, and the answer waves the rest off. */
-    if (s->tunnel) return true;
-    if (s->declared_length > (int64_t)h2->conf->max_body_size) refuse_body(h2, s, 413);
+    if (s->head.tunnel) return true;
+    if (s->head.declared_length > (int64_t)h2->conf->max_body_size) refuse_body(h2, s, 413);
     return false;
 }
 
@@ -315,67 +327,115 @@ bool xH2StreamTakeData(xHttp2 *h2, xH2Stream *s, const uint8_t *data, size_t len
     return true;
 }
 
-/* Copies a valid request's fields out of the decoder's scratch (and the
- * input) into the stream, which keeps them until it ends: each regular
- * field's name and value, in one copy where they lie together (a field from
- * the dynamic table), and the values of the pseudo-headers it keeps (the
- * checked :scheme is not kept, nor are the pseudo-headers' names). */
-static bool keep_fields(xH2Stream *s, const xHpackField *f, size_t n, const xH2RequestHead *head) {
-    size_t total = 0, regular = 0;
-    uint8_t verdicts = 0;
+/* The bytes a copy of a valid request's head takes: the strings (each
+ * regular field's name and value, and the values of the pseudo-headers
+ * kept: the checked :scheme is not, nor are the pseudo-headers' names), and
+ * the fields handlers see (xH2Head), counted in *count. */
+static size_t head_size(const xHpackField *f, size_t n, const xH2RequestHead *rh, size_t *count) {
+    size_t bytes = rh->method.len + rh->path.len + rh->authority.len + rh->protocol.len, regular = 0;
     for (size_t i = 0; i < n; i++) {
-        bool pseudo = f[i].name.data[0] == ':';
-        total += (pseudo ? 0 : f[i].name.len) + f[i].value.len;
-        regular += !pseudo;
-        verdicts |= f[i].flags;
+        if (f[i].name.data[0] == ':') continue;
+        bytes += f[i].name.len + f[i].value.len;
+        regular++;
     }
-    if (head->protocol.len) regular++;
-    /* Room for everything first: the fields point into the strings. */
-    if (xBufferReserve(&s->strings, total) != XOK ||
-        xBufferReserve(&s->fields, regular * sizeof(xH2Field)) != XOK)
-        return false;
-    xH2Field *out = (xH2Field *)s->fields.data;
-    xStr protocol = {NULL, 0}; /* head->protocol's copy: head's views die with the input */
+    *count = regular + (rh->protocol.len > 0) + (rh->authority.len > 0);
+    return bytes;
+}
+
+/* Splits h's target into its path and its query, once for every request
+ * that shares the head. */
+static void split_target(xH2Head *h) {
+    const char *q = h->target.len ? memchr(h->target.data, '?', h->target.len) : NULL;
+    size_t path_len = q ? (size_t)(q - h->target.data) : h->target.len;
+    h->path = (xStr){h->target.data, path_len};
+    h->query = q ? (xStr){q + 1, h->target.len - path_len - 1} : (xStr){"", 0};
+}
+
+/* Copies s's bytes to *at and points s there; an absent one (no data) stays so. */
+static void copy_str(xStr *s, char **at) {
+    if (!s->data) return;
+    memcpy(*at, s->data, s->len);
+    s->data = *at;
+    *at += s->len;
+}
+
+/* Copies a valid request's head out of the decoder's scratch (and the input
+ * and the table, which the next block may change) into fields and strings,
+ * sized by head_size, with h's views into them: each regular field's name
+ * and value, in one copy where they lie together (a field from the dynamic
+ * table); an extended CONNECT's :protocol as a field; host from :authority,
+ * so handlers find the host where HTTP/1.1 has it. */
+static void copy_head(xH2Head *h, xHttpField *fields, char *at, const xHpackField *f, size_t n,
+                      const xH2RequestHead *rh) {
+    uint8_t verdicts = 0;
+    xHttpField *out = fields;
     for (size_t i = 0; i < n; i++) {
+        verdicts |= f[i].flags;
         xStr name = f[i].name, value = f[i].value;
-        char *at = s->strings.data + s->strings.len;
-        if (name.data[0] == ':') {
-            xStr *kept = f[i].token == XHPACK_TOKEN_METHOD      ? &s->method
-                         : f[i].token == XHPACK_TOKEN_PATH      ? &s->path
-                         : f[i].token == XHPACK_TOKEN_AUTHORITY ? &s->authority
-                         : f[i].token == XHPACK_TOKEN_NONE ? &protocol /* the check let only :protocol by */
-                                                           : NULL;
-            if (!kept) continue;
-            memcpy(at, value.data, value.len);
-            s->strings.len += value.len;
-            *kept = (xStr){at, value.len};
-            continue;
-        }
+        if (name.data[0] == ':') continue;
         if (name.data + name.len == value.data) {
             memcpy(at, name.data, name.len + value.len);
         } else {
             memcpy(at, name.data, name.len);
             memcpy(at + name.len, value.data, value.len);
         }
-        s->strings.len += name.len + value.len;
-        *out++ = (xH2Field){{at, name.len}, {at + name.len, value.len}};
+        *out++ = (xHttpField){{at, name.len}, {at + name.len, value.len}};
+        at += name.len + value.len;
     }
-    /* RFC 8441: an extended CONNECT's protocol reaches the handler as a field,
-     * from the stream's copy: the block it came in may have moved (the input
-     * compacted, or grown for a large frame) before the stream is dispatched. */
-    if (head->protocol.len) *out++ = (xH2Field){{":protocol", 9}, protocol};
-    s->fields.len = (size_t)((char *)out - s->fields.data);
-    s->declared_length = head->content_length;
-    s->plain_fields = !(verdicts & XHPACK_CTL_VALUE);
-    s->tunnel = head->protocol.len > 0;
+    *h = (xH2Head){.method = rh->method, .target = rh->path, .authority = rh->authority};
+    copy_str(&h->method, &at);
+    copy_str(&h->target, &at);
+    copy_str(&h->authority, &at);
+    split_target(h);
+    if (rh->protocol.len) {
+        xStr protocol = rh->protocol;
+        copy_str(&protocol, &at);
+        *out++ = (xHttpField){{":protocol", 9}, protocol};
+    }
+    if (h->authority.len) *out++ = (xHttpField){{"host", 4}, h->authority};
+    h->fields = fields;
+    h->count = (size_t)(out - fields);
+    h->declared_length = rh->content_length;
+    h->plain_fields = !(verdicts & XHPACK_CTL_VALUE);
+    h->tunnel = rh->protocol.len > 0;
+}
+
+/* The stream's own copy of its head, in buffers it keeps for the next. */
+static bool keep_head(xH2Stream *s, const xHpackField *f, size_t n, const xH2RequestHead *rh) {
+    size_t count, bytes = head_size(f, n, rh, &count);
+    /* Room for everything first: the fields point into the strings. */
+    if (xBufferReserve(&s->strings, bytes) != XOK ||
+        xBufferReserve(&s->fields, count * sizeof(xHttpField)) != XOK)
+        return false;
+    copy_head(&s->head, (xHttpField *)s->fields.data, s->strings.data, f, n, rh);
+    s->strings.len = bytes;
+    s->fields.len = count * sizeof(xHttpField);
     return true;
 }
 
+/* A shared copy of the head of the decoder's remembered block b, which
+ * becomes the connection's (the one it held goes once its streams have). */
+static xH2SharedHead *share_head(xHttp2 *h2, const xHpackBlock *b, const xH2RequestHead *rh) {
+    size_t count, bytes = head_size(b->fields, b->count, rh, &count);
+    xH2SharedHead *shared = malloc(sizeof *shared + count * sizeof(xHttpField) + bytes);
+    if (!shared) return NULL;
+    xHttpField *fields = (xHttpField *)(shared + 1);
+    copy_head(&shared->head, fields, (char *)(fields + count), b->fields, b->count, rh);
+    shared->refs = 1;
+    shared->block = b->remembered;
+    shared->route = (xHttpKeptRoute){NULL, NULL, NULL};
+    xH2SharedHeadRelease(h2->shared_head);
+    h2->shared_head = shared;
+    return shared;
+}
+
 /* xH2CheckHpackRequest, once for a block the decoder remembers: the same fields
- * pass again, the head's views the same fields' values. */
-static bool check_head(xHttp2 *h2, const xHpackBlock *b, xH2RequestHead *head) {
+ * pass again, the head's views the same fields' values. Sets *again when b is
+ * the remembered block checked before. */
+static bool check_head(xHttp2 *h2, const xHpackBlock *b, xH2RequestHead *head, bool *again) {
     xStr *views[5] = {&head->method, &head->scheme, &head->path, &head->authority, &head->protocol};
-    if (b->remembered && b->remembered == h2->checked_block) {
+    *again = b->remembered && b->remembered == h2->checked_block;
+    if (*again) {
         for (size_t v = 0; v < 5; v++)
             if (h2->checked_at[v] >= 0) *views[v] = b->fields[h2->checked_at[v]].value;
         head->content_length = h2->checked_length;
@@ -395,15 +455,31 @@ static bool check_head(xHttp2 *h2, const xHpackBlock *b, xH2RequestHead *head) {
     return true;
 }
 
+/* Gives s the head of a decoded, valid block: the connection's shared copy
+ * when the block is the remembered one again (made the second time it
+ * comes, so a block sent once costs no allocation), else a copy of its own. */
+static bool take_head(xHttp2 *h2, xH2Stream *s, const xHpackBlock *b, const xH2RequestHead *rh, bool again) {
+    xH2SharedHead *shared = h2->shared_head;
+    if (again && !(shared && shared->block == b->remembered)) shared = share_head(h2, b, rh);
+    if (!again || !shared) return keep_head(s, b->fields, b->count, rh);
+    shared->refs++;
+    s->shared = shared;
+    s->head = shared->head;
+    return true;
+}
+
 bool xH2StreamOpen(xHttp2 *h2, int32_t id, uint8_t flags, const xHpackBlock *b, int rv) {
     xH2RequestHead head = {.content_length = -1};
-    if (rv == XHPACK_OK && !check_head(h2, b, &head)) return xH2StreamError(h2, id, XH2_PROTOCOL_ERROR);
+    /* The block of the shared head again: that head says all a check would. */
+    bool again = rv == XHPACK_OK && h2->shared_head && b->remembered == h2->shared_head->block;
+    if (rv == XHPACK_OK && !again && !check_head(h2, b, &head, &again))
+        return xH2StreamError(h2, id, XH2_PROTOCOL_ERROR);
     xH2Stream *s = stream_new(h2, id);
     if (!s) return xH2StreamError(h2, id, XH2_INTERNAL_ERROR);
     move(s, XH2_RECV_HEADERS);
     if (rv == XHPACK_TOO_LARGE)
         s->reject_status = 431; /* the decoder stayed in sync; the stream is answered */
-    else if (!keep_fields(s, b->fields, b->count, &head))
+    else if (!take_head(h2, s, b, &head, again))
         return xH2StreamError(h2, id, XH2_INTERNAL_ERROR);
     if (flags & XH2_FLAG_END_STREAM)
         xH2StreamRemoteEnd(h2, s);
@@ -416,7 +492,7 @@ bool xH2StreamTrailers(xHttp2 *h2, xH2Stream *s, uint8_t flags, const xHpackBloc
     if (!xH2StreamReceives(s)) return xH2StreamError(h2, s->id, XH2_STREAM_CLOSED);
     if (!(flags & XH2_FLAG_END_STREAM) || (rv == XHPACK_OK && !xH2CheckTrailers(b->fields, b->count)))
         return xH2StreamError(h2, s->id, XH2_PROTOCOL_ERROR);
-    if (s->declared_length >= 0 && s->received != (uint64_t)s->declared_length)
+    if (s->head.declared_length >= 0 && s->received != (uint64_t)s->head.declared_length)
         return xH2StreamError(h2, s->id, XH2_PROTOCOL_ERROR);
     xH2StreamRemoteEnd(h2, s); /* the fields themselves are dropped */
     return true;
@@ -433,27 +509,30 @@ bool xH2StreamFromUpgrade(xHttp2 *h2, const xHttp2Upgrade *up) {
     for (size_t i = 0; i < up->num_headers; i++) total += up->headers[i].name.len + up->headers[i].value.len;
     /* Room for everything first: the fields point into the strings. */
     if (xBufferReserve(&s->strings, total) != XOK ||
-        xBufferReserve(&s->fields, up->num_headers * sizeof(xH2Field)) != XOK)
+        xBufferReserve(&s->fields, up->num_headers * sizeof(xHttpField)) != XOK)
         return false;
     char *at = s->strings.data;
     memcpy(at, up->method.data, up->method.len);
-    s->method = (xStr){at, up->method.len};
+    s->head.method = (xStr){at, up->method.len};
     at += up->method.len;
     memcpy(at, up->path.data, target_len);
-    s->path = (xStr){at, target_len};
+    s->head.target = (xStr){at, target_len};
+    split_target(&s->head);
     at += target_len;
-    xH2Field *f = (xH2Field *)s->fields.data;
+    xHttpField *f = (xHttpField *)s->fields.data;
     for (size_t i = 0; i < up->num_headers; i++) {
         xStr name = up->headers[i].name, value = up->headers[i].value;
         memcpy(at, name.data, name.len);
         memcpy(at + name.len, value.data, value.len);
-        f[i] = (xH2Field){{at, name.len}, {at + name.len, value.len}};
+        f[i] = (xHttpField){{at, name.len}, {at + name.len, value.len}};
         at += name.len + value.len;
     }
     s->strings.len = total;
-    s->fields.len = up->num_headers * sizeof(xH2Field);
-    s->plain_fields = true;    /* HTTP/1.1's parser checked them */
-    xH2StreamRemoteEnd(h2, s); /* an upgrade carries no body: it is ready */
+    s->fields.len = up->num_headers * sizeof(xHttpField);
+    s->head.fields = f;
+    s->head.count = up->num_headers;
+    s->head.plain_fields = true; /* HTTP/1.1's parser checked them */
+    xH2StreamRemoteEnd(h2, s);   /* an upgrade carries no body: it is ready */
     return true;
 }
 
