@@ -688,12 +688,14 @@ static void conn_on_timer(xEventLoop *loop, xTimer *timer, void *arg) {
 /* ---- ngtcp2's callbacks ---- */
 
 static xQuicStream *stream_new(xQuicConn *qc, int64_t id) {
-    bool roomy = ngtcp2_is_bidi_stream(id);
+    bool roomy = (id & 0x2) == 0; /* bidirectional (RFC 9000 §2.1) */
     xQuicStream *s =
         roomy ? spare_take(&qc->ep->spare_streams, sizeof *s + XQUIC_STREAM_ROOM) : malloc(sizeof *s);
     if (!s) return NULL;
-    /* All but the room, which is written before it is read. */
-    memset(s, 0, sizeof *s);
+    /* All but the embedded chunk and its room, which are written before
+     * they are read (first_busy). */
+    memset(s, 0, offsetof(xQuicStream, first));
+    memset(&s->first_room_size, 0, sizeof *s - offsetof(xQuicStream, first_room_size));
     s->qc = qc;
     s->id = id;
     s->first_room_size = roomy ? XQUIC_STREAM_ROOM : 0;
