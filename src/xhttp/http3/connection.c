@@ -125,6 +125,7 @@ struct xH3Conn {
     int64_t goaway_id;
     int64_t next_request_id; /* past the highest request stream seen */
     xH3Stream *streams;
+    size_t answered;  /* request streams answered in full, let go of, whose QUIC streams are open */
     xH3Stream *spare; /* ended request streams, linked by next, for the next ones */
     size_t spare_count;
     xHpackField *fields;    /* room for a field section's fields, max_headers + pseudo-fields */
@@ -149,6 +150,13 @@ struct xH3Conn {
 };
 
 static const xHttpExchangeOps h3_ops;
+
+/* What a request stream's QUIC stream points to once its request was read
+ * whole and its response queued whole (answer_settled): nothing is left to
+ * do for it but to count its close, so its xH3Stream went at once, while in
+ * the cache, instead of a round trip later with the acknowledgment. */
+static const char answered_tag;
+#define XH3_ANSWERED ((void *)&answered_tag)
 
 /* ---- Connection-level ---- */
 
@@ -270,7 +278,7 @@ static void on_close(xQuicConn *qc) {
 
 /* Closes the connection once a draining one has no request left. */
 static void drain_done(xH3Conn *h3) {
-    if (!h3->draining || h3->closed) return;
+    if (!h3->draining || h3->closed || h3->answered) return;
     for (xH3Stream *s = h3->streams; s; s = s->next)
         if (s->kind == XH3_KIND_REQUEST) return;
     conn_error(h3, XH3_NO_ERROR);
@@ -521,6 +529,7 @@ static size_t tunnel_pending(const xHttpExchange *ex) {
 
 static void on_stream_acked(xQuicConn *qc, xQuicStream *qs) {
     xH3Stream *s = xQuicStreamApp(qs);
+    if (s == XH3_ANSWERED) return;
     if (s && s->file.fd >= 0) pump_file(s);
     /* A tunnel's holder that waits for its output to go may write again. */
     xHttpExchange *ex = s && s->tunnel && s->dispatched ? s->ex : NULL;
@@ -1032,10 +1041,29 @@ static void read_unidirectional(xH3Stream *s) {
         conn_error(h3, XH3_CLOSED_CRITICAL_STREAM);
 }
 
+/* Lets go of a request stream read whole (its FIN came, every frame read)
+ * whose response is queued whole (the exchange given back: no file still
+ * read, no tunnel): its QUIC stream is left to finish alone. Not one with a
+ * body: a response may refer to it (an echo) until acknowledged. */
+static void answer_settled(xH3Stream *s) {
+    if (!s->fin || s->in.len || s->ex || !s->dispatched || s->gone || s->phase == XH3_PHASE_REFUSED ||
+        s->body.data)
+        return;
+    xQuicStream *qs = s->qs;
+    s->h3->answered++;
+    s->qs = NULL; /* not told of it any more */
+    xQuicStreamSetApp(qs, XH3_ANSWERED);
+    stream_free(s);
+}
+
 static void on_stream_data(xQuicConn *qc, xQuicStream *qs, const uint8_t *data, size_t len, bool fin) {
     xH3Conn *h3 = xQuicConnApp(qc);
     xH3Stream *s = xQuicStreamApp(qs);
     if (!h3 || xQuicConnClosed(qc)) return;
+    if (s == XH3_ANSWERED) { /* nothing comes after a FIN; dropped all the same */
+        xQuicStreamConsumed(qs, len);
+        return;
+    }
     int64_t id = xQuicStreamId(qs);
     if (!s) {
         bool bidi = (id & 0x2) == 0;
@@ -1058,6 +1086,7 @@ static void on_stream_data(xQuicConn *qc, xQuicStream *qs, const uint8_t *data, 
     if (s->kind == XH3_KIND_REQUEST) {
         note_input(h3);
         read_request(s, data, len);
+        answer_settled(s);
         return;
     }
     if (len && xBufferAppend(&s->in, data, len) != XOK) {
@@ -1069,6 +1098,10 @@ static void on_stream_data(xQuicConn *qc, xQuicStream *qs, const uint8_t *data, 
 
 static void on_stream_reset(xQuicConn *qc, xQuicStream *qs, uint64_t code) {
     xH3Stream *s = xQuicStreamApp(qs);
+    if (s == XH3_ANSWERED) { /* cancelled: the response still queued goes no further */
+        xQuicStreamReset(qs, XH3_REQUEST_CANCELLED);
+        return;
+    }
     if (!s) return;
     if (s->kind != XH3_KIND_REQUEST) {
         if (s->kind != XH3_KIND_IGNORED && s->kind != XH3_KIND_UNTYPED)
@@ -1081,6 +1114,12 @@ static void on_stream_reset(xQuicConn *qc, xQuicStream *qs, uint64_t code) {
 
 static void on_stream_close(xQuicConn *qc, xQuicStream *qs) {
     xH3Stream *s = xQuicStreamApp(qs);
+    if (s == XH3_ANSWERED) {
+        xH3Conn *h3 = xQuicConnApp(qc);
+        h3->answered--;
+        drain_done(h3);
+        return;
+    }
     if (!s) return;
     s->gone = true;
     s->qs = NULL;

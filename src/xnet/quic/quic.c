@@ -79,7 +79,16 @@ typedef struct xQuicSpares {
     size_t count;
 } xQuicSpares;
 
-/* A piece of a stream's output, kept until acknowledged. */
+/* Where a chunk's bytes are, and so how it goes once acknowledged. */
+typedef enum xQuicChunkKind {
+    XQUIC_CHUNK_REF,      /* the writer's bytes, by reference: its release runs */
+    XQUIC_CHUNK_SPARE,    /* a copy in a block of XQUIC_CHUNK_ROOM, kept for the next */
+    XQUIC_CHUNK_OWN,      /* a copy in a block of its own size, freed */
+    XQUIC_CHUNK_EMBEDDED, /* a copy in the stream's own record (first): free again */
+} xQuicChunkKind;
+
+/* A piece of a stream's output, kept until acknowledged. A copy's bytes
+ * follow its header (or, embedded, lie in the stream's first_room). */
 typedef struct xQuicChunk {
     struct xQuicChunk *next;
     const uint8_t *data;
@@ -88,22 +97,34 @@ typedef struct xQuicChunk {
     uint64_t offset; /* of its first byte in the stream */
     void (*release)(void *);
     void *arg;
-    uint8_t copy[]; /* the bytes, when copied */
+    xQuicChunkKind kind;
 } xQuicChunk;
 
+/* The room in a bidirectional stream's own record for a copied chunk: a
+ * small response (head and body in one write) takes no block of its own, so
+ * its acknowledgment, a round trip later, touches the stream's memory alone
+ * instead of a chunk gone cold besides. (A unidirectional stream, long-lived
+ * and mostly idle, has none: an idle connection holds six.) */
+#define XQUIC_STREAM_ROOM 176
+
 struct xQuicStream {
+    /* What writes and acknowledgments touch, together. */
     xQuicConn *qc;
-    int64_t id;
-    void *app;
     xQuicChunk *head, *tail; /* oldest (least acknowledged) first */
     xQuicChunk *unsent;      /* the chunk holding the first byte not yet given to ngtcp2 */
     uint64_t queued, sent, acked;
+    int64_t id;
+    xQuicChunk first;       /* of kind XQUIC_CHUNK_EMBEDDED, in the chain while first_busy */
+    size_t first_room_size; /* XQUIC_STREAM_ROOM, or 0: none */
+    bool first_busy;
     bool fin_queued, fin_sent, write_shut;
     bool early;   /* some of its input came in 0-RTT */
     bool ended;   /* the peer's FIN came: its final size is known, it needs no more credit */
     bool sending; /* on qc's send list */
+    void *app;
     xQuicStream *send_prev, *send_next;
     xQuicStream *prev, *next; /* qc->streams */
+    uint8_t first_room[];     /* first_room_size bytes */
 };
 
 /* One connection ID naming a connection, in the endpoint's table. */
@@ -165,8 +186,9 @@ struct xQuicEndpoint {
     size_t handshaking; /* of count, those in XQUIC_HANDSHAKING: what an Initial flood fills */
     void (*on_gone)(void *arg);
     void *on_gone_arg;
-    xQuicSpares spare_streams, spare_chunks; /* chunks of XQUIC_CHUNK_ROOM */
-    uint8_t *rx;                             /* XQUIC_RX_BATCH slots of rx_slot bytes */
+    xQuicSpares spare_streams; /* bidirectional ones, with their room */
+    xQuicSpares spare_chunks;  /* of XQUIC_CHUNK_ROOM */
+    uint8_t *rx;               /* XQUIC_RX_BATCH slots of rx_slot bytes */
     struct sockaddr_storage rx_names[XQUIC_RX_BATCH];
     char rx_control[XQUIC_RX_BATCH][128]; /* TOS, PKTINFO, UDP_GRO */
     uint8_t tx[XQUIC_TX_SIZE];
@@ -528,12 +550,14 @@ static void spare_free_all(xQuicSpares *l) {
 
 /* Lets go of an acknowledged (or abandoned) chunk: its bytes' owner hears
  * of it, and a copy of the usual room is kept for the next. */
-static void chunk_free(xQuicEndpoint *ep, xQuicChunk *c) {
+static void chunk_free(xQuicStream *s, xQuicChunk *c) {
     if (c->release) c->release(c->arg);
-    if (c->room == XQUIC_CHUNK_ROOM)
-        spare_put(&ep->spare_chunks, c);
-    else
-        free(c);
+    switch (c->kind) {
+    case XQUIC_CHUNK_EMBEDDED: s->first_busy = false; break;
+    case XQUIC_CHUNK_SPARE: spare_put(&s->qc->ep->spare_chunks, c); break;
+    case XQUIC_CHUNK_REF:
+    case XQUIC_CHUNK_OWN: free(c); break;
+    }
 }
 
 /* ---- Closing ---- */
@@ -544,14 +568,17 @@ static void stream_free(xQuicStream *s) {
     while (s->head) {
         xQuicChunk *c = s->head;
         s->head = c->next;
-        chunk_free(qc->ep, c);
+        chunk_free(s, c);
     }
     if (s->prev)
         s->prev->next = s->next;
     else
         qc->streams = s->next;
     if (s->next) s->next->prev = s->prev;
-    spare_put(&qc->ep->spare_streams, s);
+    if (s->first_room_size)
+        spare_put(&qc->ep->spare_streams, s);
+    else
+        free(s);
 }
 
 /* Frees ngtcp2's and GnuTLS's state of qc, after the application has heard
@@ -661,9 +688,17 @@ static void conn_on_timer(xEventLoop *loop, xTimer *timer, void *arg) {
 /* ---- ngtcp2's callbacks ---- */
 
 static xQuicStream *stream_new(xQuicConn *qc, int64_t id) {
-    xQuicStream *s = spare_take(&qc->ep->spare_streams, sizeof *s);
+    bool roomy = (id & 0x2) == 0; /* bidirectional (RFC 9000 §2.1) */
+    xQuicStream *s =
+        roomy ? spare_take(&qc->ep->spare_streams, sizeof *s + XQUIC_STREAM_ROOM) : malloc(sizeof *s);
     if (!s) return NULL;
-    *s = (xQuicStream){.qc = qc, .id = id};
+    /* All but the embedded chunk and its room, which are written before
+     * they are read (first_busy). */
+    memset(s, 0, offsetof(xQuicStream, first));
+    memset(&s->first_room_size, 0, sizeof *s - offsetof(xQuicStream, first_room_size));
+    s->qc = qc;
+    s->id = id;
+    s->first_room_size = roomy ? XQUIC_STREAM_ROOM : 0;
     s->next = qc->streams;
     if (qc->streams) qc->streams->prev = s;
     qc->streams = s;
@@ -731,7 +766,7 @@ static int on_acked_stream_data(ngtcp2_conn *conn, int64_t id, uint64_t offset, 
         if (c == s->unsent) s->unsent = NULL;
         s->head = c->next;
         if (!s->head) s->tail = NULL;
-        chunk_free(s->qc->ep, c);
+        chunk_free(s, c);
     }
     xQuicConn *qc = user_data;
     if (qc->state == XQUIC_OPEN && qc->ep->conf.app->on_stream_acked)
@@ -1351,24 +1386,39 @@ xErrno xQuicStreamWrite(xQuicStream *s, const void *data, size_t len, bool fin, 
     if (len && !release && tail && tail->len + len <= tail->room) { /* room 0: by reference */
         /* Appended to the last copy: bytes already handed to ngtcp2 stay
          * where they are, as its retransmissions need. */
-        memcpy(tail->copy + tail->len, data, len);
+        memcpy((uint8_t *)tail->data + tail->len, data, len);
         tail->len += len;
         s->queued += len;
     } else if (len) {
-        size_t room = release ? 0 : len > XQUIC_CHUNK_ROOM ? len : XQUIC_CHUNK_ROOM;
-        xQuicChunk *c = room == XQUIC_CHUNK_ROOM ? spare_take(&qc->ep->spare_chunks, sizeof *c + room)
-                                                 : malloc(sizeof *c + room);
+        xQuicChunk *c;
+        size_t room = 0;
+        xQuicChunkKind kind = XQUIC_CHUNK_REF;
+        uint8_t *copy = NULL;
+        if (release) {
+            c = malloc(sizeof *c);
+        } else if (!s->first_busy && len <= s->first_room_size) {
+            c = &s->first, copy = s->first_room;
+            room = s->first_room_size, kind = XQUIC_CHUNK_EMBEDDED;
+            s->first_busy = true;
+        } else {
+            room = len > XQUIC_CHUNK_ROOM ? len : XQUIC_CHUNK_ROOM;
+            kind = room == XQUIC_CHUNK_ROOM ? XQUIC_CHUNK_SPARE : XQUIC_CHUNK_OWN;
+            c = kind == XQUIC_CHUNK_SPARE ? spare_take(&qc->ep->spare_chunks, sizeof *c + room)
+                                          : malloc(sizeof *c + room);
+            copy = c ? (uint8_t *)(c + 1) : NULL;
+        }
         if (!c) {
             if (release) release(arg);
             return XERR_NOMEM;
         }
-        *c = (xQuicChunk){.data = release ? data : c->copy,
+        *c = (xQuicChunk){.data = release ? data : copy,
                           .len = len,
                           .room = room,
                           .offset = s->queued,
                           .release = release,
-                          .arg = arg};
-        if (!release) memcpy(c->copy, data, len);
+                          .arg = arg,
+                          .kind = kind};
+        if (copy) memcpy(copy, data, len);
         if (s->tail)
             s->tail->next = c;
         else
