@@ -499,7 +499,13 @@ class Http3StopTest(unittest.TestCase):
         async def go():
             async with h3_connect("127.0.0.1", server.port, ca_file=current_certs().ca) as h3:
                 downloads = [asyncio.ensure_future(h3.request("GET", "/echo?size=2000000")) for _ in range(3)]
-                await asyncio.sleep(0.05)
+                # Under way means answering: the signal comes once every head is back (a fixed
+                # pause could let it come before a loaded server had read the requests at all).
+                deadline = time.monotonic() + 10
+                await asyncio.sleep(0)
+                while not all(response.status for _, response in h3.pending.values()):
+                    self.assertLess(time.monotonic(), deadline, "the downloads' heads did not come")
+                    await asyncio.sleep(0.01)
                 server.send_signal(signal.SIGTERM)
                 responses = await asyncio.gather(*downloads)
                 return responses, await h3.closed(timeout=10)
