@@ -61,6 +61,8 @@ typedef enum xWorkerState {
                          response closing its connection, so a load balancer moves off first */
     XWORKER_DRAINING, /* listeners closed, connections finishing their requests */
     XWORKER_CLOSING,  /* past the deadline: connections closed, blocking work coming back */
+    XWORKER_DRAINED,  /* its part done; with HTTP/3 its loop goes on until every worker's is,
+                         its UDP sockets refusing new connections (see worker_finish) */
 } xWorkerState;
 
 typedef struct xWorker {
@@ -123,6 +125,7 @@ struct xHttpServer {
                                logs), when handle_signals */
     sigset_t previous_mask; /* the creating thread's mask before Create */
     atomic_bool stop_requested;
+    atomic_int workers_drained;  /* workers in XWORKER_DRAINED: at nworkers every loop stops */
     bool logging;                /* the access log is on: log_opts hold its settings */
     xHttpAccessLogOpts log_opts; /* log_opts.path is ours (strdup) */
     xMetricRegistry *metrics;    /* the application's metrics and the duration histograms */
@@ -171,9 +174,43 @@ static int cpus_available(void) {
 
 /* ---- Stopping ---- */
 
+static bool serves_quic(const xWorker *w) {
+    for (int i = 0; i < w->server->nlisteners; i++)
+        if (w->quic[i]) return true;
+    return false;
+}
+
+static bool all_workers_drained(const xHttpServer *server) {
+    return atomic_load(&server->workers_drained) == server->nworkers;
+}
+
+/* The worker's connections and blocking work are done. A worker with no
+ * UDP socket stops. One with HTTP/3 keeps reading its sockets until every
+ * worker is done: they stay in the port's reuseport group until the server
+ * exits, so the kernel still hashes new clients' Initials to them, and a
+ * socket nobody reads would leave those clients waiting out their handshake
+ * timeout. Read, its draining endpoint refuses them at once
+ * (CONNECTION_REFUSED). Closing the sockets instead would renumber the
+ * group, and the steering program, which picks a socket by its index,
+ * would then send other workers' connections to the wrong socket. The last
+ * worker done wakes the others to stop. */
 static void worker_finish(xWorker *w) {
     if (w->ctx.worker.jobs) return;                           /* the last one back finishes */
     if (w->server->attached && !w->server->runs_loop) return; /* the caller's loop goes on */
+    if (w->state == XWORKER_DRAINED) return;                  /* waiting for the others already */
+    w->state = XWORKER_DRAINED;
+    if (xTimerActive(&w->deadline)) xTimerStop(w->loop, &w->deadline);
+    xHttpServer *server = w->server;
+    if (atomic_fetch_add(&server->workers_drained, 1) + 1 == server->nworkers) {
+        uint64_t one = 1;
+        for (int i = 0; i < server->nworkers; i++) {
+            if (&server->workers[i] == w) continue;
+            ssize_t ignored = write(server->workers[i].stop_fd, &one, sizeof one);
+            (void)ignored;
+        }
+    } else if (serves_quic(w)) {
+        return;
+    }
     xEventLoopStop(w->loop);
 }
 
@@ -314,7 +351,12 @@ static void on_stop_fd(xEventLoop *loop, int fd, unsigned events, void *arg) {
     uint64_t count;
     while (read(fd, &count, sizeof count) > 0) {
     }
-    begin_stop(arg);
+    xWorker *w = arg;
+    if (w->state == XWORKER_DRAINED) {
+        if (all_workers_drained(w->server)) xEventLoopStop(loop);
+        return;
+    }
+    begin_stop(w);
 }
 
 bool xHttpServerStopping(const xHttpServer *server) { return atomic_load(&server->stop_requested); }
@@ -347,7 +389,7 @@ static void admit(xWorker *w, int slot, int fd, const xNetAddr *peer) {
 /* A socket whose PROXY header was read; the slot is the tag it waited with. */
 static void admit_after_proxy(void *arg, unsigned slot, int fd, const xNetAddr *client) {
     xWorker *w = arg;
-    if (w->state == XWORKER_CLOSING) {
+    if (w->state >= XWORKER_CLOSING) {
         close(fd);
         return;
     }

@@ -17,6 +17,10 @@
   stream below its id (what the server had taken) is answered whole, later ones
   are refused the clean ways, the server then closes with H3_NO_ERROR, and a
   new connection is refused.
+- A stop with two workers, one drained while the other holds a request: new
+  connections from many source ports, whichever worker's socket the kernel
+  hashes them to, are all refused at once with CONNECTION_REFUSED, and the held
+  request is still answered.
 """
 
 import asyncio
@@ -605,9 +609,9 @@ class Http3StopUnderLoadTest(unittest.TestCase):
 
     def test_sigterm_under_load_loses_no_request(self):
         certs = current_certs()
-        # One worker: a worker that has drained stops reading its UDP socket, which stays in the
-        # reuseport group until the server exits, so with more a new client hashed to it hears nothing.
-        server = start_https(self, certs.ec, "--workers", "1")
+        # Two workers: the late connection is refused whichever worker's socket it is hashed to,
+        # one still draining or one done (Http3StopWithTwoWorkersTest tries both for sure).
+        server = start_https(self, certs.ec, "--workers", "2")
         body = os.urandom(20_000)
         outcomes = []  # (started, finished, what, outcome, connection, stream id)
         connections = []
@@ -693,6 +697,59 @@ class Http3StopUnderLoadTest(unittest.TestCase):
         # the signal was taken (on loopback a datagram is read in far less).
         self.assertEqual([o for o in outcomes if o[0] < stop - 0.1 and o not in taken], [])
         self.assertTrue(late.startswith("refused"), late)
+        server.assert_clean_exit(server.wait_exit(15))
+
+
+class Http3StopWithTwoWorkersTest(unittest.TestCase):
+    """A worker that has drained while another still holds a request goes on reading its UDP
+    socket, which stays in the port's reuseport group: a new connection hashed to it is refused
+    at once, as one hashed to the draining worker is, instead of waiting out its handshake."""
+
+    HELD_MS = 6000
+    NEW_CONNECTIONS = 12  # each from its own source port: all hashed to one worker 1 time in 2048
+
+    def test_new_connections_are_refused_by_both_workers_while_one_still_drains(self):
+        certs = current_certs()
+        server = start_https(self, certs.ec, "--workers", "2")
+        loop_time = time.monotonic
+
+        async def refused_or_not():
+            """What became of a new connection: its ConnectionTerminated's code and how long it
+            took, or None when nothing came back within 3 s (the client's handshake waits far
+            longer before it gives up)."""
+            configuration = client_configuration(certs.ca)
+            started = loop_time()
+            async with connect(
+                "127.0.0.1",
+                server.port,
+                configuration=configuration,
+                create_protocol=H3Protocol,
+                wait_connected=False,
+            ) as h3:
+                h3.transmit()  # the Initial: without wait_connected, connect leaves it unsent
+                try:
+                    # aioquic tells of a close after its draining period (3 PTOs, about 0.6 s here).
+                    terminated = await h3.closed(timeout=3)
+                except TimeoutError:
+                    return None
+                return terminated.error_code, loop_time() - started
+
+        async def go():
+            async with h3_connect("127.0.0.1", server.port, ca_file=certs.ca) as holder:
+                held = asyncio.ensure_future(holder.request("GET", f"/delay?ms={self.HELD_MS}"))
+                await asyncio.sleep(0.5)  # the request has reached its worker
+                server.send_signal(signal.SIGTERM)
+                await asyncio.sleep(0.3)  # the other worker, with no connection, has drained
+                newcomers = await asyncio.gather(*(refused_or_not() for _ in range(self.NEW_CONNECTIONS)))
+                still_held = not held.done()
+                response = await held
+                return newcomers, still_held, response
+
+        newcomers, still_held, response = run(go())
+        print(f"new connections during the stop: {newcomers}")
+        self.assertTrue(still_held, "the held request ended before the new connections were tried")
+        self.assertEqual((response.status, response.body), (200, b"done"))
+        self.assertEqual([n for n in newcomers if n is None or n[0] != CONNECTION_REFUSED], [])
         server.assert_clean_exit(server.wait_exit(15))
 
 
