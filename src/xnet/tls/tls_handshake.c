@@ -111,6 +111,12 @@ ssize_t xTlsSslSendv(SSL *ssl, const struct iovec *iov, int iovcnt) {
 
 static ssize_t tls_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
     xTlsConn *t = conn->transport_state;
+    if (t->failed) {
+        /* After a KeyUpdate the kernel cannot follow, its records would be
+         * sealed under keys the peer has retired. */
+        errno = EPIPE;
+        return -1;
+    }
     ssize_t n = xTlsSslSendv(t->ssl, iov, iovcnt);
     if (n < 0 && errno != EAGAIN) t->failed = true;
     return n;
@@ -217,6 +223,10 @@ static bool tls_info(const xConn *conn, xTlsInfo *info) {
 static ssize_t tls_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
 #ifndef OPENSSL_NO_KTLS
     xTlsConn *t = conn->transport_state;
+    if (t->failed) {
+        errno = EPIPE;
+        return -1;
+    }
     if (BIO_get_ktls_send(SSL_get_wbio(t->ssl))) {
         ossl_ssize_t n = SSL_sendfile(t->ssl, fd, offset, len, 0);
         if (n >= 0) return (ssize_t)n;
