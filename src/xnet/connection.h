@@ -168,7 +168,7 @@ typedef enum xConnState {
     XCONN_OPEN,      /* reads and writes as its protocol asks */
     XCONN_FLUSHING,  /* closing after its output (xConnCloseAfterFlush): what is queued goes out */
     XCONN_LINGERING, /* output out and the write side shut: input is read and dropped until the
-                        peer's end or the linger timeout, so a reset does not destroy the answer */
+                        peer's end or a bound of net->linger, so a reset does not destroy the answer */
     XCONN_CLOSED,    /* the socket is closed; waiting for the last reference */
 } xConnState;
 
