@@ -570,16 +570,13 @@ static void linger_from_now(xConn *conn) {
     linger_rearm(conn);
 }
 
-/* Reads beneath the transport: what a lingering connection reads is dropped,
- * so TLS records are neither opened nor answered (our close_notify went), and
- * a transport that failed (a KeyUpdate it cannot follow, a bad record) still
- * hears its peer's FIN. Through the loop where the transport reads through
- * it (it may have read ahead), else from the socket. */
-static ssize_t recv_beneath(xConn *conn, char *buf, size_t len) {
-    if (conn->transport->reads_through_loop) return plain_recv(conn, buf, len);
-    ssize_t n = recv(conn->fd, buf, len, 0);
-    if (n < 0 && errno == EAGAIN) conn->readable = false;
-    return n;
+/* What a lingering connection reads is dropped: by default beneath the
+ * transport, so TLS records are neither opened nor answered (our
+ * close_notify went), and a transport that failed (a KeyUpdate it cannot
+ * follow, a bad record) still hears its peer's FIN. */
+static ssize_t recv_discarded(xConn *conn, char *buf, size_t len) {
+    if (conn->transport->discard) return conn->transport->discard(conn, buf, len);
+    return plain_recv(conn, buf, len);
 }
 
 /* Drops what the peer sends, up to the linger's byte cap; the peer's end (or
@@ -587,7 +584,7 @@ static ssize_t recv_beneath(xConn *conn, char *buf, size_t len) {
 static void discard_input(xConn *conn) {
     bool got = false;
     for (;;) {
-        ssize_t n = recv_beneath(conn, file_piece, sizeof file_piece);
+        ssize_t n = recv_discarded(conn, file_piece, sizeof file_piece);
         if (n == 0 && conn->send != XCONN_SEND_READY) return; /* the last bytes wait: closed once out */
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) break;

@@ -139,6 +139,10 @@ typedef struct xTransport {
      *  record): a peer that stops there is as slow as one that stops in a
      *  request head. NULL: the transport never holds any. */
     bool (*holds_input)(const xConn *conn);
+    /** Reads what a lingering connection drops, like recv (clearing
+     *  conn->readable once drained). NULL: the socket as the loop reads it,
+     *  beneath any records, so none are opened or answered after the end. */
+    ssize_t (*discard)(xConn *conn, char *buf, size_t len);
     /** Every read of the socket is xEventLoopRecv's, so a completion backend
      *  may receive ahead; false where a library reads the socket itself. */
     bool reads_through_loop;

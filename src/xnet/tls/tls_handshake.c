@@ -240,6 +240,25 @@ static ssize_t tls_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
     return -1;
 }
 
+/* A lingering connection's input, read past OpenSSL, which would open it
+ * (and might answer it). Except where the kernel opens the records (kTLS
+ * receive), so every read decrypts: through OpenSSL while the session
+ * stands; once it failed, nothing, as the kernel would fail (and count) the
+ * record it refused again. */
+static ssize_t tls_discard(xConn *conn, char *buf, size_t len) {
+#ifndef OPENSSL_NO_KTLS
+    xTlsConn *t = conn->transport_state;
+    if (BIO_get_ktls_recv(SSL_get_rbio(t->ssl))) {
+        if (!t->failed) return tls_recv(conn, buf, len);
+        errno = EPROTO;
+        return -1;
+    }
+#endif
+    ssize_t n = recv(conn->fd, buf, len, 0);
+    if (n < 0 && errno == EAGAIN) conn->readable = false;
+    return n;
+}
+
 static const xTransport tls_transport = {
     .recv = tls_recv,
     .sendv = tls_sendv,
@@ -250,6 +269,7 @@ static const xTransport tls_transport = {
     .flush = tls_flush,
     .tls_info = tls_info,
     .sendfile = tls_sendfile,
+    .discard = tls_discard,
 };
 
 /* ---- The handshake ---- */
