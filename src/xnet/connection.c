@@ -546,9 +546,9 @@ static void flush(xConn *conn, bool progressed) {
         start_linger(conn);
         return;
     }
-    /* The transport's last bytes are out: linger from now, unless the input
-     * ended while they waited. */
-    linger_from_now(conn);
+    /* The transport's last bytes are out: linger from now (not again from a
+     * later flush), unless the input ended while they waited. */
+    if (!conn->linger_until_ms) linger_from_now(conn);
     if (!xConnClosed(conn)) discard_input(conn);
 }
 

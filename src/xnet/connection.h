@@ -228,7 +228,7 @@ struct xConn {
     xTimer timer;
     xConn *prev, *next;       /* net->conns */
     xNetAddr addr;            /* the peer's address and port, our port; family 0: unknown */
-    uint64_t linger_until_ms; /* XCONN_LINGERING: the loop's clock when it ends */
+    uint64_t linger_until_ms; /* XCONN_LINGERING: the loop's clock when it ends; 0: not begun */
     size_t linger_left;       /* XCONN_LINGERING: bytes it may still read */
 };
 
