@@ -149,7 +149,7 @@ typedef struct xHttpServerConf {
      * response the client has not read yet. */
     uint32_t lingering_time_ms;    /**< at most this long in all (5 s; 0:
                                         closed once the output is out) */
-    uint32_t lingering_timeout_ms; /**< … and this long with nothing new (2 s) */
+    uint32_t lingering_timeout_ms; /**< … and this long with nothing new (2 s; 0: no such limit) */
     size_t lingering_max_bytes;    /**< … and this much read and dropped (1 MiB) */
 } xHttpServerConf;
 
