@@ -150,7 +150,7 @@ typedef struct xHttpServerConf {
     uint32_t lingering_time_ms;    /**< at most this long in all (5 s; 0:
                                         closed once the output is out) */
     uint32_t lingering_timeout_ms; /**< … and this long with nothing new (2 s; 0: no such limit) */
-    size_t lingering_max_bytes;    /**< … and this much read and dropped (1 MiB) */
+    size_t lingering_max_bytes;    /**< … and this much read and dropped (64 MiB) */
 } xHttpServerConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is

@@ -68,7 +68,7 @@ typedef struct xPipePool {
 typedef struct xConnLinger {
     uint32_t time_ms;    /* in all, from the end of the output (5 s); 0: close then */
     uint32_t timeout_ms; /* with nothing read (2 s) */
-    size_t max_bytes;    /* read and dropped (1 MiB) */
+    size_t max_bytes;    /* read and dropped (64 MiB) */
 } xConnLinger;
 
 /** What every connection of one worker shares: its loop, pools and the list
@@ -354,10 +354,13 @@ void xConnReadFailed(xConn *conn);
 #define XCONN_DRAIN_FRESH_MS 250
 
 /** A lingering close's defaults (xConnLinger), nginx's lingering_close in
- *  shorter form: 5 s in all, 2 s without input, 1 MiB. */
+ *  shorter form: 5 s in all, 2 s without input, 64 MiB: a client that sends
+ *  tens of megabytes before it reads (a flood answered with GOAWAY, a large
+ *  upload refused) still reads the answer, and dropping that much costs a
+ *  worker milliseconds. */
 #define XCONN_LINGER_TIME_MS 5000
 #define XCONN_LINGER_TIMEOUT_MS 2000
-#define XCONN_LINGER_MAX_BYTES ((size_t)1 << 20)
+#define XCONN_LINGER_MAX_BYTES ((size_t)64 << 20)
 
 /** (Re)arms the connection's single timer; 0 disarms. */
 void xConnSetTimeout(xConn *conn, uint32_t ms);

@@ -21,7 +21,9 @@ MAX_BODY = 1000
 ANNOUNCED = 64 << 20
 HEAD = f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {ANNOUNCED}\r\n\r\n".encode()
 PIECE = b"b" * 16384
-# What the refused client sends after its head: well under the byte cap (1 MiB), and more
+# The shared servers' byte cap (--lingering-max), under the default (64 MiB) to keep the test short.
+CAP = 4 << 20
+# What the refused client sends after its head: well under the byte cap, and more
 # than the server's socket buffers hold, so a server that closed without reading it would
 # have unread input, and the kernel would reset the connection.
 SENT_AFTER_REFUSAL = 768 << 10
@@ -36,13 +38,14 @@ def send_for_a_while(conn, total, pause=0.0):
 
 
 def sends_until_cut_off(conn, pause, limit_s):
-    """Sends pieces until the server ends the connection; the seconds that took."""
-    start = time.monotonic()
+    """Sends pieces until the server ends the connection; the seconds that took and the bytes sent."""
+    start, sent = time.monotonic(), 0
     while time.monotonic() - start < limit_s:
         try:
             conn.sock.sendall(PIECE)
         except (ConnectionResetError, BrokenPipeError, ssl.SSLError, ssl.SSLEOFError):
-            return time.monotonic() - start
+            return time.monotonic() - start, sent
+        sent += len(PIECE)
         if pause:
             time.sleep(pause)
     raise AssertionError(f"still accepted after {limit_s} s of sending")
@@ -72,9 +75,10 @@ class LingeringCloseCases:
     def test_a_client_that_never_stops_sending_is_cut_off_at_the_byte_cap(self):
         conn = self.connect()
         conn.send(HEAD)
-        # As fast as the socket takes it: 1 MiB goes by long before the 5 s limit.
-        took = sends_until_cut_off(conn, pause=0, limit_s=4)
+        # As fast as the socket takes it: the cap is reached long before the 5 s limit.
+        took, sent = sends_until_cut_off(conn, pause=0, limit_s=4)
         self.assertLess(took, 4)
+        self.assertGreaterEqual(sent, CAP)
 
     def test_no_descriptor_is_left_behind(self):
         baseline = self.server.settle_fd_baseline()
@@ -93,7 +97,8 @@ class LingeringCloseCases:
 class PlainTest(LingeringCloseCases, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = ServerProcess(["--workers", "1", "--max-body", str(MAX_BODY)]).start()
+        args = ["--workers", "1", "--max-body", str(MAX_BODY), "--lingering-max", str(CAP)]
+        cls.server = ServerProcess(args).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -113,7 +118,8 @@ class TlsTest(PlainTest):
 
     @classmethod
     def setUpClass(cls):
-        args = ["--workers", "1", "--no-ktls", "--no-h3", "--max-body", str(MAX_BODY), *cls.options]
+        args = ["--workers", "1", "--no-ktls", "--no-h3", "--max-body", str(MAX_BODY), "--lingering-max", str(CAP)]
+        args += cls.options
         cls.server = HttpsServer(current_certs().ec, args).start()
 
     def connect(self):
@@ -162,7 +168,7 @@ class BoundsTest(unittest.TestCase):
         self.addCleanup(conn.close)
         conn.send(HEAD)
         # A piece every 0.1 s: never a second without input, nowhere near the byte cap.
-        took = sends_until_cut_off(conn, pause=0.1, limit_s=6)
+        took, _ = sends_until_cut_off(conn, pause=0.1, limit_s=6)
         self.assertGreater(took, 1.2)
         self.assertLess(took, 4.5)
 
@@ -187,7 +193,7 @@ class BoundsTest(unittest.TestCase):
         start = time.monotonic()
         # The client keeps sending through the stop: the linger, not the stop's deadline, ends it.
         server.send_signal(signal.SIGTERM)
-        self.assertLess(sends_until_cut_off(conn, pause=0.1, limit_s=6), 3)
+        self.assertLess(sends_until_cut_off(conn, pause=0.1, limit_s=6)[0], 3)
         server.assert_clean_exit(server.wait_exit(10))
         self.assertLess(time.monotonic() - start, 6)
 
