@@ -732,6 +732,7 @@ const char benchCommonUsage[] =
     "       [--workers N] [--host H] [--idle-timeout MS] [--header-timeout MS]\n"
     "       [--body-timeout MS] [--max-body BYTES] [--max-header-size BYTES]\n"
     "       [--max-connections N] [--shutdown-timeout MS] [--send-timeout MS]\n"
+    "       [--lingering-time MS] [--lingering-timeout MS] [--lingering-max BYTES]\n"
     "       [--max-streams N] [--no-http2 | --http2-only] [--h2c-upgrade]\n"
     "       [--test-routes] [--proxy-protocol NETWORKS]\n"
     "       [--upstream URL]... [--upstream-timeout MS] [--upstream-pool N] [--upstream-keepalive MS]\n"
@@ -779,6 +780,9 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         STREAMS,
         GRACE,
         FD,
+        LINGER_TIME,
+        LINGER_TIMEOUT,
+        LINGER_MAX,
         NOPTS
     };
     Option opts[NOPTS] = {
@@ -794,6 +798,9 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
         {"--max-streams", 1u << 20, 0, false},
         {"--stop-grace", 86400000, 0, false},
         {"--listen-fd", 1u << 20, 0, false},
+        {"--lingering-time", 86400000, 0, false},
+        {"--lingering-timeout", 86400000, 0, false},
+        {"--lingering-max", 1ul << 34, 0, false},
     };
     xHttpServerConfInit(conf);
     conf->max_body_size = ECHO_MAX_BODY;
@@ -1025,6 +1032,9 @@ bool benchParseFlags(int argc, char **argv, int first, xHttpServerConf *conf, co
     if (opts[STREAMS].set) conf->http2_max_streams = (uint32_t)opts[STREAMS].value;
     if (opts[GRACE].set) conf->stop_grace_ms = (uint32_t)opts[GRACE].value;
     if (opts[FD].set) listen_fd = (long)opts[FD].value;
+    if (opts[LINGER_TIME].set) conf->lingering_time_ms = (uint32_t)opts[LINGER_TIME].value;
+    if (opts[LINGER_TIMEOUT].set) conf->lingering_timeout_ms = (uint32_t)opts[LINGER_TIMEOUT].value;
+    if (opts[LINGER_MAX].set) conf->lingering_max_bytes = opts[LINGER_MAX].value;
     return true;
 }
 

@@ -141,6 +141,16 @@ typedef struct xHttpServerConf {
     uint32_t stop_grace_ms;           /**< a graceful stop serves and accepts this
                                            long, the health route saying 503, before
                                            it closes its listeners (0) */
+    /* Lingering close, as nginx's lingering_close: a connection the server
+     * closes (after a 400 or 413, a request it would not read, a TLS session
+     * that ended) sends its last bytes and a FIN, then reads and drops what
+     * the client still sends before closing; closed with input unread, the
+     * kernel would answer that input with a reset that can destroy the
+     * response the client has not read yet. */
+    uint32_t lingering_time_ms;    /**< at most this long in all (5 s; 0:
+                                        closed once the output is out) */
+    uint32_t lingering_timeout_ms; /**< … and this long with nothing new (2 s; 0: no such limit) */
+    size_t lingering_max_bytes;    /**< … and this much read and dropped (64 MiB) */
 } xHttpServerConf;
 
 /** Fills the first size bytes of conf with the defaults noted above; size is

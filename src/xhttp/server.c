@@ -161,6 +161,9 @@ void xHttpServerConfInitSized(xHttpServerConf *conf, size_t size) {
         .shutdown_timeout_ms = 10000,
         .max_connections = 10000,
         .handle_signals = true,
+        .lingering_time_ms = XCONN_LINGER_TIME_MS,
+        .lingering_timeout_ms = XCONN_LINGER_TIMEOUT_MS,
+        .lingering_max_bytes = XCONN_LINGER_MAX_BYTES,
     };
     xSizedInit(conf, size, &defaults, sizeof defaults);
 }
@@ -250,8 +253,9 @@ static void for_each_conn(xWorker *w, void (*fn)(xConn *)) {
 
 static void drain_conn(xConn *conn) {
     /* A closed one is only held by a request whose handler still works:
-     * nothing is left to say to its client. */
-    if (conn->proto->on_drain && !xConnClosed(conn)) conn->proto->on_drain(conn);
+     * nothing is left to say to its client; a lingering one has said all
+     * (its linger is bounded, and ends before the stop's deadline or at it). */
+    if (conn->proto->on_drain && !xConnClosed(conn) && !xConnLingering(conn)) conn->proto->on_drain(conn);
 }
 
 static void close_quic(xWorker *w) {

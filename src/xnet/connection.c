@@ -11,13 +11,13 @@
 #include "xbase/loop/loop_internal.h"
 
 #define XCONN_IOV_MAX 64
-#define XCONN_LINGER_MS 2000
 #define XCONN_LINE 64 /* a cache line: xConn's hot fields are laid out by them */
 
 /* How much of queued files one send takes on a transport without sendfile:
  * two TLS records' worth. The transport has taken (sealed or copied) the
  * bytes when sendv returns, so one buffer per thread serves every
- * connection; off the stack, a flush without files pays nothing for it. */
+ * connection; off the stack, a flush without files pays nothing for it.
+ * A lingering connection drops what it reads into it too. */
 #define XCONN_FILE_PIECE (32u << 10)
 static __thread char file_piece[XCONN_FILE_PIECE];
 
@@ -63,6 +63,9 @@ xErrno xNetContextInit(xNetContext *net, xEventLoop *loop, size_t block_size, si
                        uint32_t send_timeout_ms) {
     *net = (xNetContext){.loop = loop,
                          .send_timeout_ms = send_timeout_ms,
+                         .linger = {.time_ms = XCONN_LINGER_TIME_MS,
+                                    .timeout_ms = XCONN_LINGER_TIMEOUT_MS,
+                                    .max_bytes = XCONN_LINGER_MAX_BYTES},
                          .sends_by_completion = xEventLoopSendsByCompletion(loop)};
     if (!(net->mem = xMemCacheCreate())) return XERR_NOMEM;
     xBufferPoolInit(&net->buffers, block_size, spare_blocks);
@@ -342,6 +345,7 @@ static inline void advance(xConn *conn, size_t sent) {
 }
 
 static void start_linger(xConn *conn);
+static void linger_from_now(xConn *conn);
 static void discard_input(xConn *conn);
 
 static void out_reset(xConn *conn) {
@@ -562,32 +566,68 @@ static void flush(xConn *conn, bool progressed) {
         start_linger(conn);
         return;
     }
-    /* The transport's last bytes are out: linger from now, unless the input
-     * ended while they waited. */
-    xConnSetTimeout(conn, XCONN_LINGER_MS);
-    discard_input(conn);
+    /* The transport's last bytes are out: linger from now (not again from a
+     * later flush), unless the input ended while they waited. */
+    if (!conn->linger_until_ms) linger_from_now(conn);
+    if (!xConnClosed(conn)) discard_input(conn);
 }
 
+/* Arms the timer for whichever comes first, the linger's end or its timeout
+ * without input; closes conn when the end has passed. */
+static void linger_rearm(xConn *conn) {
+    uint64_t now = xEventLoopNowMs(conn->net->loop);
+    if (now >= conn->linger_until_ms) {
+        xConnClose(conn);
+        return;
+    }
+    uint64_t left = conn->linger_until_ms - now;
+    uint32_t idle = conn->net->linger.timeout_ms;
+    xConnSetTimeout(conn, idle && idle < left ? idle : (uint32_t)left);
+}
+
+static void linger_from_now(xConn *conn) {
+    conn->linger_until_ms = xEventLoopNowMs(conn->net->loop) + conn->net->linger.time_ms;
+    linger_rearm(conn);
+}
+
+/* What a lingering connection reads is dropped: by default beneath the
+ * transport, so TLS records are neither opened nor answered (our
+ * close_notify went), and a transport that failed (a KeyUpdate it cannot
+ * follow, a bad record) still hears its peer's FIN. */
+static ssize_t recv_discarded(xConn *conn, char *buf, size_t len) {
+    if (conn->transport->discard) return conn->transport->discard(conn, buf, len);
+    return plain_recv(conn, buf, len);
+}
+
+/* Drops what the peer sends, up to the linger's byte cap; the peer's end (or
+ * a reset, or the cap) closes conn. Input restarts the timeout without input. */
 static void discard_input(xConn *conn) {
-    char sink[4096];
+    bool got = false;
     for (;;) {
-        ssize_t n = xConnRecv(conn, sink, sizeof sink);
+        ssize_t n = recv_discarded(conn, file_piece, sizeof file_piece);
         if (n == 0 && conn->send != XCONN_SEND_READY) return; /* the last bytes wait: closed once out */
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) break;
+        if (n <= 0 || (size_t)n >= conn->linger_left) {
             xConnClose(conn);
             return;
         }
-        if (n < 0 && errno == EAGAIN) return;
+        xCounterAdd(&conn->net->counters.bytes_in, (uint64_t)n);
+        conn->linger_left -= (size_t)n;
+        got = true;
     }
+    /* While the transport's last bytes wait, the timer is the send timeout. */
+    if (got && conn->send == XCONN_SEND_READY) linger_rearm(conn);
 }
 
 static void start_linger(xConn *conn) {
     conn->state = XCONN_LINGERING;
+    conn->linger_left = conn->net->linger.max_bytes;
     conn->transport->shutdown_write(conn);
     /* Bytes of the transport's own that met a full socket (a close_notify)
      * keep the send timeout; lingering starts once they are out. */
-    if (conn->send != XCONN_SEND_BLOCKED) xConnSetTimeout(conn, XCONN_LINGER_MS);
-    discard_input(conn);
+    if (conn->send != XCONN_SEND_BLOCKED) linger_from_now(conn);
+    if (!xConnClosed(conn)) discard_input(conn);
 }
 
 void xConnCloseAfterFlush(xConn *conn) {
@@ -597,6 +637,13 @@ void xConnCloseAfterFlush(xConn *conn) {
         start_linger(conn);
     else
         xConnFlush(conn);
+}
+
+void xConnReadFailed(xConn *conn) {
+    if (errno == EPROTO)
+        xConnCloseAfterFlush(conn);
+    else
+        xConnClose(conn);
 }
 
 void xConnClose(xConn *conn) {

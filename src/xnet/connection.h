@@ -61,6 +61,16 @@ typedef struct xPipePool {
     unsigned count;
 } xPipePool;
 
+/** How a closing connection reads what its peer still sends (XCONN_LINGERING),
+ *  so that closing with unread input does not reset the connection and destroy
+ *  the answer just sent: at most time_ms in all, at most timeout_ms with
+ *  nothing new, at most max_bytes. xNetContextInit sets nginx-like defaults. */
+typedef struct xConnLinger {
+    uint32_t time_ms;    /* in all, from the end of the output (5 s); 0: close then */
+    uint32_t timeout_ms; /* with nothing read (2 s) */
+    size_t max_bytes;    /* read and dropped (64 MiB) */
+} xConnLinger;
+
 /** What every connection of one worker shares: its loop, pools and the list
  *  of open connections. One per worker thread, so nothing here needs a lock.
  *  A protocol layer embeds it as the first member of a context of its own. */
@@ -69,6 +79,7 @@ typedef struct xNetContext {
     xBufferPool buffers;      /* read and write buffers of idle-able size */
     xMemCache *mem;           /* small objects of libraries that allocate a lot */
     uint32_t send_timeout_ms; /* a blocked output queue gives up after this */
+    xConnLinger linger;       /* how long, and how much, a closing connection reads */
     bool sends_by_completion; /* the loop's backend sends a turn's output itself (io_uring) */
     xConn *conns;             /* every open connection, for shutdown */
     size_t conn_count;
@@ -128,6 +139,10 @@ typedef struct xTransport {
      *  record): a peer that stops there is as slow as one that stops in a
      *  request head. NULL: the transport never holds any. */
     bool (*holds_input)(const xConn *conn);
+    /** Reads what a lingering connection drops, like recv (clearing
+     *  conn->readable once drained). NULL: the socket as the loop reads it,
+     *  beneath any records, so none are opened or answered after the end. */
+    ssize_t (*discard)(xConn *conn, char *buf, size_t len);
     /** Every read of the socket is xEventLoopRecv's, so a completion backend
      *  may receive ahead; false where a library reads the socket itself. */
     bool reads_through_loop;
@@ -157,7 +172,7 @@ typedef enum xConnState {
     XCONN_OPEN,      /* reads and writes as its protocol asks */
     XCONN_FLUSHING,  /* closing after its output (xConnCloseAfterFlush): what is queued goes out */
     XCONN_LINGERING, /* output out and the write side shut: input is read and dropped until the
-                        peer's end or the linger timeout, so a reset does not destroy the answer */
+                        peer's end or a bound of net->linger, so a reset does not destroy the answer */
     XCONN_CLOSED,    /* the socket is closed; waiting for the last reference */
 } xConnState;
 
@@ -212,8 +227,10 @@ struct xConn {
     xTurnEnd flush_soon;  /* queued by xConnFlushSoon */
 
     xTimer timer;
-    xConn *prev, *next; /* net->conns */
-    xNetAddr addr;      /* the peer's address and port, our port; family 0: unknown */
+    xConn *prev, *next;       /* net->conns */
+    xNetAddr addr;            /* the peer's address and port, our port; family 0: unknown */
+    uint64_t linger_until_ms; /* XCONN_LINGERING: the loop's clock when it ends; 0: not begun */
+    size_t linger_left;       /* XCONN_LINGERING: bytes it may still read */
 };
 
 /** True while conn takes new work: neither closed nor closing after its output. */
@@ -334,12 +351,27 @@ void xConnCloseAfterFlush(xConn *conn);
 /** Closes the socket now; queued output is dropped. */
 void xConnClose(xConn *conn);
 
+/** Ends conn after a read failed with errno: a reset or a socket error closes
+ *  it at once; a transport's own failure (EPROTO: a TLS record it refused, a
+ *  KeyUpdate it cannot follow) closes it after what is queued and a lingering
+ *  close, so the peer meets our FIN (and any alert), not a reset. */
+void xConnReadFailed(xConn *conn);
+
 /** How long a connection that has sent nothing yet, or is still in its TLS
  *  handshake, when a graceful stop begins may still go on (to send its first
  *  request, answered with Connection: close): one accepted just before the
  *  stop, a load balancer's among them, has its bytes on the way, and closing
  *  it unread would fail that request. */
 #define XCONN_DRAIN_FRESH_MS 250
+
+/** A lingering close's defaults (xConnLinger), nginx's lingering_close in
+ *  shorter form: 5 s in all, 2 s without input, 64 MiB: a client that sends
+ *  tens of megabytes before it reads (a flood answered with GOAWAY, a large
+ *  upload refused) still reads the answer, and dropping that much costs a
+ *  worker milliseconds. */
+#define XCONN_LINGER_TIME_MS 5000
+#define XCONN_LINGER_TIMEOUT_MS 2000
+#define XCONN_LINGER_MAX_BYTES ((size_t)64 << 20)
 
 /** (Re)arms the connection's single timer; 0 disarms. */
 void xConnSetTimeout(xConn *conn, uint32_t ms);

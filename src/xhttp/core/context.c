@@ -21,7 +21,11 @@ xErrno xHttpContextInit(xHttpContext *ctx, xEventLoop *loop, const xHttpServerCo
     /* A block holds a whole head with room behind it, so a head never spans two. */
     size_t block =
         conf->max_header_size + 4096 > XCONTEXT_MIN_BLOCK ? conf->max_header_size + 4096 : XCONTEXT_MIN_BLOCK;
-    return xNetContextInit(&ctx->net, loop, block, XCONTEXT_SPARE_BLOCKS, conf->send_timeout_ms);
+    xErrno err = xNetContextInit(&ctx->net, loop, block, XCONTEXT_SPARE_BLOCKS, conf->send_timeout_ms);
+    ctx->net.linger = (xConnLinger){.time_ms = conf->lingering_time_ms,
+                                    .timeout_ms = conf->lingering_timeout_ms,
+                                    .max_bytes = conf->lingering_max_bytes};
+    return err;
 }
 
 void xHttpDrainFresh(xConn *conn) {

@@ -900,7 +900,7 @@ static bool fill(xHttp1 *h) {
      * responses go out first. */
     h->state = XH1_CLOSING;
     if (n < 0)
-        xConnClose(conn);
+        xConnReadFailed(conn);
     else
         xConnCloseAfterFlush(conn);
     return false;

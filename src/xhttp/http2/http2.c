@@ -478,7 +478,7 @@ static void on_readable(xConn *conn) {
         } else if (n == 0) {
             xConnCloseAfterFlush(conn);
         } else if (errno != EAGAIN && errno != EINTR) {
-            xConnClose(conn);
+            xConnReadFailed(conn);
         }
     }
     h2->in_batch = false;

@@ -111,6 +111,12 @@ ssize_t xTlsSslSendv(SSL *ssl, const struct iovec *iov, int iovcnt) {
 
 static ssize_t tls_sendv(xConn *conn, const struct iovec *iov, int iovcnt) {
     xTlsConn *t = conn->transport_state;
+    if (t->failed) {
+        /* After a KeyUpdate the kernel cannot follow, its records would be
+         * sealed under keys the peer has retired. */
+        errno = EPIPE;
+        return -1;
+    }
     ssize_t n = xTlsSslSendv(t->ssl, iov, iovcnt);
     if (n < 0 && errno != EAGAIN) t->failed = true;
     return n;
@@ -217,6 +223,10 @@ static bool tls_info(const xConn *conn, xTlsInfo *info) {
 static ssize_t tls_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
 #ifndef OPENSSL_NO_KTLS
     xTlsConn *t = conn->transport_state;
+    if (t->failed) {
+        errno = EPIPE;
+        return -1;
+    }
     if (BIO_get_ktls_send(SSL_get_wbio(t->ssl))) {
         ossl_ssize_t n = SSL_sendfile(t->ssl, fd, offset, len, 0);
         if (n >= 0) return (ssize_t)n;
@@ -230,6 +240,25 @@ static ssize_t tls_sendfile(xConn *conn, int fd, off_t offset, size_t len) {
     return -1;
 }
 
+/* A lingering connection's input, read past OpenSSL, which would open it
+ * (and might answer it). Except where the kernel opens the records (kTLS
+ * receive), so every read decrypts: through OpenSSL while the session
+ * stands; once it failed, nothing, as the kernel would fail (and count) the
+ * record it refused again. */
+static ssize_t tls_discard(xConn *conn, char *buf, size_t len) {
+#ifndef OPENSSL_NO_KTLS
+    xTlsConn *t = conn->transport_state;
+    if (BIO_get_ktls_recv(SSL_get_rbio(t->ssl))) {
+        if (!t->failed) return tls_recv(conn, buf, len);
+        errno = EPROTO;
+        return -1;
+    }
+#endif
+    ssize_t n = recv(conn->fd, buf, len, 0);
+    if (n < 0 && errno == EAGAIN) conn->readable = false;
+    return n;
+}
+
 static const xTransport tls_transport = {
     .recv = tls_recv,
     .sendv = tls_sendv,
@@ -240,6 +269,7 @@ static const xTransport tls_transport = {
     .flush = tls_flush,
     .tls_info = tls_info,
     .sendfile = tls_sendfile,
+    .discard = tls_discard,
 };
 
 /* ---- The handshake ---- */

@@ -199,7 +199,10 @@ class KeyUpdateTest(KtlsTest):
         # "K": the server must change its sending keys too, which OpenSSL 3.0 cannot give the
         # kernel (this one, 6.1, could not take them either). Sealing on under the old keys
         # would hand the client records it cannot open (bad_record_mac), so the server ends
-        # the connection: the client sees the end of the stream, and no record fails.
+        # the connection: the client sees the end of the stream, and no record fails. The end is
+        # a FIN, never a reset, wherever the GET lands: the server lingers, reading and dropping
+        # what comes beneath the records (closed at once, a GET that arrived before the close
+        # but was not read made the kernel reset the connection: s_client read ECONNRESET).
         with InteractiveSClient(self.server.port, "-tls1_3") as client:
             client.wait_for("Verify return code")
             client.send(b"K\n")
