@@ -9,7 +9,7 @@ moved them (strace -c on the server: splice calls with splicing on, none off);
 a client that reads slowly holds the upstream back (the server's VmRSS stays
 near where it was while 64 MiB wait to be read); an upstream that closes
 mid-body leaves the client a short body and a closed connection, never a hang,
-and the server serves on."""
+and the server serves on. TLS, h2c and compressing fronts answer as before."""
 
 import hashlib
 import os
@@ -22,8 +22,12 @@ import threading
 import time
 import unittest
 
-from support.harness import Conn, require_tool, start_server
+from support.harness import Conn, require_tool, run_client, start_server
+from support.tls_fixtures import HttpsServer, shared_certs, start_owned
 from test_upstream_proxy import read_head
+
+setUpModule, tearDownModule = shared_certs(__name__)
+CERTS = None
 
 THRESHOLD = 32 << 10
 MIB = 1 << 20
@@ -225,6 +229,44 @@ class SpliceDownTest(unittest.TestCase):
             with Conn(server.port, timeout=60) as conn:
                 self.assert_whole(conn, MIB)
             server.stop_and_check()
+
+
+class FrontsThatKeepTheWrittenPathTest(unittest.TestCase):
+    """Fronts whose bytes are not the upstream's as they are (TLS with HTTP/1.1
+    and HTTP/2, h2c, a compressing filter) keep the written path: the body
+    arrives whole through each."""
+
+    def setUp(self):
+        self.upstream = Upstream()
+        self.addCleanup(self.upstream.stop)
+        self.options = ["--workers", "1", "--upstream", f"http://127.0.0.1:{self.upstream.port}"]
+        self.options += ["--upstream-timeout", "20000"]
+
+    def fetch(self, url, *flags):
+        curl = require_tool(self, "curl")
+        fd, out = tempfile.mkstemp(prefix="splice-down-body-")
+        os.close(fd)
+        self.addCleanup(os.unlink, out)
+        done = run_client([curl, "-sS", "--compressed", "-o", out, "-w", "%{http_code} %{http_version}", *flags, url])
+        self.assertEqual(done.returncode, 0, done.stderr)
+        with open(out, "rb") as f:
+            return done.stdout.decode(), hashlib.sha256(f.read()).hexdigest()
+
+    def test_tls_h2c_and_compression(self):
+        size = 3 * MIB + 5
+        front = start_owned(self, HttpsServer(CERTS.rsa, self.options))
+        for version in ("--http1.1", "--http2"):
+            got = self.fetch(f"https://127.0.0.1:{front.port}/upstream/{size}", "--cacert", CERTS.ca, version)
+            self.assertEqual(got, (f"200 {version[6:]}", body_digest(size)), version)
+        front.stop_and_check()
+        plain = start_server(self, self.options)
+        got = self.fetch(f"http://127.0.0.1:{plain.port}/upstream/{size}", "--http2-prior-knowledge")
+        self.assertEqual(got, ("200 2", body_digest(size)))
+        plain.stop_and_check()
+        compressing = start_server(self, [*self.options, "--compress"])
+        got = self.fetch(f"http://127.0.0.1:{compressing.port}/upstream/{size}", "--http1.1")
+        self.assertEqual(got, ("200 1.1", body_digest(size)))
+        compressing.stop_and_check()
 
 
 if __name__ == "__main__":
