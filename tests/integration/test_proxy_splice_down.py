@@ -9,7 +9,8 @@ moved them (strace -c on the server: splice calls with splicing on, none off);
 a client that reads slowly holds the upstream back (the server's VmRSS stays
 near where it was while 64 MiB wait to be read); an upstream that closes
 mid-body leaves the client a short body and a closed connection, never a hang,
-and the server serves on. TLS, h2c and compressing fronts answer as before."""
+and the server serves on; a client that leaves mid-body leaves no descriptor
+behind. TLS, h2c and compressing fronts answer as before."""
 
 import hashlib
 import os
@@ -213,6 +214,25 @@ class SpliceDownTest(unittest.TestCase):
             status, length, got, digest, _ = read_answer(conn, chunk=32 << 10, pause=0.002)
         self.assertEqual((status, got, digest), (200, 4 * MIB, body_digest(4 * MIB)))
         server.stop_and_check()
+
+    def test_a_client_leaving_mid_body_leaves_nothing_behind(self):
+        for extra in ((), ("--upstream-splice-min", "0")):
+            server = self.proxy(*extra)
+            with Conn(server.port, timeout=60) as conn:
+                self.assert_whole(conn, MIB)  # the pooled upstream connection and the spare pipe
+            baseline = server.settle_fd_baseline()
+            for _ in range(5):
+                conn = Conn(server.port, rcvbuf=16384)
+                get(conn, f"/upstream/{64 * MIB}")
+                conn.sock.recv(65536)
+                time.sleep(0.2)  # the pipe and both sockets full
+                conn.abort()
+            # No client connection, upstream connection or pipe is left: a spliced body
+            # cut short closes its upstream connection and its pipe (bytes were left in it).
+            with Conn(server.port, timeout=60) as conn:
+                self.assert_whole(conn, MIB)
+            self.assertLessEqual(server.wait_fd_count(baseline), baseline, extra)
+            server.stop_and_check()
 
     def test_an_upstream_closing_mid_body_closes_the_client(self):
         for extra in ((), ("--upstream-splice-min", "0")):
