@@ -4,7 +4,7 @@ to a cleartext HTTP/1.1 client's through a pipe, never copied into the server.
 Checked as a client sees it, on both backends:
 
 bodies around the 32 KiB threshold and up to 100 MiB arrive byte-exact, on one
-connection, spliced or not (--upstream-splice-min 0), and splice(2) is what
+connection and to 16 clients at once, spliced or not (--upstream-splice-min 0), and splice(2) is what
 moved them (strace -c on the server: splice calls with splicing on, none off);
 a client that reads slowly holds the upstream back (the server's VmRSS stays
 near where it was while 64 MiB wait to be read); an upstream that closes
@@ -151,6 +151,26 @@ class SpliceDownTest(unittest.TestCase):
                     status, _, _, _, _ = read_answer(conn)
                     self.assertEqual(status, 200)
             server.stop_and_check()
+
+    def test_many_clients_at_once_each_get_their_own_bytes(self):
+        server = self.proxy()
+        failures = []
+
+        def fetch(n):
+            try:
+                with Conn(server.port, timeout=120) as conn:
+                    for size in (2 * MIB + n, THRESHOLD + n, MIB * 3 - n):
+                        self.assert_whole(conn, size)
+            except Exception as e:  # noqa: BLE001 - reported below, with the others
+                failures.append(f"{n}: {e!r}")
+
+        threads = [threading.Thread(target=fetch, args=(n,)) for n in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(failures, [])
+        server.stop_and_check()
 
     def splice_calls(self, server, size):
         """How many splice(2) calls the server made while a client fetched size bytes."""
