@@ -3,7 +3,9 @@
  * is being HTTP. With --websocket it is the floor for WebSocket instead (floor_websocket.h): a 101 to
  * the handshake, then an echo per "hello" frame of ws_load -raw, counted by length. With --bodies it
  * answers a request only once its Content-Length body has come, as an application would: the upstream
- * of xkbench compare proxy's uploads (a proxy may not reuse a connection answered mid-upload). */
+ * of xkbench compare proxy's uploads (a proxy may not reuse a connection answered mid-upload); there a
+ * GET of /big is answered with BIG_BODY bytes instead (compare proxy's get256k), what the socket does
+ * not take sent as it makes room. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
@@ -37,6 +39,12 @@ struct head_text { /* --bodies: the head being read, to find its Content-Length 
     char bytes[HEAD_MAX];
 };
 static struct head_text *head_texts[MAX_FDS];
+enum { BIG_BODY = 256 << 10 };
+static char big_answer[128 + BIG_BODY]; /* --bodies: the head and body of GET /big's answer */
+static size_t big_answer_len;
+static unsigned char bigs[MAX_FDS]; /* --bodies: GET /big requests among those a read completed */
+static size_t big_owed[MAX_FDS];    /* --bodies: bytes of big answers the socket has not taken yet */
+static int epoll_fd;
 
 /* On a mismatch the match restarts, except that a '\r' may begin the next terminator. */
 static size_t count_terminators(int fd, const char *buf, ssize_t len) {
@@ -51,6 +59,7 @@ static size_t count_terminators(int fd, const char *buf, ssize_t len) {
 }
 
 static void hang_up(int fd) {
+    big_owed[fd] = 0, bigs[fd] = 0;
     free(heads[fd]);
     heads[fd] = NULL;
     free(head_texts[fd]);
@@ -106,10 +115,27 @@ static size_t count_requests(int fd, const char *buf, size_t len) {
         if (byte != '\n' || text->len < 4 || memcmp(text->bytes + text->len - 4, "\r\n\r\n", 4) != 0)
             continue;
         text->body_left = content_length(text->bytes, text->len);
+        if (text->len > 9 && memcmp(text->bytes, "GET /big ", 9) == 0 && bigs[fd] < 255) bigs[fd]++;
         text->len = 0;
         count += !text->body_left;
     }
     return count;
+}
+
+/* Sends what is owed of big answers; 0 when all went, -1 on a failure. Watches for room meanwhile. */
+static int send_big(int fd) {
+    while (big_owed[fd]) {
+        size_t at = (big_answer_len - big_owed[fd] % big_answer_len) % big_answer_len;
+        size_t len = big_answer_len - at;
+        if (len > big_owed[fd]) len = big_owed[fd];
+        ssize_t n = write(fd, big_answer + at, len);
+        if (n < 0 && errno == EAGAIN) break;
+        if (n <= 0) return -1;
+        big_owed[fd] -= (size_t)n;
+    }
+    struct epoll_event ev = {.events = EPOLLIN | (big_owed[fd] ? EPOLLOUT : 0), .data.fd = fd};
+    epoll_ctl(epoll_fd, EPOLL_CTL_MOD, fd, &ev);
+    return 0;
 }
 
 /* Level-triggered: one read per wakeup. A client too slow to take a write is hung up on, not queued for. */
@@ -129,8 +155,19 @@ static void serve(int fd) {
         hang_up(fd);
         return;
     }
+    if (bodies && bigs[fd]) { /* a proxy sends one request at a time: the big answers after the pongs */
+        count -= bigs[fd];
+        big_owed[fd] += bigs[fd] * big_answer_len;
+    }
     for (size_t i = 0; i < count; i++) memcpy(replies + i * RESPONSE_LEN, RESPONSE, RESPONSE_LEN);
-    if (count && write(fd, replies, count * RESPONSE_LEN) != (ssize_t)(count * RESPONSE_LEN)) hang_up(fd);
+    if (count && write(fd, replies, count * RESPONSE_LEN) != (ssize_t)(count * RESPONSE_LEN)) {
+        hang_up(fd);
+        return;
+    }
+    if (bigs[fd]) {
+        bigs[fd] = 0;
+        if (send_big(fd) < 0) hang_up(fd);
+    }
 }
 
 /* Nothing is owed at a stop: SIGTERM and SIGINT end it with status 0, as the test harness expects. */
@@ -145,7 +182,12 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof echoes / FLOOR_WS_ECHO_LEN; i++)
         memcpy(echoes + i * FLOOR_WS_ECHO_LEN, floor_ws_echo, FLOOR_WS_ECHO_LEN);
-    int one = 1, client, epfd = epoll_create1(0), listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    big_answer_len =
+        (size_t)snprintf(big_answer, 128, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", BIG_BODY);
+    memset(big_answer + big_answer_len, 'x', BIG_BODY);
+    big_answer_len += BIG_BODY;
+    int one = 1, client, epfd = epoll_fd = epoll_create1(0),
+        listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1]))};
     socklen_t addr_len = sizeof addr;
     setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -166,7 +208,12 @@ int main(int argc, char **argv) {
         if (!websocket) floor_date_refresh(floor_response, &shown); /* after the wait: this second's */
         for (int i = 0; i < ready; i++) {
             if (events[i].data.fd != listener) {
-                serve(events[i].data.fd);
+                int fd = events[i].data.fd;
+                if ((events[i].events & EPOLLOUT) && big_owed[fd] && send_big(fd) < 0) {
+                    hang_up(fd);
+                    continue;
+                }
+                if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) serve(fd);
                 continue;
             }
             while ((client = accept4(listener, NULL, NULL, SOCK_NONBLOCK)) >= 0) {

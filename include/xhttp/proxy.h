@@ -38,8 +38,8 @@
  * Routed with xHttpServerRouteStreaming, request bodies stream to the
  * upstream as they arrive, the client paused while the upstream is behind;
  * with xHttpServerRoute they are read whole first (max_body_size). A large
- * body of known length streamed between cleartext HTTP/1.1 sockets is
- * spliced (splice_min).
+ * body of known length streamed between cleartext HTTP/1.1 sockets, either
+ * way, is spliced (splice_min).
  *
  * A WebSocket handshake from an HTTP/1.1 client (GET with Upgrade: websocket)
  * is passed on with its Upgrade field; after the upstream's 101 the client
@@ -134,7 +134,12 @@ typedef struct xHttpProxyConf {
      *  upstream's with splice(2), never copied into user space: what came
      *  with the head goes first, the rest moves socket → pipe → socket
      *  through a worker's spare pipes. Such a request is never retried once
-     *  its body has begun to go (as any streamed body). 0: never. */
+     *  its body has begun to go (as any streamed body). Response bodies
+     *  too: an HTTP/1.1 upstream's answer with a Content-Length of at
+     *  least this many bytes, to an HTTP/1.1 client in cleartext and with
+     *  no filter (compression) on the response, moves upstream socket →
+     *  pipe → client socket, the upstream paused while the client's socket
+     *  is full. 0: never. */
     size_t splice_min;
 } xHttpProxyConf;
 

@@ -185,6 +185,37 @@ class UpstreamBodiesTest(unittest.TestCase):
             responder.wait(timeout=10)
             responder.stdout.close()
 
+    def test_get_big_is_answered_with_256_kib_as_the_socket_takes_it(self):
+        port = free_port()
+        responder = subprocess.Popen(
+            [str(Path(BUILD_DIR) / "bench" / "baseline_responder"), str(port), "--bodies"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            self.assertIn("listening on", responder.stdout.readline())
+            with socket.socket() as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the answer waits for room
+                sock.settimeout(10)
+                sock.connect(("127.0.0.1", port))
+                for _ in range(2):
+                    sock.sendall(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+                    received = b""
+                    while b"\r\n\r\n" not in received or len(received.partition(b"\r\n\r\n")[2]) < 256 << 10:
+                        time.sleep(0.001)
+                        chunk = sock.recv(8192)
+                        self.assertTrue(chunk, len(received))
+                        received += chunk
+                    head, _, body = received.partition(b"\r\n\r\n")
+                    self.assertIn(b"Content-Length: 262144", head)
+                    self.assertEqual(body, b"x" * (256 << 10))
+                sock.sendall(b"GET /ping HTTP/1.1\r\n\r\n")
+                self.assertIn(b"pong", sock.recv(4096))
+        finally:
+            responder.terminate()
+            responder.wait(timeout=10)
+            responder.stdout.close()
+
 
 @unittest.skipUnless(BUILD_DIR, "XK_BUILD_DIR is not set: run this through ctest")
 @unittest.skipUnless(shutil.which("wrk") and shutil.which("taskset"), "needs wrk and taskset (make deps installs them)")

@@ -9,6 +9,8 @@ they open). Cases:
   get      wrk -c100, GET /proxied over HTTP/1.1, proxied over HTTP/1.1
   h2       h2load -c10 -m10 over TLS 1.3 (HTTP/2 by ALPN), GET /proxied, proxied over HTTP/1.1
   post64k  wrk -c20, POST /proxied with a 64 KiB body, proxied over HTTP/1.1
+  get256k  wrk -c20, GET /big over HTTP/1.1, answered by the upstream with a 256 KiB body (xKit
+           splices it to the client, conf.splice_min)
   auth     wrk -c100, GET /proxied over HTTP/1.1, first checked by an auth subrequest to the same
            upstream (GET /auth, 200), then proxied: two upstream calls per request (xKit's
            --upstream-auth, nginx's auth_request; the other proxies have none)
@@ -35,6 +37,7 @@ from .compare_http1 import THROUGHPUT_KEYS, cpu_table
 HELP = "reverse proxy: xKit, the least-work proxy, nginx, h2o, HAProxy and Go in front of one upstream"
 SERVERS = tuple(LABELS)
 POST_BODY_BYTES = 64 << 10
+BIG_PATH = "/big"  # the upstream's 256 KiB answer (baseline_responder --bodies)
 H2_STREAMS = 10
 
 
@@ -45,12 +48,14 @@ class Case:
     tool: str  # "wrk" or "h2load"
     connections: int
     posts_body: bool = False
+    path: str = PROXIED_PATH
 
 
 CASES = {
     "get": Case("HTTP/1.1 front, GET proxied", "http1", "wrk", 100),
     "h2": Case(f"HTTP/2 over TLS front (h2load -m{H2_STREAMS}), GET proxied over HTTP/1.1", "h2tls", "h2load", 10),
     "post64k": Case("HTTP/1.1 front, POST with a 64 KiB body proxied", "http1", "wrk", 20, posts_body=True),
+    "get256k": Case("HTTP/1.1 front, GET of a 256 KiB body proxied", "http1", "wrk", 20, path=BIG_PATH),
     "auth": Case("HTTP/1.1 front, GET proxied after an auth subrequest (two upstream calls)", "http1auth", "wrk", 100),
     "idle": Case("Idle proxied keep-alive connections", "http1", "none", 0),
 }
@@ -80,7 +85,7 @@ def add_arguments(parser):
 
 def load_argv(case, server, seconds, body_path):
     """wrk (with post.lua for a body) or h2load (HTTP/2 only, by ALPN) against the proxy."""
-    url = f"{'https' if server.peer.tls else 'http'}://127.0.0.1:{server.port}{PROXIED_PATH}"
+    url = f"{'https' if server.peer.tls else 'http'}://127.0.0.1:{server.port}{case.path}"
     if case.tool == "h2load":
         return h2load_argv(url, case.connections, seconds, streams=H2_STREAMS, options=["--npn-list=h2"])
     if case.posts_body:

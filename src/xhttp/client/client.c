@@ -1158,6 +1158,11 @@ void xHttpClientRequestSpliced(xHttpClientRequest *req, size_t n) {
     arm_phase(req);         /* progress: the send timeout starts again */
 }
 
+void xHttpClientRequestTakeBody(xHttpClientRequest *req, xHttpClientBodyTaker taker, void *arg) {
+    req->body_taker = taker;
+    req->body_taker_arg = arg;
+}
+
 xErrno xHttpClientRequestEnd(xHttpClientRequest *req) {
     if (req->phase == XREQ_TUNNEL) return XOK; /* a tunnel ends when either side closes */
     if (req->h2 && req->body_ended && req->body_length > 0 && !req->cancelled)
@@ -1440,6 +1445,35 @@ static void input_ended(xHttpClientRequest *req, xConn *conn, ssize_t n) {
     fail(req, XHTTP_CLIENT_RESET);
 }
 
+/* Where read_response would read more of a Content-Length body with none
+ * of it buffered: whether the request's taker moves it on from the socket
+ * itself (xHttpClientRequestTakeBody). */
+static bool body_takeable(const xHttpClientRequest *req, const xConn *conn) {
+    return req->body_taker && req->body == XBODY_LENGTH && conn->in.len == 0 && conn->readable &&
+           xConnSplices(conn);
+}
+
+/* Offers the socket to the taker. Returns the step read_response takes:
+ * TOOK (advance again), LATER (stop reading now), READ (read as usual);
+ * ENDED has failed req. */
+static xClientTake take_body(xHttpClientRequest *req, xConn *conn) {
+    size_t took = 0;
+    xClientTake r;
+    CALL(req, r = req->body_taker(req, conn, (uint64_t)req->body_left, &took, req->body_taker_arg));
+    if (!survived(req)) return XCLIENT_TAKE_LATER;
+    if (took) {
+        req->body_left -= (int64_t)took;
+        if (!req->body_left) req->body = XBODY_DONE;
+        req->phase = XREQ_RECEIVING;
+        return XCLIENT_TOOK;
+    }
+    if (r == XCLIENT_TAKE_ENDED) {
+        input_ended(req, conn, 0); /* short of its length: failed */
+        return XCLIENT_TAKE_LATER;
+    }
+    return r == XCLIENT_TOOK ? XCLIENT_TAKE_LATER : r;
+}
+
 static void read_response(xClientConn *cc) {
     xConn *conn = cc->conn;
     xHttpClientRequest *req = cc->req;
@@ -1451,6 +1485,14 @@ static void read_response(xClientConn *cc) {
         while (advance_response(req, conn) && cc->req == req && !req->paused) {
         }
         if (cc->req != req || req->paused || xConnClosed(conn)) break;
+        if (body_takeable(req, conn)) {
+            xClientTake r = take_body(req, conn);
+            if (r == XCLIENT_TOOK) {
+                progress = true;
+                continue;
+            }
+            if (r == XCLIENT_TAKE_LATER) break;
+        }
         if (xBufferPoolAcquire(&conn->net->buffers, &conn->in) != XOK) {
             fail(req, XHTTP_CLIENT_NO_MEMORY);
             break;

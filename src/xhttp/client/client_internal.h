@@ -11,6 +11,7 @@
 #include <openssl/ssl.h>
 #include <xhttp/client.h>
 
+#include "xhttp/client/client_splice.h"
 #include "xhttp/client/resolve.h"
 #include "xhttp/client/tls.h"
 #include "xhttp/http1/http1_parser.h"
@@ -167,6 +168,8 @@ struct xHttpClientRequest {
 
     size_t head_scanned; /* the parser's prev_len */
     int64_t body_left;
+    xHttpClientBodyTaker body_taker; /* xHttpClientRequestTakeBody's, or NULL */
+    void *body_taker_arg;
     xHttp1Chunked chunked;
     xHttp1Header *fields; /* fields_cap of room: at least max_fields */
     size_t fields_cap;

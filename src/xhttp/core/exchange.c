@@ -463,6 +463,21 @@ bool xHttpResponseOnDrain(xHttpResponse *res, size_t low_water, void (*fn)(xHttp
     return false;
 }
 
+xErrno xHttpExchangeSpliceSink(xHttpExchange *ex, xConn **sink) {
+    *sink = NULL;
+    if (ex->res.ended || ex->res.aborted) return XERR_STATE;
+    if (ex->filter || !ex->ops->splice_sink || !ex->res.length_declared) return XERR_INVALID;
+    return ex->ops->splice_sink(ex, sink);
+}
+
+void xHttpExchangeOnFlushed(xHttpExchange *ex, void (*fn)(xHttpResponse *res, void *arg), void *arg) {
+    xHttpResponse *res = &ex->res;
+    res->on_drain = fn;
+    res->on_drain_arg = arg;
+    res->drain_low = 0;
+    ex->ops->watch_drain(ex);
+}
+
 xErrno xHttpResponseReset(xHttpResponse *res) {
     if (res->ended) return XERR_STATE;
     xHttpExchange *ex = xHttpExchangeOfResponse(res);

@@ -67,6 +67,13 @@ typedef struct xHttpExchangeOps {
     /** A drain callback was armed (ex->res.on_drain): see that the protocol
      *  hears when its output moves, and calls xHttpExchangeCheckDrain then. */
     void (*watch_drain)(xHttpExchange *ex);
+    /** The connection a streamed response's next body bytes may be spliced
+     *  to (xnet/splice.h), its head sent first: *sink, or NULL while what
+     *  was written before is still queued (wait with
+     *  xHttpExchangeOnFlushed). XERR_INVALID where the bytes must pass
+     *  through user space (TLS, a body not framed by its Content-Length).
+     *  NULL where the protocol frames every byte (HTTP/2, HTTP/3). */
+    xErrno (*splice_sink)(xHttpExchange *ex, xConn **sink);
     /** Cuts the response (xHttpResponseReset): the HTTP/2 stream reset, the
      *  HTTP/1.1 connection closed; the exchange is released as by end. */
     void (*reset)(xHttpExchange *ex);
@@ -248,6 +255,19 @@ void xHttpExchangeDispatch(xHttpExchange *ex);
 static inline bool xHttpExchangeWantsBody(const xHttpExchange *ex) {
     return ex->reader && !ex->body_paused && !ex->body_ended && !ex->res.aborted;
 }
+
+/** The connection the streamed response's next body bytes may be spliced
+ *  to, as the ops' splice_sink says; XERR_INVALID also where a filter
+ *  (compression) may transform the body or its length was not declared
+ *  (xHttpResponseSetLength), and XERR_STATE once the response ended. */
+xErrno xHttpExchangeSpliceSink(xHttpExchange *ex, xConn **sink);
+
+/** n body bytes were spliced to the sink: they count as written. */
+static inline void xHttpExchangeSpliced(xHttpExchange *ex, size_t n) { ex->res.body_len += n; }
+
+/** fn(res, arg) once the response's connection has sent all it holds and
+ *  has room again (a splice found it full), from the loop, once. */
+void xHttpExchangeOnFlushed(xHttpExchange *ex, void (*fn)(xHttpResponse *res, void *arg), void *arg);
 
 /** xHttpRequestReadBody with a taker (xHttpBodyTaker) beside the reader:
  *  the protocol may let it take the rest of the body off the socket. */

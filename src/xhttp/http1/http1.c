@@ -412,6 +412,26 @@ static void h1_reset(xHttpExchange *ex) {
     finish(h);
 }
 
+/* A body framed by its Content-Length, in cleartext: its bytes go to the
+ * socket as they are, once what was written before has left. */
+static xErrno h1_splice_sink(xHttpExchange *ex, xConn **sink) {
+    xHttp1 *h = ex->proto;
+    xConn *conn = h->conn;
+    if (!xConnSplices(conn)) return XERR_INVALID;
+    xErrno err = ex->res.head_sent ? XOK : start_stream(h, ex);
+    if (err != XOK) return err;
+    if (h->framing != XH1_FRAMED_LENGTH) return XERR_INVALID;
+    if (!xConnSpliceReady(conn) && conn->send == XCONN_SEND_READY && xConnPending(conn)) {
+        xConnRetain(conn); /* a failed send closes it */
+        xConnFlush(conn);
+        bool open = !xConnClosed(conn);
+        xConnRelease(conn);
+        if (!open) return XERR_STATE; /* the exchange was aborted within */
+    }
+    if (xConnSpliceReady(conn)) *sink = conn;
+    return XOK;
+}
+
 static void send_continue(xHttp1 *h) {
     write_head(h, 100, NULL, false, "", 0);
     xConnFlush(h->conn);
@@ -464,6 +484,7 @@ static const xHttpExchangeOps h1_ops = {
     .switch_protocols = h1_switch,
     .pending = h1_pending,
     .watch_drain = h1_watch_drain,
+    .splice_sink = h1_splice_sink,
     .reset = h1_reset,
 };
 

@@ -148,6 +148,10 @@ typedef struct xProxyCall {
     xNetContext *pipe_net;
     bool splices;  /* the front body may be spliced (splice_min, a Content-Length) */
     bool end_owed; /* the front body ended while the pipe still held bytes */
+    /* The upstream's response body spliced to the client: its pipe (rd -1:
+     * none yet), from the worker's spares (pipe_net's). */
+    xPipe down_pipe;
+    bool down_end_owed; /* the upstream's body ended while down_pipe still held bytes */
     /* Not zeroed (call_new): written before they are read. */
     xHttpClientField fields[PROXY_MAX_FIELDS];
     char added[1024];                  /* the X-Forwarded-* and Forwarded values */
@@ -169,6 +173,7 @@ static xProxyCall *call_new(xHttpProxy *proxy, int worker) {
     if (!call) return NULL;
     memset(call, 0, offsetof(xProxyCall, fields));
     call->pipe = (xPipe){.rd = -1, .wr = -1};
+    call->down_pipe = (xPipe){.rd = -1, .wr = -1};
     call->proxy = proxy;
     call->worker = worker;
     return call;
@@ -621,6 +626,7 @@ static bool build_fields(xProxyCall *call) {
 
 static void end_call(xProxyCall *call) {
     if (call->pipe_net) xNetPipeRelease(call->pipe_net, &call->pipe); /* closed when bytes are left in it */
+    if (call->pipe_net) xNetPipeRelease(call->pipe_net, &call->down_pipe);
     xProxySpares *spares = &call->proxy->spares[call->worker];
     if ((int)spares->count >= PROXY_SPARE_CALLS) { /* int: under ASan the limit is 0 */
         free(call);
@@ -670,8 +676,9 @@ static const char *cstr(char *buf, xStr s) {
 static void switch_front(xProxyCall *call, const xHttpClientResponse *r);
 static void open_h2_tunnel(xProxyCall *call, const xHttpClientResponse *r);
 
+static xClientTake take_up_body(xHttpClientRequest *up, xConn *from, uint64_t left, size_t *took, void *arg);
+
 static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, void *arg) {
-    (void)up;
     xProxyCall *call = arg;
     note_success(call);
     if (r->status == 101 && call->upgrade == PROXY_WEBSOCKET_H2) {
@@ -698,6 +705,10 @@ static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, voi
     /* The upstream's length goes on as it is (a HEAD's answer keeps the
      * length a GET would have); otherwise the front frames it (chunked). */
     if (r->content_length >= 0) xHttpResponseSetLength(call->res, (uint64_t)r->content_length);
+    size_t splice_min = call->proxy->conf.splice_min;
+    if (splice_min && r->content_length >= 0 && (uint64_t)r->content_length >= splice_min &&
+        call->upgrade == PROXY_NO_UPGRADE)
+        xHttpClientRequestTakeBody(up, take_up_body, call);
 }
 
 /* The client took enough of what waited for it: read the upstream again. */
@@ -735,6 +746,11 @@ static void on_up_end(xHttpClientRequest *up, const xHttpClientField *trailers, 
         relay_ended(call);
         return;
     }
+    if (call->down_pipe.held) {
+        call->down_end_owed =
+            true; /* the client takes the pipe's last bytes first (on_front_flushed_spliced) */
+        return;
+    }
     static __thread char name[PROXY_FIELD_TEXT], value[PROXY_FIELD_TEXT];
     for (size_t i = 0; i < n; i++) {
         if (hop_by_hop(trailers[i].name) || xHttpNameEquals(trailers[i].name, "content-length")) continue;
@@ -743,6 +759,139 @@ static void on_up_end(xHttpClientRequest *up, const xHttpClientField *trailers, 
     stop_reading_front(call);
     FRONT(call, xHttpResponseEnd(call->res));
     end_call(call);
+}
+
+/* Where pushing a pipe's bytes on left them. */
+typedef enum xPipeDrain {
+    PIPE_EMPTY,
+    PIPE_WAITS, /* the receiving socket is full, or busy with what came first: its drain follows */
+    PIPE_GONE,  /* the request failed, and the call ended (or is to end) within */
+} xPipeDrain;
+
+/* ---- The response body spliced: upstream socket → pipe → client socket ----
+ *
+ * A Content-Length answer of splice_min bytes or more: what the upstream
+ * client read with the head went to the client written (on_up_body); the
+ * rest is taken off the upstream's socket by take_up_body (the client asks
+ * it where it would read), into the call's down_pipe, and from there into
+ * the client's socket once nothing written is queued before it. A full
+ * client socket pauses the upstream until on_front_flushed_spliced; the
+ * send timeout applies to the client as for written bytes. */
+
+/* The client's side failed under a splice without its abort (a response
+ * that cannot take the bytes any more): cut it, as a failed write does. */
+static void cut_front(xProxyCall *call) {
+    xHttpClientRequestCancel(call->up_req);
+    up_done(call);
+    FRONT(call, xHttpResponseReset(call->res));
+    call->abandoned = true;
+}
+
+static void on_front_flushed_spliced(xHttpResponse *res, void *arg);
+
+/* Pushes down_pipe's bytes to the client's socket. PIPE_GONE: the client is
+ * gone, the call abandoned (the caller ends it). */
+static xPipeDrain drain_down(xProxyCall *call) {
+    xHttpExchange *ex = xHttpExchangeOfResponse(call->res);
+    while (call->down_pipe.held) {
+        xConn *sink = NULL;
+        xErrno err;
+        FRONT(call, err = xHttpExchangeSpliceSink(ex, &sink));
+        if (call->abandoned) return PIPE_GONE;
+        if (err != XOK) {
+            cut_front(call);
+            return PIPE_GONE;
+        }
+        if (!sink) {
+            xHttpExchangeOnFlushed(ex, on_front_flushed_spliced, call);
+            return PIPE_WAITS;
+        }
+        ssize_t w = xConnSpliceOut(sink, &call->down_pipe);
+        if (w > 0) {
+            xHttpExchangeSpliced(ex, (size_t)w);
+            continue;
+        }
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EAGAIN) { /* full: the connection waits for room, and says so */
+            xHttpExchangeOnFlushed(ex, on_front_flushed_spliced, call);
+            return PIPE_WAITS;
+        }
+        FRONT(call, xConnClose(sink)); /* the client closed or reset: its abort ends the call */
+        if (!call->abandoned) cut_front(call);
+        return PIPE_GONE;
+    }
+    return PIPE_EMPTY;
+}
+
+/* The client's socket took what was queued and has room: the pipe's bytes
+ * go on, then the upstream is read again (or the answer ends). */
+static void on_front_flushed_spliced(xHttpResponse *res, void *arg) {
+    (void)res;
+    xProxyCall *call = arg;
+    xPipeDrain d = drain_down(call);
+    if (d == PIPE_GONE) {
+        end_call(call);
+        return;
+    }
+    if (d == PIPE_WAITS) return;
+    if (call->down_end_owed) {
+        call->down_end_owed = false;
+        stop_reading_front(call);
+        FRONT(call, xHttpResponseEnd(call->res));
+        end_call(call);
+        return;
+    }
+    if (call->up_req) xHttpClientRequestResume(call->up_req);
+}
+
+/* The upstream client's xHttpClientBodyTaker: left body bytes are still in
+ * from's socket and none in its buffer. */
+static xClientTake take_up_body(xHttpClientRequest *up, xConn *from, uint64_t left, size_t *took, void *arg) {
+    xProxyCall *call = arg;
+    *took = 0;
+    xPipeDrain d = drain_down(call); /* what it took before goes first */
+    if (d == PIPE_GONE) {
+        end_call(call);
+        return XCLIENT_TAKE_LATER;
+    }
+    if (d == PIPE_WAITS) {
+        xHttpClientRequestPause(up);
+        return XCLIENT_TAKE_LATER;
+    }
+    xConn *sink = NULL;
+    xErrno err;
+    FRONT(call, err = xHttpExchangeSpliceSink(xHttpExchangeOfResponse(call->res), &sink));
+    if (call->abandoned) {
+        end_call(call);
+        return XCLIENT_TAKE_LATER;
+    }
+    if (err != XOK || (call->down_pipe.rd < 0 && xNetPipeAcquire(from->net, &call->down_pipe) != XOK)) {
+        xHttpClientRequestTakeBody(up, NULL, NULL); /* TLS, HTTP/2 or 3, a filter: written as it comes */
+        return XCLIENT_TAKE_READ;
+    }
+    call->pipe_net = from->net;
+    call->head_out = true;
+    if (!sink) {
+        xHttpExchangeOnFlushed(xHttpExchangeOfResponse(call->res), on_front_flushed_spliced, call);
+        xHttpClientRequestPause(up);
+        return XCLIENT_TAKE_LATER;
+    }
+    ssize_t n = xConnSpliceIn(from, &call->down_pipe, left < SIZE_MAX ? (size_t)left : SIZE_MAX);
+    if (n == 0) return XCLIENT_TAKE_ENDED;
+    if (n < 0) {
+        if (errno == EAGAIN) return XCLIENT_TAKE_LATER; /* drained: the upstream's next edge */
+        if (errno == EALREADY || errno == EINTR) return XCLIENT_TAKE_READ;
+        return XCLIENT_TAKE_ENDED;
+    }
+    *took = (size_t)n;
+    d = drain_down(call);
+    if (d == PIPE_GONE) {
+        end_call(call);
+        return XCLIENT_TOOK;
+    }
+    /* The last bytes need no more reading: on_up_end waits for the pipe. */
+    if (d == PIPE_WAITS && (uint64_t)n < left) xHttpClientRequestPause(up);
+    return XCLIENT_TOOK;
 }
 
 /* ---- WebSocket passed through: bytes both ways after the upstream's 101 ---- */
@@ -950,13 +1099,6 @@ static void on_up_error(xHttpClientRequest *up, xHttpClientError error, bool sta
         return;
     answer_failure(call, error);
 }
-
-/* Where pushing the pipe's bytes on left them. */
-typedef enum xPipeDrain {
-    PIPE_EMPTY,
-    PIPE_WAITS, /* the upstream's socket is full, or busy with what came first: on_up_body_wanted follows */
-    PIPE_GONE,  /* the upstream request failed, and the call ended within (502, or the response reset) */
-} xPipeDrain;
 
 static xPipeDrain drain_pipe(xProxyCall *call);
 static void relay_from_front(xProxyCall *call);
