@@ -25,7 +25,7 @@ import unittest
 
 from support.harness import Conn, require_tool, run_client, start_server
 from support.tls_fixtures import HttpsServer, shared_certs, start_owned
-from test_upstream_proxy import read_head
+from support.upstream import LoopbackServer, read_head
 
 setUpModule, tearDownModule = shared_certs(__name__)
 CERTS = None
@@ -44,22 +44,13 @@ def body_digest(length):
     return digest.hexdigest()
 
 
-class Upstream(socketserver.ThreadingTCPServer):
+class Upstream(LoopbackServer):
     """An HTTP/1.1 upstream on a free loopback port: GET /N answers N bytes
     (BLOCK repeated) with a Content-Length; GET /cut/N says N and closes after
     a quarter of them."""
 
-    daemon_threads = True
-    allow_reuse_address = True
-
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.shutdown()
-        self.server_close()
+        super().__init__(Handler)
 
 
 class Handler(socketserver.StreamRequestHandler):
