@@ -275,7 +275,13 @@ static void on_deadline(xEventLoop *loop, xTimer *timer, void *arg) {
      * begins while the connections close); what runs is waited for. */
     xWorkPoolCancel(w->server->blocking, w->loop);
     for_each_conn(w, xConnClose);
-    close_quic(w);
+    /* Its UDP sockets stay in the reuseport group, read and refusing new
+     * connections, until every worker is done (see worker_finish): closing
+     * them now would renumber the group under workers still serving. The
+     * other workers' deadlines fall at about the same time, so the stop is
+     * still over by the deadline (and the blocking work still running). */
+    for (int i = 0; i < w->server->nlisteners; i++)
+        if (w->quic[i]) xQuicEndpointCloseAll(w->quic[i]);
     worker_finish(w);
 }
 

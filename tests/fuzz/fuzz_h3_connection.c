@@ -123,6 +123,7 @@ xQuicEndpoint *xQuicEndpointCreate(xNetContext *net, int fd, const xQuicEndpoint
 }
 void xQuicEndpointDestroy(xQuicEndpoint *ep) { (void)ep; }
 void xQuicEndpointDrain(xQuicEndpoint *ep) { (void)ep; }
+void xQuicEndpointCloseAll(xQuicEndpoint *ep) { (void)ep; }
 size_t xQuicEndpointConnections(const xQuicEndpoint *ep) { return (void)ep, conns_alive; }
 void xQuicEndpointOnGone(xQuicEndpoint *ep, void (*fn)(void *arg), void *arg) {
     (void)ep, (void)fn, (void)arg;

@@ -21,6 +21,10 @@
   connections from many source ports, whichever worker's socket the kernel
   hashes them to, are all refused at once with CONNECTION_REFUSED, and the held
   request is still answered.
+- A stop with three workers past its deadline, one of them waiting on blocking
+  work: the held connection is closed at the deadline, new connections are
+  refused with CONNECTION_REFUSED before the deadline and after it (every
+  worker's UDP socket still read), and the server exits once the work is back.
 """
 
 import asyncio
@@ -751,6 +755,107 @@ class Http3StopWithTwoWorkersTest(unittest.TestCase):
         self.assertEqual((response.status, response.body), (200, b"done"))
         self.assertEqual([n for n in newcomers if n is None or n[0] != CONNECTION_REFUSED], [])
         server.assert_clean_exit(server.wait_exit(15))
+
+
+def udp_sockets_on(port):
+    """How many UDP sockets on this host are bound to port (the kernel's /proc/net/udp{,6})."""
+    count = 0
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        with open(table) as lines:
+            next(lines)  # the heading
+            count += sum(int(line.split()[1].rsplit(":", 1)[1], 16) == port for line in lines)
+    return count
+
+
+class Http3StopPastItsDeadlineTest(unittest.TestCase):
+    """With three workers, a stop whose deadline passes while one worker still waits on a
+    request's blocking work: that request's connection is closed at the deadline, but no worker's
+    UDP socket leaves the port's reuseport group until every worker is done (closing one would
+    renumber the group the steering program indexes, sending other workers' packets to the wrong
+    socket), so new connections are refused at once, not left unanswered, and the server exits
+    as soon as the work is back."""
+
+    DEADLINE_MS = 1000
+    BLOCKING_MS = 4500  # past the deadline by 3.5 s: room for two rounds of new connections
+    NEW_CONNECTIONS = 12  # each from its own source port: all hashed to one worker 1 time in 3^11
+
+    def test_sockets_refuse_new_connections_past_the_deadline_and_the_server_exits_when_the_work_is_back(self):
+        certs = current_certs()
+        server = start_https(
+            self,
+            certs.ec,
+            "--workers",
+            "3",
+            "--blocking-threads",
+            "1",
+            "--shutdown-timeout",
+            self.DEADLINE_MS,
+        )
+        loop_time = time.monotonic
+
+        async def refused_or_not():
+            """A new connection's ConnectionTerminated code, or None when nothing came back
+            within 3 s (see Http3StopWithTwoWorkersTest)."""
+            configuration = client_configuration(certs.ca)
+            async with connect(
+                "127.0.0.1",
+                server.port,
+                configuration=configuration,
+                create_protocol=H3Protocol,
+                wait_connected=False,
+            ) as h3:
+                h3.transmit()
+                try:
+                    return (await h3.closed(timeout=3)).error_code
+                except TimeoutError:
+                    return None
+
+        async def newcomers():
+            return await asyncio.gather(*(refused_or_not() for _ in range(self.NEW_CONNECTIONS)))
+
+        async def go():
+            async with h3_connect("127.0.0.1", server.port, ca_file=certs.ca) as holder:
+                held = asyncio.ensure_future(holder.request("GET", f"/blocking?ms={self.BLOCKING_MS}"))
+                await asyncio.sleep(0.5)  # the request is on the pool's thread
+                serving = udp_sockets_on(server.port)
+                server.send_signal(signal.SIGTERM)
+                stop = loop_time()
+                await asyncio.sleep(0.2)
+                before = await newcomers()
+                terminated = await holder.closed(timeout=10)
+                closed_after = loop_time() - stop
+                past_deadline = udp_sockets_on(server.port)
+                after = await newcomers()
+                work_still_out = loop_time() - stop < self.BLOCKING_MS / 1000 - 0.5
+                try:
+                    outcome = f"answered {(await held).status}"
+                except ConnectionError as closed:
+                    outcome = str(closed)
+                sockets = (serving, past_deadline)
+                return stop, before, terminated.error_code, closed_after, sockets, after, work_still_out, outcome
+
+        stop, before, close_code, closed_after, sockets, after, work_still_out, outcome = run(go())
+        returncode = server.wait_exit(15)
+        exited_after = time.monotonic() - stop
+        print(
+            f"before the deadline: {before}; the held connection closed with 0x{close_code:x} "
+            f"{closed_after:.2f} s after SIGTERM; after it: {after}; UDP sockets on the port serving and past "
+            f"the deadline: {sockets}; the server exited {exited_after:.2f} s after SIGTERM"
+        )
+        # One per worker, all still in the group past the deadline.
+        self.assertEqual(sockets, (3, 3))
+        self.assertEqual([n for n in before if n != CONNECTION_REFUSED], [])
+        # Closed at the deadline, with the application's no-error code, its request unanswered.
+        self.assertGreaterEqual(closed_after, self.DEADLINE_MS / 1000 - 0.1)
+        self.assertLess(closed_after, self.DEADLINE_MS / 1000 + 1.5)
+        self.assertEqual(close_code, H3_NO_ERROR)
+        self.assertTrue(outcome.startswith("connection closed"), outcome)
+        self.assertTrue(work_still_out, "the blocking work was back before the second round was over")
+        self.assertEqual([n for n in after if n != CONNECTION_REFUSED], [])
+        # Every worker stops together once the work is back (4 s after SIGTERM), well before the
+        # 15 s wait: nothing holds the stop up past it.
+        self.assertLess(exited_after, self.BLOCKING_MS / 1000 + 3)
+        server.assert_clean_exit(returncode)
 
 
 if __name__ == "__main__":

@@ -1333,6 +1333,11 @@ void xQuicEndpointDrain(xQuicEndpoint *ep) {
     }
 }
 
+void xQuicEndpointCloseAll(xQuicEndpoint *ep) {
+    ep->draining = true;
+    while (ep->conns) conn_close_now(ep->conns, 0, ep->conf.app_no_error);
+}
+
 size_t xQuicEndpointConnections(const xQuicEndpoint *ep) { return ep->count; }
 
 void xQuicEndpointOnGone(xQuicEndpoint *ep, void (*fn)(void *arg), void *arg) {

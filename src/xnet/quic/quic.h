@@ -97,6 +97,10 @@ void xQuicEndpointDestroy(xQuicEndpoint *ep);
 /** Stops taking new connections and tells every open one to drain. */
 void xQuicEndpointDrain(xQuicEndpoint *ep);
 
+/** Closes every connection now (CONNECTION_CLOSE sent) and, like Drain,
+ *  refuses new ones; the socket stays open and read. */
+void xQuicEndpointCloseAll(xQuicEndpoint *ep);
+
 /** Connections open now. */
 size_t xQuicEndpointConnections(const xQuicEndpoint *ep);
 
