@@ -136,8 +136,9 @@ typedef struct xHttpProxyConf {
      *  through a worker's spare pipes. Such a request is never retried once
      *  its body has begun to go (as any streamed body). Response bodies
      *  too: an HTTP/1.1 upstream's answer with a Content-Length of at
-     *  least this many bytes, to an HTTP/1.1 client in cleartext and with
-     *  no filter (compression) on the response, moves upstream socket →
+     *  least this many bytes, to an HTTP/1.1 client in cleartext, that the
+     *  response filter (compression) leaves alone (xHttpResponseFiltered:
+     *  the filter codes the others, chunked), moves upstream socket →
      *  pipe → client socket, the upstream paused while the client's socket
      *  is full. 0: never. */
     size_t splice_min;

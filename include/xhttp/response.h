@@ -81,6 +81,14 @@ xErrno xHttpResponseEnd(xHttpResponse *res);
  *  alone. XERR_STATE once the head is sent. */
 xErrno xHttpResponseSetLength(xHttpResponse *res, uint64_t len);
 
+/** Before the head, once its fields are set: decides now whether the
+ *  worker's response filter (compression) transforms the streamed body of
+ *  len bytes that follows (UINT64_MAX: not known), as it would decide at
+ *  the first Write. True: it does (the length is not to be declared);
+ *  false: the body goes as written (xHttpResponseSetLength may follow, and
+ *  a proxy may splice it). A filter that cannot say counts as true. */
+bool xHttpResponseFiltered(xHttpResponse *res, uint64_t len);
+
 /** Streamed body bytes written and not yet taken by the client: queued on
  *  the connection (HTTP/1.1, plain or TLS), or held by the stream (HTTP/2:
  *  bytes waiting for flow-control window, or for the connection's output to

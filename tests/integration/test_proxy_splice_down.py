@@ -10,9 +10,12 @@ a client that reads slowly holds the upstream back (the server's VmRSS stays
 near where it was while 64 MiB wait to be read); an upstream that closes
 mid-body leaves the client a short body and a closed connection, never a hang,
 and the server serves on; a client that leaves mid-body leaves no descriptor
-behind. TLS, h2c and compressing fronts answer as before."""
+behind. TLS, h2c and compressing fronts answer as before; a compressing front
+splices what its filter leaves alone (no Accept-Encoding) and codes the rest."""
 
+import gzip
 import hashlib
+import http.client
 import os
 import signal
 import socket
@@ -46,8 +49,9 @@ def body_digest(length):
 
 class Upstream(LoopbackServer):
     """An HTTP/1.1 upstream on a free loopback port: GET /N answers N bytes
-    (BLOCK repeated) with a Content-Length; GET /cut/N says N and closes after
-    a quarter of them."""
+    (BLOCK repeated) with a Content-Length; GET /text/N the same as
+    text/plain (a type the compression filter codes); GET /cut/N says N and
+    closes after a quarter of them."""
 
     def __init__(self):
         super().__init__(Handler)
@@ -61,8 +65,9 @@ class Handler(socketserver.StreamRequestHandler):
                 if method is None:
                     return
                 cut = target.startswith("/upstream/cut/")
+                typed = b"Content-Type: text/plain\r\n" if target.startswith("/upstream/text/") else b""
                 length = int(target.rsplit("/", 1)[1])
-                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % length)
+                self.wfile.write(b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n" % (typed, length))
                 left = length // 4 if cut else length
                 view = memoryview(BLOCK)
                 while left:
@@ -176,6 +181,15 @@ class SpliceDownTest(unittest.TestCase):
 
     def splice_calls(self, server, size):
         """How many splice(2) calls the server made while a client fetched size bytes."""
+
+        def fetch():
+            with Conn(server.port, timeout=60) as conn:
+                self.assert_whole(conn, size)
+
+        return self.splice_calls_during(server, fetch)
+
+    def splice_calls_during(self, server, fetch):
+        """How many splice(2) calls the server made while fetch() ran."""
         strace = require_tool(self, "strace")
         fd, out = tempfile.mkstemp(prefix="splice-down-strace-")
         os.close(fd)
@@ -193,9 +207,10 @@ class SpliceDownTest(unittest.TestCase):
                     break
             time.sleep(0.1)
         os.unlink(log)
-        with Conn(server.port, timeout=60) as conn:
-            self.assert_whole(conn, size)
-        tracer.send_signal(signal.SIGINT)
+        try:
+            fetch()
+        finally:
+            tracer.send_signal(signal.SIGINT)
         tracer.wait(timeout=30)
         with open(out) as f:
             report = f.read()
@@ -215,6 +230,47 @@ class SpliceDownTest(unittest.TestCase):
         server.stop_and_check()
         server = self.proxy("--upstream-splice-min", "0")
         self.assertEqual(self.splice_calls(server, 8 * MIB), 0)
+        server.stop_and_check()
+
+    def test_a_compressing_front_splices_what_it_leaves_alone(self):
+        """--compress decides per response: a 1 MiB text body to a client
+        without Accept-Encoding is spliced, byte-exact; to one that accepts
+        gzip it is compressed (chunked), not spliced."""
+        server = self.proxy("--compress")
+        answers = {}
+
+        def fetch(accept):
+            def run():
+                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+                try:
+                    conn.putrequest("GET", f"/upstream/text/{MIB}", skip_accept_encoding=True)
+                    if accept:
+                        conn.putheader("Accept-Encoding", accept)
+                    conn.endheaders()
+                    res = conn.getresponse()
+                    answers[accept] = (
+                        res.status,
+                        res.getheader("Content-Encoding"),
+                        res.getheader("Content-Length"),
+                        res.read(),
+                    )
+                finally:
+                    conn.close()
+
+            return run
+
+        spliced = self.splice_calls_during(server, fetch(None))
+        status, coding, length, body = answers[None]
+        self.assertEqual((status, coding, length, len(body)), (200, None, str(MIB), MIB))
+        self.assertEqual(hashlib.sha256(body).hexdigest(), body_digest(MIB))
+        self.assertGreater(spliced, 0)
+        spliced = self.splice_calls_during(server, fetch("gzip"))
+        status, coding, length, body = answers["gzip"]
+        self.assertEqual((status, coding, length), (200, "gzip", None))
+        plain = gzip.decompress(body)
+        self.assertEqual(len(plain), MIB)
+        self.assertEqual(hashlib.sha256(plain).hexdigest(), body_digest(MIB))
+        self.assertEqual(spliced, 0)
         server.stop_and_check()
 
     def test_a_slow_reader_holds_the_upstream_back(self):
@@ -288,8 +344,9 @@ class SpliceDownTest(unittest.TestCase):
 
 class FrontsThatKeepTheWrittenPathTest(unittest.TestCase):
     """Fronts whose bytes are not the upstream's as they are (TLS with HTTP/1.1
-    and HTTP/2, h2c, a compressing filter) keep the written path: the body
-    arrives whole through each."""
+    and HTTP/2, h2c) keep the written path, and a compressing front answers a
+    body it leaves alone (no Content-Type) as before: the body arrives whole
+    through each."""
 
     def setUp(self):
         self.upstream = Upstream()

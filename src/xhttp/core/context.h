@@ -70,6 +70,13 @@ typedef struct xHttpFilter {
      *  or saves nothing. */
     void *(*code_whole)(struct xHttpFilter *filter, unsigned coding, const void *body, size_t len,
                         size_t *out_len);
+    /** Optional (NULL: it may code any streamed body), before a streamed
+     *  body's first byte: decides now, from the head as it stands and a body
+     *  of len bytes (UINT64_MAX: not known), what write would decide at its
+     *  first call. True: it codes the body (its fields set, ex->filter_state
+     *  ready); false: it leaves the response alone, its fields as they would
+     *  be (Vary), and ex->filter NULL. */
+    bool (*start)(xHttpExchange *ex, uint64_t len);
 } xHttpFilter;
 
 /** A body of the server's own, in place of the reason phrase it answers

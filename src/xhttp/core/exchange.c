@@ -442,6 +442,13 @@ xErrno xHttpResponseSetLength(xHttpResponse *res, uint64_t len) {
     return XOK;
 }
 
+bool xHttpResponseFiltered(xHttpResponse *res, uint64_t len) {
+    xHttpExchange *ex = xHttpExchangeOfResponse(res);
+    if (!ex->filter) return false;
+    if (ex->filter_state || !ex->filter->start) return true;
+    return ex->filter->start(ex, len);
+}
+
 size_t xHttpResponsePending(const xHttpResponse *res) {
     const xHttpExchange *ex = xHttpExchangeOfResponse((xHttpResponse *)res);
     return res->ended || res->aborted || !ex->ops->pending ? 0 : ex->ops->pending(ex);

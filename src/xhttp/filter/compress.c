@@ -422,16 +422,21 @@ static xErrno stream_put(xHttpExchange *ex, Stream *s, const void *data, size_t 
                                     : brotli_put(ex, s, data, len, finish);
 }
 
-static xErrno filter_write(xHttpExchange *ex, const void *data, size_t len) {
-    Stream *s = ex->filter_state;
+static bool filter_start(xHttpExchange *ex, uint64_t len) {
+    Worker *w = (Worker *)ex->filter;
+    /* A body known to be smaller than min_size saves too little, as a whole one (filter_send). */
+    Stream *s = len == UINT64_MAX || len >= w->conf->opts.min_size ? stream_start(w, ex) : NULL;
     if (!s) {
-        s = stream_start((Worker *)ex->filter, ex);
-        if (!s) {
-            ex->filter = NULL; /* decided: the rest goes straight to the protocol */
-            return ex->ops->write(ex, data, len);
-        }
-        ex->filter_state = s;
+        ex->filter = NULL; /* decided: the rest goes straight to the protocol */
+        return false;
     }
+    ex->filter_state = s;
+    return true;
+}
+
+static xErrno filter_write(xHttpExchange *ex, const void *data, size_t len) {
+    if (!ex->filter_state && !filter_start(ex, UINT64_MAX)) return ex->ops->write(ex, data, len);
+    Stream *s = ex->filter_state;
     if (ex->res.aborted) return XERR_CLOSED;
     if (len == 0) return ex->ops->write(ex, data, 0);
     return stream_put(ex, s, data, len, false);
@@ -486,6 +491,7 @@ xHttpFilter *xCompressFilterCreate(const xCompressConf *conf) {
         .drop = filter_drop,
         .codings_for = filter_codings_for,
         .code_whole = filter_code_whole,
+        .start = filter_start,
     };
     w->conf = conf;
     return &w->base;

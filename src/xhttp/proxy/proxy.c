@@ -704,9 +704,13 @@ static void on_up_head(xHttpClientRequest *up, const xHttpClientResponse *r, voi
     }
     /* The upstream's length goes on as it is (a HEAD's answer keeps the
      * length a GET would have); otherwise the front frames it (chunked). */
-    if (r->content_length >= 0) xHttpResponseSetLength(call->res, (uint64_t)r->content_length);
+    /* A body the front's filter transforms (compression) is framed by the
+     * front (chunked) and written; any other keeps the upstream's length and
+     * may be spliced. The filter decides for this response alone. */
+    bool filtered = r->content_length >= 0 && xHttpResponseFiltered(call->res, (uint64_t)r->content_length);
+    if (r->content_length >= 0 && !filtered) xHttpResponseSetLength(call->res, (uint64_t)r->content_length);
     size_t splice_min = call->proxy->conf.splice_min;
-    if (splice_min && r->content_length >= 0 && (uint64_t)r->content_length >= splice_min &&
+    if (splice_min && !filtered && r->content_length >= 0 && (uint64_t)r->content_length >= splice_min &&
         call->upgrade == PROXY_NO_UPGRADE)
         xHttpClientRequestTakeBody(up, take_up_body, call);
 }
