@@ -4,6 +4,7 @@ upstream; its upstream (baseline_responder --bodies) answers an upload after its
 one tiny run of the comparison (xKit and the floor, GET, the auth-subrequest shape and idle memory,
 one 1-s run) writes a report with the figures and the ratio table."""
 
+import contextlib
 import http.client
 import json
 import os
@@ -151,20 +152,32 @@ class FloorProxyTest(unittest.TestCase):
         self.assertEqual(received.count(b"Content-Length: 3\r\n\r\none"), 2)
 
 
+@contextlib.contextmanager
+def bodies_responder():
+    """compare proxy's upstream, baseline_responder --bodies, on a free port (yielded) while the
+    block runs."""
+    port = free_port()
+    responder = subprocess.Popen(
+        [str(Path(BUILD_DIR) / "bench" / "baseline_responder"), str(port), "--bodies"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "listening on" in responder.stdout.readline()
+        yield port
+    finally:
+        responder.terminate()
+        responder.wait(timeout=10)
+        responder.stdout.close()
+
+
 @unittest.skipUnless(BUILD_DIR, "XK_BUILD_DIR is not set: run this through ctest")
 class UpstreamBodiesTest(unittest.TestCase):
     """compare proxy's upstream, baseline_responder --bodies: a request is answered once its
     Content-Length body has come, however the bytes are cut."""
 
     def test_an_upload_is_answered_after_its_last_byte(self):
-        port = free_port()
-        responder = subprocess.Popen(
-            [str(Path(BUILD_DIR) / "bench" / "baseline_responder"), str(port), "--bodies"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            self.assertIn("listening on", responder.stdout.readline())
+        with bodies_responder() as port:
             with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
                 sock.sendall(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Len")
                 time.sleep(0.05)
@@ -180,20 +193,9 @@ class UpstreamBodiesTest(unittest.TestCase):
                     self.assertTrue(chunk, received)
                     received += chunk
                 self.assertEqual(received.count(b"HTTP/1.1 200 OK"), 2)
-        finally:
-            responder.terminate()
-            responder.wait(timeout=10)
-            responder.stdout.close()
 
     def test_get_big_is_answered_with_256_kib_as_the_socket_takes_it(self):
-        port = free_port()
-        responder = subprocess.Popen(
-            [str(Path(BUILD_DIR) / "bench" / "baseline_responder"), str(port), "--bodies"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            self.assertIn("listening on", responder.stdout.readline())
+        with bodies_responder() as port:
             with socket.socket() as sock:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the answer waits for room
                 sock.settimeout(10)
@@ -211,10 +213,6 @@ class UpstreamBodiesTest(unittest.TestCase):
                     self.assertEqual(body, b"x" * (256 << 10))
                 sock.sendall(b"GET /ping HTTP/1.1\r\n\r\n")
                 self.assertIn(b"pong", sock.recv(4096))
-        finally:
-            responder.terminate()
-            responder.wait(timeout=10)
-            responder.stdout.close()
 
 
 @unittest.skipUnless(BUILD_DIR, "XK_BUILD_DIR is not set: run this through ctest")

@@ -715,28 +715,6 @@ class Http3StopWithTwoWorkersTest(unittest.TestCase):
     def test_new_connections_are_refused_by_both_workers_while_one_still_drains(self):
         certs = current_certs()
         server = start_https(self, certs.ec, "--workers", "2")
-        loop_time = time.monotonic
-
-        async def refused_or_not():
-            """What became of a new connection: its ConnectionTerminated's code and how long it
-            took, or None when nothing came back within 3 s (the client's handshake waits far
-            longer before it gives up)."""
-            configuration = client_configuration(certs.ca)
-            started = loop_time()
-            async with connect(
-                "127.0.0.1",
-                server.port,
-                configuration=configuration,
-                create_protocol=H3Protocol,
-                wait_connected=False,
-            ) as h3:
-                h3.transmit()  # the Initial: without wait_connected, connect leaves it unsent
-                try:
-                    # aioquic tells of a close after its draining period (3 PTOs, about 0.6 s here).
-                    terminated = await h3.closed(timeout=3)
-                except TimeoutError:
-                    return None
-                return terminated.error_code, loop_time() - started
 
         async def go():
             async with h3_connect("127.0.0.1", server.port, ca_file=certs.ca) as holder:
@@ -744,7 +722,9 @@ class Http3StopWithTwoWorkersTest(unittest.TestCase):
                 await asyncio.sleep(0.5)  # the request has reached its worker
                 server.send_signal(signal.SIGTERM)
                 await asyncio.sleep(0.3)  # the other worker, with no connection, has drained
-                newcomers = await asyncio.gather(*(refused_or_not() for _ in range(self.NEW_CONNECTIONS)))
+                newcomers = await asyncio.gather(
+                    *(new_connection_fate(server.port, certs) for _ in range(self.NEW_CONNECTIONS))
+                )
                 still_held = not held.done()
                 response = await held
                 return newcomers, still_held, response
@@ -755,6 +735,27 @@ class Http3StopWithTwoWorkersTest(unittest.TestCase):
         self.assertEqual((response.status, response.body), (200, b"done"))
         self.assertEqual([n for n in newcomers if n is None or n[0] != CONNECTION_REFUSED], [])
         server.assert_clean_exit(server.wait_exit(15))
+
+
+async def new_connection_fate(port, certs):
+    """What became of a new connection: its ConnectionTerminated's code and how long it took, or
+    None when nothing came back within 3 s (the client's handshake waits far longer before it
+    gives up)."""
+    started = time.monotonic()
+    async with connect(
+        "127.0.0.1",
+        port,
+        configuration=client_configuration(certs.ca),
+        create_protocol=H3Protocol,
+        wait_connected=False,
+    ) as h3:
+        h3.transmit()  # the Initial: without wait_connected, connect leaves it unsent
+        try:
+            # aioquic tells of a close after its draining period (3 PTOs, about 0.6 s here).
+            terminated = await h3.closed(timeout=3)
+        except TimeoutError:
+            return None
+        return terminated.error_code, time.monotonic() - started
 
 
 def udp_sockets_on(port):
@@ -793,25 +794,11 @@ class Http3StopPastItsDeadlineTest(unittest.TestCase):
         )
         loop_time = time.monotonic
 
-        async def refused_or_not():
-            """A new connection's ConnectionTerminated code, or None when nothing came back
-            within 3 s (see Http3StopWithTwoWorkersTest)."""
-            configuration = client_configuration(certs.ca)
-            async with connect(
-                "127.0.0.1",
-                server.port,
-                configuration=configuration,
-                create_protocol=H3Protocol,
-                wait_connected=False,
-            ) as h3:
-                h3.transmit()
-                try:
-                    return (await h3.closed(timeout=3)).error_code
-                except TimeoutError:
-                    return None
-
         async def newcomers():
-            return await asyncio.gather(*(refused_or_not() for _ in range(self.NEW_CONNECTIONS)))
+            fates = await asyncio.gather(
+                *(new_connection_fate(server.port, certs) for _ in range(self.NEW_CONNECTIONS))
+            )
+            return [fate and fate[0] for fate in fates]
 
         async def go():
             async with h3_connect("127.0.0.1", server.port, ca_file=certs.ca) as holder:
