@@ -211,14 +211,17 @@ static Coding choose(const Worker *w, xHttpExchange *ex, bool *varies) {
     xHttpResponse *res = &ex->res;
     *varies = false;
     xStr type, coding;
-    if (!xHttpStatusHasBody(res->status) || res->status == 206 || xStrEqualsC(ex->req.method, "HEAD") ||
+    if (!xHttpStatusHasBody(res->status) || res->status == 206 ||
         !find_field(&res->headers, "content-type", &type, NULL) || !type_listed(w->conf, type) ||
         find_field(&res->headers, "content-encoding", &coding, NULL) ||
         xBufferReserve(&res->headers, XCOMPRESS_FIELDS_ROOM) != XOK)
         return CODING_NONE;
+    /* A HEAD's answer has no body to code, but has the Vary its GET's would
+     * have (RFC 9110 §9.3.2), as the static handler's HEAD has. */
     *varies = true;
     xStr accept;
-    if (!xHttpRequestHeader(&ex->req, "accept-encoding", &accept)) return CODING_NONE;
+    if (xStrEqualsC(ex->req.method, "HEAD") || !xHttpRequestHeader(&ex->req, "accept-encoding", &accept))
+        return CODING_NONE;
     unsigned encodings = w->conf->opts.encodings;
     int br = encodings & XHTTP_COMPRESS_BROTLI ? xHttpAcceptEncodingQuality(accept, "br") : 0;
     int gzip = encodings & XHTTP_COMPRESS_GZIP ? xHttpAcceptEncodingQuality(accept, "gzip") : 0;
