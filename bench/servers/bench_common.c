@@ -35,6 +35,7 @@ static const char routes_text[] =
     "                                (with X-Echo: the method, path and fields, as read then)\n"
     "GET  /stream?chunks=N&size=M   a streamed body of N chunks of M bytes\n"
     "                  [&trailer=V]  ... followed by the trailer X-Stream-Trailer: V\n"
+    "                  [&type=T]     ... as Content-Type T (application/octet-stream)\n"
     "GET  /tls                      how the connection is secured, as JSON\n"
     "GET  /whoami[?q=V&cookie=NAME] the client's address and ports, the scheme, V decoded\n"
     "                                and cookie NAME's value (default id), as JSON\n"
@@ -260,13 +261,24 @@ static void on_delay(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xTimerStart(xHttpRequestLoop(req), &d->timer, ms);
 }
 
+/* Copies query parameter name, if present, into out as a C string. */
+static bool query_text(xHttpRequest *req, const char *name, char *out, size_t cap) {
+    xStr v;
+    if (!xHttpRequestQueryParam(req, name, &v) || v.len >= cap) return false;
+    memcpy(out, v.data, v.len);
+    out[v.len] = '\0';
+    return true;
+}
+
 static void on_stream(xHttpRequest *req, xHttpResponse *res, void *arg) {
     unsigned long chunks, size;
     if (!query_size(req, "chunks", 100000, &chunks) || !query_size(req, "size", 1u << 20, &size)) {
         bad_request(res, "chunks (<= 100000) and size (<= 1048576) are required\n");
         return;
     }
-    xHttpResponseAddHeader(res, "Content-Type", "application/octet-stream");
+    char type[128] = "application/octet-stream";
+    query_text(req, "type", type, sizeof type); /* a listed type is compressed with --compress */
+    xHttpResponseAddHeader(res, "Content-Type", type);
     char *piece = malloc(size ? size : 1);
     for (unsigned long i = 0; piece && i < chunks; i++) {
         memset(piece, '0' + (int)(i % 10), size);
@@ -414,15 +426,6 @@ const char *benchJsonBody(size_t *len) {
 static void on_json(xHttpRequest *req, xHttpResponse *res, void *arg) {
     xHttpResponseAddHeader(res, "Content-Type", "application/json");
     xHttpResponseSendRef(res, json_body, json_len, NULL, NULL);
-}
-
-/* Copies query parameter name, if present, into out as a C string. */
-static bool query_text(xHttpRequest *req, const char *name, char *out, size_t cap) {
-    xStr v;
-    if (!xHttpRequestQueryParam(req, name, &v) || v.len >= cap) return false;
-    memcpy(out, v.data, v.len);
-    out[v.len] = '\0';
-    return true;
 }
 
 static void on_text(xHttpRequest *req, xHttpResponse *res, void *arg) {
