@@ -154,6 +154,28 @@ class CompressHttp1Test(ServerTestCase):
         self.assertIsNone(resp.header("content-encoding"))
         self.assertEqual(resp.header("content-length"), str(len(self.json)))
 
+    def test_head_has_the_vary_its_get_has(self):
+        for target, vary in (
+            ("/json", "Accept-Encoding"),
+            ("/text?size=3000", "Accept-Encoding"),
+            ("/stream?chunks=2&size=3000&type=text/plain", "Accept-Encoding"),
+            ("/text?size=3000&type=image/png", None),
+            ("/text?size=255", None),
+            ("/text?size=3000&encoding=x-custom", None),
+        ):
+            for accept in ("gzip, br", "identity", None):
+                with self.subTest(target=target, accept=accept):
+                    head = self.get(target, accept, method="HEAD")
+                    get = self.get(target, accept)
+                    self.assertEqual((head.status, head.body), (200, b""))
+                    self.assertNotIn(head.header("content-encoding"), ("gzip", "br"))
+                    self.assertEqual(head.header("vary"), vary)
+                    self.assertEqual(get.header("vary"), vary)
+        with H2Conn(self.server.port) as conn:
+            resp = conn.fetch("HEAD", "/json", headers=[("accept-encoding", "br")])
+            self.assertEqual((resp.status, resp.body, resp.header("content-encoding")), (200, b"", None))
+            self.assertEqual(resp.header("vary"), "Accept-Encoding")
+
     def test_statuses_without_a_whole_body_are_never_compressed(self):
         for status in (204, 206, 304):
             with self.subTest(status=status):
@@ -227,6 +249,51 @@ class CompressHttp1Test(ServerTestCase):
                     conn.read_exactly(2)
                 self.assertEqual(decoder.text.count(b"\n"), 3)
                 self.assertIn(b"piece 3 of 3:", decoder.text)
+
+    def test_a_whole_coded_body_has_its_coded_length(self):
+        for size in (256, 4096, 65536):
+            identity = self.get(f"/text?size={size}").body
+            for coding in ("br", "gzip"):
+                with self.subTest(size=size, coding=coding):
+                    resp = self.get(f"/text?size={size}", coding)
+                    self.assert_coded(resp, coding, identity)
+                    self.assertEqual(resp.header("content-length"), str(len(resp.body)))
+                    self.assertIsNone(resp.header("transfer-encoding"))
+        for size in (0, 1):
+            with self.subTest(size=size):
+                resp = self.get(f"/text?size={size}", "br, gzip")
+                self.assertIsNone(resp.header("content-encoding"))
+                self.assertEqual((resp.header("content-length"), len(resp.body)), (str(size), size))
+
+    def test_streamed_bodies_of_every_size_decode_to_themselves(self):
+        """Written in one piece of 0 B to 1 MiB, or many (each flushed), coded
+        chunked on HTTP/1.1 and in DATA frames on h2c."""
+        shapes = [(1, 0), (1, 1), (1, 4096), (1, 65536), (1, 1 << 20), (16, 65536), (3000, 1)]
+
+        def expected(chunks, size):
+            return b"".join(bytes([48 + i % 10]) * size for i in range(chunks))
+
+        with Conn(self.server.port, timeout=60) as conn:
+            for chunks, size in shapes:
+                for coding in ("br", "gzip"):
+                    with self.subTest(http="1.1", chunks=chunks, size=size, coding=coding):
+                        target = f"/stream?chunks={chunks}&size={size}&type=text/plain"
+                        conn.request("GET", target, headers=[("Accept-Encoding", coding)])
+                        resp = conn.read_response()
+                        self.assertEqual(resp.header("transfer-encoding"), "chunked")
+                        self.assertIsNone(resp.header("content-length"))
+                        # Each write is flushed: many short ones can come out longer than they went in.
+                        self.assertEqual(resp.header("content-encoding"), coding)
+                        self.assertEqual(decode(coding, resp.body), expected(chunks, size))
+                        self.assertEqual(resp.header("vary"), "Accept-Encoding")
+        with H2Conn(self.server.port) as conn:
+            for chunks, size in shapes:
+                with self.subTest(http="2", chunks=chunks, size=size):
+                    target = f"/stream?chunks={chunks}&size={size}&type=text/plain"
+                    resp = conn.fetch("GET", target, headers=[("accept-encoding", "br")])
+                    self.assertIsNone(resp.header("content-length"))
+                    self.assertEqual(resp.header("content-encoding"), "br")
+                    self.assertEqual(brotli.decompress(resp.body), expected(chunks, size))
 
     def test_streamed_bodies_without_accept_encoding_are_plain(self):
         with Conn(self.server.port) as conn:

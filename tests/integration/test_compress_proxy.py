@@ -262,6 +262,8 @@ class CompressProxyTest(ServerTestCase):
         self.assertIsNone(resp.header("content-encoding"))
         self.assertEqual(resp.header("content-length"), "4096")
         self.assertEqual(resp.header("etag"), '"h1"')
+        self.assertEqual(resp.header("vary"), "Accept-Encoding")  # as the GET's
+        self.assertIsNone(self.get(target(size=100), "br", method="HEAD").header("vary"))
         # The connection goes on: the HEAD's answer had no body after all.
         with Conn(self.server.port) as conn:
             conn.request("HEAD", target(size=4096), headers=[("Accept-Encoding", "br")])
