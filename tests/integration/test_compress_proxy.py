@@ -245,6 +245,24 @@ class CompressProxyTest(ServerTestCase):
                 self.assertIn(b"content-encoding: br", result.stderr.lower())
                 self.assertEqual(result.stdout, TEXT[:MIB])
 
+    def test_an_http_1_0_client_gets_the_coded_body_up_to_the_close(self):
+        """No chunks for HTTP/1.0: the coded body, of a length not known ahead, ends
+        where the connection does."""
+        for coding in ("br", "gzip"):
+            with self.subTest(coding=coding), Conn(self.server.port, timeout=30) as conn:
+                conn.send(
+                    b"GET %s HTTP/1.0\r\nAccept-Encoding: %s\r\n\r\n" % (target(size=65536).encode(), coding.encode())
+                )
+                head, _, body = conn.read_until_eof().partition(b"\r\n\r\n")
+                fields = {
+                    k.strip().lower(): v.strip() for k, _, v in (ln.partition(b":") for ln in head.split(b"\r\n")[1:])
+                }
+                self.assertTrue(head.startswith(b"HTTP/1.1 200 "), head)
+                self.assertEqual(fields.get(b"content-encoding"), coding.encode())
+                self.assertNotIn(b"content-length", fields)
+                self.assertNotIn(b"transfer-encoding", fields)
+                self.assertEqual(decode(coding, body), TEXT[:65536])
+
     def test_a_strong_etag_is_made_weak_only_when_coded(self):
         coded = self.get(target(size=4096, etag='"v1"'), "gzip")
         self.assertEqual((coded.header("content-encoding"), coded.header("etag")), ("gzip", 'W/"v1"'))
