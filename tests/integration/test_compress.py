@@ -264,6 +264,12 @@ class CompressHttp1Test(ServerTestCase):
                 resp = self.get(f"/text?size={size}", "br, gzip")
                 self.assertIsNone(resp.header("content-encoding"))
                 self.assertEqual((resp.header("content-length"), len(resp.body)), (str(size), size))
+        with H2Conn(self.server.port) as conn:
+            for coding in ("br", "gzip"):
+                resp = conn.fetch("GET", "/text?size=4096", headers=[("accept-encoding", coding)])
+                self.assertEqual(resp.header("content-encoding"), coding)
+                self.assertEqual(resp.header("content-length"), str(len(resp.body)))
+                self.assertLess(len(resp.body), 4096)
 
     def test_streamed_bodies_of_every_size_decode_to_themselves(self):
         """Written in one piece of 0 B to 1 MiB, or many (each flushed), coded
