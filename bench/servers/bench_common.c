@@ -47,6 +47,7 @@ static const char routes_text[] =
     "        [&type=T]               ... as Content-Type T (text/plain)\n"
     "        [&status=S]             ... with status S\n"
     "        [&encoding=E&etag=V]    ... with Content-Encoding E, with ETag V\n"
+    "        [&cache=V]              ... with Cache-Control V\n"
     "        [&ref=1&no_compress=1]  ... with SendRef; never compressed (xHttpResponseNoCompress)\n"
     "GET  /drip?pieces=N&ms=M       N lines of text streamed, one each M ms\n"
     "GET  /blocking?ms=N            N ms (<= 10000) asleep on a blocking-pool thread, then\n"
@@ -442,6 +443,7 @@ static void on_text(xHttpRequest *req, xHttpResponse *res, void *arg) {
         xHttpResponseAddHeader(res, "Content-Encoding", value);
     if (query_text(req, "etag", value, sizeof value)) xHttpResponseAddHeader(res, "ETag", value);
     if (query_text(req, "server", value, sizeof value)) xHttpResponseAddHeader(res, "Server", value);
+    if (query_text(req, "cache", value, sizeof value)) xHttpResponseAddHeader(res, "Cache-Control", value);
     if (query_size(req, "no_compress", 1, &flag) && flag) xHttpResponseNoCompress(res);
     if (query_size(req, "ref", 1, &flag) && flag)
         xHttpResponseSendRef(res, text_bytes, size, NULL, NULL);

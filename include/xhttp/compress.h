@@ -3,12 +3,14 @@
  * Once xHttpServerCompress has turned it on, a response is compressed when
  * all of these hold: the request is not HEAD; the status has a body and is
  * not 206 (so never 1xx, 204, 206 or 304); the handler set a Content-Type on the
- * list and no Content-Encoding of its own; the client's Accept-Encoding
+ * list, no Content-Encoding of its own and no Cache-Control: no-transform
+ * (RFC 9111 §5.2.2.6: a proxied answer's is the upstream's); the client's Accept-Encoding
  * gives br or gzip a q-value above 0 (br wins a tie; a request without the
  * field gets the body as it is); and the body is at least min_size bytes
  * (xHttpResponseSend, xHttpResponseSendRef) or streamed (xHttpResponseWrite,
  * whose total size is unknown). Such a response, compressed or not because
- * of Accept-Encoding, carries "Vary: Accept-Encoding"; a compressed one
+ * of Accept-Encoding, carries "Vary: Accept-Encoding" (and so does a HEAD
+ * whose GET would be such a response); a compressed one
  * carries "Content-Encoding" and its strong ETag, if the handler set one,
  * becomes weak (W/"…"), since the bytes differ from the identity ones.
  *

@@ -1,7 +1,7 @@
 """On-the-fly compression (http_bench_server --compress) as clients see it:
 gzip or Brotli chosen by Accept-Encoding's q-values, Vary, only listed types
 above the size threshold, never for HEAD, 204, 206, 304 or a body the handler
-encoded itself, strong ETags made weak, off per response and per route, and
+encoded itself or marked no-transform, strong ETags made weak, off per response and per route, and
 streamed bodies that decode piece by piece as they are written, over
 HTTP/1.1, h2c and TLS."""
 
@@ -204,6 +204,16 @@ class CompressHttp1Test(ServerTestCase):
         self.assertEqual(identity.header("etag"), '"v1"')
         weak = self.get('/text?size=3000&etag=W/"v2"', "br")
         self.assertEqual(weak.header("etag"), 'W/"v2"')
+
+    def test_no_transform_is_never_compressed(self):
+        for cache in ("no-transform", "max-age=60,NO-TRANSFORM"):
+            with self.subTest(cache=cache):
+                resp = self.get(f"/text?size=3000&cache={cache}", "gzip, br")
+                self.assertIsNone(resp.header("content-encoding"))
+                self.assertIsNone(resp.header("vary"))
+                self.assertEqual((resp.header("content-length"), len(resp.body)), ("3000", 3000))
+        resp = self.get("/text?size=3000&cache=no-store", "gzip")
+        self.assertEqual(resp.header("content-encoding"), "gzip")
 
     def test_a_response_or_a_route_can_refuse_compression(self):
         resp = self.get("/text?size=3000&no_compress=1", "gzip, br")

@@ -1,13 +1,14 @@
 """The compression filter on responses the reverse proxy passes on from a real
 upstream (http_bench_server --compress --upstream), as clients see them over
 HTTP/1.1 and h2c: a body the upstream coded itself goes through untouched (never
-coded twice, its length and ETag kept); types off the list and bodies whose
-Content-Length is under the threshold go as they are, with their length; the
-rest are coded as Accept-Encoding's q-values choose (Brotli first), framed by
-the front (chunked on HTTP/1.1, no Content-Length), a strong ETag made weak, and
-decode to the upstream's exact bytes from 0 bytes to 1 MiB, whether the
-upstream gave a length or chunks; Vary: Accept-Encoding wherever the answer
-depended on it; HEAD, 204, 206 and 304 answers get no body and no coding."""
+coded twice, its length and ETag kept), and so does one marked no-transform;
+types off the list and bodies whose Content-Length is under the threshold go as
+they are, with their length; the rest are coded as Accept-Encoding's q-values
+choose (Brotli first), framed by the front (chunked on HTTP/1.1, up to the close
+on HTTP/1.0, no Content-Length), a strong ETag made weak, and decode to the
+upstream's exact bytes from 0 bytes to 1 MiB, whether the upstream gave a length
+or chunks; Vary: Accept-Encoding wherever the answer depended on it; HEAD, 204,
+206 and 304 answers get no body and no coding."""
 
 import base64
 import gzip
@@ -50,7 +51,8 @@ class Handler(socketserver.StreamRequestHandler):
     """GET|HEAD /upstream/body?size=N answers N bytes of TEXT as text/plain with a
     Content-Length, and as the query says: type=T (a Content-Type of T; "none": no
     Content-Type), framing=chunked (in pieces of 7000 bytes), coded=gzip|br (the body
-    coded by the upstream, with Content-Encoding), etag=V, vary=V, status=S (204 and
+    coded by the upstream, with Content-Encoding), etag=V, vary=V, cache=V (a
+    Cache-Control), status=S (204 and
     304 without a body, 206 the first 100 bytes with a Content-Range)."""
 
     def handle(self):
@@ -74,9 +76,9 @@ class Handler(socketserver.StreamRequestHandler):
         if coded:
             body = gzip.compress(body) if coded == "gzip" else brotli.compress(body)
             head.append(f"Content-Encoding: {coded}")
-        for field in ("etag", "vary"):
+        for field, name in (("etag", "ETag"), ("vary", "Vary"), ("cache", "Cache-Control")):
             if field in query:
-                head.append(f"{field.title()}: {query[field]}")
+                head.append(f"{name}: {query[field]}")
         chunked = query.get("framing") == "chunked"
         if status in (204, 304):
             body, chunked = b"", False
@@ -160,6 +162,17 @@ class CompressProxyTest(ServerTestCase):
                         self.assertEqual(decode(coded, resp.body), TEXT[:5000])
                         if framing == "length":
                             self.assertEqual(resp.header("content-length"), str(len(sent)))
+
+    def test_no_transform_is_left_alone(self):
+        """RFC 9111 §5.2.2.6: an intermediary must not transform a no-transform answer."""
+        for cache in ("no-transform", "public, No-Transform, max-age=60"):
+            for framing in ("length", "chunked"):
+                with self.subTest(cache=cache, framing=framing):
+                    resp = self.get(target(size=5000, cache=cache, framing=framing, etag='"n1"'), "br, gzip")
+                    self.assert_as_sent(resp, TEXT[:5000], length=framing == "length")
+                    self.assertEqual((resp.header("cache-control"), resp.header("etag")), (cache, '"n1"'))
+        resp = self.get(target(size=5000, cache="no-cache"), "br")
+        self.assertEqual(brotli.decompress(resp.body), TEXT[:5000])
 
     def test_types_off_the_list_go_as_they_are(self):
         for media_type in ("image/png", "application/octet-stream", "video/mp4", "none"):

@@ -151,19 +151,25 @@ static bool find_field(const xBuffer *lines, const char *name, xStr *value, size
     return false;
 }
 
-/* True when some Vary field already names Accept-Encoding (or "*"). */
-static bool varies_already(const xBuffer *lines) {
+/* True when some field called name (lower case) among lines lists token
+ * (in any case): fields that may come more than once, as lists. */
+static bool some_field_lists(const xBuffer *lines, const char *name, const char *token) {
+    size_t n = strlen(name);
     const char *p = lines->data, *end = p + lines->len;
     while (p < end) {
         const char *eol = memchr(p, '\r', (size_t)(end - p));
         if (!eol) break;
-        xStr value = {p + 6, (size_t)(eol - p) - 6};
-        if (eol - p >= 6 && xHttpSameLower(p, "vary: ", 6) &&
-            (xHttpListHasToken(value, "accept-encoding") || xHttpListHasToken(value, "*")))
+        if ((size_t)(eol - p) >= n + 2 && p[n] == ':' && xHttpSameLower(p, name, n) &&
+            xHttpListHasToken((xStr){p + n + 2, (size_t)(eol - p - n - 2)}, token))
             return true;
         p = eol + 2;
     }
     return false;
+}
+
+/* True when some Vary field already names Accept-Encoding (or "*"). */
+static bool varies_already(const xBuffer *lines) {
+    return some_field_lists(lines, "vary", "accept-encoding") || some_field_lists(lines, "vary", "*");
 }
 
 /* The response depends on Accept-Encoding: say so to caches. The room was
@@ -214,6 +220,7 @@ static Coding choose(const Worker *w, xHttpExchange *ex, bool *varies) {
     if (!xHttpStatusHasBody(res->status) || res->status == 206 ||
         !find_field(&res->headers, "content-type", &type, NULL) || !type_listed(w->conf, type) ||
         find_field(&res->headers, "content-encoding", &coding, NULL) ||
+        some_field_lists(&res->headers, "cache-control", "no-transform") ||
         xBufferReserve(&res->headers, XCOMPRESS_FIELDS_ROOM) != XOK)
         return CODING_NONE;
     /* A HEAD's answer has no body to code, but has the Vary its GET's would
