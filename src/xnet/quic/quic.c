@@ -51,9 +51,6 @@
 #define XQUIC_TX_SIZE (XQUIC_GSO_MAX * NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE)
 /* An expiry nearer than this takes a precise timer; later ones the wheel's. */
 #define XQUIC_PRECISE_BELOW_NS (50 * NGTCP2_MILLISECONDS)
-/* How early ngtcp2 lets a paced packet go (its NGTCP2_PKT_PACING_OVERHEAD):
- * a pacing deadline nearer than this is no deadline to it. */
-#define XQUIC_PACING_SLACK_NS NGTCP2_MILLISECONDS
 /* Stream data pieces handed to ngtcp2 at once. */
 #define XQUIC_IOV_MAX 16
 /* How long a client has to echo a Retry's token, and to bring back a
@@ -155,7 +152,6 @@ struct xQuicConn {
     void *app;
     bool close_owed; /* xQuicConnClose was called: sent at the end of the event */
     bool settling;   /* in the application's on_settle: conn_settle writes next */
-    bool paced;      /* the last write stopped at the send quantum: the rest waits for pacing */
     uint64_t credit; /* bytes consumed over the event: the peer's connection credit, given at its end */
     uint64_t close_code;
     int fatal; /* an ngtcp2 error that ends the connection, else 0 */
@@ -440,7 +436,6 @@ static int conn_write(xQuicConn *qc) {
     ngtcp2_pkt_info pi;
     size_t off = 0, gso = 0, npkts = 0;
     uint32_t ecn = 0;
-    qc->paced = false;
     /* Streams that ngtcp2 refused this round (flow control): tried again
      * the next time the connection writes. */
     xQuicStream *s = qc->send_first;
@@ -502,10 +497,7 @@ static int conn_write(xQuicConn *qc) {
                          ecn);
             off = 0;
         }
-        if (npkts == quantum) { /* pacing: the timer brings the rest */
-            qc->paced = true;
-            break;
-        }
+        if (npkts == quantum) break; /* pacing: the timer brings the rest */
     }
     if (off) {
         send_packets(ep, qc, ps.path.remote.addr, (socklen_t)ps.path.remote.addrlen, ep->tx, off, gso, ecn);
@@ -514,23 +506,10 @@ static int conn_write(xQuicConn *qc) {
     return 0;
 }
 
-/* Arms qc's timer for ngtcp2's next expiry. After every burst of packets
- * that expiry is the pacing deadline of the next, mostly microseconds away.
- * When the burst was all there was to send, nothing waits for it, and
- * ngtcp2 lets a packet go up to its pacing slack early anyway: a timer for
- * it would only wake the loop for ngtcp2_conn_handle_expiry to drop it, so
- * it is dropped here, at once (every other deadline is later than the
- * pacing one, so nothing else is due and the call does nothing else), and
- * the timer is armed for the next deadline that matters. */
+/* Arms qc's timer for ngtcp2's next expiry. */
 static void conn_arm(xQuicConn *qc) {
     xEventLoop *loop = qc->ep->net->loop;
     ngtcp2_tstamp expiry = ngtcp2_conn_get_expiry(qc->conn), now = now_ns();
-    if (!qc->paced && expiry > now && expiry - now < XQUIC_PACING_SLACK_NS) {
-        if (ngtcp2_conn_handle_expiry(qc->conn, now) == 0)
-            expiry = ngtcp2_conn_get_expiry(qc->conn);
-        else
-            expiry = now; /* the timer's turn closes the connection */
-    }
     if (expiry == UINT64_MAX) {
         xTimerStop(loop, &qc->timer);
         return;
