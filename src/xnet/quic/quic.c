@@ -158,7 +158,7 @@ struct xQuicConn {
     xQuicCidEntry *cids;
     struct sockaddr_storage local, remote; /* the path ngtcp2 sends on */
     socklen_t local_len, remote_len;
-    const ngtcp2_path *rx_path; /* while a packet is read: where it came from */
+    const ngtcp2_path *rx_path; /* while a packet is read, until its sender is seen: where it came from */
     bool view_elsewhere;        /* the view names rx_path's peer, not remote */
     xQuicStream *streams;
     xQuicStream *send_first, *send_last;
@@ -749,7 +749,10 @@ static int on_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t id, ui
     if (!s || !app_open(qc)) return NGTCP2_ERR_CALLBACK_FAILURE;
     if (flags & XQ_STREAM_DATA_EARLY) s->early = true;
     if (flags & NGTCP2_STREAM_DATA_FLAG_FIN) s->ended = true;
-    if (qc->rx_path) view_see_sender(qc);
+    if (qc->rx_path) { /* the packet's first stream data: the rest of it has the same sender */
+        view_see_sender(qc);
+        qc->rx_path = NULL;
+    }
     qc->ep->conf.app->on_stream_data(qc, s, data, len, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
     return 0;
 }
