@@ -172,21 +172,13 @@ size_t xConnPending(const xConn *conn) { return conn->out_pending; }
 /* Whether a send the loop's backend was given may still point at the output. */
 static bool send_in_flight(const xConn *conn) { return conn->send == XCONN_SEND_IN_FLIGHT; }
 
-char *xConnReserve(xConn *conn, size_t len) {
-    /* The common case first: a block with room is already held (a response's
-     * frames go into it one after another). */
-    if (conn->out.data && conn->out.cap - conn->out.len >= len) return conn->out.data + conn->out.len;
+char *xConnReserveMore(xConn *conn, size_t len) {
     if (xBufferPoolAcquire(&conn->net->buffers, &conn->out) != XOK) return NULL;
     /* Growing moves the bytes a send in flight may not have handed in yet
      * (output queued by another connection's end of turn): hand it in first. */
     if (conn->out.cap - conn->out.len < len && send_in_flight(conn)) xEventLoopSubmit(conn->net->loop);
     if (xBufferReserve(&conn->out, len) != XOK) return NULL;
     return conn->out.data + conn->out.len;
-}
-
-void xConnCommit(xConn *conn, size_t len) {
-    conn->out.len += len;
-    conn->out_pending += len;
 }
 
 xErrno xConnWrite(xConn *conn, const void *bytes, size_t len) {

@@ -315,9 +315,18 @@ xErrno xConnWriteNow(xConn *conn, const struct iovec *pieces, int count);
 xErrno xConnWriteFile(xConn *conn, int fd, off_t offset, size_t len, void (*release)(void *), void *arg);
 
 /** Room to format up to len bytes straight into the output queue; commit with
- *  xConnCommit. NULL on allocation failure. */
-char *xConnReserve(xConn *conn, size_t len);
-void xConnCommit(xConn *conn, size_t len);
+ *  xConnCommit. NULL on allocation failure. Inline for the common case, a
+ *  held block with room (a response's frames go into it one after another);
+ *  xConnReserveMore gets or grows the block. */
+char *xConnReserveMore(xConn *conn, size_t len);
+static inline char *xConnReserve(xConn *conn, size_t len) {
+    if (conn->out.data && conn->out.cap - conn->out.len >= len) return conn->out.data + conn->out.len;
+    return xConnReserveMore(conn, len);
+}
+static inline void xConnCommit(xConn *conn, size_t len) {
+    conn->out.len += len;
+    conn->out_pending += len;
+}
 
 /** Bytes queued and not yet sent. */
 size_t xConnPending(const xConn *conn);

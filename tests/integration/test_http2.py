@@ -285,6 +285,33 @@ class RawHttp2Test(H2ServerTestCase):
         self.assertEqual((resp.status, resp.body), (200, b"done"))
         self.assertGreaterEqual(time.monotonic() - started, 0.55)
 
+    def test_repeated_and_changing_answers_on_one_connection_each_carry_their_own_head(self):
+        # A connection copies a response head's block while the next one repeats it:
+        # every change (length, status, HEAD, type) must still show, and so must a
+        # repeat after a change.
+        conn = self.h2connect()
+        sequence = [("GET", "/ping")] * 3 + [("GET", "/echo?size=1")] * 3 + [("GET", "/echo?size=2")]
+        sequence += [("HEAD", "/echo?size=2"), ("GET", "/nope"), ("GET", "/nope"), ("GET", "/ping")]
+        sequence += [("GET", "/echo?size=1"), ("GET", "/ping"), ("GET", "/ping")]
+        for round_ in range(2):
+            for i, (method, target) in enumerate(sequence):
+                with self.subTest(round=round_, request=i, method=method, target=target):
+                    resp = conn.fetch(method, target)
+                    want = {"/ping": (200, b"pong"), "/nope": (404, None)}.get(target)
+                    if target.startswith("/echo"):
+                        size = int(target.rsplit("=", 1)[1])
+                        want = (200, b"" if method == "HEAD" else b"x" * size)
+                        self.assertEqual(resp.header("content-length"), str(size))
+                    self.assertEqual(resp.status, want[0])
+                    if want[1] is not None:
+                        self.assertEqual(resp.body, want[1])
+                    if target == "/ping":
+                        self.assertEqual(resp.header("content-length"), "4")
+                        self.assertTrue(resp.header("content-type").startswith("text/plain"))
+                    if target == "/nope":
+                        self.assertEqual(resp.header("content-length"), str(len(resp.body)))
+                    assert_h2_response_fields(self, resp)
+
     def test_head_has_the_length_and_no_body(self):
         resp = self.h2fetch("HEAD", "/echo?size=1000")
         self.assertEqual(resp.status, 200)

@@ -345,16 +345,26 @@ static xErrno put_field(xBuffer *lines, xStr n, xStr v, bool *server) {
     return XOK;
 }
 
+/* The length of s's leading run of bytes in class (a byte table that does not
+ * hold NUL), two bytes a step: a byte in the class is not the terminator, so
+ * the one after it may be read. */
+static size_t class_run(const char *s, const bool class[256]) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (;;) {
+        if (!class[p[0]]) return (size_t)(p - (const unsigned char *)s);
+        if (!class[p[1]]) return (size_t)(p + 1 - (const unsigned char *)s);
+        p += 2;
+    }
+}
+
 /* Validates a field and appends it to lines (put_field). */
 static xErrno append_field(xBuffer *lines, const char *name, const char *value, bool *server) {
     if (!name || !value) return XERR_INVALID;
     /* One pass over each string finds its end and checks it: neither class
      * holds NUL, so a scan stops at the terminator or at the first character
      * that does not belong, and only the terminator passes. */
-    xStr n = {name, 0};
-    size_t vl = 0;
-    while (xHttpIsTokenChar((unsigned char)name[n.len])) n.len++;
-    while (xHttpIsFieldChar((unsigned char)value[vl])) vl++;
+    xStr n = {name, class_run(name, xHttpTokenChars)};
+    size_t vl = class_run(value, xHttpFieldChars);
     if (name[n.len] || value[vl]) return XERR_INVALID;
     return put_field(lines, n, (xStr){value, vl}, server);
 }

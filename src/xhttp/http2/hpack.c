@@ -849,8 +849,7 @@ uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n) {
 
 uint8_t *xHpackEncodeContentLengthIndexed(xHpackEncoder *e, uint8_t *p, uint64_t n) {
     xHpackEncoderTable *t = &e->table;
-    if (e->length_index && n == e->length_value && t->version == e->length_version)
-        return xHpackWriteInt(p, 0x80, 7, e->length_index);
+    if (xHpackLengthIndexed(e, n)) return xHpackWriteInt(p, 0x80, 7, e->length_index);
     if (n != e->last_length) {
         e->last_length = n;
         return xHpackEncodeContentLength(p, n);

@@ -441,4 +441,10 @@ uint8_t *xHpackEncodeContentLength(uint8_t *p, uint64_t n);
  *  out by index while it stays). At most XHPACK_FIELD_BOUND(14, 20). */
 uint8_t *xHpackEncodeContentLengthIndexed(xHpackEncoder *e, uint8_t *p, uint64_t n);
 
+/** Whether xHpackEncodeContentLengthIndexed writes n by its index, as it will again
+ *  (changing nothing) while the table stays as it is. */
+static inline bool xHpackLengthIndexed(const xHpackEncoder *e, uint64_t n) {
+    return e->length_index && n == e->length_value && e->table.version == e->length_version;
+}
+
 #endif

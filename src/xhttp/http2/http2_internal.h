@@ -169,6 +169,25 @@ typedef struct xH2Stream {
     bool dispatched; /* handed to a handler: the stream holds the connection */
 } xH2Stream;
 
+/* A response head's whole block as last encoded, with what it was encoded from:
+ * while a connection's responses repeat it (status, the handler's lines, the
+ * content-length, the server choice) within one second and one table version,
+ * they copy these bytes instead of encoding the head again. Kept only when
+ * encoding it changed nothing the encoder remembers, so that it encodes the same
+ * again (respond.c: head_memo_*). */
+#define XH2_HEAD_MEMO_LINES 96
+#define XH2_HEAD_MEMO_CODED 48
+typedef struct xH2HeadMemo {
+    uint64_t length;  /* the content-length, when with_length */
+    time_t second;    /* the date's */
+    uint32_t version; /* the encoder table's */
+    uint16_t status;
+    uint8_t lines_len, coded_len; /* coded_len 0: none kept */
+    bool with_length, server;
+    char lines[XH2_HEAD_MEMO_LINES]; /* the handler's lines as given, before their names were folded */
+    uint8_t coded[XH2_HEAD_MEMO_CODED];
+} xH2HeadMemo;
+
 /* Client stream ids never opened: [first, last], both odd. */
 typedef struct xH2IdRange {
     int32_t first, last;
@@ -217,6 +236,7 @@ struct xHttp2 {
     time_t fixed_second;
     uint32_t fixed_version; /* the encoder table's version they are for */
     bool fixed_server;      /* with server (the handler did not set its own) */
+    xH2HeadMemo head_memo;
 
     int32_t block_id;       /* the stream whose header block is open, 0 if none */
     uint8_t block_flags;    /* its HEADERS frame's flags */

@@ -152,8 +152,7 @@ static uint8_t *put_alt_svc(xHttp2 *h2, uint8_t *p) {
  * second, the table and the choice of server are as they were: it is encoded
  * again only when one of them changed, and kept only when it added nothing to
  * the table (the next time, those fields go out by index). */
-static uint8_t *put_fixed_fields(xHttp2 *h2, uint8_t *p, const xEventLoop *loop, bool server) {
-    time_t now = xEventLoopWallSeconds(loop);
+static uint8_t *put_fixed_fields(xHttp2 *h2, uint8_t *p, const xEventLoop *loop, time_t now, bool server) {
     uint32_t version = h2->encoder.table.version;
     if (h2->fixed_len && now == h2->fixed_second && version == h2->fixed_version &&
         server == h2->fixed_server) {
@@ -180,9 +179,62 @@ static uint8_t *put_fixed_fields(xHttp2 *h2, uint8_t *p, const xEventLoop *loop,
     return end;
 }
 
-/* Queues a header block for s: the response head (:status, server, date,
- * the handler's fields, content-length when with_length) or, when trailers,
- * the trailer lines. */
+/* Whether the head memo holds this response head's block: the same inputs,
+ * within the same second and table version, and no size update due. */
+static bool head_memo_hit(const xHttp2 *h2, const xHttpResponse *res, time_t now, bool with_length,
+                          size_t length) {
+    const xH2HeadMemo *m = &h2->head_memo;
+    return m->coded_len && now == m->second && h2->encoder.table.version == m->version &&
+           !h2->encoder.update_due && res->status == m->status && res->own_server != m->server &&
+           with_length == m->with_length && (!with_length || length == m->length) &&
+           res->headers.len == m->lines_len &&
+           (!m->lines_len || memcmp(res->headers.data, m->lines, m->lines_len) == 0);
+}
+
+/* Writes a response head's fields at p (the frame's payload): the memo's
+ * copy when it holds them, else encoded (:status, server, date, the
+ * handler's lines, content-length when with_length), and kept for the next
+ * response when encoding them left the encoder as it was. */
+static uint8_t *put_head(xHttp2 *h2, xHttpExchange *ex, uint8_t *p, bool with_length, size_t length) {
+    xH2HeadMemo *m = &h2->head_memo;
+    xHpackEncoder *e = &h2->encoder;
+    xBuffer *lines = &ex->res.headers;
+    time_t now = xEventLoopWallSeconds(ex->req.loop);
+    if (head_memo_hit(h2, &ex->res, now, with_length, length)) {
+        memcpy(p, m->coded, m->coded_len);
+        return p + m->coded_len;
+    }
+    uint32_t version = e->table.version;
+    /* A content-length that goes out by index leaves the encoder's length memo as it is. */
+    bool keep =
+        !e->update_due && lines->len <= sizeof m->lines && (!with_length || xHpackLengthIndexed(e, length));
+    m->coded_len = 0;
+    if (keep && lines->len) memcpy(m->lines, lines->data, lines->len); /* before their names are folded */
+    uint8_t *start = p;
+    p = xHpackEncodeBegin(e, p);
+    p = xHpackEncodeStatus(p, ex->res.status);
+    p = put_fixed_fields(h2, p, ex->req.loop, now, !ex->res.own_server);
+    /* Response field names must be lower case in HTTP/2 (RFC 9113 §8.2.1);
+     * handlers write them as they like, so they are folded where they lie:
+     * the exchange's header lines are HTTP/2's alone. */
+    if (lines->len) p = xHpackEncodeLines(e, p, lines->data, lines->len);
+    if (with_length) p = xHpackEncodeContentLengthIndexed(e, p, length);
+    if (keep && e->table.version == version && (size_t)(p - start) <= sizeof m->coded) {
+        m->coded_len = (uint8_t)(p - start);
+        memcpy(m->coded, start, m->coded_len);
+        m->lines_len = (uint8_t)lines->len;
+        m->length = with_length ? length : 0;
+        m->second = now;
+        m->version = version;
+        m->status = (uint16_t)ex->res.status;
+        m->with_length = with_length;
+        m->server = !ex->res.own_server;
+    }
+    return p;
+}
+
+/* Queues a header block for s: the response head (put_head) or, when
+ * trailers, the trailer lines. */
 static xErrno write_block(xH2Stream *s, bool trailers, bool with_length, size_t length, uint8_t flags) {
     xHttp2 *h2 = s->h2;
     xHttpExchange *ex = s->ex;
@@ -193,16 +245,13 @@ static xErrno write_block(xH2Stream *s, bool trailers, bool with_length, size_t 
     bound += (bound / XH2_DEFAULT_FRAME_SIZE + 1) * XH2_FRAME_HEADER_LEN;
     uint8_t *base = (uint8_t *)xConnReserve(h2->conn, bound);
     if (!base) return XERR_NOMEM;
-    uint8_t *p = xHpackEncodeBegin(&h2->encoder, base + XH2_FRAME_HEADER_LEN);
+    uint8_t *p;
     if (!trailers) {
-        p = xHpackEncodeStatus(p, ex->res.status);
-        p = put_fixed_fields(h2, p, ex->req.loop, !ex->res.own_server);
+        p = put_head(h2, ex, base + XH2_FRAME_HEADER_LEN, with_length, length);
+    } else {
+        p = xHpackEncodeBegin(&h2->encoder, base + XH2_FRAME_HEADER_LEN);
+        if (lines->len) p = xHpackEncodeLines(&h2->encoder, p, lines->data, lines->len);
     }
-    /* Response field names must be lower case in HTTP/2 (RFC 9113 §8.2.1);
-     * handlers write them as they like, so they are folded where they lie:
-     * the exchange's header lines are HTTP/2's alone. */
-    if (lines->len) p = xHpackEncodeLines(&h2->encoder, p, lines->data, lines->len);
-    if (with_length) p = xHpackEncodeContentLengthIndexed(&h2->encoder, p, length);
     size_t len = (size_t)(p - base - XH2_FRAME_HEADER_LEN);
     xConnCommit(h2->conn, frame_block(base, len, s->id, flags));
     return XOK;

@@ -23,7 +23,9 @@ static void place(xH2StreamTable *t, int32_t id, void *stream) {
     t->displaced += at != i;
 }
 
-static bool grow(xH2StreamTable *t) {
+/* Kept out of xH2TableAdd, which every stream runs: inlined, its rare call
+ * made every add save and restore registers. */
+__attribute__((noinline)) static bool grow(xH2StreamTable *t) {
     size_t n = t->slots ? (t->mask + 1) * 2 : INITIAL_SLOTS;
     xH2Slot *old = t->slots;
     size_t old_n = old ? t->mask + 1 : 0;
