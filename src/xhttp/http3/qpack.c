@@ -224,7 +224,8 @@ static Read encoder_instruction(xQpackDecoder *d, const uint8_t **p, const uint8
 xQpackResult xQpackDecoderReadEncoder(xQpackDecoder *d, const uint8_t *in, size_t len, size_t *consumed) {
     const uint8_t *p = in, *end = in + len;
     *consumed = 0;
-    if (len) d->repeat.len = 0; /* the same section bytes may mean other fields now */
+    /* The same section bytes may mean other fields now, unless they refer to no entry. */
+    if (len && d->repeat.required) d->repeat.len = 0;
     while (p < end) {
         const uint8_t *q = p;
         Read r = encoder_instruction(d, &q, end);
@@ -464,8 +465,11 @@ static bool read_prefix(const xQpackDecoder *d, const uint8_t **p, const uint8_t
 }
 
 /* Keeps a section decoded whole for its repeats, if it is small enough. */
-static void remember(xQpackDecoder *d, const uint8_t *in, size_t len, const xQpackSection *s) {
+static void remember(xQpackDecoder *d, const uint8_t *in, size_t len, xQpackSection *s) {
     xQpackRepeat *r = &d->repeat;
+    /* The kept bytes again (decoded, not copied: they were over the caller's limits for
+     * a copy, or a stream was blocked) are the same fields: the same number. */
+    bool same = len == r->len && memcmp(in, r->bytes, len) == 0;
     r->len = 0;
     if (len > XQPACK_REPEAT_BYTES || s->count > XQPACK_REPEAT_FIELDS) return;
     size_t at = 0;
@@ -486,6 +490,8 @@ static void remember(xQpackDecoder *d, const uint8_t *in, size_t len, const xQpa
     r->count = (uint16_t)s->count;
     r->size = s->size;
     r->required = s->required_insert_count;
+    if (!same) r->number++;
+    s->remembered = r->number;
 }
 
 /* Queues a Section Acknowledgment (1 stream(7)) for a section that referred to the
@@ -511,7 +517,19 @@ static bool decode_again(const xQpackDecoder *d, xQpackSection *s) {
     s->count = r->count;
     s->size = r->size;
     s->required_insert_count = r->required;
+    s->remembered = r->number;
     return true;
+}
+
+/* The kept section, if in is it again. (While a stream is blocked, every section is
+ * decoded: it may be that stream's, to be taken out of the set.) */
+static bool is_repeat(const xQpackDecoder *d, const uint8_t *in, size_t len) {
+    return len && len == d->repeat.len && !d->blocked_count && memcmp(in, d->repeat.bytes, len) == 0;
+}
+
+bool xQpackDecodeAgain(xQpackDecoder *d, uint64_t number, uint64_t stream_id, const uint8_t *in, size_t len) {
+    return number == d->repeat.number && is_repeat(d, in, len) &&
+           acknowledge(d, stream_id, d->repeat.required);
 }
 
 xQpackResult xQpackDecodeSection(xQpackDecoder *d, uint64_t stream_id, const uint8_t *in, size_t len,
@@ -519,10 +537,9 @@ xQpackResult xQpackDecodeSection(xQpackDecoder *d, uint64_t stream_id, const uin
     const uint8_t *p = in, *end = in + len;
     Prefix x;
     /* The same bytes as the last small section, the table unchanged since: the same
-     * fields. (While a stream is blocked, every section is decoded: it may be that
-     * stream's, to be taken out of the set.) */
-    if (len && len == d->repeat.len && !d->blocked_count && memcmp(in, d->repeat.bytes, len) == 0 &&
-        decode_again(d, s))
+     * fields. */
+    s->remembered = 0;
+    if (is_repeat(d, in, len) && decode_again(d, s))
         return acknowledge(d, stream_id, s->required_insert_count) ? XQPACK_OK : XQPACK_DECOMPRESSION_FAILED;
     s->count = 0;
     s->size = 0;
