@@ -70,6 +70,11 @@ typedef struct xH3Head {
     xH2RequestHead checked;
     xStr path, query;
     bool has_host; /* a host field beside :authority */
+    /* A shared head's: the request's fields as handlers see them (the regular
+     * ones, host from :authority, an extended CONNECT's :protocol), which its
+     * exchanges refer to instead of each making the list. NULL otherwise. */
+    const xHttpField *list;
+    size_t list_count;
 } xH3Head;
 
 /* One head for every request stream whose field section is QPACK's kept
@@ -785,6 +790,8 @@ static bool check_head(const xHpackField *f, size_t n, xH3Head *h) {
     if (!xH2CheckHpackRequest(f, n, true, &h->checked) ||
         (xStrEqualsC(h->checked.method, "CONNECT") && !h->checked.protocol.len))
         return false;
+    h->list = NULL;
+    h->list_count = 0;
     h->fields = f;
     h->count = n;
     xStr target = h->checked.path;
@@ -796,16 +803,44 @@ static bool check_head(const xHpackField *f, size_t n, xH3Head *h) {
     return true;
 }
 
+/* Writes the fields of h as handlers see them into out (room for cap);
+ * returns how many, or SIZE_MAX when they are more than cap. */
+static size_t list_fields(const xH3Head *h, xHttpField *out, size_t cap) {
+    const xHpackField *f = h->fields;
+    size_t count = 0;
+    for (size_t i = 0; i < h->count; i++) {
+        if (f[i].name.data[0] == ':') continue;
+        if (count == cap) return SIZE_MAX;
+        out[count++] = (xHttpField){f[i].name, f[i].value};
+    }
+    /* HTTP/3 carries the host in :authority; handlers look for Host. */
+    if (h->checked.authority.len && !h->has_host) {
+        if (count == cap) return SIZE_MAX;
+        out[count++] = (xHttpField){{"host", 4}, h->checked.authority};
+    }
+    /* RFC 9220: an extended CONNECT's protocol reaches the handler as a
+     * field, as on HTTP/2. */
+    if (h->checked.protocol.len) {
+        if (count == cap) return SIZE_MAX;
+        out[count++] = (xHttpField){{":protocol", 9}, h->checked.protocol};
+    }
+    return count;
+}
+
 /* A shared copy, checked, of the fields of the section QPACK keeps (its
  * number section), which becomes the connection's (the one it held goes once
  * its streams have); NULL when out of memory or malformed (*malformed). */
 static xH3SharedHead *share_head(xH3Conn *h3, const xHpackField *f, size_t n, uint64_t section,
                                  bool *malformed) {
-    size_t bytes = 0;
+    /* The list: the regular fields, host and :protocol, and at most max_headers
+     * (more is refused, from the stream's own copy). */
+    size_t bytes = 0, max = h3->ctx->conf->max_headers;
+    if (max > n + 2) max = n + 2;
     for (size_t i = 0; i < n; i++) bytes += f[i].name.len + f[i].value.len;
-    xH3SharedHead *shared = malloc(sizeof *shared + n * sizeof *f + bytes);
+    xH3SharedHead *shared = malloc(sizeof *shared + max * sizeof(xHttpField) + n * sizeof *f + bytes);
     if (!shared) return NULL;
-    xHpackField *fields = (xHpackField *)(shared + 1);
+    xHttpField *list = (xHttpField *)(shared + 1);
+    xHpackField *fields = (xHpackField *)(list + max);
     char *at = (char *)(fields + n);
     for (size_t i = 0; i < n; i++) {
         fields[i] = f[i];
@@ -819,6 +854,13 @@ static xH3SharedHead *share_head(xH3Conn *h3, const xHpackField *f, size_t n, ui
         free(shared);
         return NULL;
     }
+    size_t count = list_fields(&shared->head, list, max);
+    if (count == SIZE_MAX) { /* answered 431 from the stream's own copy */
+        free(shared);
+        return NULL;
+    }
+    shared->head.list = list;
+    shared->head.list_count = count;
     shared->refs = 1;
     shared->section = section;
     shared->route = (xHttpKeptRoute){NULL, NULL, NULL};
@@ -854,32 +896,20 @@ static uint64_t take_head(xH3Stream *s, xHpackField *f, size_t n, uint64_t remem
     return check_head(f, n, h) ? 0 : XH3_MESSAGE_ERROR;
 }
 
-/* Fills the exchange from a checked head; the body comes later. */
+/* Fills the exchange from a checked head; the body comes later. A shared
+ * head's list is referred to as it is (the stream holds the head until the
+ * exchange has gone). */
 static bool fill_request(xH3Stream *s, const xH3Head *h) {
     xHttpExchange *ex = s->ex;
-    const xHpackField *f = h->fields;
-    size_t count = 0;
-    for (size_t i = 0; i < h->count; i++) {
-        if (f[i].name.data[0] == ':') continue;
-        if (count == ex->fields_cap) return false;
-        ex->fields[count].name = f[i].name;
-        ex->fields[count++].value = f[i].value;
+    if (h->list) {
+        ex->req.headers = h->list;
+        ex->req.num_headers = h->list_count;
+    } else {
+        size_t count = list_fields(h, ex->fields, ex->fields_cap);
+        if (count == SIZE_MAX) return false;
+        ex->req.headers = ex->fields;
+        ex->req.num_headers = count;
     }
-    /* HTTP/3 carries the host in :authority; handlers look for Host. */
-    if (h->checked.authority.len && !h->has_host) {
-        if (count == ex->fields_cap) return false;
-        ex->fields[count].name = (xStr){"host", 4};
-        ex->fields[count++].value = h->checked.authority;
-    }
-    /* RFC 9220: an extended CONNECT's protocol reaches the handler as a
-     * field, as on HTTP/2. */
-    if (h->checked.protocol.len) {
-        if (count == ex->fields_cap) return false;
-        ex->fields[count].name = (xStr){":protocol", 9};
-        ex->fields[count++].value = h->checked.protocol;
-    }
-    ex->req.headers = ex->fields;
-    ex->req.num_headers = count;
     ex->req.method = h->checked.method;
     ex->req.path = h->path;
     ex->req.query = h->query;
