@@ -735,7 +735,7 @@ static bool room_for(const xQpackEncoder *e, size_t size, uint64_t pinned, uint3
         uint64_t oldest = e->inserts - e->count + *evict;
         *stuck = oldest;
         if (*evict == e->count || oldest >= e->known_received || oldest >= pinned) return false;
-        for (size_t i = 0; i < e->section_count; i++)
+        for (size_t i = e->section_first; i < e->section_first + e->section_count; i++)
             if (e->sections[i].lowest <= oldest) return false;
         const xQpackEncoderEntry *x = encoder_entry(e, oldest);
         freed += x->name_len + x->value_len + XQPACK_ENTRY_OVERHEAD;
@@ -808,14 +808,17 @@ static void duplicate(xQpackEncoder *e, uint64_t abs, uint32_t evict) {
 
 bool xQpackEncoderNoteSection(xQpackEncoder *e, uint64_t stream_id, uint64_t required, uint64_t lowest) {
     if (!required) return true;
-    if (e->section_count == e->section_cap) {
+    if (e->section_first + e->section_count == e->section_cap && e->section_first) {
+        memmove(e->sections, e->sections + e->section_first, e->section_count * sizeof *e->sections);
+        e->section_first = 0;
+    } else if (e->section_count == e->section_cap) {
         size_t cap = e->section_cap ? e->section_cap * 2 : 16;
         xQpackOutstanding *sections = realloc(e->sections, cap * sizeof *sections);
         if (!sections) return false;
         e->sections = sections;
         e->section_cap = cap;
     }
-    e->sections[e->section_count++] = (xQpackOutstanding){stream_id, required, lowest};
+    e->sections[e->section_first + e->section_count++] = (xQpackOutstanding){stream_id, required, lowest};
     return true;
 }
 
@@ -891,21 +894,24 @@ xQpackResult xQpackEncoderReadDecoder(xQpackEncoder *e, const uint8_t *in, size_
         if (r == READ_BAD) return XQPACK_DECODER_STREAM_ERROR;
         if (r == READ_SHORT) break;
         if (first & 0x80) { /* Section Acknowledgment: the stream's oldest unacknowledged section */
-            size_t i = 0;
-            while (i < e->section_count && e->sections[i].stream_id != v) i++;
-            if (i == e->section_count) return XQPACK_DECODER_STREAM_ERROR; /* §4.4.1 */
+            size_t at = e->section_first, i = at, past = at + e->section_count;
+            while (i < past && e->sections[i].stream_id != v) i++;
+            if (i == past) return XQPACK_DECODER_STREAM_ERROR; /* §4.4.1 */
             if (e->sections[i].required > e->known_received) {
                 e->known_received = e->sections[i].required;
                 e->version++;
             }
-            memmove(&e->sections[i], &e->sections[i + 1], (e->section_count - i - 1) * sizeof *e->sections);
-            e->section_count--;
+            /* Acknowledgments come mostly in the order sent: the sections before
+             * this one (none, mostly) move up, not the ones after. */
+            memmove(&e->sections[at + 1], &e->sections[at], (i - at) * sizeof *e->sections);
+            e->section_first = --e->section_count ? at + 1 : 0;
             if (e->waiting) e->version++, e->waiting = false; /* an insert may fit now */
         } else if (first & 0x40) {                            /* Stream Cancellation */
-            size_t kept = 0;
-            for (size_t i = 0; i < e->section_count; i++)
+            size_t at = e->section_first, kept = at;
+            for (size_t i = at; i < at + e->section_count; i++)
                 if (e->sections[i].stream_id != v) e->sections[kept++] = e->sections[i];
-            e->section_count = kept;
+            e->section_count = kept - at;
+            if (!e->section_count) e->section_first = 0;
             if (e->waiting) e->version++, e->waiting = false;
         } else { /* Insert Count Increment (§4.4.3) */
             if (v == 0 || v > e->inserts - e->known_received) return XQPACK_DECODER_STREAM_ERROR;

@@ -230,8 +230,8 @@ typedef struct xQpackEncoder {
     uint32_t slots, first, count;
     uint64_t inserts;            /* every insert so far: the absolute index of the next */
     uint64_t known_received;     /* Known Received Count (§2.1.4) */
-    xQpackOutstanding *sections; /* in the order sent */
-    size_t section_count, section_cap;
+    xQpackOutstanding *sections; /* in the order sent, from section_first on */
+    size_t section_first, section_count, section_cap;
     uint64_t version; /* changes whenever what a field encodes to may change */
     bool waiting;     /* an insert did not fit: an acknowledgment that frees entries changes version */
     uint8_t *out;     /* encoder stream instructions not yet taken */
