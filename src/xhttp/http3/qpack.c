@@ -806,18 +806,25 @@ static void duplicate(xQpackEncoder *e, uint64_t abs, uint32_t evict) {
     free(keep);
 }
 
-bool xQpackEncoderNoteSection(xQpackEncoder *e, uint64_t stream_id, uint64_t required, uint64_t lowest) {
-    if (!required) return true;
-    if (e->section_first + e->section_count == e->section_cap && e->section_first) {
+/* Room for one more outstanding section: the acknowledged ones' room at the
+ * front taken back, or more. False when out of memory. */
+static bool room_for_section(xQpackEncoder *e) {
+    if (e->section_first) {
         memmove(e->sections, e->sections + e->section_first, e->section_count * sizeof *e->sections);
         e->section_first = 0;
-    } else if (e->section_count == e->section_cap) {
-        size_t cap = e->section_cap ? e->section_cap * 2 : 16;
-        xQpackOutstanding *sections = realloc(e->sections, cap * sizeof *sections);
-        if (!sections) return false;
-        e->sections = sections;
-        e->section_cap = cap;
+        return true;
     }
+    size_t cap = e->section_cap ? e->section_cap * 2 : 16;
+    xQpackOutstanding *sections = realloc(e->sections, cap * sizeof *sections);
+    if (!sections) return false;
+    e->sections = sections;
+    e->section_cap = cap;
+    return true;
+}
+
+bool xQpackEncoderNoteSection(xQpackEncoder *e, uint64_t stream_id, uint64_t required, uint64_t lowest) {
+    if (!required) return true;
+    if (e->section_first + e->section_count == e->section_cap && !room_for_section(e)) return false;
     e->sections[e->section_first + e->section_count++] = (xQpackOutstanding){stream_id, required, lowest};
     return true;
 }
