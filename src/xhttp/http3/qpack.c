@@ -581,7 +581,15 @@ static uint8_t *put_string(uint8_t *p, uint8_t high_bits, uint8_t huffman_bit, i
     return p + s.len;
 }
 
-static uint8_t *put_indexed_static(uint8_t *p, unsigned index) { return xHpackWriteInt(p, 0xc0, 6, index); }
+/* Indexed Field Line, static (11 index(6)): one byte below 63, as every
+ * response's :status 200 is, without the general integer writer. */
+static uint8_t *put_indexed_static(uint8_t *p, unsigned index) {
+    if (index < 63) {
+        *p = (uint8_t)(0xc0 | index);
+        return p + 1;
+    }
+    return xHpackWriteInt(p, 0xc0, 6, index);
+}
 
 /* Literal With Name Reference to a static entry, N = 0: 0101 index(4), value. */
 static uint8_t *put_static_name(uint8_t *p, unsigned index, xStr value) {
