@@ -9,6 +9,7 @@ the access log and the metrics name the protocol; a graceful stop ends open
 connections cleanly."""
 
 import asyncio
+import email.utils
 import json
 import os
 import re
@@ -185,6 +186,31 @@ class Http3Test(HttpsTestCase):
             whole, short = run(go(table))
             self.assertEqual([(r.status, r.body) for r in whole], [(200, b"hello")] * 4)
             self.assertEqual(short.reset_code, H3_MESSAGE_ERROR, f"table={table}")
+
+    def test_each_response_head_is_its_own_when_heads_repeat(self):
+        # A connection copies the response head it wrote last when the next one's status,
+        # fields and length are alike and its second is the same: a type of the same length
+        # but other letters, another length, another status each get their own head, and a
+        # second later the same response's date moves.
+        plan = [(200, "text/aaa", 4)] * 3 + [(200, "text/bbb", 4)] * 2 + [(200, "text/bbb", 5), (201, "text/bbb", 5)]
+        plan += [(200, "text/aaa", 4), (404, "text/aaa", 4), (200, "text/aaa", 4)]
+
+        def path(status, kind, size):
+            return f"/text?size={size}&type={kind}" + (f"&status={status}" if status != 200 else "")
+
+        async def go():
+            async with self.connect() as h3:
+                responses = [await h3.request("GET", path(*asked)) for asked in plan]
+                await asyncio.sleep(1.1)
+                return responses, await h3.request("GET", path(*plan[-1]))
+
+        responses, later = run(go())
+        for (status, kind, size), response in zip(plan + [plan[-1]], responses + [later], strict=True):
+            seen = (response.status, response.headers["content-type"], int(response.headers["content-length"]))
+            self.assertEqual(seen, (status, kind, size))
+            self.assertEqual((len(response.body), response.headers["server"]), (size, "xkit"))
+        first = email.utils.parsedate_to_datetime(responses[-1].headers["date"])
+        self.assertGreaterEqual((email.utils.parsedate_to_datetime(later.headers["date"]) - first).total_seconds(), 1)
 
     def test_streamed_response_with_trailer(self):
         async def go():

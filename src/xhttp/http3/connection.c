@@ -62,6 +62,21 @@
 typedef struct xH3Conn xH3Conn;
 typedef struct xH3Stream xH3Stream;
 
+/* The last response head encoded whole (the HEADERS payload: prefix,
+ * :status, server and date, the handler's lines, content-length) with the
+ * server and date encoding of epoch: a response of the same status, lines
+ * and length while that encoding holds is the same bytes, copied, as a
+ * route's answers mostly are. */
+typedef struct xH3HeadMemo {
+    uint64_t epoch; /* xH3Conn.fixed_epoch when made; 0: none */
+    int status;
+    bool with_length;
+    uint64_t length;
+    uint8_t lines_len, len;
+    char lines[128]; /* the handler's lines as given, before their names were folded */
+    uint8_t bytes[192];
+} xH3HeadMemo;
+
 /* A request's head as its exchange takes it: the fields, what the request
  * check made of them (views into them), and the target split at its '?'. */
 typedef struct xH3Head {
@@ -174,6 +189,8 @@ struct xH3Conn {
     uint8_t fixed_len; /* 0: not yet encoded */
     time_t fixed_second;
     uint64_t fixed_version, fixed_required, fixed_lowest;
+    uint64_t fixed_epoch; /* counts fixed's encodings */
+    xH3HeadMemo head_memo;
     /* The last content-length encoded: a route's answers are often all of
      * one size. */
     uint8_t length_coded[24]; /* its index byte, a length byte, up to 20 digits */
@@ -458,10 +475,76 @@ static uint8_t *begin_response(xH3Stream *s, uint8_t *p, int status, const xEven
         h3->fixed_version = e->version;
         h3->fixed_required = required;
         h3->fixed_lowest = lowest;
+        h3->fixed_epoch++;
     }
     p = xQpackEncodeStatus(xQpackEncodePrefix(e, p, h3->fixed_required), status);
     memcpy(p, h3->fixed, h3->fixed_len);
     return p + h3->fixed_len;
+}
+
+/* The response head of s again (xH3HeadMemo) at p, noted as a section sent
+ * (it may refer to server and date in the dynamic table); NULL when it is
+ * not the memo's. */
+static uint8_t *repeat_head(xH3Stream *s, uint8_t *p, const xBuffer *lines, bool with_length,
+                            uint64_t length) {
+    xH3Conn *h3 = s->h3;
+    const xH3HeadMemo *m = &h3->head_memo;
+    const xHttpExchange *ex = s->ex;
+    if (!m->epoch || m->epoch != h3->fixed_epoch || ex->res.status != m->status || ex->res.own_server ||
+        with_length != m->with_length || (with_length && length != m->length) || lines->len != m->lines_len ||
+        h3->qpack_out.version != h3->fixed_version ||
+        xEventLoopWallSeconds(ex->req.loop) != h3->fixed_second ||
+        (lines->len && memcmp(lines->data, m->lines, lines->len) != 0) ||
+        !xQpackEncoderNoteSection(&h3->qpack_out, (uint64_t)xQuicStreamId(s->qs), h3->fixed_required,
+                                  h3->fixed_lowest))
+        return NULL;
+    memcpy(p, m->bytes, m->len);
+    return p + m->len;
+}
+
+/* Encodes the response head (:status, server, date, the handler's lines,
+ * content-length when with_length) or the trailers at start; returns the
+ * end. A head is kept for the next (xH3HeadMemo) where it fits. */
+static uint8_t *encode_head(xH3Stream *s, uint8_t *start, bool trailers, xBuffer *lines, bool with_length,
+                            uint64_t length) {
+    xHttpExchange *ex = s->ex;
+    xH3Conn *h3 = s->h3;
+    xH3HeadMemo *memo = &h3->head_memo;
+    bool remember = false;
+    uint8_t *p;
+    if (trailers) {
+        p = xQpackEncodeBegin(start);
+    } else {
+        /* The lines kept as given: encoding folds their names where they lie. */
+        memo->epoch = 0;
+        remember =
+            !ex->res.own_server && h3->ctx->answers->server_name.len && lines->len <= sizeof memo->lines;
+        if (remember) memcpy(memo->lines, lines->data, lines->len);
+        p = begin_response(s, start, ex->res.status, ex->req.loop, !ex->res.own_server);
+    }
+    if (lines->len) p = xHpackEncodeLinesWith(&h3->lines, p, lines->data, lines->len, xQpackEncodeField);
+    if (with_length && h3->length_coded_len && length == h3->length_of_coded) {
+        memcpy(p, h3->length_coded, h3->length_coded_len);
+        p += h3->length_coded_len;
+    } else if (with_length) {
+        uint8_t *from = p;
+        p = xQpackEncodeContentLength(p, length);
+        if ((size_t)(p - from) <= sizeof h3->length_coded) {
+            memcpy(h3->length_coded, from, (size_t)(p - from));
+            h3->length_coded_len = (uint8_t)(p - from);
+            h3->length_of_coded = length;
+        }
+    }
+    if (remember && (size_t)(p - start) <= sizeof memo->bytes) {
+        memo->epoch = h3->fixed_epoch;
+        memo->status = ex->res.status;
+        memo->with_length = with_length;
+        memo->length = length;
+        memo->lines_len = (uint8_t)lines->len;
+        memo->len = (uint8_t)(p - start);
+        memcpy(memo->bytes, start, memo->len);
+    }
+    return p;
 }
 
 /* A HEADERS frame's room on the stack; a larger one is allocated. */
@@ -483,24 +566,9 @@ static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint6
     uint8_t stack[XH3_HEAD_STACK];
     uint8_t *buf = bound <= sizeof stack ? stack : malloc(bound);
     if (!buf) return XERR_NOMEM;
-    uint8_t *start = buf + XH3_FRAME_HEADER_MAX, *p;
-    if (trailers)
-        p = xQpackEncodeBegin(start);
-    else
-        p = begin_response(s, start, ex->res.status, ex->req.loop, !ex->res.own_server);
-    if (lines->len) p = xHpackEncodeLinesWith(&h3->lines, p, lines->data, lines->len, xQpackEncodeField);
-    if (with_length && h3->length_coded_len && length == h3->length_of_coded) {
-        memcpy(p, h3->length_coded, h3->length_coded_len);
-        p += h3->length_coded_len;
-    } else if (with_length) {
-        uint8_t *from = p;
-        p = xQpackEncodeContentLength(p, length);
-        if ((size_t)(p - from) <= sizeof h3->length_coded) {
-            memcpy(h3->length_coded, from, (size_t)(p - from));
-            h3->length_coded_len = (uint8_t)(p - from);
-            h3->length_of_coded = length;
-        }
-    }
+    uint8_t *start = buf + XH3_FRAME_HEADER_MAX;
+    uint8_t *p = trailers ? NULL : repeat_head(s, start, lines, with_length, length);
+    if (!p) p = encode_head(s, start, trailers, lines, with_length, length);
     uint8_t header[XH3_FRAME_HEADER_MAX];
     size_t header_len =
         (size_t)(xH3FrameWriteHeader(header, XH3_FRAME_HEADERS, (uint64_t)(p - start)) - header);
