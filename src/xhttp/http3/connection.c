@@ -519,7 +519,7 @@ static uint8_t *encode_head(xH3Stream *s, uint8_t *start, bool trailers, xBuffer
         memo->epoch = 0;
         remember =
             !ex->res.own_server && h3->ctx->answers->server_name.len && lines->len <= sizeof memo->lines;
-        if (remember) memcpy(memo->lines, lines->data, lines->len);
+        if (remember && lines->len) memcpy(memo->lines, lines->data, lines->len);
         p = begin_response(s, start, ex->res.status, ex->req.loop, !ex->res.own_server);
     }
     if (lines->len) p = xHpackEncodeLinesWith(&h3->lines, p, lines->data, lines->len, xQpackEncodeField);
