@@ -75,7 +75,7 @@ static void section(State *st, FuzzProgram *in) {
     if (len > left) len = left;
     char *bytes = fuzz_copy(in->p, len);
     in->p += len;
-    xQpackSection s = {fields, st->max_fields, 0, scratch, st->scratch_size, st->max_size, 0, 0};
+    xQpackSection s = {fields, st->max_fields, 0, scratch, st->scratch_size, st->max_size, 0, 0, 0};
     size_t blocked_before = st->d.blocked_count;
     bool was_blocked = false; /* then its count is the one read before, which a second read may not give */
     for (size_t k = 0; k < st->d.blocked_count; k++) was_blocked |= st->d.blocked[k].stream_id == 4 * i;
@@ -98,7 +98,7 @@ static void section(State *st, FuzzProgram *in) {
             free(bytes);
             return;
         }
-        xQpackSection t = {again, st->max_fields, 0, scratch2, st->scratch_size, st->max_size, 0, 0};
+        xQpackSection t = {again, st->max_fields, 0, scratch2, st->scratch_size, st->max_size, 0, 0, 0};
         xQpackResult r2 = xQpackDecodeSection(&st->d, 4 * i, (const uint8_t *)bytes, len, &t);
         FUZZ_ASSERT(r2 == r && t.count == s.count && t.size == s.size, "decoded again: %d", (int)r2);
         for (size_t k = 0; k < s.count; k++)
@@ -106,6 +106,14 @@ static void section(State *st, FuzzProgram *in) {
                             same(t.fields[k].value, s.fields[k].value) &&
                             t.fields[k].flags == s.fields[k].flags,
                         "field %zu decoded again differs", k);
+        /* A kept section is the same one again, and may be taken as decoded. */
+        FUZZ_ASSERT(t.remembered == s.remembered, "kept as another section");
+        if (s.remembered && st->d.blocked_count == 0) {
+            FUZZ_ASSERT(xQpackDecodeAgain(&st->d, s.remembered, 4 * i, (const uint8_t *)bytes, len),
+                        "a kept section not taken again");
+            FUZZ_ASSERT(!xQpackDecodeAgain(&st->d, s.remembered + 1, 4 * i, (const uint8_t *)bytes, len),
+                        "taken again under another number");
+        }
     }
     free(bytes);
 }

@@ -117,7 +117,7 @@ static void cancel_stream(Pair *x, unsigned i);
 /* Decodes the section of stream i (new, or a blocked one again) in both. */
 static void both_decode(Pair *x, unsigned i) {
     Pending *pend = &x->pending[i];
-    xQpackSection s = {fields, MAX_FIELDS, 0, scratch, sizeof scratch, SIZE_MAX, 0, 0};
+    xQpackSection s = {fields, MAX_FIELDS, 0, scratch, sizeof scratch, SIZE_MAX, 0, 0, 0};
     xQpackResult ours = xQpackDecodeSection(&x->ours, 4 * i, pend->bytes, pend->len, &s);
     size_t n = 0;
     Verdict theirs = theirs_read(x, pend, &s, ours == XQPACK_OK, &n);

@@ -64,7 +64,7 @@ static void check_theirs(nghttp3_qpack_decoder *dec, const uint8_t *in, size_t l
 }
 
 static void check_ours(xQpackDecoder *dec, const uint8_t *in, size_t len, const Fields *want, size_t n) {
-    xQpackSection s = {decoded, MAX_FIELDS, 0, scratch, sizeof scratch, SIZE_MAX, 0, 0};
+    xQpackSection s = {decoded, MAX_FIELDS, 0, scratch, sizeof scratch, SIZE_MAX, 0, 0, 0};
     FUZZ_ASSERT(xQpackDecodeSection(dec, 0, in, len, &s) == XQPACK_OK, "ours refused our section");
     FUZZ_ASSERT(s.required_insert_count == 0, "a static-only section needs inserts");
     char why[XK_ORACLE_WHY];

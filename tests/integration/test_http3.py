@@ -9,6 +9,7 @@ the access log and the metrics name the protocol; a graceful stop ends open
 connections cleanly."""
 
 import asyncio
+import email.utils
 import json
 import os
 import re
@@ -127,6 +128,89 @@ class Http3Test(HttpsTestCase):
         responses = run(go())
         self.assertEqual([r.body for r in responses[:80]], [b"pong"] * 80)
         self.assertEqual([len(r.body) for r in responses[80:]], [1000 * i for i in range(20)])
+
+    # A request's field section sent again byte for byte is QPACK's kept section, and its
+    # streams share one decoded head: every handler still reads its own request, however
+    # late, whatever came after, whether the client's encoder uses the dynamic table
+    # (aioquic's, in the table the server allows) or not (Required Insert Count 0).
+
+    def late_echoes(self, table):
+        """Streams of one section three times, another section three times, and the
+        first again, all in flight at once, each handler reading its request 300 ms on."""
+
+        async def go():
+            async with self.connect() as h3:
+                tags = ["first"] * 3 + ["second"] * 3 + ["first"] * 3
+                asked = [
+                    h3.request("GET", "/delay?ms=300", headers=[("x-echo", tag), ("x-n", "1")], table=table)
+                    for tag in tags
+                ]
+                asked.append(h3.request("GET", "/delay?ms=300", headers=[("x-echo", "third")], table=table))
+                return tags + ["third"], await asyncio.gather(*asked)
+
+        tags, responses = run(go())
+        for tag, response in zip(tags, responses, strict=True):
+            n = "x-n: 1\n" if tag != "third" else ""
+            self.assertEqual(response.status, 200)
+            self.assertEqual(response.body.decode(), f"GET /delay\nx-echo: {tag}\n{n}host: localhost\n")
+
+    def test_repeated_sections_with_the_table_are_each_answered_from_their_own_fields(self):
+        self.late_echoes(table=True)
+
+    def test_repeated_sections_without_the_table_are_each_answered_from_their_own_fields(self):
+        self.late_echoes(table=False)
+
+    def test_each_repeated_section_goes_where_the_router_sends_it(self):
+        sent = [("GET", "/ping", 200)] * 3 + [("GET", "/nowhere", 404)] * 3
+        sent += [("POST", "/ping", 405)] * 3 + [("GET", "/ping", 200)] * 3
+        sent += [("GET", "/whoami?q=a", 200)] * 3 + [("GET", "/whoami?q=b", 200)] * 3
+
+        async def go(table):
+            async with self.connect() as h3:
+                return [await h3.request(method, path, table=table) for method, path, _ in sent]
+
+        for table in (True, False):
+            for (method, path, status), response in zip(sent, run(go(table)), strict=True):
+                self.assertEqual(response.status, status, f"{method} {path} table={table}")
+                if path.startswith("/whoami"):
+                    self.assertEqual(json.loads(response.body)["q"], path[-1], response.body)
+
+    def test_a_shared_heads_content_length_holds_each_streams_body(self):
+        async def go(table):
+            async with self.connect() as h3:
+                asked = [("content-length", "5")]
+                whole = [await h3.request("POST", "/echo", body=b"hello", headers=asked, table=table) for _ in range(4)]
+                return whole, await h3.request("POST", "/echo", body=b"hi", headers=asked, table=table)
+
+        for table in (True, False):
+            whole, short = run(go(table))
+            self.assertEqual([(r.status, r.body) for r in whole], [(200, b"hello")] * 4)
+            self.assertEqual(short.reset_code, H3_MESSAGE_ERROR, f"table={table}")
+
+    def test_each_response_head_is_its_own_when_heads_repeat(self):
+        # A connection copies the response head it wrote last when the next one's status,
+        # fields and length are alike and its second is the same: a type of the same length
+        # but other letters, another length, another status each get their own head, and a
+        # second later the same response's date moves.
+        plan = [(200, "text/aaa", 4)] * 3 + [(200, "text/bbb", 4)] * 2 + [(200, "text/bbb", 5), (201, "text/bbb", 5)]
+        plan += [(200, "text/aaa", 4), (404, "text/aaa", 4), (200, "text/aaa", 4)]
+
+        def path(status, kind, size):
+            return f"/text?size={size}&type={kind}" + (f"&status={status}" if status != 200 else "")
+
+        async def go():
+            async with self.connect() as h3:
+                responses = [await h3.request("GET", path(*asked)) for asked in plan]
+                await asyncio.sleep(1.1)
+                return responses, await h3.request("GET", path(*plan[-1]))
+
+        responses, later = run(go())
+        for (status, kind, size), response in zip(plan + [plan[-1]], responses + [later], strict=True):
+            seen = (response.status, response.headers["content-type"], int(response.headers["content-length"]))
+            self.assertEqual(seen, (status, kind, size))
+            self.assertEqual((len(response.body), response.headers["server"]), (size, "xkit"))
+        first = email.utils.parsedate_to_datetime(responses[-1].headers["date"])
+        self.assertGreaterEqual((email.utils.parsedate_to_datetime(later.headers["date"]) - first).total_seconds(), 1)
 
     def test_streamed_response_with_trailer(self):
         async def go():

@@ -12,7 +12,7 @@ static xHpackField fields[64];
 static char scratch[4096];
 
 static xQpackSection section(void) {
-    return (xQpackSection){fields, 64, 0, scratch, sizeof scratch, 65536, 0, 0};
+    return (xQpackSection){fields, 64, 0, scratch, sizeof scratch, 65536, 0, 0, 0};
 }
 
 static xQpackResult read_encoder(xQpackDecoder *d, const char *hex) {
@@ -519,6 +519,53 @@ static void a_repeated_section_decodes_the_same(void) {
     xQpackDecoderFree(&d);
 }
 
+/* A kept section taken again without decoding (xQpackDecodeAgain) does what decoding
+ * it would: its Section Acknowledgment when it refers to the table; it is refused once
+ * the table changed under a section that refers to it, or another section is kept. One
+ * that refers to no entry (Required Insert Count 0) means the same whatever the table
+ * holds, so it stays kept through the encoder stream's changes. */
+static void a_kept_section_is_taken_again(void) {
+    xQpackDecoder d;
+    CHECK(xQpackDecoderInit(&d, 220, 0) == 0);
+    xQpackSection s = section();
+    uint8_t in[64];
+    CHECK_EQ_INT(read_encoder(&d, "3fbd01c009612e6578616d706c65"), XQPACK_OK); /* :authority a.example */
+    size_t n = check_unhex("0200d1d780", in);                                  /* ... :authority (dynamic) */
+    CHECK_EQ_INT(xQpackDecodeSection(&d, 0, in, n, &s), XQPACK_OK);
+    uint64_t dynamic = s.remembered;
+    CHECK(dynamic != 0);
+    CHECK(output_is(&d, "80"));
+    CHECK(!xQpackDecodeAgain(&d, dynamic + 1, 4, in, n)); /* not that number */
+    CHECK(!xQpackDecodeAgain(&d, dynamic, 4, in, n - 1)); /* not those bytes */
+    CHECK(output_is(&d, ""));
+    CHECK(xQpackDecodeAgain(&d, dynamic, 4, in, n));
+    CHECK(output_is(&d, "84"));
+    CHECK_EQ_INT(read_encoder(&d, "00"), XQPACK_OK); /* a duplicate: the table changed */
+    CHECK(!xQpackDecodeAgain(&d, dynamic, 8, in, n));
+    CHECK_EQ_INT(xQpackDecodeSection(&d, 8, in, n, &s), XQPACK_OK);
+    CHECK(s.remembered != 0 && s.remembered != dynamic); /* decoded, and kept anew */
+
+    /* :method GET, :scheme https, :path /a: static references and a literal. */
+    n = check_unhex("0000d1d751022f61", in);
+    CHECK_EQ_INT(xQpackDecodeSection(&d, 12, in, n, &s), XQPACK_OK);
+    uint64_t plain = s.remembered;
+    CHECK(plain != 0 && !xQpackDecodeAgain(&d, dynamic, 12, in, n));
+    CHECK_EQ_INT(read_encoder(&d, "00"), XQPACK_OK);
+    CHECK_EQ_INT(read_encoder(&d, "20"), XQPACK_OK); /* capacity 0: everything evicted */
+    (void)xQpackDecoderTakeOutput(&d);               /* acknowledgments and increments so far */
+    CHECK(xQpackDecodeAgain(&d, plain, 16, in, n));
+    CHECK_EQ_INT(xQpackDecodeSection(&d, 20, in, n, &s), XQPACK_OK);
+    CHECK(s.remembered == plain && field_is(&s, 2, ":path", "/a"));
+    CHECK(output_is(&d, "")); /* nothing to acknowledge */
+    in[n - 1] = 'b';          /* /b: another section, kept in its place */
+    CHECK(!xQpackDecodeAgain(&d, plain, 24, in, n));
+    CHECK_EQ_INT(xQpackDecodeSection(&d, 24, in, n, &s), XQPACK_OK);
+    CHECK(s.remembered != plain && field_is(&s, 2, ":path", "/b"));
+    in[n - 1] = 'a';
+    CHECK(!xQpackDecodeAgain(&d, plain, 28, in, n));
+    xQpackDecoderFree(&d);
+}
+
 int main(void) {
     RUN(appendix_b_examples);
     RUN(static_table_is_rfc_9204s);
@@ -534,5 +581,6 @@ int main(void) {
     RUN(fields_meet_http2_checks);
     RUN(verdicts_carry_the_syntax);
     RUN(a_repeated_section_decodes_the_same);
+    RUN(a_kept_section_is_taken_again);
     return CHECK_SUMMARY();
 }

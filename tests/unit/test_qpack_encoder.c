@@ -76,7 +76,7 @@ static void decode_both(Peer *peer, uint64_t stream_id, const uint8_t *in, size_
 
     xHpackField fields[16];
     char scratch[1024];
-    xQpackSection s = {fields, 16, 0, scratch, sizeof scratch, 65536, 0, 0};
+    xQpackSection s = {fields, 16, 0, scratch, sizeof scratch, 65536, 0, 0, 0};
     CHECK_EQ_INT(xQpackDecodeSection(&peer->ours, stream_id, in, len, &s), XQPACK_OK);
     wrong = xk_oracle_ours(s.fields, s.count, names, values, n, why);
     CHECK_MSG(!wrong, "%s", wrong);

@@ -244,6 +244,15 @@ void xHttpExchangeRouteAndKeep(xHttpExchange *ex, xHttpKeptRoute *kept);
  *  router or holds none. */
 bool xHttpExchangeRouteByKept(xHttpExchange *ex, const xHttpKeptRoute *kept);
 
+/** Routes the request of a shared head (HTTP/2's and HTTP/3's: one decoded head
+ *  for every request whose field block is byte for byte the same) as its first
+ *  request was routed, which routes it and keeps the route for the rest: the
+ *  same method and path lead to the same route. Nothing when ex is routed. */
+static inline void xHttpExchangeRouteAsKept(xHttpExchange *ex, xHttpKeptRoute *kept) {
+    if (ex->routed || xHttpExchangeRouteByKept(ex, kept)) return;
+    xHttpExchangeRouteAndKeep(ex, kept);
+}
+
 /** True when the request leads to a streaming route (routing it if need be). */
 bool xHttpExchangeStreams(xHttpExchange *ex);
 

@@ -281,11 +281,9 @@ static inline bool xH2StreamReceives(const xH2Stream *s) {
 }
 
 /* Routes s's exchange (its method and path set) as its shared head's first
- * stream was routed, which routes it for the rest: the same method and path
- * lead to the same route. */
+ * stream was routed (xHttpExchangeRouteAsKept). */
 static inline void xH2RouteByHead(xH2Stream *s) {
-    if (!s->shared || s->ex->routed || xHttpExchangeRouteByKept(s->ex, &s->shared->route)) return;
-    xHttpExchangeRouteAndKeep(s->ex, &s->shared->route);
+    if (s->shared) xHttpExchangeRouteAsKept(s->ex, &s->shared->route);
 }
 
 /* Response bytes s holds that are not yet framed. */

@@ -62,6 +62,50 @@
 typedef struct xH3Conn xH3Conn;
 typedef struct xH3Stream xH3Stream;
 
+/* The last response head encoded whole (the HEADERS payload: prefix,
+ * :status, server and date, the handler's lines, content-length) with the
+ * server and date encoding of epoch: a response of the same status, lines
+ * and length while that encoding holds is the same bytes, copied, as a
+ * route's answers mostly are. */
+typedef struct xH3HeadMemo {
+    uint64_t epoch; /* xH3Conn.fixed_epoch when made; 0: none */
+    int status;
+    bool with_length;
+    uint64_t length;
+    uint8_t lines_len, len;
+    char lines[128]; /* the handler's lines as given, before their names were folded */
+    uint8_t bytes[192];
+} xH3HeadMemo;
+
+/* A request's head as its exchange takes it: the fields, what the request
+ * check made of them (views into them), and the target split at its '?'. */
+typedef struct xH3Head {
+    const xHpackField *fields;
+    size_t count;
+    xH2RequestHead checked;
+    xStr path, query;
+    bool has_host; /* a host field beside :authority */
+    /* A shared head's: the request's fields as handlers see them (the regular
+     * ones, host from :authority, an extended CONNECT's :protocol), which its
+     * exchanges refer to instead of each making the list. NULL otherwise. */
+    const xHttpField *list;
+    size_t list_count;
+} xH3Head;
+
+/* One head for every request stream whose field section is QPACK's kept
+ * section again (xQpackSection.remembered: a client's streams of one request
+ * bring the same bytes, whether they refer to the dynamic table or not), so
+ * such a stream decodes, checks and copies nothing, and is routed as the
+ * first was. Its fields and strings follow it in one allocation; it goes when
+ * the last stream that holds it has gone and the connection has moved on to
+ * another section. (HTTP/2's xH2SharedHead is the same idea.) */
+typedef struct xH3SharedHead {
+    size_t refs;      /* the streams that hold it, and the connection while it is h3->shared */
+    uint64_t section; /* the kept section's number */
+    xH3Head head;
+    xHttpKeptRoute route; /* where its first stream was routed, for the rest */
+} xH3SharedHead;
+
 /* What a stream of the peer's carries. */
 typedef enum xH3Kind {
     XH3_KIND_UNTYPED, /* a unidirectional stream before its type */
@@ -95,6 +139,7 @@ struct xH3Stream {
     bool tunnel; /* an extended CONNECT (RFC 9220): its DATA is the tunnel's, both ways */
     xHttpExchange *ex;
     char *head;             /* the request's fields, copied out of the frame: head_room, or allocated */
+    xH3SharedHead *shared;  /* or the head it shares: head is NULL then */
     xBuffer body;           /* a whole body, or what a streaming reader has not taken */
     size_t body_uncredited; /* of body: bytes the peer has not had credit back for */
     int64_t content_length;
@@ -129,6 +174,8 @@ struct xH3Conn {
     xH3Stream *spare; /* ended request streams, linked by next, for the next ones */
     size_t spare_count;
     xHpackField *fields;    /* room for a field section's fields, max_headers + pseudo-fields */
+    xH3SharedHead *shared;  /* the head of the section QPACK keeps, or NULL */
+    uint64_t last_section;  /* the number of the last request section decoded (0: not kept) */
     char *scratch;          /* and for its decoded strings: max_header_size bytes */
     xTimer timer;           /* a request's head or body that stops arriving */
     uint64_t last_input_ms; /* loop time of the last request bytes */
@@ -142,6 +189,8 @@ struct xH3Conn {
     uint8_t fixed_len; /* 0: not yet encoded */
     time_t fixed_second;
     uint64_t fixed_version, fixed_required, fixed_lowest;
+    uint64_t fixed_epoch; /* counts fixed's encodings */
+    xH3HeadMemo head_memo;
     /* The last content-length encoded: a route's answers are often all of
      * one size. */
     uint8_t length_coded[24]; /* its index byte, a length byte, up to 20 digits */
@@ -200,8 +249,13 @@ static void note_input(xH3Conn *h3) {
     if (!xTimerActive(&h3->timer)) xTimerStart(loop, &h3->timer, first); /* the fire sees which applies */
 }
 
+static void shared_head_release(xH3SharedHead *shared) {
+    if (shared && !--shared->refs) free(shared);
+}
+
 static void maybe_free_conn(xH3Conn *h3) {
     if (!h3->closed || h3->streams) return;
+    shared_head_release(h3->shared);
     while (h3->spare) {
         xH3Stream *s = h3->spare;
         h3->spare = s->next;
@@ -346,6 +400,7 @@ static void stream_free(xH3Stream *s) {
     xBufferFree(&s->in);
     xBufferFree(&s->body);
     if (s->head && s->head != s->head_room) free(s->head);
+    shared_head_release(s->shared);
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -420,10 +475,76 @@ static uint8_t *begin_response(xH3Stream *s, uint8_t *p, int status, const xEven
         h3->fixed_version = e->version;
         h3->fixed_required = required;
         h3->fixed_lowest = lowest;
+        h3->fixed_epoch++;
     }
     p = xQpackEncodeStatus(xQpackEncodePrefix(e, p, h3->fixed_required), status);
     memcpy(p, h3->fixed, h3->fixed_len);
     return p + h3->fixed_len;
+}
+
+/* The response head of s again (xH3HeadMemo) at p, noted as a section sent
+ * (it may refer to server and date in the dynamic table); NULL when it is
+ * not the memo's. */
+static uint8_t *repeat_head(xH3Stream *s, uint8_t *p, const xBuffer *lines, bool with_length,
+                            uint64_t length) {
+    xH3Conn *h3 = s->h3;
+    const xH3HeadMemo *m = &h3->head_memo;
+    const xHttpExchange *ex = s->ex;
+    if (!m->epoch || m->epoch != h3->fixed_epoch || ex->res.status != m->status || ex->res.own_server ||
+        with_length != m->with_length || (with_length && length != m->length) || lines->len != m->lines_len ||
+        h3->qpack_out.version != h3->fixed_version ||
+        xEventLoopWallSeconds(ex->req.loop) != h3->fixed_second ||
+        (lines->len && memcmp(lines->data, m->lines, lines->len) != 0) ||
+        !xQpackEncoderNoteSection(&h3->qpack_out, (uint64_t)xQuicStreamId(s->qs), h3->fixed_required,
+                                  h3->fixed_lowest))
+        return NULL;
+    memcpy(p, m->bytes, m->len);
+    return p + m->len;
+}
+
+/* Encodes the response head (:status, server, date, the handler's lines,
+ * content-length when with_length) or the trailers at start; returns the
+ * end. A head is kept for the next (xH3HeadMemo) where it fits. */
+static uint8_t *encode_head(xH3Stream *s, uint8_t *start, bool trailers, xBuffer *lines, bool with_length,
+                            uint64_t length) {
+    xHttpExchange *ex = s->ex;
+    xH3Conn *h3 = s->h3;
+    xH3HeadMemo *memo = &h3->head_memo;
+    bool remember = false;
+    uint8_t *p;
+    if (trailers) {
+        p = xQpackEncodeBegin(start);
+    } else {
+        /* The lines kept as given: encoding folds their names where they lie. */
+        memo->epoch = 0;
+        remember =
+            !ex->res.own_server && h3->ctx->answers->server_name.len && lines->len <= sizeof memo->lines;
+        if (remember && lines->len) memcpy(memo->lines, lines->data, lines->len);
+        p = begin_response(s, start, ex->res.status, ex->req.loop, !ex->res.own_server);
+    }
+    if (lines->len) p = xHpackEncodeLinesWith(&h3->lines, p, lines->data, lines->len, xQpackEncodeField);
+    if (with_length && h3->length_coded_len && length == h3->length_of_coded) {
+        memcpy(p, h3->length_coded, h3->length_coded_len);
+        p += h3->length_coded_len;
+    } else if (with_length) {
+        uint8_t *from = p;
+        p = xQpackEncodeContentLength(p, length);
+        if ((size_t)(p - from) <= sizeof h3->length_coded) {
+            memcpy(h3->length_coded, from, (size_t)(p - from));
+            h3->length_coded_len = (uint8_t)(p - from);
+            h3->length_of_coded = length;
+        }
+    }
+    if (remember && (size_t)(p - start) <= sizeof memo->bytes) {
+        memo->epoch = h3->fixed_epoch;
+        memo->status = ex->res.status;
+        memo->with_length = with_length;
+        memo->length = length;
+        memo->lines_len = (uint8_t)lines->len;
+        memo->len = (uint8_t)(p - start);
+        memcpy(memo->bytes, start, memo->len);
+    }
+    return p;
 }
 
 /* A HEADERS frame's room on the stack; a larger one is allocated. */
@@ -445,24 +566,9 @@ static xErrno write_headers(xH3Stream *s, bool trailers, bool with_length, uint6
     uint8_t stack[XH3_HEAD_STACK];
     uint8_t *buf = bound <= sizeof stack ? stack : malloc(bound);
     if (!buf) return XERR_NOMEM;
-    uint8_t *start = buf + XH3_FRAME_HEADER_MAX, *p;
-    if (trailers)
-        p = xQpackEncodeBegin(start);
-    else
-        p = begin_response(s, start, ex->res.status, ex->req.loop, !ex->res.own_server);
-    if (lines->len) p = xHpackEncodeLinesWith(&h3->lines, p, lines->data, lines->len, xQpackEncodeField);
-    if (with_length && h3->length_coded_len && length == h3->length_of_coded) {
-        memcpy(p, h3->length_coded, h3->length_coded_len);
-        p += h3->length_coded_len;
-    } else if (with_length) {
-        uint8_t *from = p;
-        p = xQpackEncodeContentLength(p, length);
-        if ((size_t)(p - from) <= sizeof h3->length_coded) {
-            memcpy(h3->length_coded, from, (size_t)(p - from));
-            h3->length_coded_len = (uint8_t)(p - from);
-            h3->length_of_coded = length;
-        }
-    }
+    uint8_t *start = buf + XH3_FRAME_HEADER_MAX;
+    uint8_t *p = trailers ? NULL : repeat_head(s, start, lines, with_length, length);
+    if (!p) p = encode_head(s, start, trailers, lines, with_length, length);
     uint8_t header[XH3_FRAME_HEADER_MAX];
     size_t header_len =
         (size_t)(xH3FrameWriteHeader(header, XH3_FRAME_HEADERS, (uint64_t)(p - start)) - header);
@@ -745,39 +851,138 @@ static void refuse(xH3Stream *s, int status) {
     xHttpExchangeSendStatus(s->ex, status);
 }
 
-/* Fills the exchange from a checked head; the body comes later. */
-static bool fill_request(xH3Stream *s, const xHpackField *f, size_t n, const xH2RequestHead *head) {
-    xHttpExchange *ex = s->ex;
+/* Checks a request's fields (QPACK judged their syntax) into h, which views
+ * them; false when malformed (RFC 9114 §4.1.2), a plain CONNECT (a TCP
+ * tunnel, not served) among them. */
+static bool check_head(const xHpackField *f, size_t n, xH3Head *h) {
+    if (!xH2CheckHpackRequest(f, n, true, &h->checked) ||
+        (xStrEqualsC(h->checked.method, "CONNECT") && !h->checked.protocol.len))
+        return false;
+    h->list = NULL;
+    h->list_count = 0;
+    h->fields = f;
+    h->count = n;
+    xStr target = h->checked.path;
+    const char *q = memchr(target.data, '?', target.len);
+    h->path = (xStr){target.data, q ? (size_t)(q - target.data) : target.len};
+    h->query = q ? (xStr){q + 1, target.len - h->path.len - 1} : (xStr){"", 0};
+    h->has_host = false;
+    for (size_t i = 0; i < n; i++) h->has_host |= f[i].token == XHPACK_TOKEN_HOST; /* names are lower case */
+    return true;
+}
+
+/* Writes the fields of h as handlers see them into out (room for cap);
+ * returns how many, or SIZE_MAX when they are more than cap. */
+static size_t list_fields(const xH3Head *h, xHttpField *out, size_t cap) {
+    const xHpackField *f = h->fields;
     size_t count = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < h->count; i++) {
         if (f[i].name.data[0] == ':') continue;
-        if (count == ex->fields_cap) return false;
-        ex->fields[count].name = f[i].name;
-        ex->fields[count++].value = f[i].value;
+        if (count == cap) return SIZE_MAX;
+        out[count++] = (xHttpField){f[i].name, f[i].value};
     }
     /* HTTP/3 carries the host in :authority; handlers look for Host. */
-    bool has_host = false;
-    for (size_t i = 0; i < n; i++) has_host |= f[i].token == XHPACK_TOKEN_HOST; /* names are lower case */
-    if (head->authority.len && !has_host) {
-        if (count == ex->fields_cap) return false;
-        ex->fields[count].name = (xStr){"host", 4};
-        ex->fields[count++].value = head->authority;
+    if (h->checked.authority.len && !h->has_host) {
+        if (count == cap) return SIZE_MAX;
+        out[count++] = (xHttpField){{"host", 4}, h->checked.authority};
     }
     /* RFC 9220: an extended CONNECT's protocol reaches the handler as a
      * field, as on HTTP/2. */
-    if (head->protocol.len) {
-        if (count == ex->fields_cap) return false;
-        ex->fields[count].name = (xStr){":protocol", 9};
-        ex->fields[count++].value = head->protocol;
+    if (h->checked.protocol.len) {
+        if (count == cap) return SIZE_MAX;
+        out[count++] = (xHttpField){{":protocol", 9}, h->checked.protocol};
     }
-    ex->req.headers = ex->fields;
-    ex->req.num_headers = count;
-    ex->req.method = head->method;
-    const char *q = memchr(head->path.data, '?', head->path.len);
-    ex->req.path = (xStr){head->path.data, q ? (size_t)(q - head->path.data) : head->path.len};
-    ex->req.query = q ? (xStr){q + 1, head->path.len - ex->req.path.len - 1} : (xStr){"", 0};
+    return count;
+}
+
+/* A shared copy, checked, of the fields of the section QPACK keeps (its
+ * number section), which becomes the connection's (the one it held goes once
+ * its streams have); NULL when out of memory or malformed (*malformed). */
+static xH3SharedHead *share_head(xH3Conn *h3, const xHpackField *f, size_t n, uint64_t section,
+                                 bool *malformed) {
+    /* The list: the regular fields, host and :protocol, and at most max_headers
+     * (more is refused, from the stream's own copy). */
+    size_t bytes = 0, max = h3->ctx->conf->max_headers;
+    if (max > n + 2) max = n + 2;
+    for (size_t i = 0; i < n; i++) bytes += f[i].name.len + f[i].value.len;
+    xH3SharedHead *shared = malloc(sizeof *shared + max * sizeof(xHttpField) + n * sizeof *f + bytes);
+    if (!shared) return NULL;
+    xHttpField *list = (xHttpField *)(shared + 1);
+    xHpackField *fields = (xHpackField *)(list + max);
+    char *at = (char *)(fields + n);
+    for (size_t i = 0; i < n; i++) {
+        fields[i] = f[i];
+        if (f[i].name.len) memcpy(at, f[i].name.data, f[i].name.len);
+        fields[i].name.data = at, at += f[i].name.len;
+        if (f[i].value.len) memcpy(at, f[i].value.data, f[i].value.len);
+        fields[i].value.data = at, at += f[i].value.len;
+    }
+    if (!check_head(fields, n, &shared->head)) {
+        *malformed = true;
+        free(shared);
+        return NULL;
+    }
+    size_t count = list_fields(&shared->head, list, max);
+    if (count == SIZE_MAX) { /* answered 431 from the stream's own copy */
+        free(shared);
+        return NULL;
+    }
+    shared->head.list = list;
+    shared->head.list_count = count;
+    shared->refs = 1;
+    shared->section = section;
+    shared->route = (xHttpKeptRoute){NULL, NULL, NULL};
+    shared_head_release(h3->shared);
+    h3->shared = shared;
+    return shared;
+}
+
+static void hold_shared(xH3Stream *s, xH3SharedHead *shared, xH3Head *h) {
+    shared->refs++;
+    s->shared = shared;
+    *h = shared->head;
+}
+
+/* Gives s the decoded fields f (remembered: QPACK's number for them, or 0),
+ * checked into h: the connection's shared copy when they are the kept
+ * section seen a second time in a row (made then, so a section sent once
+ * costs no allocation), else a copy of s's own. Returns 0, or the stream
+ * error to answer with (malformed, or out of memory). */
+static uint64_t take_head(xH3Stream *s, xHpackField *f, size_t n, uint64_t remembered, xH3Head *h) {
+    xH3Conn *h3 = s->h3;
+    bool again = remembered && remembered == h3->last_section, malformed = false;
+    h3->last_section = remembered;
+    if (again) {
+        xH3SharedHead *shared = share_head(h3, f, n, remembered, &malformed);
+        if (malformed) return XH3_MESSAGE_ERROR;
+        if (shared) {
+            hold_shared(s, shared, h);
+            return 0;
+        }
+    }
+    if (!keep_fields(s, f, n)) return XH3_INTERNAL_ERROR; /* the request's views must outlive the frame */
+    return check_head(f, n, h) ? 0 : XH3_MESSAGE_ERROR;
+}
+
+/* Fills the exchange from a checked head; the body comes later. A shared
+ * head's list is referred to as it is (the stream holds the head until the
+ * exchange has gone). */
+static bool fill_request(xH3Stream *s, const xH3Head *h) {
+    xHttpExchange *ex = s->ex;
+    if (h->list) {
+        ex->req.headers = h->list;
+        ex->req.num_headers = h->list_count;
+    } else {
+        size_t count = list_fields(h, ex->fields, ex->fields_cap);
+        if (count == SIZE_MAX) return false;
+        ex->req.headers = ex->fields;
+        ex->req.num_headers = count;
+    }
+    ex->req.method = h->checked.method;
+    ex->req.path = h->path;
+    ex->req.query = h->query;
     ex->req.body = (xStr){"", 0};
-    s->content_length = head->content_length;
+    s->content_length = h->checked.content_length;
     return true;
 }
 
@@ -796,6 +1001,42 @@ static bool method_is_safe(xStr method) {
            xStrEqualsC(method, "TRACE");
 }
 
+/* The request of a checked head, its fields s's own or shared: to its
+ * exchange, and to its handler at once when it streams its body. */
+static void begin_request(xH3Stream *s, const xH3Head *h) {
+    const xHttpServerConf *conf = s->h3->ctx->conf;
+    int64_t length = h->checked.content_length;
+    if (!take_exchange(s)) {
+        stream_error(s, XH3_INTERNAL_ERROR);
+        return;
+    }
+    if (!fill_request(s, h)) {
+        refuse(s, 431);
+        return;
+    }
+    if (xQuicStreamEarly(s->qs) && !method_is_safe(h->checked.method)) {
+        refuse(s, 425); /* in 0-RTT, which may be replayed: RFC 8470 §5.2 */
+        return;
+    }
+    if (s->shared) xHttpExchangeRouteAsKept(s->ex, &s->shared->route);
+    s->streams_body = xHttpExchangeStreams(s->ex);
+    if (length > (int64_t)conf->max_body_size && !s->streams_body) {
+        refuse(s, 413);
+        return;
+    }
+    s->phase = XH3_PHASE_BODY;
+    /* A whole body of a declared length has its room made at once (up to
+     * XH3_BODY_RESERVE: a head alone holds no more), not doubled and copied
+     * as it comes. */
+    if (!s->streams_body && length > 0)
+        xBufferReserve(&s->body, length < XH3_BODY_RESERVE ? (size_t)length : XH3_BODY_RESERVE);
+    /* RFC 9220: an extended CONNECT is a tunnel, its DATA no body to wait
+     * for: a route that does not stream answers at the head. */
+    s->tunnel = h->checked.protocol.len > 0;
+    if (s->tunnel) s->ex->tunnel.pending = tunnel_pending;
+    if (s->streams_body || s->tunnel) dispatch(s);
+}
+
 /* A HEADERS frame: the request's head, or its trailers. */
 static void on_headers(xH3Stream *s, xStr payload) {
     xH3Conn *h3 = s->h3;
@@ -804,15 +1045,25 @@ static void on_headers(xH3Stream *s, xStr payload) {
         conn_error(h3, XH3_FRAME_UNEXPECTED);
         return;
     }
+    uint64_t id = (uint64_t)xQuicStreamId(s->qs);
+    const uint8_t *in = (const uint8_t *)payload.data;
+    xH3Head head;
+    /* The shared head's section again, which QPACK would decode to the same
+     * fields: the stream takes the shared head, and nothing is decoded. */
+    if (s->phase == XH3_PHASE_HEAD && h3->shared &&
+        xQpackDecodeAgain(&h3->qpack, h3->shared->section, id, in, payload.len)) {
+        hold_shared(s, h3->shared, &head);
+        begin_request(s, &head);
+        return;
+    }
     xHpackField *fields = h3->fields;
     xQpackSection sec = {.fields = fields,
                          .max_fields = conf->max_headers + XH3_PSEUDO_FIELDS,
                          .scratch = h3->scratch,
                          .scratch_size = conf->max_header_size,
                          .max_size = conf->max_header_size};
-    xQpackResult r = xQpackDecodeSection(&h3->qpack, (uint64_t)xQuicStreamId(s->qs),
-                                         (const uint8_t *)payload.data, payload.len, &sec);
-    xH2RequestHead head;
+    xQpackResult r = xQpackDecodeSection(&h3->qpack, id, in, payload.len, &sec);
+    uint64_t error;
     if (r != XQPACK_OK && r != XQPACK_TOO_LARGE) {
         conn_error(h3, xQpackErrorCode(r) ? xQpackErrorCode(r) : XH3_GENERAL_PROTOCOL_ERROR);
     } else if (s->phase == XH3_PHASE_BODY) {
@@ -821,34 +1072,10 @@ static void on_headers(xH3Stream *s, xStr payload) {
         if (r != XQPACK_OK || !xH2CheckTrailers(fields, sec.count)) stream_error(s, XH3_MESSAGE_ERROR);
     } else if (r == XQPACK_TOO_LARGE) {
         refuse(s, 431);
-    } else if (!keep_fields(s, fields, sec.count)) { /* the request's views must outlive the frame */
-        stream_error(s, XH3_INTERNAL_ERROR);
-    } else if (!xH2CheckHpackRequest(fields, sec.count, true, &head) || /* QPACK judged the syntax */
-               (xStrEqualsC(head.method, "CONNECT") && !head.protocol.len)) {
-        /* RFC 9114 §4.1.2: malformed; a plain CONNECT (a TCP tunnel) is not served. */
-        stream_error(s, XH3_MESSAGE_ERROR);
-    } else if (!take_exchange(s)) {
-        stream_error(s, XH3_INTERNAL_ERROR);
-    } else if (!fill_request(s, fields, sec.count, &head)) {
-        refuse(s, 431);
-    } else if (xQuicStreamEarly(s->qs) && !method_is_safe(head.method)) {
-        refuse(s, 425); /* in 0-RTT, which may be replayed: RFC 8470 §5.2 */
-    } else if (head.content_length > (int64_t)conf->max_body_size && !xHttpExchangeStreams(s->ex)) {
-        refuse(s, 413);
+    } else if ((error = take_head(s, fields, sec.count, sec.remembered, &head))) {
+        stream_error(s, error); /* RFC 9114 §4.1.2: malformed, or out of memory */
     } else {
-        s->phase = XH3_PHASE_BODY;
-        s->streams_body = xHttpExchangeStreams(s->ex);
-        /* A whole body of a declared length has its room made at once (up
-         * to XH3_BODY_RESERVE: a head alone holds no more), not doubled
-         * and copied as it comes. */
-        if (!s->streams_body && head.content_length > 0)
-            xBufferReserve(&s->body, head.content_length < XH3_BODY_RESERVE ? (size_t)head.content_length
-                                                                            : XH3_BODY_RESERVE);
-        /* RFC 9220: an extended CONNECT is a tunnel, its DATA no body to
-         * wait for: a route that does not stream answers at the head. */
-        s->tunnel = head.protocol.len > 0;
-        if (s->tunnel) s->ex->tunnel.pending = tunnel_pending;
-        if (s->streams_body || s->tunnel) dispatch(s);
+        begin_request(s, &head);
     }
 }
 

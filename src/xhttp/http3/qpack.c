@@ -224,7 +224,8 @@ static Read encoder_instruction(xQpackDecoder *d, const uint8_t **p, const uint8
 xQpackResult xQpackDecoderReadEncoder(xQpackDecoder *d, const uint8_t *in, size_t len, size_t *consumed) {
     const uint8_t *p = in, *end = in + len;
     *consumed = 0;
-    if (len) d->repeat.len = 0; /* the same section bytes may mean other fields now */
+    /* The same section bytes may mean other fields now, unless they refer to no entry. */
+    if (len && d->repeat.required) d->repeat.len = 0;
     while (p < end) {
         const uint8_t *q = p;
         Read r = encoder_instruction(d, &q, end);
@@ -464,8 +465,11 @@ static bool read_prefix(const xQpackDecoder *d, const uint8_t **p, const uint8_t
 }
 
 /* Keeps a section decoded whole for its repeats, if it is small enough. */
-static void remember(xQpackDecoder *d, const uint8_t *in, size_t len, const xQpackSection *s) {
+static void remember(xQpackDecoder *d, const uint8_t *in, size_t len, xQpackSection *s) {
     xQpackRepeat *r = &d->repeat;
+    /* The kept bytes again (decoded, not copied: they were over the caller's limits for
+     * a copy, or a stream was blocked) are the same fields: the same number. */
+    bool same = len == r->len && memcmp(in, r->bytes, len) == 0;
     r->len = 0;
     if (len > XQPACK_REPEAT_BYTES || s->count > XQPACK_REPEAT_FIELDS) return;
     size_t at = 0;
@@ -486,6 +490,8 @@ static void remember(xQpackDecoder *d, const uint8_t *in, size_t len, const xQpa
     r->count = (uint16_t)s->count;
     r->size = s->size;
     r->required = s->required_insert_count;
+    if (!same) r->number++;
+    s->remembered = r->number;
 }
 
 /* Queues a Section Acknowledgment (1 stream(7)) for a section that referred to the
@@ -511,7 +517,19 @@ static bool decode_again(const xQpackDecoder *d, xQpackSection *s) {
     s->count = r->count;
     s->size = r->size;
     s->required_insert_count = r->required;
+    s->remembered = r->number;
     return true;
+}
+
+/* The kept section, if in is it again. (While a stream is blocked, every section is
+ * decoded: it may be that stream's, to be taken out of the set.) */
+static bool is_repeat(const xQpackDecoder *d, const uint8_t *in, size_t len) {
+    return len && len == d->repeat.len && !d->blocked_count && memcmp(in, d->repeat.bytes, len) == 0;
+}
+
+bool xQpackDecodeAgain(xQpackDecoder *d, uint64_t number, uint64_t stream_id, const uint8_t *in, size_t len) {
+    return number == d->repeat.number && is_repeat(d, in, len) &&
+           acknowledge(d, stream_id, d->repeat.required);
 }
 
 xQpackResult xQpackDecodeSection(xQpackDecoder *d, uint64_t stream_id, const uint8_t *in, size_t len,
@@ -519,10 +537,9 @@ xQpackResult xQpackDecodeSection(xQpackDecoder *d, uint64_t stream_id, const uin
     const uint8_t *p = in, *end = in + len;
     Prefix x;
     /* The same bytes as the last small section, the table unchanged since: the same
-     * fields. (While a stream is blocked, every section is decoded: it may be that
-     * stream's, to be taken out of the set.) */
-    if (len && len == d->repeat.len && !d->blocked_count && memcmp(in, d->repeat.bytes, len) == 0 &&
-        decode_again(d, s))
+     * fields. */
+    s->remembered = 0;
+    if (is_repeat(d, in, len) && decode_again(d, s))
         return acknowledge(d, stream_id, s->required_insert_count) ? XQPACK_OK : XQPACK_DECOMPRESSION_FAILED;
     s->count = 0;
     s->size = 0;
@@ -564,7 +581,15 @@ static uint8_t *put_string(uint8_t *p, uint8_t high_bits, uint8_t huffman_bit, i
     return p + s.len;
 }
 
-static uint8_t *put_indexed_static(uint8_t *p, unsigned index) { return xHpackWriteInt(p, 0xc0, 6, index); }
+/* Indexed Field Line, static (11 index(6)): one byte below 63, as every
+ * response's :status 200 is, without the general integer writer. */
+static uint8_t *put_indexed_static(uint8_t *p, unsigned index) {
+    if (index < 63) {
+        *p = (uint8_t)(0xc0 | index);
+        return p + 1;
+    }
+    return xHpackWriteInt(p, 0xc0, 6, index);
+}
 
 /* Literal With Name Reference to a static entry, N = 0: 0101 index(4), value. */
 static uint8_t *put_static_name(uint8_t *p, unsigned index, xStr value) {
@@ -718,7 +743,7 @@ static bool room_for(const xQpackEncoder *e, size_t size, uint64_t pinned, uint3
         uint64_t oldest = e->inserts - e->count + *evict;
         *stuck = oldest;
         if (*evict == e->count || oldest >= e->known_received || oldest >= pinned) return false;
-        for (size_t i = 0; i < e->section_count; i++)
+        for (size_t i = e->section_first; i < e->section_first + e->section_count; i++)
             if (e->sections[i].lowest <= oldest) return false;
         const xQpackEncoderEntry *x = encoder_entry(e, oldest);
         freed += x->name_len + x->value_len + XQPACK_ENTRY_OVERHEAD;
@@ -789,16 +814,26 @@ static void duplicate(xQpackEncoder *e, uint64_t abs, uint32_t evict) {
     free(keep);
 }
 
+/* Room for one more outstanding section: the acknowledged ones' room at the
+ * front taken back, or more. False when out of memory. */
+static bool room_for_section(xQpackEncoder *e) {
+    if (e->section_first) {
+        memmove(e->sections, e->sections + e->section_first, e->section_count * sizeof *e->sections);
+        e->section_first = 0;
+        return true;
+    }
+    size_t cap = e->section_cap ? e->section_cap * 2 : 16;
+    xQpackOutstanding *sections = realloc(e->sections, cap * sizeof *sections);
+    if (!sections) return false;
+    e->sections = sections;
+    e->section_cap = cap;
+    return true;
+}
+
 bool xQpackEncoderNoteSection(xQpackEncoder *e, uint64_t stream_id, uint64_t required, uint64_t lowest) {
     if (!required) return true;
-    if (e->section_count == e->section_cap) {
-        size_t cap = e->section_cap ? e->section_cap * 2 : 16;
-        xQpackOutstanding *sections = realloc(e->sections, cap * sizeof *sections);
-        if (!sections) return false;
-        e->sections = sections;
-        e->section_cap = cap;
-    }
-    e->sections[e->section_count++] = (xQpackOutstanding){stream_id, required, lowest};
+    if (e->section_first + e->section_count == e->section_cap && !room_for_section(e)) return false;
+    e->sections[e->section_first + e->section_count++] = (xQpackOutstanding){stream_id, required, lowest};
     return true;
 }
 
@@ -874,21 +909,24 @@ xQpackResult xQpackEncoderReadDecoder(xQpackEncoder *e, const uint8_t *in, size_
         if (r == READ_BAD) return XQPACK_DECODER_STREAM_ERROR;
         if (r == READ_SHORT) break;
         if (first & 0x80) { /* Section Acknowledgment: the stream's oldest unacknowledged section */
-            size_t i = 0;
-            while (i < e->section_count && e->sections[i].stream_id != v) i++;
-            if (i == e->section_count) return XQPACK_DECODER_STREAM_ERROR; /* §4.4.1 */
+            size_t at = e->section_first, i = at, past = at + e->section_count;
+            while (i < past && e->sections[i].stream_id != v) i++;
+            if (i == past) return XQPACK_DECODER_STREAM_ERROR; /* §4.4.1 */
             if (e->sections[i].required > e->known_received) {
                 e->known_received = e->sections[i].required;
                 e->version++;
             }
-            memmove(&e->sections[i], &e->sections[i + 1], (e->section_count - i - 1) * sizeof *e->sections);
-            e->section_count--;
+            /* Acknowledgments come mostly in the order sent: the sections before
+             * this one (none, mostly) move up, not the ones after. */
+            memmove(&e->sections[at + 1], &e->sections[at], (i - at) * sizeof *e->sections);
+            e->section_first = --e->section_count ? at + 1 : 0;
             if (e->waiting) e->version++, e->waiting = false; /* an insert may fit now */
         } else if (first & 0x40) {                            /* Stream Cancellation */
-            size_t kept = 0;
-            for (size_t i = 0; i < e->section_count; i++)
+            size_t at = e->section_first, kept = at;
+            for (size_t i = at; i < at + e->section_count; i++)
                 if (e->sections[i].stream_id != v) e->sections[kept++] = e->sections[i];
-            e->section_count = kept;
+            e->section_count = kept - at;
+            if (!e->section_count) e->section_first = 0;
             if (e->waiting) e->version++, e->waiting = false;
         } else { /* Insert Count Increment (§4.4.3) */
             if (v == 0 || v > e->inserts - e->known_received) return XQPACK_DECODER_STREAM_ERROR;

@@ -82,9 +82,11 @@ typedef struct xQpackBlocked {
  *  (an API client's calls, a load generator's) bring the same bytes again, which are
  *  then copied from here instead of decoded, with the same fields, verdicts and Section
  *  Acknowledgment. Forgotten when the encoder stream changes the table, the only thing
- *  besides the bytes that a section's meaning depends on. */
+ *  besides the bytes that a section's meaning depends on, unless it refers to no entry
+ *  (Required Insert Count 0): then it means the same whatever the table holds. */
 typedef struct xQpackRepeat {
-    uint16_t len; /* of bytes; 0: none kept */
+    uint64_t number; /* names the section kept: a new number for each (xQpackSection.remembered) */
+    uint16_t len;    /* of bytes; 0: none kept */
     uint16_t strings_len;
     uint16_t count;
     size_t size;
@@ -143,6 +145,10 @@ typedef struct xQpackSection {
     size_t max_size;                /* SETTINGS_MAX_FIELD_SECTION_SIZE: name + value + 32 per field */
     size_t size;                    /* out: the whole section's size, counted to its end */
     uint64_t required_insert_count; /* out: the prefix's, once read */
+    /* out: nonzero when the fields are the decoder's kept section's (xQpackRepeat), a
+     * number that names it: the same number, the same fields, verdicts and all, so what
+     * the caller concluded from them holds again. 0 otherwise. */
+    uint64_t remembered;
 } xQpackSection;
 
 /** Decodes one whole encoded field section of stream_id into s. Returns XQPACK_OK,
@@ -155,6 +161,14 @@ typedef struct xQpackSection {
  *  XQPACK_DECOMPRESSION_FAILED too). */
 xQpackResult xQpackDecodeSection(xQpackDecoder *d, uint64_t stream_id, const uint8_t *in, size_t len,
                                  xQpackSection *s);
+
+/** When in is section number again (xQpackSection.remembered), still the decoder's kept
+ *  section (the same bytes, and the table as it was for it unless it refers to no
+ *  entry), does what decoding it would do besides filling fields (queues its Section
+ *  Acknowledgment) and returns true; otherwise does nothing and returns false (decode it;
+ *  also when out of memory for the acknowledgment). Lets a caller that kept what it
+ *  concluded from that section's fields skip decoding them. */
+bool xQpackDecodeAgain(xQpackDecoder *d, uint64_t number, uint64_t stream_id, const uint8_t *in, size_t len);
 
 /** How many inserts the table has had: a blocked section waits for this to reach its
  *  Required Insert Count. */
@@ -216,8 +230,8 @@ typedef struct xQpackEncoder {
     uint32_t slots, first, count;
     uint64_t inserts;            /* every insert so far: the absolute index of the next */
     uint64_t known_received;     /* Known Received Count (§2.1.4) */
-    xQpackOutstanding *sections; /* in the order sent */
-    size_t section_count, section_cap;
+    xQpackOutstanding *sections; /* in the order sent, from section_first on */
+    size_t section_first, section_count, section_cap;
     uint64_t version; /* changes whenever what a field encodes to may change */
     bool waiting;     /* an insert did not fit: an acknowledgment that frees entries changes version */
     uint8_t *out;     /* encoder stream instructions not yet taken */

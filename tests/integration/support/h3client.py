@@ -6,9 +6,10 @@ import asyncio
 import ssl
 from dataclasses import dataclass, field
 
+import pylsqpack
 from aioquic.asyncio.client import connect
 from aioquic.asyncio.protocol import QuicConnectionProtocol
-from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.connection import H3_ALPN, FrameType, H3Connection, encode_frame
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated, StreamReset
@@ -67,15 +68,27 @@ class H3Protocol(QuicConnectionProtocol):
         self.pending[stream_id] = (future, H3Response())
         return future
 
-    async def request(self, method, path, body=b"", headers=(), authority="localhost"):
+    async def request(self, method, path, body=b"", headers=(), authority="localhost", table=True):
+        """table=False: the field section is encoded without the dynamic table (Required
+        Insert Count 0, static references and literals), as a client whose encoder uses
+        none sends it; otherwise aioquic's encoder uses the table the server allows."""
         stream_id = self._quic.get_next_available_stream_id()
         fields = [(b":method", method.encode()), (b":scheme", b"https"), (b":authority", authority.encode())]
         fields += [(b":path", path.encode())]
         fields += [(k.encode(), v.encode()) for k, v in headers]
         future = self._expect(stream_id)
-        self.h3.send_headers(stream_id, fields, end_stream=not body)
-        if body:
-            self.h3.send_data(stream_id, body, end_stream=True)
+        if table:
+            self.h3.send_headers(stream_id, fields, end_stream=not body)
+            if body:
+                self.h3.send_data(stream_id, body, end_stream=True)
+        else:
+            if not hasattr(self, "static_encoder"):
+                self.static_encoder = pylsqpack.Encoder()  # capacity 0 until set: static only
+            _, section = self.static_encoder.encode(stream_id, fields)
+            frames = encode_frame(FrameType.HEADERS, section)
+            if body:
+                frames += encode_frame(FrameType.DATA, body)
+            self._quic.send_stream_data(stream_id, frames, end_stream=True)
         self.transmit()
         return await asyncio.wait_for(future, TIMEOUT)
 
