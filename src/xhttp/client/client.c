@@ -259,8 +259,8 @@ static void free_request(xHttpClientRequest *req) {
     xTimerStop(client->loop, &req->total_timer);
     /* HTTP/2's buffers go with every request: a spare keeps only what
      * new_request hands on (out and the fields' room). */
-    xBufferFree(&req->h2_head);
-    xBufferFree(&req->h2_held);
+    if (req->h2_head.data) xBufferFree(&req->h2_head); /* none on HTTP/1.1: two calls to free(NULL) saved */
+    if (req->h2_held.data) xBufferFree(&req->h2_held);
     /* int: under ASan the limit is 0, and an unsigned compare always false */
     if ((int)client->spare_count < CLIENT_SPARE_REQUESTS) {
         if (req->out.cap > CLIENT_SPARE_OUT) xBufferFree(&req->out);
