@@ -282,6 +282,37 @@ static void test_404_and_405_with_the_allow_list(void) {
     xRouterDestroy(r);
 }
 
+/* A 404 and a 405 come from the memo as they came the first time, and a
+ * request without a path (a CONNECT's, whose bytes are NULL) is neither
+ * remembered nor compared: the next lookup still walks the trie. */
+static void test_memo_keeps_404_and_405(void) {
+    xRouter *r = xRouterCreate();
+    CHECK_EQ_INT(xRouterAdd(r, "POST /up", H(1), NULL), XOK);
+    CHECK_EQ_INT(xRouterAdd(r, "GET /ping", H(2), NULL), XOK);
+    xRouteMemo memo = {0};
+    for (int k = 0; k < 2; k++) {
+        xRouteMatch m;
+        CHECK_EQ_INT(xRouterMatchMemo(r, &memo, xStrFromC("GET"), xStrFromC("/up"), &m),
+                     XROUTE_METHOD_NOT_ALLOWED);
+        CHECK_STR(m.allow, "POST");
+        CHECK(m.handler == NULL);
+    }
+    for (int k = 0; k < 2; k++) {
+        xRouteMatch m;
+        CHECK_EQ_INT(xRouterMatchMemo(r, &memo, xStrFromC("GET"), xStrFromC("/nope"), &m), XROUTE_NOT_FOUND);
+        CHECK_EQ_INT(m.allow.len, 0);
+        CHECK(m.handler == NULL);
+    }
+    xRouteMatch m;
+    CHECK_EQ_INT(xRouterMatchMemo(r, &memo, xStrFromC("CONNECT"), (xStr){NULL, 0}, &m), XROUTE_NOT_FOUND);
+    CHECK_EQ_INT(xRouterMatchMemo(r, &memo, xStrFromC("CONNECT"), (xStr){NULL, 0}, &m), XROUTE_NOT_FOUND);
+    CHECK_EQ_INT(xRouterMatchMemo(r, &memo, xStrFromC("GET"), xStrFromC("/ping"), &m), XROUTE_FOUND);
+    CHECK(m.handler == H(2));
+    CHECK_EQ_INT(xRouterMatchMemo(r, &memo, xStrFromC("GET"), xStrFromC("/ping"), &m), XROUTE_FOUND);
+    CHECK(m.handler == H(2) && m.allow.len == 0);
+    xRouterDestroy(r);
+}
+
 static void test_get_answers_head_unless_head_has_a_route(void) {
     xRouter *r = xRouterCreate();
     CHECK_EQ_INT(xRouterAdd(r, "GET /page", H(1), NULL), XOK);
@@ -652,6 +683,7 @@ int main(void) {
     RUN(test_failed_branches_backtrack);
     RUN(test_a_branch_with_the_method_wins_over_a_more_specific_one_without);
     RUN(test_404_and_405_with_the_allow_list);
+    RUN(test_memo_keeps_404_and_405);
     RUN(test_get_answers_head_unless_head_has_a_route);
     RUN(test_any_method_routes);
     RUN(test_duplicate_routes_are_refused);

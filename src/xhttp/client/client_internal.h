@@ -173,9 +173,7 @@ struct xHttpClientRequest {
     xHttp1Chunked chunked;
     xHttp1Header *fields; /* fields_cap of room: at least max_fields */
     size_t fields_cap;
-    char detail[160]; /* on_error's more on what failed: xHttpClientRequestErrorDetail */
-    uint8_t preface[XHTTP_CLIENT_PREFACE_MAX]; /* opts.preface */
-    uint8_t preface_len;
+    uint8_t preface_len; /* of preface */
     /* HTTP/2: the request as a stream of the pool's session. */
     bool h2;
     xH2Session *session; /* while it is a stream */
@@ -190,6 +188,9 @@ struct xHttpClientRequest {
     xBuffer h2_held;                       /* DATA that came while paused */
     xHttpClientRequest *h2_prev, *h2_next; /* the session's streams */
     xHttpClientRequest *next_queued;       /* or the next spare */
+    /* Not zeroed at Start (everything above is): written before they are read. */
+    char detail[160]; /* on_error's more on what failed (xHttpClientRequestErrorDetail): "" until then */
+    uint8_t preface[XHTTP_CLIENT_PREFACE_MAX]; /* opts.preface, preface_len bytes */
 };
 
 /* Calls into the caller, keeping req alive across a Cancel from within. */

@@ -411,16 +411,20 @@ xRouteResult xRouterMatchMemo(const xRouter *router, xRouteMemo *memo, xStr meth
         match->handler = memo->handler;
         match->arg = memo->arg;
         match->num_params = 0;
-        match->allow = (xStr){"", 0};
-        return XROUTE_FOUND;
+        match->allow = memo->allow;
+        return memo->result;
     }
     xRouteResult found = xRouterMatch(router, method, path, match);
-    /* Only a route without parameters: their values would point into this path. */
-    if (memo && found == XROUTE_FOUND && match->num_params == 0 && path.len <= XROUTE_MEMO_PATH &&
+    /* Only a route without parameters (their values would point into this
+     * path), or none; never an empty path or method (a CONNECT has no path,
+     * whose bytes may then be NULL), which the check above would compare. */
+    if (memo && match->num_params == 0 && path.len && method.len && path.len <= XROUTE_MEMO_PATH &&
         method.len <= XROUTE_MEMO_METHOD) {
         memo->router = router;
+        memo->result = found;
         memo->handler = match->handler;
         memo->arg = match->arg;
+        memo->allow = match->allow;
         memo->method_len = method.len;
         memo->path_len = path.len;
         memcpy(memo->method, method.data, method.len);

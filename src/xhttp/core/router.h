@@ -53,16 +53,20 @@ xErrno xRouterAdd(xRouter *router, const char *spec, void *handler, void *arg);
  *  params; on XROUTE_METHOD_NOT_ALLOWED fills allow. */
 xRouteResult xRouterMatch(const xRouter *router, xStr method, xStr path, xRouteMatch *match);
 
-/** The last route without parameters found for a method and path: one per worker
- *  (the router itself is shared, and read-only once built, so nothing makes it
- *  stale). The same request again (a client's hundred streams of one GET) is
- *  matched by comparing its bytes, not by a walk down the trie. Zeroed: empty. */
+/** The last answer for a method and path, a route without parameters or none
+ *  (404, or 405 with its Allow list): one per worker (the router itself is
+ *  shared, and read-only once built, so nothing makes it stale). The same
+ *  request again (a client's hundred streams of one GET, or a proxy's fallback
+ *  asked for one path) is matched by comparing its bytes, not by a walk down
+ *  the trie. Zeroed: empty. */
 #define XROUTE_MEMO_METHOD 16
 #define XROUTE_MEMO_PATH 128
 typedef struct xRouteMemo {
     const xRouter *router; /* NULL: nothing remembered */
-    void *handler;
+    xRouteResult result;
+    void *handler; /* XROUTE_FOUND's */
     void *arg;
+    xStr allow; /* XROUTE_METHOD_NOT_ALLOWED's: the router's own text */
     size_t method_len, path_len;
     char method[XROUTE_MEMO_METHOD];
     char path[XROUTE_MEMO_PATH];

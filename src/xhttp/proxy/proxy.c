@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 
 #include <xhttp/request.h>
 #include <xhttp/response.h>
@@ -539,9 +540,10 @@ static bool append(char **p, const char *end, const char *bytes, size_t n) {
  * hand: snprintf cost more than the rest of the fields together. */
 static void add_forwarding(xProxyCall *call, xStr prior_xff, xStr prior_forwarded, xStr host) {
     xHttpPeer peer;
-    const char *addr = xHttpRequestPeer(call->req, &peer) ? peer.address : "unknown";
+    bool known = xHttpRequestPeer(call->req, &peer);
+    const char *addr = known ? peer.address : "unknown";
     size_t addr_len = strlen(addr);
-    bool v6 = memchr(addr, ':', addr_len) != NULL;
+    bool v6 = known && peer.family == AF_INET6; /* the text has colons: quoted and bracketed */
     const char *proto = xHttpRequestScheme(call->req);
     size_t proto_len = strlen(proto);
     char *p = call->added, *end = call->added + sizeof call->added, *start = p;
