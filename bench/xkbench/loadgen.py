@@ -117,6 +117,8 @@ class Run:
         usage = dict(self.usage)
         usage["cpu_us_per_request"] = usage["server_cpu_s"] * 1e6 / requests if requests else None
         usage["softirq_us_per_request"] = usage.pop("softirq_s") * 1e6 / requests if requests else None
+        usage["user_us_per_request"] = usage["server_user_s"] * 1e6 / requests if requests else None
+        usage["system_us_per_request"] = usage["server_system_s"] * 1e6 / requests if requests else None
         return usage
 
 
@@ -129,25 +131,31 @@ def run_tool(argv, cpus, seconds, env=None):
 def run_measured(argv, cpus, seconds, server, env=None, h2load_window=True):
     """Runs a load generator on cpus against server and accounts for the CPU time meanwhile.
     The server's CPU is taken over h2load's main duration when its output marks one and
-    h2load_window is true, else over the whole run. Softirq is kept apart: loopback
+    h2load_window is true, else over the whole run, in total and split into user and system
+    time. Softirq is kept apart: loopback
     charges it to whichever core sends, to no process; "softirq_s" is the server cores'.
     Raises RunFailed (or OSError) only when a serving process is gone."""
     client_only = set(cpus) - server.cores
     markers = int(argv[1].removeprefix("-t")) if speaks_h2load(argv) and h2load_window else 0
     started = time.monotonic()
-    before = (server.cpu_seconds(), children_cpu_seconds(), *core_seconds(server.cores), *core_seconds(client_only))
+    before = (*server.cpu_times(), children_cpu_seconds(), *core_seconds(server.cores), *core_seconds(client_only))
     output, returncode, window, timed_out = stream(
-        pinned(argv, cpus), seconds + GRACE_SECONDS, markers, server.cpu_seconds, env
+        pinned(argv, cpus), seconds + GRACE_SECONDS, markers, server.cpu_times, env
     )
-    after = (server.cpu_seconds(), children_cpu_seconds(), *core_seconds(server.cores), *core_seconds(client_only))
+    after = (*server.cpu_times(), children_cpu_seconds(), *core_seconds(server.cores), *core_seconds(client_only))
     elapsed = time.monotonic() - started
-    server_cpu, client_cpu, server_busy, server_softirq, client_busy, client_softirq = (
+    server_user, server_system, client_cpu, server_busy, server_softirq, client_busy, client_softirq = (
         end - start for start, end in zip(before, after, strict=True)
     )
-    window_cpu = window[1] - window[0] if window else server_cpu
+    server_cpu = server_user + server_system
+    if window:
+        server_user, server_system = (end - start for start, end in zip(*window, strict=True))
+    window_cpu = server_user + server_system
     others = server_busy + client_busy - server_softirq - client_softirq - server_cpu - client_cpu
     usage = {
         "server_cpu_s": round(window_cpu, 4),
+        "server_user_s": round(server_user, 4),
+        "server_system_s": round(server_system, 4),
         "softirq_s": server_softirq,
         "server_busy": round(server_cpu / elapsed, 3),
         "client_busy": round(client_cpu / elapsed, 3),

@@ -100,13 +100,18 @@ class Server:
         return self.pids if self.pids is not None else self.find_serving_pids()
 
     def cpu_seconds(self):
-        total = 0.0
+        return sum(self.cpu_times())
+
+    def cpu_times(self):
+        """(user, system) seconds of the serving processes so far, each read once."""
+        user = system = 0.0
         for pid in self.serving_pids():
             try:
-                total += process_cpu_seconds(pid)
+                pid_user, pid_system = process_cpu_times(pid)
             except OSError:
                 raise RunFailed(f"serving process {pid} is gone: {self.log_tail()}") from None
-        return total
+            user, system = user + pid_user, system + pid_system
+        return user, system
 
     def rss_bytes(self):
         return sum(process_rss_bytes(pid) for pid in self.serving_pids())
@@ -218,8 +223,15 @@ def child_pids(pid):
 
 def process_cpu_seconds(pid):
     """utime + stime, which for a process covers all of its threads, exited ones too."""
+    return sum(process_cpu_times(pid))
+
+
+def process_cpu_times(pid):
+    """(utime, stime) in seconds, fields 14 and 15 of /proc/PID/stat: the time the process ran
+    its own code and the time the kernel ran on its behalf (system calls, and on loopback the
+    receiver's TCP path and wake-up, which run on the sending CPU)."""
     fields = proc_stat_fields(pid)
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
 
 
 def process_rss_bytes(pid):

@@ -19,7 +19,7 @@ from ..rounds import failure_lines
 from ..servers import find_tool
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, prepare_peers, run_comparison
-from .compare_http1 import THROUGHPUT_KEYS, cpu_table
+from .compare_http1 import CPU_SPLIT_NOTE, THROUGHPUT_KEYS, cpu_table
 
 HELP = "cleartext HTTP/2: xKit, h2o and Go's h2c peer under h2load"
 SERVERS = ("xkit", "h2o", "go")
@@ -132,7 +132,7 @@ def machine_description(args):
 
 def render(results, skipped, machine):
     summary = summarize_rounds(results, lambda case: THROUGHPUT_KEYS)
-    lines = ["## HTTP/2 (h2c) comparison", "", machine, ""]
+    lines = ["## HTTP/2 (h2c) comparison", "", machine, "", CPU_SPLIT_NOTE, ""]
     for case, by_server in results.items():
         lines += case_table(case, by_server, summary) + [""]
     lines += ratio_table(summary) + [""]

@@ -26,7 +26,7 @@ from ..rounds import failure_lines, runs_cell
 from ..servers import Peer, RunFailed, find_tool, pinned, running
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, run_comparison
-from .compare_http1 import latency_cell
+from .compare_http1 import latency_cell, split_cell
 
 HELP = "HTTP/3: xKit against gtlsserver (ngtcp2 + nghttp3), quic-go and Caddy"
 SERVERS = ("xkit", "gtlsserver", "go", "caddy")
@@ -233,7 +233,16 @@ def check_peers(args, peers, bench):
 
 # --- report -------------------------------------------------------------------
 
-KEYS = ("req_per_s", *LATENCY_METRICS, "cpu_us_per_request", "softirq_us_per_request", "server_busy", "client_busy")
+KEYS = (
+    "req_per_s",
+    *LATENCY_METRICS,
+    "cpu_us_per_request",
+    "user_us_per_request",
+    "system_us_per_request",
+    "softirq_us_per_request",
+    "server_busy",
+    "client_busy",
+)
 TITLES = {
     "get": f"HTTP/3 GET /ping — `h3load -c{CONNECTIONS} -m{STREAMS}`",
     "post": f"HTTP/3 POST /echo, {POST_BYTES // 1024} KiB body — `h3load -c{CONNECTIONS} -m{STREAMS} "
@@ -270,18 +279,19 @@ def table(case, by_server, summary):
     lines = [
         f"### {TITLES[case]}",
         "",
-        "| Server | Req/s (median) | Latency ms: mean / p50 / p99 (median) | CPU µs/req (median) | runs | spread "
-        "| + softirq µs/req | busy: server / client |",
-        "|---|---:|---:|---:|---|---|---:|---|",
+        "| Server | Req/s (median) | Latency ms: mean / p50 / p99 (median) | CPU µs/req (median) "
+        "| user / sys µs/req | runs | spread | + softirq µs/req | busy: server / client |",
+        "|---|---:|---:|---:|---:|---|---|---:|---|",
     ]
     for server, runs in by_server.items():
         stats = summary[case][server]
         if stats["req_per_s"] is None:
-            lines.append(f"| {server} | – | – | – | {runs_cell(runs)} | | | |")
+            lines.append(f"| {server} | – | – | – | – | {runs_cell(runs)} | | | |")
             continue
         rates, cpu, softirq = stats["req_per_s"], stats["cpu_us_per_request"], stats["softirq_us_per_request"]
         lines.append(
-            f"| {server} | {rates['median']:,.0f} | {latency_cell(stats)} | {cpu['median']:.2f} | {runs_cell(runs)} "
+            f"| {server} | {rates['median']:,.0f} | {latency_cell(stats)} | {cpu['median']:.2f} "
+            f"| {split_cell(stats)} | {runs_cell(runs)} "
             f"| {rates['min']:,.0f}–{rates['max']:,.0f}/s; {cpu['min']:.2f}–{cpu['max']:.2f} µs "
             f"| {softirq['median']:.2f} | {stats['server_busy']['median']:.0%} / {stats['client_busy']['median']:.0%} |"
         )
@@ -347,6 +357,8 @@ def render(results, skipped, args, env):
         "",
         "- CPU is the server's utime + stime from `/proc/PID/stat` over h3load's (h2load's) main duration, "
         "after its warm-up in which the connections and handshakes happen, ÷ the requests completed in it.",
+        "- user / sys splits it: utime is the server's own code, stime the kernel's work on its behalf (UDP "
+        "sends and receives, and on loopback the receiving side's path, which runs on the sending CPU).",
         "- gtlsserver (ngtcp2's example server) and Caddy serve files only: their GET /ping is a 4-byte file "
         "holding xKit's answer; neither echoes a body, so POST runs on xKit and quic-go alone.",
         "- h3load: bench/h3load.c, ngtcp2 0.12's client with GnuTLS and nghttp3's client framing, one thread; "

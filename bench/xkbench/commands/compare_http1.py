@@ -25,6 +25,8 @@ THROUGHPUT_KEYS = (
     "req_per_s",
     *LATENCY_METRICS,
     "cpu_us_per_request",
+    "user_us_per_request",
+    "system_us_per_request",
     "softirq_us_per_request",
     "server_busy",
     "client_busy",
@@ -73,24 +75,43 @@ def throughput_table(case, by_server, summary):
     return [f"### {title}", ""] + cpu_table(by_server, summary[case], "wrk", with_latency=True)
 
 
+# What the "user / sys" column is, for the reports whose tables have it (cpu_table's).
+CPU_SPLIT_NOTE = (
+    "**CPU µs/req** is the server's user + system time (`/proc/PID/stat` utime + stime, all threads; "
+    "nginx: its workers) per request; **user / sys µs/req** splits it into the server's own code and the "
+    "kernel working on its behalf. On loopback a sender's CPU also runs the receiver's TCP path and "
+    "wake-up, so sys is partly the cost of the peer's traffic: a bound on CPU µs/req below what sys "
+    "alone takes cannot be met by user-space work."
+)
+
+
+def split_cell(stats):
+    """user / sys µs per request, medians over the runs ("–" for runs that did not record them)."""
+    user, system = stats.get("user_us_per_request"), stats.get("system_us_per_request")
+    if not user or not system:
+        return "–"
+    return f"{user['median']:.2f} / {system['median']:.2f}"
+
+
 def cpu_table(by_server, summary, client, with_latency=False):
-    """| Server | Req/s | [Latency mean / p50 / p99 |] CPU µs/req | runs | spread | + softirq | busy |,
-    medians of each."""
+    """| Server | Req/s | [Latency mean / p50 / p99 |] CPU µs/req | user / sys | runs | spread | + softirq
+    | busy |, medians of each."""
     latency_header, latency_align = ("| Latency ms: mean / p50 / p99 (median) ", "---:|") if with_latency else ("", "")
     lines = [
-        f"| Server | Req/s (median) {latency_header}| CPU µs/req (median) | runs | spread "
+        f"| Server | Req/s (median) {latency_header}| CPU µs/req (median) | user / sys µs/req | runs | spread "
         f"| + softirq µs/req | busy: server / {client} / others |",
-        f"|---|---:|{latency_align}---:|---|---|---:|---|",
+        f"|---|---:|{latency_align}---:|---:|---|---|---:|---|",
     ]
     for server, runs in by_server.items():
         stats = summary[server]
         latency = f" {latency_cell(stats)} |" if with_latency else ""
         if stats["req_per_s"] is None:
-            lines.append(f"| {server} | – |{' – |' if with_latency else ''} – | {runs_cell(runs)} | | | |")
+            lines.append(f"| {server} | – |{' – |' if with_latency else ''} – | – | {runs_cell(runs)} | | | |")
             continue
         rate, cpu = stats["req_per_s"], stats["cpu_us_per_request"]
         lines.append(
-            f"| {server} | {rate['median']:,.0f} |{latency} {cpu['median']:.2f} | {runs_cell(runs)} "
+            f"| {server} | {rate['median']:,.0f} |{latency} {cpu['median']:.2f} | {split_cell(stats)} "
+            f"| {runs_cell(runs)} "
             f"| {rate['min']:,.0f}–{rate['max']:,.0f} req/s; {cpu['min']:.2f}–{cpu['max']:.2f} µs "
             f"| {stats['softirq_us_per_request']['median']:.2f} | {busy_cell(stats)} |"
         )
@@ -160,7 +181,7 @@ def machine_description(args):
 
 def render(results, skipped, args, machine):
     summary = summarize_rounds(results, lambda case: ("bytes_per_connection",) if case == "idle" else THROUGHPUT_KEYS)
-    lines = ["## HTTP/1.1 comparison", "", machine, ""]
+    lines = ["## HTTP/1.1 comparison", "", machine, "", CPU_SPLIT_NOTE, ""]
     for case, by_server in results.items():
         if case == "idle":
             lines += idle_table(by_server, summary, args.idle_connections) + [""]

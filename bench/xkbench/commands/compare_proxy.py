@@ -32,7 +32,7 @@ from ..rounds import failure_lines, runs_cell
 from ..servers import RunFailed, find_tool, running
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, run_comparison
-from .compare_http1 import THROUGHPUT_KEYS, cpu_table
+from .compare_http1 import CPU_SPLIT_NOTE, THROUGHPUT_KEYS, cpu_table
 
 HELP = "reverse proxy: xKit, the least-work proxy, nginx, h2o, HAProxy and Go in front of one upstream"
 SERVERS = tuple(LABELS)
@@ -191,7 +191,7 @@ def machine_description(args):
 def render(results, skipped, args, machine):
     keys = lambda case: ("bytes_per_connection",) if case == "idle" else THROUGHPUT_KEYS  # noqa: E731
     summary = summarize_rounds(results, keys)
-    lines = ["## Reverse proxy comparison", "", machine, ""]
+    lines = ["## Reverse proxy comparison", "", machine, "", CPU_SPLIT_NOTE, ""]
     for case, by_server in results.items():
         if case == "idle":
             lines += idle_table(by_server, summary, args.idle_connections) + [""]

@@ -23,12 +23,21 @@ from ..rounds import failure_lines
 from ..servers import RunFailed, find_tool
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, prepare_peers, run_comparison
-from .compare_http1 import cpu_table
+from .compare_http1 import CPU_SPLIT_NOTE, cpu_table
 
 HELP = "WebSocket echo: xKit, the epoll and io_uring floors and Go's gorilla/websocket under ws_load -raw"
 SERVERS = ("xkit", "xkit_epoll", "baseline", "baseline_uring", "go")
 LOAD = "ws_load"
-KEYS = ("req_per_s", "cpu_us_per_request", "softirq_us_per_request", "server_busy", "client_busy", "others_busy")
+KEYS = (
+    "req_per_s",
+    "cpu_us_per_request",
+    "user_us_per_request",
+    "system_us_per_request",
+    "softirq_us_per_request",
+    "server_busy",
+    "client_busy",
+    "others_busy",
+)
 RESULT_RE = re.compile(r"messages=(\d+) seconds=([\d.]+) rate=(\d+) errors=(\d+)")
 
 
@@ -133,7 +142,7 @@ def machine_description(args):
 
 def render(results, skipped, machine):
     summary = summarize_rounds(results, lambda case: KEYS)
-    lines = ["## WebSocket comparison", "", machine, ""]
+    lines = ["## WebSocket comparison", "", machine, "", CPU_SPLIT_NOTE, ""]
     for case, by_server in results.items():
         lines += [f"### {CASES[case].title}", ""] + cpu_table(by_server, summary[case], LOAD) + [""]
     lines += ratio_lines(summary) + [""]

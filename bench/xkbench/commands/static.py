@@ -31,7 +31,7 @@ from ..probes import what_curl_gets
 from ..rounds import failure_lines
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, prepare_peers, run_comparison
-from .compare_http1 import THROUGHPUT_KEYS, cpu_table
+from .compare_http1 import CPU_SPLIT_NOTE, THROUGHPUT_KEYS, cpu_table
 
 HELP = "static files: xKit, nginx and h2o serving the arena's files over HTTP/1.1, h2c and HTTPS/2"
 SERVERS = ("xkit", "nginx", "h2o")
@@ -169,7 +169,7 @@ def machine_description(args):
 
 def render(results, skipped, machine, args):
     summary = summarize_rounds(results, lambda case: THROUGHPUT_KEYS)
-    lines = ["## Static files comparison", "", machine, ""]
+    lines = ["## Static files comparison", "", machine, "", CPU_SPLIT_NOTE, ""]
     for case, by_server in results.items():
         tool = "wrk" if case.startswith("http1") else "h2load"
         lines += [case_title(case, args), "", sent_line(by_server), ""]
