@@ -10,9 +10,10 @@ import unittest
 from pathlib import Path
 
 import support
-from xkbench.commands import compare_proxy
+from xkbench.commands import arena, compare_db, compare_proxy
 from xkbench.loadgen import H2LOAD_OVER, H2LOAD_STARTED, run_measured
 from xkbench.servers import process_cpu_seconds, process_cpu_times
+from xkbench.stats import summarize_rounds
 
 
 class ProcessCpuTimesTest(unittest.TestCase):
@@ -106,6 +107,22 @@ class ProxyReportTest(unittest.TestCase):
     def test_the_report_says_what_the_split_is(self):
         self.assertIn("**user / sys µs/req** splits it", self.markdown)
         self.assertIn("receiver's TCP path", self.markdown)
+
+
+class DbAndArenaTablesTest(unittest.TestCase):
+    def test_compare_dbs_table_has_the_servers_user_and_sys(self):
+        results = {"row": {"xkit": [{**proxy_run(20000, 30.0, 12.0), "pg_cpu_us_per_request": 40.0}]}}
+        summary = summarize_rounds(results, lambda case: compare_db.KEYS)
+        table = compare_db.case_table("row", results["row"], summary)
+        self.assertIn("| server CPU µs/req | server user / sys µs/req | PostgreSQL CPU µs/req |", table[2])
+        self.assertIn("| 30.0 | 12.0 / 18.0 | 40.0 |", table[4])
+
+    def test_the_arenas_table_has_each_servers_sys_per_request(self):
+        results = {"baseline": {"xkit": [proxy_run(90000, 5.0, 1.0)], "go": [proxy_run(60000, 12.0, 4.0)]}}
+        summary = summarize_rounds(results, lambda profile: arena.KEYS)
+        header, _rule, row = arena.throughput_lines(results, summary, argparse.Namespace(scale=1))
+        self.assertIn("| CPU xKit ÷ best peer | xKit sys µs/req | Go sys µs/req | h2o sys µs/req |", header)
+        self.assertIn("| 4.00 | 8.00 | – | – |", row)
 
 
 def support_table(markdown, heading):

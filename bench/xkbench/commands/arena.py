@@ -71,7 +71,7 @@ ACCEPT = "Accept-Encoding: br;q=1, gzip;q=0.8"
 ECHO_BODY_BYTES = 10240  # the 8gbit profile's "10 KB" POST bodies
 GO_TOOLS = ("ws_load", "paced_load")
 H3LOAD = "h3load"  # bench/h3load.c, built into the build directory's bench/
-KEYS = ("req_per_s", "cpu_us_per_request", "server_busy", "client_busy", "others_busy")
+KEYS = ("req_per_s", "cpu_us_per_request", "system_us_per_request", "server_busy", "client_busy", "others_busy")
 PACED_KEYS = KEYS + ("p99_us", "mean_us", "p50_us", "p999_us", "target_rate")
 MIN_CONNECTIONS = 4
 # The placeholders a profile's options may hold, the files they stand for, and what the
@@ -490,19 +490,23 @@ def throughput_lines(results, summary, args):
         " | ".join(f"{LABELS[s]} req/s" for s in columns)
         + " | req/s xKit ÷ best peer | "
         + " | ".join(f"{LABELS[s]} CPU µs/req" for s in columns)
-        + " | CPU xKit ÷ best peer"
+        + " | CPU xKit ÷ best peer | "
+        + " | ".join(f"{LABELS[s]} sys µs/req" for s in columns)
     )
-    lines = [f"| Profile | conns | {heads} | runs |", "|---|---:|" + "---:|" * (2 * len(columns) + 2) + "---|"]
+    lines = [f"| Profile | conns | {heads} | runs |", "|---|---:|" + "---:|" * (3 * len(columns) + 2) + "---|"]
     for name, by_server in results.items():
         rate_of = {s: summary_median(summary, name, s, "req_per_s") for s in columns}
         cpu_of = {s: summary_median(summary, name, s, "cpu_us_per_request") for s in columns}
+        sys_of = {s: summary_median(summary, name, s, "system_us_per_request") for s in columns}
         runs = " / ".join(f"{LABELS[server]} {runs_cell(r)}" for server, r in by_server.items())
         lines.append(
             f"| {name} | {connections(PROFILES[name], args)} | "
             + " | ".join(number_cell(rate_of[s], ",.0f") for s in columns)
             + f" | {versus_best(rate_of, max)} | "
             + " | ".join(number_cell(cpu_of[s], ".2f") for s in columns)
-            + f" | {versus_best(cpu_of, min)} | {runs} |"
+            + f" | {versus_best(cpu_of, min)} | "
+            + " | ".join(number_cell(sys_of[s], ".2f") for s in columns)
+            + f" | {runs} |"
         )
     return lines
 
@@ -663,7 +667,9 @@ def render(results, skipped, args, machine, unserved=None):
         lines += throughput_lines(results, summary, args) + [""]
         lines += [
             "Best peer: the peer with the most req/s, or the least CPU µs/req; echo-ws rows count "
-            "messages, the paced rows run at a fixed rate (req/s is the rate reached).",
+            "messages, the paced rows run at a fixed rate (req/s is the rate reached). CPU µs/req is the "
+            "server's user + system time (`/proc/PID/stat`); sys µs/req is its system part, the kernel's "
+            "work for it, which on loopback includes the receiving side's TCP path.",
             "",
         ]
     lines += latency_lines(results, summary, args)

@@ -31,6 +31,7 @@ from ..rounds import failure_lines, runs_cell
 from ..servers import Peer, RunFailed, find_tool, running
 from ..stats import summarize_rounds, summary_median
 from .compare import WARMUP_SECONDS, run_comparison
+from .compare_http1 import CPU_SPLIT_NOTE
 
 HELP = "databases: the arena entry's PostgreSQL and Redis routes against Go (pgx, go-redis); pipelining"
 REPO = Path(__file__).resolve().parents[3]
@@ -45,6 +46,8 @@ KEYS = (
     "latency_ms",
     "latency_p99_ms",
     "cpu_us_per_request",
+    "user_us_per_request",
+    "system_us_per_request",
     "pg_cpu_us_per_request",
     "redis_cpu_us_per_request",
     "server_busy",
@@ -218,15 +221,17 @@ def case_table(case, by_server, summary):
     lines = [
         f"### {titles[case]}",
         "",
-        "| Server | Req/s | Latency mean / p99 ms | server CPU µs/req | PostgreSQL CPU µs/req | Redis CPU µs/req "
+        "| Server | Req/s | Latency mean / p99 ms | server CPU µs/req | server user / sys µs/req "
+        "| PostgreSQL CPU µs/req | Redis CPU µs/req "
         "| hit ratio | queries per batch / peak in flight | busy: server / others | runs |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for server, runs in by_server.items():
         s = summary[case][server]
         lines.append(
             f"| {server} | {cell(s, 'req_per_s', ',.0f')} | {cell(s, 'latency_ms', '.2f')} / "
             f"{cell(s, 'latency_p99_ms', '.2f')} | {cell(s, 'cpu_us_per_request', '.1f')} "
+            f"| {cell(s, 'user_us_per_request', '.1f')} / {cell(s, 'system_us_per_request', '.1f')} "
             f"| {cell(s, 'pg_cpu_us_per_request', '.1f')} | {cell(s, 'redis_cpu_us_per_request', '.1f')} "
             f"| {cell(s, 'hit_ratio', '.1%')} | {cell(s, 'queries_per_batch', '.1f')} / "
             f"{cell(s, 'peak_in_flight', '.0f')} | {cell(s, 'server_busy', '.0%')} / {cell(s, 'others_busy', '.0%')} "
@@ -285,7 +290,7 @@ def run(args):
         finally:
             db.stop()
         summary = summarize_rounds(results, lambda case: KEYS)
-        lines = ["## Databases", "", machine, ""]
+        lines = ["## Databases", "", machine, "", CPU_SPLIT_NOTE, ""]
         for case, by_server in results.items():
             lines += case_table(case, by_server, summary) + [""]
         lines += ratio_lines(summary) + [""]
