@@ -151,6 +151,7 @@ class SubcommandTableTest(unittest.TestCase):
                     "ok": True,
                     "req_per_s": rate,
                     "cpu_us_per_request": us,
+                    "system_us_per_request": us * 0.75,
                     "server_busy": 1.0,
                     "client_busy": 1.0,
                     "others_busy": 0.1,
@@ -162,7 +163,7 @@ class SubcommandTableTest(unittest.TestCase):
         )
         self.assertIn(
             "| async | 500 | 30,000 | 15,000 | – | – | 2.00× Go | 10.00 | 40.00 | – | – | 0.25× Go "
-            "| xKit 3/3 ok / Go 3/3 ok |",
+            "| 7.50 | 30.00 | – | – | xKit 3/3 ok / Go 3/3 ok |",
             markdown,
         )
 
