@@ -172,10 +172,9 @@ size_t xConnPending(const xConn *conn) { return conn->out_pending; }
 /* Whether a send the loop's backend was given may still point at the output. */
 static bool send_in_flight(const xConn *conn) { return conn->send == XCONN_SEND_IN_FLIGHT; }
 
-char *xConnReserve(xConn *conn, size_t len) {
-    /* The common case first: a block with room is already held (a response's
-     * frames go into it one after another). */
-    if (conn->out.data && conn->out.cap - conn->out.len >= len) return conn->out.data + conn->out.len;
+/* xConnReserve without a block that has room: a block from the pool, grown
+ * to len. Apart, so the common case stays small enough to inline. */
+__attribute__((noinline)) static char *reserve_block(xConn *conn, size_t len) {
     /* Past its output (lingering, closed), conn holds no block (out_reset
      * let it go), so a write never gets past here. */
     if (!xConnTakesOutput(conn)) return NULL;
@@ -185,6 +184,13 @@ char *xConnReserve(xConn *conn, size_t len) {
     if (conn->out.cap - conn->out.len < len && send_in_flight(conn)) xEventLoopSubmit(conn->net->loop);
     if (xBufferReserve(&conn->out, len) != XOK) return NULL;
     return conn->out.data + conn->out.len;
+}
+
+char *xConnReserve(xConn *conn, size_t len) {
+    /* The common case first: a block with room is already held (a response's
+     * frames go into it one after another). */
+    if (conn->out.data && conn->out.cap - conn->out.len >= len) return conn->out.data + conn->out.len;
+    return reserve_block(conn, len);
 }
 
 void xConnCommit(xConn *conn, size_t len) {
