@@ -172,7 +172,12 @@ size_t xConnPending(const xConn *conn) { return conn->out_pending; }
 /* Whether a send the loop's backend was given may still point at the output. */
 static bool send_in_flight(const xConn *conn) { return conn->send == XCONN_SEND_IN_FLIGHT; }
 
+/* xConnReserve without a block that has room: a block from the pool, grown
+ * to len. Apart, so the common case stays small enough to inline. */
 char *xConnReserveMore(xConn *conn, size_t len) {
+    /* Past its output (lingering, closed), conn holds no block (out_reset
+     * let it go), so a write never gets past here. */
+    if (!xConnTakesOutput(conn)) return NULL;
     if (xBufferPoolAcquire(&conn->net->buffers, &conn->out) != XOK) return NULL;
     /* Growing moves the bytes a send in flight may not have handed in yet
      * (output queued by another connection's end of turn): hand it in first. */
@@ -182,7 +187,7 @@ char *xConnReserveMore(xConn *conn, size_t len) {
 }
 
 xErrno xConnWrite(xConn *conn, const void *bytes, size_t len) {
-    if (xConnClosed(conn)) return XERR_CLOSED;
+    if (!xConnTakesOutput(conn)) return XERR_CLOSED;
     if (len == 0) return XOK;
     char *dst = xConnReserve(conn, len);
     if (!dst) return XERR_NOMEM;
@@ -204,7 +209,7 @@ static bool grow_refs(xConn *conn) {
 xErrno xConnWriteRef(xConn *conn, const void *bytes, size_t len, void (*release)(void *), void *arg) {
     xErrno err = XOK;
     bool marker = len == 0;
-    if (xConnClosed(conn)) {
+    if (!xConnTakesOutput(conn)) {
         err = XERR_CLOSED;
     } else if (marker && conn->out_pending == 0) {
         /* nothing queued can point at the memory: release it now */
@@ -239,7 +244,7 @@ static bool read_file(int fd, off_t offset, char *buf, size_t len, size_t *got) 
 
 xErrno xConnWriteFile(xConn *conn, int fd, off_t offset, size_t len, void (*release)(void *), void *arg) {
     xErrno err = XOK;
-    if (xConnClosed(conn)) {
+    if (!xConnTakesOutput(conn)) {
         err = XERR_CLOSED;
     } else if (len <= XCONN_FILE_COPY_MAX) {
         char *dst = len ? xConnReserve(conn, len) : NULL;
@@ -456,7 +461,7 @@ static void blocked_after(xConn *conn, bool progressed) {
 void xConnFlush(xConn *conn) { flush(conn, false); }
 
 xErrno xConnWriteNow(xConn *conn, const struct iovec *pieces, int count) {
-    if (xConnClosed(conn)) return XERR_CLOSED;
+    if (!xConnTakesOutput(conn)) return XERR_CLOSED;
     struct iovec iov[XCONN_IOV_MAX];
     int n = 0;
     size_t queued = 0;
@@ -614,6 +619,7 @@ static void discard_input(xConn *conn) {
 
 static void start_linger(xConn *conn) {
     conn->state = XCONN_LINGERING;
+    out_reset(conn); /* all of it is out; the block goes back, and no write takes another */
     conn->linger_left = conn->net->linger.max_bytes;
     conn->transport->shutdown_write(conn);
     /* Bytes of the transport's own that met a full socket (a close_notify)

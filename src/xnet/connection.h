@@ -248,6 +248,15 @@ static inline bool xConnClosed(const xConn *conn) { return conn->state == XCONN_
 /** True while the output is out and the peer's last bytes are read and dropped. */
 static inline bool xConnLingering(const xConn *conn) { return conn->state == XCONN_LINGERING; }
 
+/** True while what is written still goes out: open, or closing after its
+ *  output. A lingering connection has shut its write side, and a closed one
+ *  has no socket: writes to either are refused (XERR_CLOSED; xConnReserve
+ *  gives NULL), so a late answer can neither queue behind the end nor fail
+ *  against the shut socket, which would close it and cut the linger short. */
+static inline bool xConnTakesOutput(const xConn *conn) {
+    return conn->state == XCONN_OPEN || conn->state == XCONN_FLUSHING;
+}
+
 /** Wraps an accepted, non-blocking socket; addr (copied; NULL: unknown) is
  *  where it came from, as accept reported it. Returns NULL (socket closed)
  *  on failure. */
@@ -286,7 +295,8 @@ ssize_t xConnRecv(xConn *conn, char *buf, size_t len);
  *  (xEventLoopRecvBulk). Off once it is read. */
 void xConnRecvBulk(xConn *conn, bool on);
 
-/** Queues a copy of bytes for sending. */
+/** Queues a copy of bytes for sending; XERR_CLOSED once conn takes no
+ *  output (xConnTakesOutput), as for every write below. */
 xErrno xConnWrite(xConn *conn, const void *bytes, size_t len);
 
 /** Queues bytes by reference; release(arg) runs once they are sent or dropped.
@@ -315,7 +325,8 @@ xErrno xConnWriteNow(xConn *conn, const struct iovec *pieces, int count);
 xErrno xConnWriteFile(xConn *conn, int fd, off_t offset, size_t len, void (*release)(void *), void *arg);
 
 /** Room to format up to len bytes straight into the output queue; commit with
- *  xConnCommit. NULL on allocation failure. Inline for the common case, a
+ *  xConnCommit. NULL on allocation failure, or once conn takes no output
+ *  (lingering, closed: it holds no block then). Inline for the common case, a
  *  held block with room (a response's frames go into it one after another);
  *  xConnReserveMore gets or grows the block. */
 char *xConnReserveMore(xConn *conn, size_t len);

@@ -945,8 +945,14 @@ static void attach(xHttpClientRequest *req, xClientConn *cc) {
     if (!survived(req) || req->cc != cc) return;
     wait_flushed(req); /* its body came while the connection was being made */
     if (soon && req->phase == XREQ_SENDING) arm_phase(req); /* push_out stopped short of it */
-    /* A response may already wait (an early answer), or EOF. */
-    if (cc->conn->readable) read_response(cc);
+    /* A response may already wait (an early answer), or EOF; either may end
+     * req, which is held until it is seen whether it did. */
+    if (cc->conn->readable) {
+        req->in_callback++;
+        read_response(cc);
+        req->in_callback--;
+        if (!survived(req)) return;
+    }
     if (req->cc == cc) maybe_want_body(req);
 }
 
@@ -1381,6 +1387,19 @@ static bool deliver(xHttpClientRequest *req, const char *data, size_t len) {
     return survived(req);
 }
 
+/* Whether a connection whose response was read whole holds more that no
+ * request asked for: bytes an upstream sent past its response's length (a
+ * spliced body is taken to its length and no further, so they stay in the
+ * socket), or its close. Its next request would read them as its answer:
+ * such a connection is closed, not pooled. Reads only where the socket may
+ * hold something (a spliced body's end leaves it readable). */
+static bool holds_more(xConn *conn) {
+    if (!conn->readable) return false;
+    char sink[1];
+    ssize_t n = xConnRecv(conn, sink, sizeof sink);
+    return !(n < 0 && (errno == EAGAIN || errno == EINTR));
+}
+
 /* Moves the response on with what conn->in holds. Returns false when the
  * request is over (ended, failed or cancelled) or needs more bytes. */
 static bool advance_response(xHttpClientRequest *req, xConn *conn) {
@@ -1427,7 +1446,8 @@ static bool advance_response(xHttpClientRequest *req, xConn *conn) {
             return false;
         }
         /* The trailers' views stay in `in` during on_end; consumed after. */
-        bool reuse = req->keep_alive && in->len == (size_t)t && req->body_ended && xConnPending(conn) == 0;
+        bool reuse = req->keep_alive && in->len == (size_t)t && req->body_ended && xConnPending(conn) == 0 &&
+                     !holds_more(conn);
         xClientConn *cc = req->cc;
         finish(req, req->fields, n);
         xBufferConsume(in, (size_t)t);
@@ -1441,7 +1461,8 @@ static bool advance_response(xHttpClientRequest *req, xConn *conn) {
     }
     case XBODY_DONE: {
         xClientConn *cc = req->cc;
-        bool reuse = req->keep_alive && in->len == 0 && req->body_ended && xConnPending(conn) == 0;
+        bool reuse = req->keep_alive && in->len == 0 && req->body_ended && xConnPending(conn) == 0 &&
+                     !holds_more(conn);
         if (!reuse) {
             finish(req, NULL, 0);
             xConnClose(conn);
