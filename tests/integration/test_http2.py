@@ -2,6 +2,7 @@
 support/h2client.py, over cleartext (prior knowledge and Upgrade: h2c) on the
 port that also serves HTTP/1.1."""
 
+import email.utils
 import os
 import signal
 import tempfile
@@ -13,6 +14,7 @@ from support.h2client import (
     CANCEL,
     DEFAULT_WINDOW,
     END_STREAM,
+    HEADER_TABLE_SIZE,
     HEADERS,
     HUFFMAN_CODES,
     INITIAL_WINDOW_SIZE,
@@ -311,6 +313,59 @@ class RawHttp2Test(H2ServerTestCase):
                     if target == "/nope":
                         self.assertEqual(resp.header("content-length"), str(len(resp.body)))
                     assert_h2_response_fields(self, resp)
+
+    def test_repeated_heads_differing_only_in_a_value_of_the_same_length_each_carry_their_own(self):
+        # The head memo compares the handler's lines byte for byte: an ETag, a type or a
+        # handler's own Server of the same length but other letters, the server choice
+        # (ours or the handler's), a status and a length each get their own head.
+        def path(status=200, size=4, **fields):
+            query = "".join(f"&{k}={v}" for k, v in fields.items())
+            return f"/text?size={size}{query}" + (f"&status={status}" if status != 200 else "")
+
+        plan = [path(type="text/aaa", etag="aa11")] * 2 + [path(type="text/aaa", etag="bb22")] * 2
+        plan += [path(type="text/bbb", etag="bb22")] * 2 + [path(type="text/bbb", etag="bb22", server="abcd")] * 2
+        plan += [path(type="text/bbb", etag="bb22", server="wxyz")] * 2 + [path(type="text/bbb", etag="bb22")]
+        plan += [path(status=201, type="text/bbb", etag="bb22"), path(size=5, type="text/bbb", etag="bb22")]
+        plan += [path(type="text/aaa", etag="aa11")]
+        conn = self.h2connect()
+        for i, target in enumerate(plan + plan):
+            with self.subTest(request=i, target=target):
+                resp = conn.fetch("GET", target)
+                query = dict(part.split("=", 1) for part in target.split("?", 1)[1].split("&"))
+                self.assertEqual(resp.status, int(query.get("status", 200)))
+                self.assertEqual(resp.header("content-type"), query["type"])
+                self.assertEqual(resp.header("etag"), query["etag"])
+                self.assertEqual(resp.header("server"), query.get("server", "xkit"))
+                self.assertEqual(resp.header("content-length"), query["size"])
+                self.assertEqual(len(resp.body), int(query["size"]))
+                self.assertEqual(sum(1 for n, _ in resp.headers if n == "server"), 1)
+
+    def test_repeated_heads_follow_the_peers_header_table_size(self):
+        # A copied head refers to entries of the dynamic table (server, date): when the
+        # client's SETTINGS_HEADER_TABLE_SIZE shrinks the table, evicts entries or grows
+        # it again, the next head must start with the size update and refer only to
+        # entries the client's decoder holds (its decoder raises on any other index).
+        conn = self.h2connect()
+        for size in (4096, 0, 100, 4096, 64, 4096):
+            acks = conn.settings_acks
+            conn.send(settings_frame({HEADER_TABLE_SIZE: size}))
+            conn.read_until(lambda: conn.settings_acks > acks, "the SETTINGS ACK")  # noqa: B023 (called here)
+            for i in range(4):
+                with self.subTest(size=size, request=i):
+                    resp = conn.fetch("GET", "/ping")
+                    self.assertEqual((resp.status, resp.body), (200, b"pong"))
+                    self.assertEqual(resp.header("server"), "xkit")
+                    assert_h2_response_fields(self, resp)
+                    self.assertEqual(conn.decoder.max_size, size, "the size update did not come")
+                    self.assertLessEqual(conn.decoder.size, size)
+
+    def test_a_repeated_head_carries_the_date_of_its_second(self):
+        conn = self.h2connect()
+        first = [conn.fetch("GET", "/ping") for _ in range(3)]
+        time.sleep(1.1)
+        later = conn.fetch("GET", "/ping")
+        dates = [email.utils.parsedate_to_datetime(r.header("date")) for r in first + [later]]
+        self.assertGreaterEqual((dates[-1] - dates[-2]).total_seconds(), 1, [r.header("date") for r in first + [later]])
 
     def test_head_has_the_length_and_no_body(self):
         resp = self.h2fetch("HEAD", "/echo?size=1000")
