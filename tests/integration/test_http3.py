@@ -212,6 +212,49 @@ class Http3Test(HttpsTestCase):
         first = email.utils.parsedate_to_datetime(responses[-1].headers["date"])
         self.assertGreaterEqual((email.utils.parsedate_to_datetime(later.headers["date"]) - first).total_seconds(), 1)
 
+    def test_repeated_heads_hold_through_qpack_tables_that_evict(self):
+        # A copied response head refers to server and date in the client's QPACK table:
+        # with tables too small for both (an insert must evict), for only one, or none,
+        # in bursts of streams in flight at once and across a second (the same head
+        # before and after), every head must decode (aioquic's decoder closes the
+        # connection on an entry it lacks) and carry its own fields and date.
+        plan = ["/ping"] * 3 + ["/text?size=4&type=text/aaa", "/text?size=4&type=text/bbb"] * 2
+
+        def check(path, response):
+            if path == "/ping":
+                self.assertEqual((response.status, response.body), (200, b"pong"))
+            else:
+                self.assertEqual(response.headers["content-type"], path.rsplit("=", 1)[1])
+                self.assertEqual((response.status, len(response.body)), (200, 4))
+            self.assertEqual(response.headers["server"], "xkit")
+            return email.utils.parsedate_to_datetime(response.headers["date"])
+
+        async def go(capacity):
+            async with h3_connect("127.0.0.1", self.server.port, ca_file=self.certs.ca, qpack_capacity=capacity) as h3:
+                seen = [(plan[0], await h3.request("GET", plan[0]))]
+                if capacity:
+                    # aioquic's decoder acknowledges no insert by itself (no Insert Count
+                    # Increment), so the server's heads would never refer to the table:
+                    # acknowledge the first, server, which every table here holds.
+                    h3._quic.send_stream_data(h3.h3._local_decoder_stream_id, b"\x01")
+                seen += [(path, await h3.request("GET", path)) for path in plan]
+                seen += zip(plan * 4, await asyncio.gather(*(h3.request("GET", p) for p in plan * 4)), strict=True)
+                seen.append((plan[-1], await h3.request("GET", plan[-1])))
+                await asyncio.sleep(1.1)
+                later = [(plan[-1], await h3.request("GET", plan[-1]))]  # the same head, a second on
+                later += list(
+                    zip(plan * 4, await asyncio.gather(*(h3.request("GET", p) for p in plan * 4)), strict=True)
+                )
+                later += [(path, await h3.request("GET", path)) for path in plan]
+                return seen, later
+
+        for capacity in (0, 64, 100, 200, 4096):
+            with self.subTest(capacity=capacity):
+                seen, later = run(go(capacity))
+                before = max(check(*pair) for pair in seen)
+                after = min(check(*pair) for pair in later)
+                self.assertGreaterEqual((after - before).total_seconds(), 1)
+
     def test_streamed_response_with_trailer(self):
         async def go():
             async with self.connect() as h3:
