@@ -3,6 +3,7 @@ support/h2client.py, over cleartext (prior knowledge and Upgrade: h2c) on the
 port that also serves HTTP/1.1."""
 
 import email.utils
+import json
 import os
 import signal
 import tempfile
@@ -32,6 +33,7 @@ from support.h2client import (
     goaway_frame,
     headers_frame,
     hpack_encode,
+    hpack_insert,
     huffman_decode,
     huffman_encode,
     priority_frame,
@@ -366,6 +368,30 @@ class RawHttp2Test(H2ServerTestCase):
         later = conn.fetch("GET", "/ping")
         dates = [email.utils.parsedate_to_datetime(r.header("date")) for r in first + [later]]
         self.assertGreaterEqual((dates[-1] - dates[-2]).total_seconds(), 1, [r.header("date") for r in first + [later]])
+
+    def test_a_repeated_block_is_read_again_after_the_table_it_refers_to_changed(self):
+        # A stream whose header block is the bytes of the last one shares its decoded
+        # head; bytes that refer to the dynamic table (index 62, the newest entry) mean
+        # another cookie once the client inserted another, and a block with a cookie
+        # more or less is another block: each request's handler sees its own cookie.
+        base = hpack_encode(request_headers("GET", "/whoami"))
+        newest = b"\xbe"
+        plan = (
+            [(hpack_insert("cookie", "id=aaaa"), "aaaa")]
+            + [(newest, "aaaa")] * 3
+            + [(hpack_insert("cookie", "id=bbbb"), "bbbb")]
+        )
+        plan += [(newest, "bbbb")] * 2 + [(b"", None), (newest, "bbbb"), (b"", None), (b"", None)]
+        plan += [(hpack_encode([("cookie", "id=cccc")]), "cccc"), (newest, "bbbb")]
+        conn = self.h2connect()
+        for i, (tail, cookie) in enumerate(plan):
+            with self.subTest(request=i, cookie=cookie):
+                stream_id = conn.new_stream_id()
+                conn.stream(stream_id)
+                conn.send(headers_frame(stream_id, base + tail))
+                resp = conn.read_response(stream_id)
+                self.assertEqual(resp.status, 200)
+                self.assertEqual(json.loads(resp.body)["cookie"], cookie)
 
     def test_head_has_the_length_and_no_body(self):
         resp = self.h2fetch("HEAD", "/echo?size=1000")
