@@ -19,10 +19,13 @@ import socket
 import subprocess
 import tempfile
 import time
+import types
 import unittest
 import zlib
 
+import pylsqpack
 from aioquic import tls
+from aioquic.h3.connection import FrameType, encode_frame
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from support.h3client import h3_connect, run
@@ -51,6 +54,19 @@ H3_NO_ERROR = 0x100
 H3_STREAM_CREATION_ERROR = 0x103
 H3_EXCESSIVE_LOAD = 0x107
 QPACK_ENCODER_STREAM_ERROR = 0x201  # RFC 9204 §6
+
+
+def prefixed_integer(high_bits, prefix_bits, value):
+    """An integer of QPACK's (RFC 9204 §4.1.1, HPACK's): high_bits above a
+    prefix_bits prefix, continued in 7-bit bytes."""
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([high_bits | value])
+    out, value = [high_bits | limit], value - limit
+    while value >= 0x80:
+        out.append(0x80 | (value & 0x7F))
+        value >>= 7
+    return bytes(out + [value])
 
 
 class Http3Test(HttpsTestCase):
@@ -186,6 +202,49 @@ class Http3Test(HttpsTestCase):
             whole, short = run(go(table))
             self.assertEqual([(r.status, r.body) for r in whole], [(200, b"hello")] * 4)
             self.assertEqual(short.reset_code, H3_MESSAGE_ERROR, f"table={table}")
+
+    def test_a_repeated_section_is_read_again_once_its_insert_count_means_another_entry(self):
+        # A request stream whose field section is the bytes of the kept one shares its
+        # decoded head while the table is as it was. The same bytes can mean another
+        # entry: Required Insert Count is sent modulo twice the table's entries
+        # (RFC 9204 §4.5.1.1), so after that many inserts "the newest entry" of the same
+        # prefix is the new cookie, which the handler must see.
+        async def go():
+            async with self.connect() as h3:
+                first = await h3.request("GET", "/whoami", table=False)  # the settings are in
+                capacity = h3.h3._received_settings[0x1]  # SETTINGS_QPACK_MAX_TABLE_CAPACITY
+                self.assertGreaterEqual(capacity, 64)
+                full_range = 2 * (capacity // 32)
+                encoder_stream = h3.h3._local_encoder_stream_id
+                # The server acknowledges these sections, which aioquic's encoder never
+                # wrote: its decoder stream is not aioquic's to read here.
+                h3.h3._encoder = types.SimpleNamespace(feed_decoder=lambda data: None)
+                fields = [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", b"localhost")]
+                _, static = pylsqpack.Encoder().encode(0, fields + [(b":path", b"/whoami")])
+                # Required Insert Count 1 (encoded 2), Base 1, then the newest entry.
+                section = encode_frame(FrameType.HEADERS, b"\x02\x00" + static[2:] + b"\x80")
+
+                def insert(name, value):  # Insert With Literal Name, no Huffman
+                    return bytes([0x40 | len(name)]) + name + bytes([len(value)]) + value
+
+                async def ask():
+                    stream_id = h3._quic.get_next_available_stream_id()
+                    future = h3._expect(stream_id)
+                    h3._quic.send_stream_data(stream_id, section, end_stream=True)
+                    h3.transmit()
+                    return json.loads((await asyncio.wait_for(future, 30)).body)["cookie"]
+
+                set_capacity = prefixed_integer(0x20, 5, capacity)  # Set Dynamic Table Capacity
+                h3._quic.send_stream_data(encoder_stream, set_capacity + insert(b"cookie", b"id=aaaa"))
+                before = [await ask() for _ in range(3)]
+                fillers = b"".join(insert(b"x", b"") for _ in range(full_range - 1))
+                h3._quic.send_stream_data(encoder_stream, fillers + insert(b"cookie", b"id=bbbb"))
+                after = [await ask() for _ in range(3)]
+                return first, before, after
+
+        first, before, after = run(go())
+        self.assertEqual(first.status, 200)
+        self.assertEqual((before, after), (["aaaa"] * 3, ["bbbb"] * 3))
 
     def test_each_response_head_is_its_own_when_heads_repeat(self):
         # A connection copies the response head it wrote last when the next one's status,
