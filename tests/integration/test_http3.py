@@ -203,6 +203,31 @@ class Http3Test(HttpsTestCase):
             self.assertEqual([(r.status, r.body) for r in whole], [(200, b"hello")] * 4)
             self.assertEqual(short.reset_code, H3_MESSAGE_ERROR, f"table={table}")
 
+    def test_requests_alike_but_for_a_cookie_each_see_their_own(self):
+        # Streams of one field section share a decoded head; a cookie more, less or of
+        # another value (the same length) is another section, with the client's table
+        # and without, and a handler's own Server beside ours is another response head.
+        plan = [None] * 3 + ["id=aaaa"] * 3 + ["id=bbbb"] * 3 + [None] * 2 + ["id=aaaa"] * 2
+
+        async def go(table):
+            async with self.connect() as h3:
+                asked = []
+                for cookie in plan + plan:
+                    headers = [("cookie", cookie)] if cookie else []
+                    asked.append(await h3.request("GET", "/whoami", headers=headers, table=table))
+                for server in ("abcd", None, "wxyz", "wxyz", None, None):
+                    path = "/text?size=4" + (f"&server={server}" if server else "")
+                    asked.append(await h3.request("GET", path, table=table))
+                return asked
+
+        for table in (True, False):
+            with self.subTest(table=table):
+                asked = run(go(table))
+                cookies = [json.loads(r.body)["cookie"] for r in asked[: 2 * len(plan)]]
+                self.assertEqual(cookies, [c and c[3:] for c in plan + plan])
+                servers = [r.headers["server"] for r in asked[2 * len(plan) :]]
+                self.assertEqual(servers, ["abcd", "xkit", "wxyz", "wxyz", "xkit", "xkit"])
+
     def test_a_repeated_section_is_read_again_once_its_insert_count_means_another_entry(self):
         # A request stream whose field section is the bytes of the kept one shares its
         # decoded head while the table is as it was. The same bytes can mean another
