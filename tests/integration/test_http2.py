@@ -393,6 +393,20 @@ class RawHttp2Test(H2ServerTestCase):
                 self.assertEqual(resp.status, 200)
                 self.assertEqual(json.loads(resp.body)["cookie"], cookie)
 
+    def test_a_worker_remembers_404_and_405_per_method_and_path(self):
+        # The worker's router memo keeps a 404 or a 405 with its Allow list: the same
+        # path asked under other methods in turn, and other paths between, each get
+        # their own answer (a path 405 under GET is routed under POST).
+        plan = [("GET", "/upload", 405, "POST")] * 3 + [("POST", "/upload", 200, None)]
+        plan += [("GET", "/upload", 405, "POST"), ("PUT", "/upload", 405, "POST"), ("GET", "/nope", 404, None)]
+        plan += [("GET", "/nope", 404, None), ("DELETE", "/echo", 405, "GET, HEAD, POST"), ("HEAD", "/ping", 200, None)]
+        plan += [("GET", "/ping", 200, None), ("PUT", "/ping", 405, "GET, HEAD"), ("POST", "/upload", 200, None)]
+        conn = self.h2connect()
+        for i, (method, path, status, allow) in enumerate(plan + plan):
+            with self.subTest(request=i, method=method, path=path):
+                resp = conn.fetch(method, path, body=b"abc" if method == "POST" else None)
+                self.assertEqual((resp.status, resp.header("allow")), (status, allow))
+
     def test_head_has_the_length_and_no_body(self):
         resp = self.h2fetch("HEAD", "/echo?size=1000")
         self.assertEqual(resp.status, 200)
