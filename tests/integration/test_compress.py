@@ -343,6 +343,31 @@ class CompressHttp1Test(ServerTestCase):
                 decoder.feed(bytes(stream.body[fed:]))
                 self.assertEqual(decoder.text.count(b"\n"), 3)
 
+    def test_h2c_repeated_heads_follow_each_requests_coding(self):
+        # HTTP/2 copies a response head while the next one repeats it: the filter's
+        # Content-Encoding, Vary and weakened ETag are lines of the head like the
+        # handler's, so a plain answer after a coded one (or gzip after br, or a HEAD,
+        # which is never coded, after a GET) gets a head of its own.
+        plain = None
+        with H2Conn(self.server.port) as conn:
+            plan = ["gzip", "gzip", None, None, "br", "br", "gzip", "HEAD gzip", "HEAD gzip", "gzip", None]
+            for i, asked in enumerate(plan + plan):
+                method, accept = ("HEAD", asked[5:]) if asked and asked.startswith("HEAD") else ("GET", asked)
+                headers = [("accept-encoding", accept)] if accept else []
+                with self.subTest(request=i, method=method, accept=accept):
+                    resp = conn.fetch(method, '/text?size=3000&etag="e1"', headers=headers)
+                    coding = accept if method == "GET" else None
+                    self.assertEqual(resp.header("content-encoding"), coding)
+                    self.assertEqual(resp.header("vary"), "Accept-Encoding")
+                    self.assertEqual(resp.header("etag"), 'W/"e1"' if coding else '"e1"')
+                    if method == "HEAD":
+                        self.assertEqual((resp.body, resp.header("content-length")), (b"", "3000"))
+                        continue
+                    self.assertEqual(resp.header("content-length"), str(len(resp.body)))
+                    body = decode(coding, resp.body)
+                    plain = plain or body
+                    self.assertEqual((len(body), body), (3000, plain))
+
     def test_nghttp_sees_the_coding(self):
         result = run_client(["nghttp", "-v", "-H", "accept-encoding: gzip", self.server.url("/json")])
         out = result.stdout.decode("latin-1")

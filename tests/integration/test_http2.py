@@ -2,6 +2,8 @@
 support/h2client.py, over cleartext (prior knowledge and Upgrade: h2c) on the
 port that also serves HTTP/1.1."""
 
+import email.utils
+import json
 import os
 import signal
 import tempfile
@@ -13,6 +15,7 @@ from support.h2client import (
     CANCEL,
     DEFAULT_WINDOW,
     END_STREAM,
+    HEADER_TABLE_SIZE,
     HEADERS,
     HUFFMAN_CODES,
     INITIAL_WINDOW_SIZE,
@@ -30,6 +33,7 @@ from support.h2client import (
     goaway_frame,
     headers_frame,
     hpack_encode,
+    hpack_insert,
     huffman_decode,
     huffman_encode,
     priority_frame,
@@ -311,6 +315,97 @@ class RawHttp2Test(H2ServerTestCase):
                     if target == "/nope":
                         self.assertEqual(resp.header("content-length"), str(len(resp.body)))
                     assert_h2_response_fields(self, resp)
+
+    def test_repeated_heads_differing_only_in_a_value_of_the_same_length_each_carry_their_own(self):
+        # The head memo compares the handler's lines byte for byte: an ETag, a type or a
+        # handler's own Server of the same length but other letters, the server choice
+        # (ours or the handler's), a status and a length each get their own head.
+        def path(status=200, size=4, **fields):
+            query = "".join(f"&{k}={v}" for k, v in fields.items())
+            return f"/text?size={size}{query}" + (f"&status={status}" if status != 200 else "")
+
+        plan = [path(type="text/aaa", etag="aa11")] * 2 + [path(type="text/aaa", etag="bb22")] * 2
+        plan += [path(type="text/bbb", etag="bb22")] * 2 + [path(type="text/bbb", etag="bb22", server="abcd")] * 2
+        plan += [path(type="text/bbb", etag="bb22", server="wxyz")] * 2 + [path(type="text/bbb", etag="bb22")]
+        plan += [path(status=201, type="text/bbb", etag="bb22"), path(size=5, type="text/bbb", etag="bb22")]
+        plan += [path(type="text/aaa", etag="aa11")]
+        conn = self.h2connect()
+        for i, target in enumerate(plan + plan):
+            with self.subTest(request=i, target=target):
+                resp = conn.fetch("GET", target)
+                query = dict(part.split("=", 1) for part in target.split("?", 1)[1].split("&"))
+                self.assertEqual(resp.status, int(query.get("status", 200)))
+                self.assertEqual(resp.header("content-type"), query["type"])
+                self.assertEqual(resp.header("etag"), query["etag"])
+                self.assertEqual(resp.header("server"), query.get("server", "xkit"))
+                self.assertEqual(resp.header("content-length"), query["size"])
+                self.assertEqual(len(resp.body), int(query["size"]))
+                self.assertEqual(sum(1 for n, _ in resp.headers if n == "server"), 1)
+
+    def test_repeated_heads_follow_the_peers_header_table_size(self):
+        # A copied head refers to entries of the dynamic table (server, date): when the
+        # client's SETTINGS_HEADER_TABLE_SIZE shrinks the table, evicts entries or grows
+        # it again, the next head must start with the size update and refer only to
+        # entries the client's decoder holds (its decoder raises on any other index).
+        conn = self.h2connect()
+        for size in (4096, 0, 100, 4096, 64, 4096):
+            acks = conn.settings_acks
+            conn.send(settings_frame({HEADER_TABLE_SIZE: size}))
+            conn.read_until(lambda: conn.settings_acks > acks, "the SETTINGS ACK")  # noqa: B023 (called here)
+            for i in range(4):
+                with self.subTest(size=size, request=i):
+                    resp = conn.fetch("GET", "/ping")
+                    self.assertEqual((resp.status, resp.body), (200, b"pong"))
+                    self.assertEqual(resp.header("server"), "xkit")
+                    assert_h2_response_fields(self, resp)
+                    self.assertEqual(conn.decoder.max_size, size, "the size update did not come")
+                    self.assertLessEqual(conn.decoder.size, size)
+
+    def test_a_repeated_head_carries_the_date_of_its_second(self):
+        conn = self.h2connect()
+        first = [conn.fetch("GET", "/ping") for _ in range(3)]
+        time.sleep(1.1)
+        later = conn.fetch("GET", "/ping")
+        dates = [email.utils.parsedate_to_datetime(r.header("date")) for r in first + [later]]
+        self.assertGreaterEqual((dates[-1] - dates[-2]).total_seconds(), 1, [r.header("date") for r in first + [later]])
+
+    def test_a_repeated_block_is_read_again_after_the_table_it_refers_to_changed(self):
+        # A stream whose header block is the bytes of the last one shares its decoded
+        # head; bytes that refer to the dynamic table (index 62, the newest entry) mean
+        # another cookie once the client inserted another, and a block with a cookie
+        # more or less is another block: each request's handler sees its own cookie.
+        base = hpack_encode(request_headers("GET", "/whoami"))
+        newest = b"\xbe"
+        plan = (
+            [(hpack_insert("cookie", "id=aaaa"), "aaaa")]
+            + [(newest, "aaaa")] * 3
+            + [(hpack_insert("cookie", "id=bbbb"), "bbbb")]
+        )
+        plan += [(newest, "bbbb")] * 2 + [(b"", None), (newest, "bbbb"), (b"", None), (b"", None)]
+        plan += [(hpack_encode([("cookie", "id=cccc")]), "cccc"), (newest, "bbbb")]
+        conn = self.h2connect()
+        for i, (tail, cookie) in enumerate(plan):
+            with self.subTest(request=i, cookie=cookie):
+                stream_id = conn.new_stream_id()
+                conn.stream(stream_id)
+                conn.send(headers_frame(stream_id, base + tail))
+                resp = conn.read_response(stream_id)
+                self.assertEqual(resp.status, 200)
+                self.assertEqual(json.loads(resp.body)["cookie"], cookie)
+
+    def test_a_worker_remembers_404_and_405_per_method_and_path(self):
+        # The worker's router memo keeps a 404 or a 405 with its Allow list: the same
+        # path asked under other methods in turn, and other paths between, each get
+        # their own answer (a path 405 under GET is routed under POST).
+        plan = [("GET", "/upload", 405, "POST")] * 3 + [("POST", "/upload", 200, None)]
+        plan += [("GET", "/upload", 405, "POST"), ("PUT", "/upload", 405, "POST"), ("GET", "/nope", 404, None)]
+        plan += [("GET", "/nope", 404, None), ("DELETE", "/echo", 405, "GET, HEAD, POST"), ("HEAD", "/ping", 200, None)]
+        plan += [("GET", "/ping", 200, None), ("PUT", "/ping", 405, "GET, HEAD"), ("POST", "/upload", 200, None)]
+        conn = self.h2connect()
+        for i, (method, path, status, allow) in enumerate(plan + plan):
+            with self.subTest(request=i, method=method, path=path):
+                resp = conn.fetch(method, path, body=b"abc" if method == "POST" else None)
+                self.assertEqual((resp.status, resp.header("allow")), (status, allow))
 
     def test_head_has_the_length_and_no_body(self):
         resp = self.h2fetch("HEAD", "/echo?size=1000")

@@ -19,10 +19,13 @@ import socket
 import subprocess
 import tempfile
 import time
+import types
 import unittest
 import zlib
 
+import pylsqpack
 from aioquic import tls
+from aioquic.h3.connection import FrameType, encode_frame
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from support.h3client import h3_connect, run
@@ -51,6 +54,19 @@ H3_NO_ERROR = 0x100
 H3_STREAM_CREATION_ERROR = 0x103
 H3_EXCESSIVE_LOAD = 0x107
 QPACK_ENCODER_STREAM_ERROR = 0x201  # RFC 9204 §6
+
+
+def prefixed_integer(high_bits, prefix_bits, value):
+    """An integer of QPACK's (RFC 9204 §4.1.1, HPACK's): high_bits above a
+    prefix_bits prefix, continued in 7-bit bytes."""
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([high_bits | value])
+    out, value = [high_bits | limit], value - limit
+    while value >= 0x80:
+        out.append(0x80 | (value & 0x7F))
+        value >>= 7
+    return bytes(out + [value])
 
 
 class Http3Test(HttpsTestCase):
@@ -187,6 +203,74 @@ class Http3Test(HttpsTestCase):
             self.assertEqual([(r.status, r.body) for r in whole], [(200, b"hello")] * 4)
             self.assertEqual(short.reset_code, H3_MESSAGE_ERROR, f"table={table}")
 
+    def test_requests_alike_but_for_a_cookie_each_see_their_own(self):
+        # Streams of one field section share a decoded head; a cookie more, less or of
+        # another value (the same length) is another section, with the client's table
+        # and without, and a handler's own Server beside ours is another response head.
+        plan = [None] * 3 + ["id=aaaa"] * 3 + ["id=bbbb"] * 3 + [None] * 2 + ["id=aaaa"] * 2
+
+        async def go(table):
+            async with self.connect() as h3:
+                asked = []
+                for cookie in plan + plan:
+                    headers = [("cookie", cookie)] if cookie else []
+                    asked.append(await h3.request("GET", "/whoami", headers=headers, table=table))
+                for server in ("abcd", None, "wxyz", "wxyz", None, None):
+                    path = "/text?size=4" + (f"&server={server}" if server else "")
+                    asked.append(await h3.request("GET", path, table=table))
+                return asked
+
+        for table in (True, False):
+            with self.subTest(table=table):
+                asked = run(go(table))
+                cookies = [json.loads(r.body)["cookie"] for r in asked[: 2 * len(plan)]]
+                self.assertEqual(cookies, [c and c[3:] for c in plan + plan])
+                servers = [r.headers["server"] for r in asked[2 * len(plan) :]]
+                self.assertEqual(servers, ["abcd", "xkit", "wxyz", "wxyz", "xkit", "xkit"])
+
+    def test_a_repeated_section_is_read_again_once_its_insert_count_means_another_entry(self):
+        # A request stream whose field section is the bytes of the kept one shares its
+        # decoded head while the table is as it was. The same bytes can mean another
+        # entry: Required Insert Count is sent modulo twice the table's entries
+        # (RFC 9204 §4.5.1.1), so after that many inserts "the newest entry" of the same
+        # prefix is the new cookie, which the handler must see.
+        async def go():
+            async with self.connect() as h3:
+                first = await h3.request("GET", "/whoami", table=False)  # the settings are in
+                capacity = h3.h3._received_settings[0x1]  # SETTINGS_QPACK_MAX_TABLE_CAPACITY
+                self.assertGreaterEqual(capacity, 64)
+                full_range = 2 * (capacity // 32)
+                encoder_stream = h3.h3._local_encoder_stream_id
+                # The server acknowledges these sections, which aioquic's encoder never
+                # wrote: its decoder stream is not aioquic's to read here.
+                h3.h3._encoder = types.SimpleNamespace(feed_decoder=lambda data: None)
+                fields = [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", b"localhost")]
+                _, static = pylsqpack.Encoder().encode(0, fields + [(b":path", b"/whoami")])
+                # Required Insert Count 1 (encoded 2), Base 1, then the newest entry.
+                section = encode_frame(FrameType.HEADERS, b"\x02\x00" + static[2:] + b"\x80")
+
+                def insert(name, value):  # Insert With Literal Name, no Huffman
+                    return bytes([0x40 | len(name)]) + name + bytes([len(value)]) + value
+
+                async def ask():
+                    stream_id = h3._quic.get_next_available_stream_id()
+                    future = h3._expect(stream_id)
+                    h3._quic.send_stream_data(stream_id, section, end_stream=True)
+                    h3.transmit()
+                    return json.loads((await asyncio.wait_for(future, 30)).body)["cookie"]
+
+                set_capacity = prefixed_integer(0x20, 5, capacity)  # Set Dynamic Table Capacity
+                h3._quic.send_stream_data(encoder_stream, set_capacity + insert(b"cookie", b"id=aaaa"))
+                before = [await ask() for _ in range(3)]
+                fillers = b"".join(insert(b"x", b"") for _ in range(full_range - 1))
+                h3._quic.send_stream_data(encoder_stream, fillers + insert(b"cookie", b"id=bbbb"))
+                after = [await ask() for _ in range(3)]
+                return first, before, after
+
+        first, before, after = run(go())
+        self.assertEqual(first.status, 200)
+        self.assertEqual((before, after), (["aaaa"] * 3, ["bbbb"] * 3))
+
     def test_each_response_head_is_its_own_when_heads_repeat(self):
         # A connection copies the response head it wrote last when the next one's status,
         # fields and length are alike and its second is the same: a type of the same length
@@ -211,6 +295,49 @@ class Http3Test(HttpsTestCase):
             self.assertEqual((len(response.body), response.headers["server"]), (size, "xkit"))
         first = email.utils.parsedate_to_datetime(responses[-1].headers["date"])
         self.assertGreaterEqual((email.utils.parsedate_to_datetime(later.headers["date"]) - first).total_seconds(), 1)
+
+    def test_repeated_heads_hold_through_qpack_tables_that_evict(self):
+        # A copied response head refers to server and date in the client's QPACK table:
+        # with tables too small for both (an insert must evict), for only one, or none,
+        # in bursts of streams in flight at once and across a second (the same head
+        # before and after), every head must decode (aioquic's decoder closes the
+        # connection on an entry it lacks) and carry its own fields and date.
+        plan = ["/ping"] * 3 + ["/text?size=4&type=text/aaa", "/text?size=4&type=text/bbb"] * 2
+
+        def check(path, response):
+            if path == "/ping":
+                self.assertEqual((response.status, response.body), (200, b"pong"))
+            else:
+                self.assertEqual(response.headers["content-type"], path.rsplit("=", 1)[1])
+                self.assertEqual((response.status, len(response.body)), (200, 4))
+            self.assertEqual(response.headers["server"], "xkit")
+            return email.utils.parsedate_to_datetime(response.headers["date"])
+
+        async def go(capacity):
+            async with h3_connect("127.0.0.1", self.server.port, ca_file=self.certs.ca, qpack_capacity=capacity) as h3:
+                seen = [(plan[0], await h3.request("GET", plan[0]))]
+                if capacity:
+                    # aioquic's decoder acknowledges no insert by itself (no Insert Count
+                    # Increment), so the server's heads would never refer to the table:
+                    # acknowledge the first, server, which every table here holds.
+                    h3._quic.send_stream_data(h3.h3._local_decoder_stream_id, b"\x01")
+                seen += [(path, await h3.request("GET", path)) for path in plan]
+                seen += zip(plan * 4, await asyncio.gather(*(h3.request("GET", p) for p in plan * 4)), strict=True)
+                seen.append((plan[-1], await h3.request("GET", plan[-1])))
+                await asyncio.sleep(1.1)
+                later = [(plan[-1], await h3.request("GET", plan[-1]))]  # the same head, a second on
+                later += list(
+                    zip(plan * 4, await asyncio.gather(*(h3.request("GET", p) for p in plan * 4)), strict=True)
+                )
+                later += [(path, await h3.request("GET", path)) for path in plan]
+                return seen, later
+
+        for capacity in (0, 64, 100, 200, 4096):
+            with self.subTest(capacity=capacity):
+                seen, later = run(go(capacity))
+                before = max(check(*pair) for pair in seen)
+                after = min(check(*pair) for pair in later)
+                self.assertGreaterEqual((after - before).total_seconds(), 1)
 
     def test_streamed_response_with_trailer(self):
         async def go():

@@ -237,11 +237,76 @@ static void decoder_stream_errors(void) {
     peer_free(&peer);
 }
 
+/* The outstanding sections (the order sent, each Section Acknowledgment taking its
+ * stream's oldest, a Stream Cancellation all of a stream's) against a plain list,
+ * through thousands of notes, acknowledgments in any order and cancellations: the
+ * encoder moves the start past what is acknowledged first and makes room by moving
+ * the rest down or growing, and must keep exactly the list's sections in its order. */
+static void outstanding_sections_follow_acknowledgments_in_any_order(void) {
+    enum { OPS = 20000, STREAMS = 40 };
+    static xQpackOutstanding model[OPS];
+    size_t count = 0;
+    uint32_t seed = 12345;
+    xQpackEncoder e;
+    xQpackEncoderInit(&e);
+    for (unsigned op = 0; op < OPS; op++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned r = (seed >> 8) % 100;
+        uint64_t stream = 4 * (uint64_t)((seed >> 16) % STREAMS);
+        size_t used;
+        if (r < 50 || !count) { /* a section sent: a head, or a stream's trailers after it */
+            uint64_t required = 1 + op % 7, lowest = op % 5;
+            CHECK(xQpackEncoderNoteSection(&e, stream, required, lowest));
+            model[count++] = (xQpackOutstanding){stream, required, lowest};
+        } else if (r < 95) { /* acknowledged: mostly the oldest, else any */
+            size_t at = r < 70 ? 0 : (seed >> 4) % count;
+            stream = model[at].stream_id;
+            size_t first = 0;
+            while (model[first].stream_id != stream) first++;
+            memmove(&model[first], &model[first + 1], (count - first - 1) * sizeof *model);
+            count--;
+            uint8_t ack[16], *end = xHpackWriteInt(ack, 0x80, 7, stream);
+            CHECK_EQ_INT(xQpackEncoderReadDecoder(&e, ack, (size_t)(end - ack), &used), XQPACK_OK);
+        } else { /* cancelled: every section of the stream goes */
+            size_t kept = 0;
+            for (size_t i = 0; i < count; i++)
+                if (model[i].stream_id != stream) model[kept++] = model[i];
+            count = kept;
+            uint8_t cancel[16], *end = xHpackWriteInt(cancel, 0x40, 6, stream);
+            CHECK_EQ_INT(xQpackEncoderReadDecoder(&e, cancel, (size_t)(end - cancel), &used), XQPACK_OK);
+        }
+        CHECK_EQ_INT(e.section_count, count);
+        CHECK(e.section_first + e.section_count <= e.section_cap || !count);
+        for (size_t i = 0; i < count && i < e.section_count; i++) {
+            const xQpackOutstanding *x = &e.sections[e.section_first + i];
+            CHECK_MSG(x->stream_id == model[i].stream_id && x->required == model[i].required &&
+                          x->lowest == model[i].lowest,
+                      "op %u: section %zu of %zu is stream %llu, not %llu", op, i, count,
+                      (unsigned long long)x->stream_id, (unsigned long long)model[i].stream_id);
+        }
+        if (e.section_count != count) break;
+    }
+    /* Nothing outstanding for a stream: its acknowledgment is an error (§4.4.1). */
+    while (count) {
+        uint8_t ack[16], *end = xHpackWriteInt(ack, 0x80, 7, model[0].stream_id);
+        size_t used;
+        CHECK_EQ_INT(xQpackEncoderReadDecoder(&e, ack, (size_t)(end - ack), &used), XQPACK_OK);
+        memmove(&model[0], &model[1], (count - 1) * sizeof *model);
+        count--;
+    }
+    CHECK_EQ_INT(e.section_count, 0);
+    uint8_t ack[] = {0x84};
+    size_t used;
+    CHECK_EQ_INT(xQpackEncoderReadDecoder(&e, ack, 1, &used), XQPACK_DECODER_STREAM_ERROR);
+    xQpackEncoderFree(&e);
+}
+
 int main(void) {
     RUN(repeated_fields_become_references);
     RUN(small_capacity_evicts_only_what_is_free);
     RUN(cancellation_frees_entries);
     RUN(capacity_zero_stays_static);
     RUN(decoder_stream_errors);
+    RUN(outstanding_sections_follow_acknowledgments_in_any_order);
     return CHECK_SUMMARY();
 }

@@ -313,6 +313,51 @@ static void test_memo_keeps_404_and_405(void) {
     xRouterDestroy(r);
 }
 
+/* One memo taken by turns by every request of a worker: its answer is keyed
+ * by router, method and path together, so a path that is 405 under one method
+ * and routed under another, HEAD answered by GET, a 404 beside a route and the
+ * same request to another router (a virtual host's) each get their own. */
+static xRouteResult memo_lookup(const xRouter *r, xRouteMemo *memo, const char *method, const char *path,
+                                xRouteMatch *m) {
+    return xRouterMatchMemo(r, memo, xStrFromC(method), xStrFromC(path), m);
+}
+
+static void test_memo_keys_router_method_and_path(void) {
+    xRouter *a = xRouterCreate(), *b = xRouterCreate();
+    CHECK_EQ_INT(xRouterAdd(a, "POST /up", H(1), NULL), XOK);
+    CHECK_EQ_INT(xRouterAdd(a, "PUT /up", H(2), NULL), XOK);
+    CHECK_EQ_INT(xRouterAdd(a, "GET /page", H(3), NULL), XOK);
+    CHECK_EQ_INT(xRouterAdd(b, "GET /up", H(4), NULL), XOK);
+    xRouteMemo memo = {0};
+    for (int round = 0; round < 2; round++) {
+        xRouteMatch m;
+        CHECK_EQ_INT(memo_lookup(a, &memo, "GET", "/up", &m), XROUTE_METHOD_NOT_ALLOWED);
+        CHECK_STR(m.allow, "POST, PUT");
+        CHECK_EQ_INT(memo_lookup(a, &memo, "GET", "/up", &m), XROUTE_METHOD_NOT_ALLOWED);
+        CHECK_STR(m.allow, "POST, PUT");
+        CHECK_EQ_INT(memo_lookup(a, &memo, "POST", "/up", &m), XROUTE_FOUND);
+        CHECK(m.handler == H(1) && m.allow.len == 0);
+        CHECK_EQ_INT(memo_lookup(a, &memo, "PUT", "/up", &m), XROUTE_FOUND);
+        CHECK(m.handler == H(2));
+        CHECK_EQ_INT(memo_lookup(b, &memo, "PUT", "/up", &m), XROUTE_METHOD_NOT_ALLOWED);
+        CHECK_STR(m.allow, "GET, HEAD");
+        CHECK_EQ_INT(memo_lookup(b, &memo, "GET", "/up", &m), XROUTE_FOUND);
+        CHECK(m.handler == H(4));
+        CHECK_EQ_INT(memo_lookup(a, &memo, "GET", "/up", &m), XROUTE_METHOD_NOT_ALLOWED);
+        CHECK_STR(m.allow, "POST, PUT");
+        CHECK_EQ_INT(memo_lookup(a, &memo, "HEAD", "/page", &m), XROUTE_FOUND);
+        CHECK(m.handler == H(3));
+        CHECK_EQ_INT(memo_lookup(a, &memo, "HEAD", "/page/", &m), XROUTE_NOT_FOUND);
+        CHECK_EQ_INT(memo_lookup(a, &memo, "HEAD", "/pagE", &m), XROUTE_NOT_FOUND);
+        CHECK_EQ_INT(memo_lookup(a, &memo, "DELETE", "/page", &m), XROUTE_METHOD_NOT_ALLOWED);
+        CHECK_STR(m.allow, "GET, HEAD");
+        CHECK_EQ_INT(memo_lookup(b, &memo, "DELETE", "/page", &m), XROUTE_NOT_FOUND);
+        CHECK_EQ_INT(m.allow.len, 0);
+    }
+    xRouterDestroy(a);
+    xRouterDestroy(b);
+}
+
 static void test_get_answers_head_unless_head_has_a_route(void) {
     xRouter *r = xRouterCreate();
     CHECK_EQ_INT(xRouterAdd(r, "GET /page", H(1), NULL), XOK);
@@ -684,6 +729,7 @@ int main(void) {
     RUN(test_a_branch_with_the_method_wins_over_a_more_specific_one_without);
     RUN(test_404_and_405_with_the_allow_list);
     RUN(test_memo_keeps_404_and_405);
+    RUN(test_memo_keys_router_method_and_path);
     RUN(test_get_answers_head_unless_head_has_a_route);
     RUN(test_any_method_routes);
     RUN(test_duplicate_routes_are_refused);

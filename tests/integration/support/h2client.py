@@ -235,6 +235,12 @@ def hpack_encode(headers):
     return b"".join(b"\x00" + _encode_string(_b(name)) + _encode_string(_b(value)) for name, value in headers)
 
 
+def hpack_insert(name, value):
+    """A literal field with incremental indexing, new name, no Huffman: the peer's
+    decoder adds it to its dynamic table (index 62, the newest, refers to it next)."""
+    return b"\x40" + _encode_string(_b(name)) + _encode_string(_b(value))
+
+
 STATIC_TABLE = [
     (b":authority", b""),
     (b":method", b"GET"),

@@ -27,10 +27,28 @@ class H3Response:
     reset_code: int = None  # the server reset the stream with this H3 code
 
 
+class TableH3Connection(H3Connection):
+    """aioquic's H3Connection announcing a QPACK table capacity of its class's own
+    (SETTINGS_QPACK_MAX_TABLE_CAPACITY; aioquic's is a fixed 4096) to the server's
+    encoder, and its decoder sized to match."""
+
+    capacity = 4096
+
+    @property
+    def _max_table_capacity(self):
+        return self.capacity
+
+    @_max_table_capacity.setter
+    def _max_table_capacity(self, value):
+        pass  # aioquic's __init__ sets 4096; the class's capacity stands
+
+
 class H3Protocol(QuicConnectionProtocol):
+    connection_class = H3Connection
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.h3 = H3Connection(self._quic)
+        self.h3 = self.connection_class(self._quic)
         self.pending = {}  # stream id -> (future, H3Response)
         self.terminated = asyncio.get_event_loop().create_future()
 
@@ -106,6 +124,12 @@ class H3Protocol(QuicConnectionProtocol):
         return await asyncio.wait_for(asyncio.shield(self.terminated), timeout)
 
 
+def protocol_with_table(capacity):
+    """An H3Protocol whose connection announces a QPACK table of capacity bytes."""
+    connection = type("TableH3Connection", (TableH3Connection,), {"capacity": capacity})
+    return type("TableH3Protocol", (H3Protocol,), {"connection_class": connection})
+
+
 def client_configuration(ca_file=None, server_name="localhost", client=None):
     """client: a pair (cert, key attributes) sent as the client certificate."""
     configuration = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=server_name)
@@ -127,12 +151,14 @@ def h3_connect(
     session_ticket_handler=None,
     token_handler=None,
     wait_connected=True,
+    qpack_capacity=None,
     **settings,
 ):
     """An async context manager: one HTTP/3 connection (an H3Protocol); session_ticket_handler
     is called with each TLS session ticket the server issues (what resumption and 0-RTT need),
-    token_handler with each NEW_TOKEN token; settings are QuicConfiguration's fields to set
-    (quic_logger, token, session_ticket)."""
+    token_handler with each NEW_TOKEN token; qpack_capacity: the QPACK table capacity the
+    client announces (aioquic's 4096 when None); settings are QuicConfiguration's fields to
+    set (quic_logger, token, session_ticket)."""
     configuration = client_configuration(ca_file, server_name, client)
     for name, value in settings.items():
         setattr(configuration, name, value)
@@ -140,7 +166,7 @@ def h3_connect(
         host,
         port,
         configuration=configuration,
-        create_protocol=H3Protocol,
+        create_protocol=H3Protocol if qpack_capacity is None else protocol_with_table(qpack_capacity),
         session_ticket_handler=session_ticket_handler,
         token_handler=token_handler,
         wait_connected=wait_connected,
