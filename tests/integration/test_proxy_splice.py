@@ -10,7 +10,9 @@ an upstream that closes mid-body are answered (or not) as a streamed body
 is (nothing, and 502), and leave no descriptor behind, spliced or not (--upstream-splice-min 0);
 the server's descriptors show the spare pipe after a spliced body, and none with
 --upstream-splice-min 0; a 1 MiB body streamed but not spliced goes through on fresh
-servers (a dozen), where the upstream connection is still being made as it comes."""
+servers (a dozen), where the upstream connection is still being made as it comes;
+splice(2) moves an 8 MiB body, all but what the server held in memory already
+(strace -c), and none with --upstream-splice-min 0."""
 
 import hashlib
 import json
@@ -22,6 +24,7 @@ import unittest
 
 from support.harness import Conn, start_server
 from support.upstream import LoopbackServer, read_body, read_digest, read_head
+from test_proxy_splice_down import splice_calls_during
 
 THRESHOLD = 32 << 10
 MIB = 1 << 20
@@ -138,6 +141,30 @@ class SpliceTest(unittest.TestCase):
                 self.assert_echoed(resp, body)
             # A spliced body leaves its pipe (both ends) with the worker's spares.
             self.assertEqual(pipes_of(server.pid) - before, pipes, extra)
+            server.stop_and_check()
+
+    def test_splice_moves_the_body(self):
+        """An 8 MiB body arrives whole, and splice(2) moved most of it: each
+        call moves a pipe's worth (256 KiB) at most, one way, so 4 MiB take 32.
+        Only bytes already in the server's memory are written instead: what
+        came with the head, and on io_uring what the loop had received ahead
+        before the head was read (up to its ring of buffers, 2 MiB); none of
+        it with splicing off."""
+        body = os.urandom(8 * MIB)
+        for extra, least in (((), 32), (("--upstream-splice-min", "0"), 0)):
+            server = self.proxy(*extra)
+
+            def send(server=server):
+                with Conn(server.port, timeout=60) as conn:
+                    conn.request("POST", "/upstream/big", body=body)
+                    self.assert_echoed(conn.read_response(), body)
+
+            spliced = splice_calls_during(self, server, send)
+            print(f"{extra}: splice calls: {spliced}")
+            if least:
+                self.assertGreaterEqual(spliced, least, extra)
+            else:
+                self.assertEqual(spliced, 0, extra)
             server.stop_and_check()
 
     def test_a_streamed_body_not_spliced_goes_through_on_fresh_servers(self):

@@ -93,6 +93,40 @@ def fds_of(pid, kind):
     return count
 
 
+def splice_calls_during(test, server, fetch):
+    """How many splice(2) calls the server made while fetch() ran (strace -c)."""
+    strace = require_tool(test, "strace")
+    fd, out = tempfile.mkstemp(prefix="splice-down-strace-")
+    os.close(fd)
+    log = out + ".log"
+    tracer = subprocess.Popen(
+        [strace, "-f", "-c", "-e", "trace=splice", "-o", out, "-p", str(server.pid)],
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "w"),  # noqa: SIM115 - the child holds it
+    )
+    # Attached before the fetch: strace says so ("Process N attached", with its threads).
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with open(log) as f:
+            if "attached" in f.read():
+                break
+        time.sleep(0.1)
+    os.unlink(log)
+    try:
+        fetch()
+    finally:
+        tracer.send_signal(signal.SIGINT)
+    tracer.wait(timeout=30)
+    with open(out) as f:
+        report = f.read()
+    os.unlink(out)
+    for line in report.splitlines():
+        fields = line.split()
+        if fields and fields[-1] == "splice":
+            return int(fields[3]) if len(fields) >= 5 else 0
+    return 0
+
+
 def get(conn, target):
     conn.sock.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % target.encode())
 
@@ -189,37 +223,7 @@ class SpliceDownTest(unittest.TestCase):
         return self.splice_calls_during(server, fetch)
 
     def splice_calls_during(self, server, fetch):
-        """How many splice(2) calls the server made while fetch() ran."""
-        strace = require_tool(self, "strace")
-        fd, out = tempfile.mkstemp(prefix="splice-down-strace-")
-        os.close(fd)
-        log = out + ".log"
-        tracer = subprocess.Popen(
-            [strace, "-f", "-c", "-e", "trace=splice", "-o", out, "-p", str(server.pid)],
-            stdout=subprocess.DEVNULL,
-            stderr=open(log, "w"),  # noqa: SIM115 - the child holds it
-        )
-        # Attached before the fetch: strace says so ("Process N attached", with its threads).
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with open(log) as f:
-                if "attached" in f.read():
-                    break
-            time.sleep(0.1)
-        os.unlink(log)
-        try:
-            fetch()
-        finally:
-            tracer.send_signal(signal.SIGINT)
-        tracer.wait(timeout=30)
-        with open(out) as f:
-            report = f.read()
-        os.unlink(out)
-        for line in report.splitlines():
-            fields = line.split()
-            if fields and fields[-1] == "splice":
-                return int(fields[3]) if len(fields) >= 5 else 0
-        return 0
+        return splice_calls_during(self, server, fetch)
 
     def test_splice_moves_the_body(self):
         server = self.proxy()

@@ -1493,10 +1493,13 @@ static void input_ended(xHttpClientRequest *req, xConn *conn, ssize_t n) {
 
 /* Where read_response would read more of a Content-Length body with none
  * of it buffered: whether the request's taker moves it on from the socket
- * itself (xHttpClientRequestTakeBody). */
+ * itself (xHttpClientRequestTakeBody). Not asked of conn->readable: a short
+ * read clears it (the socket was drained then), yet read_response reads on
+ * wherever the taker is not asked, and an upstream sending faster than the
+ * loop turns kept that read going to the body's end, every byte copied. The
+ * taker finds a drained socket as a read would (EAGAIN), at the same cost. */
 static bool body_takeable(const xHttpClientRequest *req, const xConn *conn) {
-    return req->body_taker && req->body == XBODY_LENGTH && conn->in.len == 0 && conn->readable &&
-           xConnSplices(conn);
+    return req->body_taker && req->body == XBODY_LENGTH && conn->in.len == 0 && xConnSplices(conn);
 }
 
 /* Offers the socket to the taker. Returns the step read_response takes:

@@ -1163,12 +1163,15 @@ static void front_body(xHttpRequest *req, xHttpResponse *res, const char *data, 
 
 /* ---- The request body spliced: client socket → pipe → upstream socket ----
  *
- * What the front read with the head went up through front_body, written;
- * the rest of a large Content-Length body is taken off the client's socket
- * by take_front_body (the front protocol asks it where it would read), into
- * the call's pipe, and from there into the upstream's socket once nothing
- * written is queued before it. A full upstream pauses the front body, as a
- * full queue does for written bytes, until on_up_body_wanted. */
+ * What the front read with the head went up through front_body, written,
+ * as does what an io_uring loop received ahead before the head was read
+ * (up to its ring of buffers; the taker hears EALREADY): bytes in memory
+ * cannot be spliced. The rest of a large Content-Length body is taken off
+ * the client's socket by take_front_body (the front protocol asks it where
+ * it would read), into the call's pipe, and from there into the upstream's
+ * socket once nothing written is queued before it. A full upstream pauses
+ * the front body, as a full queue does for written bytes, until
+ * on_up_body_wanted. */
 
 static xPipeDrain drain_pipe(xProxyCall *call) {
     while (call->pipe.held) {
