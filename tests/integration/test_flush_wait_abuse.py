@@ -21,7 +21,7 @@ import threading
 import time
 import unittest
 
-from support.harness import Conn, ServerProcess, start_owned, start_server
+from support.harness import Conn, ServerProcess, fds_of, start_owned, start_server
 from support.upstream import LoopbackServer, read_digest, read_head
 
 MIB = 1 << 20
@@ -72,17 +72,6 @@ class Handler(socketserver.StreamRequestHandler):
                 self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         except (ConnectionError, OSError, ValueError):
             return
-
-
-def fds_of(pid, kind):
-    """How many of the process's descriptors are of kind ("socket:", "pipe:")."""
-    count = 0
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith(kind)
-        except OSError:
-            pass
-    return count
 
 
 def fd_targets(pid):

@@ -22,7 +22,7 @@ import threading
 import time
 import unittest
 
-from support.harness import Conn, start_server
+from support.harness import Conn, fds_of, start_server
 from support.upstream import LoopbackServer, read_body, read_digest, read_head
 from test_proxy_splice_down import splice_calls_during
 
@@ -77,18 +77,6 @@ def post_head(target, length, extra=b""):
     return b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n%s\r\n" % (target.encode(), length, extra)
 
 
-def pipes_of(pid):
-    """How many pipe ends the process holds."""
-    count = 0
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("pipe:"):
-                count += 1
-        except OSError:
-            pass
-    return count
-
-
 class SpliceTest(unittest.TestCase):
     def setUp(self):
         self.upstream = Upstream()  # one each: a case's failures stay its own
@@ -131,7 +119,7 @@ class SpliceTest(unittest.TestCase):
         body = os.urandom(64 << 10)
         for extra, pipes in (((), 2), (("--upstream-splice-min", "0"), 0)):
             server = self.proxy(*extra)
-            before = pipes_of(server.pid)
+            before = fds_of(server.pid, "pipe:")
             with Conn(server.port) as conn:
                 conn.request("POST", "/upstream/p", body=body)
                 try:
@@ -140,7 +128,7 @@ class SpliceTest(unittest.TestCase):
                     raise AssertionError(f"{extra}: {e}") from None
                 self.assert_echoed(resp, body)
             # A spliced body leaves its pipe (both ends) with the worker's spares.
-            self.assertEqual(pipes_of(server.pid) - before, pipes, extra)
+            self.assertEqual(fds_of(server.pid, "pipe:") - before, pipes, extra)
             server.stop_and_check()
 
     def test_splice_moves_the_body(self):

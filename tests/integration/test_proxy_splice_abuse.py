@@ -21,7 +21,7 @@ import threading
 import time
 import unittest
 
-from support.harness import Conn, start_server
+from support.harness import Conn, fds_of, start_server
 from support.upstream import LoopbackServer, read_head
 
 MIB = 1 << 20
@@ -86,17 +86,6 @@ class Handler(socketserver.StreamRequestHandler):
                     return
         except (ConnectionError, OSError, ValueError):
             return
-
-
-def fds_of(pid, kind):
-    """How many of the process's descriptors are of kind ("socket:", "pipe:")."""
-    count = 0
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith(kind)
-        except OSError:
-            pass
-    return count
 
 
 def get(conn, target):

@@ -26,7 +26,7 @@ import threading
 import time
 import unittest
 
-from support.harness import Conn, require_tool, run_client, start_server
+from support.harness import Conn, fds_of, require_tool, run_client, start_server
 from support.tls_fixtures import HttpsServer, shared_certs, start_owned
 from support.upstream import LoopbackServer, read_head
 
@@ -80,17 +80,6 @@ class Handler(socketserver.StreamRequestHandler):
                     return
         except (ConnectionError, OSError, ValueError):
             return
-
-
-def fds_of(pid, kind):
-    """How many of the process's descriptors are of kind ("socket:", "pipe:")."""
-    count = 0
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith(kind)
-        except OSError:
-            pass
-    return count
 
 
 def splice_calls_during(test, server, fetch):

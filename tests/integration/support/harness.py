@@ -109,6 +109,17 @@ def read_listening_lines(proc, patterns, what, stderr_tail, timeout=START_TIMEOU
         data += piece
 
 
+def fds_of(pid, kind):
+    """How many of the process's descriptors are of kind ("socket:", "pipe:")."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith(kind)
+        except OSError:
+            pass
+    return count
+
+
 class ServerProcess:
     """One server process: started on port 0, its port read from stdout (or
     argv, a command line that prints the same listening line). The base of every
