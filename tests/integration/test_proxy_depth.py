@@ -414,8 +414,10 @@ class ProxyDepthTest(unittest.TestCase):
                 )
                 self.assertEqual(out.stdout.decode(), digest.hexdigest(), out.stderr)
                 # An h2 client may send a whole stream window (16 MiB) after the front paused
-                # the body; the front holds it: 31-33 MiB grown (HTTP/1.1: 5-6 MiB).
-                self.assert_bounded(server, before, front, bound=40 if "http2" in front else 24)
+                # the body; its stream holds it, and the upstream gets it a piece at a time: 16.7
+                # MiB grown in a release build, 22-24 here, where ASan's realloc copies (it grew
+                # 31-40 while the whole window went on into the upstream's buffer at once).
+                self.assert_bounded(server, before, front, bound=30 if "http2" in front else 24)
         self.finish(server)
 
     # ---- WebSocket passed through ----

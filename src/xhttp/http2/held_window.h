@@ -9,7 +9,7 @@
  * up to one window's worth per connection, and at release for the rest.
  *
  * Three counters, and what must hold between them:
- *   held          bytes a stream holds for its reader (the stream's body.len);
+ *   held          bytes a stream holds for its reader (xH2HeldBody);
  *   returned      of those, the bytes whose connection window already went
  *                 back on arrival (per stream, xH2HeldShare.returned);
  *   conn returned the sum of every stream's returned (xH2HeldWindow.returned).
@@ -54,6 +54,16 @@ static inline size_t xH2HeldRelease(xH2HeldWindow *conn, xH2HeldShare *stream, s
     conn->returned -= stream->returned;
     stream->returned = 0;
     return due;
+}
+
+/** take of a stream's held bytes go to its reader, the first of them
+ *  counted as returned. Returns the connection window still owed for the
+ *  rest: as xH2HeldRelease, a piece at a time. */
+static inline size_t xH2HeldTake(xH2HeldWindow *conn, xH2HeldShare *stream, size_t take) {
+    size_t early = take < stream->returned ? take : stream->returned;
+    conn->returned -= early;
+    stream->returned -= early;
+    return take - early;
 }
 
 #endif

@@ -147,6 +147,7 @@ typedef struct xH2Stream {
     xBuffer fields;          /* its own xHttpField entries */
     uint64_t received;       /* DATA payload bytes so far */
     xBuffer body;            /* the whole body, or a streamed one's undelivered part */
+    size_t body_taken;       /* a streamed body's bytes at the front of body its reader has had */
     xBuffer kept_pieces;     /* a streamed response body's room, empty, for the next one */
     xH2HeldShare held_share; /* a streamed body's part: its connection window (held_window.h) */
     int64_t send_window;     /* what we may still send */
@@ -372,6 +373,13 @@ void xH2ConsumeStream(xH2Stream *s, size_t n);
 /* A streamed body's held part leaves (taken, or dropped): the connection's
  * window comes back for what did not get it back on arrival. */
 void xH2ReleaseHeld(xHttp2 *h2, xH2Stream *s);
+
+/* The bytes of a streamed body held for its reader, not yet taken. */
+static inline size_t xH2HeldBody(const xH2Stream *s) { return s->body.len - s->body_taken; }
+
+/* n of them go to the reader (the stream's window comes back as for
+ * consumed bytes); returns where they start, valid until more arrive. */
+const char *xH2TakeHeld(xHttp2 *h2, xH2Stream *s, size_t n);
 
 /* The first broken invariant of s (its state, windows, body source), or
  * NULL; counts the open streams and the held bytes returned. */

@@ -14,6 +14,10 @@
 #include "xhttp/core/tokens.h"
 #include "xhttp/http2/http2_internal.h"
 
+/* The most of a held request body a streaming reader is given at once:
+ * one piece past a proxy's high-water mark at most, in a few calls. */
+#define XH2_BODY_PIECE (256u << 10)
+
 /* The largest response header block we send (its frames included). */
 #define XH2_MAX_SEND_BLOCK (64u << 10)
 
@@ -21,25 +25,32 @@ static const xHttpExchangeOps h2_ops;
 
 /* ---- Handing requests over ---- */
 
-/* Gives a streaming route's reader what has arrived, and the client as much
- * window back. Once the response has ended, the body is only discarded. The
- * caller is in a batch, so the stream outlives the reader whatever it does. */
+/* Gives a streaming route's reader what has arrived, a piece at a time
+ * while it wants more, and the client as much window back. A reader that
+ * pauses leaves the rest held here: what it writes on (a proxy's upstream)
+ * then holds no second copy of the client's window. Once the response has
+ * ended, the body is only discarded. The caller is in a batch, so the
+ * stream outlives the reader whatever it does. */
 static void deliver_body(xHttp2 *h2, xH2Stream *s) {
     xHttpExchange *ex = s->ex;
-    size_t len = s->body.len;
-    if (s->state == XH2_STATE_CLOSED || ex->body_ended) return;
-    bool end = !xH2StreamReceives(s);
-    bool discard = ex->res.ended;
-    if (!discard && !(xHttpExchangeWantsBody(ex) && (len || end))) return;
-    /* Taken before the reader runs: it may answer, and so come back here.
-     * A dropped body's stream gets no more window: the answer's
-     * RST_STREAM(NO_ERROR) ends it. */
-    if (len && !discard) xH2ConsumeStream(s, len);
-    if (len) xH2ReleaseHeld(h2, s);
-    if (discard)
-        ex->body_ended = end;
-    else
-        xHttpExchangeDeliverBody(ex, s->body.data ? s->body.data : "", len, end);
+    for (;;) {
+        if (s->state == XH2_STATE_CLOSED || ex->body_ended) return;
+        size_t held = xH2HeldBody(s);
+        if (ex->res.ended) {
+            /* A dropped body's stream gets no more window: the answer's
+             * RST_STREAM(NO_ERROR) ends it. */
+            if (held) xH2ReleaseHeld(h2, s);
+            ex->body_ended = !xH2StreamReceives(s);
+            return;
+        }
+        size_t piece = held < XH2_BODY_PIECE ? held : XH2_BODY_PIECE;
+        bool end = piece == held && !xH2StreamReceives(s);
+        if (!xHttpExchangeWantsBody(ex) || !(piece || end)) return;
+        /* Taken before the reader runs: it may answer, and so come back here. */
+        const char *data = piece ? xH2TakeHeld(h2, s, piece) : "";
+        xHttpExchangeDeliverBody(ex, data, piece, end);
+        if (end) return;
+    }
 }
 
 static size_t tunnel_pending(const xHttpExchange *ex) { return xH2Pending(ex->proto); }

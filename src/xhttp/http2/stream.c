@@ -66,7 +66,7 @@ static void on_closed(xH2Stream *s) {
     xH2TableRemove(&s->h2->table, s->id);
     /* Held body bytes will never be delivered now: their share of the
      * connection's window goes back, whoever still holds the exchange. */
-    if (s->streams_body && s->body.len) xH2ReleaseHeld(s->h2, s);
+    if (s->streams_body && xH2HeldBody(s)) xH2ReleaseHeld(s->h2, s);
     if (!s->ready && !s->in_op) xH2StreamSettle(s); /* otherwise xH2DispatchReady or the op does */
 }
 
@@ -143,7 +143,7 @@ void xH2StreamFree(xH2Stream *s) {
     xHttp2 *h2 = s->h2;
     if (s->ready) unqueue(h2, s); /* rare: ended from another stream's handler */
     /* A streamed body nobody took may still hold the connection's window. */
-    if (s->streams_body && s->body.len) xH2ReleaseHeld(h2, s);
+    if (s->streams_body && xH2HeldBody(s)) xH2ReleaseHeld(h2, s);
     if (s->state != XH2_STATE_CLOSED) xH2TableRemove(&h2->table, s->id);
     if (s->prev)
         s->prev->next = s->next;
@@ -207,9 +207,36 @@ void xH2ConsumeStream(xH2Stream *s, size_t n) {
 }
 
 void xH2ReleaseHeld(xHttp2 *h2, xH2Stream *s) {
-    size_t due = xH2HeldRelease(&h2->held_window, &s->held_share, s->body.len);
+    size_t due = xH2HeldRelease(&h2->held_window, &s->held_share, xH2HeldBody(s));
     if (due) xH2ConsumeConn(h2, due);
-    s->body.len = 0;
+    s->body.len = s->body_taken = 0;
+}
+
+const char *xH2TakeHeld(xHttp2 *h2, xH2Stream *s, size_t n) {
+    const char *at = s->body.data + s->body_taken;
+    xH2ConsumeStream(s, n);
+    size_t due = xH2HeldTake(&h2->held_window, &s->held_share, n);
+    if (due) xH2ConsumeConn(h2, due);
+    s->body_taken += n;
+    /* All taken: the next bytes start at the front again. The bytes handed
+     * over stay where they are until then (nothing arrives while a reader
+     * runs). */
+    if (s->body_taken == s->body.len) s->body.len = s->body_taken = 0;
+    return at;
+}
+
+/* Room for len more held bytes. What the reader took goes from the front
+ * once it is as much as what is left, or where the buffer would otherwise
+ * grow: a paused reader's body is held in one window's memory, and the
+ * moves cost no more than the bytes taken. */
+static xErrno hold_body(xH2Stream *s, const uint8_t *data, size_t len) {
+    size_t held = xH2HeldBody(s);
+    if (s->body_taken && (s->body_taken >= held || s->body.cap - s->body.len < len)) {
+        memmove(s->body.data, s->body.data + s->body_taken, held);
+        s->body.len = held;
+        s->body_taken = 0;
+    }
+    return xBufferAppend(&s->body, data, len);
 }
 
 /* ---- Resets ---- */
@@ -310,7 +337,7 @@ bool xH2StreamTakeData(xHttp2 *h2, xH2Stream *s, const uint8_t *data, size_t len
     if (s->streams_body && !(s->ex && s->ex->res.ended)) {
         /* Held until its reader takes it: the stream's window reopens then;
          * the connection's now, while the readers hold under one window. */
-        if (xBufferAppend(&s->body, data, len) != XOK) return xH2StreamError(h2, s->id, XH2_INTERNAL_ERROR);
+        if (hold_body(s, data, len) != XOK) return xH2StreamError(h2, s->id, XH2_INTERNAL_ERROR);
         if (xH2HeldArrive(&h2->held_window, &s->held_share, len)) xH2ConsumeConn(h2, len);
         if (s->dispatched) xH2MarkReady(h2, s);
         return true;
@@ -577,7 +604,8 @@ const char *xH2StreamBrokenInvariant(const xHttp2 *h2, const xH2Stream *s, size_
     if (s->send_window > XH2_MAX_WINDOW) return "a stream's send window is over 2^31-1";
     if (s->recv_window < 0 || s->recv_window > h2->stream_window)
         return "a stream's receive window is out of range";
-    if (s->held_share.returned > s->body.len) return "a stream returned more than it holds";
+    if (s->body_taken > s->body.len) return "a stream's reader took more than it holds";
+    if (s->held_share.returned > xH2HeldBody(s)) return "a stream returned more than it holds";
     if (s->id > h2->highest_id) return "a stream above the highest id";
     *open += s->state != XH2_STATE_CLOSED;
     *returned += s->held_share.returned;
