@@ -330,7 +330,7 @@ class ZeroDropBehindHaproxyTest(unittest.TestCase):
         edge.wait_status("a", "UP")
         time.sleep(1)
         report, text = stop_wrk(wrk)
-        self.assertEqual(report.problems, [], text)
+        self.assertEqual(report.problems, [], f"{text}\nhaproxy's log:\n{edge.log_text()}")
         self.assertGreater(report.requests, 1000, text)
         for copy in copies.values():
             copy.stop_and_check()

@@ -27,6 +27,15 @@ class Haproxy:
 
     def __init__(self, proc, port, stats_path):
         self.proc, self.port, self.stats_path = proc, port, stats_path
+        self.log = None
+
+    def log_text(self):
+        """What HAProxy has logged so far: its warnings and, one line each, the sessions that
+        ended in an error (dontlog-normal leaves out the rest), for a failing test's message."""
+        if self.log is None:
+            return ""
+        with open(self.log.name, "rb") as f:
+            return f.read().decode(errors="replace")[-6000:]
 
     def server_status(self, server):
         """`UP`, `DOWN`, ... of backend xkit's server as HAProxy sees it now."""
@@ -69,8 +78,12 @@ def start_haproxy(test, backend, frontend=(), defaults=(), mode="http"):
         f.write(
             "global\n"
             f"    stats socket {stats} level admin\n"
+            "    log stdout format raw local0\n"
             "defaults\n"
             f"    mode {mode}\n"
+            "    log global\n"
+            f"    option {'httplog' if mode == 'http' else 'tcplog'}\n"
+            "    option dontlog-normal\n"
             "    timeout connect 5s\n"
             "    timeout client 10s\n"
             "    timeout server 10s\n" + "".join(f"    {line}\n" for line in defaults) + "frontend edge\n"
@@ -99,7 +112,9 @@ def start_haproxy(test, backend, frontend=(), defaults=(), mode="http"):
             raise AssertionError(f"haproxy exited with {proc.returncode}:\n{log.read().decode()[-3000:]}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return Haproxy(proc, port, stats)
+            edge = Haproxy(proc, port, stats)
+            edge.log = log
+            return edge
         except OSError:
             if time.monotonic() > deadline:
                 raise AssertionError(f"haproxy is not listening on {port} after {START_TIMEOUT} s") from None
