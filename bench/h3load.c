@@ -1,23 +1,29 @@
 /* h3load: an HTTP/3 load generator for xkbench, since Debian's h2load has no HTTP/3.
  *
  * One thread, one epoll loop: -c QUIC connections (ngtcp2's client API, GnuTLS as its TLS, the
- * server's certificate not verified), -m concurrent request streams on each (nghttp3 frames the
- * requests and decodes the responses: this is a bench tool, not the server, so its HTTP/3 layer is
- * the reference one), -n requests in all or -D seconds after --warm-up-time. GET, or POST with
- * -d FILE or --body-size N; -H 'name: value' adds a header (as h2load's -H), -i FILE takes the paths
- * from a file of URIs, one a line, asked in turn (as h2load's -i: scheme, host and port come from
- * the first line, the command's URL is then left out). It prints h2load's summary lines (finished in,
- * requests, status codes, time for request) and its "Main benchmark duration" markers, so xkbench's h2load
- * parser and CPU window read it unchanged.
+ * server's certificate not verified), -m concurrent request streams on each, -n requests in all or -D seconds
+ * after --warm-up-time. GET, or POST with -d FILE or --body-size N; -H 'name: value' adds a header (as
+ * h2load's -H), -i FILE takes the paths from a file of URIs, one a line, asked in turn (as h2load's -i:
+ * scheme, host and port come from the first line, the command's URL is then left out). It prints h2load's
+ * summary lines (finished in, requests, status codes, time for request) and its "Main benchmark duration"
+ * markers, so xkbench's h2load parser and CPU window read it unchanged.
  *
  *   h3load -t1 -cC -mM (-n N | -D SECONDS [--warm-up-time=SECONDS]) [-d FILE | --body-size N]
  *          [-H 'NAME: VALUE']... [--hold=SECONDS] [--idle-timeout=SECONDS] [--no-gso] [--no-gro]
  *          [--qpack-capacity=BYTES] (https://HOST:PORT/PATH | -i URI_FILE)
  *
- * --qpack-capacity: the SETTINGS_QPACK_MAX_TABLE_CAPACITY the client announces (nghttp3's default,
- * 0, without it: the server's responses then use the static table only, as h2load's do not); with
- * it, a server may keep repeated response fields in the dynamic table, as browsers (which announce
- * one) let it.
+ * --qpack-capacity: the SETTINGS_QPACK_MAX_TABLE_CAPACITY the client announces (0 without it, as
+ * nghttp3's clients: the server's responses then use the static table only, as h2load's do not);
+ * with it, a server may keep repeated response fields in the dynamic table, as browsers (which
+ * announce one) let it. Blocked streams are announced as 0: a section never waits for an insert.
+ *
+ * Its HTTP/3 is lean, as wrk's HTTP/1.1 is, so that one core of it outruns the servers it measures:
+ * a server that waits for its client sleeps and wakes between turns, and pays for that per request.
+ * Each path's request is encoded once (a HEADERS frame of static-table QPACK, and for a POST the DATA
+ * frame's header) and every stream sends those same bytes; responses are read with xKit's own frame
+ * reader and QPACK decoder (fuzzed against nghttp3's), which keep the server's dynamic table and
+ * acknowledge its sections. It took nghttp3's place, which with its allocations was 73% of h3load's
+ * CPU: h3load was the bottleneck at about 310,000 requests a second against xKit's one core.
  *
  * --hold: with -n, each connection takes an even share of the requests, and once all are answered
  * the connections stay open and idle for SECONDS ("all connections idle" is printed then), so a
@@ -42,7 +48,6 @@
 #include <gnutls/gnutls.h>
 #include <math.h>
 #include <netdb.h>
-#include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
@@ -58,6 +63,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "xhttp/http3/frame.h" /* xKit's HTTP/3 frames and QPACK: the responses' reader */
+#include "xhttp/http3/qpack.h"
 #include "xnet/quic/ngtcp2_compat.h" /* the server's names for what ngtcp2 1.x renamed */
 
 #define MAX_UDP_PAYLOAD 1452
@@ -85,7 +92,7 @@ typedef struct {
     const uint8_t *body;           /* POST body, or NULL for GET */
     size_t body_size;
     char host[256], port[16], authority[300], path[2048];
-    nghttp3_nv extra[MAX_EXTRA_HEADERS]; /* -H, lower-cased names as HTTP/3 wants */
+    xStr extra_names[MAX_EXTRA_HEADERS], extra_values[MAX_EXTRA_HEADERS]; /* -H, names lower-cased */
     size_t extra_count;
     char **paths; /* -i: the paths asked in turn, or NULL for path alone */
     size_t path_count;
@@ -93,13 +100,50 @@ typedef struct {
 
 typedef struct Client Client;
 
+/* Bytes a stream or a response keeps across reads: a frame or an instruction cut by a packet. */
 typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+} Held;
+
+typedef struct Request {
     Client *client;
+    int64_t stream_id;
     uint64_t started_ns;
-    size_t body_sent;
+    struct Request *next; /* in the client's queue of requests with bytes left to send */
+    ngtcp2_vec out[3];    /* what is left to send: the HEADERS frame, a DATA frame's header, the body */
+    size_t nout;
+    bool queued;
+    xH3FrameReader reader; /* the response's frames */
+    Held held;
     int status;
     bool counted; /* started while measuring */
 } Request;
+
+/* A piece of our QPACK decoder stream: kept until the server acknowledged it, as ngtcp2 asks. */
+typedef struct Piece {
+    struct Piece *next;
+    size_t len, sent;
+    uint8_t bytes[];
+} Piece;
+
+/* One of the server's unidirectional streams: its type once read (RFC 9114 §6.2). */
+typedef struct {
+    Client *client;
+    int64_t id;
+    uint64_t type;
+    bool typed;
+    Held held;
+} UniIn;
+#define MAX_UNI_IN 8
+#define UNI_CONTROL 0x00
+#define UNI_QPACK_ENCODER 0x02
+
+/* One path's request, encoded once and sent by every stream that asks it. */
+typedef struct {
+    uint8_t *bytes;
+    size_t len;
+} Block;
 
 /* NOT_STARTED first: calloc'ed clients start there; at most MAX_HANDSHAKING handshake at once, as a
  * burst of thousands of Initial packets overflows the server's socket buffer. */
@@ -110,7 +154,6 @@ struct Client {
     ngtcp2_crypto_conn_ref ref;
     int fd;
     ngtcp2_conn *conn;
-    nghttp3_conn *h3;
     gnutls_session_t tls;
     ngtcp2_path_storage path;
     struct sockaddr_storage local, remote;
@@ -122,6 +165,18 @@ struct Client {
     uint64_t expiry;
     int in_flight;
     long long submitted;
+    /* HTTP/3, once the handshake is done: */
+    bool h3;
+    int64_t control_id, decoder_id; /* our streams; decoder_id -1 without a dynamic table */
+    size_t control_sent;
+    Piece *pieces, *pieces_tail; /* the decoder stream's bytes: unacknowledged, then unsent */
+    uint64_t decoder_acked;      /* of the first piece's bytes */
+    Request *queue, *queue_tail; /* requests with bytes to send */
+    xQpackDecoder qpack;         /* the server's sections, its table as its encoder stream says */
+    uint64_t last_section;       /* the decoder's kept section (xQpackSection.remembered) */
+    int last_status;             /* and its :status */
+    UniIn uni[MAX_UNI_IN];
+    size_t uni_count;
 };
 
 typedef struct {
@@ -136,6 +191,11 @@ static long long issued; /* requests submitted, for -n */
 static gnutls_certificate_credentials_t credentials;
 static struct addrinfo *target; /* the server's address */
 static Client *clients; /* global, so that what is still open at exit stays reachable (LeakSanitizer) */
+static Block *blocks;   /* a request per path: opts.paths' order, or the one path */
+static uint8_t data_header[XH3_FRAME_HEADER_MAX]; /* a POST body's DATA frame header */
+static size_t data_header_len;
+static uint8_t control_bytes[1 + XH3_SETTINGS_FRAME_MAX]; /* our control stream: its type, SETTINGS */
+static size_t control_len;
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -147,16 +207,43 @@ static void fill_random(uint8_t *dest, size_t len) { gnutls_rnd(GNUTLS_RND_RANDO
 
 /* --- requests ------------------------------------------------------------------------------- */
 
-static nghttp3_ssize read_body(nghttp3_conn *h3, int64_t stream_id, nghttp3_vec *vec, size_t veccnt,
-                               uint32_t *pflags, void *conn_user_data, void *stream_user_data) {
-    (void)h3, (void)stream_id, (void)veccnt, (void)conn_user_data;
-    Request *request = stream_user_data;
-    size_t left = opts.body_size - request->body_sent;
-    vec[0].base = (uint8_t *)opts.body + request->body_sent;
-    vec[0].len = left;
-    request->body_sent = opts.body_size;
-    *pflags |= NGHTTP3_DATA_FLAG_EOF;
-    return 1;
+/* Encodes each path's request once: :method, :scheme, :authority, :path, user-agent, the -H
+ * fields and a POST's content-length, static-table QPACK in a HEADERS frame. */
+static void encode_requests(void) {
+    size_t count = opts.paths ? opts.path_count : 1;
+    blocks = calloc(count, sizeof *blocks);
+    char length[24];
+    snprintf(length, sizeof length, "%zu", opts.body_size);
+    for (size_t i = 0; i < count; i++) {
+        const char *path = opts.paths ? opts.paths[i] : opts.path;
+        xStr names[6 + MAX_EXTRA_HEADERS] = {xStrFromC(":method"), xStrFromC(":scheme"),
+                                             xStrFromC(":authority"), xStrFromC(":path"),
+                                             xStrFromC("user-agent")};
+        xStr values[6 + MAX_EXTRA_HEADERS] = {xStrFromC(opts.body ? "POST" : "GET"), xStrFromC("https"),
+                                              xStrFromC(opts.authority), xStrFromC(path),
+                                              xStrFromC("h3load")};
+        size_t n = 5, bound = XQPACK_PREFIX_SIZE;
+        for (size_t k = 0; k < opts.extra_count; k++, n++)
+            names[n] = opts.extra_names[k], values[n] = opts.extra_values[k];
+        if (opts.body) names[n] = xStrFromC("content-length"), values[n++] = xStrFromC(length);
+        for (size_t k = 0; k < n; k++) bound += XQPACK_FIELD_BOUND(names[k].len, values[k].len);
+        uint8_t *section = malloc(bound), *end = xQpackEncodeBegin(section);
+        for (size_t k = 0; k < n; k++) end = xQpackEncodeField(end, names[k], values[k]);
+        size_t len = (size_t)(end - section);
+        uint8_t *block = malloc(XH3_FRAME_HEADER_MAX + len);
+        uint8_t *at = xH3FrameWriteHeader(block, XH3_FRAME_HEADERS, len);
+        memcpy(at, section, len);
+        blocks[i] = (Block){block, (size_t)(at - block) + len};
+        free(section);
+    }
+    if (opts.body)
+        data_header_len =
+            (size_t)(xH3FrameWriteHeader(data_header, XH3_FRAME_DATA, opts.body_size) - data_header);
+    xH3Settings settings;
+    xH3SettingsDefaults(&settings);
+    settings.qpack_max_table_capacity = opts.qpack_capacity;
+    control_bytes[0] = UNI_CONTROL;
+    control_len = (size_t)(xH3SettingsWrite(control_bytes + 1, &settings) - control_bytes);
 }
 
 static bool wants_more(const Client *client) {
@@ -166,40 +253,39 @@ static bool wants_more(const Client *client) {
     return opts.requests == 0 || issued < opts.requests;
 }
 
+static void enqueue(Client *client, Request *request) {
+    request->queued = true;
+    request->next = NULL;
+    if (client->queue_tail)
+        client->queue_tail->next = request;
+    else
+        client->queue = request;
+    client->queue_tail = request;
+}
+
 static void submit_requests(Client *client) {
     while (client->state == CONN_READY && client->in_flight < opts.streams && wants_more(client) &&
            ngtcp2_conn_get_streams_bidi_left(client->conn) > 0) {
         int64_t stream_id;
-        if (ngtcp2_conn_open_bidi_stream(client->conn, &stream_id, NULL) != 0) return;
         Request *request = calloc(1, sizeof *request);
-        request->client = client;
-        request->started_ns = now_ns();
-        request->counted = phase == PHASE_MEASURING;
-        char length[24];
-        snprintf(length, sizeof length, "%zu", opts.body_size);
-#define NV(n, v)                                                                                             \
-    { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP3_NV_FLAG_NONE }
-        const char *path = opts.paths ? opts.paths[issued % (long long)opts.path_count] : opts.path;
-        nghttp3_nv headers[6 + MAX_EXTRA_HEADERS] = {
-            NV(":method", opts.body ? "POST" : "GET"),
-            NV(":scheme", "https"),
-            NV(":authority", opts.authority),
-            NV(":path", path),
-            NV("user-agent", "h3load"),
-        };
-#undef NV
-        size_t count = 5;
-        for (size_t i = 0; i < opts.extra_count; i++) headers[count++] = opts.extra[i];
-        if (opts.body)
-            headers[count++] = (nghttp3_nv){(uint8_t *)"content-length", (uint8_t *)length, 14,
-                                            strlen(length), NGHTTP3_NV_FLAG_NONE};
-        nghttp3_data_reader reader = {.read_data = read_body};
-        if (nghttp3_conn_submit_request(client->h3, stream_id, headers, count, opts.body ? &reader : NULL,
-                                        request) != 0) {
+        if (ngtcp2_conn_open_bidi_stream(client->conn, &stream_id, request) != 0) {
             free(request);
             return;
         }
-        ngtcp2_conn_set_stream_user_data(client->conn, stream_id, request);
+        const Block *block = &blocks[opts.paths ? issued % (long long)opts.path_count : 0];
+        *request = (Request){.client = client,
+                             .stream_id = stream_id,
+                             .started_ns = now_ns(),
+                             .counted = phase == PHASE_MEASURING,
+                             .out = {{block->bytes, block->len}},
+                             .nout = 1};
+        if (opts.body) {
+            request->out[1] = (ngtcp2_vec){data_header, data_header_len};
+            request->out[2] = (ngtcp2_vec){(uint8_t *)opts.body, opts.body_size};
+            request->nout = opts.body_size ? 3 : 2;
+        }
+        xH3FrameReaderInit(&request->reader, XH3_STREAM_REQUEST, 64 << 10);
+        enqueue(client, request);
         client->in_flight++;
         client->submitted++;
         issued++;
@@ -224,78 +310,154 @@ static void finish_request(Request *request, bool closed_cleanly) {
         if (tally.done == 1 || us < tally.latency_min) tally.latency_min = us;
         if (us > tally.latency_max) tally.latency_max = us;
     }
+    free(request->held.data);
     free(request);
 }
 
-/* --- nghttp3 callbacks ---------------------------------------------------------------------- */
+/* --- HTTP/3 ---------------------------------------------------------------------------------- */
 
 static void consume(Client *client, int64_t stream_id, size_t n) {
     ngtcp2_conn_extend_max_stream_offset(client->conn, stream_id, n);
     ngtcp2_conn_extend_max_offset(client->conn, n);
 }
 
-static int h3_recv_data(nghttp3_conn *h3, int64_t stream_id, const uint8_t *data, size_t len, void *user_data,
-                        void *stream_user_data) {
-    (void)h3, (void)data, (void)stream_user_data;
-    consume(user_data, stream_id, len);
+/* Reads as much of in as parse takes, after what an earlier call held back; holds what it left.
+ * -1 when parse failed (it returns SIZE_MAX). */
+static int feed(Held *held, const uint8_t *in, size_t len, size_t (*parse)(void *, const uint8_t *, size_t),
+                void *arg) {
+    if (held->len) {
+        if (held->len + len > held->cap) {
+            held->cap = (held->len + len) * 2;
+            held->data = realloc(held->data, held->cap);
+        }
+        memcpy(held->data + held->len, in, len);
+        in = held->data, len = held->len + len;
+    }
+    size_t used = parse(arg, in, len);
+    if (used == SIZE_MAX) return -1;
+    size_t rest = len - used;
+    if (held->len) {
+        memmove(held->data, held->data + used, rest);
+    } else if (rest) {
+        if (rest > held->cap) {
+            held->cap = rest * 2;
+            held->data = realloc(held->data, held->cap);
+        }
+        memcpy(held->data, in + used, rest);
+    }
+    held->len = rest;
     return 0;
 }
 
-static int h3_deferred_consume(nghttp3_conn *h3, int64_t stream_id, size_t consumed, void *user_data,
-                               void *stream_user_data) {
-    (void)h3, (void)stream_user_data;
-    consume(user_data, stream_id, consumed);
-    return 0;
-}
-
-static int h3_recv_header(nghttp3_conn *h3, int64_t stream_id, int32_t token, nghttp3_rcbuf *name,
-                          nghttp3_rcbuf *value, uint8_t flags, void *user_data, void *stream_user_data) {
-    (void)h3, (void)stream_id, (void)name, (void)flags, (void)user_data;
-    Request *request = stream_user_data;
-    if (token == NGHTTP3_QPACK_TOKEN__STATUS && request) {
-        nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
+/* A response's HEADERS: its :status (the trailers' section is decoded for the table only). */
+static int read_head(Request *request, xStr payload) {
+    Client *client = request->client;
+    const uint8_t *in = (const uint8_t *)payload.data;
+    if (request->status == 0 && client->last_section &&
+        xQpackDecodeAgain(&client->qpack, client->last_section, (uint64_t)request->stream_id, in,
+                          payload.len)) {
+        request->status = client->last_status;
+        return 0;
+    }
+    xHpackField fields[64];
+    char scratch[8192];
+    xQpackSection section = {.fields = fields,
+                             .max_fields = 64,
+                             .scratch = scratch,
+                             .scratch_size = sizeof scratch,
+                             .max_size = 64 << 10};
+    xQpackResult r =
+        xQpackDecodeSection(&client->qpack, (uint64_t)request->stream_id, in, payload.len, &section);
+    if (r != XQPACK_OK && r != XQPACK_TOO_LARGE) return -1; /* blocked too: we allow no blocked stream */
+    if (request->status) return 0;
+    for (size_t i = 0; i < section.count; i++) {
+        if (!xStrEqualsC(section.fields[i].name, ":status")) continue;
+        xStr v = section.fields[i].value;
         int status = 0;
-        for (size_t i = 0; i < v.len && v.base[i] >= '0' && v.base[i] <= '9'; i++)
-            status = status * 10 + v.base[i] - '0';
+        for (size_t k = 0; k < v.len && k < 3 && v.data[k] >= '0' && v.data[k] <= '9'; k++)
+            status = status * 10 + v.data[k] - '0';
         request->status = status;
     }
+    client->last_section = section.remembered;
+    client->last_status = request->status;
     return 0;
 }
 
-static int h3_stream_close(nghttp3_conn *h3, int64_t stream_id, uint64_t app_error_code, void *user_data,
-                           void *stream_user_data) {
-    (void)h3, (void)stream_id;
-    Client *client = user_data;
-    if (stream_user_data) {
-        finish_request(stream_user_data, app_error_code == NGHTTP3_H3_NO_ERROR);
-        submit_requests(client);
+static size_t read_response(void *arg, const uint8_t *in, size_t len) {
+    Request *request = arg;
+    size_t at = 0;
+    while (at < len) {
+        size_t used;
+        xH3Frame frame;
+        xH3ReadStatus status = xH3FrameRead(&request->reader, in + at, len - at, &used, &frame);
+        at += used;
+        if (status == XH3_READ_ERROR) return SIZE_MAX;
+        if (status == XH3_READ_MORE) break;
+        if (status == XH3_READ_FRAME && frame.type == XH3_FRAME_HEADERS &&
+            read_head(request, frame.payload) != 0)
+            return SIZE_MAX;
     }
-    return 0;
+    return at;
 }
 
-static const nghttp3_callbacks H3_CALLBACKS = {
-    .stream_close = h3_stream_close,
-    .recv_data = h3_recv_data,
-    .deferred_consume = h3_deferred_consume,
-    .recv_header = h3_recv_header,
-};
+/* A server's unidirectional stream: its type, then for its QPACK encoder stream the instructions
+ * that fill our table; its control stream and decoder stream (which has nothing for us: our
+ * requests use no table) are only consumed, as are reserved types. */
+static size_t read_uni(void *arg, const uint8_t *in, size_t len) {
+    UniIn *uni = arg;
+    size_t at = 0;
+    if (!uni->typed) {
+        if (!(at = xH3VarintRead(in, len, &uni->type))) return 0;
+        uni->typed = true;
+    }
+    if (uni->type != UNI_QPACK_ENCODER) return len;
+    size_t used;
+    if (xQpackDecoderReadEncoder(&uni->client->qpack, in + at, len - at, &used) != XQPACK_OK) return SIZE_MAX;
+    return at + used;
+}
 
-/* --- ngtcp2 callbacks ----------------------------------------------------------------------- */
+static UniIn *uni_in(Client *client, int64_t stream_id) {
+    for (size_t i = 0; i < client->uni_count; i++)
+        if (client->uni[i].id == stream_id) return &client->uni[i];
+    if (client->uni_count == MAX_UNI_IN) return NULL; /* more than a server opens: left unread */
+    UniIn *uni = &client->uni[client->uni_count++];
+    *uni = (UniIn){.client = client, .id = stream_id};
+    return uni;
+}
+
+/* Queues the decoder stream's acknowledgments and increments due: once per flush, so that a read's
+ * sections are acknowledged in one STREAM frame, as nghttp3 does, not one each. */
+static void take_decoder_output(Client *client) {
+    if (client->decoder_id < 0) return;
+    xStr out = xQpackDecoderTakeOutput(&client->qpack);
+    if (!out.len) return;
+    Piece *piece = malloc(sizeof *piece + out.len);
+    *piece = (Piece){.len = out.len};
+    memcpy(piece->bytes, out.data, out.len);
+    if (client->pieces_tail)
+        client->pieces_tail->next = piece;
+    else
+        client->pieces = piece;
+    client->pieces_tail = piece;
+}
 
 static int setup_h3(Client *client) {
-    nghttp3_settings settings;
-    nghttp3_settings_default(&settings);
-    settings.qpack_max_dtable_capacity = opts.qpack_capacity;
-    if (nghttp3_conn_client_new(&client->h3, &H3_CALLBACKS, &settings, NULL, client) != 0) return -1;
-    int64_t control, encoder, decoder;
-    if (ngtcp2_conn_open_uni_stream(client->conn, &control, NULL) != 0 ||
-        ngtcp2_conn_open_uni_stream(client->conn, &encoder, NULL) != 0 ||
-        ngtcp2_conn_open_uni_stream(client->conn, &decoder, NULL) != 0 ||
-        nghttp3_conn_bind_control_stream(client->h3, control) != 0 ||
-        nghttp3_conn_bind_qpack_streams(client->h3, encoder, decoder) != 0)
-        return -1;
+    if (xQpackDecoderInit(&client->qpack, opts.qpack_capacity, 0) != 0) return -1;
+    client->decoder_id = -1;
+    if (ngtcp2_conn_open_uni_stream(client->conn, &client->control_id, NULL) != 0) return -1;
+    if (opts.qpack_capacity) {
+        if (ngtcp2_conn_open_uni_stream(client->conn, &client->decoder_id, NULL) != 0) return -1;
+        static const uint8_t decoder_type = 0x03;
+        Piece *piece = malloc(sizeof *piece + 1);
+        *piece = (Piece){.len = 1};
+        piece->bytes[0] = decoder_type;
+        client->pieces = client->pieces_tail = piece;
+    }
+    client->h3 = true;
     return 0;
 }
+
+/* --- ngtcp2 callbacks ----------------------------------------------------------------------- */
 
 static int on_handshake_completed(ngtcp2_conn *conn, void *user_data) {
     (void)conn;
@@ -308,12 +470,15 @@ static int on_handshake_completed(ngtcp2_conn *conn, void *user_data) {
 
 static int on_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t stream_id, uint64_t offset,
                                const uint8_t *data, size_t len, void *user_data, void *stream_user_data) {
-    (void)conn, (void)offset, (void)stream_user_data;
+    (void)conn, (void)offset, (void)flags;
     Client *client = user_data;
-    nghttp3_ssize consumed =
-        nghttp3_conn_read_stream(client->h3, stream_id, data, len, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
-    if (consumed < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
-    consume(client, stream_id, (size_t)consumed);
+    int rv = 0;
+    if (stream_user_data)
+        rv = feed(&((Request *)stream_user_data)->held, data, len, read_response, stream_user_data);
+    else if (len && (stream_id & 0x3) == 0x3 && uni_in(client, stream_id))
+        rv = feed(&uni_in(client, stream_id)->held, data, len, read_uni, uni_in(client, stream_id));
+    if (rv != 0) return NGTCP2_ERR_CALLBACK_FAILURE;
+    consume(client, stream_id, len);
     return 0;
 }
 
@@ -321,23 +486,46 @@ static int on_acked_stream_data_offset(ngtcp2_conn *conn, int64_t stream_id, uin
                                        void *user_data, void *stream_user_data) {
     (void)conn, (void)offset, (void)stream_user_data;
     Client *client = user_data;
-    return nghttp3_conn_add_ack_offset(client->h3, stream_id, len) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+    if (stream_id != client->decoder_id) return 0; /* requests and SETTINGS are static bytes */
+    /* Acknowledged in order: the pieces wholly acknowledged go. */
+    client->decoder_acked += len;
+    while (client->pieces && client->pieces->sent == client->pieces->len &&
+           client->decoder_acked >= client->pieces->len) {
+        Piece *piece = client->pieces;
+        client->decoder_acked -= piece->len;
+        client->pieces = piece->next;
+        if (!client->pieces) client->pieces_tail = NULL;
+        free(piece);
+    }
+    return 0;
 }
 
 static int on_stream_close(ngtcp2_conn *conn, uint32_t flags, int64_t stream_id, uint64_t app_error_code,
                            void *user_data, void *stream_user_data) {
-    (void)conn, (void)stream_user_data;
+    (void)conn, (void)stream_id;
     Client *client = user_data;
-    if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET)) app_error_code = NGHTTP3_H3_NO_ERROR;
-    int rv = client->h3 ? nghttp3_conn_close_stream(client->h3, stream_id, app_error_code) : 0;
-    return rv == 0 || rv == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+    Request *request = stream_user_data;
+    if (!request) return 0;
+    bool clean = !(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET) || app_error_code == XH3_NO_ERROR;
+    /* A response cut inside a frame is no clean one. */
+    clean = clean && request->held.len == 0 && request->reader.state != XH3_READER_IN_DATA;
+    if (request->queued) {
+        Request **link = &client->queue, *prev = NULL;
+        while (*link != request) prev = *link, link = &(*link)->next;
+        *link = request->next;
+        if (client->queue_tail == request) client->queue_tail = prev;
+    }
+    finish_request(request, clean);
+    submit_requests(client);
+    return 0;
 }
 
 static int on_extend_max_stream_data(ngtcp2_conn *conn, int64_t stream_id, uint64_t max_data, void *user_data,
                                      void *stream_user_data) {
-    (void)conn, (void)max_data, (void)stream_user_data;
-    Client *client = user_data;
-    return nghttp3_conn_unblock_stream(client->h3, stream_id) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+    (void)conn, (void)stream_id, (void)max_data;
+    Request *request = stream_user_data;
+    if (request && !request->queued && request->nout) enqueue(user_data, request);
+    return 0;
 }
 
 static int on_extend_max_local_streams_bidi(ngtcp2_conn *conn, uint64_t max_streams, void *user_data) {
@@ -470,7 +658,64 @@ static int send_packets(Client *client, const uint8_t *data, size_t len, size_t 
     return 0;
 }
 
-/* Sends what ngtcp2 and nghttp3 have to send on the connection, a run of same-size packets per
+/* The next stream bytes to send: the control stream's, then the decoder stream's, then the
+ * queued requests'. Returns the stream (-1 for none) and fills vec. */
+static int64_t next_source(Client *client, ngtcp2_vec *vec, size_t *count, bool *fin) {
+    *count = 0, *fin = false;
+    if (!client->h3 || !ngtcp2_conn_get_max_data_left(client->conn)) return -1;
+    if (client->control_sent < control_len) {
+        vec[0] = (ngtcp2_vec){control_bytes + client->control_sent, control_len - client->control_sent};
+        *count = 1;
+        return client->control_id;
+    }
+    for (Piece *piece = client->pieces; piece; piece = piece->next) {
+        if (piece->sent == piece->len) continue;
+        vec[0] = (ngtcp2_vec){piece->bytes + piece->sent, piece->len - piece->sent};
+        *count = 1;
+        return client->decoder_id;
+    }
+    Request *request = client->queue;
+    if (!request) return -1;
+    memcpy(vec, request->out, request->nout * sizeof *vec);
+    *count = request->nout;
+    *fin = true;
+    return request->stream_id;
+}
+
+/* written bytes of stream_id's went into packets. */
+static void sent(Client *client, int64_t stream_id, size_t written) {
+    if (stream_id == client->control_id) {
+        client->control_sent += written;
+        return;
+    }
+    if (stream_id == client->decoder_id) {
+        for (Piece *piece = client->pieces; piece && written; piece = piece->next) {
+            size_t n = piece->len - piece->sent < written ? piece->len - piece->sent : written;
+            piece->sent += n, written -= n;
+        }
+        return;
+    }
+    Request *request = client->queue;
+    size_t i = 0;
+    for (; i < request->nout && written >= request->out[i].len; i++) written -= request->out[i].len;
+    memmove(request->out, request->out + i, (request->nout - i) * sizeof *request->out);
+    request->nout -= i;
+    if (request->nout) {
+        request->out[0].base += written;
+        request->out[0].len -= written;
+    }
+}
+
+/* The queue's first request leaves it: all sent (FIN too), or blocked until its stream's window
+ * opens (on_extend_max_stream_data queues it again). */
+static void dequeue(Client *client) {
+    Request *request = client->queue;
+    client->queue = request->next;
+    if (!client->queue) client->queue_tail = NULL;
+    request->queued = false;
+}
+
+/* Sends what ngtcp2 and the streams have to send on the connection, a run of same-size packets per
  * sendmsg; -1 when it failed. */
 static int flush_client(Client *client) {
     static uint8_t batch[GSO_MAX * MAX_UDP_PAYLOAD];
@@ -479,37 +724,29 @@ static int flush_client(Client *client) {
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
     uint64_t ts = now_ns();
+    take_decoder_output(client); /* what this read's sections owe, in one piece */
     for (;;) {
-        int64_t stream_id = -1;
-        int fin = 0;
-        nghttp3_vec vec[16];
-        nghttp3_ssize count = 0;
-        if (client->h3 && ngtcp2_conn_get_max_data_left(client->conn)) {
-            count = nghttp3_conn_writev_stream(client->h3, &stream_id, &fin, vec, 16);
-            if (count < 0) return -1;
-        }
+        ngtcp2_vec vec[3];
+        size_t count;
+        bool fin;
+        int64_t stream_id = next_source(client, vec, &count, &fin);
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
-        ngtcp2_ssize written = 0;
-        ngtcp2_ssize n =
-            ngtcp2_conn_writev_stream(client->conn, &ps.path, &pi, batch + off, MAX_UDP_PAYLOAD, &written,
-                                      flags, stream_id, (const ngtcp2_vec *)vec, (size_t)count, ts);
+        ngtcp2_ssize written = -1;
+        ngtcp2_ssize n = ngtcp2_conn_writev_stream(client->conn, &ps.path, &pi, batch + off, MAX_UDP_PAYLOAD,
+                                                   &written, flags, stream_id, vec, count, ts);
+        bool request = stream_id >= 0 && stream_id != client->control_id && stream_id != client->decoder_id;
+        if (written >= 0) {
+            sent(client, stream_id, (size_t)written);
+            if (request && client->queue->nout == 0) dequeue(client); /* its FIN went with the last */
+        }
         if (n < 0) {
-            if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
-                nghttp3_conn_block_stream(client->h3, stream_id);
+            if ((n == NGTCP2_ERR_STREAM_DATA_BLOCKED || n == NGTCP2_ERR_STREAM_SHUT_WR) && request) {
+                dequeue(client);
                 continue;
             }
-            if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
-                nghttp3_conn_shutdown_stream_write(client->h3, stream_id);
-                continue;
-            }
-            if (n == NGTCP2_ERR_WRITE_MORE) {
-                if (nghttp3_conn_add_write_offset(client->h3, stream_id, (size_t)written) != 0) return -1;
-                continue;
-            }
+            if (n == NGTCP2_ERR_WRITE_MORE) continue;
             return -1;
         }
-        if (written >= 0 && nghttp3_conn_add_write_offset(client->h3, stream_id, (size_t)written) != 0)
-            return -1;
         if (n == 0) break;
         if (off == 0) segment = (size_t)n;
         off += (size_t)n;
@@ -563,7 +800,7 @@ static void send_close(Client *client) {
     uint8_t packet[MAX_UDP_PAYLOAD];
     xQuicCloseError error;
     xq_close_error_default(&error);
-    xq_close_error_set_application(&error, NGHTTP3_H3_NO_ERROR, NULL, 0);
+    xq_close_error_set_application(&error, XH3_NO_ERROR, NULL, 0);
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_ssize n = ngtcp2_conn_write_connection_close(client->conn, &ps.path, NULL, packet, sizeof packet,
@@ -618,8 +855,8 @@ static void add_header(const char *arg) {
     for (size_t i = 0; i < name_len; i++)
         if (name[i] >= 'A' && name[i] <= 'Z') name[i] = (char)(name[i] - 'A' + 'a');
     const char *value = colon + 1 + strspn(colon + 1, " \t");
-    opts.extra[opts.extra_count++] =
-        (nghttp3_nv){(uint8_t *)name, (uint8_t *)value, name_len, strlen(value), NGHTTP3_NV_FLAG_NONE};
+    opts.extra_names[opts.extra_count] = (xStr){name, name_len};
+    opts.extra_values[opts.extra_count++] = (xStr){value, strlen(value)};
 }
 
 /* -i FILE: one URI a line, each giving a path; the first sets host and port. */
@@ -731,6 +968,7 @@ static void report(double seconds) {
 
 int main(int argc, char **argv) {
     parse_options(argc, argv);
+    encode_requests();
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM};
     if (getaddrinfo(opts.host, opts.port, &hints, &target) != 0) {
         fprintf(stderr, "h3load: cannot resolve %s\n", opts.host);

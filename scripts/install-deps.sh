@@ -38,7 +38,7 @@ needs=(
   iproute2:ss
   # a browser over HTTP/3 (tests/integration/test_http3_interop.py), QUIC forced on the origin
   chromium:chromium
-  # bench/h3load (the HTTP/3 load generator) frames its requests with nghttp3
+  # nghttp3: the oracle QPACK is fuzzed and tested against (tests/, fuzz/)
   libnghttp3-dev:/usr/include/nghttp3/nghttp3.h
   openssl:openssl
   nghttp2-client:h2load

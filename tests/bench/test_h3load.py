@@ -1,9 +1,9 @@
 """bench/h3load, the HTTP/3 load generator, against this build's https_bench_server: its summary
 reads through xkbench's h2load parser and its counts are the requests asked for, for GET and for
-POST with a body; -i asks a file's paths in turn and -H adds headers, as h2load's; -D marks the main
-duration as h2load does; a port where nothing listens fails. It sends runs of packets with
-UDP_SEGMENT and reads with UDP_GRO, as quic-go's client does, unless told not to (strace shows
-which)."""
+POST with a body, with and without a QPACK dynamic table; -i asks a file's paths in turn and -H adds
+headers, as h2load's; -D marks the main duration as h2load does; a port where nothing listens fails.
+It sends runs of packets with UDP_SEGMENT and reads with UDP_GRO, as quic-go's client does, unless
+told not to (strace shows which)."""
 
 import os
 import re
@@ -55,6 +55,19 @@ class H3LoadTest(unittest.TestCase):
         self.assertIn("requests: 300 total, 300 started, 300 done, 300 succeeded, 0 failed", done.stdout)
         self.assertGreater(result.req_per_s, 0)
         self.assertIsNotNone(result.latency_ms)
+
+    def test_with_a_qpack_table_the_servers_indexed_answers_are_read(self):
+        # The server keeps repeated response fields in the table h3load allows; h3load's decoder
+        # follows its encoder stream and acknowledges each section (a wrong table or a missing
+        # acknowledgment fails the sections that refer to it, or stalls the run).
+        done, result = h3load("-c2", "-m16", "-n", "2000", "--qpack-capacity=4096", f"{self.base}/ping")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(result.statuses, {"2xx": 2000, "3xx": 0, "4xx": 0, "5xx": 0}, done.stdout)
+        done, result = h3load(
+            "-c1", "-m4", "-n", "40", "--qpack-capacity=4096", "--body-size=65536", f"{self.base}/echo"
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(result.statuses, {"2xx": 40, "3xx": 0, "4xx": 0, "5xx": 0}, done.stdout)
 
     def test_post_bodies_are_sent_and_answered(self):
         done, result = h3load("-c2", "-m4", "-n", "40", "--body-size=65536", f"{self.base}/echo")

@@ -764,7 +764,7 @@ def prepare(args, work_dir):
     if h3load.is_file():
         load_tools[H3LOAD] = h3load
     else:
-        say(f"no {h3load}, so no HTTP/3 rows (configure with -DXK_BUILD_BENCHMARKS=ON and libnghttp3-dev)")
+        say(f"no {h3load}, so no HTTP/3 rows (configure with -DXK_BUILD_BENCHMARKS=ON)")
     found, missing, tools = find_infrastructure(args.servers, work_dir)
     binaries.update(found)
     skipped.update(missing)

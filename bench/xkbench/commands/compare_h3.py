@@ -60,7 +60,7 @@ def add_arguments(parser):
         "--qpack-capacity",
         type=int,
         default=0,
-        help="the QPACK dynamic table h3load's SETTINGS allow the server (default 0, nghttp3's: static "
+        help="the QPACK dynamic table h3load's SETTINGS allow the server (default 0, as nghttp3's clients: static "
         "table only; browsers allow one)",
     )
 
@@ -361,7 +361,8 @@ def render(results, skipped, args, env):
         "sends and receives, and on loopback the receiving side's path, which runs on the sending CPU).",
         "- gtlsserver (ngtcp2's example server) and Caddy serve files only: their GET /ping is a 4-byte file "
         "holding xKit's answer; neither echoes a body, so POST runs on xKit and quic-go alone.",
-        "- h3load: bench/h3load.c, ngtcp2 0.12's client with GnuTLS and nghttp3's client framing, one thread; "
+        "- h3load: bench/h3load.c, ngtcp2 0.12's client with GnuTLS and a lean HTTP/3 client of xKit's frame "
+        "reader and QPACK (each path's request encoded once), one thread, so that it outruns the servers; "
         "the certificate is not verified.",
         "",
     ]
