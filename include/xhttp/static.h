@@ -121,7 +121,8 @@ typedef struct xHttpStaticConf {
                                        type it compresses, from its min_size to
                                        compress_file_max bytes, with no twin the client
                                        takes, is sent compressed as the client prefers
-                                       (true); false: the bytes on disk, or a twin */
+                                       (true); false: the bytes on disk, or a twin, as
+                                       also where cache_control says no-transform */
     size_t compress_file_max;     /**< the largest file compressed on the fly; a larger
                                        one is sent as it is, from the file (1 MiB) */
     size_t compress_bytes_max;    /**< the most bytes of compressed files each worker

@@ -10,8 +10,8 @@ GET's head; If-None-Match on the weak ETag is 304; a Range gets the file's
 own bytes (206, 416); a file changed on disk is compressed anew within
 cache_ms (at once without the open-file cache); HTTP/2 and TLS alike; the
 worker's kept bytes stay within --static-compress-cache however many files
-are asked for; --static-no-compress and a server without --compress send
-every byte as it is on disk."""
+are asked for; --static-no-compress, a Cache-Control with no-transform and a
+server without --compress send every byte as it is on disk."""
 
 import base64
 import gzip
@@ -406,6 +406,26 @@ class SwitchedOffTest(StaticCompressTestCase):
                 self.assertIsNone(resp.header("Content-Encoding"))
                 self.assertEqual(resp.body, FILES[name])
                 self.assertRegex(resp.header("ETag"), r'^"')
+        resp = self.get("twinned.js", "br")
+        with open(self.path("twinned.js.br"), "rb") as f:
+            self.assertEqual((resp.header("Content-Encoding"), resp.body), ("br", f.read()))
+
+
+class NoTransformTest(StaticCompressTestCase):
+    """--static-cache-control with no-transform: the files' own Cache-Control asks that their
+    bytes reach the client as they are, so none is compressed on the fly (a twin on disk is
+    still the file's own representation, and is sent)."""
+
+    extra_args = ("--compress", "--static-cache-control", "public, No-Transform, max-age=60")
+
+    def test_files_go_as_they_are_with_their_cache_control(self):
+        for name in TEXT:
+            with self.subTest(name=name):
+                resp = self.get(name, "br;q=1, gzip;q=0.8")
+                self.assertIsNone(resp.header("Content-Encoding"))
+                self.assertEqual(resp.body, FILES[name])
+                self.assertRegex(resp.header("ETag"), r'^"')
+                self.assertEqual(resp.header("Cache-Control"), "public, No-Transform, max-age=60")
         resp = self.get("twinned.js", "br")
         with open(self.path("twinned.js.br"), "rb") as f:
             self.assertEqual((resp.header("Content-Encoding"), resp.body), ("br", f.read()))

@@ -15,6 +15,7 @@
 #include "xbase/mem/sized.h"
 
 #include "xhttp/core/accept.h"
+#include "xhttp/core/tokens.h"
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/finished.h"
 #include "xhttp/core/tokens.h"
@@ -98,7 +99,12 @@ xErrno xHttpStaticCreate(const xHttpStaticConf *user, xHttpStatic **out) {
     files->cache_entries = conf.cache_entries;
     files->keep_file_max = conf.keep_file_max;
     files->keep_bytes_max = conf.keep_bytes_max;
-    files->compress_on_the_fly = conf.compress_on_the_fly;
+    /* A Cache-Control of ours that says no-transform (RFC 9111 §5.2.2.6)
+     * asks every cache on the way to keep the bytes as they are; we keep to
+     * it too, as the compression filter does for a handler's no-transform. */
+    files->compress_on_the_fly =
+        conf.compress_on_the_fly &&
+        !(conf.cache_control && xHttpListHasToken(xStrFromC(conf.cache_control), "no-transform"));
     files->compress_file_max = conf.compress_file_max;
     files->compress_bytes_max = conf.compress_bytes_max;
     xErrno err = failed ? XERR_NOMEM : copy_types(files, conf.types, conf.num_types);
