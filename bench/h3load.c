@@ -472,11 +472,12 @@ static int on_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t stream
                                const uint8_t *data, size_t len, void *user_data, void *stream_user_data) {
     (void)conn, (void)offset, (void)flags;
     Client *client = user_data;
+    UniIn *uni;
     int rv = 0;
     if (stream_user_data)
         rv = feed(&((Request *)stream_user_data)->held, data, len, read_response, stream_user_data);
-    else if (len && (stream_id & 0x3) == 0x3 && uni_in(client, stream_id))
-        rv = feed(&uni_in(client, stream_id)->held, data, len, read_uni, uni_in(client, stream_id));
+    else if (len && (stream_id & 0x3) == 0x3 && (uni = uni_in(client, stream_id)))
+        rv = feed(&uni->held, data, len, read_uni, uni);
     if (rv != 0) return NGTCP2_ERR_CALLBACK_FAILURE;
     consume(client, stream_id, len);
     return 0;

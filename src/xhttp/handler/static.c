@@ -15,7 +15,6 @@
 #include "xbase/mem/sized.h"
 
 #include "xhttp/core/accept.h"
-#include "xhttp/core/tokens.h"
 #include "xhttp/core/exchange.h"
 #include "xhttp/core/finished.h"
 #include "xhttp/core/tokens.h"

@@ -46,24 +46,15 @@ static inline bool xH2HeldArrive(xH2HeldWindow *conn, xH2HeldShare *stream, size
     return true;
 }
 
-/** A stream's held bytes (held of them) leave, taken by the reader or
- *  dropped. Returns the connection window still owed for them: the bytes
+/** leaving of a stream's held bytes leave, taken by the reader (a piece at
+ *  a time) or dropped (all of them); the first of them count as the ones
+ *  returned. Returns the connection window still owed for them: the bytes
  *  that did not get it back on arrival. */
-static inline size_t xH2HeldRelease(xH2HeldWindow *conn, xH2HeldShare *stream, size_t held) {
-    size_t due = held - stream->returned;
-    conn->returned -= stream->returned;
-    stream->returned = 0;
-    return due;
-}
-
-/** take of a stream's held bytes go to its reader, the first of them
- *  counted as returned. Returns the connection window still owed for the
- *  rest: as xH2HeldRelease, a piece at a time. */
-static inline size_t xH2HeldTake(xH2HeldWindow *conn, xH2HeldShare *stream, size_t take) {
-    size_t early = take < stream->returned ? take : stream->returned;
+static inline size_t xH2HeldLeave(xH2HeldWindow *conn, xH2HeldShare *stream, size_t leaving) {
+    size_t early = leaving < stream->returned ? leaving : stream->returned;
     conn->returned -= early;
     stream->returned -= early;
-    return take - early;
+    return leaving - early;
 }
 
 #endif

@@ -207,7 +207,7 @@ void xH2ConsumeStream(xH2Stream *s, size_t n) {
 }
 
 void xH2ReleaseHeld(xHttp2 *h2, xH2Stream *s) {
-    size_t due = xH2HeldRelease(&h2->held_window, &s->held_share, xH2HeldBody(s));
+    size_t due = xH2HeldLeave(&h2->held_window, &s->held_share, xH2HeldBody(s));
     if (due) xH2ConsumeConn(h2, due);
     s->body.len = s->body_taken = 0;
 }
@@ -215,7 +215,7 @@ void xH2ReleaseHeld(xHttp2 *h2, xH2Stream *s) {
 const char *xH2TakeHeld(xHttp2 *h2, xH2Stream *s, size_t n) {
     const char *at = s->body.data + s->body_taken;
     xH2ConsumeStream(s, n);
-    size_t due = xH2HeldTake(&h2->held_window, &s->held_share, n);
+    size_t due = xH2HeldLeave(&h2->held_window, &s->held_share, n);
     if (due) xH2ConsumeConn(h2, due);
     s->body_taken += n;
     /* All taken: the next bytes start at the front again. The bytes handed
